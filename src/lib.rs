@@ -1,0 +1,8 @@
+//! trendsync: fetch YouTube trending charts into SQLite under a shared, exact
+//! sliding-window quota budget.
+//!
+//! The binary (`src/main.rs`) is a thin shell over this library; the library exists so
+//! that benchmarks and integration tests can reach the limiter and the store directly.
+
+pub mod youtube;
+pub mod store;

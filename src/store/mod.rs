@@ -1,0 +1,1 @@
+//! The SQLite store: schema, migrations, queries and full-text search.
