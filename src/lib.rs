@@ -4,5 +4,8 @@
 //! The binary (`src/main.rs`) is a thin shell over this library; the library exists so
 //! that benchmarks and integration tests can reach the limiter and the store directly.
 
-pub mod youtube;
+pub mod config;
+pub mod error;
+pub mod quota;
 pub mod store;
+pub mod youtube;

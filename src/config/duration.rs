@@ -1,0 +1,40 @@
+//! Durations in the configuration files and on the command line: "24h", "10m", "90s",
+//! "1d", "1h30m".
+
+use std::time::Duration;
+
+/// Parses a positive duration, saying what is accepted when it cannot.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text.trim()).map_err(|e| {
+        format!("\"{text}\" is not a duration ({e}); expected a number and a unit, e.g. \"90s\", \"10m\", \"2h\", \"1d\"")
+    })?;
+    if d.is_zero() {
+        return Err(format!(
+            "\"{text}\" is zero; expected a positive duration such as \"10m\""
+        ));
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_the_units_the_docs_show() {
+        assert_eq!(parse_duration("24h"), Ok(Duration::from_secs(86_400)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5_400)));
+    }
+
+    #[test]
+    fn refuses_zero_and_nonsense() {
+        assert!(parse_duration("0s").is_err_and(|e| e.contains("zero")));
+        assert!(
+            parse_duration("ten minutes")
+                .is_err_and(|e| e.contains("expected a number and a unit"))
+        );
+        assert!(parse_duration("10").is_err());
+    }
+}

@@ -1,0 +1,181 @@
+//! The two configuration files, `quota-costs.toml` and `regions.toml`, read and
+//! validated where they are read: every mistake is reported with the file, the line
+//! and column, and what was expected (exit 78).
+
+mod costs;
+mod duration;
+mod region_codes;
+mod regions;
+
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+pub use costs::parse_costs;
+pub use duration::parse_duration;
+pub use regions::{Order, Region, Regions, Search, parse_regions};
+
+use crate::quota::Budget;
+
+/// The shipped `quota-costs.toml`, used when none is given or present.
+pub const BUILTIN_COSTS: &str = include_str!("../../quota-costs.toml");
+/// The shipped `regions.toml`, used when none is given or present.
+pub const BUILTIN_REGIONS: &str = include_str!("../../regions.toml");
+
+/// A configuration mistake, located as precisely as the file allows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file as the user named it, or "built-in quota-costs.toml".
+    pub file: String,
+    /// 1-based line and column, when the mistake has a place.
+    pub position: Option<(usize, usize)>,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.position {
+            Some((line, col)) => write!(f, "{}:{}:{}: {}", self.file, line, col, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The text of one configuration file and the name to report it by; turns byte spans
+/// into line and column.
+pub struct SourceText<'a> {
+    pub name: String,
+    pub text: &'a str,
+}
+
+impl SourceText<'_> {
+    pub fn error_at(&self, span: Option<Range<usize>>, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: self.name.clone(),
+            position: span.map(|s| line_col(self.text, s.start)),
+            message: message.into(),
+        }
+    }
+
+    /// Deserializes the whole file, turning toml's error into ours.
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, ConfigError> {
+        toml::from_str(self.text).map_err(|e| self.error_at(e.span(), e.message().trim_end()))
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let col = before[line_start..].chars().count() + 1;
+    (line, col)
+}
+
+/// Where a configuration file comes from: a path the user gave, the file in the
+/// current directory, or the copy built into the binary.
+#[derive(Debug, Clone)]
+pub enum Origin {
+    Given(PathBuf),
+    BuiltIn,
+}
+
+impl Origin {
+    /// The path given on the command line or in the environment wins; otherwise the
+    /// file of that name in the current directory if there is one; otherwise built-in.
+    pub fn resolve(given: Option<&Path>, default_name: &str) -> Origin {
+        match given {
+            Some(p) => Origin::Given(p.to_path_buf()),
+            None if Path::new(default_name).is_file() => Origin::Given(PathBuf::from(default_name)),
+            None => Origin::BuiltIn,
+        }
+    }
+
+    fn read(
+        &self,
+        builtin: &'static str,
+        default_name: &str,
+    ) -> Result<(String, String), ConfigError> {
+        match self {
+            Origin::BuiltIn => Ok((format!("built-in {default_name}"), builtin.to_owned())),
+            Origin::Given(path) => {
+                let name = path.display().to_string();
+                std::fs::read_to_string(path).map(|text| (name.clone(), text)).map_err(|e| ConfigError {
+                    file: name,
+                    position: None,
+                    message: format!("cannot read the file: {e}; pass an existing file or leave the option out to use the built-in one"),
+                })
+            }
+        }
+    }
+}
+
+/// Both files, checked against each other.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub budget: Budget,
+    pub regions: Regions,
+}
+
+impl Config {
+    /// Loads and validates both files. `called` lists the upstream methods the program
+    /// itself charges, which must all have a cost; `search_method` must have one only
+    /// when some region configures a search.
+    pub fn load(
+        costs: &Origin,
+        regions: &Origin,
+        called: &[&str],
+        search_method: &str,
+    ) -> Result<Config, ConfigError> {
+        let (costs_name, costs_text) = costs.read(BUILTIN_COSTS, "quota-costs.toml")?;
+        let costs_src = SourceText {
+            name: costs_name,
+            text: &costs_text,
+        };
+        let budget = parse_costs(&costs_src)?;
+        let (regions_name, regions_text) = regions.read(BUILTIN_REGIONS, "regions.toml")?;
+        let regions_src = SourceText {
+            name: regions_name,
+            text: &regions_text,
+        };
+        let regions = parse_regions(&regions_src)?;
+
+        for method in called {
+            if !budget.costs.contains_key(*method) {
+                return Err(costs_src.error_at(
+                    None,
+                    format!("[costs] has no entry for \"{method}\", which trendsync calls; add e.g. \"{method}\" = 1"),
+                ));
+            }
+        }
+        if let Some(region) = regions.regions.iter().find(|r| !r.searches.is_empty()) {
+            if !budget.costs.contains_key(search_method) {
+                return Err(costs_src.error_at(
+                    None,
+                    format!(
+                        "[costs] has no entry for \"{search_method}\", but region {} in {} configures searches; add \"{search_method}\" = 100",
+                        region.code, regions_src.name
+                    ),
+                ));
+            }
+        }
+        Ok(Config { budget, regions })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_col_counts_from_one_in_characters() {
+        let text = "a = 1\nbé = \"x\"\n";
+        assert_eq!(line_col(text, 0), (1, 1));
+        assert_eq!(line_col(text, 6), (2, 1));
+        let x = text.find('"').unwrap_or_default();
+        assert_eq!(line_col(text, x), (2, 6));
+    }
+}

@@ -1,0 +1,484 @@
+//! The limiter inside the SQLite database, for a single host: the same steps as the
+//! Redis script, in one immediate transaction, so any number of processes on the host
+//! share one exact window. Its tables are prefixed `quota_` and belong to this module.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+
+use super::model::{self, Fit, PartOutcome};
+use super::{
+    Charge, Decision, Entry, LimiterError, PolicyRef, PolicyStatus, Status, from_micros, micros,
+};
+
+const SCHEMA_VERSION: i64 = 1;
+
+/// Waiting for another process's transaction is normal; waiting this long is not.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS quota_schema (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS quota_entry (
+    policy     TEXT    NOT NULL,   -- '<budget.key>:<policy>'
+    member     TEXT    NOT NULL,   -- the charge id
+    at_us      INTEGER NOT NULL,
+    expires_us INTEGER NOT NULL,   -- at_us + the window it was charged under
+    units      INTEGER NOT NULL,
+    method     TEXT    NOT NULL,
+    PRIMARY KEY (policy, member)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS quota_entry_by_time ON quota_entry (policy, at_us);
+CREATE INDEX IF NOT EXISTS quota_entry_by_expiry ON quota_entry (expires_us);
+CREATE TABLE IF NOT EXISTS quota_total (
+    policy TEXT PRIMARY KEY,
+    total  INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS quota_block (
+    budget   TEXT PRIMARY KEY,
+    until_us INTEGER NOT NULL
+) WITHOUT ROWID;
+";
+
+pub struct EmbeddedLimiter {
+    path: PathBuf,
+    budget_key: String,
+    /// `None` when opened read-only on a file that does not exist: an empty window.
+    conn: Option<Arc<Mutex<Connection>>>,
+}
+
+fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, micros)
+}
+
+impl EmbeddedLimiter {
+    /// Opens (creating if needed) the database at `path` for charging.
+    pub fn open(path: &Path, budget_key: &str) -> Result<EmbeddedLimiter, LimiterError> {
+        let fail = |doing: &'static str, e: rusqlite::Error| LimiterError::Failed {
+            endpoint: path.display().to_string(),
+            doing,
+            reason: e.to_string(),
+        };
+        let mut conn = Connection::open(path).map_err(|e| fail("opening the database", e))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| fail("setting the busy timeout", e))?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(|e| fail("switching to WAL", e))?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| fail("creating the limiter's tables", e))?;
+        tx.execute_batch(SCHEMA)
+            .map_err(|e| fail("creating the limiter's tables", e))?;
+        let version: Option<i64> = tx
+            .query_row("SELECT version FROM quota_schema", [], |r| r.get(0))
+            .optional()
+            .map_err(|e| fail("reading the limiter's schema version", e))?;
+        match version {
+            None => {
+                tx.execute(
+                    "INSERT INTO quota_schema (version) VALUES (?1)",
+                    [SCHEMA_VERSION],
+                )
+                .map_err(|e| fail("recording the limiter's schema version", e))?;
+            }
+            Some(v) if v > SCHEMA_VERSION => {
+                return Err(LimiterError::Failed {
+                    endpoint: path.display().to_string(),
+                    doing: "opening the embedded limiter",
+                    reason: format!(
+                        "its tables are version {v}, newer than this trendsync knows ({SCHEMA_VERSION}); upgrade trendsync"
+                    ),
+                });
+            }
+            Some(_) => {}
+        }
+        tx.commit()
+            .map_err(|e| fail("creating the limiter's tables", e))?;
+        Ok(EmbeddedLimiter {
+            path: path.to_path_buf(),
+            budget_key: budget_key.to_owned(),
+            conn: Some(Arc::new(Mutex::new(conn))),
+        })
+    }
+
+    /// Opens `path` only to read the window: creates nothing and writes nothing. A
+    /// missing file is an empty window.
+    pub fn open_read_only(path: &Path, budget_key: &str) -> Result<EmbeddedLimiter, LimiterError> {
+        let conn = if path.exists() {
+            let conn = Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(|e| LimiterError::Failed {
+                endpoint: path.display().to_string(),
+                doing: "opening the database read-only",
+                reason: e.to_string(),
+            })?;
+            let _ = conn.busy_timeout(BUSY_TIMEOUT);
+            Some(Arc::new(Mutex::new(conn)))
+        } else {
+            None
+        };
+        Ok(EmbeddedLimiter {
+            path: path.to_path_buf(),
+            budget_key: budget_key.to_owned(),
+            conn,
+        })
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("embedded limiter in {}", self.path.display())
+    }
+
+    /// Runs `work` on the connection off the async runtime's threads.
+    async fn with_conn<T: Send + 'static>(
+        &self,
+        doing: &'static str,
+        work: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<Option<T>, LimiterError> {
+        let Some(conn) = self.conn.clone() else {
+            return Ok(None);
+        };
+        let endpoint = self.endpoint();
+        let fail = move |reason: String| LimiterError::Failed {
+            endpoint: endpoint.clone(),
+            doing,
+            reason,
+        };
+        let joined = tokio::task::spawn_blocking(move || {
+            let mut guard = conn
+                .lock()
+                .map_err(|_| "a previous database operation panicked".to_owned())?;
+            work(&mut guard).map_err(|e| e.to_string())
+        })
+        .await;
+        match joined {
+            Ok(Ok(v)) => Ok(Some(v)),
+            Ok(Err(reason)) => Err(fail(reason)),
+            Err(e) => Err(fail(e.to_string())),
+        }
+    }
+
+    pub(super) async fn charge(
+        &self,
+        charge: &Charge,
+        age: Option<Duration>,
+    ) -> Result<Decision, LimiterError> {
+        let charge_owned = charge.clone();
+        let key = self.budget_key.clone();
+        let decided = self
+            .with_conn("charging the budget", move |conn| {
+                charge_in(conn, &key, &charge_owned, age, now_us())
+            })
+            .await?;
+        decided.ok_or_else(|| LimiterError::Failed {
+            endpoint: self.endpoint(),
+            doing: "charging the budget",
+            reason: "the database was opened read-only".to_owned(),
+        })
+    }
+
+    pub(super) async fn status(
+        &self,
+        policies: &[PolicyRef],
+        with_entries: &[&str],
+    ) -> Result<Status, LimiterError> {
+        let now = now_us();
+        let key = self.budget_key.clone();
+        let wanted: Vec<(PolicyRef, bool)> = policies
+            .iter()
+            .map(|p| (p.clone(), with_entries.contains(&p.name.as_str())))
+            .collect();
+        let empty = Status {
+            now_us: now,
+            policies: wanted
+                .iter()
+                .map(|(p, list)| PolicyStatus {
+                    name: p.name.clone(),
+                    window: p.window,
+                    used: 0,
+                    next_free: None,
+                    empty_in: None,
+                    entries: list.then(Vec::new),
+                })
+                .collect(),
+            blocked_until_us: None,
+        };
+        let read = self
+            .with_conn("reading the budget", move |conn| {
+                status_in(conn, &key, &wanted, now)
+            })
+            .await?;
+        // No database, or one the limiter never wrote to: nothing has been charged.
+        Ok(read.flatten().unwrap_or(empty))
+    }
+
+    pub(super) async fn block_until(&self, until_us: i64) -> Result<(), LimiterError> {
+        let key = self.budget_key.clone();
+        self.with_conn("blocking the budget", move |conn| {
+            conn.execute(
+                "INSERT INTO quota_block (budget, until_us) VALUES (?1, ?2)
+                 ON CONFLICT (budget) DO UPDATE SET until_us = excluded.until_us",
+                params![key, until_us],
+            )
+            .map(|_| ())
+        })
+        .await
+        .map(|_| ())
+    }
+}
+
+fn policy_id(budget_key: &str, policy: &str) -> String {
+    format!("{budget_key}:{policy}")
+}
+
+/// Drops every entry that has left its window and subtracts it from its total.
+fn evict(conn: &Connection, now: i64) -> rusqlite::Result<()> {
+    let mut expired = conn.prepare_cached(
+        "SELECT policy, SUM(units) FROM quota_entry WHERE expires_us <= ?1 GROUP BY policy",
+    )?;
+    let gone: Vec<(String, i64)> = expired
+        .query_map([now], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    if gone.is_empty() {
+        return Ok(());
+    }
+    for (policy, units) in &gone {
+        conn.prepare_cached("UPDATE quota_total SET total = total - ?2 WHERE policy = ?1")?
+            .execute(params![policy, units])?;
+    }
+    conn.prepare_cached("DELETE FROM quota_entry WHERE expires_us <= ?1")?
+        .execute([now])?;
+    conn.prepare_cached("DELETE FROM quota_total WHERE total <= 0")?
+        .execute([])?;
+    Ok(())
+}
+
+fn total_of(conn: &Connection, policy: &str) -> rusqlite::Result<u64> {
+    let total: Option<i64> = conn
+        .prepare_cached("SELECT total FROM quota_total WHERE policy = ?1")?
+        .query_row([policy], |r| r.get(0))
+        .optional()?;
+    Ok(u64::try_from(total.unwrap_or(0)).unwrap_or(0))
+}
+
+/// Drops the entries of `policy` that have left `window` (the window configured now
+/// may be shorter than the one they were charged under).
+fn evict_policy(conn: &Connection, policy: &str, cutoff: i64) -> rusqlite::Result<()> {
+    let units: i64 = conn
+        .prepare_cached(
+            "SELECT COALESCE(SUM(units), 0) FROM quota_entry WHERE policy = ?1 AND at_us <= ?2",
+        )?
+        .query_row(params![policy, cutoff], |r| r.get(0))?;
+    if units > 0 {
+        conn.prepare_cached("UPDATE quota_total SET total = total - ?2 WHERE policy = ?1")?
+            .execute(params![policy, units])?;
+        conn.prepare_cached("DELETE FROM quota_entry WHERE policy = ?1 AND at_us <= ?2")?
+            .execute(params![policy, cutoff])?;
+    }
+    Ok(())
+}
+
+fn edges(
+    conn: &Connection,
+    policy: &str,
+    window_us: i64,
+    now: i64,
+) -> rusqlite::Result<(Option<Duration>, Option<Duration>)> {
+    let (oldest, newest): (Option<i64>, Option<i64>) = conn
+        .prepare_cached(
+            "SELECT MIN(at_us), MAX(at_us) FROM quota_entry WHERE policy = ?1 AND at_us > ?2",
+        )?
+        .query_row(params![policy, now - window_us], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+    let left = |at: i64| from_micros(at + window_us - now);
+    Ok((oldest.map(left), newest.map(left)))
+}
+
+fn outcomes(
+    conn: &Connection,
+    budget_key: &str,
+    charge: &Charge,
+    fits: &[Fit],
+    now: i64,
+) -> rusqlite::Result<Vec<PartOutcome>> {
+    charge
+        .parts
+        .iter()
+        .zip(fits)
+        .map(|(p, fit)| {
+            let id = policy_id(budget_key, &p.policy);
+            let (next_free, empty_in) = edges(conn, &id, micros(p.window), now)?;
+            Ok(PartOutcome {
+                policy: p.policy.clone(),
+                used: total_of(conn, &id)?,
+                max: p.max,
+                fit: *fit,
+                next_free,
+                empty_in,
+            })
+        })
+        .collect()
+}
+
+fn charge_in(
+    conn: &mut Connection,
+    budget_key: &str,
+    charge: &Charge,
+    age: Option<Duration>,
+    now: i64,
+) -> rusqlite::Result<Decision> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    evict(&tx, now)?;
+    for p in &charge.parts {
+        evict_policy(
+            &tx,
+            &policy_id(budget_key, &p.policy),
+            now - micros(p.window),
+        )?;
+    }
+    let all_fit = vec![Fit::Now; charge.parts.len()];
+    let forced = age.is_some();
+
+    if !forced {
+        let until: Option<i64> = tx
+            .prepare_cached("SELECT until_us FROM quota_block WHERE budget = ?1")?
+            .query_row([budget_key], |r| r.get(0))
+            .optional()?;
+        if let Some(until) = until.filter(|u| *u > now) {
+            let parts = outcomes(&tx, budget_key, charge, &all_fit, now)?;
+            tx.commit()?;
+            return Ok(model::blocked(charge, parts, from_micros(until - now)));
+        }
+    }
+
+    let mut seen =
+        tx.prepare_cached("SELECT 1 FROM quota_entry WHERE policy = ?1 AND member = ?2")?;
+    let mut duplicate = false;
+    for p in &charge.parts {
+        duplicate |= seen.exists(params![policy_id(budget_key, &p.policy), charge.id])?;
+    }
+    drop(seen);
+    if duplicate {
+        let parts = outcomes(&tx, budget_key, charge, &all_fit, now)?;
+        tx.commit()?;
+        return Ok(model::decide(charge, parts, true));
+    }
+
+    let mut fits = Vec::with_capacity(charge.parts.len());
+    for p in &charge.parts {
+        if forced {
+            fits.push(Fit::Now);
+            continue;
+        }
+        let id = policy_id(budget_key, &p.policy);
+        let used = total_of(&tx, &id)?;
+        let mut oldest_first = tx.prepare_cached(
+            "SELECT at_us, units FROM quota_entry WHERE policy = ?1 ORDER BY at_us, member",
+        )?;
+        let entries =
+            oldest_first.query_map([&id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?;
+        let entries = entries
+            .map_while(Result::ok)
+            .map(|(at, u)| (at, u64::try_from(u).unwrap_or(0)));
+        fits.push(model::fit(
+            entries,
+            used,
+            p.units,
+            p.max,
+            micros(p.window),
+            now,
+        ));
+    }
+
+    if fits.iter().all(|f| *f == Fit::Now) {
+        let at = now - age.map_or(0, micros);
+        for p in &charge.parts {
+            let window_us = micros(p.window);
+            if at <= now - window_us {
+                continue; // already out of the window: nothing left to count
+            }
+            let id = policy_id(budget_key, &p.policy);
+            let units = i64::try_from(p.units).unwrap_or(i64::MAX);
+            tx.prepare_cached(
+                "INSERT INTO quota_entry (policy, member, at_us, expires_us, units, method) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![id, charge.id, at, at + window_us, units, charge.method])?;
+            tx.prepare_cached(
+                "INSERT INTO quota_total (policy, total) VALUES (?1, ?2)
+                 ON CONFLICT (policy) DO UPDATE SET total = total + excluded.total",
+            )?
+            .execute(params![id, units])?;
+        }
+    }
+    let parts = outcomes(&tx, budget_key, charge, &fits, now)?;
+    tx.commit()?;
+    Ok(model::decide(charge, parts, false))
+}
+
+/// Reads without writing: entries past their window are simply not counted. `None`
+/// when the limiter's tables do not exist yet.
+fn status_in(
+    conn: &mut Connection,
+    budget_key: &str,
+    wanted: &[(PolicyRef, bool)],
+    now: i64,
+) -> rusqlite::Result<Option<Status>> {
+    let exists: bool = conn
+        .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'quota_entry'")?
+        .exists([])?;
+    if !exists {
+        return Ok(None);
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+    let blocked: Option<i64> = tx
+        .query_row(
+            "SELECT until_us FROM quota_block WHERE budget = ?1",
+            [budget_key],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let mut policies = Vec::with_capacity(wanted.len());
+    for (p, list) in wanted {
+        let id = policy_id(budget_key, &p.name);
+        let window_us = micros(p.window);
+        let used: i64 = tx.query_row(
+            "SELECT COALESCE(SUM(units), 0) FROM quota_entry WHERE policy = ?1 AND at_us > ?2",
+            params![id, now - window_us],
+            |r| r.get(0),
+        )?;
+        let (next_free, empty_in) = edges(&tx, &id, window_us, now)?;
+        let entries = if *list {
+            let mut q = tx.prepare(
+                "SELECT at_us, units, method FROM quota_entry WHERE policy = ?1 AND at_us > ?2 ORDER BY at_us, member",
+            )?;
+            let rows = q.query_map(params![id, now - window_us], |r| {
+                Ok(Entry {
+                    at_us: r.get(0)?,
+                    units: u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
+                    method: r.get(2)?,
+                })
+            })?;
+            Some(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        } else {
+            None
+        };
+        policies.push(PolicyStatus {
+            name: p.name.clone(),
+            window: p.window,
+            used: u64::try_from(used).unwrap_or(0),
+            next_free,
+            empty_in,
+            entries,
+        });
+    }
+    Ok(Some(Status {
+        now_us: now,
+        policies,
+        blocked_until_us: blocked.filter(|u| *u > now),
+    }))
+}

@@ -1,0 +1,362 @@
+//! The shared budget: an exact, weighted sliding-window log per policy, charged
+//! before every upstream call (DESIGN.md section 3).
+//!
+//! [`Budget`] is the configuration; it turns "N calls of method M" into a [`Charge`]
+//! whose parts say, per policy, how many units go to which window under which maximum.
+//! A [`Limiter`] (Redis or the embedded SQLite one) decides a charge atomically and
+//! returns a [`Decision`]. The window arithmetic itself lives in [`model`], apart from
+//! any store and any clock. This module knows nothing of YouTube.
+
+mod embedded;
+pub mod model;
+mod redis;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+pub use embedded::EmbeddedLimiter;
+pub use model::{Fit, PartOutcome};
+pub use redis::RedisLimiter;
+
+/// The name of the main policy: the budget's own window. Limits may not use it.
+pub const BUDGET_POLICY: &str = "budget";
+
+/// Names a `[[limit]]` may not take because the budget's own keys use them.
+pub const RESERVED_POLICY_NAMES: &[&str] = &[BUDGET_POLICY, "blocked", "journal"];
+
+/// The policy that denies while the upstream has said its quota is spent (3.5).
+pub const UPSTREAM_POLICY: &str = "upstream";
+
+/// How a `[[limit]]` counts a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Per {
+    /// Each call counts its cost in units.
+    Unit,
+    /// Each call counts 1, whatever its cost.
+    Call,
+}
+
+/// What to do with a method's calls while the limiter cannot be reached (3.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DownPolicy {
+    Allow,
+    Deny,
+}
+
+/// How far into the budget a caller may go: scheduled runs stop at the ceiling;
+/// backfill and `budget charge --reserve` may use the reserve up to the quota.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allowance {
+    Ceiling,
+    Quota,
+}
+
+/// A narrower policy charged atomically with the budget.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limit {
+    pub name: String,
+    pub methods: Vec<String>,
+    pub max: u64,
+    pub window: Duration,
+    pub per: Per,
+}
+
+/// One upstream credential's quota pool and the narrower limits inside it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Budget {
+    /// Names the shared pool (not the API key itself).
+    pub key: String,
+    pub quota: u64,
+    pub ceiling: u64,
+    pub window: Duration,
+    pub costs: BTreeMap<String, u64>,
+    pub when_limiter_down: BTreeMap<String, DownPolicy>,
+    pub limits: Vec<Limit>,
+}
+
+/// A method the budget has no cost for: a programming or configuration mistake, never
+/// a throttle.
+#[derive(Debug, thiserror::Error)]
+#[error("no cost is configured for method \"{0}\"; add it to [costs] in quota-costs.toml")]
+pub struct UnknownMethod(pub String);
+
+impl Budget {
+    pub fn cost(&self, method: &str) -> Result<u64, UnknownMethod> {
+        self.costs
+            .get(method)
+            .copied()
+            .ok_or_else(|| UnknownMethod(method.to_owned()))
+    }
+
+    /// The maximum of the budget's own window for a caller.
+    pub fn max_for(&self, allowance: Allowance) -> u64 {
+        match allowance {
+            Allowance::Ceiling => self.ceiling,
+            Allowance::Quota => self.quota,
+        }
+    }
+
+    /// Unlisted methods are denied while the limiter is down.
+    pub fn when_down(&self, method: &str) -> DownPolicy {
+        self.when_limiter_down
+            .get(method)
+            .copied()
+            .unwrap_or(DownPolicy::Deny)
+    }
+
+    /// Every policy of this budget, the budget's own window first.
+    pub fn policies(&self) -> Vec<PolicyRef> {
+        std::iter::once(PolicyRef {
+            name: BUDGET_POLICY.to_owned(),
+            window: self.window,
+        })
+        .chain(self.limits.iter().map(|l| PolicyRef {
+            name: l.name.clone(),
+            window: l.window,
+        }))
+        .collect()
+    }
+
+    /// The charge for `count` calls of `method` as one all-or-nothing step: the
+    /// budget's window gets `count × cost` units (unless the cost is 0), and so does
+    /// every limit that lists the method (`count` for a per-call limit).
+    pub fn charge(
+        &self,
+        id: &str,
+        method: &str,
+        count: u64,
+        allowance: Allowance,
+    ) -> Result<Charge, UnknownMethod> {
+        let units = self.cost(method)?.saturating_mul(count);
+        let mut parts = Vec::with_capacity(1 + self.limits.len());
+        if units > 0 {
+            parts.push(Part {
+                policy: BUDGET_POLICY.to_owned(),
+                window: self.window,
+                max: self.max_for(allowance),
+                units,
+            });
+        }
+        for limit in self
+            .limits
+            .iter()
+            .filter(|l| l.methods.iter().any(|m| m == method))
+        {
+            let units = match limit.per {
+                Per::Unit => units,
+                Per::Call => count,
+            };
+            if units > 0 {
+                parts.push(Part {
+                    policy: limit.name.clone(),
+                    window: limit.window,
+                    max: limit.max,
+                    units,
+                });
+            }
+        }
+        Ok(Charge {
+            id: id.to_owned(),
+            method: method.to_owned(),
+            units,
+            parts,
+        })
+    }
+}
+
+/// A policy's name and window, enough to read its state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyRef {
+    pub name: String,
+    pub window: Duration,
+}
+
+/// What one charge asks of one policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    pub policy: String,
+    pub window: Duration,
+    pub max: u64,
+    pub units: u64,
+}
+
+/// One all-or-nothing request to the limiter, for one upstream call (or `count` calls
+/// charged together). `id` is unique to the call: sending the same charge twice
+/// records it once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Charge {
+    pub id: String,
+    pub method: String,
+    /// Units charged to the budget's own window.
+    pub units: u64,
+    pub parts: Vec<Part>,
+}
+
+/// The limiter's answer to a charge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub granted: bool,
+    /// The same charge id had already been recorded; nothing was charged again.
+    pub duplicate: bool,
+    pub units: u64,
+    /// Each part's state after the decision, in the charge's order.
+    pub parts: Vec<PartOutcome>,
+    /// The policy that said no (the one with the longest wait), or `upstream` while
+    /// the budget is blocked.
+    pub denied_by: Option<String>,
+    /// When this charge would fit; `None` when granted, or when it can never fit.
+    pub retry_after: Option<Duration>,
+}
+
+impl Decision {
+    /// The policy the numbers refer to: the one that denied, or else the one with the
+    /// least room left (the next to deny).
+    pub fn applied(&self) -> Option<&PartOutcome> {
+        match &self.denied_by {
+            Some(name) => self.parts.iter().find(|p| &p.policy == name),
+            None => self.parts.iter().min_by_key(|p| p.remaining()),
+        }
+    }
+
+    pub fn used(&self) -> u64 {
+        self.applied().map_or(0, |p| p.used)
+    }
+
+    pub fn remaining(&self) -> u64 {
+        self.applied().map_or(0, |p| p.remaining())
+    }
+}
+
+/// One accepted entry of a window, as status reports show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Microseconds since the Unix epoch, on the limiter's clock.
+    pub at_us: i64,
+    pub units: u64,
+    pub method: String,
+}
+
+/// The state of one policy's window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyStatus {
+    pub name: String,
+    pub window: Duration,
+    pub used: u64,
+    /// When the oldest entry leaves the window.
+    pub next_free: Option<Duration>,
+    /// When the newest entry leaves the window, emptying it.
+    pub empty_in: Option<Duration>,
+    /// Present only when asked for.
+    pub entries: Option<Vec<Entry>>,
+}
+
+/// The budget as it stands.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Status {
+    /// The limiter's clock, microseconds since the Unix epoch.
+    pub now_us: i64,
+    pub policies: Vec<PolicyStatus>,
+    /// Microseconds since the Unix epoch until which the upstream said no (3.5).
+    pub blocked_until_us: Option<i64>,
+}
+
+/// The limiter could not decide.
+#[derive(Debug, thiserror::Error)]
+pub enum LimiterError {
+    /// The limiter could not be reached or did not answer in time: the
+    /// `[when_limiter_down]` policy applies.
+    #[error("the limiter at {endpoint} is unreachable: {reason}")]
+    Unavailable { endpoint: String, reason: String },
+    /// The limiter answered, but not as expected: not retried blindly.
+    #[error("the limiter at {endpoint} failed while {doing}: {reason}")]
+    Failed {
+        endpoint: String,
+        doing: &'static str,
+        reason: String,
+    },
+}
+
+impl LimiterError {
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, LimiterError::Unavailable { .. })
+    }
+}
+
+/// Either backend, with the same promises.
+pub enum Limiter {
+    Redis(RedisLimiter),
+    Embedded(EmbeddedLimiter),
+}
+
+impl Limiter {
+    pub async fn charge(&self, charge: &Charge) -> Result<Decision, LimiterError> {
+        match self {
+            Limiter::Redis(l) => l.charge(charge, None).await,
+            Limiter::Embedded(l) => l.charge(charge, None).await,
+        }
+    }
+
+    /// Records a charge that already happened `age` ago (a call made while the
+    /// limiter was down), whatever the window holds: the call was made, so the
+    /// window must count it. Recording the same id twice counts it once.
+    pub async fn record_past(
+        &self,
+        charge: &Charge,
+        age: Duration,
+    ) -> Result<Decision, LimiterError> {
+        match self {
+            Limiter::Redis(l) => l.charge(charge, Some(age)).await,
+            Limiter::Embedded(l) => l.charge(charge, Some(age)).await,
+        }
+    }
+
+    /// The state of `policies`; entries are listed for those whose name is in
+    /// `with_entries`. Charges nothing.
+    pub async fn status(
+        &self,
+        policies: &[PolicyRef],
+        with_entries: &[&str],
+    ) -> Result<Status, LimiterError> {
+        match self {
+            Limiter::Redis(l) => l.status(policies, with_entries).await,
+            Limiter::Embedded(l) => l.status(policies, with_entries).await,
+        }
+    }
+
+    /// Denies every charge until `until_us` (microseconds since the Unix epoch), for
+    /// every process sharing this limiter.
+    pub async fn block_until(&self, until_us: i64) -> Result<(), LimiterError> {
+        match self {
+            Limiter::Redis(l) => l.block_until(until_us).await,
+            Limiter::Embedded(l) => l.block_until(until_us).await,
+        }
+    }
+
+    /// Where the limiter is, for messages (no password).
+    pub fn describe(&self) -> String {
+        match self {
+            Limiter::Redis(l) => l.endpoint().to_owned(),
+            Limiter::Embedded(l) => l.endpoint(),
+        }
+    }
+}
+
+impl fmt::Debug for Limiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Limiter({})", self.describe())
+    }
+}
+
+/// Microseconds in a duration, saturating.
+pub(crate) fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// A non-negative microsecond count as a duration.
+pub(crate) fn from_micros(us: i64) -> Duration {
+    Duration::from_micros(u64::try_from(us).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests;

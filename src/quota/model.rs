@@ -1,0 +1,492 @@
+//! The window arithmetic, apart from any store and any clock.
+//!
+//! Both backends implement the same steps (the Redis one in Lua, the embedded one in
+//! SQL), and [`Model`] implements them in memory as the reference the tests compare
+//! against. Times are microseconds on the limiter's clock.
+//!
+//! An entry charged at `at` counts while `at > now - window`, and leaves the window at
+//! exactly `at + window`.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use super::{Charge, Decision, UPSTREAM_POLICY, from_micros, micros};
+
+/// Whether, and when, a charge fits a policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fit {
+    Now,
+    /// Enough units will have left the window after this long.
+    After(Duration),
+    /// Larger than the policy's maximum: it never fits (configuration prevents this).
+    Never,
+}
+
+/// When `units` more fit under `max`, given the entries of the window (oldest first,
+/// expired ones already gone) and the units they add up to.
+///
+/// A weighted charge must wait until enough *units* have left, not merely the oldest
+/// entry: a 100-unit charge behind forty 1-unit entries and a 100-unit entry waits for
+/// the 100-unit entry, however soon the small ones expire. The walk stops at the entry
+/// that frees enough, so it reads only as much of the window as the answer needs.
+pub fn fit(
+    entries: impl IntoIterator<Item = (i64, u64)>,
+    used: u64,
+    units: u64,
+    max: u64,
+    window_us: i64,
+    now_us: i64,
+) -> Fit {
+    if units > max {
+        return Fit::Never;
+    }
+    let Some(need) = (used + units).checked_sub(max).filter(|n| *n > 0) else {
+        return Fit::Now;
+    };
+    let mut freed = 0u64;
+    for (at, entry_units) in entries {
+        freed += entry_units;
+        if freed >= need {
+            return Fit::After(from_micros(at + window_us - now_us));
+        }
+    }
+    // The totals say more is used than the entries hold; only a damaged store gets
+    // here, and waiting a whole window is the safe answer.
+    Fit::After(from_micros(window_us))
+}
+
+/// One policy's state after a decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartOutcome {
+    pub policy: String,
+    /// Units in the window after the decision.
+    pub used: u64,
+    pub max: u64,
+    pub fit: Fit,
+    /// When the oldest entry leaves the window.
+    pub next_free: Option<Duration>,
+    /// When the newest entry leaves, emptying the window.
+    pub empty_in: Option<Duration>,
+}
+
+impl PartOutcome {
+    pub fn remaining(&self) -> u64 {
+        self.max.saturating_sub(self.used)
+    }
+}
+
+/// All or nothing, strictest wins: granted only when every part fits; otherwise the
+/// part with the longest wait says no, and its wait is the retry-after.
+pub fn decide(charge: &Charge, parts: Vec<PartOutcome>, duplicate: bool) -> Decision {
+    let strictest = parts
+        .iter()
+        .filter(|p| p.fit != Fit::Now)
+        .max_by_key(|p| match p.fit {
+            Fit::Never => Duration::MAX,
+            Fit::After(d) => d,
+            Fit::Now => Duration::ZERO,
+        });
+    let (denied_by, retry_after) = match strictest {
+        None => (None, None),
+        Some(p) => (
+            Some(p.policy.clone()),
+            match p.fit {
+                Fit::After(d) => Some(d),
+                _ => None,
+            },
+        ),
+    };
+    Decision {
+        granted: denied_by.is_none(),
+        duplicate,
+        units: charge.units,
+        parts,
+        denied_by,
+        retry_after,
+    }
+}
+
+/// The decision while the upstream has said its quota is spent.
+pub fn blocked(charge: &Charge, parts: Vec<PartOutcome>, wait: Duration) -> Decision {
+    Decision {
+        granted: false,
+        duplicate: false,
+        units: charge.units,
+        parts,
+        denied_by: Some(UPSTREAM_POLICY.to_owned()),
+        retry_after: Some(wait),
+    }
+}
+
+/// One policy's window in memory.
+#[derive(Debug, Default, Clone)]
+struct Window {
+    /// (at, units, id), oldest first.
+    entries: VecDeque<(i64, u64, String)>,
+    total: u64,
+}
+
+impl Window {
+    fn evict(&mut self, now_us: i64, window_us: i64) {
+        while let Some((at, units, _)) = self.entries.front() {
+            if *at > now_us - window_us {
+                break;
+            }
+            self.total -= units;
+            self.entries.pop_front();
+        }
+    }
+
+    fn outcome(
+        &self,
+        policy: &str,
+        max: u64,
+        fit: Fit,
+        now_us: i64,
+        window_us: i64,
+    ) -> PartOutcome {
+        PartOutcome {
+            policy: policy.to_owned(),
+            used: self.total,
+            max,
+            fit,
+            next_free: self
+                .entries
+                .front()
+                .map(|e| from_micros(e.0 + window_us - now_us)),
+            empty_in: self
+                .entries
+                .back()
+                .map(|e| from_micros(e.0 + window_us - now_us)),
+        }
+    }
+}
+
+/// The reference limiter: every step of a charge, in memory, with the clock passed
+/// in. The backends are tested to decide exactly as this does.
+#[derive(Debug, Default, Clone)]
+pub struct Model {
+    windows: BTreeMap<String, Window>,
+    blocked_until_us: Option<i64>,
+}
+
+impl Model {
+    pub fn new() -> Model {
+        Model::default()
+    }
+
+    pub fn block_until(&mut self, until_us: i64) {
+        self.blocked_until_us = Some(until_us);
+    }
+
+    /// Units in `policy`'s window at `now_us`.
+    pub fn used(&mut self, policy: &str, window: Duration, now_us: i64) -> u64 {
+        let w = self.windows.entry(policy.to_owned()).or_default();
+        w.evict(now_us, micros(window));
+        w.total
+    }
+
+    /// Decides `charge` at `now_us`; with `age`, records it as made that long ago
+    /// whatever the window holds (a journalled call being replayed).
+    pub fn charge(&mut self, charge: &Charge, now_us: i64, age: Option<Duration>) -> Decision {
+        let forced = age.is_some();
+        let at = now_us - age.map_or(0, micros);
+        for part in &charge.parts {
+            self.windows
+                .entry(part.policy.clone())
+                .or_default()
+                .evict(now_us, micros(part.window));
+        }
+        let snapshot =
+            |m: &Model, fit: &dyn Fn(&Window, &super::Part) -> Fit| -> Vec<PartOutcome> {
+                charge
+                    .parts
+                    .iter()
+                    .map(|p| {
+                        let w = m.windows.get(&p.policy).cloned().unwrap_or_default();
+                        w.outcome(&p.policy, p.max, fit(&w, p), now_us, micros(p.window))
+                    })
+                    .collect()
+            };
+        if let Some(until) = self.blocked_until_us.filter(|u| *u > now_us && !forced) {
+            let parts = snapshot(self, &|_, _| Fit::Now);
+            return blocked(charge, parts, from_micros(until - now_us));
+        }
+        let duplicate = charge.parts.iter().any(|p| {
+            self.windows
+                .get(&p.policy)
+                .is_some_and(|w| w.entries.iter().any(|e| e.2 == charge.id))
+        });
+        if duplicate {
+            let parts = snapshot(self, &|_, _| Fit::Now);
+            return decide(charge, parts, true);
+        }
+        let fits = |w: &Window, p: &super::Part| {
+            if forced {
+                Fit::Now
+            } else {
+                fit(
+                    w.entries.iter().map(|e| (e.0, e.1)),
+                    w.total,
+                    p.units,
+                    p.max,
+                    micros(p.window),
+                    now_us,
+                )
+            }
+        };
+        let probe = snapshot(self, &fits);
+        if probe.iter().all(|p| p.fit == Fit::Now) {
+            for part in &charge.parts {
+                if at <= now_us - micros(part.window) {
+                    continue; // already out of the window: nothing left to count
+                }
+                let w = self.windows.entry(part.policy.clone()).or_default();
+                let pos = w
+                    .entries
+                    .iter()
+                    .position(|e| e.0 > at)
+                    .unwrap_or(w.entries.len());
+                w.entries.insert(pos, (at, part.units, charge.id.clone()));
+                w.total += part.units;
+            }
+            return decide(charge, snapshot(self, &|_, _| Fit::Now), false);
+        }
+        decide(charge, probe, false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quota::Part;
+
+    const S: i64 = 1_000_000;
+
+    fn part(policy: &str, window_s: u64, max: u64, units: u64) -> Part {
+        Part {
+            policy: policy.into(),
+            window: Duration::from_secs(window_s),
+            max,
+            units,
+        }
+    }
+
+    fn charge(id: &str, parts: Vec<Part>) -> Charge {
+        let units = parts.first().map_or(0, |p| p.units);
+        Charge {
+            id: id.into(),
+            method: "m".into(),
+            units,
+            parts,
+        }
+    }
+
+    /// (entries as (at_s, units), used, units asked, max, window_s, now_s) -> expected fit
+    #[test]
+    fn fit_table() {
+        let after = |s: i64| Fit::After(from_micros(s * S));
+        let cases: &[(&[(i64, u64)], u64, u64, u64, i64, i64, Fit)] = &[
+            // Empty window: anything up to max fits.
+            (&[], 0, 100, 100, 60, 0, Fit::Now),
+            // Exactly at the max fits; one over does not.
+            (&[(0, 99)], 99, 1, 100, 60, 10, Fit::Now),
+            (&[(0, 100)], 100, 1, 100, 60, 10, after(50)),
+            // Larger than the max: never.
+            (&[], 0, 101, 100, 60, 0, Fit::Never),
+            // 100-unit charge behind 1-unit entries: must wait until 100 units have
+            // left, i.e. the 100th entry's expiry, not the oldest one's.
+            (
+                &[(0, 1), (1, 1), (2, 1), (3, 100)],
+                103,
+                100,
+                150,
+                60,
+                10,
+                // need = 103 + 100 - 150 = 53: the three 1s free 3, the 100 frees the rest.
+                after(3 + 60 - 10),
+            ),
+            // Same, but the 1-unit entries alone are enough.
+            (
+                &[(0, 1), (1, 1), (2, 1), (3, 100)],
+                103,
+                2,
+                104,
+                60,
+                10,
+                after(60 - 10),
+            ),
+            (
+                &[(0, 1), (1, 1), (2, 1), (3, 100)],
+                103,
+                3,
+                104,
+                60,
+                10,
+                after(1 + 60 - 10),
+            ),
+        ];
+        for (i, (entries, used, units, max, window_s, now_s, want)) in cases.iter().enumerate() {
+            let got = fit(
+                entries.iter().map(|(a, u)| (a * S, *u)),
+                *used,
+                *units,
+                *max,
+                window_s * S,
+                now_s * S,
+            );
+            assert_eq!(got, *want, "case {i}");
+        }
+    }
+
+    #[test]
+    fn strictest_wait_wins_and_nothing_is_charged_on_denial() {
+        let mut m = Model::new();
+        // Fill the narrow limit at t=0 and the budget at t=5.
+        let c1 = charge(
+            "a",
+            vec![part("budget", 100, 1000, 100), part("search", 10, 100, 100)],
+        );
+        assert!(m.charge(&c1, 0, None).granted);
+        let c2 = charge("b", vec![part("budget", 100, 1000, 850)]);
+        assert!(m.charge(&c2, 5 * S, None).granted);
+        // At t=6 a search charge is denied by both; the budget waits longer (until
+        // t=100, when "a" leaves) than the search limit (until t=10).
+        let c3 = charge(
+            "c",
+            vec![part("budget", 100, 1000, 100), part("search", 10, 100, 100)],
+        );
+        let d = m.charge(&c3, 6 * S, None);
+        assert!(!d.granted);
+        assert_eq!(d.denied_by.as_deref(), Some("budget"));
+        assert_eq!(d.retry_after, Some(from_micros(94 * S)));
+        assert_eq!(m.used("budget", Duration::from_secs(100), 6 * S), 950);
+        assert_eq!(m.used("search", Duration::from_secs(10), 6 * S), 100);
+        // Only the narrow limit says no once the budget has room.
+        let c4 = charge(
+            "d",
+            vec![part("budget", 100, 1000, 10), part("search", 10, 100, 100)],
+        );
+        let d = m.charge(&c4, 7 * S, None);
+        assert_eq!(d.denied_by.as_deref(), Some("search"));
+        assert_eq!(d.retry_after, Some(from_micros(3 * S)));
+        assert_eq!(m.used("budget", Duration::from_secs(100), 7 * S), 950);
+    }
+
+    #[test]
+    fn a_sliding_window_denies_the_burst_a_fixed_window_would_let_through() {
+        let mut m = Model::new();
+        let w = 10;
+        // A full burst just before the 10 s boundary...
+        for i in 0..10 {
+            assert!(
+                m.charge(
+                    &charge(&format!("x{i}"), vec![part("b", w, 10, 1)]),
+                    9 * S + 900_000,
+                    None
+                )
+                .granted
+            );
+        }
+        // ...and another just after it: a fixed window would reset here.
+        let d = m.charge(
+            &charge("y", vec![part("b", w, 10, 1)]),
+            10 * S + 100_000,
+            None,
+        );
+        assert!(!d.granted);
+        assert_eq!(
+            d.retry_after,
+            Some(from_micros(
+                9 * S + 900_000 + w as i64 * S - (10 * S + 100_000)
+            ))
+        );
+    }
+
+    #[test]
+    fn the_same_charge_twice_counts_once() {
+        let mut m = Model::new();
+        let c = charge("same", vec![part("b", 60, 10, 4)]);
+        assert!(m.charge(&c, 0, None).granted);
+        let d = m.charge(&c, S, None);
+        assert!(d.granted && d.duplicate);
+        assert_eq!(m.used("b", Duration::from_secs(60), S), 4);
+    }
+
+    #[test]
+    fn a_replayed_charge_keeps_its_age_and_ignores_the_max() {
+        let mut m = Model::new();
+        assert!(
+            m.charge(&charge("full", vec![part("b", 60, 10, 10)]), 50 * S, None)
+                .granted
+        );
+        // Made 40 s ago while the limiter was down; counted even though it is over.
+        let d = m.charge(
+            &charge("late", vec![part("b", 60, 10, 5)]),
+            50 * S,
+            Some(Duration::from_secs(40)),
+        );
+        assert!(d.granted);
+        assert_eq!(m.used("b", Duration::from_secs(60), 50 * S), 15);
+        // It leaves the window 60 s after it was made, at t=70.
+        assert_eq!(m.used("b", Duration::from_secs(60), 70 * S), 10);
+        // Older than the window: nothing to count.
+        m.charge(
+            &charge("ancient", vec![part("b", 60, 10, 5)]),
+            70 * S,
+            Some(Duration::from_secs(61)),
+        );
+        assert_eq!(m.used("b", Duration::from_secs(60), 70 * S), 10);
+    }
+
+    #[test]
+    fn a_block_denies_until_it_ends() {
+        let mut m = Model::new();
+        m.block_until(30 * S);
+        let d = m.charge(&charge("a", vec![part("b", 60, 10, 1)]), 10 * S, None);
+        assert_eq!(d.denied_by.as_deref(), Some(UPSTREAM_POLICY));
+        assert_eq!(d.retry_after, Some(from_micros(20 * S)));
+        assert!(
+            m.charge(&charge("a", vec![part("b", 60, 10, 1)]), 30 * S, None)
+                .granted
+        );
+    }
+
+    proptest::proptest! {
+        /// Whatever the sequence of charges (sizes, gaps, two policies), no window ever
+        /// holds more than its maximum, and a denied charge changes nothing.
+        #[test]
+        fn used_never_exceeds_the_max(
+            steps in proptest::collection::vec((0u64..30, 1u64..120, proptest::bool::ANY), 1..200)
+        ) {
+            let mut m = Model::new();
+            let mut now = 0i64;
+            for (i, (gap_s, units, narrow)) in steps.into_iter().enumerate() {
+                now += gap_s as i64 * S / 3;
+                let mut parts = vec![part("budget", 60, 500, units)];
+                if narrow {
+                    parts.push(part("narrow", 20, 150, units));
+                }
+                let before = (m.used("budget", Duration::from_secs(60), now), m.used("narrow", Duration::from_secs(20), now));
+                let d = m.charge(&charge(&format!("c{i}"), parts), now, None);
+                let after = (m.used("budget", Duration::from_secs(60), now), m.used("narrow", Duration::from_secs(20), now));
+                proptest::prop_assert!(after.0 <= 500 && after.1 <= 150);
+                if d.granted {
+                    proptest::prop_assert_eq!(after.0, before.0 + units);
+                } else {
+                    proptest::prop_assert_eq!(after, before);
+                    // The promised wait is exact: at that moment the charge fits.
+                    if let Some(wait) = d.retry_after {
+                        let later = now + micros(wait);
+                        let mut probe = m.clone();
+                        let mut parts = vec![part("budget", 60, 500, units)];
+                        if narrow { parts.push(part("narrow", 20, 150, units)); }
+                        proptest::prop_assert!(probe.charge(&charge("probe", parts.clone()), later, None).granted);
+                        let mut early = m.clone();
+                        proptest::prop_assert!(!early.charge(&charge("probe", parts), later - 1, None).granted);
+                    }
+                }
+            }
+        }
+    }
+}

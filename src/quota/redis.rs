@@ -1,0 +1,282 @@
+//! The shared limiter in Redis: one Lua script decides a charge atomically, on Redis's
+//! clock, for every host and cron job that spends from one API key.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{RedisError, Script};
+
+use super::model::{self, Fit, PartOutcome};
+use super::{
+    Charge, Decision, Entry, LimiterError, PolicyRef, PolicyStatus, Status, from_micros, micros,
+};
+
+/// A run never hangs on Redis: a connection that cannot be made or a command that is
+/// not answered within these counts as "the limiter is down" (DESIGN.md 3.6).
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(1_000);
+const RESPONSE_TIMEOUT: Duration = Duration::from_millis(2_000);
+
+pub struct RedisLimiter {
+    conn: ConnectionManager,
+    endpoint: String,
+    /// `trendsync:{<budget.key>}`: the hash tag keeps every key of one budget in one
+    /// Redis Cluster slot, so the script may touch several policies at once.
+    prefix: String,
+    charge: Script,
+    status: Script,
+}
+
+/// The URL with any password replaced, fit to print.
+pub fn redact_url(raw: &str) -> String {
+    match url::Url::parse(raw) {
+        Ok(mut u) => {
+            if u.password().is_some() {
+                let _ = u.set_password(Some("***"));
+            }
+            u.to_string()
+        }
+        Err(_) => "(an unparsable Redis URL)".to_owned(),
+    }
+}
+
+impl RedisLimiter {
+    /// Connects to the limiter for the budget named `budget_key`.
+    pub async fn connect(url: &str, budget_key: &str) -> Result<RedisLimiter, LimiterError> {
+        let endpoint = redact_url(url);
+        let client = redis::Client::open(url).map_err(|e| LimiterError::Failed {
+            endpoint: endpoint.clone(),
+            doing: "reading the Redis URL",
+            reason: format!("{}; expected e.g. redis://127.0.0.1:6379/0", scrub(&e)),
+        })?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_number_of_retries(1);
+        let conn = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(|e| classify(&endpoint, "connecting", &e))?;
+        Ok(RedisLimiter {
+            conn,
+            endpoint,
+            prefix: format!("trendsync:{{{budget_key}}}"),
+            charge: Script::new(include_str!("charge.lua")),
+            status: Script::new(include_str!("status.lua")),
+        })
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    fn blocked_key(&self) -> String {
+        format!("{}:blocked", self.prefix)
+    }
+
+    fn policy_keys(&self, policy: &str) -> [String; 2] {
+        [
+            format!("{}:{policy}", self.prefix),
+            format!("{}:{policy}:total", self.prefix),
+        ]
+    }
+
+    pub(super) async fn charge(
+        &self,
+        charge: &Charge,
+        age: Option<Duration>,
+    ) -> Result<Decision, LimiterError> {
+        let mut inv = self.charge.prepare_invoke();
+        inv.key(self.blocked_key());
+        for part in &charge.parts {
+            for key in self.policy_keys(&part.policy) {
+                inv.key(key);
+            }
+        }
+        inv.arg(&charge.id)
+            .arg(&charge.method)
+            .arg(age.map_or(-1, micros));
+        for part in &charge.parts {
+            inv.arg(micros(part.window)).arg(part.max).arg(part.units);
+        }
+        let reply: Vec<i64> = inv
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| classify(&self.endpoint, "charging the budget", &e))?;
+        self.decode_charge(charge, &reply)
+    }
+
+    fn decode_charge(&self, charge: &Charge, reply: &[i64]) -> Result<Decision, LimiterError> {
+        let bad = || LimiterError::Failed {
+            endpoint: self.endpoint.clone(),
+            doing: "reading the charge script's answer",
+            reason: format!("unexpected reply {reply:?}"),
+        };
+        let (head, rest) = reply.split_at_checked(2).ok_or_else(bad)?;
+        if rest.len() != 6 * charge.parts.len() {
+            return Err(bad());
+        }
+        let opt = |us: i64| (us >= 0).then(|| from_micros(us));
+        let parts = charge
+            .parts
+            .iter()
+            .zip(rest.chunks_exact(6))
+            .map(|(part, v)| PartOutcome {
+                policy: part.policy.clone(),
+                used: u64::try_from(v[0]).unwrap_or(0),
+                max: u64::try_from(v[1]).unwrap_or(0),
+                fit: match v[2] {
+                    0 => Fit::Now,
+                    1 => Fit::After(from_micros(v[3])),
+                    _ => Fit::Never,
+                },
+                next_free: opt(v[4]),
+                empty_in: opt(v[5]),
+            })
+            .collect();
+        Ok(match head[0] {
+            3 => model::blocked(charge, parts, from_micros(head[1])),
+            2 => model::decide(charge, parts, true),
+            _ => model::decide(charge, parts, false),
+        })
+    }
+
+    pub(super) async fn status(
+        &self,
+        policies: &[PolicyRef],
+        with_entries: &[&str],
+    ) -> Result<Status, LimiterError> {
+        let mut inv = self.status.prepare_invoke();
+        inv.key(self.blocked_key());
+        for p in policies {
+            for key in self.policy_keys(&p.name) {
+                inv.key(key);
+            }
+            inv.arg(micros(p.window))
+                .arg(u8::from(with_entries.contains(&p.name.as_str())));
+        }
+        type Reply = (i64, i64, Vec<(i64, i64, i64, Vec<String>)>);
+        let (now_us, blocked, states): Reply = inv
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| classify(&self.endpoint, "reading the budget", &e))?;
+        let opt = |us: i64| (us >= 0).then(|| from_micros(us));
+        let policies = policies
+            .iter()
+            .zip(states)
+            .map(|(p, (used, next_free, empty_in, raw))| PolicyStatus {
+                name: p.name.clone(),
+                window: p.window,
+                used: u64::try_from(used).unwrap_or(0),
+                next_free: opt(next_free),
+                empty_in: opt(empty_in),
+                entries: with_entries
+                    .contains(&p.name.as_str())
+                    .then(|| decode_entries(&raw)),
+            })
+            .collect();
+        Ok(Status {
+            now_us,
+            policies,
+            blocked_until_us: (blocked > 0).then_some(blocked),
+        })
+    }
+
+    pub(super) async fn block_until(&self, until_us: i64) -> Result<(), LimiterError> {
+        let until_ms = u64::try_from(until_us / 1000).unwrap_or(0);
+        redis::cmd("SET")
+            .arg(self.blocked_key())
+            .arg(until_us)
+            .arg("PXAT")
+            .arg(until_ms)
+            .query_async::<()>(&mut self.conn.clone())
+            .await
+            .map_err(|e| classify(&self.endpoint, "blocking the budget", &e))
+    }
+}
+
+/// Members are "<units>|<method>|<id>", listed with their scores.
+fn decode_entries(raw: &[String]) -> Vec<Entry> {
+    raw.chunks_exact(2)
+        .filter_map(|pair| {
+            let mut fields = pair[0].splitn(3, '|');
+            let units = fields.next()?.parse().ok()?;
+            let method = fields.next()?.to_owned();
+            let at_us = pair[1].parse::<f64>().ok()? as i64;
+            Some(Entry {
+                at_us,
+                units,
+                method,
+            })
+        })
+        .collect()
+}
+
+/// A connection that failed or timed out means the limiter is down; anything else the
+/// server said is a failure that must not be retried blindly.
+fn classify(endpoint: &str, doing: &'static str, e: &RedisError) -> LimiterError {
+    if e.is_io_error() || e.is_connection_refusal() || e.is_timeout() || e.is_connection_dropped() {
+        LimiterError::Unavailable {
+            endpoint: endpoint.to_owned(),
+            reason: scrub(e),
+        }
+    } else {
+        LimiterError::Failed {
+            endpoint: endpoint.to_owned(),
+            doing,
+            reason: scrub(e),
+        }
+    }
+}
+
+/// Redis errors can quote the URL they were given; never let a password through.
+fn scrub(e: &RedisError) -> String {
+    let text = e.to_string();
+    let mut out = String::with_capacity(text.len());
+    for word in text.split_inclusive(char::is_whitespace) {
+        let trimmed = word.trim_end();
+        if trimmed.contains("://") {
+            out.push_str(&redact_url(trimmed));
+            out.push_str(&word[trimmed.len()..]);
+        } else {
+            out.push_str(word);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_print() {
+        assert_eq!(
+            redact_url("redis://:s3cret@127.0.0.1:6379/0"),
+            "redis://:***@127.0.0.1:6379/0"
+        );
+        assert_eq!(
+            redact_url("redis://user:s3cret@127.0.0.1/"),
+            "redis://user:***@127.0.0.1/"
+        );
+        assert_eq!(
+            redact_url("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
+        assert!(!redact_url("not a url s3cret").contains("s3cret"));
+    }
+
+    #[test]
+    fn entries_decode_from_members() {
+        let raw = vec![
+            "100|search.list|r1-3".to_owned(),
+            "1700000000000001".to_owned(),
+        ];
+        assert_eq!(
+            decode_entries(&raw),
+            vec![Entry {
+                at_us: 1_700_000_000_000_001,
+                units: 100,
+                method: "search.list".into()
+            }]
+        );
+    }
+}

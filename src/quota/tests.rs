@@ -1,0 +1,90 @@
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::*;
+
+fn budget() -> Budget {
+    Budget {
+        key: "key1".into(),
+        quota: 10_000,
+        ceiling: 9_500,
+        window: Duration::from_secs(86_400),
+        costs: BTreeMap::from([
+            ("videos.list".into(), 1),
+            ("search.list".into(), 100),
+            ("free.list".into(), 0),
+        ]),
+        when_limiter_down: BTreeMap::from([("videos.list".into(), DownPolicy::Allow)]),
+        limits: vec![
+            Limit {
+                name: "search".into(),
+                methods: vec!["search.list".into()],
+                max: 2000,
+                window: Duration::from_secs(600),
+                per: Per::Unit,
+            },
+            Limit {
+                name: "calls".into(),
+                methods: vec!["search.list".into(), "free.list".into()],
+                max: 50,
+                window: Duration::from_secs(60),
+                per: Per::Call,
+            },
+        ],
+    }
+}
+
+#[test]
+fn a_charge_has_one_part_per_policy_listing_the_method() {
+    let c = budget()
+        .charge("r1-1", "search.list", 3, Allowance::Ceiling)
+        .expect("known method");
+    assert_eq!(c.units, 300);
+    let parts: Vec<(&str, u64, u64)> = c
+        .parts
+        .iter()
+        .map(|p| (p.policy.as_str(), p.units, p.max))
+        .collect();
+    assert_eq!(
+        parts,
+        vec![
+            ("budget", 300, 9_500),
+            ("search", 300, 2_000),
+            ("calls", 3, 50)
+        ]
+    );
+}
+
+#[test]
+fn the_reserve_raises_only_the_budgets_max() {
+    let c = budget()
+        .charge("r1-1", "videos.list", 1, Allowance::Quota)
+        .expect("known method");
+    assert_eq!(c.parts.len(), 1);
+    assert_eq!(c.parts[0].max, 10_000);
+}
+
+#[test]
+fn a_cost_of_zero_leaves_the_budget_out() {
+    let c = budget()
+        .charge("r1-1", "free.list", 1, Allowance::Ceiling)
+        .expect("known method");
+    assert_eq!(c.units, 0);
+    let names: Vec<&str> = c.parts.iter().map(|p| p.policy.as_str()).collect();
+    assert_eq!(names, vec!["calls"]);
+}
+
+#[test]
+fn an_unknown_method_is_an_error_not_a_throttle() {
+    let err = budget()
+        .charge("r1-1", "playlists.list", 1, Allowance::Ceiling)
+        .expect_err("unknown method");
+    assert!(err.to_string().contains("playlists.list"));
+}
+
+#[test]
+fn unlisted_methods_are_denied_while_the_limiter_is_down() {
+    let b = budget();
+    assert_eq!(b.when_down("videos.list"), DownPolicy::Allow);
+    assert_eq!(b.when_down("search.list"), DownPolicy::Deny);
+}
