@@ -4,8 +4,13 @@
 //! The binary (`src/main.rs`) is a thin shell over this library; the library exists so
 //! that benchmarks and integration tests can reach the limiter and the store directly.
 
+pub mod cli;
+pub mod cmd;
 pub mod config;
 pub mod error;
+pub mod logging;
 pub mod quota;
+pub mod report;
+pub mod runner;
 pub mod store;
 pub mod youtube;

@@ -113,6 +113,12 @@ impl Origin {
     }
 }
 
+/// Loads only `quota-costs.toml`, for the commands that need nothing else.
+pub fn load_budget(costs: &Origin) -> Result<Budget, ConfigError> {
+    let (name, text) = costs.read(BUILTIN_COSTS, "quota-costs.toml")?;
+    parse_costs(&SourceText { name, text: &text })
+}
+
 /// Both files, checked against each other.
 #[derive(Debug, Clone)]
 pub struct Config {

@@ -108,16 +108,11 @@ impl EmbeddedLimiter {
     /// missing file is an empty window.
     pub fn open_read_only(path: &Path, budget_key: &str) -> Result<EmbeddedLimiter, LimiterError> {
         let conn = if path.exists() {
-            let conn = Connection::open_with_flags(
-                path,
-                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )
-            .map_err(|e| LimiterError::Failed {
+            let conn = open_for_reading(path).map_err(|e| LimiterError::Failed {
                 endpoint: path.display().to_string(),
-                doing: "opening the database read-only",
+                doing: "opening the database to read",
                 reason: e.to_string(),
             })?;
-            let _ = conn.busy_timeout(BUSY_TIMEOUT);
             Some(Arc::new(Mutex::new(conn)))
         } else {
             None
@@ -229,6 +224,27 @@ impl EmbeddedLimiter {
         .await
         .map(|_| ())
     }
+}
+
+/// Opens an existing database so that it is left exactly as found. A connection opened
+/// with SQLITE_OPEN_READ_ONLY on a WAL database creates `-wal` and `-shm` files it then
+/// cannot remove; a read-write connection that never writes (`query_only`) removes
+/// them again when it closes. Only a file this user cannot write falls back to
+/// SQLITE_OPEN_READ_ONLY.
+pub(crate) fn open_for_reading(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = match Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    ) {
+        Ok(conn) => conn,
+        Err(_) => Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?,
+    };
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "query_only", true)?;
+    Ok(conn)
 }
 
 fn policy_id(budget_key: &str, policy: &str) -> String {

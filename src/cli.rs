@@ -1,0 +1,229 @@
+//! The command line: every flag of DESIGN.md section 2, each global option also an
+//! environment variable. All clap definitions live here.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+
+pub const DEFAULT_API_BASE: &str = "https://www.googleapis.com/youtube/v3";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "trendsync",
+    version,
+    about = "Fetch YouTube trending charts into SQLite under a shared quota budget",
+    long_about = "Fetch YouTube trending charts into SQLite under a shared quota budget.\n\n\
+        Every upstream call is charged to a shared, exact sliding-window budget before it is made. \
+        When the budget is spent the run stops cleanly and exits 75; the next run resumes.\n\n\
+        Exit codes: 0 done, 1 failed, 2 usage error, 75 stopped (try later), 78 configuration error.\n\
+        The API key comes from YOUTUBE_API_KEY or --api-key-file."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct Global {
+    /// quota-costs.toml [default: ./quota-costs.toml if present, else the built-in copy]
+    #[arg(long, env = "TRENDSYNC_COSTS", global = true, value_name = "PATH")]
+    pub costs: Option<PathBuf>,
+
+    /// regions.toml [default: ./regions.toml if present, else the built-in copy]
+    #[arg(long, env = "TRENDSYNC_REGIONS", global = true, value_name = "PATH")]
+    pub regions: Option<PathBuf>,
+
+    /// The SQLite database (also the embedded limiter's, without --redis-url)
+    #[arg(
+        long,
+        env = "TRENDSYNC_DB",
+        global = true,
+        value_name = "PATH",
+        default_value = "trendsync.db"
+    )]
+    pub db: PathBuf,
+
+    /// The shared limiter, e.g. redis://127.0.0.1:6379/0 [default: the embedded limiter in --db]
+    #[arg(
+        long,
+        env = "TRENDSYNC_REDIS_URL",
+        global = true,
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub redis_url: Option<String>,
+
+    /// The YouTube Data API v3 base URL
+    #[arg(long, env = "TRENDSYNC_API_BASE", global = true, value_name = "URL", default_value = DEFAULT_API_BASE)]
+    pub api_base: String,
+
+    /// A file holding the API key [default: the YOUTUBE_API_KEY environment variable]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub api_key_file: Option<PathBuf>,
+
+    /// Log format on stderr; RUST_LOG filters
+    #[arg(long, env = "TRENDSYNC_LOG_FORMAT", global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Write Prometheus textfile-collector metrics here after a run
+    #[arg(
+        long,
+        env = "TRENDSYNC_METRICS_FILE",
+        global = true,
+        value_name = "PATH"
+    )]
+    pub metrics_file: Option<PathBuf>,
+
+    /// More log output (repeat for more)
+    #[arg(short, long, global = true, action = ArgAction::Count)]
+    pub verbose: u8,
+
+    /// Less log output (repeat for less)
+    #[arg(short, long, global = true, action = ArgAction::Count, conflicts_with = "verbose")]
+    pub quiet: u8,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Fetch trending pages (and configured searches) for the regions, within the ceiling
+    Run(RunArgs),
+    /// Like run, for regions whose last complete fetch is stale; may spend the reserve up to the quota
+    Backfill(BackfillArgs),
+    /// Show the budget's window as it stands, or charge it by hand
+    Budget(BudgetArgs),
+    /// Full-text search of the ingested videos (local; never calls the upstream)
+    Search(SearchArgs),
+    /// Print one crontab line per region at its offset minute
+    Crontab(CrontabArgs),
+    /// Print shell completions
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Only this region (repeatable) [default: every region in regions.toml]
+    #[arg(long = "region", value_name = "CC")]
+    pub regions: Vec<String>,
+
+    /// Print the plan against the budget as it stands; call nothing, charge nothing, write nothing
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Regions fetched in parallel (pages within a region stay in order)
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub concurrency: u16,
+
+    /// Print one JSON object with the outcome on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BackfillArgs {
+    /// Only this region (repeatable) [default: every region in regions.toml]
+    #[arg(long = "region", value_name = "CC")]
+    pub regions: Vec<String>,
+
+    /// Regions whose last complete fetch is older than this
+    #[arg(long, default_value = "2h", value_parser = parse_duration_arg, value_name = "DURATION")]
+    pub stale_after: Duration,
+
+    /// Print the plan against the budget as it stands; call nothing, charge nothing, write nothing
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Regions fetched in parallel (pages within a region stay in order)
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub concurrency: u16,
+
+    /// Print one JSON object with the outcome on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BudgetArgs {
+    #[command(subcommand)]
+    pub action: Option<BudgetAction>,
+
+    /// Print one JSON object on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BudgetAction {
+    /// Ask the budget for N calls of METHOD, all or nothing: exit 0 granted, 75 denied
+    Charge {
+        /// The upstream method, as named in [costs], e.g. search.list
+        method: String,
+
+        /// Number of calls, charged together as N × cost units
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        count: u64,
+
+        /// Allow the reserve: up to the quota instead of the ceiling
+        #[arg(long)]
+        reserve: bool,
+
+        /// Print one JSON object on stdout
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// FTS5 query: words, "exact phrases", OR, NOT, prefix*
+    pub query: String,
+
+    /// Only videos that trended in this region
+    #[arg(long, value_name = "CC")]
+    pub region: Option<String>,
+
+    /// At most this many results
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub limit: u32,
+
+    /// Print one JSON object on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CrontabArgs {
+    /// How often each region runs: 1h, 3h, 1d, ...
+    #[arg(long, default_value = "1h", value_parser = parse_duration_arg, value_name = "DURATION")]
+    pub every: Duration,
+
+    /// The trendsync binary the lines run [default: this one]
+    #[arg(long, value_name = "PATH")]
+    pub binary: Option<PathBuf>,
+}
+
+fn parse_duration_arg(s: &str) -> Result<Duration, String> {
+    crate::config::parse_duration(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,288 @@
+//! `trendsync budget [--json]` and `trendsync budget charge METHOD`.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use super::{Access, load_budget, open_limiter};
+use crate::cli::{BudgetAction, BudgetArgs, Global};
+use crate::error::{ExitCode, SilentExit, UsageError};
+use crate::quota::{Allowance, BUDGET_POLICY, Budget, Decision, Entry, Status};
+use crate::report::{human, rfc3339, seconds};
+
+pub async fn run(global: &Global, args: &BudgetArgs) -> Result<()> {
+    match &args.action {
+        None => show(global, args.json).await,
+        Some(BudgetAction::Charge {
+            method,
+            count,
+            reserve,
+            json,
+        }) => charge(global, method, *count, *reserve, *json).await,
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct LimitJson {
+    name: String,
+    used: u64,
+    max: u64,
+    window_s: f64,
+    next_free_s: Option<f64>,
+}
+
+/// The JSON of `budget --json` (DESIGN.md section 2).
+#[derive(Debug, Serialize)]
+struct BudgetJson {
+    used: u64,
+    ceiling: u64,
+    quota: u64,
+    remaining: u64,
+    remaining_to_quota: u64,
+    window_s: f64,
+    next_free_s: Option<f64>,
+    empty_in_s: Option<f64>,
+    by_method: BTreeMap<String, u64>,
+    limits: Vec<LimitJson>,
+    blocked_until: Option<String>,
+}
+
+fn summarize(budget: &Budget, status: &Status) -> BudgetJson {
+    let main = status.policies.iter().find(|p| p.name == BUDGET_POLICY);
+    let used = main.map_or(0, |p| p.used);
+    let mut by_method = BTreeMap::new();
+    for e in main.and_then(|p| p.entries.as_deref()).unwrap_or_default() {
+        *by_method.entry(e.method.clone()).or_insert(0) += e.units;
+    }
+    let limits = budget
+        .limits
+        .iter()
+        .filter_map(|l| {
+            let p = status.policies.iter().find(|p| p.name == l.name)?;
+            Some(LimitJson {
+                name: l.name.clone(),
+                used: p.used,
+                max: l.max,
+                window_s: seconds(l.window),
+                next_free_s: p.next_free.map(seconds),
+            })
+        })
+        .collect();
+    BudgetJson {
+        used,
+        ceiling: budget.ceiling,
+        quota: budget.quota,
+        remaining: budget.ceiling.saturating_sub(used),
+        remaining_to_quota: budget.quota.saturating_sub(used),
+        window_s: seconds(budget.window),
+        next_free_s: main.and_then(|p| p.next_free).map(seconds),
+        empty_in_s: main.and_then(|p| p.empty_in).map(seconds),
+        by_method,
+        limits,
+        blocked_until: status.blocked_until_us.map(rfc3339),
+    }
+}
+
+async fn show(global: &Global, json: bool) -> Result<()> {
+    let budget = load_budget(global)?;
+    let limiter = open_limiter(global, &budget, Access::Read).await?;
+    let status = limiter
+        .status(&budget.policies(), &[BUDGET_POLICY])
+        .await
+        .with_context(|| {
+            format!(
+                "reading budget \"{}\" from {}",
+                budget.key,
+                limiter.describe()
+            )
+        })?;
+    let report = summarize(&budget, &status);
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer(&mut out, &report)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let opt = |d: Option<f64>, what: &str| match d {
+        Some(s) => format!("in {} ({what})", human(Duration::from_secs_f64(s))),
+        None => "now (the window is empty)".to_owned(),
+    };
+    writeln!(out, "budget \"{}\" on {}", budget.key, limiter.describe())?;
+    writeln!(
+        out,
+        "  used        {} of ceiling {} (quota {}) over the last {}",
+        report.used,
+        report.ceiling,
+        report.quota,
+        human(budget.window)
+    )?;
+    writeln!(
+        out,
+        "  remaining   {} to the ceiling, {} to the quota",
+        report.remaining, report.remaining_to_quota
+    )?;
+    writeln!(
+        out,
+        "  next free   {}",
+        opt(report.next_free_s, "the oldest units leave the window")
+    )?;
+    writeln!(
+        out,
+        "  empty       {}",
+        opt(report.empty_in_s, "the newest units leave the window")
+    )?;
+    if !report.by_method.is_empty() {
+        let methods: Vec<String> = report
+            .by_method
+            .iter()
+            .map(|(m, u)| format!("{m} {u}"))
+            .collect();
+        writeln!(out, "  by method   {}", methods.join(", "))?;
+    }
+    for l in &report.limits {
+        let free = l.next_free_s.map_or(String::new(), |s| {
+            format!(", next free in {}", human(Duration::from_secs_f64(s)))
+        });
+        writeln!(
+            out,
+            "  limit       {}: {} of {} per {}{free}",
+            l.name,
+            l.used,
+            l.max,
+            human(Duration::from_secs_f64(l.window_s))
+        )?;
+    }
+    match &report.blocked_until {
+        Some(until) => writeln!(
+            out,
+            "  blocked     until {until}: the upstream said the key's quota is spent"
+        )?,
+        None => writeln!(out, "  blocked     no")?,
+    }
+    if std::io::stdout().is_terminal() {
+        let entries = status
+            .policies
+            .iter()
+            .find(|p| p.name == BUDGET_POLICY)
+            .and_then(|p| p.entries.as_deref());
+        chart(
+            &mut out,
+            entries.unwrap_or_default(),
+            budget.window,
+            status.now_us,
+        )?;
+    }
+    Ok(())
+}
+
+/// Units spent per hour across the window, oldest hour first, as horizontal bars.
+fn chart(
+    out: &mut impl Write,
+    entries: &[Entry],
+    window: Duration,
+    now_us: i64,
+) -> std::io::Result<()> {
+    const WIDTH: u64 = 40;
+    let buckets = usize::try_from(window.as_secs().div_ceil(3600).clamp(1, 48)).unwrap_or(24);
+    let bucket_us = i64::try_from(window.as_micros()).unwrap_or(i64::MAX) / buckets as i64;
+    let start = now_us - bucket_us * buckets as i64;
+    let mut sums = vec![0u64; buckets];
+    for e in entries {
+        let i = usize::try_from((e.at_us - start).max(0) / bucket_us.max(1))
+            .unwrap_or(0)
+            .min(buckets - 1);
+        sums[i] += e.units;
+    }
+    let top = sums.iter().copied().max().unwrap_or(0).max(1);
+    writeln!(
+        out,
+        "\n  units per {} (oldest first)",
+        human(Duration::from_micros(bucket_us.unsigned_abs()))
+    )?;
+    for (i, units) in sums.iter().enumerate() {
+        let ago = Duration::from_micros((bucket_us * (buckets - i) as i64).unsigned_abs());
+        let bar = "#".repeat(usize::try_from(units * WIDTH / top).unwrap_or(0));
+        writeln!(out, "  -{:>6} {bar} {units}", human(ago))?;
+    }
+    Ok(())
+}
+
+/// The JSON of `budget charge --json`.
+#[derive(Debug, Serialize)]
+struct ChargeJson<'a> {
+    granted: bool,
+    units: u64,
+    used: u64,
+    remaining: u64,
+    retry_after_s: Option<f64>,
+    denied_by: Option<&'a str>,
+}
+
+async fn charge(
+    global: &Global,
+    method: &str,
+    count: u64,
+    reserve: bool,
+    json: bool,
+) -> Result<()> {
+    let budget = load_budget(global)?;
+    let allowance = if reserve {
+        Allowance::Quota
+    } else {
+        Allowance::Ceiling
+    };
+    let id = format!("manual-{}", crate::report::new_run_id());
+    let charge = budget.charge(&id, method, count, allowance).map_err(|e| {
+        let known: Vec<&str> = budget.costs.keys().map(String::as_str).collect();
+        UsageError(format!(
+            "{e}; the methods with a cost are: {}",
+            known.join(", ")
+        ))
+    })?;
+    let limiter = open_limiter(global, &budget, Access::Charge).await?;
+    let decision: Decision = limiter.charge(&charge).await.with_context(|| {
+        format!(
+            "charging {count} × {method} to budget \"{}\" on {}",
+            budget.key,
+            limiter.describe()
+        )
+    })?;
+    let report = ChargeJson {
+        granted: decision.granted,
+        units: decision.units,
+        used: decision.used(),
+        remaining: decision.remaining(),
+        retry_after_s: decision.retry_after.map(seconds),
+        denied_by: decision.denied_by.as_deref(),
+    };
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer(&mut out, &report)?;
+        writeln!(out)?;
+    } else if decision.granted {
+        writeln!(
+            out,
+            "granted {} units ({count} × {method}); {} remaining",
+            report.units, report.remaining
+        )?;
+    } else {
+        let policy = report.denied_by.unwrap_or("the budget");
+        let wait = match decision.retry_after {
+            Some(d) => format!("retry after {} ({:.3} s)", human(d), d.as_secs_f64()),
+            None => "it can never fit: it is larger than the policy's maximum".to_owned(),
+        };
+        writeln!(
+            out,
+            "denied by {policy}: {} units ({count} × {method}) do not fit; {wait}",
+            report.units
+        )?;
+    }
+    if decision.granted {
+        Ok(())
+    } else {
+        Err(SilentExit(ExitCode::TryLater).into())
+    }
+}

@@ -1,0 +1,287 @@
+//! `trendsync run` and `trendsync backfill`: the main job, and its `--dry-run`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use super::{Access, load_config, open_limiter, select_regions};
+use crate::cli::{BackfillArgs, Global, RunArgs};
+use crate::config::{Config, Region};
+use crate::error::{ExitCode, SilentExit};
+use crate::quota::Allowance;
+use crate::report::{human, seconds};
+use crate::runner::{self, Freshness, Simulation};
+
+/// What a run or backfill was asked to do.
+struct Job<'a> {
+    kind: &'static str,
+    allowance: Allowance,
+    regions: Vec<&'a Region>,
+    dry_run: bool,
+    json: bool,
+}
+
+pub async fn run(global: &Global, args: &RunArgs) -> Result<()> {
+    let config = load_config(global)?;
+    let regions = select_regions(&config, &args.regions)?;
+    let job = Job {
+        kind: "run",
+        allowance: Allowance::Ceiling,
+        regions,
+        dry_run: args.dry_run,
+        json: args.json,
+    };
+    execute(global, &config, job).await
+}
+
+pub async fn backfill(global: &Global, args: &BackfillArgs) -> Result<()> {
+    let config = load_config(global)?;
+    let regions = select_regions(&config, &args.regions)?;
+    let fresh = freshness(global)?;
+    let stale_after = i64::try_from(args.stale_after.as_secs()).unwrap_or(i64::MAX);
+    let now = now_s();
+    let stale: Vec<&Region> = regions
+        .into_iter()
+        .filter(|r| {
+            fresh
+                .get(&r.code)
+                .and_then(|f| f.last_complete_at)
+                .is_none_or(|at| now - at > stale_after)
+        })
+        .collect();
+    if stale.is_empty() {
+        tracing::info!(
+            "backfill: every selected region was fetched completely within the last {}",
+            human(args.stale_after)
+        );
+    }
+    let job = Job {
+        kind: "backfill",
+        allowance: Allowance::Quota,
+        regions: stale,
+        dry_run: args.dry_run,
+        json: args.json,
+    };
+    execute(global, &config, job).await
+}
+
+fn now_s() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// What the store knows of each region; nothing yet when the database does not exist.
+fn freshness(_global: &Global) -> Result<BTreeMap<String, Freshness>> {
+    Ok(BTreeMap::new())
+}
+
+async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
+    let fresh = freshness(global)?;
+    let plan = runner::plan(&job.regions, &fresh, now_s());
+    if !job.dry_run {
+        anyhow::bail!(
+            "only --dry-run is available in this build: fetching from the upstream comes next"
+        );
+    }
+    let budget = &config.budget;
+    let limiter = open_limiter(global, budget, Access::Read).await?;
+    let names: Vec<String> = budget.policies().into_iter().map(|p| p.name).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let status = limiter
+        .status(&budget.policies(), &names)
+        .await
+        .with_context(|| {
+            format!(
+                "reading budget \"{}\" from {}",
+                budget.key,
+                limiter.describe()
+            )
+        })?;
+    let sim = runner::simulate(&plan, budget, job.allowance, &status);
+    let cut = sim.stop.is_some();
+    if job.json {
+        print_json(&job, &sim)?;
+    } else {
+        print_plan(
+            &job,
+            budget.max_for(job.allowance),
+            &sim,
+            &limiter.describe(),
+        )?;
+    }
+    let summary = match &sim.stop {
+        None => format!(
+            "{} dry run: the whole plan fits ({} calls)",
+            job.kind,
+            sim.calls.len()
+        ),
+        Some((policy, wait)) => format!(
+            "{} dry run: would stop at call {} of {}: {policy} would say no{}",
+            job.kind,
+            sim.calls.iter().filter(|c| c.fits).count() + 1,
+            sim.calls.len(),
+            wait.map_or(String::new(), |d| format!(
+                "; capacity frees in {}",
+                human(d)
+            ))
+        ),
+    };
+    tracing::info!("{summary}");
+    if cut {
+        Err(SilentExit(ExitCode::TryLater).into())
+    } else {
+        Ok(())
+    }
+}
+
+fn print_plan(job: &Job<'_>, max: u64, sim: &Simulation, limiter: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    let what = match job.allowance {
+        Allowance::Ceiling => "ceiling",
+        Allowance::Quota => "quota",
+    };
+    writeln!(
+        out,
+        "{} plan against {limiter} ({what} {max}); nothing is called, charged or written",
+        job.kind
+    )?;
+    writeln!(
+        out,
+        "{:>4}  {:<6} {:<28} {:<22} {:>5} {:>6}",
+        "#", "region", "call", "method", "units", "total"
+    )?;
+    let mut stop_shown = false;
+    for (i, c) in sim.calls.iter().enumerate() {
+        if !c.fits && !stop_shown {
+            stop_shown = true;
+            if let Some((policy, wait)) = &sim.stop {
+                let wait = wait.map_or(
+                    "never: the call is larger than the policy's maximum".to_owned(),
+                    |d| format!("capacity frees in {}", human(d)),
+                );
+                writeln!(
+                    out,
+                    "  ---- the run would stop here: {policy} would say no; {wait}"
+                )?;
+            }
+        }
+        let total = if c.fits {
+            c.total.to_string()
+        } else {
+            "-".to_owned()
+        };
+        writeln!(
+            out,
+            "{:>4}  {:<6} {:<28} {:<22} {:>5} {:>6}",
+            i + 1,
+            c.call.region,
+            c.call.step.describe(),
+            c.call.step.method(),
+            c.units,
+            total
+        )?;
+    }
+    let fitting = sim.calls.iter().filter(|c| c.fits).count();
+    let units = sim
+        .calls
+        .iter()
+        .filter(|c| c.fits)
+        .map(|c| c.units)
+        .sum::<u64>();
+    writeln!(
+        out,
+        "{fitting} of {} calls fit, {units} units; {} would remain to the {what}",
+        sim.calls.len(),
+        sim.remaining
+    )?;
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct RegionJson {
+    code: String,
+    status: &'static str,
+    pages: u32,
+    videos: u64,
+    units: u64,
+    error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct PlanJson {
+    region: String,
+    call: String,
+    method: &'static str,
+    units: u64,
+    total: u64,
+    fits: bool,
+}
+
+#[derive(Serialize)]
+struct DryRunJson {
+    run_id: Option<String>,
+    dry_run: bool,
+    status: &'static str,
+    units_charged: u64,
+    calls: u64,
+    remaining: u64,
+    retry_after_s: Option<f64>,
+    units_planned: u64,
+    regions: Vec<RegionJson>,
+    plan: Vec<PlanJson>,
+}
+
+fn print_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
+    let status = if sim.stop.is_some() {
+        "budget_exhausted"
+    } else {
+        "complete"
+    };
+    let regions = job
+        .regions
+        .iter()
+        .map(|r| {
+            let mine = sim.calls.iter().filter(|c| c.call.region == r.code);
+            let cut = mine.clone().any(|c| !c.fits);
+            RegionJson {
+                code: r.code.clone(),
+                status: if cut { "budget_exhausted" } else { "complete" },
+                pages: 0,
+                videos: 0,
+                units: mine.filter(|c| c.fits).map(|c| c.units).sum(),
+                error: None,
+            }
+        })
+        .collect();
+    let report = DryRunJson {
+        run_id: None,
+        dry_run: true,
+        status,
+        units_charged: 0,
+        calls: 0,
+        remaining: sim.remaining,
+        retry_after_s: sim.stop.as_ref().and_then(|(_, w)| w.map(seconds)),
+        units_planned: sim.calls.iter().filter(|c| c.fits).map(|c| c.units).sum(),
+        regions,
+        plan: sim
+            .calls
+            .iter()
+            .map(|c| PlanJson {
+                region: c.call.region.clone(),
+                call: c.call.step.describe(),
+                method: c.call.step.method(),
+                units: c.units,
+                total: c.total,
+                fits: c.fits,
+            })
+            .collect(),
+    };
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer(&mut out, &report)?;
+    writeln!(out)?;
+    Ok(())
+}

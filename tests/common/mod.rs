@@ -1,0 +1,139 @@
+//! What the integration tests share: a real Redis, and the binary run in a scratch
+//! directory with a clean environment.
+
+#![allow(dead_code)]
+
+pub mod redis_server;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+pub use redis_server::RedisServer;
+
+/// A scratch directory to run the binary in: no `quota-costs.toml` or `regions.toml`
+/// of the repository is picked up by accident, and the database lands here.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        Scratch { dir: tempfile::tempdir().expect("creating a scratch directory") }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Writes `text` to `name` in the scratch directory and returns its path.
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.file(name);
+        std::fs::write(&path, text).expect("writing a scratch file");
+        path
+    }
+
+    /// The binary, run here, with none of the caller's trendsync settings.
+    pub fn cmd(&self) -> Trendsync {
+        let mut cmd = assert_cmd::Command::cargo_bin("trendsync").expect("the trendsync binary is built");
+        cmd.current_dir(self.path());
+        for var in [
+            "TRENDSYNC_COSTS",
+            "TRENDSYNC_REGIONS",
+            "TRENDSYNC_DB",
+            "TRENDSYNC_REDIS_URL",
+            "TRENDSYNC_API_BASE",
+            "TRENDSYNC_LOG_FORMAT",
+            "TRENDSYNC_METRICS_FILE",
+            "YOUTUBE_API_KEY",
+            "RUST_LOG",
+            "NO_COLOR",
+        ] {
+            cmd.env_remove(var);
+        }
+        Trendsync { cmd }
+    }
+
+    /// Every file name in the scratch directory, sorted.
+    pub fn listing(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.path())
+            .expect("listing the scratch directory")
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+/// The binary with a scenario's arguments, built up fluently.
+pub struct Trendsync {
+    pub cmd: assert_cmd::Command,
+}
+
+/// What a run of the binary left: exit code, stdout and stderr as text.
+pub struct Ran {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ran {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}): {}", self.stdout))
+    }
+}
+
+impl Trendsync {
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        self.cmd.args(args);
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.cmd.env(key, value);
+        self
+    }
+
+    pub fn redis(self, server: &RedisServer) -> Self {
+        self.args(["--redis-url", &server.url()])
+    }
+
+    pub fn run(mut self) -> Ran {
+        let Output { status, stdout, stderr } = self.cmd.output().expect("running trendsync");
+        Ran {
+            code: status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        }
+    }
+}
+
+/// A costs file with the shipped costs and the given budget numbers, no narrower limits.
+pub fn costs_toml(quota: u64, ceiling: u64, window: &str) -> String {
+    format!(
+        r#"[budget]
+key = "test"
+quota = {quota}
+ceiling = {ceiling}
+window = "{window}"
+
+[costs]
+"videos.list" = 1
+"search.list" = 100
+"channels.list" = 1
+"videoCategories.list" = 1
+
+[when_limiter_down]
+"videos.list" = "allow"
+"videoCategories.list" = "allow"
+"search.list" = "deny"
+"#
+    )
+}
