@@ -114,7 +114,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Only this region (repeatable) [default: every region in regions.toml]
-    #[arg(long = "region", value_name = "CC")]
+    #[arg(long = "region", id = "region", value_name = "CC")]
     pub regions: Vec<String>,
 
     /// Print the plan against the budget as it stands; call nothing, charge nothing, write nothing
@@ -133,7 +133,7 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct BackfillArgs {
     /// Only this region (repeatable) [default: every region in regions.toml]
-    #[arg(long = "region", value_name = "CC")]
+    #[arg(long = "region", id = "region", value_name = "CC")]
     pub regions: Vec<String>,
 
     /// Regions whose last complete fetch is older than this

@@ -157,16 +157,16 @@ impl Config {
                 ));
             }
         }
-        if let Some(region) = regions.regions.iter().find(|r| !r.searches.is_empty()) {
-            if !budget.costs.contains_key(search_method) {
-                return Err(costs_src.error_at(
-                    None,
-                    format!(
-                        "[costs] has no entry for \"{search_method}\", but region {} in {} configures searches; add \"{search_method}\" = 100",
-                        region.code, regions_src.name
-                    ),
-                ));
-            }
+        if let Some(region) = regions.regions.iter().find(|r| !r.searches.is_empty())
+            && !budget.costs.contains_key(search_method)
+        {
+            return Err(costs_src.error_at(
+                None,
+                format!(
+                    "[costs] has no entry for \"{search_method}\", but region {} in {} configures searches; add \"{search_method}\" = 100",
+                    region.code, regions_src.name
+                ),
+            ));
         }
         Ok(Config { budget, regions })
     }

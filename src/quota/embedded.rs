@@ -48,6 +48,15 @@ pub struct EmbeddedLimiter {
     conn: Option<Arc<Mutex<Connection>>>,
 }
 
+impl std::fmt::Debug for EmbeddedLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedLimiter")
+            .field("path", &self.path)
+            .field("budget_key", &self.budget_key)
+            .finish()
+    }
+}
+
 fn now_us() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

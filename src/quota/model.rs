@@ -283,10 +283,12 @@ mod tests {
     }
 
     /// (entries as (at_s, units), used, units asked, max, window_s, now_s) -> expected fit
+    type FitCase<'a> = (&'a [(i64, u64)], u64, u64, u64, i64, i64, Fit);
+
     #[test]
     fn fit_table() {
         let after = |s: i64| Fit::After(from_micros(s * S));
-        let cases: &[(&[(i64, u64)], u64, u64, u64, i64, i64, Fit)] = &[
+        let cases: &[FitCase<'_>] = &[
             // Empty window: anything up to max fits.
             (&[], 0, 100, 100, 60, 0, Fit::Now),
             // Exactly at the max fits; one over does not.

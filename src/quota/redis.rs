@@ -26,6 +26,15 @@ pub struct RedisLimiter {
     status: Script,
 }
 
+impl std::fmt::Debug for RedisLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisLimiter")
+            .field("endpoint", &self.endpoint)
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
 /// The URL with any password replaced, fit to print.
 pub fn redact_url(raw: &str) -> String {
     match url::Url::parse(raw) {

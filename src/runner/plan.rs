@@ -167,14 +167,12 @@ pub fn simulate(
         let method = call.step.method();
         let units = budget.cost(method).unwrap_or(0);
         let mut fits = stop.is_none();
-        if fits {
-            if let Some(until) = blocked {
-                stop = Some((
-                    crate::quota::UPSTREAM_POLICY.to_owned(),
-                    Some(crate::quota::from_micros(until - now)),
-                ));
-                fits = false;
-            }
+        if fits && let Some(until) = blocked {
+            stop = Some((
+                crate::quota::UPSTREAM_POLICY.to_owned(),
+                Some(crate::quota::from_micros(until - now)),
+            ));
+            fits = false;
         }
         if fits {
             let Ok(charge) = budget.charge(&format!("dry-{i}"), method, 1, allowance) else {

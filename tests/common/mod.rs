@@ -18,7 +18,9 @@ pub struct Scratch {
 
 impl Scratch {
     pub fn new() -> Scratch {
-        Scratch { dir: tempfile::tempdir().expect("creating a scratch directory") }
+        Scratch {
+            dir: tempfile::tempdir().expect("creating a scratch directory"),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -38,7 +40,8 @@ impl Scratch {
 
     /// The binary, run here, with none of the caller's trendsync settings.
     pub fn cmd(&self) -> Trendsync {
-        let mut cmd = assert_cmd::Command::cargo_bin("trendsync").expect("the trendsync binary is built");
+        let mut cmd =
+            assert_cmd::Command::cargo_bin("trendsync").expect("the trendsync binary is built");
         cmd.current_dir(self.path());
         for var in [
             "TRENDSYNC_COSTS",
@@ -82,7 +85,8 @@ pub struct Ran {
 
 impl Ran {
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}): {}", self.stdout))
+        serde_json::from_str(self.stdout.trim())
+            .unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}): {}", self.stdout))
     }
 }
 
@@ -101,12 +105,21 @@ impl Trendsync {
         self
     }
 
+    pub fn arg(mut self, arg: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.cmd.arg(arg);
+        self
+    }
+
     pub fn redis(self, server: &RedisServer) -> Self {
         self.args(["--redis-url", &server.url()])
     }
 
     pub fn run(mut self) -> Ran {
-        let Output { status, stdout, stderr } = self.cmd.output().expect("running trendsync");
+        let Output {
+            status,
+            stdout,
+            stderr,
+        } = self.cmd.output().expect("running trendsync");
         Ran {
             code: status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&stdout).into_owned(),

@@ -18,7 +18,11 @@ fn redis_server_binary() -> PathBuf {
     if let Some(p) = std::env::var_os("TRENDSYNC_TEST_REDIS_SERVER") {
         return PathBuf::from(p);
     }
-    for dir in std::env::var_os("PATH").iter().flat_map(std::env::split_paths).chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")]) {
+    for dir in std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
+    {
         let candidate = dir.join("redis-server");
         if candidate.is_file() {
             return candidate;
@@ -32,20 +36,36 @@ fn redis_server_binary() -> PathBuf {
 
 fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("binding a free loopback port");
-    listener.local_addr().expect("reading the bound port").port()
+    listener
+        .local_addr()
+        .expect("reading the bound port")
+        .port()
 }
 
 impl RedisServer {
     pub fn start() -> RedisServer {
         let dir = tempfile::tempdir().expect("creating a directory for redis-server");
-        let mut server = RedisServer { child: None, port: free_port(), dir };
+        let mut server = RedisServer {
+            child: None,
+            port: free_port(),
+            dir,
+        };
         server.spawn();
         server
     }
 
     fn spawn(&mut self) {
         let child = Command::new(redis_server_binary())
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .arg("--dir")
             .arg(self.dir.path())
             .stdout(Stdio::null())
@@ -60,7 +80,10 @@ impl RedisServer {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("redis-server on 127.0.0.1:{} did not answer PING within 10 s", self.port);
+        panic!(
+            "redis-server on 127.0.0.1:{} did not answer PING within 10 s",
+            self.port
+        );
     }
 
     fn ping(&self) -> bool {

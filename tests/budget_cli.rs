@@ -1,0 +1,295 @@
+//! `budget`, `budget charge` and `run --dry-run` through the binary.
+
+use std::process::{Command, Stdio};
+
+use crate::common::{RedisServer, Scratch, costs_toml};
+
+#[test]
+fn dry_run_works_with_nothing_configured_and_writes_nothing() {
+    let s = Scratch::new();
+    let ran = s.cmd().args(["run", "--dry-run"]).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    // The built-in regions: 8 regions of 4 pages and category names.
+    for code in ["US", "GB", "DE", "FR", "IN", "BR", "AU", "CA"] {
+        assert!(
+            ran.stdout.contains(&format!(" {code} ")),
+            "plan lists {code}: {}",
+            ran.stdout
+        );
+    }
+    assert!(
+        ran.stdout
+            .contains("40 of 40 calls fit, 40 units; 9460 would remain to the ceiling"),
+        "{}",
+        ran.stdout
+    );
+    assert!(s.listing().is_empty(), "nothing written: {:?}", s.listing());
+}
+
+#[test]
+fn dry_run_against_a_spent_budget_exits_75_and_marks_the_stop() {
+    let s = Scratch::new();
+    let costs = s.write("c.toml", &costs_toml(200, 120, "24h"));
+    let granted = s
+        .cmd()
+        .args([std::ffi::OsStr::new("--costs"), costs.as_os_str()])
+        .args(["budget", "charge", "videos.list", "--count", "110"])
+        .run();
+    assert_eq!(granted.code, 0, "{}", granted.stderr);
+    let before = std::fs::read(s.file("trendsync.db")).expect("the database exists");
+    let listing = s.listing();
+
+    let ran = s
+        .cmd()
+        .args([std::ffi::OsStr::new("--costs"), costs.as_os_str()])
+        .args(["run", "--dry-run", "--json"])
+        .run();
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let json = ran.json();
+    assert_eq!(json["status"], "budget_exhausted");
+    assert_eq!(json["units_planned"], 10);
+    assert_eq!(json["units_charged"], 0);
+    let plan = json["plan"].as_array().expect("plan");
+    assert_eq!(plan.iter().filter(|c| c["fits"] == true).count(), 10);
+    assert_eq!(plan.len(), 40);
+    // Charged nothing and wrote nothing.
+    assert_eq!(
+        std::fs::read(s.file("trendsync.db")).expect("the database exists"),
+        before
+    );
+    assert_eq!(s.listing(), listing);
+    let text = s
+        .cmd()
+        .args([std::ffi::OsStr::new("--costs"), costs.as_os_str()])
+        .args(["run", "--dry-run"])
+        .run();
+    assert_eq!(text.code, 75);
+    assert!(
+        text.stdout
+            .contains("---- the run would stop here: budget would say no; capacity frees in"),
+        "{}",
+        text.stdout
+    );
+}
+
+#[test]
+fn backfill_dry_run_may_use_the_reserve() {
+    let s = Scratch::new();
+    let costs = s.write("c.toml", &costs_toml(200, 120, "24h"));
+    let c = |args: &[&str]| {
+        s.cmd()
+            .args([std::ffi::OsStr::new("--costs"), costs.as_os_str()])
+            .args(args)
+            .run()
+    };
+    assert_eq!(
+        c(&["budget", "charge", "videos.list", "--count", "110"]).code,
+        0
+    );
+    assert_eq!(c(&["run", "--dry-run"]).code, 75);
+    let ran = c(&["backfill", "--dry-run", "--json"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(ran.json()["units_planned"], 40);
+}
+
+#[test]
+fn an_unknown_region_is_a_usage_error() {
+    let s = Scratch::new();
+    let ran = s.cmd().args(["run", "--dry-run", "--region", "JP"]).run();
+    assert_eq!(ran.code, 2);
+    assert!(
+        ran.stderr
+            .contains("--region JP is not in regions.toml; configured: US, GB"),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn budget_json_reports_the_window() {
+    let s = Scratch::new();
+    assert_eq!(
+        s.cmd()
+            .args(["budget", "charge", "search.list", "--count", "2"])
+            .run()
+            .code,
+        0
+    );
+    assert_eq!(
+        s.cmd()
+            .args(["budget", "charge", "videos.list", "--count", "5"])
+            .run()
+            .code,
+        0
+    );
+    let ran = s.cmd().args(["budget", "--json"]).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let j = ran.json();
+    assert_eq!(j["used"], 205);
+    assert_eq!(j["ceiling"], 9500);
+    assert_eq!(j["quota"], 10000);
+    assert_eq!(j["remaining"], 9295);
+    assert_eq!(j["remaining_to_quota"], 9795);
+    assert_eq!(j["window_s"], 86400.0);
+    assert_eq!(j["by_method"]["search.list"], 200);
+    assert_eq!(j["by_method"]["videos.list"], 5);
+    assert_eq!(j["limits"][0]["name"], "search");
+    assert_eq!(j["limits"][0]["used"], 200);
+    assert_eq!(j["limits"][0]["max"], 2000);
+    assert!(
+        j["next_free_s"]
+            .as_f64()
+            .is_some_and(|s| s > 86_000.0 && s <= 86_400.0)
+    );
+    assert!(j["blocked_until"].is_null());
+}
+
+#[test]
+fn budget_charge_is_all_or_nothing_and_says_when_to_retry() {
+    let s = Scratch::new();
+    let costs = s.write("c.toml", &costs_toml(1000, 250, "24h"));
+    let c = |args: &[&str]| {
+        s.cmd()
+            .args([std::ffi::OsStr::new("--costs"), costs.as_os_str()])
+            .args(args)
+            .run()
+    };
+    let ok = c(&["budget", "charge", "search.list", "--count", "2", "--json"]);
+    assert_eq!(ok.code, 0);
+    let j = ok.json();
+    assert_eq!(
+        (
+            j["granted"].as_bool(),
+            j["units"].as_u64(),
+            j["used"].as_u64(),
+            j["remaining"].as_u64()
+        ),
+        (Some(true), Some(200), Some(200), Some(50))
+    );
+    assert!(j["retry_after_s"].is_null() && j["denied_by"].is_null());
+
+    let no = c(&["budget", "charge", "search.list", "--json"]);
+    assert_eq!(no.code, 75);
+    let j = no.json();
+    assert_eq!(j["granted"], false);
+    assert_eq!(j["denied_by"], "budget");
+    assert!(
+        j["retry_after_s"]
+            .as_f64()
+            .is_some_and(|s| s > 86_000.0 && s <= 86_400.0),
+        "{j}"
+    );
+
+    // The reserve goes up to the quota.
+    assert_eq!(c(&["budget", "charge", "search.list", "--reserve"]).code, 0);
+    let text = c(&[
+        "budget",
+        "charge",
+        "search.list",
+        "--count",
+        "8",
+        "--reserve",
+    ]);
+    assert_eq!(text.code, 75);
+    assert!(
+        text.stdout
+            .contains("denied by budget: 800 units (8 × search.list) do not fit; retry after"),
+        "{}",
+        text.stdout
+    );
+    assert_eq!(c(&["budget", "--json"]).json()["used"], 300);
+}
+
+#[test]
+fn budget_charge_of_an_unknown_method_is_a_usage_error() {
+    let s = Scratch::new();
+    let ran = s.cmd().args(["budget", "charge", "playlists.list"]).run();
+    assert_eq!(ran.code, 2);
+    assert!(
+        ran.stderr
+            .contains("the methods with a cost are: channels.list, search.list"),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn budget_against_a_missing_database_creates_nothing() {
+    let s = Scratch::new();
+    let ran = s.cmd().args(["budget"]).run();
+    assert_eq!(ran.code, 0);
+    assert!(
+        ran.stdout
+            .contains("used        0 of ceiling 9500 (quota 10000)"),
+        "{}",
+        ran.stdout
+    );
+    assert!(s.listing().is_empty(), "{:?}", s.listing());
+}
+
+/// Many processes charge 100-unit calls at once against a ceiling of 1000: exactly
+/// 10 are granted, whichever backend keeps the window.
+fn racing_processes_grant_exactly_ten(redis: Option<&RedisServer>) {
+    let s = Scratch::new();
+    let costs = s.write("c.toml", &costs_toml(1000, 1000, "24h"));
+    let bin = assert_cmd::cargo::cargo_bin("trendsync");
+    let children: Vec<_> = (0..30)
+        .map(|_| {
+            let mut cmd = Command::new(&bin);
+            cmd.current_dir(s.path()).arg("--costs").arg(&costs).args([
+                "-q",
+                "budget",
+                "charge",
+                "search.list",
+            ]);
+            cmd.env_remove("TRENDSYNC_REDIS_URL")
+                .env_remove("TRENDSYNC_DB");
+            if let Some(server) = redis {
+                cmd.args(["--redis-url", &server.url()]);
+            }
+            cmd.stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawning trendsync")
+        })
+        .collect();
+    let mut codes = Vec::new();
+    for child in children {
+        let out = child.wait_with_output().expect("waiting for trendsync");
+        assert!(
+            matches!(out.status.code(), Some(0 | 75)),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        codes.push(out.status.code());
+    }
+    assert_eq!(codes.iter().filter(|c| **c == Some(0)).count(), 10);
+    assert_eq!(codes.iter().filter(|c| **c == Some(75)).count(), 20);
+    let mut status = s.cmd().arg("--costs").arg(costs.as_os_str());
+    if let Some(server) = redis {
+        status = status.redis(server);
+    }
+    assert_eq!(status.args(["budget", "--json"]).run().json()["used"], 1000);
+}
+
+#[test]
+fn racing_processes_on_the_embedded_limiter_grant_exactly_what_fits() {
+    racing_processes_grant_exactly_ten(None);
+}
+
+#[test]
+fn racing_processes_on_redis_grant_exactly_what_fits() {
+    let server = RedisServer::start();
+    racing_processes_grant_exactly_ten(Some(&server));
+}
+
+#[test]
+fn completions_are_printed() {
+    let ran = Scratch::new().cmd().args(["completions", "bash"]).run();
+    assert_eq!(ran.code, 0);
+    assert!(
+        ran.stdout.contains("_trendsync()"),
+        "{}",
+        &ran.stdout[..ran.stdout.len().min(200)]
+    );
+}

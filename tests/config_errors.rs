@@ -1,0 +1,346 @@
+//! Every configuration mistake: exit 78, with the file, the line and what was expected.
+
+use crate::common::{Scratch, costs_toml};
+
+const REGIONS_OK: &str = "[[region]]\ncode = \"US\"\noffset = 0\n";
+
+/// Runs `run --dry-run` with the given files and checks exit 78 and the message.
+fn expect_config_error(costs: &str, regions: &str, file: &str, line: usize, says: &str) {
+    let s = Scratch::new();
+    let costs_path = s.write("costs.toml", costs);
+    let regions_path = s.write("regions.toml", regions);
+    let ran = s
+        .cmd()
+        .arg_paths(&costs_path, &regions_path)
+        .args(["run", "--dry-run"])
+        .run();
+    assert_eq!(
+        ran.code, 78,
+        "exit code for {says:?}; stderr: {}",
+        ran.stderr
+    );
+    let at = format!("{file}:{line}:");
+    assert!(
+        ran.stderr.contains(&at),
+        "stderr should name {at}; got: {}",
+        ran.stderr
+    );
+    assert!(
+        ran.stderr.contains(says),
+        "stderr should say {says:?}; got: {}",
+        ran.stderr
+    );
+    assert!(ran.stdout.is_empty(), "no plan is printed: {}", ran.stdout);
+}
+
+trait Files {
+    fn arg_paths(self, costs: &std::path::Path, regions: &std::path::Path) -> Self;
+}
+
+impl Files for crate::common::Trendsync {
+    fn arg_paths(self, costs: &std::path::Path, regions: &std::path::Path) -> Self {
+        self.args([
+            std::ffi::OsStr::new("--costs"),
+            costs.as_os_str(),
+            std::ffi::OsStr::new("--regions"),
+            regions.as_os_str(),
+        ])
+    }
+}
+
+fn ok_costs() -> String {
+    costs_toml(10_000, 9_500, "24h")
+}
+
+#[test]
+fn the_valid_files_load() {
+    let s = Scratch::new();
+    let c = s.write("costs.toml", &ok_costs());
+    let r = s.write("regions.toml", REGIONS_OK);
+    let ran = s.cmd().arg_paths(&c, &r).args(["run", "--dry-run"]).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+}
+
+#[test]
+fn an_unknown_key() {
+    let costs = ok_costs().replace("window = \"24h\"", "window = \"24h\"\nwindwo = \"1h\"");
+    expect_config_error(
+        &costs,
+        REGIONS_OK,
+        "costs.toml",
+        6,
+        "unknown field `windwo`",
+    );
+}
+
+#[test]
+fn a_wrong_type() {
+    let costs = ok_costs().replace("quota = 10000", "quota = \"lots\"");
+    expect_config_error(&costs, REGIONS_OK, "costs.toml", 3, "invalid type");
+}
+
+#[test]
+fn a_bad_duration() {
+    let costs = ok_costs().replace("window = \"24h\"", "window = \"a day\"");
+    expect_config_error(
+        &costs,
+        REGIONS_OK,
+        "costs.toml",
+        5,
+        "budget.window: \"a day\" is not a duration",
+    );
+}
+
+#[test]
+fn a_zero_duration() {
+    let costs = ok_costs().replace("window = \"24h\"", "window = \"0s\"");
+    expect_config_error(&costs, REGIONS_OK, "costs.toml", 5, "is zero");
+}
+
+#[test]
+fn a_ceiling_above_the_quota() {
+    let costs = ok_costs().replace("ceiling = 9500", "ceiling = 10001");
+    expect_config_error(
+        &costs,
+        REGIONS_OK,
+        "costs.toml",
+        4,
+        "budget.ceiling (10001) is above budget.quota (10000)",
+    );
+}
+
+#[test]
+fn a_cost_above_the_ceiling() {
+    let costs = costs_toml(1000, 50, "24h");
+    expect_config_error(
+        &costs,
+        REGIONS_OK,
+        "costs.toml",
+        9,
+        "the cost of \"search.list\" (100) is above budget.ceiling (50)",
+    );
+}
+
+#[test]
+fn a_limit_narrower_than_one_call() {
+    let costs = format!(
+        "{}\n[[limit]]\nname = \"search\"\nmethods = [\"search.list\"]\nmax = 99\nwindow = \"10m\"\n",
+        ok_costs()
+    );
+    expect_config_error(
+        &costs,
+        REGIONS_OK,
+        "costs.toml",
+        21,
+        "limit \"search\" has max 99, below one call of \"search.list\" (100)",
+    );
+}
+
+#[test]
+fn a_limit_on_a_method_without_a_cost() {
+    let costs = format!(
+        "{}\n[[limit]]\nname = \"pl\"\nmethods = [\"playlists.list\"]\nmax = 99\nwindow = \"10m\"\n",
+        ok_costs()
+    );
+    expect_config_error(
+        &costs,
+        REGIONS_OK,
+        "costs.toml",
+        20,
+        "limit \"pl\" names \"playlists.list\", which has no entry in [costs]",
+    );
+}
+
+#[test]
+fn a_limiter_down_policy_for_a_method_without_a_cost() {
+    let costs = ok_costs().replace(
+        "\"search.list\" = \"deny\"",
+        "\"search.list\" = \"deny\"\n\"playlists.list\" = \"allow\"",
+    );
+    expect_config_error(
+        &costs,
+        REGIONS_OK,
+        "costs.toml",
+        17,
+        "[when_limiter_down] names \"playlists.list\"",
+    );
+}
+
+#[test]
+fn a_limiter_down_policy_that_is_neither_allow_nor_deny() {
+    let costs = ok_costs().replace("\"search.list\" = \"deny\"", "\"search.list\" = \"maybe\"");
+    expect_config_error(
+        &costs,
+        REGIONS_OK,
+        "costs.toml",
+        16,
+        "unknown variant `maybe`",
+    );
+}
+
+#[test]
+fn a_limit_with_a_reserved_name() {
+    let costs = format!(
+        "{}\n[[limit]]\nname = \"budget\"\nmethods = [\"search.list\"]\nmax = 1000\nwindow = \"10m\"\n",
+        ok_costs()
+    );
+    expect_config_error(
+        &costs,
+        REGIONS_OK,
+        "costs.toml",
+        19,
+        "limit name \"budget\"",
+    );
+}
+
+#[test]
+fn a_method_trendsync_calls_without_a_cost() {
+    let costs = ok_costs()
+        .replace("\"videos.list\" = 1\n", "")
+        .replace("\"videos.list\" = \"allow\"\n", "");
+    let s = Scratch::new();
+    let c = s.write("costs.toml", &costs);
+    let r = s.write("regions.toml", REGIONS_OK);
+    let ran = s.cmd().arg_paths(&c, &r).args(["run", "--dry-run"]).run();
+    assert_eq!(ran.code, 78);
+    assert!(
+        ran.stderr
+            .contains("[costs] has no entry for \"videos.list\""),
+        "{}",
+        ran.stderr
+    );
+    assert!(ran.stderr.contains("costs.toml"), "{}", ran.stderr);
+}
+
+#[test]
+fn a_search_without_a_search_cost() {
+    let costs = ok_costs()
+        .replace("\"search.list\" = 100\n", "")
+        .replace("\"search.list\" = \"deny\"\n", "");
+    let regions = format!("{REGIONS_OK}[[region.search]]\nname = \"fresh\"\n");
+    let s = Scratch::new();
+    let c = s.write("costs.toml", &costs);
+    let r = s.write("regions.toml", &regions);
+    let ran = s.cmd().arg_paths(&c, &r).args(["run", "--dry-run"]).run();
+    assert_eq!(ran.code, 78);
+    assert!(ran.stderr.contains("region US"), "{}", ran.stderr);
+    assert!(ran.stderr.contains("configures searches"), "{}", ran.stderr);
+}
+
+#[test]
+fn a_bad_region_code() {
+    let regions =
+        "[[region]]\ncode = \"US\"\noffset = 0\n\n[[region]]\ncode = \"UK\"\noffset = 5\n";
+    expect_config_error(
+        &ok_costs(),
+        regions,
+        "regions.toml",
+        6,
+        "\"UK\" is not an ISO 3166-1 alpha-2 region code",
+    );
+}
+
+#[test]
+fn a_region_twice() {
+    let regions =
+        "[[region]]\ncode = \"US\"\noffset = 0\n\n[[region]]\ncode = \"US\"\noffset = 5\n";
+    expect_config_error(
+        &ok_costs(),
+        regions,
+        "regions.toml",
+        6,
+        "region US is configured twice",
+    );
+}
+
+#[test]
+fn an_offset_that_is_not_a_minute() {
+    let regions = "[[region]]\ncode = \"US\"\noffset = 60\n";
+    expect_config_error(
+        &ok_costs(),
+        regions,
+        "regions.toml",
+        3,
+        "offset 60 is not a crontab minute",
+    );
+}
+
+#[test]
+fn too_many_pages() {
+    let regions = "[defaults]\npages = 5\n\n[[region]]\ncode = \"US\"\noffset = 0\n";
+    expect_config_error(
+        &ok_costs(),
+        regions,
+        "regions.toml",
+        2,
+        "defaults.pages is 5; expected 1 to 4",
+    );
+}
+
+#[test]
+fn a_bad_search_order() {
+    let regions = format!("{REGIONS_OK}[[region.search]]\nname = \"x\"\norder = \"views\"\n");
+    expect_config_error(
+        &ok_costs(),
+        &regions,
+        "regions.toml",
+        6,
+        "order \"views\" is not one of",
+    );
+}
+
+#[test]
+fn an_empty_region_list() {
+    let s = Scratch::new();
+    let c = s.write("costs.toml", &ok_costs());
+    let r = s.write("regions.toml", "[defaults]\npages = 2\n");
+    let ran = s.cmd().arg_paths(&c, &r).args(["run", "--dry-run"]).run();
+    assert_eq!(ran.code, 78);
+    assert!(
+        ran.stderr
+            .contains("regions.toml: no [[region]] is configured"),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn a_missing_file_named_on_the_command_line() {
+    let s = Scratch::new();
+    let ran = s.cmd().args(["--costs", "nowhere.toml", "budget"]).run();
+    assert_eq!(ran.code, 78);
+    assert!(
+        ran.stderr.contains("nowhere.toml: cannot read the file"),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn a_file_in_the_current_directory_is_picked_up() {
+    let s = Scratch::new();
+    s.write(
+        "quota-costs.toml",
+        &ok_costs().replace("quota = 10000", "quota = -1"),
+    );
+    let ran = s.cmd().args(["budget"]).run();
+    assert_eq!(ran.code, 78);
+    assert!(ran.stderr.contains("quota-costs.toml:3:"), "{}", ran.stderr);
+}
+
+#[test]
+fn a_config_error_in_the_environment_is_reported_too() {
+    let s = Scratch::new();
+    let c = s.write("c.toml", "[budget]\n");
+    let ran = s
+        .cmd()
+        .env("TRENDSYNC_COSTS", &c)
+        .args(["budget", "--json"])
+        .run();
+    assert_eq!(ran.code, 78);
+    assert!(
+        ran.stderr.contains("c.toml:1:1: missing field `key`"),
+        "{}",
+        ran.stderr
+    );
+}

@@ -1,0 +1,555 @@
+//! One conformance suite for both limiters: every scenario runs against a real
+//! `redis-server` and against the embedded limiter in a temporary SQLite file.
+
+use std::time::Duration;
+
+use trendsync::quota::{Charge, EmbeddedLimiter, Limiter, Part, PolicyRef, RedisLimiter, Status};
+
+use crate::common::{RedisServer, Scratch};
+
+const S: i64 = 1_000_000;
+
+enum Store {
+    Redis(RedisServer),
+    Embedded(Scratch),
+}
+
+/// A limiter under test, with what it stores in reach.
+struct Backend {
+    store: Store,
+    key: String,
+    limiter: Limiter,
+}
+
+impl Backend {
+    async fn redis() -> Backend {
+        let server = RedisServer::start();
+        let limiter = Limiter::Redis(
+            RedisLimiter::connect(&server.url(), "conf")
+                .await
+                .expect("connecting to redis"),
+        );
+        Backend {
+            store: Store::Redis(server),
+            key: "conf".into(),
+            limiter,
+        }
+    }
+
+    fn embedded() -> Backend {
+        let scratch = Scratch::new();
+        let limiter = Limiter::Embedded(
+            EmbeddedLimiter::open(&scratch.file("t.db"), "conf")
+                .expect("opening the embedded limiter"),
+        );
+        Backend {
+            store: Store::Embedded(scratch),
+            key: "conf".into(),
+            limiter,
+        }
+    }
+
+    /// Another client of the same store, as another process would have.
+    async fn another(&self) -> Limiter {
+        match &self.store {
+            Store::Redis(server) => Limiter::Redis(
+                RedisLimiter::connect(&server.url(), &self.key)
+                    .await
+                    .expect("connecting"),
+            ),
+            Store::Embedded(scratch) => Limiter::Embedded(
+                EmbeddedLimiter::open(&scratch.file("t.db"), &self.key).expect("opening"),
+            ),
+        }
+    }
+
+    /// How many entries the store physically holds for `policy`.
+    fn stored_entries(&self, policy: &str) -> usize {
+        match &self.store {
+            Store::Redis(server) => {
+                let n: usize = redis::cmd("ZCARD")
+                    .arg(format!("trendsync:{{{}}}:{policy}", self.key))
+                    .query(&mut server.connection())
+                    .expect("ZCARD");
+                n
+            }
+            Store::Embedded(scratch) => {
+                let conn = rusqlite::Connection::open(scratch.file("t.db"))
+                    .expect("opening the test database");
+                let n: i64 = conn
+                    .query_row(
+                        "SELECT COUNT(*) FROM quota_entry WHERE policy = ?1",
+                        [format!("{}:{policy}", self.key)],
+                        |r| r.get(0),
+                    )
+                    .expect("counting entries");
+                usize::try_from(n).unwrap_or(0)
+            }
+        }
+    }
+
+    async fn status(&self, policies: &[(&str, Duration)]) -> Status {
+        let refs: Vec<PolicyRef> = policies
+            .iter()
+            .map(|(n, w)| PolicyRef {
+                name: (*n).into(),
+                window: *w,
+            })
+            .collect();
+        let names: Vec<&str> = policies.iter().map(|(n, _)| *n).collect();
+        self.limiter
+            .status(&refs, &names)
+            .await
+            .expect("reading the status")
+    }
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// A charge with parts given as (policy, window, max, units).
+fn charge(id: &str, method: &str, parts: &[(&str, Duration, u64, u64)]) -> Charge {
+    Charge {
+        id: id.into(),
+        method: method.into(),
+        units: parts.first().map_or(0, |p| p.3),
+        parts: parts
+            .iter()
+            .map(|(policy, window, max, units)| Part {
+                policy: (*policy).into(),
+                window: *window,
+                max: *max,
+                units: *units,
+            })
+            .collect(),
+    }
+}
+
+async fn grant(b: &Backend, c: &Charge) {
+    let d = b.limiter.charge(c).await.expect("the limiter answers");
+    assert!(d.granted, "{} should be granted: {d:?}", c.id);
+}
+
+/// Runs each scenario against both backends.
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod redis_backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Backend::redis().await).await;
+                }
+            )*
+        }
+        mod embedded_backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Backend::embedded()).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    a_weighted_charge_is_one_entry,
+    all_or_nothing_across_policies_and_the_strictest_wait_wins,
+    retry_after_is_exact_for_a_weighted_charge,
+    the_same_charge_twice_counts_once,
+    a_replayed_call_counts_once_at_its_original_age,
+    idle_windows_expire_by_themselves,
+    the_window_slides_across_a_fixed_window_boundary,
+    a_block_denies_every_charge_until_it_ends,
+    concurrent_charges_grant_exactly_what_fits,
+);
+
+async fn a_weighted_charge_is_one_entry(b: Backend) {
+    grant(
+        &b,
+        &charge("small", "videos.list", &[("budget", secs(60), 1000, 1)]),
+    )
+    .await;
+    grant(
+        &b,
+        &charge("big", "search.list", &[("budget", secs(60), 1000, 100)]),
+    )
+    .await;
+    let st = b.status(&[("budget", secs(60))]).await;
+    assert_eq!(st.policies[0].used, 101);
+    let listed: Vec<(u64, String)> = st.policies[0]
+        .entries
+        .iter()
+        .flatten()
+        .map(|e| (e.units, e.method.clone()))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            (1, "videos.list".to_owned()),
+            (100, "search.list".to_owned())
+        ]
+    );
+    // A 100-unit call is stored as one entry, like a 1-unit call.
+    assert_eq!(b.stored_entries("budget"), 2);
+}
+
+async fn all_or_nothing_across_policies_and_the_strictest_wait_wins(b: Backend) {
+    let search = |id: &str| {
+        charge(
+            id,
+            "search.list",
+            &[
+                ("budget", secs(60), 1000, 100),
+                ("search", secs(10), 200, 100),
+            ],
+        )
+    };
+    grant(&b, &search("s1")).await;
+    grant(&b, &search("s2")).await;
+    // The narrow limit is full: denied by it, and the budget is not charged either.
+    let d = b.limiter.charge(&search("s3")).await.expect("answer");
+    assert!(!d.granted);
+    assert_eq!(d.denied_by.as_deref(), Some("search"));
+    let wait = d.retry_after.expect("a wait");
+    assert!(
+        wait > secs(9) && wait <= secs(10),
+        "search frees within its 10 s window, got {wait:?}"
+    );
+    let st = b
+        .status(&[("budget", secs(60)), ("search", secs(10))])
+        .await;
+    assert_eq!((st.policies[0].used, st.policies[1].used), (200, 200));
+    assert_eq!(b.stored_entries("budget"), 2);
+
+    // Fill the budget too: now both say no, and the budget's longer wait wins.
+    grant(
+        &b,
+        &charge("fill", "videos.list", &[("budget", secs(60), 1000, 800)]),
+    )
+    .await;
+    let d = b.limiter.charge(&search("s4")).await.expect("answer");
+    assert_eq!(d.denied_by.as_deref(), Some("budget"));
+    let wait = d.retry_after.expect("a wait");
+    assert!(
+        wait > secs(59) && wait <= secs(60),
+        "the budget frees after its 60 s window, got {wait:?}"
+    );
+    assert_eq!(d.used(), 1000);
+    assert_eq!(d.remaining(), 0);
+}
+
+async fn retry_after_is_exact_for_a_weighted_charge(b: Backend) {
+    let w = secs(60);
+    for i in 0..5 {
+        grant(
+            &b,
+            &charge(&format!("one-{i}"), "videos.list", &[("budget", w, 150, 1)]),
+        )
+        .await;
+    }
+    grant(
+        &b,
+        &charge("hundred", "search.list", &[("budget", w, 150, 100)]),
+    )
+    .await;
+    // 105 used; another 100 needs 55 units to leave: the five 1-unit entries are not
+    // enough, so it waits for the 100-unit entry, not for the oldest entry.
+    let d = b
+        .limiter
+        .charge(&charge("asks", "search.list", &[("budget", w, 150, 100)]))
+        .await
+        .expect("answer");
+    assert!(!d.granted);
+    let st = b.status(&[("budget", w)]).await;
+    let entries = st.policies[0].entries.clone().unwrap_or_default();
+    assert_eq!(entries.len(), 6);
+    let oldest = entries[0].at_us;
+    let hundred = entries[5].at_us;
+    // The decision's own clock, recovered from when its newest entry leaves.
+    let empty_in = d.parts[0].empty_in.expect("entries in the window");
+    let decided_at = hundred + 60 * S - i64::try_from(empty_in.as_micros()).unwrap_or(0);
+    let expected = Duration::from_micros(u64::try_from(hundred + 60 * S - decided_at).unwrap_or(0));
+    assert_eq!(d.retry_after, Some(expected));
+    let oldest_expiry =
+        Duration::from_micros(u64::try_from(oldest + 60 * S - decided_at).unwrap_or(0));
+    assert_eq!(d.parts[0].next_free, Some(oldest_expiry));
+    assert!(hundred > oldest, "entries are ordered by time");
+}
+
+async fn the_same_charge_twice_counts_once(b: Backend) {
+    let c = charge(
+        "run1-7",
+        "search.list",
+        &[
+            ("budget", secs(60), 1000, 100),
+            ("search", secs(60), 500, 100),
+        ],
+    );
+    grant(&b, &c).await;
+    // A retry after a dropped connection sends the same charge again.
+    let again = b.limiter.charge(&c).await.expect("answer");
+    assert!(again.granted && again.duplicate);
+    let st = b
+        .status(&[("budget", secs(60)), ("search", secs(60))])
+        .await;
+    assert_eq!((st.policies[0].used, st.policies[1].used), (100, 100));
+    assert_eq!(b.stored_entries("budget"), 1);
+}
+
+async fn a_replayed_call_counts_once_at_its_original_age(b: Backend) {
+    let w = secs(60);
+    grant(&b, &charge("full", "videos.list", &[("budget", w, 10, 10)])).await;
+    // Made 30 s ago while the limiter was down: counted although the window is full.
+    let late = charge("journal-1", "videos.list", &[("budget", w, 10, 3)]);
+    for _ in 0..2 {
+        let d = b
+            .limiter
+            .record_past(&late, secs(30))
+            .await
+            .expect("answer");
+        assert!(d.granted);
+    }
+    let st = b.status(&[("budget", w)]).await;
+    assert_eq!(st.policies[0].used, 13);
+    // It leaves the window 30 s from now, 60 s after it was made.
+    let next_free = st.policies[0].next_free.expect("entries");
+    assert!(
+        next_free > secs(29) && next_free <= secs(30),
+        "{next_free:?}"
+    );
+    // Older than the window: nothing left to count.
+    b.limiter
+        .record_past(
+            &charge("journal-2", "videos.list", &[("budget", w, 10, 5)]),
+            secs(61),
+        )
+        .await
+        .expect("answer");
+    assert_eq!(b.status(&[("budget", w)]).await.policies[0].used, 13);
+}
+
+async fn idle_windows_expire_by_themselves(b: Backend) {
+    let w = Duration::from_millis(1500);
+    grant(&b, &charge("a", "videos.list", &[("budget", w, 10, 1)])).await;
+    if let Store::Redis(server) = &b.store {
+        let mut conn = server.connection();
+        for key in ["trendsync:{conf}:budget", "trendsync:{conf}:budget:total"] {
+            let ttl: i64 = redis::cmd("PTTL").arg(key).query(&mut conn).expect("PTTL");
+            assert!(
+                ttl > 0 && ttl <= 1500,
+                "{key} expires with its window, PTTL {ttl}"
+            );
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(1700)).await;
+    match &b.store {
+        Store::Redis(server) => {
+            let n: i64 = redis::cmd("EXISTS")
+                .arg("trendsync:{conf}:budget")
+                .arg("trendsync:{conf}:budget:total")
+                .query(&mut server.connection())
+                .expect("EXISTS");
+            assert_eq!(n, 0, "both keys are gone after the window");
+        }
+        Store::Embedded(_) => {
+            // Any later charge sweeps every expired entry, of any policy.
+            grant(
+                &b,
+                &charge("other", "videos.list", &[("elsewhere", secs(60), 10, 1)]),
+            )
+            .await;
+            assert_eq!(b.stored_entries("budget"), 0);
+        }
+    }
+    assert_eq!(b.status(&[("budget", w)]).await.policies[0].used, 0);
+}
+
+async fn the_window_slides_across_a_fixed_window_boundary(b: Backend) {
+    let w = secs(10);
+    let one = |id: String| charge(&id, "videos.list", &[("budget", w, 10, 1)]);
+    // Wait on the limiter's own clock until 0.4 s before a 10 s boundary.
+    let now = b.status(&[("budget", w)]).await.now_us;
+    let into = now.rem_euclid(10 * S);
+    let target = 9 * S + 600_000;
+    let wait = if into <= target {
+        target - into
+    } else {
+        10 * S - into + target
+    };
+    tokio::time::sleep(Duration::from_micros(u64::try_from(wait).unwrap_or(0))).await;
+    for i in 0..10 {
+        grant(&b, &one(format!("burst1-{i}"))).await;
+    }
+    // Just after the boundary, a second burst: a fixed window would have reset.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let d = b
+        .limiter
+        .charge(&one("burst2-0".into()))
+        .await
+        .expect("answer");
+    assert!(
+        !d.granted,
+        "the second burst must wait for the first to slide out"
+    );
+    let st = b.status(&[("budget", w)]).await;
+    let first = st.policies[0]
+        .entries
+        .as_deref()
+        .unwrap_or_default()
+        .first()
+        .map(|e| e.at_us)
+        .expect("entries");
+    assert_ne!(
+        first.div_euclid(10 * S),
+        st.now_us.div_euclid(10 * S),
+        "the two bursts straddle a fixed-window boundary"
+    );
+    let wait = d.retry_after.expect("a wait");
+    assert!(
+        wait > secs(8) && wait < secs(10),
+        "the first burst leaves about 10 s after it came: {wait:?}"
+    );
+}
+
+async fn a_block_denies_every_charge_until_it_ends(b: Backend) {
+    let now = b.status(&[("budget", secs(60))]).await.now_us;
+    b.limiter
+        .block_until(now + 1_500_000)
+        .await
+        .expect("blocking");
+    let d = b
+        .limiter
+        .charge(&charge("a", "videos.list", &[("budget", secs(60), 10, 1)]))
+        .await
+        .expect("answer");
+    assert_eq!(d.denied_by.as_deref(), Some("upstream"));
+    assert!(
+        d.retry_after
+            .is_some_and(|w| w <= Duration::from_millis(1500))
+    );
+    assert_eq!(
+        b.status(&[("budget", secs(60))]).await.blocked_until_us,
+        Some(now + 1_500_000)
+    );
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    grant(
+        &b,
+        &charge("a", "videos.list", &[("budget", secs(60), 10, 1)]),
+    )
+    .await;
+    assert_eq!(
+        b.status(&[("budget", secs(60))]).await.blocked_until_us,
+        None
+    );
+}
+
+async fn concurrent_charges_grant_exactly_what_fits(b: Backend) {
+    let mut clients = Vec::new();
+    for _ in 0..30 {
+        clients.push(b.another().await);
+    }
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, limiter)| {
+            tokio::spawn(async move {
+                let c = charge(
+                    &format!("c{i}"),
+                    "search.list",
+                    &[("budget", secs(60), 1000, 100)],
+                );
+                limiter.charge(&c).await.map(|d| d.granted)
+            })
+        })
+        .collect();
+    let mut granted = 0;
+    for t in tasks {
+        if t.await.expect("task").expect("answer") {
+            granted += 1;
+        }
+    }
+    assert_eq!(granted, 10);
+    assert_eq!(
+        b.status(&[("budget", secs(60))]).await.policies[0].used,
+        1000
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_charges_survive_a_script_flush() {
+    let b = Backend::redis().await;
+    grant(
+        &b,
+        &charge("a", "videos.list", &[("budget", secs(60), 10, 1)]),
+    )
+    .await;
+    if let Store::Redis(server) = &b.store {
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut server.connection())
+            .expect("SCRIPT FLUSH");
+    }
+    // NOSCRIPT: the script is loaded again and the charge retried, once.
+    grant(
+        &b,
+        &charge("b", "videos.list", &[("budget", secs(60), 10, 1)]),
+    )
+    .await;
+    assert_eq!(b.status(&[("budget", secs(60))]).await.policies[0].used, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_keys_share_one_hash_tag_and_never_hold_the_api_key() {
+    let b = Backend::redis().await;
+    grant(
+        &b,
+        &charge(
+            "a",
+            "search.list",
+            &[
+                ("budget", secs(60), 1000, 100),
+                ("search", secs(60), 1000, 100),
+            ],
+        ),
+    )
+    .await;
+    let now = b.status(&[("budget", secs(60))]).await.now_us;
+    b.limiter.block_until(now + 60 * S).await.expect("blocking");
+    let Store::Redis(server) = &b.store else {
+        unreachable!()
+    };
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut server.connection())
+        .expect("KEYS");
+    keys.sort();
+    assert_eq!(
+        keys,
+        vec![
+            "trendsync:{conf}:blocked",
+            "trendsync:{conf}:budget",
+            "trendsync:{conf}:budget:total",
+            "trendsync:{conf}:search",
+            "trendsync:{conf}:search:total"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_redis_is_reported_as_down_quickly() {
+    let mut server = RedisServer::start();
+    let url = server.url();
+    server.stop();
+    let started = std::time::Instant::now();
+    let err = RedisLimiter::connect(&url, "conf")
+        .await
+        .expect_err("nothing listens");
+    assert!(err.is_unavailable(), "{err}");
+    assert!(
+        started.elapsed() < secs(5),
+        "connecting must not hang: {:?}",
+        started.elapsed()
+    );
+}

@@ -1,0 +1,8 @@
+//! The integration tests, all in one binary: the limiter's promises against both
+//! backends, and the binary end to end.
+
+mod common;
+
+mod budget_cli;
+mod config_errors;
+mod conformance;
