@@ -83,8 +83,10 @@ impl fmt::Display for CallContext {
         if let Some(region) = &self.region {
             write!(f, " for region {region}")?;
         }
-        if let Some(count) = self.id_count {
-            write!(f, " for {count} video ids")?;
+        match self.id_count {
+            Some(1) => f.write_str(" for 1 video id")?,
+            Some(count) => write!(f, " for {count} video ids")?,
+            None => {}
         }
         if let Some(q) = &self.query {
             write!(f, ", q {q:?}")?;

@@ -11,6 +11,9 @@ mod key;
 mod raw;
 mod types;
 
+#[cfg(test)]
+mod tests;
+
 pub use client::{
     Client, ClientError, DEFAULT_BODY_LIMIT, MAX_RESULTS, SearchOrder, SearchRequest,
     UnknownSearchOrder,
