@@ -126,6 +126,7 @@ pub struct Client {
     key: ApiKey,
     key_header: HeaderValue,
     timeout: Duration,
+    connect_timeout: Duration,
     body_limit: usize,
 }
 
@@ -166,10 +167,11 @@ impl Client {
             return Err(ClientError::EmptyKey);
         }
         let key_header = key.header_value().ok_or(ClientError::KeyNotHeaderSafe)?;
+        let connect_timeout = timeout.min(MAX_CONNECT_TIMEOUT);
 
         let http = reqwest::Client::builder()
             .timeout(timeout)
-            .connect_timeout(timeout.min(MAX_CONNECT_TIMEOUT))
+            .connect_timeout(connect_timeout)
             .gzip(true)
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!(
@@ -185,6 +187,7 @@ impl Client {
             key,
             key_header,
             timeout,
+            connect_timeout,
             body_limit: DEFAULT_BODY_LIMIT,
         })
     }
@@ -336,7 +339,9 @@ impl Client {
     /// other outcome becomes a classified [`CallError`].
     async fn fetch(&self, call: &CallContext, url: Url) -> Result<(u16, Vec<u8>), CallError> {
         let started = Instant::now();
-        let transport = |cause| CallError::from_transport(call.clone(), cause, self.timeout);
+        let transport = |cause| {
+            CallError::from_transport(call.clone(), cause, (self.timeout, self.connect_timeout))
+        };
         let mut response = self
             .http
             .get(url)

@@ -185,12 +185,16 @@ pub enum CallError {
     },
 
     #[error(
-        "{call}: no complete answer within {}; another attempt may succeed",
+        "{call}: {} within {}; another attempt may succeed",
+        if *connecting { "could not connect" } else { "no complete answer" },
         humanize(*timeout)
     )]
     Timeout {
         call: CallContext,
+        /// The limit that ran out: the connect timeout when `connecting`, else the
+        /// whole-request timeout.
         timeout: Duration,
+        connecting: bool,
     },
 
     #[error(
@@ -303,13 +307,19 @@ impl CallError {
         }
     }
 
+    /// `timeouts` is (request, connect), so the message names the one that ran out.
     pub(crate) fn from_transport(
         call: CallContext,
         cause: reqwest::Error,
-        timeout: Duration,
+        timeouts: (Duration, Duration),
     ) -> Self {
         if cause.is_timeout() {
-            CallError::Timeout { call, timeout }
+            let connecting = cause.is_connect();
+            CallError::Timeout {
+                call,
+                timeout: if connecting { timeouts.1 } else { timeouts.0 },
+                connecting,
+            }
         } else {
             // Connection refused, reset or closed early, or a body cut off mid-way: the
             // upstream never gave a complete answer, so nothing says a retry would fail.

@@ -1160,3 +1160,58 @@ fn search_order_round_trips_its_upstream_names() {
     assert!("views".parse::<SearchOrder>().is_err());
     assert!("ViewCount".parse::<SearchOrder>().is_err());
 }
+
+/// A gzip member holding `data` in one stored (uncompressed) deflate block: enough to
+/// prove the client decodes gzip, without a compression crate in the tests.
+fn gzip_stored(data: &[u8]) -> Vec<u8> {
+    fn crc32(data: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &byte in data {
+            crc ^= u32::from(byte);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+    let length = u16::try_from(data.len()).expect("one stored block holds at most 64 KiB");
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+    out.push(1); // final block, stored
+    out.extend_from_slice(&length.to_le_bytes());
+    out.extend_from_slice(&(!length).to_le_bytes());
+    out.extend_from_slice(data);
+    out.extend_from_slice(&crc32(data).to_le_bytes());
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out
+}
+
+#[tokio::test]
+async fn gzip_is_asked_for_and_decoded() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("Content-Encoding", "gzip")
+                .set_body_raw(gzip_stored(fixture!("categories.json")), "application/json"),
+        )
+        .mount(&server)
+        .await;
+    let client = client_for(&server.uri(), Duration::from_secs(5));
+    let categories = client
+        .categories("US", None)
+        .await
+        .expect("gzip body decoded");
+    assert_eq!(categories.len(), 32);
+    let request = only_request(&server).await;
+    let accept = request
+        .headers
+        .get("accept-encoding")
+        .expect("accept-encoding sent")
+        .to_str()
+        .expect("ascii");
+    assert!(accept.contains("gzip"), "{accept}");
+}
