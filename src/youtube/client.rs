@@ -1,0 +1,454 @@
+//! The HTTP side: one request per method call, never a retry.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use reqwest::header::{ACCEPT, HeaderValue};
+use url::Url;
+
+use super::error::{CallContext, CallError, upstream_detail};
+use super::key::ApiKey;
+use super::raw::{self, MalformedResponse};
+use super::types::{Category, SearchPage, VideoPage};
+use super::{SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_LIST};
+
+/// The upstream's page size limit, and the most ids one `videos.list` call takes.
+pub const MAX_RESULTS: usize = 50;
+
+/// A full page of 50 videos is about 250 KiB; anything near this is not a YouTube answer.
+pub const DEFAULT_BODY_LIMIT: usize = 8 * 1024 * 1024;
+
+/// Error bodies are read only for their reason; a huge one is cut here, not refused,
+/// because its HTTP status alone already classifies it.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+/// Connecting should take a fraction of a request; a host that does not answer a SYN in
+/// this long is down, and waiting for the whole request timeout only delays the retry.
+const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+const VIDEO_PARTS: &str = "snippet,statistics,contentDetails";
+const API_KEY_HEADER: &str = "X-Goog-Api-Key";
+
+/// Why a [`Client`] could not be built; all of these are configuration mistakes.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("API base URL {base:?} is not usable: {problem}")]
+    BaseUrl { base: String, problem: String },
+    #[error("the API key is empty; check YOUTUBE_API_KEY / --api-key-file")]
+    EmptyKey,
+    #[error(
+        "the API key contains characters an HTTP header cannot carry (control characters or \
+         non-ASCII); check YOUTUBE_API_KEY / --api-key-file"
+    )]
+    KeyNotHeaderSafe,
+    #[error("building the HTTP client: {0}")]
+    Http(reqwest::Error),
+}
+
+/// How `search.list` orders its results; the names are the upstream's, so configuration
+/// files can use them as documented by YouTube.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SearchOrder {
+    Date,
+    Rating,
+    #[default]
+    Relevance,
+    Title,
+    VideoCount,
+    ViewCount,
+}
+
+impl SearchOrder {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchOrder::Date => "date",
+            SearchOrder::Rating => "rating",
+            SearchOrder::Relevance => "relevance",
+            SearchOrder::Title => "title",
+            SearchOrder::VideoCount => "videoCount",
+            SearchOrder::ViewCount => "viewCount",
+        }
+    }
+}
+
+impl fmt::Display for SearchOrder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown search order {0:?}; expected one of date, rating, relevance, title, videoCount, viewCount"
+)]
+pub struct UnknownSearchOrder(pub String);
+
+impl FromStr for SearchOrder {
+    type Err = UnknownSearchOrder;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Ok(match text {
+            "date" => SearchOrder::Date,
+            "rating" => SearchOrder::Rating,
+            "relevance" => SearchOrder::Relevance,
+            "title" => SearchOrder::Title,
+            "videoCount" => SearchOrder::VideoCount,
+            "viewCount" => SearchOrder::ViewCount,
+            other => return Err(UnknownSearchOrder(other.to_owned())),
+        })
+    }
+}
+
+/// One `search.list` page request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SearchRequest<'a> {
+    pub region: &'a str,
+    /// Sent even when empty: an empty `q` searches everything in the region.
+    pub q: &'a str,
+    pub order: SearchOrder,
+    /// Sent to the second (the upstream takes RFC 3339 with a `Z`); `None` omits it.
+    pub published_after: Option<jiff::Timestamp>,
+    /// `nextPageToken` of the previous page, passed through as the upstream sent it.
+    pub page_token: Option<&'a str>,
+}
+
+/// A YouTube Data API v3 client.
+///
+/// Every method makes exactly one HTTP request and never retries: the runner charges
+/// the quota budget before each attempt and owns the retry loop, deciding from
+/// [`CallError::class`]. Redirects are not followed, so the key header is never sent to
+/// a host other than `base`.
+pub struct Client {
+    http: reqwest::Client,
+    base: Url,
+    key: ApiKey,
+    key_header: HeaderValue,
+    timeout: Duration,
+    connect_timeout: Duration,
+    body_limit: usize,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("base", &self.base.as_str())
+            .field("key", &self.key)
+            .field("timeout", &self.timeout)
+            .field("body_limit", &self.body_limit)
+            .finish()
+    }
+}
+
+impl Client {
+    /// `base` like `https://www.googleapis.com/youtube/v3`, or a loopback address for a
+    /// fake upstream in tests. `timeout` bounds each whole request, body included.
+    pub fn new(base: &str, key: ApiKey, timeout: Duration) -> Result<Client, ClientError> {
+        let base_error = |problem: &str| ClientError::BaseUrl {
+            base: base.to_owned(),
+            problem: problem.to_owned(),
+        };
+        let parsed = Url::parse(base).map_err(|e| base_error(&e.to_string()))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(base_error("the scheme must be http or https"));
+        }
+        if parsed.cannot_be_a_base() {
+            return Err(base_error("it cannot have paths appended"));
+        }
+        if parsed.query().is_some() || parsed.fragment().is_some() {
+            return Err(base_error("it must not have a query or fragment"));
+        }
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            // URLs end up in logs; credentials belong elsewhere.
+            return Err(base_error("it must not carry a user name or password"));
+        }
+        if key.is_empty() {
+            return Err(ClientError::EmptyKey);
+        }
+        let key_header = key.header_value().ok_or(ClientError::KeyNotHeaderSafe)?;
+        let connect_timeout = timeout.min(MAX_CONNECT_TIMEOUT);
+
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(connect_timeout)
+            .gzip(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!(
+                env!("CARGO_PKG_NAME"),
+                "/",
+                env!("CARGO_PKG_VERSION")
+            ))
+            .build()
+            .map_err(ClientError::Http)?;
+        Ok(Client {
+            http,
+            base: parsed,
+            key,
+            key_header,
+            timeout,
+            connect_timeout,
+            body_limit: DEFAULT_BODY_LIMIT,
+        })
+    }
+
+    /// Overrides [`DEFAULT_BODY_LIMIT`], the most bytes a successful answer may have
+    /// (after decompression).
+    pub fn with_body_limit(mut self, bytes: usize) -> Client {
+        self.body_limit = bytes;
+        self
+    }
+
+    /// One page of the region's `mostPopular` chart; the items are in rank order.
+    pub async fn trending_page(
+        &self,
+        region: &str,
+        hl: Option<&str>,
+        page_token: Option<&str>,
+    ) -> Result<VideoPage, CallError> {
+        let call = CallContext::new(VIDEOS_LIST)
+            .region(region)
+            .page_token(page_token);
+        let mut url = self.endpoint("videos");
+        {
+            let mut query = url.query_pairs_mut();
+            query
+                .append_pair("part", VIDEO_PARTS)
+                .append_pair("chart", "mostPopular")
+                .append_pair("regionCode", region)
+                .append_pair("maxResults", "50");
+            if let Some(token) = page_token {
+                query.append_pair("pageToken", token);
+            }
+            if let Some(hl) = hl {
+                query.append_pair("hl", hl);
+            }
+        }
+        let (status, body) = self.fetch(&call, url).await?;
+        raw::video_page(&body).map_err(|problem| malformed(call, status, problem))
+    }
+
+    /// One page of search results: ids only, in rank order; their details come from
+    /// [`Client::videos_by_id`].
+    pub async fn search_page(&self, req: &SearchRequest<'_>) -> Result<SearchPage, CallError> {
+        let call = CallContext::new(SEARCH_LIST)
+            .region(req.region)
+            .query(req.q)
+            .page_token(req.page_token);
+        let mut url = self.endpoint("search");
+        {
+            let mut query = url.query_pairs_mut();
+            query
+                .append_pair("part", "snippet")
+                .append_pair("type", "video")
+                .append_pair("regionCode", req.region)
+                .append_pair("maxResults", "50")
+                .append_pair("order", req.order.as_str());
+            if let Some(after) = req.published_after {
+                query.append_pair("publishedAfter", &rfc3339_seconds(after));
+            }
+            query.append_pair("q", req.q);
+            if let Some(token) = req.page_token {
+                query.append_pair("pageToken", token);
+            }
+        }
+        let (status, body) = self.fetch(&call, url).await?;
+        raw::search_page(&body).map_err(|problem| malformed(call, status, problem))
+    }
+
+    /// Details of up to [`MAX_RESULTS`] videos, in the upstream's order (which need not
+    /// be the order of `ids`; videos that no longer exist are simply missing).
+    ///
+    /// No ids means no request and an empty page. More than 50, or an id that could not
+    /// be a video id (it would corrupt the comma-separated list), is a caller bug and an
+    /// error before any request.
+    pub async fn videos_by_id(
+        &self,
+        ids: &[String],
+        hl: Option<&str>,
+    ) -> Result<VideoPage, CallError> {
+        let call = CallContext::new(VIDEOS_LIST).id_count(ids.len());
+        if ids.len() > MAX_RESULTS {
+            return Err(CallError::InvalidArgument {
+                call,
+                problem: format!(
+                    "{} ids in one call, but the upstream takes at most {MAX_RESULTS}",
+                    ids.len()
+                ),
+            });
+        }
+        if let Some(bad) = ids.iter().find(|id| !is_plausible_video_id(id)) {
+            let shown: String = bad.chars().take(32).collect();
+            return Err(CallError::InvalidArgument {
+                call,
+                problem: format!("{shown:?} is not a video id"),
+            });
+        }
+        if ids.is_empty() {
+            return Ok(VideoPage {
+                items: Vec::new(),
+                next_page_token: None,
+                total_results: Some(0),
+            });
+        }
+        let mut url = self.endpoint("videos");
+        {
+            let mut query = url.query_pairs_mut();
+            query
+                .append_pair("id", &ids.join(","))
+                .append_pair("part", VIDEO_PARTS);
+            if let Some(hl) = hl {
+                query.append_pair("hl", hl);
+            }
+        }
+        let (status, body) = self.fetch(&call, url).await?;
+        raw::video_page(&body).map_err(|problem| malformed(call, status, problem))
+    }
+
+    /// The region's video categories, localized by `hl` when given.
+    pub async fn categories(
+        &self,
+        region: &str,
+        hl: Option<&str>,
+    ) -> Result<Vec<Category>, CallError> {
+        let call = CallContext::new(VIDEO_CATEGORIES_LIST).region(region);
+        let mut url = self.endpoint("videoCategories");
+        {
+            let mut query = url.query_pairs_mut();
+            query
+                .append_pair("part", "snippet")
+                .append_pair("regionCode", region);
+            if let Some(hl) = hl {
+                query.append_pair("hl", hl);
+            }
+        }
+        let (status, body) = self.fetch(&call, url).await?;
+        raw::categories(&body).map_err(|problem| malformed(call, status, problem))
+    }
+
+    fn endpoint(&self, resource: &str) -> Url {
+        let mut url = self.base.clone();
+        // Cannot fail: `new` refused bases that cannot have paths appended.
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.pop_if_empty().push(resource);
+        }
+        url
+    }
+
+    /// Makes the one request and returns a 2xx status with its complete body; every
+    /// other outcome becomes a classified [`CallError`].
+    async fn fetch(&self, call: &CallContext, url: Url) -> Result<(u16, Vec<u8>), CallError> {
+        let started = Instant::now();
+        let transport = |cause| {
+            CallError::from_transport(call.clone(), cause, (self.timeout, self.connect_timeout))
+        };
+        let mut response = self
+            .http
+            .get(url)
+            .header(API_KEY_HEADER, self.key_header.clone())
+            .header(ACCEPT, "application/json")
+            .send()
+            .await
+            .map_err(transport)?;
+        let status = response.status().as_u16();
+
+        if !response.status().is_success() {
+            // The status decides the class even when the body cannot be read.
+            let body = read_prefix(&mut response, ERROR_BODY_LIMIT)
+                .await
+                .unwrap_or_default();
+            let upstream = upstream_detail(&body, |text| self.key.scrub(text));
+            tracing::debug!(
+                method = call.method(),
+                region = call.region_code(),
+                status,
+                reason = upstream.reason(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "upstream refused the call"
+            );
+            return Err(CallError::from_status(call.clone(), status, upstream));
+        }
+
+        let body = read_capped(&mut response, self.body_limit)
+            .await
+            .map_err(transport)?
+            .ok_or_else(|| CallError::BodyTooLarge {
+                call: call.clone(),
+                status,
+                limit: self.body_limit,
+            })?;
+        tracing::debug!(
+            method = call.method(),
+            region = call.region_code(),
+            status,
+            bytes = body.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "upstream answered"
+        );
+        Ok((status, body))
+    }
+}
+
+fn malformed(call: CallContext, status: u16, problem: MalformedResponse) -> CallError {
+    CallError::Malformed {
+        call,
+        status,
+        problem,
+    }
+}
+
+/// The whole body, or `None` as soon as it exceeds `limit`. Content-Length only
+/// short-cuts the refusal; the count of bytes actually received is what enforces it
+/// (chunked bodies have no length, and a gzip body's length is the compressed one).
+async fn read_capped(
+    response: &mut reqwest::Response,
+    limit: usize,
+) -> Result<Option<Vec<u8>>, reqwest::Error> {
+    if response
+        .content_length()
+        .is_some_and(|length| length > limit as u64)
+    {
+        return Ok(None);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len().saturating_add(chunk.len()) > limit {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
+}
+
+/// At most the first `limit` bytes of the body; the rest is never read.
+async fn read_prefix(
+    response: &mut reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        let room = limit.saturating_sub(body.len());
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if body.len() >= limit {
+            break;
+        }
+    }
+    Ok(body)
+}
+
+/// Video ids are 11 characters of the URL-safe base64 alphabet today; only the alphabet
+/// is checked, so that a longer id format would still pass.
+fn is_plausible_video_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+fn rfc3339_seconds(at: jiff::Timestamp) -> String {
+    match jiff::Timestamp::from_second(at.as_second()) {
+        Ok(truncated) => truncated.to_string(),
+        Err(_) => at.to_string(),
+    }
+}

@@ -1,0 +1,340 @@
+//! The upstream's JSON, parsed strictly enough to notice when it is not what we asked for
+//! and leniently enough to survive the fields YouTube adds over time (unknown fields are
+//! ignored; `kind`, `etag`, `pageInfo`, `localized` and friends may or may not be there).
+
+use serde::Deserialize;
+
+use super::duration::parse_duration_secs;
+use super::types::{Category, SearchPage, VideoPage, VideoRecord};
+
+/// Deeper than any real response (those stop at about six levels); a body nested past
+/// this is refused before serde sees it, so that the limit holds also for values serde
+/// would skip without recursing.
+pub(crate) const MAX_JSON_DEPTH: usize = 32;
+
+/// Why a 2xx body could not be turned into records.
+#[derive(Debug, thiserror::Error)]
+pub enum MalformedResponse {
+    #[error("JSON nested deeper than {limit} levels")]
+    TooDeep { limit: usize },
+    #[error("not the expected JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("video {video_id:?}: {field} {value:?} is not {expected}")]
+    BadField {
+        video_id: String,
+        field: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+    #[error("search result {index}: a youtube#video without a videoId")]
+    SearchResultWithoutId { index: usize },
+}
+
+/// Refuses JSON nested deeper than `limit`, counting `[` and `{` outside strings.
+///
+/// Only nesting is checked; everything else is left to serde_json, which will reject
+/// the same text for any other fault.
+pub(crate) fn check_depth(body: &[u8], limit: usize) -> Result<(), MalformedResponse> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &byte in body {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if byte == b'\\' {
+                escaped = true;
+            } else if byte == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return Err(MalformedResponse::TooDeep { limit });
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, MalformedResponse> {
+    check_depth(body, MAX_JSON_DEPTH)?;
+    Ok(serde_json::from_slice(body)?)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PageInfo {
+    pub total_results: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct VideoListResponse {
+    #[serde(default)]
+    pub items: Vec<Video>,
+    pub next_page_token: Option<String>,
+    pub page_info: Option<PageInfo>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Video {
+    pub id: String,
+    pub snippet: VideoSnippet,
+    pub content_details: Option<ContentDetails>,
+    pub statistics: Option<Statistics>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct VideoSnippet {
+    pub published_at: String,
+    pub channel_id: String,
+    pub title: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub thumbnails: Thumbnails,
+    #[serde(default)]
+    pub channel_title: String,
+    pub tags: Option<Vec<String>>,
+    pub category_id: Option<String>,
+    pub live_broadcast_content: Option<String>,
+    pub default_language: Option<String>,
+    pub default_audio_language: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Thumbnails {
+    pub default: Option<Thumbnail>,
+    pub medium: Option<Thumbnail>,
+    pub high: Option<Thumbnail>,
+    pub standard: Option<Thumbnail>,
+    pub maxres: Option<Thumbnail>,
+}
+
+impl Thumbnails {
+    fn best_url(self) -> Option<String> {
+        [
+            self.maxres,
+            self.standard,
+            self.high,
+            self.medium,
+            self.default,
+        ]
+        .into_iter()
+        .flatten()
+        .map(|thumbnail| thumbnail.url)
+        .next()
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Thumbnail {
+    pub url: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ContentDetails {
+    pub duration: Option<String>,
+    pub region_restriction: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Counts arrive as JSON strings ("1234"); a number where a string belongs is a change
+/// of contract and is refused like any other shape error.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Statistics {
+    pub view_count: Option<String>,
+    pub like_count: Option<String>,
+    pub comment_count: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SearchListResponse {
+    #[serde(default)]
+    pub items: Vec<SearchResult>,
+    pub next_page_token: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct SearchResult {
+    pub id: SearchResultId,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SearchResultId {
+    pub kind: String,
+    pub video_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct CategoryListResponse {
+    #[serde(default)]
+    pub items: Vec<RawCategory>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct RawCategory {
+    pub id: String,
+    pub snippet: CategorySnippet,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct CategorySnippet {
+    pub title: String,
+    #[serde(default)]
+    pub assignable: bool,
+}
+
+pub(crate) fn video_page(body: &[u8]) -> Result<VideoPage, MalformedResponse> {
+    let raw: VideoListResponse = parse(body)?;
+    let items = raw
+        .items
+        .into_iter()
+        .map(Video::into_record)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(VideoPage {
+        items,
+        next_page_token: raw.next_page_token,
+        total_results: raw.page_info.and_then(|info| info.total_results),
+    })
+}
+
+pub(crate) fn search_page(body: &[u8]) -> Result<SearchPage, MalformedResponse> {
+    let raw: SearchListResponse = parse(body)?;
+    let mut video_ids = Vec::with_capacity(raw.items.len());
+    for (index, item) in raw.items.into_iter().enumerate() {
+        // type=video should leave only videos; a channel or playlist slipping through
+        // is not a video to fetch, but it is not a broken response either.
+        if item.id.kind != "youtube#video" {
+            continue;
+        }
+        match item.id.video_id {
+            Some(id) => video_ids.push(id),
+            None => return Err(MalformedResponse::SearchResultWithoutId { index }),
+        }
+    }
+    Ok(SearchPage {
+        video_ids,
+        next_page_token: raw.next_page_token,
+    })
+}
+
+pub(crate) fn categories(body: &[u8]) -> Result<Vec<Category>, MalformedResponse> {
+    let raw: CategoryListResponse = parse(body)?;
+    Ok(raw
+        .items
+        .into_iter()
+        .map(|item| Category {
+            id: item.id,
+            title: item.snippet.title,
+            assignable: item.snippet.assignable,
+        })
+        .collect())
+}
+
+/// Bad values are echoed in errors; this keeps an absurd one from flooding a log line.
+fn excerpt(value: &str) -> String {
+    const MAX_CHARS: usize = 64;
+    if value.chars().count() <= MAX_CHARS {
+        value.to_owned()
+    } else {
+        let mut short: String = value.chars().take(MAX_CHARS).collect();
+        short.push('…');
+        short
+    }
+}
+
+impl Video {
+    fn into_record(self) -> Result<VideoRecord, MalformedResponse> {
+        let id = self.id;
+        let bad = |field: &'static str, value: &str, expected: &'static str| {
+            MalformedResponse::BadField {
+                video_id: id.clone(),
+                field,
+                value: excerpt(value),
+                expected,
+            }
+        };
+
+        let snippet = self.snippet;
+        if snippet.published_at.parse::<jiff::Timestamp>().is_err() {
+            return Err(bad(
+                "snippet.publishedAt",
+                &snippet.published_at,
+                "an RFC 3339 timestamp",
+            ));
+        }
+
+        let (duration_s, region_restriction) = match self.content_details {
+            Some(details) => {
+                let duration_s = match details.duration {
+                    Some(text) => Some(parse_duration_secs(&text).ok_or_else(|| {
+                        bad(
+                            "contentDetails.duration",
+                            &text,
+                            "an ISO 8601 duration in days, hours, minutes and seconds",
+                        )
+                    })?),
+                    None => None,
+                };
+                let restriction = details
+                    .region_restriction
+                    .map(|object| serde_json::Value::Object(object).to_string());
+                (duration_s, restriction)
+            }
+            None => (None, None),
+        };
+
+        let count = |field: &'static str, value: Option<String>| match value {
+            None => Ok(None),
+            // u64's parser takes a leading '+'; the upstream never sends one.
+            Some(text) => Some(&text)
+                .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|t| t.parse::<u64>().ok())
+                .and_then(|n| i64::try_from(n).ok())
+                .map(Some)
+                .ok_or_else(|| bad(field, &text, "a non-negative integer in a string")),
+        };
+        let (view_count, like_count, comment_count) = match self.statistics {
+            Some(stats) => (
+                count("statistics.viewCount", stats.view_count)?,
+                count("statistics.likeCount", stats.like_count)?,
+                count("statistics.commentCount", stats.comment_count)?,
+            ),
+            None => (None, None, None),
+        };
+
+        Ok(VideoRecord {
+            title: snippet.title,
+            description: snippet.description,
+            channel_id: snippet.channel_id,
+            channel_title: snippet.channel_title,
+            published_at: snippet.published_at,
+            category_id: snippet.category_id,
+            tags: snippet.tags,
+            default_language: snippet.default_language,
+            default_audio_language: snippet.default_audio_language,
+            duration_s,
+            live_broadcast_content: snippet.live_broadcast_content,
+            thumbnail_url: snippet.thumbnails.best_url(),
+            region_restriction,
+            view_count,
+            like_count,
+            comment_count,
+            id,
+        })
+    }
+}
