@@ -365,11 +365,9 @@ mod tests {
         assert_eq!(fits, vec![true, true, true, true, true, false, false]);
         let (policy, wait) = sim.stop.expect("the search does not fit");
         assert_eq!(policy, "budget");
-        // 95 used + 100 > 100: it fits once the 90 units charged at t=1 s leave, a day later.
-        assert_eq!(
-            wait,
-            Some(Duration::from_secs(86_400) - Duration::from_secs(1))
-        );
+        // 95 used + 100 > 100: all 95 must leave, including the 5 this plan charges
+        // now, so a whole window from now; not when the 90 from t=1 s leave.
+        assert_eq!(wait, Some(Duration::from_secs(86_400)));
         assert_eq!(sim.remaining, 5);
         assert_eq!(sim.calls[4].total, 5);
     }
