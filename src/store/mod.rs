@@ -1,1 +1,379 @@
 //! The SQLite store: schema, migrations, queries and full-text search.
+//!
+//! One [`Store`] wraps one SQLite connection to the database file. The store knows
+//! nothing of quota or HTTP: the runner hands it plain [`VideoRecord`]s and run
+//! bookkeeping, and asks it for region state and searches. All SQL lives in this
+//! module.
+//!
+//! Durability model: WAL journaling with `synchronous=NORMAL`, and every write call is
+//! exactly one `BEGIN IMMEDIATE` transaction, so a crash or `kill -9` at any point
+//! leaves a consistent database (at worst the last page is missing) and the next run
+//! works. Several processes may share the file; writers wait for each other up to
+//! [`BUSY_TIMEOUT`].
+//!
+//! A `Store` is `Send` but not `Sync`: give each thread or task its own (opening is
+//! cheap once the schema is current).
+
+mod error;
+mod read;
+mod schema;
+mod write;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OpenFlags};
+
+pub use error::StoreError;
+use schema::{MIGRATIONS, MigrateError, Migration};
+
+/// How long a statement waits for another process's write lock before failing with
+/// "database is locked". Pages are stored in milliseconds, so 10 s is only reached
+/// when something is badly stuck.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The schema version this build creates and reads (`PRAGMA user_version`).
+pub fn schema_version() -> u32 {
+    schema::latest_version()
+}
+
+/// One video as the upstream client produces it. The runner converts the client's
+/// record into this one; the fields must stay identical to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VideoRecord {
+    pub id: String,
+    pub title: String,
+    pub description: String,
+    pub channel_id: String,
+    pub channel_title: String,
+    /// RFC 3339 as the upstream sent it.
+    pub published_at: String,
+    pub category_id: Option<String>,
+    /// None = absent upstream (stored as NULL); `Some(vec![])` is stored as `[]`.
+    pub tags: Option<Vec<String>>,
+    pub default_language: Option<String>,
+    pub default_audio_language: Option<String>,
+    /// 0 for live (`P0D`).
+    pub duration_s: Option<i64>,
+    pub live_broadcast_content: Option<String>,
+    pub thumbnail_url: Option<String>,
+    /// JSON text.
+    pub region_restriction: Option<String>,
+    /// None = hidden or absent: stored as NULL, never as 0.
+    pub view_count: Option<i64>,
+    pub like_count: Option<i64>,
+    pub comment_count: Option<i64>,
+}
+
+/// What started a run; `backfill` may spend the reserve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunKind {
+    Run,
+    Backfill,
+}
+
+impl RunKind {
+    /// The word stored in `runs.kind`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Run => "run",
+            RunKind::Backfill => "backfill",
+        }
+    }
+
+    fn from_db(word: &str) -> Option<RunKind> {
+        match word {
+            "run" => Some(RunKind::Run),
+            "backfill" => Some(RunKind::Backfill),
+            _ => None,
+        }
+    }
+}
+
+/// How a run ended, recorded by [`Store::finish_run`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOutcome {
+    /// `complete` | `budget_exhausted` | `upstream_quota_exhausted` | `failed` | `skipped`.
+    pub status: String,
+    pub units: u64,
+    pub calls: u64,
+    pub stop_reason: Option<String>,
+    /// Unix seconds.
+    pub ended_at: i64,
+}
+
+/// One row of `runs`. `status` is `running` until the run is finished.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRecord {
+    pub run_id: String,
+    pub kind: RunKind,
+    pub started_at: i64,
+    pub ended_at: Option<i64>,
+    pub status: String,
+    pub units: Option<u64>,
+    pub calls: Option<u64>,
+    pub stop_reason: Option<String>,
+}
+
+/// What the store remembers about a region between runs (unix seconds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionState {
+    pub region: String,
+    pub last_complete_at: Option<i64>,
+    pub last_attempt_at: Option<i64>,
+    pub last_status: Option<String>,
+}
+
+/// One fetch's counts for a video (a row of `video_stats`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatsRow {
+    pub fetched_at: i64,
+    pub run_id: String,
+    pub view_count: Option<i64>,
+    pub like_count: Option<i64>,
+    pub comment_count: Option<i64>,
+}
+
+/// One result of [`Store::search`], best first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchHit {
+    pub video_id: String,
+    pub title: String,
+    pub channel_title: String,
+    /// A short excerpt of the best-matching column, matched terms in `[` `]`.
+    pub snippet: String,
+    pub view_count: Option<i64>,
+    pub published_at: String,
+    /// Regions where the video was seen (a trending chart or a regional search),
+    /// sorted.
+    pub regions: Vec<String>,
+}
+
+/// The trendsync database.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+    read_only: bool,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.path)
+            .field("read_only", &self.read_only)
+            .finish()
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the database for reading and writing and upgrades its
+    /// schema to this build's version.
+    ///
+    /// Refuses a database from a newer trendsync ([`StoreError::NewerSchema`]).
+    pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
+        Self::open_with(path.as_ref(), MIGRATIONS)
+    }
+
+    pub(crate) fn open_with(path: &Path, migrations: &[Migration]) -> Result<Store, StoreError> {
+        let open_err = |context: &'static str| {
+            move |source| StoreError::Open {
+                path: path.to_path_buf(),
+                context: context.to_string(),
+                source,
+            }
+        };
+        let conn = Connection::open(path).map_err(open_err("opening the file"))?;
+        // First, so that everything after it (the WAL switch included) waits for
+        // other processes instead of failing at once.
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(open_err("setting the busy timeout"))?;
+        let mode = enable_wal(&conn).map_err(open_err("switching to WAL journaling"))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::NoWal {
+                path: path.to_path_buf(),
+                mode,
+            });
+        }
+        // In WAL mode NORMAL cannot corrupt the file; a power cut may lose the last
+        // commits, which the next run fetches again.
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(open_err("setting synchronous=NORMAL"))?;
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(open_err("enabling foreign keys"))?;
+        conn.set_prepared_statement_cache_capacity(32);
+
+        match schema::migrate(&conn, migrations) {
+            Ok(_) => {}
+            Err(MigrateError::Newer { found }) => {
+                return Err(StoreError::NewerSchema {
+                    path: path.to_path_buf(),
+                    found,
+                    supported: migrations.len() as u32,
+                });
+            }
+            Err(MigrateError::Step { to_version, source }) => {
+                return Err(StoreError::Migrate {
+                    path: path.to_path_buf(),
+                    to_version,
+                    source,
+                });
+            }
+        }
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+            read_only: false,
+        })
+    }
+
+    /// Opens the database for `--dry-run`, which must write nothing.
+    ///
+    /// - `Ok(None)` when the file does not exist (it is not created) or holds no
+    ///   trendsync schema yet (`user_version` 0): there is nothing stored, so every
+    ///   region is as stale as it can be.
+    /// - A schema older than this build's is an error ([`StoreError::OlderSchema`])
+    ///   rather than a guess at which parts are missing: a dry run never migrates, and
+    ///   one real run upgrades the file.
+    /// - A newer schema is refused as in [`Store::open`].
+    ///
+    /// The connection is `SQLITE_OPEN_READ_ONLY` and `query_only`, so every write method
+    /// fails. The database file's content is never changed. One caveat that comes with
+    /// SQLite's WAL mode: if the file was closed cleanly (no `-wal`/`-shm` beside it),
+    /// SQLite creates those two companion files to read safely while other processes
+    /// may write, and leaves them behind (an empty WAL and its index; the next writer
+    /// reuses them). Avoiding that would need `immutable=1`, which is unsafe while
+    /// another process writes.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Option<Store>, StoreError> {
+        Self::open_read_only_with(path.as_ref(), MIGRATIONS)
+    }
+
+    pub(crate) fn open_read_only_with(
+        path: &Path,
+        migrations: &[Migration],
+    ) -> Result<Option<Store>, StoreError> {
+        // When existence cannot be determined, go on: SQLite's error will say why.
+        if matches!(path.try_exists(), Ok(false)) {
+            return Ok(None);
+        }
+        let open_err = |context: &'static str| {
+            move |source| StoreError::Open {
+                path: path.to_path_buf(),
+                context: context.to_string(),
+                source,
+            }
+        };
+        // No SQLITE_OPEN_CREATE: a file removed since the check above is an error, not
+        // a new empty file.
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(path, flags)
+            .map_err(open_err("opening the file read-only"))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(open_err("setting the busy timeout"))?;
+        conn.pragma_update(None, "query_only", true)
+            .map_err(open_err("setting query_only"))?;
+        let found = schema::user_version(&conn).map_err(open_err("reading the schema version"))?;
+        let supported = migrations.len() as u32;
+        if found == 0 {
+            return Ok(None);
+        }
+        if found > supported {
+            return Err(StoreError::NewerSchema {
+                path: path.to_path_buf(),
+                found,
+                supported,
+            });
+        }
+        if found < supported {
+            return Err(StoreError::OlderSchema {
+                path: path.to_path_buf(),
+                found,
+                supported,
+            });
+        }
+        Ok(Some(Store {
+            conn,
+            path: path.to_path_buf(),
+            read_only: true,
+        }))
+    }
+
+    /// The file this store was opened on.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether this store came from [`Store::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// `PRAGMA integrity_check` says "ok" and, on a writable store, the full-text index
+    /// agrees with the videos table (FTS5 `integrity-check`, which is formally a write
+    /// and so cannot run read-only). Problems found are logged at warn level.
+    pub fn integrity_check(&self) -> Result<bool, StoreError> {
+        let problems = (|| {
+            let mut stmt = self.conn.prepare("PRAGMA integrity_check")?;
+            let rows = stmt.query_map([], |row| row.get::<_, String>(0))?;
+            rows.collect::<rusqlite::Result<Vec<String>>>()
+        })()
+        .map_err(self.err("checking database integrity"))?;
+        if problems != ["ok"] {
+            for problem in &problems {
+                tracing::warn!(path = %self.path.display(), problem, "integrity check");
+            }
+            return Ok(false);
+        }
+        if self.read_only {
+            return Ok(true);
+        }
+        match self.conn.execute(
+            "INSERT INTO videos_fts (videos_fts, rank) VALUES ('integrity-check', 1)",
+            [],
+        ) {
+            Ok(_) => Ok(true),
+            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseCorrupt) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "full-text index check");
+                Ok(false)
+            }
+            Err(e) => Err(self.err("checking the full-text index")(e)),
+        }
+    }
+
+    /// Maps a SQLite error to [`StoreError::Sqlite`] saying what was being done.
+    fn err(&self, context: impl Into<String>) -> impl FnOnce(rusqlite::Error) -> StoreError {
+        let path = self.path.clone();
+        let context = context.into();
+        move |source| StoreError::Sqlite {
+            path,
+            context,
+            source,
+        }
+    }
+}
+
+/// `PRAGMA journal_mode=WAL`, retried while another connection holds a lock.
+///
+/// Changing the journal mode needs an exclusive lock, and SQLite returns SQLITE_BUSY
+/// for it without consulting the busy handler when that could deadlock, which is
+/// exactly what happens when several processes open a fresh file at once.
+fn enable_wal(conn: &Connection) -> rusqlite::Result<String> {
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)) {
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            other => return other,
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! Errors of the store.
+//!
+//! Each variant says what was being attempted and on which file, so the message printed
+//! at the top (`{:#}`, the whole chain) is one a person can act on. The SQLite error
+//! itself travels as `source`, never repeated in our own `Display`, so it prints once.
+
+use std::path::PathBuf;
+
+/// Everything the store can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The file could not be opened or prepared for use (permissions, not a database,
+    /// WAL not possible on this file system, ...).
+    #[error("cannot open the database {}: {context}", path.display())]
+    Open {
+        path: PathBuf,
+        context: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// SQLite would not switch the file to WAL journaling (e.g. a network file system
+    /// without shared memory). Without WAL, concurrent runs would block each other's
+    /// reads, so the store refuses rather than silently running degraded.
+    #[error(
+        "the database {} cannot use WAL journaling (SQLite kept journal_mode={mode}); \
+         keep it on a local file system",
+        path.display()
+    )]
+    NoWal { path: PathBuf, mode: String },
+
+    /// The database was written by a newer trendsync whose schema this build does not
+    /// know. Opening it anyway could corrupt what that version relies on.
+    #[error(
+        "the database {} has schema version {found}, but this build of trendsync supports \
+         at most version {supported}; upgrade trendsync to use this database",
+        path.display()
+    )]
+    NewerSchema {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+
+    /// A read-only open (`--dry-run`) found a schema older than this build's. Read-only
+    /// opens never migrate, because a dry run writes nothing.
+    #[error(
+        "the database {} has schema version {found}, older than this build's version \
+         {supported}, and a dry run does not upgrade it; run trendsync once without \
+         --dry-run to upgrade the database",
+        path.display()
+    )]
+    OlderSchema {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+
+    /// A forward migration failed; its transaction was rolled back, so the database is
+    /// still at the version before it.
+    #[error("cannot upgrade the database {} to schema version {to_version}", path.display())]
+    Migrate {
+        path: PathBuf,
+        to_version: u32,
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// The search query is not valid FTS5 syntax. This is the person's input, not a
+    /// fault of the database, so the CLI can exit with a usage error (2).
+    #[error(
+        "the search query {query:?} is not valid: {message}. Words are matched as typed \
+         (`cat video` finds both words); to search for text with punctuation or the \
+         words AND, OR, NOT, NEAR, wrap it in double quotes, e.g. '\"rock and roll\"', \
+         and write a double quote inside quotes as two (\"\")"
+    )]
+    BadQuery { query: String, message: String },
+
+    /// `finish_run` was given a run id that `begin_run` never recorded.
+    #[error("no run {run_id:?} in the database {}", path.display())]
+    UnknownRun { path: PathBuf, run_id: String },
+
+    /// Any other SQLite failure, with what was being done.
+    #[error("{context} (database {})", path.display())]
+    Sqlite {
+        path: PathBuf,
+        context: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+}

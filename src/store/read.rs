@@ -1,0 +1,261 @@
+//! Reads: region state for planning, full-text search, and small helpers for the
+//! runner, metrics and tests.
+
+use rusqlite::{OptionalExtension, params};
+
+use super::{RegionState, RunKind, RunRecord, SearchHit, StatsRow, Store, StoreError, VideoRecord};
+
+impl Store {
+    /// When `region`'s category names were last stored, if ever.
+    pub fn categories_fetched_at(&self, region: &str) -> Result<Option<i64>, StoreError> {
+        self.conn
+            .prepare_cached("SELECT categories_fetched_at FROM region_state WHERE region = ?1")
+            .and_then(|mut stmt| stmt.query_row([region], |row| row.get(0)).optional())
+            .map(Option::flatten)
+            .map_err(self.err(format!(
+                "reading when the categories of {region} were fetched"
+            )))
+    }
+
+    /// The category names (id, title) stored for `region`, by id.
+    pub fn categories(&self, region: &str) -> Result<Vec<(String, String)>, StoreError> {
+        (|| {
+            let mut stmt = self
+                .conn
+                .prepare_cached("SELECT id, title FROM categories WHERE region = ?1 ORDER BY id")?;
+            let rows = stmt.query_map([region], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })()
+        .map_err(self.err(format!("reading the categories of {region}")))
+    }
+
+    /// Every region the store has seen, least recently completed first (never
+    /// completed before all others), which is the order a run should take them in.
+    pub fn region_states(&self) -> Result<Vec<RegionState>, StoreError> {
+        (|| {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT region, last_complete_at, last_attempt_at, last_status FROM region_state
+                 ORDER BY last_complete_at IS NOT NULL, last_complete_at, region",
+            )?;
+            let rows = stmt.query_map([], |row| {
+                Ok(RegionState {
+                    region: row.get(0)?,
+                    last_complete_at: row.get(1)?,
+                    last_attempt_at: row.get(2)?,
+                    last_status: row.get(3)?,
+                })
+            })?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })()
+        .map_err(self.err("reading region state"))
+    }
+
+    /// How many distinct videos are stored.
+    pub fn videos_count(&self) -> Result<u64, StoreError> {
+        self.count("SELECT count(*) FROM videos", [], "counting videos")
+    }
+
+    /// How many trending positions `run_id` stored (all regions).
+    pub fn trending_count(&self, run_id: &str) -> Result<u64, StoreError> {
+        self.count(
+            "SELECT count(*) FROM trending WHERE run_id = ?1",
+            [run_id],
+            "counting trending positions",
+        )
+    }
+
+    fn count<P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+        context: &str,
+    ) -> Result<u64, StoreError> {
+        self.conn
+            .prepare_cached(sql)
+            .and_then(|mut stmt| stmt.query_row(params, |row| row.get::<_, i64>(0)))
+            // count(*) is never negative.
+            .map(|n| n.max(0) as u64)
+            .map_err(self.err(context))
+    }
+
+    /// The most recently started run, if any.
+    pub fn last_run(&self) -> Result<Option<RunRecord>, StoreError> {
+        (|| {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT run_id, kind, started_at, ended_at, status, units, calls, stop_reason
+                 FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1",
+            )?;
+            stmt.query_row([], |row| {
+                let kind: String = row.get(1)?;
+                Ok(RunRecord {
+                    run_id: row.get(0)?,
+                    // The CHECK constraint admits only the two words.
+                    kind: RunKind::from_db(&kind).unwrap_or(RunKind::Run),
+                    started_at: row.get(2)?,
+                    ended_at: row.get(3)?,
+                    status: row.get(4)?,
+                    units: row.get::<_, Option<i64>>(5)?.map(|n| n.max(0) as u64),
+                    calls: row.get::<_, Option<i64>>(6)?.map(|n| n.max(0) as u64),
+                    stop_reason: row.get(7)?,
+                })
+            })
+            .optional()
+        })()
+        .map_err(self.err("reading the last run"))
+    }
+
+    /// The latest metadata stored for a video.
+    pub fn video(&self, video_id: &str) -> Result<Option<VideoRecord>, StoreError> {
+        (|| {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT id, title, description, channel_id, channel_title, published_at,
+                        category_id, tags, default_language, default_audio_language,
+                        duration_s, live_broadcast_content, thumbnail_url, region_restriction,
+                        view_count, like_count, comment_count
+                 FROM videos WHERE id = ?1",
+            )?;
+            stmt.query_row([video_id], |row| {
+                let tags: Option<String> = row.get(7)?;
+                let tags = match tags {
+                    Some(json) => {
+                        Some(serde_json::from_str::<Vec<String>>(&json).map_err(|e| {
+                            rusqlite::Error::FromSqlConversionFailure(
+                                7,
+                                rusqlite::types::Type::Text,
+                                Box::new(e),
+                            )
+                        })?)
+                    }
+                    None => None,
+                };
+                Ok(VideoRecord {
+                    id: row.get(0)?,
+                    title: row.get(1)?,
+                    description: row.get(2)?,
+                    channel_id: row.get(3)?,
+                    channel_title: row.get(4)?,
+                    published_at: row.get(5)?,
+                    category_id: row.get(6)?,
+                    tags,
+                    default_language: row.get(8)?,
+                    default_audio_language: row.get(9)?,
+                    duration_s: row.get(10)?,
+                    live_broadcast_content: row.get(11)?,
+                    thumbnail_url: row.get(12)?,
+                    region_restriction: row.get(13)?,
+                    view_count: row.get(14)?,
+                    like_count: row.get(15)?,
+                    comment_count: row.get(16)?,
+                })
+            })
+            .optional()
+        })()
+        .map_err(self.err(format!("reading video {video_id}")))
+    }
+
+    /// A video's counts over time, oldest fetch first.
+    pub fn video_stats(&self, video_id: &str) -> Result<Vec<StatsRow>, StoreError> {
+        (|| {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT fetched_at, run_id, view_count, like_count, comment_count
+                 FROM video_stats WHERE video_id = ?1 ORDER BY fetched_at, rowid",
+            )?;
+            let rows = stmt.query_map([video_id], |row| {
+                Ok(StatsRow {
+                    fetched_at: row.get(0)?,
+                    run_id: row.get(1)?,
+                    view_count: row.get(2)?,
+                    like_count: row.get(3)?,
+                    comment_count: row.get(4)?,
+                })
+            })?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })()
+        .map_err(self.err(format!("reading the counts of video {video_id}")))
+    }
+
+    /// Full-text search of the stored videos, best match first.
+    ///
+    /// `query` is FTS5 syntax: words (all must match), `"a phrase"`, `OR`, `NOT`,
+    /// `prefix*`, `title:word`. Ranking is bm25 with a title match weighing most, then
+    /// tags, channel, description. With `region`, only videos seen in that region's
+    /// trending chart or searches. A query FTS5 cannot parse is
+    /// [`StoreError::BadQuery`], so the CLI can answer with a usage error.
+    pub fn search(
+        &self,
+        query: &str,
+        region: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<SearchHit>, StoreError> {
+        if query.trim().is_empty() {
+            return Err(StoreError::BadQuery {
+                query: query.to_string(),
+                message: "the query is empty".to_string(),
+            });
+        }
+        let context = format!("searching for {query:?}");
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT v.id, v.title, v.channel_title,
+                        snippet(videos_fts, -1, '[', ']', '...', 16),
+                        v.view_count, v.published_at,
+                        (SELECT group_concat(seen.region, ',' ORDER BY seen.region) FROM (
+                             SELECT region FROM trending WHERE video_id = v.id
+                             UNION
+                             SELECT region FROM search_results WHERE video_id = v.id) AS seen)
+                 FROM videos_fts
+                 JOIN videos AS v ON v.num = videos_fts.rowid
+                 WHERE videos_fts MATCH ?1
+                   AND (?2 IS NULL
+                        OR EXISTS (SELECT 1 FROM trending AS t
+                                   WHERE t.video_id = v.id AND t.region = ?2)
+                        OR EXISTS (SELECT 1 FROM search_results AS s
+                                   WHERE s.video_id = v.id AND s.region = ?2))
+                 ORDER BY bm25(videos_fts, 10.0, 1.0, 4.0, 2.0)
+                 LIMIT ?3",
+            )
+            .map_err(self.err(context.clone()))?;
+        // The statement prepared, so an SQLITE_ERROR while stepping comes from FTS5
+        // parsing the MATCH expression: the person's query, not the database.
+        let bad_query = |e: rusqlite::Error| match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::Unknown) => StoreError::BadQuery {
+                query: query.to_string(),
+                message: fts_message(&e),
+            },
+            _ => self.err(context.clone())(e),
+        };
+        let mut rows = stmt
+            .query(params![query, region, i64::from(limit)])
+            .map_err(bad_query)?;
+        let mut hits = Vec::new();
+        while let Some(row) = rows.next().map_err(bad_query)? {
+            let hit = (|| {
+                let regions: Option<String> = row.get(6)?;
+                Ok(SearchHit {
+                    video_id: row.get(0)?,
+                    title: row.get(1)?,
+                    channel_title: row.get(2)?,
+                    snippet: row.get::<_, Option<String>>(3)?.unwrap_or_default(),
+                    view_count: row.get(4)?,
+                    published_at: row.get(5)?,
+                    regions: regions
+                        .map(|r| r.split(',').map(str::to_string).collect())
+                        .unwrap_or_default(),
+                })
+            })()
+            .map_err(self.err(context.clone()))?;
+            hits.push(hit);
+        }
+        Ok(hits)
+    }
+}
+
+/// The text of an FTS5 error without rusqlite's wrapping, e.g.
+/// `fts5: syntax error near "OR"`.
+fn fts_message(e: &rusqlite::Error) -> String {
+    match e {
+        rusqlite::Error::SqliteFailure(_, Some(message)) => message.clone(),
+        other => other.to_string(),
+    }
+}

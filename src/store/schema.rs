@@ -1,0 +1,239 @@
+//! The schema as a list of forward migrations, and the code that applies them.
+//!
+//! `PRAGMA user_version` is the number of migrations applied. It belongs to the store:
+//! other modules that keep tables in the same file (the embedded limiter's `quota_*`
+//! tables) must track their own schema elsewhere, and no migration here may create or
+//! touch a `quota_*` table.
+//!
+//! Migrations are append-only: a step that shipped is never edited, a change is a new
+//! step. Each step runs in its own `BEGIN IMMEDIATE` transaction that also bumps
+//! `user_version`, so a crash leaves the file at a whole version.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+/// One forward step of the schema.
+pub(crate) struct Migration {
+    /// What the step does, for logs.
+    pub(crate) description: &'static str,
+    pub(crate) sql: &'static str,
+}
+
+/// The schema, oldest step first. `user_version` = how many of these are applied.
+pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
+    description: "runs, videos, stats, trending, searches, categories, region state, FTS5",
+    sql: V1,
+}];
+
+/// The highest schema version this build knows.
+pub(crate) fn latest_version() -> u32 {
+    // The list is a handful of entries; it cannot overflow u32.
+    MIGRATIONS.len() as u32
+}
+
+/// Times the store generates are INTEGER unix seconds; `published_at` stays the RFC 3339
+/// text the upstream sent, since it is upstream data, not ours.
+const V1: &str = r#"
+CREATE TABLE runs (
+    run_id      TEXT PRIMARY KEY,
+    kind        TEXT NOT NULL CHECK (kind IN ('run', 'backfill')),
+    started_at  INTEGER NOT NULL,
+    ended_at    INTEGER,
+    -- 'running' until finish_run records the outcome.
+    status      TEXT NOT NULL,
+    units       INTEGER,
+    calls       INTEGER,
+    stop_reason TEXT
+) STRICT;
+CREATE INDEX runs_by_start ON runs (started_at);
+
+-- Latest metadata per video. `num` is an explicit INTEGER PRIMARY KEY because the FTS
+-- index refers to rows by rowid, and VACUUM may renumber implicit rowids.
+CREATE TABLE videos (
+    num                    INTEGER PRIMARY KEY,
+    id                     TEXT NOT NULL UNIQUE,
+    title                  TEXT NOT NULL,
+    description            TEXT NOT NULL,
+    channel_id             TEXT NOT NULL,
+    channel_title          TEXT NOT NULL,
+    published_at           TEXT NOT NULL,
+    category_id            TEXT,
+    -- JSON array, NULL when absent upstream.
+    tags                   TEXT CHECK (tags IS NULL OR json_valid(tags)),
+    -- The same tags joined by spaces, for the full-text index only.
+    tags_text              TEXT,
+    default_language       TEXT,
+    default_audio_language TEXT,
+    duration_s             INTEGER,
+    live_broadcast_content TEXT,
+    thumbnail_url          TEXT,
+    region_restriction     TEXT,
+    -- NULL = hidden or absent upstream; never 0 in its place.
+    view_count             INTEGER,
+    like_count             INTEGER,
+    comment_count          INTEGER,
+    first_seen_at          INTEGER NOT NULL,
+    last_seen_at           INTEGER NOT NULL
+) STRICT;
+CREATE INDEX videos_by_channel ON videos (channel_id);
+
+-- One row per video per fetch: the time series of counts.
+CREATE TABLE video_stats (
+    video_id      TEXT NOT NULL REFERENCES videos (id) ON DELETE CASCADE,
+    fetched_at    INTEGER NOT NULL,
+    run_id        TEXT NOT NULL REFERENCES runs (run_id),
+    view_count    INTEGER,
+    like_count    INTEGER,
+    comment_count INTEGER
+) STRICT;
+CREATE INDEX video_stats_by_video ON video_stats (video_id, fetched_at);
+
+-- The primary key makes storing the same page twice in one run (a retry) idempotent.
+CREATE TABLE trending (
+    run_id     TEXT NOT NULL REFERENCES runs (run_id),
+    region     TEXT NOT NULL,
+    rank       INTEGER NOT NULL CHECK (rank >= 1),
+    video_id   TEXT NOT NULL REFERENCES videos (id) ON DELETE CASCADE,
+    fetched_at INTEGER NOT NULL,
+    PRIMARY KEY (run_id, region, rank)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX trending_by_region_time ON trending (region, fetched_at);
+CREATE INDEX trending_by_video ON trending (video_id, region);
+
+CREATE TABLE search_results (
+    run_id      TEXT NOT NULL REFERENCES runs (run_id),
+    region      TEXT NOT NULL,
+    search_name TEXT NOT NULL,
+    rank        INTEGER NOT NULL CHECK (rank >= 1),
+    video_id    TEXT NOT NULL REFERENCES videos (id) ON DELETE CASCADE,
+    fetched_at  INTEGER NOT NULL,
+    PRIMARY KEY (run_id, region, search_name, rank)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX search_results_by_search_time ON search_results (region, search_name, fetched_at);
+CREATE INDEX search_results_by_video ON search_results (video_id, region);
+
+CREATE TABLE categories (
+    region     TEXT NOT NULL,
+    id         TEXT NOT NULL,
+    title      TEXT NOT NULL,
+    fetched_at INTEGER NOT NULL,
+    PRIMARY KEY (region, id)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE region_state (
+    region                TEXT PRIMARY KEY,
+    last_complete_at      INTEGER,
+    last_attempt_at       INTEGER,
+    last_status           TEXT,
+    categories_fetched_at INTEGER
+) STRICT;
+
+-- Full-text index over title, description, tags and channel title: external content
+-- read straight from `videos`, kept in step by the triggers below. The indexed tags
+-- are `tags_text` (the same tags joined by spaces, written with `tags`), not the JSON:
+-- FTS5 reads its content with virtual tables forbidden, so it cannot go through
+-- json_each, and 'rebuild' / 'integrity-check' must see exactly what the triggers
+-- indexed.
+CREATE VIRTUAL TABLE videos_fts USING fts5 (
+    title, description, tags_text, channel_title,
+    content = 'videos',
+    content_rowid = 'num',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+
+CREATE TRIGGER videos_fts_after_insert AFTER INSERT ON videos BEGIN
+    INSERT INTO videos_fts (rowid, title, description, tags_text, channel_title)
+    VALUES (new.num, new.title, new.description, new.tags_text, new.channel_title);
+END;
+
+CREATE TRIGGER videos_fts_after_delete AFTER DELETE ON videos BEGIN
+    INSERT INTO videos_fts (videos_fts, rowid, title, description, tags_text, channel_title)
+    VALUES ('delete', old.num, old.title, old.description, old.tags_text, old.channel_title);
+END;
+
+-- Most updates are a re-fetch that only changes counts; those leave the index alone.
+CREATE TRIGGER videos_fts_after_update AFTER UPDATE ON videos
+WHEN old.num IS NOT new.num
+  OR old.title IS NOT new.title
+  OR old.description IS NOT new.description
+  OR old.tags_text IS NOT new.tags_text
+  OR old.channel_title IS NOT new.channel_title
+BEGIN
+    INSERT INTO videos_fts (videos_fts, rowid, title, description, tags_text, channel_title)
+    VALUES ('delete', old.num, old.title, old.description, old.tags_text, old.channel_title);
+    INSERT INTO videos_fts (rowid, title, description, tags_text, channel_title)
+    VALUES (new.num, new.title, new.description, new.tags_text, new.channel_title);
+END;
+"#;
+
+/// Why a migration run stopped.
+pub(crate) enum MigrateError {
+    /// The file is at a version beyond `migrations`.
+    Newer { found: u32 },
+    /// Applying the step to `to_version` failed (rolled back).
+    Step {
+        to_version: u32,
+        source: rusqlite::Error,
+    },
+}
+
+/// Reads `PRAGMA user_version`.
+pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
+    conn.query_row("PRAGMA user_version", [], |row| row.get(0))
+}
+
+/// Brings the file up to `migrations.len()`, one transaction per step.
+///
+/// Safe with several processes opening a fresh file at once: each step takes the write
+/// lock (`BEGIN IMMEDIATE`, which waits out the busy timeout) and re-reads the version
+/// inside it, so a step another process has just applied is not applied twice.
+/// Returns the version the file was at before.
+pub(crate) fn migrate(conn: &Connection, migrations: &[Migration]) -> Result<u32, MigrateError> {
+    let latest = migrations.len() as u32;
+    let before = user_version(conn).map_err(|source| MigrateError::Step {
+        to_version: latest,
+        source,
+    })?;
+    if before > latest {
+        return Err(MigrateError::Newer { found: before });
+    }
+    if before == latest {
+        // The common case: no write lock taken on every open.
+        return Ok(before);
+    }
+    loop {
+        // The version we would apply next, used to label an error before we know it.
+        let mut next = latest;
+        let step = (|| -> rusqlite::Result<Option<u32>> {
+            let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
+            let current = user_version(&tx)?;
+            if current >= latest {
+                return Ok(Some(current));
+            }
+            next = current + 1;
+            let migration = &migrations[current as usize];
+            tracing::info!(
+                version = next,
+                description = migration.description,
+                "upgrading database schema"
+            );
+            tx.execute_batch(migration.sql)?;
+            // PRAGMA takes no bound parameters; the value is our own integer.
+            tx.execute_batch(&format!("PRAGMA user_version = {next}"))?;
+            tx.commit()?;
+            Ok(None)
+        })();
+        match step {
+            Ok(None) => continue,
+            Ok(Some(current)) if current > latest => {
+                return Err(MigrateError::Newer { found: current });
+            }
+            Ok(Some(_)) => return Ok(before),
+            Err(source) => {
+                return Err(MigrateError::Step {
+                    to_version: next,
+                    source,
+                });
+            }
+        }
+    }
+}

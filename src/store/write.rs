@@ -1,0 +1,307 @@
+//! The write API: each public method is exactly one `BEGIN IMMEDIATE` transaction.
+//!
+//! Immediate, because a deferred transaction that reads first and then writes can fail
+//! with SQLITE_BUSY at the upgrade without the busy handler helping; taking the write
+//! lock up front makes concurrent writers simply wait their turn.
+
+use rusqlite::{Transaction, TransactionBehavior, params};
+
+use super::{RunKind, RunOutcome, Store, StoreError, VideoRecord};
+
+/// Which list a page of videos belongs to.
+enum Listing<'a> {
+    Trending,
+    Search { name: &'a str },
+}
+
+impl Store {
+    /// Starts a write transaction that rolls back unless committed.
+    fn write_tx(&self) -> rusqlite::Result<Transaction<'_>> {
+        Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+    }
+
+    /// Records the start of a run (status `running`). Every page stored afterwards
+    /// refers to `run_id`, so this comes first; a duplicate id is an error.
+    pub fn begin_run(
+        &self,
+        run_id: &str,
+        kind: RunKind,
+        started_at: i64,
+    ) -> Result<(), StoreError> {
+        (|| {
+            let tx = self.write_tx()?;
+            tx.execute(
+                "INSERT INTO runs (run_id, kind, started_at, status) VALUES (?1, ?2, ?3, 'running')",
+                params![run_id, kind.as_str(), started_at],
+            )?;
+            tx.commit()
+        })()
+        .map_err(self.err(format!("recording the start of run {run_id}")))
+    }
+
+    /// Records how a run ended. [`StoreError::UnknownRun`] if it was never begun.
+    pub fn finish_run(&self, run_id: &str, outcome: &RunOutcome) -> Result<(), StoreError> {
+        let context = format!("recording the end of run {run_id}");
+        let units = to_i64(outcome.units).map_err(self.err(context.clone()))?;
+        let calls = to_i64(outcome.calls).map_err(self.err(context.clone()))?;
+        let changed = (|| {
+            let tx = self.write_tx()?;
+            let changed = tx.execute(
+                "UPDATE runs SET ended_at = ?2, status = ?3, units = ?4, calls = ?5, stop_reason = ?6
+                 WHERE run_id = ?1",
+                params![
+                    run_id,
+                    outcome.ended_at,
+                    outcome.status,
+                    units,
+                    calls,
+                    outcome.stop_reason
+                ],
+            )?;
+            tx.commit()?;
+            Ok(changed)
+        })()
+        .map_err(self.err(context))?;
+        if changed == 0 {
+            return Err(StoreError::UnknownRun {
+                path: self.path.clone(),
+                run_id: run_id.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Stores one page of a region's trending chart: each video's latest metadata, one
+    /// stats row per video, and its chart position `first_rank + index` (ranks start
+    /// at 1). Storing the same page again in the same run replaces its positions.
+    /// Returns the number of videos stored.
+    pub fn store_trending_page(
+        &self,
+        run_id: &str,
+        region: &str,
+        first_rank: u32,
+        videos: &[VideoRecord],
+        fetched_at: i64,
+    ) -> Result<usize, StoreError> {
+        self.store_page(
+            run_id,
+            region,
+            Listing::Trending,
+            first_rank,
+            videos,
+            fetched_at,
+        )
+        .map_err(self.err(format!(
+            "storing trending page from rank {first_rank} of {region} for run {run_id}"
+        )))
+    }
+
+    /// Stores one page of a configured search's results, like
+    /// [`Store::store_trending_page`] but into `search_results` under `search_name`.
+    pub fn store_search_page(
+        &self,
+        run_id: &str,
+        region: &str,
+        search_name: &str,
+        first_rank: u32,
+        videos: &[VideoRecord],
+        fetched_at: i64,
+    ) -> Result<usize, StoreError> {
+        let listing = Listing::Search { name: search_name };
+        self.store_page(run_id, region, listing, first_rank, videos, fetched_at)
+            .map_err(self.err(format!(
+                "storing search {search_name:?} page from rank {first_rank} of {region} for run {run_id}"
+            )))
+    }
+
+    fn store_page(
+        &self,
+        run_id: &str,
+        region: &str,
+        listing: Listing<'_>,
+        first_rank: u32,
+        videos: &[VideoRecord],
+        fetched_at: i64,
+    ) -> rusqlite::Result<usize> {
+        let tx = self.write_tx()?;
+        {
+            // Only the newest fetch may overwrite the latest metadata: two processes
+            // can store the same video out of order.
+            let mut upsert = tx.prepare_cached(
+                "INSERT INTO videos (
+                     id, title, description, channel_id, channel_title, published_at,
+                     category_id, tags, tags_text, default_language, default_audio_language,
+                     duration_s, live_broadcast_content, thumbnail_url, region_restriction,
+                     view_count, like_count, comment_count, first_seen_at, last_seen_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?19, ?9, ?10, ?11, ?12, ?13, ?14,
+                         ?15, ?16, ?17, ?18, ?18)
+                 ON CONFLICT (id) DO UPDATE SET
+                     title = excluded.title,
+                     description = excluded.description,
+                     channel_id = excluded.channel_id,
+                     channel_title = excluded.channel_title,
+                     published_at = excluded.published_at,
+                     category_id = excluded.category_id,
+                     tags = excluded.tags,
+                     tags_text = excluded.tags_text,
+                     default_language = excluded.default_language,
+                     default_audio_language = excluded.default_audio_language,
+                     duration_s = excluded.duration_s,
+                     live_broadcast_content = excluded.live_broadcast_content,
+                     thumbnail_url = excluded.thumbnail_url,
+                     region_restriction = excluded.region_restriction,
+                     view_count = excluded.view_count,
+                     like_count = excluded.like_count,
+                     comment_count = excluded.comment_count,
+                     last_seen_at = excluded.last_seen_at
+                 WHERE excluded.last_seen_at >= videos.last_seen_at",
+            )?;
+            let mut stats = tx.prepare_cached(
+                "INSERT INTO video_stats (video_id, fetched_at, run_id, view_count, like_count, comment_count)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?;
+            let mut position = match listing {
+                Listing::Trending => tx.prepare_cached(
+                    "INSERT INTO trending (run_id, region, rank, video_id, fetched_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT (run_id, region, rank) DO UPDATE SET
+                         video_id = excluded.video_id, fetched_at = excluded.fetched_at",
+                )?,
+                Listing::Search { .. } => tx.prepare_cached(
+                    "INSERT INTO search_results (run_id, region, rank, video_id, fetched_at, search_name)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                     ON CONFLICT (run_id, region, search_name, rank) DO UPDATE SET
+                         video_id = excluded.video_id, fetched_at = excluded.fetched_at",
+                )?,
+            };
+            for (index, video) in videos.iter().enumerate() {
+                let (tags, tags_text) =
+                    match &video.tags {
+                        Some(tags) => (
+                            Some(serde_json::to_string(tags).map_err(|e| {
+                                rusqlite::Error::ToSqlConversionFailure(Box::new(e))
+                            })?),
+                            Some(tags.join(" ")),
+                        ),
+                        None => (None, None),
+                    };
+                upsert.execute(params![
+                    video.id,
+                    video.title,
+                    video.description,
+                    video.channel_id,
+                    video.channel_title,
+                    video.published_at,
+                    video.category_id,
+                    tags,
+                    video.default_language,
+                    video.default_audio_language,
+                    video.duration_s,
+                    video.live_broadcast_content,
+                    video.thumbnail_url,
+                    video.region_restriction,
+                    video.view_count,
+                    video.like_count,
+                    video.comment_count,
+                    fetched_at,
+                    tags_text,
+                ])?;
+                stats.execute(params![
+                    video.id,
+                    fetched_at,
+                    run_id,
+                    video.view_count,
+                    video.like_count,
+                    video.comment_count,
+                ])?;
+                let rank = i64::from(first_rank) + index as i64;
+                match listing {
+                    Listing::Trending => {
+                        position.execute(params![run_id, region, rank, video.id, fetched_at])?
+                    }
+                    Listing::Search { name } => position
+                        .execute(params![run_id, region, rank, video.id, fetched_at, name])?,
+                };
+            }
+        }
+        tx.commit()?;
+        Ok(videos.len())
+    }
+
+    /// Replaces a region's category names (id, title) and notes when they were
+    /// fetched, so the runner asks the upstream at most once a day.
+    pub fn store_categories(
+        &self,
+        region: &str,
+        categories: &[(String, String)],
+        fetched_at: i64,
+    ) -> Result<(), StoreError> {
+        (|| {
+            let tx = self.write_tx()?;
+            tx.execute("DELETE FROM categories WHERE region = ?1", [region])?;
+            {
+                let mut insert = tx.prepare_cached(
+                    "INSERT INTO categories (region, id, title, fetched_at) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (region, id) DO UPDATE SET title = excluded.title",
+                )?;
+                for (id, title) in categories {
+                    insert.execute(params![region, id, title, fetched_at])?;
+                }
+            }
+            tx.execute(
+                "INSERT INTO region_state (region, categories_fetched_at) VALUES (?1, ?2)
+                 ON CONFLICT (region) DO UPDATE SET categories_fetched_at = excluded.categories_fetched_at",
+                params![region, fetched_at],
+            )?;
+            tx.commit()
+        })()
+        .map_err(self.err(format!("storing the categories of {region}")))
+    }
+
+    /// Notes that every planned page of `region` was stored at `at`: the last
+    /// complete fetch, which orders regions in the next run, and a `complete` attempt.
+    pub fn mark_region_complete(&self, region: &str, at: i64) -> Result<(), StoreError> {
+        (|| {
+            let tx = self.write_tx()?;
+            tx.execute(
+                "INSERT INTO region_state (region, last_complete_at, last_attempt_at, last_status)
+                 VALUES (?1, ?2, ?2, 'complete')
+                 ON CONFLICT (region) DO UPDATE SET
+                     last_complete_at = excluded.last_complete_at,
+                     last_attempt_at = excluded.last_attempt_at,
+                     last_status = excluded.last_status",
+                params![region, at],
+            )?;
+            tx.commit()
+        })()
+        .map_err(self.err(format!("marking {region} complete")))
+    }
+
+    /// Notes an attempt at `region` that ended with `status` (e.g. `budget_exhausted`,
+    /// `failed`), leaving its last complete fetch as it was.
+    pub fn mark_region_attempt(
+        &self,
+        region: &str,
+        at: i64,
+        status: &str,
+    ) -> Result<(), StoreError> {
+        (|| {
+            let tx = self.write_tx()?;
+            tx.execute(
+                "INSERT INTO region_state (region, last_attempt_at, last_status) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (region) DO UPDATE SET
+                     last_attempt_at = excluded.last_attempt_at,
+                     last_status = excluded.last_status",
+                params![region, at, status],
+            )?;
+            tx.commit()
+        })()
+        .map_err(self.err(format!("recording an attempt at {region}")))
+    }
+}
+
+/// SQLite integers are signed; counts of units and calls never come near the limit, but
+/// a wrapped value would be silently wrong, so refuse it.
+fn to_i64(value: u64) -> rusqlite::Result<i64> {
+    i64::try_from(value).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
