@@ -13,4 +13,5 @@ pub mod quota;
 pub mod report;
 pub mod runner;
 pub mod store;
+pub mod video;
 pub mod youtube;

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 pub use costs::parse_costs;
 pub use duration::parse_duration;
-pub use regions::{Order, Region, Regions, Search, parse_regions};
+pub use regions::{Region, Regions, Search, parse_regions};
 
 use crate::quota::Budget;
 

@@ -8,6 +8,7 @@ use toml::Spanned;
 
 use super::region_codes::is_region_code;
 use super::{ConfigError, SourceText, parse_duration};
+use crate::youtube::SearchOrder;
 
 /// The chart holds at most 200 videos: four pages of 50.
 pub const MAX_PAGES: u32 = 4;
@@ -62,42 +63,12 @@ struct RawSearch {
     published_within: Option<Spanned<String>>,
 }
 
-/// The sort orders `search.list` accepts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Order {
-    Date,
-    Rating,
-    Relevance,
-    Title,
-    VideoCount,
-    ViewCount,
-}
-
-impl Order {
-    const ALL: [(&'static str, Order); 6] = [
-        ("date", Order::Date),
-        ("rating", Order::Rating),
-        ("relevance", Order::Relevance),
-        ("title", Order::Title),
-        ("videoCount", Order::VideoCount),
-        ("viewCount", Order::ViewCount),
-    ];
-
-    /// The value the upstream's `order` parameter takes.
-    pub fn as_str(self) -> &'static str {
-        Order::ALL
-            .iter()
-            .find(|(_, o)| *o == self)
-            .map_or("relevance", |(s, _)| s)
-    }
-}
-
 /// One configured search of a region.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Search {
     pub name: String,
     pub q: String,
-    pub order: Order,
+    pub order: SearchOrder,
     /// Only videos published this recently (the upstream's `publishedAfter`).
     pub published_within: Option<Duration>,
 }
@@ -220,22 +191,16 @@ pub fn parse_regions(src: &SourceText<'_>) -> Result<Regions, ConfigError> {
                 ));
             }
             let order = match &s.order {
-                None => Order::Relevance,
-                Some(o) => Order::ALL
-                    .iter()
-                    .find(|(n, _)| n == o.get_ref())
-                    .map(|(_, v)| *v)
-                    .ok_or_else(|| {
-                        let names: Vec<&str> = Order::ALL.iter().map(|(n, _)| *n).collect();
-                        src.error_at(
-                            Some(o.span()),
-                            format!(
-                                "order \"{}\" is not one of {}",
-                                o.get_ref(),
-                                names.join(", ")
-                            ),
-                        )
-                    })?,
+                None => SearchOrder::default(),
+                Some(o) => o.get_ref().parse::<SearchOrder>().map_err(|_| {
+                    src.error_at(
+                        Some(o.span()),
+                        format!(
+                            "order \"{}\" is not one of date, rating, relevance, title, videoCount, viewCount",
+                            o.get_ref()
+                        ),
+                    )
+                })?,
             };
             let published_within =
                 match &s.published_within {

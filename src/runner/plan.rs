@@ -237,8 +237,9 @@ pub fn simulate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Order, Search};
+    use crate::config::Search;
     use crate::quota::{Entry, PolicyStatus};
+    use crate::youtube::SearchOrder;
 
     fn region(code: &str, pages: u32, searches: &[&str]) -> Region {
         Region {
@@ -251,7 +252,7 @@ mod tests {
                 .map(|n| Search {
                     name: (*n).into(),
                     q: String::new(),
-                    order: Order::ViewCount,
+                    order: SearchOrder::ViewCount,
                     published_within: None,
                 })
                 .collect(),

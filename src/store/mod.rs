@@ -40,33 +40,7 @@ pub fn schema_version() -> u32 {
     schema::latest_version()
 }
 
-/// One video as the upstream client produces it. The runner converts the client's
-/// record into this one; the fields must stay identical to it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VideoRecord {
-    pub id: String,
-    pub title: String,
-    pub description: String,
-    pub channel_id: String,
-    pub channel_title: String,
-    /// RFC 3339 as the upstream sent it.
-    pub published_at: String,
-    pub category_id: Option<String>,
-    /// None = absent upstream (stored as NULL); `Some(vec![])` is stored as `[]`.
-    pub tags: Option<Vec<String>>,
-    pub default_language: Option<String>,
-    pub default_audio_language: Option<String>,
-    /// 0 for live (`P0D`).
-    pub duration_s: Option<i64>,
-    pub live_broadcast_content: Option<String>,
-    pub thumbnail_url: Option<String>,
-    /// JSON text.
-    pub region_restriction: Option<String>,
-    /// None = hidden or absent: stored as NULL, never as 0.
-    pub view_count: Option<i64>,
-    pub like_count: Option<i64>,
-    pub comment_count: Option<i64>,
-}
+pub use crate::video::VideoRecord;
 
 /// What started a run; `backfill` may spend the reserve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,32 @@
+//! The one record of a video that the upstream client produces and the store keeps.
+
+/// One video as the store keeps it.
+///
+/// Every `Option` is `None` exactly when the upstream left the field out, so that the
+/// store can write NULL: a hidden like count is not zero likes, and a video without tags
+/// is not a video with an empty tag list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VideoRecord {
+    pub id: String,
+    pub title: String,
+    pub description: String,
+    pub channel_id: String,
+    pub channel_title: String,
+    /// RFC 3339, as the upstream sent it (checked to be a valid timestamp).
+    pub published_at: String,
+    pub category_id: Option<String>,
+    /// As sent; absent stays `None`.
+    pub tags: Option<Vec<String>>,
+    pub default_language: Option<String>,
+    pub default_audio_language: Option<String>,
+    /// Seconds; `Some(0)` for a live broadcast (`P0D`).
+    pub duration_s: Option<i64>,
+    pub live_broadcast_content: Option<String>,
+    /// The largest thumbnail the upstream offered (maxres, standard, high, medium, default).
+    pub thumbnail_url: Option<String>,
+    /// The `regionRestriction` object as compact JSON text, e.g. `{"blocked":["DE"]}`.
+    pub region_restriction: Option<String>,
+    pub view_count: Option<i64>,
+    pub like_count: Option<i64>,
+    pub comment_count: Option<i64>,
+}
