@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -10,10 +11,12 @@ use serde::Serialize;
 use super::{Access, load_config, open_limiter, select_regions};
 use crate::cli::{BackfillArgs, Global, RunArgs};
 use crate::config::{Config, Region};
-use crate::error::{ExitCode, SilentExit};
+use crate::error::{ExitCode, MissingConfig, SilentExit};
 use crate::quota::Allowance;
 use crate::report::{human, seconds};
-use crate::runner::{self, Freshness, Simulation};
+use crate::runner::{self, Freshness, Run, Simulation, Status};
+use crate::store::{RunKind, Store};
+use crate::youtube::{ApiKey, Client};
 
 /// What a run or backfill was asked to do.
 struct Job<'a> {
@@ -22,7 +25,11 @@ struct Job<'a> {
     regions: Vec<&'a Region>,
     dry_run: bool,
     json: bool,
+    concurrency: u16,
 }
+
+/// A call that takes longer than this is treated as a timeout (and retried).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub async fn run(global: &Global, args: &RunArgs) -> Result<()> {
     let config = load_config(global)?;
@@ -33,6 +40,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<()> {
         regions,
         dry_run: args.dry_run,
         json: args.json,
+        concurrency: args.concurrency,
     };
     execute(global, &config, job).await
 }
@@ -64,6 +72,7 @@ pub async fn backfill(global: &Global, args: &BackfillArgs) -> Result<()> {
         regions: stale,
         dry_run: args.dry_run,
         json: args.json,
+        concurrency: args.concurrency,
     };
     execute(global, &config, job).await
 }
@@ -74,19 +83,69 @@ fn now_s() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
-/// What the store knows of each region; nothing yet when the database does not exist.
-fn freshness(_global: &Global) -> Result<BTreeMap<String, Freshness>> {
-    Ok(BTreeMap::new())
+/// What the store knows of each region, read without writing; nothing yet when the
+/// database does not exist.
+fn freshness(global: &Global) -> Result<BTreeMap<String, Freshness>> {
+    let store = Store::open_read_only(&global.db)
+        .with_context(|| format!("reading {}", global.db.display()))?;
+    match store {
+        Some(store) => Ok(runner::read_freshness(&store)
+            .with_context(|| format!("reading the regions' state from {}", global.db.display()))?),
+        None => Ok(BTreeMap::new()),
+    }
+}
+
+/// The API key from `--api-key-file` or `YOUTUBE_API_KEY`; never printed.
+fn api_key(global: &Global) -> Result<ApiKey> {
+    if let Some(path) = &global.api_key_file {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            MissingConfig(format!(
+                "cannot read the API key file {}: {e}; it must hold only the key",
+                path.display()
+            ))
+        })?;
+        warn_if_shared(path);
+        if text.trim().is_empty() {
+            return Err(
+                MissingConfig(format!("the API key file {} is empty", path.display())).into(),
+            );
+        }
+        return Ok(ApiKey::new(text));
+    }
+    match std::env::var("YOUTUBE_API_KEY") {
+        Ok(key) if !key.trim().is_empty() => Ok(ApiKey::new(key)),
+        _ => Err(MissingConfig(
+            "no API key: set YOUTUBE_API_KEY, or pass --api-key-file PATH (a file holding only the key); \
+             --dry-run needs none"
+                .to_owned(),
+        )
+        .into()),
+    }
+}
+
+/// A key file others can read is a key others can spend.
+fn warn_if_shared(path: &std::path::Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(path)
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            tracing::warn!(
+                "the API key file {} can be read by other users (mode {:o}); chmod 600 it",
+                path.display(),
+                meta.permissions().mode() & 0o777
+            );
+        }
+    }
 }
 
 async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
+    if !job.dry_run {
+        return fetch(global, config, job).await;
+    }
     let fresh = freshness(global)?;
     let plan = runner::plan(&job.regions, &fresh, now_s());
-    if !job.dry_run {
-        anyhow::bail!(
-            "only --dry-run is available in this build: fetching from the upstream comes next"
-        );
-    }
     let budget = &config.budget;
     let limiter = open_limiter(global, budget, Access::Read).await?;
     let names: Vec<String> = budget.policies().into_iter().map(|p| p.name).collect();
@@ -135,6 +194,54 @@ async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
         Err(SilentExit(ExitCode::TryLater).into())
     } else {
         Ok(())
+    }
+}
+
+/// The real run: every call charged before it is made.
+async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
+    let key = api_key(global)?;
+    let client = Client::new(&global.api_base, key, REQUEST_TIMEOUT)
+        .with_context(|| format!("setting up the upstream client for {}", global.api_base))?;
+    let store = Store::open(&global.db)
+        .with_context(|| format!("opening the database {}", global.db.display()))?;
+    let limiter = open_limiter(global, &config.budget, Access::Charge).await?;
+    let kind = if job.allowance == Allowance::Quota {
+        RunKind::Backfill
+    } else {
+        RunKind::Run
+    };
+    let run = Arc::new(Run::new(
+        crate::report::new_run_id(),
+        kind,
+        config.budget.clone(),
+        job.allowance,
+        limiter,
+        client,
+        store,
+        global.db.clone(),
+        usize::from(job.concurrency),
+    ));
+    let regions: Vec<Region> = job.regions.iter().map(|r| (*r).clone()).collect();
+    let report = runner::execute(run, regions).await;
+    let allowance = if job.allowance == Allowance::Quota {
+        "quota"
+    } else {
+        "ceiling"
+    };
+    let summary = report.summary(job.kind, allowance);
+    match report.status {
+        Status::Complete => tracing::info!("{summary}"),
+        Status::Failed => tracing::error!("{summary}"),
+        _ => tracing::warn!("{summary}"),
+    }
+    if job.json {
+        let mut out = std::io::stdout().lock();
+        serde_json::to_writer(&mut out, &report)?;
+        writeln!(out)?;
+    }
+    match report.status.exit_code() {
+        None => Ok(()),
+        Some(code) => Err(SilentExit(code).into()),
     }
 }
 

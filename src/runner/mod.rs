@@ -1,6 +1,11 @@
 //! A run: what to call in which order (the plan), and making those calls under the
 //! budget (execution).
 
+pub mod execute;
+pub mod lock;
+pub mod outcome;
 pub mod plan;
 
+pub use execute::{Run, execute, read_freshness};
+pub use outcome::{RegionReport, RunReport, Status, Stop};
 pub use plan::{Freshness, Planned, Simulation, Step, plan, simulate};

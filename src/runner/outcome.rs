@@ -1,0 +1,264 @@
+//! How a run ended: the statuses of DESIGN.md section 2, per region and for the run,
+//! the JSON summary, and the one-line text summary.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::error::ExitCode;
+
+/// Why a run stopped before its plan was done. The first stop wins.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stop {
+    /// The budget (or a narrower limit) said no.
+    Budget {
+        method: &'static str,
+        units: u64,
+        denied_by: String,
+        retry_after: Option<Duration>,
+        remaining: u64,
+    },
+    /// The upstream said the key's quota is spent, now or earlier (the budget is blocked).
+    UpstreamQuota { until_us: i64, reason: String },
+    /// The limiter could not be reached and the call's policy is `deny`.
+    LimiterDown {
+        method: &'static str,
+        reason: String,
+    },
+    /// Something a person must fix; no region can succeed.
+    Fatal { message: String },
+}
+
+impl Stop {
+    pub fn status(&self) -> Status {
+        match self {
+            Stop::Budget { .. } | Stop::LimiterDown { .. } => Status::BudgetExhausted,
+            Stop::UpstreamQuota { .. } => Status::UpstreamQuotaExhausted,
+            Stop::Fatal { .. } => Status::Failed,
+        }
+    }
+
+    /// When trying again may succeed.
+    pub fn retry_after(&self, now_us: i64) -> Option<Duration> {
+        match self {
+            Stop::Budget { retry_after, .. } => *retry_after,
+            Stop::UpstreamQuota { until_us, .. } => {
+                Some(crate::quota::from_micros(until_us - now_us))
+            }
+            Stop::LimiterDown { .. } | Stop::Fatal { .. } => None,
+        }
+    }
+
+    /// The reason, as a person reads it.
+    pub fn describe(&self, now_us: i64) -> String {
+        let frees = |d: Option<Duration>| match d {
+            Some(d) => format!(
+                "capacity frees in {} (at {})",
+                crate::report::human(d),
+                crate::report::rfc3339(now_us + crate::quota::micros(d))
+            ),
+            None => "it can never fit: the call is larger than the policy's maximum".to_owned(),
+        };
+        match self {
+            Stop::Budget {
+                method,
+                units,
+                denied_by,
+                retry_after,
+                remaining,
+            } => format!(
+                "budget exhausted: {method} ({units} units) denied by {denied_by} with {remaining} units left; {}",
+                frees(*retry_after)
+            ),
+            Stop::UpstreamQuota { until_us, reason } => format!(
+                "the upstream says the key's quota is spent ({reason}); the budget is blocked until {} (midnight Pacific)",
+                crate::report::rfc3339(*until_us)
+            ),
+            Stop::LimiterDown { method, reason } => format!(
+                "the limiter is down and [when_limiter_down] denies {method}: {reason}; start Redis or allow the method"
+            ),
+            Stop::Fatal { message } => message.clone(),
+        }
+    }
+}
+
+/// The status of a run or of one of its regions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Complete,
+    BudgetExhausted,
+    UpstreamQuotaExhausted,
+    Failed,
+    Skipped,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Complete => "complete",
+            Status::BudgetExhausted => "budget_exhausted",
+            Status::UpstreamQuotaExhausted => "upstream_quota_exhausted",
+            Status::Failed => "failed",
+            Status::Skipped => "skipped",
+        }
+    }
+
+    /// Failures a person must look at outrank a clean stop; a clean stop tells cron
+    /// to simply come back.
+    pub fn exit_code(self) -> Option<ExitCode> {
+        match self {
+            Status::Complete => None,
+            Status::Failed => Some(ExitCode::Failed),
+            Status::BudgetExhausted | Status::UpstreamQuotaExhausted | Status::Skipped => {
+                Some(ExitCode::TryLater)
+            }
+        }
+    }
+}
+
+/// What happened to one region.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RegionReport {
+    pub code: String,
+    pub status: Status,
+    pub pages: u32,
+    pub videos: u64,
+    pub units: u64,
+    pub error: Option<String>,
+}
+
+impl RegionReport {
+    pub fn new(code: &str) -> RegionReport {
+        RegionReport {
+            code: code.to_owned(),
+            status: Status::Complete,
+            pages: 0,
+            videos: 0,
+            units: 0,
+            error: None,
+        }
+    }
+
+    /// Still worth calling the upstream for.
+    pub fn going(&self) -> bool {
+        self.status == Status::Complete
+    }
+}
+
+/// The JSON object of `run --json` and `backfill --json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    pub run_id: String,
+    pub status: Status,
+    pub units_charged: u64,
+    pub calls: u64,
+    pub remaining: Option<u64>,
+    pub retry_after_s: Option<f64>,
+    pub regions: Vec<RegionReport>,
+    #[serde(skip)]
+    pub stop_reason: Option<String>,
+}
+
+impl RunReport {
+    /// The final one-line summary.
+    pub fn summary(&self, kind: &str, allowance: &str) -> String {
+        let count = |s: Status| self.regions.iter().filter(|r| r.status == s).count();
+        let pages: u32 = self.regions.iter().map(|r| r.pages).sum();
+        let videos: u64 = self.regions.iter().map(|r| r.videos).sum();
+        let mut line = format!(
+            "{kind} {} {}: {} of {} regions complete, {pages} pages, {videos} videos, {} calls, {} units",
+            self.run_id,
+            self.status.as_str(),
+            count(Status::Complete),
+            self.regions.len(),
+            self.calls,
+            self.units_charged
+        );
+        for (s, word) in [
+            (Status::Failed, "failed"),
+            (Status::Skipped, "skipped (locked by another process)"),
+        ] {
+            let n = count(s);
+            if n > 0 {
+                line.push_str(&format!(", {n} {word}"));
+            }
+        }
+        if let Some(r) = self.remaining {
+            line.push_str(&format!("; {r} units left to the {allowance}"));
+        }
+        if let Some(reason) = &self.stop_reason {
+            line.push_str(&format!("; stopped: {reason}"));
+        }
+        line
+    }
+}
+
+/// The run's status from its regions and its stop.
+pub fn overall(regions: &[RegionReport], stop: Option<&Stop>) -> Status {
+    if matches!(stop, Some(Stop::Fatal { .. }))
+        || regions.iter().any(|r| r.status == Status::Failed)
+    {
+        return Status::Failed;
+    }
+    if let Some(stop) = stop {
+        return stop.status();
+    }
+    if !regions.is_empty() && regions.iter().all(|r| r.status == Status::Skipped) {
+        return Status::Skipped;
+    }
+    Status::Complete
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn region(code: &str, status: Status) -> RegionReport {
+        RegionReport {
+            status,
+            ..RegionReport::new(code)
+        }
+    }
+
+    #[test]
+    fn a_failed_region_outranks_a_clean_stop() {
+        let stop = Stop::Budget {
+            method: "videos.list",
+            units: 1,
+            denied_by: "budget".into(),
+            retry_after: None,
+            remaining: 0,
+        };
+        let regions = [region("US", Status::Complete), region("GB", Status::Failed)];
+        assert_eq!(overall(&regions, Some(&stop)), Status::Failed);
+        let regions = [
+            region("US", Status::Complete),
+            region("GB", Status::BudgetExhausted),
+        ];
+        assert_eq!(overall(&regions, Some(&stop)), Status::BudgetExhausted);
+        assert_eq!(
+            overall(&regions, Some(&stop)).exit_code(),
+            Some(ExitCode::TryLater)
+        );
+    }
+
+    #[test]
+    fn skipped_only_when_every_region_was_skipped() {
+        assert_eq!(
+            overall(&[region("US", Status::Skipped)], None),
+            Status::Skipped
+        );
+        assert_eq!(
+            overall(
+                &[
+                    region("US", Status::Skipped),
+                    region("GB", Status::Complete)
+                ],
+                None
+            ),
+            Status::Complete
+        );
+        assert_eq!(overall(&[], None), Status::Complete);
+    }
+}
