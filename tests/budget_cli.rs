@@ -293,3 +293,63 @@ fn completions_are_printed() {
         &ran.stdout[..ran.stdout.len().min(200)]
     );
 }
+
+#[test]
+fn crontab_has_one_line_per_region_at_its_offset() {
+    let s = Scratch::new();
+    let ran = s
+        .cmd()
+        .args([
+            "crontab",
+            "--every",
+            "1h",
+            "--binary",
+            "/opt/trendsync/bin/trendsync",
+        ])
+        .run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let lines: Vec<&str> = ran
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .collect();
+    let offsets = [
+        ("US", 0),
+        ("GB", 7),
+        ("DE", 14),
+        ("FR", 21),
+        ("IN", 28),
+        ("BR", 35),
+        ("AU", 42),
+        ("CA", 49),
+    ];
+    assert_eq!(lines.len(), offsets.len(), "{}", ran.stdout);
+    for (line, (code, minute)) in lines.iter().zip(offsets) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            fields[..5],
+            [minute.to_string().as_str(), "*", "*", "*", "*"],
+            "{line}"
+        );
+        assert!(line.contains(&format!("run --region {code} ")), "{line}");
+        assert!(
+            line.contains("/opt/trendsync/bin/trendsync --db /"),
+            "absolute paths: {line}"
+        );
+        assert!(line.ends_with("trendsync.log 2>&1"), "{line}");
+    }
+    assert!(
+        ran.stdout.contains("YOUTUBE_API_KEY"),
+        "the needed environment is named"
+    );
+    let every3 = s.cmd().args(["crontab", "--every", "3h"]).run();
+    assert!(
+        every3
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("49 */3 * * * ")),
+        "{}",
+        every3.stdout
+    );
+    assert_eq!(s.cmd().args(["crontab", "--every", "7m"]).run().code, 2);
+}

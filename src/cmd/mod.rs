@@ -3,7 +3,9 @@
 
 mod budget;
 mod completions;
+mod crontab;
 mod run;
+mod search;
 
 use std::path::Path;
 
@@ -23,9 +25,8 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Backfill(args) => run::backfill(global, args).await,
         Command::Budget(args) => budget::run(global, args).await,
         Command::Completions { shell } => completions::run(*shell),
-        Command::Search(_) | Command::Crontab(_) => {
-            anyhow::bail!("this command is not available in this build yet")
-        }
+        Command::Search(args) => search::run(global, args),
+        Command::Crontab(args) => crontab::run(global, args),
     }
 }
 

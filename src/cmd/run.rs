@@ -15,7 +15,7 @@ use crate::error::{ExitCode, MissingConfig, SilentExit};
 use crate::quota::Allowance;
 use crate::report::{human, seconds};
 use crate::runner::{self, Freshness, Run, Simulation, Status};
-use crate::store::{RunKind, Store};
+use crate::store::{RunKind, Store, StoreError};
 use crate::youtube::{ApiKey, Client};
 
 /// What a run or backfill was asked to do.
@@ -86,13 +86,18 @@ fn now_s() -> i64 {
 /// What the store knows of each region, read without writing; nothing yet when the
 /// database does not exist.
 fn freshness(global: &Global) -> Result<BTreeMap<String, Freshness>> {
-    let store = Store::open_read_only(&global.db)
-        .with_context(|| format!("reading {}", global.db.display()))?;
-    match store {
-        Some(store) => Ok(runner::read_freshness(&store)
-            .with_context(|| format!("reading the regions' state from {}", global.db.display()))?),
-        None => Ok(BTreeMap::new()),
-    }
+    let store = match Store::open_read_only(&global.db) {
+        Ok(Some(store)) => store,
+        Ok(None) => return Ok(BTreeMap::new()),
+        // The plan is still right without it; only the order of regions may differ.
+        Err(e @ StoreError::OlderSchema { .. }) => {
+            tracing::warn!("{e}; planning the regions in their configured order");
+            return Ok(BTreeMap::new());
+        }
+        Err(e) => return Err(e).with_context(|| format!("reading {}", global.db.display())),
+    };
+    runner::read_freshness(&store)
+        .with_context(|| format!("reading the regions' state from {}", global.db.display()))
 }
 
 /// The API key from `--api-key-file` or `YOUTUBE_API_KEY`; never printed.

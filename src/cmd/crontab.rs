@@ -1,0 +1,156 @@
+//! `trendsync crontab`: one crontab line per region at its offset minute.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::load_config;
+use crate::cli::{CrontabArgs, Global};
+use crate::error::UsageError;
+
+/// The minute and hour fields that run a job every `every`, at `offset` past the hour.
+pub fn schedule(every: Duration, offset: u32) -> Result<String, UsageError> {
+    let minutes = every.as_secs() / 60;
+    if !every.as_secs().is_multiple_of(60) || minutes == 0 {
+        return Err(UsageError(format!(
+            "--every {} is not a whole number of minutes",
+            crate::report::human(every)
+        )));
+    }
+    match minutes {
+        m if m < 60 && 60u64.is_multiple_of(m) => {
+            let first = u64::from(offset) % m;
+            let list: Vec<String> = (0..60 / m).map(|k| (first + k * m).to_string()).collect();
+            Ok(format!("{} *", list.join(",")))
+        }
+        60 => Ok(format!("{offset} *")),
+        m if m.is_multiple_of(60) && m < 24 * 60 && (24u64 * 60).is_multiple_of(m) => {
+            Ok(format!("{offset} */{}", m / 60))
+        }
+        m if m == 24 * 60 => Ok(format!("{offset} 0")),
+        _ => Err(UsageError(format!(
+            "--every {} does not divide an hour or a day evenly; use e.g. 15m, 30m, 1h, 2h, 3h, 6h, 12h or 1d",
+            crate::report::human(every)
+        ))),
+    }
+}
+
+fn absolute(path: &Path) -> Result<PathBuf> {
+    if path.is_absolute() {
+        return Ok(path.to_path_buf());
+    }
+    Ok(std::env::current_dir()
+        .context("finding the current directory")?
+        .join(path))
+}
+
+/// Quotes a word for /bin/sh.
+fn sh(word: &Path) -> String {
+    let text = word.display().to_string();
+    if text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,".contains(c))
+    {
+        text
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+pub fn run(global: &Global, args: &CrontabArgs) -> Result<()> {
+    let config = load_config(global)?;
+    let binary = match &args.binary {
+        Some(p) => absolute(p)?,
+        None => {
+            std::env::current_exe().context("finding this program's path; pass --binary PATH")?
+        }
+    };
+    let db = absolute(&global.db)?;
+    let dir = db
+        .parent()
+        .map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
+    let log = dir.join("trendsync.log");
+    let mut fixed = format!("{} --db {}", sh(&binary), sh(&db));
+    for (flag, given, default) in [
+        ("--costs", &global.costs, "quota-costs.toml"),
+        ("--regions", &global.regions, "regions.toml"),
+    ] {
+        let path = match given {
+            Some(p) => Some(absolute(p)?),
+            None if Path::new(default).is_file() => Some(absolute(Path::new(default))?),
+            None => None,
+        };
+        if let Some(p) = path {
+            fixed.push_str(&format!(" {flag} {}", sh(&p)));
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "# trendsync: one line per region of regions.toml at its offset minute, every {}.",
+        crate::report::human(args.every)
+    )?;
+    writeln!(
+        out,
+        "# Each run needs YOUTUBE_API_KEY in its environment (or add --api-key-file PATH), and"
+    )?;
+    writeln!(
+        out,
+        "# TRENDSYNC_REDIS_URL when several hosts share one budget. Exit 75 means the run stopped"
+    )?;
+    writeln!(
+        out,
+        "# cleanly (budget spent, upstream quota exhausted, region busy) and the next one resumes."
+    )?;
+    for region in &config.regions.regions {
+        let when = schedule(args.every, region.offset)?;
+        writeln!(
+            out,
+            "{when} * * * cd {} && {fixed} -q run --region {} >> {} 2>&1",
+            sh(&dir),
+            region.code,
+            sh(&log)
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(n: u64) -> Duration {
+        Duration::from_secs(n * 60)
+    }
+
+    #[test]
+    fn schedules_spread_by_offset() {
+        assert_eq!(schedule(m(60), 7).ok(), Some("7 *".to_owned()));
+        assert_eq!(schedule(m(180), 14).ok(), Some("14 */3".to_owned()));
+        assert_eq!(schedule(m(24 * 60), 49).ok(), Some("49 0".to_owned()));
+        assert_eq!(schedule(m(30), 42).ok(), Some("12,42 *".to_owned()));
+        assert_eq!(schedule(m(15), 7).ok(), Some("7,22,37,52 *".to_owned()));
+    }
+
+    #[test]
+    fn uneven_periods_are_refused() {
+        assert!(schedule(m(7), 0).is_err());
+        assert!(schedule(m(300), 0).is_err());
+        assert!(schedule(m(48 * 60), 0).is_err());
+        assert!(schedule(Duration::from_secs(90), 0).is_err());
+    }
+
+    #[test]
+    fn paths_are_quoted_for_the_shell() {
+        assert_eq!(
+            sh(Path::new("/opt/trendsync/bin/trendsync")),
+            "/opt/trendsync/bin/trendsync"
+        );
+        assert_eq!(
+            sh(Path::new("/srv/my data/it's")),
+            r"'/srv/my data/it'\''s'"
+        );
+    }
+}

@@ -1,0 +1,93 @@
+//! `trendsync search QUERY`: full-text search of what has been ingested; never calls
+//! the upstream and never writes.
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::cli::{Global, SearchArgs};
+use crate::error::UsageError;
+use crate::store::{SearchHit, Store, StoreError};
+
+#[derive(Serialize)]
+struct HitJson<'a> {
+    video_id: &'a str,
+    title: &'a str,
+    channel_title: &'a str,
+    snippet: &'a str,
+    view_count: Option<i64>,
+    published_at: &'a str,
+    regions: &'a [String],
+}
+
+#[derive(Serialize)]
+struct SearchJson<'a> {
+    query: &'a str,
+    region: Option<&'a str>,
+    results: Vec<HitJson<'a>>,
+}
+
+pub fn run(global: &Global, args: &SearchArgs) -> Result<()> {
+    let region = args.region.as_deref().map(str::to_ascii_uppercase);
+    let store = Store::open_read_only(&global.db)
+        .with_context(|| format!("opening {} to search", global.db.display()))?;
+    let hits: Vec<SearchHit> = match store {
+        None => {
+            tracing::warn!(
+                "no database at {} yet: run `trendsync run` first",
+                global.db.display()
+            );
+            Vec::new()
+        }
+        Some(store) => match store.search(&args.query, region.as_deref(), args.limit) {
+            Ok(hits) => hits,
+            Err(e @ StoreError::BadQuery { .. }) => return Err(UsageError(e.to_string()).into()),
+            Err(e) => return Err(e).with_context(|| format!("searching {}", global.db.display())),
+        },
+    };
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let results = hits
+            .iter()
+            .map(|h| HitJson {
+                video_id: &h.video_id,
+                title: &h.title,
+                channel_title: &h.channel_title,
+                snippet: &h.snippet,
+                view_count: h.view_count,
+                published_at: &h.published_at,
+                regions: &h.regions,
+            })
+            .collect();
+        serde_json::to_writer(
+            &mut out,
+            &SearchJson {
+                query: &args.query,
+                region: region.as_deref(),
+                results,
+            },
+        )?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    if hits.is_empty() {
+        writeln!(out, "no videos match {:?}", args.query)?;
+    }
+    for (i, h) in hits.iter().enumerate() {
+        let views = h
+            .view_count
+            .map_or("views hidden".to_owned(), |v| format!("{v} views"));
+        writeln!(
+            out,
+            "{:>3}. {} — {} ({views}; {})",
+            i + 1,
+            h.title,
+            h.channel_title,
+            h.regions.join(", ")
+        )?;
+        writeln!(out, "     {}", h.snippet.replace('\n', " "))?;
+        writeln!(out, "     https://www.youtube.com/watch?v={}", h.video_id)?;
+    }
+    Ok(())
+}
