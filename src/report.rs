@@ -3,10 +3,18 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// A duration for people, to the second: "3h 12m 5s".
+/// A duration for people, rounded up to the second and shown to the two largest
+/// units: "2s", "4m 10s", "23h 59m".
 pub fn human(d: Duration) -> String {
     let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
-    humantime::format_duration(Duration::from_secs(secs)).to_string()
+    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) if s == 0 => format!("{m}m"),
+        (0, _) => format!("{m}m {s}s"),
+        (_, 0) => format!("{h}h"),
+        _ => format!("{h}h {m}m"),
+    }
 }
 
 /// Fractional seconds, for JSON.
@@ -34,7 +42,10 @@ mod tests {
     #[test]
     fn human_rounds_up_to_the_second() {
         assert_eq!(human(Duration::from_millis(1500)), "2s");
-        assert_eq!(human(Duration::from_secs(3 * 3600 + 12 * 60)), "3h 12m");
+        assert_eq!(human(Duration::from_secs(3 * 3600 + 12 * 60 + 5)), "3h 12m");
+        assert_eq!(human(Duration::from_secs(86_400)), "24h");
+        assert_eq!(human(Duration::from_secs(600)), "10m");
+        assert_eq!(human(Duration::from_secs(250)), "4m 10s");
     }
 
     #[test]

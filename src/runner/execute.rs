@@ -293,7 +293,8 @@ impl Run {
     ) -> RegionReport {
         let result = async {
             let mut token: Option<String> = None;
-            for page in 1..=region.pages {
+            let mut ranked: u32 = 0;
+            for _page in 1..=region.pages {
                 let got = self
                     .call(VIDEOS_LIST, &mut report, || {
                         self.client.trending_page(
@@ -304,7 +305,8 @@ impl Run {
                     })
                     .await?;
                 let (run_id, code, items) = (self.run_id.clone(), region.code.clone(), got.items);
-                let first_rank = (page - 1) * 50 + 1;
+                // Ranks follow what was received, whatever a page held.
+                let first_rank = ranked + 1;
                 let stored = self
                     .with_store(move |s| {
                         s.store_trending_page(&run_id, &code, first_rank, &items, now_s())
@@ -312,6 +314,7 @@ impl Run {
                     .await?;
                 report.pages += 1;
                 report.videos += stored as u64;
+                ranked += u32::try_from(stored).unwrap_or(u32::MAX);
                 match got.next_page_token {
                     Some(t) => token = Some(t),
                     None => break,

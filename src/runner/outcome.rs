@@ -67,7 +67,8 @@ impl Stop {
                 retry_after,
                 remaining,
             } => format!(
-                "budget exhausted: {method} ({units} units) denied by {denied_by} with {remaining} units left; {}",
+                "budget exhausted: {method} ({units} unit{}) denied by {denied_by} with {remaining} units left; {}",
+                if *units == 1 { "" } else { "s" },
                 frees(*retry_after)
             ),
             Stop::UpstreamQuota { until_us, reason } => format!(
