@@ -111,8 +111,9 @@ pub enum Command {
     },
 }
 
+/// What `run` and `backfill` share.
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub struct FetchArgs {
     /// Only this region (repeatable) [default: every region in regions.toml]
     #[arg(long = "region", id = "region", value_name = "CC")]
     pub regions: Vec<String>,
@@ -131,26 +132,19 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub fetch: FetchArgs,
+}
+
+#[derive(Debug, Args)]
 pub struct BackfillArgs {
-    /// Only this region (repeatable) [default: every region in regions.toml]
-    #[arg(long = "region", id = "region", value_name = "CC")]
-    pub regions: Vec<String>,
+    #[command(flatten)]
+    pub fetch: FetchArgs,
 
     /// Regions whose last complete fetch is older than this
     #[arg(long, default_value = "2h", value_parser = parse_duration_arg, value_name = "DURATION")]
     pub stale_after: Duration,
-
-    /// Print the plan against the budget as it stands; call nothing, charge nothing, write nothing
-    #[arg(long)]
-    pub dry_run: bool,
-
-    /// Regions fetched in parallel (pages within a region stay in order)
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub concurrency: u16,
-
-    /// Print one JSON object with the outcome on stdout
-    #[arg(long)]
-    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,6 +1,7 @@
 //! Small helpers for what commands print: durations for people, seconds for JSON,
 //! timestamps, run ids.
 
+use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A duration for people, rounded up to the second and shown to the two largest
@@ -25,6 +26,14 @@ pub fn seconds(d: Duration) -> f64 {
 /// Microseconds since the Unix epoch as RFC 3339.
 pub fn rfc3339(us: i64) -> String {
     jiff::Timestamp::from_microsecond(us).map_or_else(|_| format!("@{us}us"), |t| t.to_string())
+}
+
+/// Prints `value` as one JSON object on its own line on stdout (`--json`).
+pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
 }
 
 /// A run id unique across hosts and processes: the start time, then random bits.

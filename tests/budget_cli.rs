@@ -32,7 +32,7 @@ fn dry_run_against_a_spent_budget_exits_75_and_marks_the_stop() {
     let costs = s.write("c.toml", &costs_toml(200, 120, "24h"));
     let granted = s
         .cmd()
-        .args([std::ffi::OsStr::new("--costs"), costs.as_os_str()])
+        .costs(&costs)
         .args(["budget", "charge", "videos.list", "--count", "110"])
         .run();
     assert_eq!(granted.code, 0, "{}", granted.stderr);
@@ -41,7 +41,7 @@ fn dry_run_against_a_spent_budget_exits_75_and_marks_the_stop() {
 
     let ran = s
         .cmd()
-        .args([std::ffi::OsStr::new("--costs"), costs.as_os_str()])
+        .costs(&costs)
         .args(["run", "--dry-run", "--json"])
         .run();
     assert_eq!(ran.code, 75, "{}", ran.stderr);
@@ -58,11 +58,7 @@ fn dry_run_against_a_spent_budget_exits_75_and_marks_the_stop() {
         before
     );
     assert_eq!(s.listing(), listing);
-    let text = s
-        .cmd()
-        .args([std::ffi::OsStr::new("--costs"), costs.as_os_str()])
-        .args(["run", "--dry-run"])
-        .run();
+    let text = s.cmd().costs(&costs).args(["run", "--dry-run"]).run();
     assert_eq!(text.code, 75);
     assert!(
         text.stdout
@@ -76,12 +72,7 @@ fn dry_run_against_a_spent_budget_exits_75_and_marks_the_stop() {
 fn backfill_dry_run_may_use_the_reserve() {
     let s = Scratch::new();
     let costs = s.write("c.toml", &costs_toml(200, 120, "24h"));
-    let c = |args: &[&str]| {
-        s.cmd()
-            .args([std::ffi::OsStr::new("--costs"), costs.as_os_str()])
-            .args(args)
-            .run()
-    };
+    let c = |args: &[&str]| s.cmd().costs(&costs).args(args).run();
     assert_eq!(
         c(&["budget", "charge", "videos.list", "--count", "110"]).code,
         0
@@ -148,12 +139,7 @@ fn budget_json_reports_the_window() {
 fn budget_charge_is_all_or_nothing_and_says_when_to_retry() {
     let s = Scratch::new();
     let costs = s.write("c.toml", &costs_toml(1000, 250, "24h"));
-    let c = |args: &[&str]| {
-        s.cmd()
-            .args([std::ffi::OsStr::new("--costs"), costs.as_os_str()])
-            .args(args)
-            .run()
-    };
+    let c = |args: &[&str]| s.cmd().costs(&costs).args(args).run();
     let ok = c(&["budget", "charge", "search.list", "--count", "2", "--json"]);
     assert_eq!(ok.code, 0);
     let j = ok.json();
@@ -265,7 +251,7 @@ fn racing_processes_grant_exactly_ten(redis: Option<&RedisServer>) {
     }
     assert_eq!(codes.iter().filter(|c| **c == Some(0)).count(), 10);
     assert_eq!(codes.iter().filter(|c| **c == Some(75)).count(), 20);
-    let mut status = s.cmd().arg("--costs").arg(costs.as_os_str());
+    let mut status = s.cmd().costs(&costs);
     if let Some(server) = redis {
         status = status.redis(server);
     }

@@ -11,7 +11,7 @@ use super::{Access, load_budget, open_limiter};
 use crate::cli::{BudgetAction, BudgetArgs, Global};
 use crate::error::{ExitCode, SilentExit, UsageError};
 use crate::quota::{Allowance, BUDGET_POLICY, Budget, Decision, Entry, Status};
-use crate::report::{human, rfc3339, seconds};
+use crate::report::{human, print_json, rfc3339, seconds};
 
 pub async fn run(global: &Global, args: &BudgetArgs) -> Result<()> {
     match &args.action {
@@ -100,12 +100,10 @@ async fn show(global: &Global, json: bool) -> Result<()> {
             )
         })?;
     let report = summarize(&budget, &status);
-    let mut out = std::io::stdout().lock();
     if json {
-        serde_json::to_writer(&mut out, &report)?;
-        writeln!(out)?;
-        return Ok(());
+        return print_json(&report);
     }
+    let mut out = std::io::stdout().lock();
     let opt = |d: Option<f64>, what: &str| match d {
         Some(s) => format!("in {} ({what})", human(Duration::from_secs_f64(s))),
         None => "now (the window is empty)".to_owned(),
@@ -260,8 +258,7 @@ async fn charge(
     };
     let mut out = std::io::stdout().lock();
     if json {
-        serde_json::to_writer(&mut out, &report)?;
-        writeln!(out)?;
+        print_json(&report)?;
     } else if decision.granted {
         writeln!(
             out,

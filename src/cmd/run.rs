@@ -13,7 +13,7 @@ use crate::cli::{BackfillArgs, Global, RunArgs};
 use crate::config::{Config, Region};
 use crate::error::{ExitCode, MissingConfig, SilentExit};
 use crate::quota::Allowance;
-use crate::report::{human, seconds};
+use crate::report::{human, print_json, seconds};
 use crate::runner::{self, Freshness, Run, Simulation, Status};
 use crate::store::{RunKind, Store, StoreError};
 use crate::youtube::{ApiKey, Client};
@@ -33,21 +33,21 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub async fn run(global: &Global, args: &RunArgs) -> Result<()> {
     let config = load_config(global)?;
-    let regions = select_regions(&config, &args.regions)?;
+    let regions = select_regions(&config, &args.fetch.regions)?;
     let job = Job {
         kind: "run",
         allowance: Allowance::Ceiling,
         regions,
-        dry_run: args.dry_run,
-        json: args.json,
-        concurrency: args.concurrency,
+        dry_run: args.fetch.dry_run,
+        json: args.fetch.json,
+        concurrency: args.fetch.concurrency,
     };
     execute(global, &config, job).await
 }
 
 pub async fn backfill(global: &Global, args: &BackfillArgs) -> Result<()> {
     let config = load_config(global)?;
-    let regions = select_regions(&config, &args.regions)?;
+    let regions = select_regions(&config, &args.fetch.regions)?;
     let fresh = freshness(global)?;
     let stale_after = i64::try_from(args.stale_after.as_secs()).unwrap_or(i64::MAX);
     let now = now_s();
@@ -70,9 +70,9 @@ pub async fn backfill(global: &Global, args: &BackfillArgs) -> Result<()> {
         kind: "backfill",
         allowance: Allowance::Quota,
         regions: stale,
-        dry_run: args.dry_run,
-        json: args.json,
-        concurrency: args.concurrency,
+        dry_run: args.fetch.dry_run,
+        json: args.fetch.json,
+        concurrency: args.fetch.concurrency,
     };
     execute(global, &config, job).await
 }
@@ -168,7 +168,7 @@ async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     let sim = runner::simulate(&plan, budget, job.allowance, &status);
     let cut = sim.stop.is_some();
     if job.json {
-        print_json(&job, &sim)?;
+        print_dry_run_json(&job, &sim)?;
     } else {
         print_plan(
             &job,
@@ -240,9 +240,7 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
         _ => tracing::warn!("{summary}"),
     }
     if job.json {
-        let mut out = std::io::stdout().lock();
-        serde_json::to_writer(&mut out, &report)?;
-        writeln!(out)?;
+        print_json(&report)?;
     }
     match report.status.exit_code() {
         None => Ok(()),
@@ -347,7 +345,7 @@ struct DryRunJson {
     plan: Vec<PlanJson>,
 }
 
-fn print_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
+fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
     let status = if sim.stop.is_some() {
         "budget_exhausted"
     } else {
@@ -392,8 +390,5 @@ fn print_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
             })
             .collect(),
     };
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer(&mut out, &report)?;
-    writeln!(out)?;
-    Ok(())
+    print_json(&report)
 }

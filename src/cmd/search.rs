@@ -46,7 +46,6 @@ pub fn run(global: &Global, args: &SearchArgs) -> Result<()> {
             Err(e) => return Err(e).with_context(|| format!("searching {}", global.db.display())),
         },
     };
-    let mut out = std::io::stdout().lock();
     if args.json {
         let results = hits
             .iter()
@@ -60,17 +59,13 @@ pub fn run(global: &Global, args: &SearchArgs) -> Result<()> {
                 regions: &h.regions,
             })
             .collect();
-        serde_json::to_writer(
-            &mut out,
-            &SearchJson {
-                query: &args.query,
-                region: region.as_deref(),
-                results,
-            },
-        )?;
-        writeln!(out)?;
-        return Ok(());
+        return crate::report::print_json(&SearchJson {
+            query: &args.query,
+            region: region.as_deref(),
+            results,
+        });
     }
+    let mut out = std::io::stdout().lock();
     if hits.is_empty() {
         writeln!(out, "no videos match {:?}", args.query)?;
     }

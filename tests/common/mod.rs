@@ -110,6 +110,11 @@ impl Trendsync {
         self
     }
 
+    /// `--costs PATH`.
+    pub fn costs(self, path: &Path) -> Self {
+        self.arg("--costs").arg(path)
+    }
+
     pub fn redis(self, server: &RedisServer) -> Self {
         self.args(["--redis-url", &server.url()])
     }
