@@ -501,6 +501,50 @@ async fn redis_charges_survive_a_script_flush() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_recounts_a_total_deleted_by_hand_once() {
+    let b = Backend::redis().await;
+    for id in ["a", "b"] {
+        grant(
+            &b,
+            &charge(id, "search.list", &[("budget", secs(60), 1000, 100)]),
+        )
+        .await;
+    }
+    let Store::Redis(server) = &b.store else {
+        unreachable!()
+    };
+    let mut conn = server.connection();
+    let _: () = redis::cmd("DEL")
+        .arg("trendsync:{conf}:budget:total")
+        .query(&mut conn)
+        .expect("DEL");
+    let d = b
+        .limiter
+        .charge(&charge(
+            "c",
+            "search.list",
+            &[("budget", secs(60), 250, 100)],
+        ))
+        .await
+        .expect("answer");
+    assert!(!d.granted, "200 units are still in the window: {d:?}");
+    assert_eq!(d.used(), 200);
+    let total: String = redis::cmd("GET")
+        .arg("trendsync:{conf}:budget:total")
+        .query(&mut conn)
+        .expect("GET");
+    assert_eq!(total, "200");
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg("trendsync:{conf}:budget:total")
+        .query(&mut conn)
+        .expect("PTTL");
+    assert!(
+        ttl > 0 && ttl <= 60_000,
+        "the recounted total expires with its window: {ttl}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_keys_share_one_hash_tag_and_never_hold_the_api_key() {
     let b = Backend::redis().await;
     grant(

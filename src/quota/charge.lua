@@ -31,6 +31,13 @@ local function units_of(member)
   return tonumber(string.match(member, '^(%d+)|')) or 0
 end
 
+-- The block and every running total in one read: every key shares one hash tag.
+local read = {KEYS[1]}
+for i = 1, nparts do
+  read[#read + 1] = KEYS[2 * i + 1]
+end
+local stored = redis.call('MGET', unpack(read))
+
 local parts = {}
 for i = 1, nparts do
   local b = 3 + (i - 1) * 3
@@ -40,28 +47,38 @@ for i = 1, nparts do
     total = 0,
   }
   p.member = ARGV[b + 3] .. '|' .. method .. '|' .. id
-  if redis.call('EXISTS', p.zkey) == 1 then
-    local total = redis.call('GET', p.tkey)
-    if total then
-      p.total = tonumber(total)
+  local first = redis.call('ZRANGE', p.zkey, 0, 0, 'WITHSCORES')
+  if #first > 0 then
+    p.oldest = tonumber(first[2])
+    if stored[i + 1] then
+      p.total = tonumber(stored[i + 1])
     else
-      -- The total is gone while entries remain (deleted by hand): count them once.
+      -- The total is gone while entries remain (deleted by hand): count them once
+      -- and keep the count.
       for _, m in ipairs(redis.call('ZRANGE', p.zkey, 0, -1)) do
         p.total = p.total + units_of(m)
       end
+      local ttl = redis.call('PTTL', p.zkey)
+      if ttl > 0 then
+        redis.call('SET', p.tkey, us(p.total), 'PX', ttl)
+      else
+        redis.call('SET', p.tkey, us(p.total))
+      end
     end
-    local cutoff = us(now - p.window)
-    local expired = redis.call('ZRANGEBYSCORE', p.zkey, '-inf', cutoff)
-    if #expired > 0 then
-      for _, m in ipairs(expired) do
+    -- Evict only when the oldest entry has left the window.
+    local cutoff = now - p.window
+    if p.oldest <= cutoff then
+      for _, m in ipairs(redis.call('ZRANGEBYSCORE', p.zkey, '-inf', us(cutoff))) do
         p.total = p.total - units_of(m)
       end
-      redis.call('ZREMRANGEBYSCORE', p.zkey, '-inf', cutoff)
-      if p.total > 0 then
+      redis.call('ZREMRANGEBYSCORE', p.zkey, '-inf', us(cutoff))
+      first = redis.call('ZRANGE', p.zkey, 0, 0, 'WITHSCORES')
+      if #first > 0 and p.total > 0 then
+        p.oldest = tonumber(first[2])
         redis.call('SET', p.tkey, us(p.total), 'KEEPTTL')
       else
-        p.total = 0
-        redis.call('DEL', p.tkey)
+        p.total, p.oldest = 0, nil
+        redis.call('DEL', p.zkey, p.tkey)
       end
     end
   end
@@ -69,14 +86,14 @@ for i = 1, nparts do
 end
 
 local function edges(p)
-  local next_free, empty_in = -1, -1
-  local oldest = redis.call('ZRANGE', p.zkey, 0, 0, 'WITHSCORES')
-  if #oldest > 0 then
-    next_free = tonumber(oldest[2]) + p.window - now
-    local newest = redis.call('ZRANGE', p.zkey, -1, -1, 'WITHSCORES')
-    empty_in = tonumber(newest[2]) + p.window - now
+  if not p.oldest then
+    return -1, -1
   end
-  return next_free, empty_in
+  local newest = p.newest
+  if not newest then
+    newest = tonumber(redis.call('ZRANGE', p.zkey, -1, -1, 'WITHSCORES')[2])
+  end
+  return p.oldest + p.window - now, newest + p.window - now
 end
 
 local function reply(code, blocked_wait, fits)
@@ -92,14 +109,14 @@ local function reply(code, blocked_wait, fits)
 end
 
 if not forced then
-  local until_us = tonumber(redis.call('GET', KEYS[1]) or '0')
+  local until_us = tonumber(stored[1] or '0')
   if until_us > now then
     return reply(3, until_us - now, nil)
   end
 end
 
 for _, p in ipairs(parts) do
-  if redis.call('ZSCORE', p.zkey, p.member) then
+  if p.oldest and redis.call('ZSCORE', p.zkey, p.member) then
     return reply(2, 0, nil)
   end
 end
@@ -140,12 +157,14 @@ for _, p in ipairs(parts) do
   if at > now - p.window then
     redis.call('ZADD', p.zkey, us(at), p.member)
     p.total = p.total + p.units
-    redis.call('SET', p.tkey, us(p.total))
+    if not p.oldest or at < p.oldest then p.oldest = at end
+    -- A live entry is the newest; a replayed one may not be.
+    if not forced then p.newest = now end
+    local _, empty_in = edges(p)
     -- Both keys live exactly as long as the newest entry counts.
-    local newest = redis.call('ZRANGE', p.zkey, -1, -1, 'WITHSCORES')
-    local ttl_ms = math.ceil((tonumber(newest[2]) + p.window - now) / 1000)
+    local ttl_ms = math.ceil(empty_in / 1000)
+    redis.call('SET', p.tkey, us(p.total), 'PX', ttl_ms)
     redis.call('PEXPIRE', p.zkey, ttl_ms)
-    redis.call('PEXPIRE', p.tkey, ttl_ms)
   end
 end
 return reply(0, 0, fits)
