@@ -576,6 +576,46 @@ fn runs_begin_finish_and_last_run() {
     assert!(store.finish_run("r1", &huge).is_err());
 }
 
+/// Pages stay in the WAL while a run stores them (no checkpoint on the page path);
+/// finish_run copies them into the database file.
+#[test]
+fn finish_run_checkpoints_what_the_pages_wrote() {
+    let (_dir, path) = temp_db();
+    let store = Store::open(&path).unwrap();
+    store.begin_run("r1", RunKind::Run, 1).unwrap();
+    for page in 0..5u32 {
+        let videos: Vec<_> = (0..50)
+            .map(|i| {
+                let mut v = video(&format!("p{page}-{i}"), "a title");
+                v.description = "words ".repeat(300);
+                v
+            })
+            .collect();
+        store
+            .store_trending_page("r1", "US", 1 + page * 50, &videos, 1)
+            .unwrap();
+    }
+    let before = std::fs::metadata(&path).unwrap().len();
+    store
+        .finish_run(
+            "r1",
+            &RunOutcome {
+                status: "complete".into(),
+                units: 5,
+                calls: 5,
+                stop_reason: None,
+                ended_at: 2,
+            },
+        )
+        .unwrap();
+    let after = std::fs::metadata(&path).unwrap().len();
+    // 250 videos with ~1.8 KB descriptions: far more than the empty schema.
+    assert!(
+        after > before + 250 * 1500,
+        "database file {before} -> {after} bytes"
+    );
+}
+
 #[test]
 fn region_state_and_categories() {
     let (_dir, store) = open_fresh();

@@ -39,7 +39,8 @@ impl Store {
         .map_err(self.err(format!("recording the start of run {run_id}")))
     }
 
-    /// Records how a run ended. [`StoreError::UnknownRun`] if it was never begun.
+    /// Records how a run ended, then checkpoints the WAL ([`Store::checkpoint`]).
+    /// [`StoreError::UnknownRun`] if it was never begun.
     pub fn finish_run(&self, run_id: &str, outcome: &RunOutcome) -> Result<(), StoreError> {
         let context = format!("recording the end of run {run_id}");
         let units = to_i64(outcome.units).map_err(self.err(context.clone()))?;
@@ -67,6 +68,11 @@ impl Store {
                 path: self.path.clone(),
                 run_id: run_id.to_string(),
             });
+        }
+        // The run's data is committed either way; a failed checkpoint only means the
+        // WAL stays longer, which the next checkpoint or clean close fixes.
+        if let Err(e) = self.checkpoint() {
+            tracing::warn!(error = %format!("{e:#}"), "WAL checkpoint after the run failed");
         }
         Ok(())
     }
