@@ -293,7 +293,11 @@ impl Run {
     ) -> RegionReport {
         let result = async {
             let mut token: Option<String> = None;
-            for page in 1..=region.pages {
+            // The chart position of the next video. A page may hold fewer than 50
+            // videos, so ranks continue from the videos actually received, not from
+            // the page number (which left gaps: 1..7, then 51..).
+            let mut next_rank: u32 = 1;
+            for _ in 0..region.pages {
                 let got = self
                     .call(VIDEOS_LIST, &mut report, || {
                         self.client.trending_page(
@@ -304,7 +308,9 @@ impl Run {
                     })
                     .await?;
                 let (run_id, code, items) = (self.run_id.clone(), region.code.clone(), got.items);
-                let first_rank = (page - 1) * 50 + 1;
+                let first_rank = next_rank;
+                next_rank =
+                    next_rank.saturating_add(u32::try_from(items.len()).unwrap_or(u32::MAX));
                 let stored = self
                     .with_store(move |s| {
                         s.store_trending_page(&run_id, &code, first_rank, &items, now_s())
