@@ -114,19 +114,15 @@ impl Run {
             .unwrap_or(Status::BudgetExhausted)
     }
 
-    /// Records the run's stop; the first one wins and is the one logged.
+    /// Records the run's stop; the first one wins. The final summary line says why
+    /// the run stopped (DESIGN.md: one line), so the moment itself is only a debug
+    /// event.
     fn halt(&self, stop: Stop) {
         let Ok(mut slot) = self.stop.lock() else {
             return;
         };
         if slot.is_none() {
-            let line = stop.describe(now_us());
-            match stop {
-                Stop::Fatal { .. } => {
-                    tracing::error!(run_id = %self.run_id, "{line}; stopping the run")
-                }
-                _ => tracing::warn!(run_id = %self.run_id, "{line}; no further calls"),
-            }
+            tracing::debug!(run_id = %self.run_id, "stopping: {}; no further calls", stop.describe(now_us()));
             *slot = Some(stop);
         }
     }
