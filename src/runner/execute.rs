@@ -421,9 +421,12 @@ where
         }
         done.push(None);
         let fut = work(Arc::clone(run), region.clone(), report);
-        let permits = Arc::clone(&permits);
+        // The permit is taken here, in plan order, not inside the task: spawned tasks
+        // are first polled in any order, and the plan's order (oldest region first)
+        // decides which regions a run cut short by the budget gets to.
+        let permit = Arc::clone(&permits).acquire_owned().await;
         tasks.spawn(async move {
-            let _permit = permits.acquire_owned().await;
+            let _permit = permit;
             (i, region, fut.await)
         });
     }
