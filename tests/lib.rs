@@ -7,3 +7,4 @@ mod budget_cli;
 mod config_errors;
 mod conformance;
 mod run_e2e;
+mod search_e2e;
