@@ -238,9 +238,10 @@ impl Run {
                     return Err(Failed::Stopped);
                 }
                 ErrorClass::Fatal => {
-                    self.halt(Stop::Fatal {
-                        message: err.to_string(),
-                    });
+                    let message = err.to_string();
+                    // The region whose call was refused says why in `--json` too.
+                    report.error = Some(message.clone());
+                    self.halt(Stop::Fatal { message });
                     return Err(Failed::Stopped);
                 }
                 ErrorClass::RegionFailed => return Err(Failed::Region(err.to_string())),
