@@ -584,6 +584,14 @@ fn an_invalid_key_fails_the_run_and_never_leaks(redis: Option<&RedisServer>) {
         "the run stops at once: {calls:?}"
     );
     assert_report_matches_calls(&h, &report, &calls);
+    // The JSON says why too: each region whose call was refused carries the error.
+    for (code, region) in regions_of(&report) {
+        assert_eq!(region["status"], "failed", "{code}");
+        if region["units"] != 0 {
+            let error = region["error"].as_str().unwrap_or_default();
+            assert!(error.contains("API key not valid"), "{code}: {region}");
+        }
+    }
     // The most verbose logging the binary has, too.
     let (traced, _) = {
         let before = h.fake.calls().len();
