@@ -835,3 +835,118 @@ fn backfill_fills_what_a_cut_run_missed_from_the_reserve() {
     assert_eq!(ran.json()["regions"], Value::Array(vec![]));
     assert_budget_matches_requests(&h);
 }
+
+#[test]
+fn a_ceiling_cut_with_regions_in_parallel_charges_exactly_what_was_called() {
+    let mut h = Harness::new(None);
+    h.costs(&unit_costs_toml(1000, 5));
+    let (ran, calls) = h.run(&["run", "--json", "--concurrency", "8"]);
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "budget_exhausted", "{report}");
+    assert_eq!(calls.len(), 5, "{calls:?}");
+    assert_report_matches_calls(&h, &report, &calls);
+    // Whatever raced, each page that was called was stored whole.
+    let p1 = calls.iter().filter(|c| c.short().ends_with(" p1")).count();
+    let p2 = calls.iter().filter(|c| c.short().ends_with(" p2")).count();
+    assert_eq!(
+        count(&h.db(), "SELECT count(*) FROM trending") as usize,
+        7 * p1 + 3 * p2
+    );
+    let pages: u64 = regions_of(&report)
+        .values()
+        .map(|r| r["pages"].as_u64().expect("pages"))
+        .sum();
+    assert_eq!(pages as usize, p1 + p2);
+    assert_budget_matches_requests(&h);
+}
+
+#[test]
+fn a_retry_is_charged_like_any_call_and_stops_at_the_ceiling() {
+    let mut h = Harness::new(None);
+    h.costs(&unit_costs_toml(1000, 2));
+    h.fake.mount(
+        page1("US")
+            .respond_with(answer_fixture(500, "error_backend.json"))
+            .with_priority(OVERRIDE),
+    );
+    let (ran, calls) = h.run(&["run", "--json", "--region", "US"]);
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "budget_exhausted", "{report}");
+    assert_eq!(
+        shorts(&calls),
+        ["US p1", "US p1"],
+        "the third attempt is denied"
+    );
+    assert_report_matches_calls(&h, &report, &calls);
+    assert_budget_matches_requests(&h);
+}
+
+#[test]
+fn a_missing_chart_or_an_oversized_answer_fails_only_its_region() {
+    let h = Harness::new(None);
+    h.fake.mount(
+        page1("IN")
+            .respond_with(answer_fixture(404, "error_video_chart_not_found.json"))
+            .with_priority(OVERRIDE),
+    );
+    // Above the client's 8 MiB limit for a successful answer.
+    let mut huge = fixture_json("videos_last_page.json");
+    huge["items"][0]["snippet"]["description"] = "x".repeat(9 * 1024 * 1024).into();
+    h.fake.mount(
+        page2("BR")
+            .respond_with(answer(200, &huge.to_string()))
+            .with_priority(OVERRIDE),
+    );
+    let (ran, calls) = h.run(&["run", "--json"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "failed", "{report}");
+    let regions = regions_of(&report);
+    let error = |code: &str| {
+        regions[code]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(regions["IN"]["status"], "failed");
+    assert!(
+        error("IN").contains("videoChartNotFound"),
+        "{}",
+        error("IN")
+    );
+    assert_eq!(
+        (&regions["BR"]["status"], &regions["BR"]["pages"]),
+        (&"failed".into(), &1.into())
+    );
+    assert!(error("BR").contains("larger than"), "{}", error("BR"));
+    for code in REGIONS.iter().filter(|c| !["IN", "BR"].contains(c)) {
+        assert_eq!(regions[*code]["status"], "complete", "{code}");
+    }
+    assert_eq!(calls.len(), 6 * 3 + 1 + 2, "neither is retried");
+    assert_report_matches_calls(&h, &report, &calls);
+    assert_budget_matches_requests(&h);
+}
+
+#[test]
+fn a_project_the_upstream_refuses_fails_the_whole_run_with_advice() {
+    for (fixture, advice) in [
+        (
+            "error_access_not_configured.json",
+            "enable the YouTube Data API v3",
+        ),
+        ("error_forbidden.json", "check the key's restrictions"),
+    ] {
+        let fake = FakeUpstream::empty();
+        fake.mount(Mock::given(any()).respond_with(answer_fixture(403, fixture)));
+        let h = Harness::with(fake, None);
+        let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
+        assert_eq!(ran.code, 1, "{fixture}: {}", ran.stderr);
+        assert_eq!(ran.json()["status"], "failed");
+        assert_eq!(shorts(&calls), ["US p1"], "{fixture}: stops at once");
+        assert!(ran.stderr.contains(advice), "{fixture}: {}", ran.stderr);
+        assert_report_matches_calls(&h, &ran.json(), &calls);
+        assert_budget_matches_requests(&h);
+    }
+}
