@@ -6,3 +6,5 @@ mod common;
 mod budget_cli;
 mod config_errors;
 mod conformance;
+mod run_e2e;
+mod search_e2e;

@@ -114,19 +114,15 @@ impl Run {
             .unwrap_or(Status::BudgetExhausted)
     }
 
-    /// Records the run's stop; the first one wins and is the one logged.
+    /// Records the run's stop; the first one wins. The final summary line says why
+    /// the run stopped (DESIGN.md: one line), so the moment itself is only a debug
+    /// event.
     fn halt(&self, stop: Stop) {
         let Ok(mut slot) = self.stop.lock() else {
             return;
         };
         if slot.is_none() {
-            let line = stop.describe(now_us());
-            match stop {
-                Stop::Fatal { .. } => {
-                    tracing::error!(run_id = %self.run_id, "{line}; stopping the run")
-                }
-                _ => tracing::warn!(run_id = %self.run_id, "{line}; no further calls"),
-            }
+            tracing::debug!(run_id = %self.run_id, "stopping: {}; no further calls", stop.describe(now_us()));
             *slot = Some(stop);
         }
     }
@@ -242,9 +238,10 @@ impl Run {
                     return Err(Failed::Stopped);
                 }
                 ErrorClass::Fatal => {
-                    self.halt(Stop::Fatal {
-                        message: err.to_string(),
-                    });
+                    let message = err.to_string();
+                    // The region whose call was refused says why in `--json` too.
+                    report.error = Some(message.clone());
+                    self.halt(Stop::Fatal { message });
                     return Err(Failed::Stopped);
                 }
                 ErrorClass::RegionFailed => return Err(Failed::Region(err.to_string())),
@@ -293,8 +290,11 @@ impl Run {
     ) -> RegionReport {
         let result = async {
             let mut token: Option<String> = None;
-            let mut ranked: u32 = 0;
-            for _page in 1..=region.pages {
+            // The chart position of the next video. A page may hold fewer than 50
+            // videos, so ranks continue from the videos actually received, not from
+            // the page number (which left gaps: 1..7, then 51..).
+            let mut next_rank: u32 = 1;
+            for _ in 0..region.pages {
                 let got = self
                     .call(VIDEOS_LIST, &mut report, || {
                         self.client.trending_page(
@@ -305,8 +305,9 @@ impl Run {
                     })
                     .await?;
                 let (run_id, code, items) = (self.run_id.clone(), region.code.clone(), got.items);
-                // Ranks follow what was received, whatever a page held.
-                let first_rank = ranked + 1;
+                let first_rank = next_rank;
+                next_rank =
+                    next_rank.saturating_add(u32::try_from(items.len()).unwrap_or(u32::MAX));
                 let stored = self
                     .with_store(move |s| {
                         s.store_trending_page(&run_id, &code, first_rank, &items, now_s())
@@ -314,7 +315,6 @@ impl Run {
                     .await?;
                 report.pages += 1;
                 report.videos += stored as u64;
-                ranked += u32::try_from(stored).unwrap_or(u32::MAX);
                 match got.next_page_token {
                     Some(t) => token = Some(t),
                     None => break,
@@ -422,9 +422,12 @@ where
         }
         done.push(None);
         let fut = work(Arc::clone(run), region.clone(), report);
-        let permits = Arc::clone(&permits);
+        // The permit is taken here, in plan order, not inside the task: spawned tasks
+        // are first polled in any order, and the plan's order (oldest region first)
+        // decides which regions a run cut short by the budget gets to.
+        let permit = Arc::clone(&permits).acquire_owned().await;
         tasks.spawn(async move {
-            let _permit = permits.acquire_owned().await;
+            let _permit = permit;
             (i, region, fut.await)
         });
     }

@@ -3,7 +3,9 @@
 
 #![allow(dead_code)]
 
+pub mod harness;
 pub mod redis_server;
+pub mod upstream;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -40,8 +42,7 @@ impl Scratch {
 
     /// The binary, run here, with none of the caller's trendsync settings.
     pub fn cmd(&self) -> Trendsync {
-        let mut cmd =
-            assert_cmd::Command::cargo_bin("trendsync").expect("the trendsync binary is built");
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("trendsync"));
         cmd.current_dir(self.path());
         for var in [
             "TRENDSYNC_COSTS",
@@ -73,7 +74,7 @@ impl Scratch {
 
 /// The binary with a scenario's arguments, built up fluently.
 pub struct Trendsync {
-    pub cmd: assert_cmd::Command,
+    pub cmd: std::process::Command,
 }
 
 /// What a run of the binary left: exit code, stdout and stderr as text.
@@ -117,6 +118,16 @@ impl Trendsync {
 
     pub fn redis(self, server: &RedisServer) -> Self {
         self.args(["--redis-url", &server.url()])
+    }
+
+    /// Starts the binary and returns at once, its stdout and stderr piped.
+    pub fn spawn(mut self) -> std::process::Child {
+        self.cmd
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("starting trendsync")
     }
 
     pub fn run(mut self) -> Ran {

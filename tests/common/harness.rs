@@ -1,0 +1,237 @@
+//! One end-to-end scenario's world: a scratch directory, the fake upstream, the
+//! limiter (the embedded one, or a real Redis), and optional config files; plus the
+//! check every scenario ends with, that the budget holds exactly what the upstream
+//! was sent.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use rusqlite::{Connection, OpenFlags};
+use serde_json::Value;
+
+use super::upstream::{API_KEY, Call, FakeUpstream};
+use super::{Ran, RedisServer, Scratch, Trendsync};
+
+/// The shipped regions, in their configured order.
+pub const REGIONS: [&str; 8] = ["US", "GB", "DE", "FR", "IN", "BR", "AU", "CA"];
+
+/// The `[costs]` table of a quota-costs.toml.
+fn costs_of(text: &str) -> BTreeMap<String, u64> {
+    let doc: toml::Table = text.parse().expect("the costs file is TOML");
+    doc["costs"]
+        .as_table()
+        .expect("a [costs] table")
+        .iter()
+        .map(|(m, u)| {
+            let units = u.as_integer().expect("units are integers");
+            (
+                m.clone(),
+                u64::try_from(units).expect("units are not negative"),
+            )
+        })
+        .collect()
+}
+
+/// A costs file where every call costs 1 unit, with the given budget numbers.
+pub fn unit_costs_toml(quota: u64, ceiling: u64) -> String {
+    super::costs_toml(quota, ceiling, "24h")
+        .replace(r#""search.list" = 100"#, r#""search.list" = 1"#)
+}
+
+pub struct Harness<'r> {
+    pub scratch: Scratch,
+    pub fake: FakeUpstream,
+    pub redis: Option<&'r RedisServer>,
+    costs: Option<PathBuf>,
+    regions: Option<PathBuf>,
+    /// Units per method in the costs file in use.
+    unit_costs: BTreeMap<String, u64>,
+}
+
+impl<'r> Harness<'r> {
+    /// The fixtures' YouTube, the built-in configuration, and `redis` or the embedded
+    /// limiter.
+    pub fn new(redis: Option<&'r RedisServer>) -> Harness<'r> {
+        Harness::with(FakeUpstream::youtube(), redis)
+    }
+
+    pub fn with(fake: FakeUpstream, redis: Option<&'r RedisServer>) -> Harness<'r> {
+        Harness {
+            scratch: Scratch::new(),
+            fake,
+            redis,
+            costs: None,
+            regions: None,
+            unit_costs: costs_of(
+                &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/quota-costs.toml"))
+                    .expect("reading the shipped quota-costs.toml"),
+            ),
+        }
+    }
+
+    /// Uses `text` as quota-costs.toml from now on (it may be rewritten mid-scenario).
+    pub fn costs(&mut self, text: &str) -> &mut Self {
+        self.costs = Some(self.scratch.write("costs.toml", text));
+        self.unit_costs = costs_of(text);
+        self
+    }
+
+    /// Uses `text` as regions.toml from now on.
+    pub fn regions(&mut self, text: &str) -> &mut Self {
+        self.regions = Some(self.scratch.write("my-regions.toml", text));
+        self
+    }
+
+    /// The binary with this world's limiter and configuration, but no upstream and
+    /// no key.
+    pub fn bare(&self) -> Trendsync {
+        let mut cmd = self.scratch.cmd();
+        if let Some(server) = self.redis {
+            cmd = cmd.redis(server);
+        }
+        if let Some(costs) = &self.costs {
+            cmd = cmd.arg("--costs").arg(costs);
+        }
+        if let Some(regions) = &self.regions {
+            cmd = cmd.arg("--regions").arg(regions);
+        }
+        cmd
+    }
+
+    /// The binary pointed at the fake upstream, with the key in YOUTUBE_API_KEY.
+    pub fn cmd(&self) -> Trendsync {
+        self.bare()
+            .args(["--api-base", &self.fake.uri()])
+            .env("YOUTUBE_API_KEY", API_KEY)
+    }
+
+    /// Runs `args` and returns what the fake received meanwhile.
+    pub fn run(&self, args: &[&str]) -> (Ran, Vec<Call>) {
+        let before = self.fake.calls().len();
+        let ran = self.cmd().args(args).run();
+        let calls = self.fake.calls().split_off(before);
+        (ran, calls)
+    }
+
+    /// `budget --json`.
+    pub fn budget(&self) -> Value {
+        let ran = self.bare().args(["budget", "--json"]).run();
+        assert_eq!(ran.code, 0, "budget --json: {}", ran.stderr);
+        ran.json()
+    }
+
+    pub fn db_path(&self) -> PathBuf {
+        self.scratch.file("trendsync.db")
+    }
+
+    /// The database, read-only.
+    pub fn db(&self) -> Connection {
+        Connection::open_with_flags(self.db_path(), OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("opening the database read-only")
+    }
+}
+
+impl Harness<'_> {
+    /// Units by method of `calls`, at the costs in use.
+    pub fn units_sent(&self, calls: &[Call]) -> BTreeMap<String, u64> {
+        let mut sent = BTreeMap::new();
+        for call in calls {
+            let cost = self
+                .unit_costs
+                .get(&call.method)
+                .unwrap_or_else(|| panic!("no cost for {}", call.method));
+            *sent.entry(call.method.clone()).or_insert(0) += cost;
+        }
+        sent
+    }
+}
+
+/// The budget holds exactly the units of the calls the upstream received, method by
+/// method: nothing was called uncharged, and nothing was charged that was not called.
+pub fn assert_budget_matches_requests(h: &Harness<'_>) {
+    let sent = h.units_sent(&h.fake.calls());
+    let budget = h.budget();
+    let charged: BTreeMap<String, u64> = budget["by_method"]
+        .as_object()
+        .expect("by_method is an object")
+        .iter()
+        .map(|(m, u)| (m.clone(), u.as_u64().expect("units are integers")))
+        .filter(|(_, u)| *u > 0)
+        .collect();
+    assert_eq!(
+        charged, sent,
+        "units charged by method (left) against the calls the upstream received (right)"
+    );
+    assert_eq!(
+        budget["used"].as_u64(),
+        Some(sent.values().sum::<u64>()),
+        "budget used against the upstream's calls: {budget}"
+    );
+}
+
+/// A run's own JSON agrees with the calls the upstream received during it: `calls`
+/// counts them, `units_charged` and the regions' `units` add up their costs.
+pub fn assert_report_matches_calls(h: &Harness<'_>, report: &Value, calls: &[Call]) {
+    let units: u64 = h.units_sent(calls).values().sum();
+    assert_eq!(
+        report["calls"].as_u64(),
+        Some(calls.len() as u64),
+        "{report}"
+    );
+    assert_eq!(report["units_charged"].as_u64(), Some(units), "{report}");
+    let by_region: u64 = report["regions"]
+        .as_array()
+        .expect("regions is an array")
+        .iter()
+        .map(|r| r["units"].as_u64().expect("region units"))
+        .sum();
+    assert_eq!(by_region, units, "regions' units add up: {report}");
+    for region in report["regions"].as_array().into_iter().flatten() {
+        let code = region["code"].as_str().expect("region code");
+        let mine: Vec<Call> = calls
+            .iter()
+            .filter(|c| c.region.as_deref() == Some(code))
+            .cloned()
+            .collect();
+        assert_eq!(
+            region["units"].as_u64(),
+            Some(h.units_sent(&mine).values().sum()),
+            "units of {code}: {report}"
+        );
+    }
+}
+
+/// The short form of each call, for comparing sequences.
+pub fn shorts(calls: &[Call]) -> Vec<String> {
+    calls.iter().map(Call::short).collect()
+}
+
+/// The region entries of a run's JSON by code.
+pub fn regions_of(report: &Value) -> BTreeMap<String, Value> {
+    report["regions"]
+        .as_array()
+        .expect("regions is an array")
+        .iter()
+        .map(|r| (r["code"].as_str().expect("code").to_owned(), r.clone()))
+        .collect()
+}
+
+/// Runs a scenario `fn name(redis: Option<&RedisServer>)` as two tests, `name::embedded`
+/// and `name::redis`, one per limiter.
+#[macro_export]
+macro_rules! on_both_limiters {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            #[test]
+            fn embedded() {
+                super::$scenario(None);
+            }
+
+            #[test]
+            fn redis() {
+                let server = $crate::common::RedisServer::start();
+                super::$scenario(Some(&server));
+            }
+        }
+    )*};
+}

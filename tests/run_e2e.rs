@@ -1,0 +1,952 @@
+//! `trendsync run` and `backfill` end to end: the binary against a fake YouTube on
+//! loopback, the database read back with SQLite, and the budget compared with what
+//! the upstream was actually sent after every scenario.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::Connection;
+use serde_json::Value;
+use wiremock::Mock;
+use wiremock::matchers::any;
+
+use crate::common::RedisServer;
+use crate::common::harness::{
+    Harness, REGIONS, assert_budget_matches_requests, assert_report_matches_calls, regions_of,
+    shorts, unit_costs_toml,
+};
+use crate::common::upstream::{
+    API_KEY, FakeUpstream, OVERRIDE, answer, answer_fixture, categories, complete_calls,
+    fixture_json, page1, page2,
+};
+use crate::on_both_limiters;
+
+on_both_limiters!(
+    a_full_run_stores_every_region,
+    a_run_cut_short_by_the_ceiling_is_resumed_by_the_next,
+    an_upstream_quota_verdict_blocks_the_budget_until_pacific_midnight,
+    an_invalid_key_fails_the_run_and_never_leaks,
+);
+
+/// The ids of a fixture page's videos, in its order.
+fn fixture_ids(name: &str) -> Vec<String> {
+    fixture_json(name)["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|v| v["id"].as_str().expect("id").to_owned())
+        .collect()
+}
+
+/// view_count, like_count, comment_count, tags, duration_s of a stored video.
+type VideoRow = (
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+    Option<i64>,
+);
+
+/// (rank, video id) of `region`'s trending rows, by rank.
+fn trending_rows(db: &Connection, region: &str) -> Vec<(i64, String)> {
+    let mut stmt = db
+        .prepare("SELECT rank, video_id FROM trending WHERE region = ?1 ORDER BY rank")
+        .expect("preparing");
+    stmt.query_map([region], |row| Ok((row.get(0)?, row.get(1)?)))
+        .expect("querying trending")
+        .collect::<Result<_, _>>()
+        .expect("reading trending")
+}
+
+fn count(db: &Connection, sql: &str) -> i64 {
+    db.query_row(sql, [], |row| row.get(0))
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// Every file of the scratch directory with its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .expect("listing")
+        .map(|e| {
+            let e = e.expect("entry");
+            let bytes = std::fs::read(e.path()).expect("reading a file");
+            (e.file_name().to_string_lossy().into_owned(), bytes)
+        })
+        .collect()
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+/// Every line of stderr that contains `text`.
+fn lines_with<'a>(stderr: &'a str, text: &str) -> Vec<&'a str> {
+    stderr.lines().filter(|l| l.contains(text)).collect()
+}
+
+// 1. The whole shipped configuration, against the fixtures.
+fn a_full_run_stores_every_region(redis: Option<&RedisServer>) {
+    let h = Harness::new(redis);
+    let (ran, calls) = h.run(&["run", "--json"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "complete", "{report}");
+    assert!(report["retry_after_s"].is_null(), "{report}");
+    assert_eq!(report["remaining"], 9500 - 24, "{report}");
+    let regions = regions_of(&report);
+    assert_eq!(regions.len(), 8, "{report}");
+    for code in REGIONS {
+        let r = &regions[code];
+        assert_eq!(
+            (&r["status"], &r["pages"], &r["videos"], &r["units"]),
+            (
+                &Value::from("complete"),
+                &Value::from(2),
+                &Value::from(10),
+                &Value::from(3)
+            ),
+            "{code}: {r}"
+        );
+        assert!(r["error"].is_null(), "{code}: {r}");
+        // Page 1, then the page its token names (the last: no token), then the
+        // category names; no page 3 although 4 pages are configured.
+        let mine: Vec<_> = calls
+            .iter()
+            .filter(|c| c.region.as_deref() == Some(code))
+            .cloned()
+            .collect();
+        assert_eq!(shorts(&mine), complete_calls(&[code]));
+    }
+    assert_eq!(calls.len(), 24);
+    assert_report_matches_calls(&h, &report, &calls);
+
+    // The key travels in its header and nowhere else; the request is the documented one.
+    for req in h.fake.requests() {
+        assert!(!req.url.as_str().contains(API_KEY), "{}", req.url);
+        assert_eq!(
+            req.headers
+                .get("x-goog-api-key")
+                .and_then(|v| v.to_str().ok()),
+            Some(API_KEY)
+        );
+        if req.url.path() == "/videos" {
+            let q: BTreeMap<String, String> = req.url.query_pairs().into_owned().collect();
+            assert_eq!(q["part"], "snippet,statistics,contentDetails");
+            assert_eq!(q["maxResults"], "50");
+        }
+    }
+    assert!(
+        lines_with(&ran.stderr, "run ")
+            .iter()
+            .any(|l| l.contains("complete: 8 of 8 regions complete")),
+        "a final summary line: {}",
+        ran.stderr
+    );
+
+    let db = h.db();
+    let expected: Vec<(i64, String)> = fixture_ids("videos_page1.json")
+        .into_iter()
+        .chain(fixture_ids("videos_last_page.json"))
+        .enumerate()
+        .map(|(i, id)| (i as i64 + 1, id))
+        .collect();
+    for code in REGIONS {
+        assert_eq!(
+            trending_rows(&db, code),
+            expected,
+            "{code}: ranks 1..10 in chart order"
+        );
+    }
+    assert_eq!(count(&db, "SELECT count(*) FROM videos"), 10);
+    let video = |id: &str| -> VideoRow {
+        db.query_row(
+            "SELECT view_count, like_count, comment_count, tags, duration_s FROM videos WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .unwrap_or_else(|e| panic!("video {id}: {e}"))
+    };
+    // Absent upstream is NULL, never 0; present counts are the strings' values.
+    let first = &fixture_json("videos_page1.json")["items"][0];
+    let (views, likes, comments, tags, duration) = video("Zq3vT8mKpLw");
+    assert_eq!(
+        (views, likes, comments, duration),
+        (
+            Some(4_815_162),
+            Some(231_042),
+            Some(12_877),
+            Some(4 * 60 + 13)
+        )
+    );
+    let tags: Value = serde_json::from_str(&tags.expect("tags stored when present"))
+        .expect("tags are a JSON array");
+    assert_eq!(tags, first["snippet"]["tags"]);
+    assert_eq!(video("b7RkQw2XnE0").1, None, "hidden likeCount is NULL");
+    assert_eq!(video("b7RkQw2XnE0").0, Some(2_290_455));
+    assert_eq!(video("Lm0pX9cYt4U").2, None, "absent commentCount is NULL");
+    assert_eq!(video("s_4HdVnQ8aI").3, None, "absent tags are NULL");
+    assert_eq!(video("Vr2fJ8kLq-M").4, Some(0), "live P0D is 0 seconds");
+    assert_eq!(video("Vr2fJ8kLq-M").2, Some(0), "a real 0 stays 0");
+    assert_eq!(video("Jd7kL2mNp4Q").4, Some(26 * 3600));
+    // One stats row per video per region fetched; the NULLs are kept there too.
+    assert_eq!(count(&db, "SELECT count(*) FROM video_stats"), 80);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM video_stats WHERE video_id = 'b7RkQw2XnE0' AND like_count IS NULL"
+        ),
+        8
+    );
+    for code in REGIONS {
+        let (n, music): (i64, String) = db
+            .query_row(
+                "SELECT count(*), (SELECT title FROM categories WHERE region = ?1 AND id = '10')
+                 FROM categories WHERE region = ?1",
+                [code],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .expect("categories");
+        assert_eq!((n, music.as_str()), (32, "Music"), "{code}");
+    }
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM region_state WHERE last_complete_at IS NOT NULL
+             AND categories_fetched_at IS NOT NULL AND last_status = 'complete'"
+        ),
+        8
+    );
+    let run: (String, String, i64, i64) = db
+        .query_row("SELECT run_id, status, units, calls FROM runs", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
+        .expect("one run row");
+    assert_eq!(
+        (run.0.as_str(), run.1.as_str(), run.2, run.3),
+        (
+            report["run_id"].as_str().expect("run_id"),
+            "complete",
+            24,
+            24
+        )
+    );
+    assert_budget_matches_requests(&h);
+}
+
+// 2. A ceiling below the plan: the run stops cleanly, and the next resumes.
+fn a_run_cut_short_by_the_ceiling_is_resumed_by_the_next(redis: Option<&RedisServer>) {
+    let mut h = Harness::new(redis);
+    h.costs(&unit_costs_toml(1000, 5));
+    // One region at a time, so which calls fit is the plan's order, not a race.
+    let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "budget_exhausted", "{report}");
+    assert_eq!(report["remaining"], 0, "{report}");
+    let retry = report["retry_after_s"].as_f64().expect("retry_after_s");
+    assert!(retry > 86_000.0 && retry <= 86_400.0, "{report}");
+    assert_eq!(
+        shorts(&calls),
+        ["US p1", "US p2", "US categories", "GB p1", "GB p2"],
+        "exactly the granted calls reached the upstream"
+    );
+    assert_report_matches_calls(&h, &report, &calls);
+    let regions = regions_of(&report);
+    assert_eq!(regions["US"]["status"], "complete");
+    assert_eq!(regions["GB"]["status"], "budget_exhausted");
+    assert_eq!(
+        (&regions["GB"]["pages"], &regions["GB"]["videos"]),
+        (&Value::from(2), &Value::from(10))
+    );
+    for code in &REGIONS[2..] {
+        assert_eq!(regions[*code]["status"], "budget_exhausted", "{code}");
+        assert_eq!(regions[*code]["pages"], 0, "{code}");
+    }
+    // The granted pages are committed whole.
+    {
+        let db = h.db();
+        assert_eq!(trending_rows(&db, "US").len(), 10);
+        assert_eq!(trending_rows(&db, "GB").len(), 10);
+        assert_eq!(count(&db, "SELECT count(*) FROM trending"), 20);
+        assert_eq!(
+            count(&db, "SELECT count(*) FROM categories WHERE region = 'GB'"),
+            0
+        );
+    }
+    let said = lines_with(&ran.stderr, "budget exhausted");
+    assert_eq!(
+        said.len(),
+        1,
+        "one line says the budget is exhausted: {}",
+        ran.stderr
+    );
+    assert!(
+        said[0].contains("capacity frees in 24h"),
+        "and when capacity frees: {}",
+        said[0]
+    );
+    assert_budget_matches_requests(&h);
+
+    // More room: the next run starts with the regions this one missed, and finishes.
+    h.costs(&unit_costs_toml(1000, 100));
+    let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "complete", "{report}");
+    let mut expected = complete_calls(&REGIONS[1..]);
+    // US was complete: it goes last, and its category names are still fresh.
+    expected.extend(["US p1".to_owned(), "US p2".to_owned()]);
+    assert_eq!(shorts(&calls), expected);
+    assert_report_matches_calls(&h, &report, &calls);
+    assert_eq!(
+        count(
+            &h.db(),
+            "SELECT count(*) FROM region_state WHERE last_complete_at IS NOT NULL"
+        ),
+        8
+    );
+    assert_budget_matches_requests(&h);
+}
+
+// 3. The upstream says the quota is spent although the budget had room.
+fn an_upstream_quota_verdict_blocks_the_budget_until_pacific_midnight(redis: Option<&RedisServer>) {
+    let h = Harness::new(redis);
+    h.fake.mount(
+        page2("US")
+            .respond_with(answer_fixture(403, "error_quota_exceeded.json"))
+            .with_priority(OVERRIDE),
+    );
+    let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "upstream_quota_exhausted", "{report}");
+    assert_eq!(
+        shorts(&calls),
+        ["US p1", "US p2"],
+        "not retried, nothing after"
+    );
+    assert_report_matches_calls(&h, &report, &calls);
+    let regions = regions_of(&report);
+    assert_eq!(
+        (&regions["US"]["pages"], &regions["US"]["videos"]),
+        (&Value::from(1), &Value::from(7))
+    );
+    for code in REGIONS {
+        assert_eq!(
+            regions[code]["status"], "upstream_quota_exhausted",
+            "{code}"
+        );
+    }
+    assert_eq!(trending_rows(&h.db(), "US").len(), 7, "page 1 is kept");
+    assert!(
+        ran.stderr.contains("quotaExceeded") && ran.stderr.contains("blocked until"),
+        "{}",
+        ran.stderr
+    );
+
+    let budget = h.budget();
+    let until: jiff::Timestamp = budget["blocked_until"]
+        .as_str()
+        .unwrap_or_else(|| panic!("blocked_until is set: {budget}"))
+        .parse()
+        .expect("blocked_until is RFC 3339");
+    let pacific = until.in_tz("America/Los_Angeles").expect("time zone");
+    assert_eq!(
+        (pacific.hour(), pacific.minute(), pacific.second()),
+        (0, 0, 0),
+        "a Pacific midnight: {pacific}"
+    );
+    let ahead = until.duration_since(jiff::Timestamp::now()).as_secs_f64();
+    assert!(
+        ahead > 0.0 && ahead <= 25.0 * 3600.0,
+        "the next one: {until}"
+    );
+    let retry = report["retry_after_s"].as_f64().expect("retry_after_s");
+    assert!((retry - ahead).abs() < 60.0, "{retry} vs {ahead}");
+    assert_budget_matches_requests(&h);
+
+    // Every later run sees the block: no upstream call at all.
+    let (ran, calls) = h.run(&["run", "--json"]);
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    assert!(calls.is_empty(), "{calls:?}");
+    let report = ran.json();
+    assert_eq!(report["status"], "upstream_quota_exhausted", "{report}");
+    assert_eq!(report["units_charged"], 0);
+    assert_budget_matches_requests(&h);
+}
+
+#[test]
+fn daily_limit_exceeded_stops_the_run_like_quota_exceeded() {
+    let h = Harness::new(None);
+    h.fake.mount(
+        categories("US")
+            .respond_with(answer_fixture(403, "error_daily_limit_exceeded.json"))
+            .with_priority(OVERRIDE),
+    );
+    let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    assert_eq!(ran.json()["status"], "upstream_quota_exhausted");
+    assert_eq!(shorts(&calls), complete_calls(&["US"]));
+    assert!(h.budget()["blocked_until"].is_string());
+    assert_budget_matches_requests(&h);
+}
+
+// 4. Transient failures are retried, each attempt charged.
+#[test]
+fn a_call_answered_503_twice_is_charged_for_all_three_attempts() {
+    let h = Harness::new(None);
+    let unavailable = r#"{"error":{"code":503,"message":"The service is currently unavailable.","errors":[{"message":"The service is currently unavailable.","domain":"global","reason":"backendError"}],"status":"UNAVAILABLE"}}"#;
+    h.fake.mount(
+        categories("US")
+            .respond_with(answer(503, unavailable))
+            .up_to_n_times(2)
+            .with_priority(OVERRIDE),
+    );
+    let (ran, calls) = h.run(&["run", "--json", "--region", "US"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "complete", "{report}");
+    assert_eq!(
+        shorts(&calls),
+        [
+            "US p1",
+            "US p2",
+            "US categories",
+            "US categories",
+            "US categories"
+        ]
+    );
+    assert_report_matches_calls(&h, &report, &calls);
+    assert_eq!(regions_of(&report)["US"]["units"], 5);
+    let budget = h.budget();
+    assert_eq!(budget["by_method"]["videoCategories.list"], 3, "{budget}");
+    assert_eq!(
+        count(
+            &h.db(),
+            "SELECT count(*) FROM categories WHERE region = 'US'"
+        ),
+        32
+    );
+    assert_eq!(
+        lines_with(&ran.stderr, "trying again in").len(),
+        2,
+        "{}",
+        ran.stderr
+    );
+    assert_budget_matches_requests(&h);
+}
+
+// 5.
+#[test]
+fn a_rate_limited_call_is_retried_and_the_run_completes() {
+    let h = Harness::new(None);
+    h.fake.mount(
+        page1("US")
+            .respond_with(answer_fixture(403, "error_rate_limit_exceeded.json"))
+            .up_to_n_times(1)
+            .with_priority(OVERRIDE),
+    );
+    let (ran, calls) = h.run(&["run", "--json", "--region", "US"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "complete", "{report}");
+    assert_eq!(shorts(&calls), ["US p1", "US p1", "US p2", "US categories"]);
+    assert_report_matches_calls(&h, &report, &calls);
+    assert_eq!(trending_rows(&h.db(), "US").len(), 10);
+    assert_budget_matches_requests(&h);
+}
+
+#[test]
+fn a_call_that_keeps_failing_fails_its_region_after_three_charged_attempts() {
+    let h = Harness::new(None);
+    let html = crate::common::upstream::fixture("error_bad_gateway.html");
+    h.fake.mount(
+        page1("GB")
+            .respond_with(wiremock::ResponseTemplate::new(502).set_body_raw(html, "text/html"))
+            .with_priority(OVERRIDE),
+    );
+    let (ran, calls) = h.run(&["run", "--json"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "failed", "{report}");
+    let regions = regions_of(&report);
+    let gb = &regions["GB"];
+    assert_eq!(gb["status"], "failed");
+    let error = gb["error"].as_str().expect("an error");
+    assert!(
+        error.contains("HTTP 502") && error.contains("gave up after 3 attempts"),
+        "{error}"
+    );
+    let gb_calls: Vec<_> = calls
+        .iter()
+        .filter(|c| c.region.as_deref() == Some("GB"))
+        .cloned()
+        .collect();
+    assert_eq!(shorts(&gb_calls), ["GB p1", "GB p1", "GB p1"]);
+    for code in REGIONS.iter().filter(|c| **c != "GB") {
+        assert_eq!(regions[*code]["status"], "complete", "{code}");
+    }
+    assert_report_matches_calls(&h, &report, &calls);
+    assert_budget_matches_requests(&h);
+}
+
+// 6. An unusable answer fails its region only.
+#[test]
+fn malformed_answers_fail_their_region_and_the_others_complete() {
+    let h = Harness::new(None);
+    h.fake.mount(
+        page1("GB")
+            .respond_with(answer(200, r#"{"items": ["#))
+            .with_priority(OVERRIDE),
+    );
+    let mut bad_count = fixture_json("videos_last_page.json");
+    bad_count["items"][1]["statistics"]["viewCount"] = "12a".into();
+    h.fake.mount(
+        page2("DE")
+            .respond_with(answer(200, &bad_count.to_string()))
+            .with_priority(OVERRIDE),
+    );
+    let (ran, calls) = h.run(&["run", "--json"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "failed", "{report}");
+    let regions = regions_of(&report);
+    let (gb, de) = (&regions["GB"], &regions["DE"]);
+    assert_eq!((&gb["status"], &gb["pages"]), (&"failed".into(), &0.into()));
+    let gb_error = gb["error"].as_str().expect("GB's error");
+    assert!(
+        gb_error.contains("malformed") && gb_error.contains("GB"),
+        "{gb_error}"
+    );
+    assert_eq!(
+        (&de["status"], &de["pages"], &de["videos"]),
+        (&"failed".into(), &1.into(), &7.into())
+    );
+    let de_error = de["error"].as_str().expect("DE's error");
+    assert!(
+        de_error.contains("Nb3vC6xZ8aS") && de_error.contains("12a"),
+        "{de_error}"
+    );
+    for code in REGIONS.iter().filter(|c| !["GB", "DE"].contains(c)) {
+        assert_eq!(regions[*code]["status"], "complete", "{code}");
+        assert!(regions[*code]["error"].is_null());
+    }
+    // Not retried, and nothing more for those regions.
+    let of = |code: &str| {
+        let mine: Vec<_> = calls
+            .iter()
+            .filter(|c| c.region.as_deref() == Some(code))
+            .cloned()
+            .collect();
+        shorts(&mine)
+    };
+    assert_eq!(of("GB"), ["GB p1"]);
+    assert_eq!(of("DE"), ["DE p1", "DE p2"]);
+    assert_eq!(calls.len(), 6 * 3 + 1 + 2);
+    assert_report_matches_calls(&h, &report, &calls);
+    let db = h.db();
+    assert_eq!(trending_rows(&db, "GB").len(), 0);
+    assert_eq!(trending_rows(&db, "DE").len(), 7, "DE's page 1 is kept");
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM region_state WHERE region IN ('GB', 'DE')
+             AND last_complete_at IS NULL AND last_status = 'failed'"
+        ),
+        2
+    );
+    assert!(ran.stderr.contains("12a"), "{}", ran.stderr);
+    assert_budget_matches_requests(&h);
+}
+
+// 7. The key is refused: the whole run fails, and the key shows up nowhere.
+fn an_invalid_key_fails_the_run_and_never_leaks(redis: Option<&RedisServer>) {
+    let fake = FakeUpstream::empty();
+    fake.mount(Mock::given(any()).respond_with(answer_fixture(400, "error_key_invalid.json")));
+    let h = Harness::with(fake, redis);
+    let (ran, calls) = h.run(&["run", "--json"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "failed", "{report}");
+    assert!(
+        ran.stderr.contains("API key not valid")
+            && ran.stderr.contains("check the key in YOUTUBE_API_KEY"),
+        "{}",
+        ran.stderr
+    );
+    // At most the calls already under way when the first answer came back.
+    assert!(
+        (1..=4).contains(&calls.len()),
+        "the run stops at once: {calls:?}"
+    );
+    assert_report_matches_calls(&h, &report, &calls);
+    // The JSON says why too: each region whose call was refused carries the error.
+    for (code, region) in regions_of(&report) {
+        assert_eq!(region["status"], "failed", "{code}");
+        if region["units"] != 0 {
+            let error = region["error"].as_str().unwrap_or_default();
+            assert!(error.contains("API key not valid"), "{code}: {region}");
+        }
+    }
+    // The most verbose logging the binary has, too.
+    let (traced, _) = {
+        let before = h.fake.calls().len();
+        let ran = h.cmd().env("RUST_LOG", "trace").args(["run"]).run();
+        (ran, h.fake.calls().split_off(before))
+    };
+    assert_eq!(traced.code, 1);
+    for (what, text) in [
+        ("stdout", &ran.stdout),
+        ("stderr", &ran.stderr),
+        ("traced stderr", &traced.stderr),
+    ] {
+        assert!(!text.contains(API_KEY), "the key is in {what}: {text}");
+    }
+    for (name, bytes) in snapshot(h.scratch.path()) {
+        assert!(!contains(&bytes, API_KEY), "the key is in {name}");
+    }
+    if let Some(server) = redis {
+        let mut conn = server.connection();
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).expect("KEYS");
+        assert!(!keys.is_empty(), "the budget is in Redis");
+        for key in keys {
+            assert!(!key.contains(API_KEY), "{key}");
+            let kind: String = redis::cmd("TYPE").arg(&key).query(&mut conn).expect("TYPE");
+            let mut read = match kind.as_str() {
+                "zset" => redis::cmd("ZRANGE"),
+                "hash" => redis::cmd("HGETALL"),
+                "list" => redis::cmd("LRANGE"),
+                "set" => redis::cmd("SMEMBERS"),
+                "string" => redis::cmd("MGET"),
+                other => panic!("{key} is a {other}"),
+            };
+            read.arg(&key);
+            if kind == "zset" || kind == "list" {
+                read.arg(0).arg(-1);
+            }
+            if kind == "zset" {
+                read.arg("WITHSCORES");
+            }
+            let values: Vec<Vec<u8>> = read.query(&mut conn).expect("reading a key");
+            for v in values {
+                assert!(!contains(&v, API_KEY), "the key is in Redis under {key}");
+            }
+        }
+    }
+    assert_budget_matches_requests(&h);
+}
+
+#[test]
+fn an_upstream_that_echoes_the_key_does_not_make_it_leak() {
+    let fake = FakeUpstream::empty();
+    let mut body = fixture_json("error_key_invalid.json");
+    let echoed = format!("API key not valid. Please pass a valid API key. Got: {API_KEY}");
+    body["error"]["message"] = echoed.clone().into();
+    body["error"]["errors"][0]["message"] = echoed.into();
+    fake.mount(Mock::given(any()).respond_with(answer(400, &body.to_string())));
+    let h = Harness::with(fake, None);
+    let (ran, calls) = h.run(&["-v", "run", "--json", "--region", "US"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(calls.len(), 1);
+    assert!(ran.stderr.contains("API key not valid"), "{}", ran.stderr);
+    assert!(!ran.stderr.contains(API_KEY), "{}", ran.stderr);
+    assert!(!ran.stdout.contains(API_KEY), "{}", ran.stdout);
+    for (name, bytes) in snapshot(h.scratch.path()) {
+        assert!(!contains(&bytes, API_KEY), "the key is in {name}");
+    }
+    assert_budget_matches_requests(&h);
+}
+
+// 8.
+#[test]
+fn without_a_key_the_run_exits_78_and_calls_nothing() {
+    let h = Harness::new(None);
+    for empty in [None, Some("  ")] {
+        let mut cmd = h.bare().args(["--api-base", &h.fake.uri()]);
+        if let Some(value) = empty {
+            cmd = cmd.env("YOUTUBE_API_KEY", value);
+        }
+        let ran = cmd.args(["run", "--json"]).run();
+        assert_eq!(ran.code, 78, "{}", ran.stderr);
+        assert!(
+            ran.stderr.contains("YOUTUBE_API_KEY") && ran.stderr.contains("--api-key-file"),
+            "{}",
+            ran.stderr
+        );
+    }
+    assert!(h.fake.calls().is_empty());
+    assert_budget_matches_requests(&h);
+}
+
+#[test]
+fn the_key_may_come_from_a_file() {
+    let h = Harness::new(None);
+    let key_file = h.scratch.write("key", &format!("{API_KEY}\n"));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    let ran = h
+        .bare()
+        .args(["--api-base", &h.fake.uri()])
+        .arg("--api-key-file")
+        .arg(&key_file)
+        .args(["run", "--json", "--region", "US"])
+        .run();
+    // The fake answers only requests that carry the key in its header.
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(shorts(&h.fake.calls()), complete_calls(&["US"]));
+    assert!(!ran.stderr.contains("can be read by other users"));
+    assert_budget_matches_requests(&h);
+}
+
+// 9.
+#[test]
+fn a_dry_run_calls_nothing_charges_nothing_and_writes_nothing() {
+    let h = Harness::new(None);
+    let (ran, _) = h.run(&["run", "--region", "US"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let before = snapshot(h.scratch.path());
+    let listing = h.scratch.listing();
+    let used = h.budget()["used"].clone();
+
+    for kind in ["run", "backfill"] {
+        let (dry, calls) = h.run(&[kind, "--dry-run", "--json"]);
+        assert_eq!(dry.code, 0, "{kind}: {}", dry.stderr);
+        assert!(calls.is_empty(), "{kind}: {calls:?}");
+        let plan = dry.json();
+        assert_eq!(plan["dry_run"], true);
+        assert_eq!(plan["units_charged"], 0);
+        // US is fresh: last, and without category names; the others in full.
+        let expected_units = if kind == "run" { 7 * 5 + 4 } else { 7 * 5 };
+        assert_eq!(plan["units_planned"], expected_units, "{kind}: {plan}");
+        assert_eq!(h.scratch.listing(), listing, "{kind}");
+        assert!(
+            snapshot(h.scratch.path()) == before,
+            "{kind}: bytes changed"
+        );
+    }
+    assert_eq!(h.budget()["used"], used);
+    assert_budget_matches_requests(&h);
+}
+
+// 10. Another process holds a region.
+#[test]
+fn a_region_locked_by_another_process_is_skipped() {
+    let h = Harness::new(None);
+    let lock = File::create(h.scratch.file("trendsync.db.GB.lock")).expect("lock file");
+    lock.lock().expect("taking the region lock");
+
+    let (ran, calls) = h.run(&["run", "--json"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let report = ran.json();
+    let regions = regions_of(&report);
+    assert_eq!(
+        (&regions["GB"]["status"], &regions["GB"]["units"]),
+        (&"skipped".into(), &0.into())
+    );
+    assert!(calls.iter().all(|c| c.region.as_deref() != Some("GB")));
+    assert_eq!(calls.len(), 7 * 3);
+    assert_eq!(
+        lines_with(&ran.stderr, "region GB is being fetched by another process").len(),
+        1,
+        "{}",
+        ran.stderr
+    );
+    assert_report_matches_calls(&h, &report, &calls);
+
+    let (only, calls) = h.run(&["run", "--json", "--region", "GB"]);
+    assert_eq!(only.code, 75, "{}", only.stderr);
+    assert_eq!(only.json()["status"], "skipped");
+    assert!(calls.is_empty(), "{calls:?}");
+
+    drop(lock);
+    let (ran, calls) = h.run(&["run", "--json", "--region", "GB"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(shorts(&calls), complete_calls(&["GB"]));
+    assert_budget_matches_requests(&h);
+}
+
+#[test]
+fn two_runs_racing_for_a_region_fetch_it_once() {
+    let h = Harness::new(None);
+    h.fake.mount(
+        page1("US")
+            .respond_with(
+                answer_fixture(200, "videos_page1.json").set_delay(Duration::from_millis(1500)),
+            )
+            .with_priority(OVERRIDE),
+    );
+    let first = h.cmd().args(["run", "--json", "--region", "US"]).spawn();
+    // Once its first call arrives, the first run holds the region.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while h.fake.calls().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the first run called");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (second, calls) = h.run(&["run", "--json", "--region", "US"]);
+    assert_eq!(second.code, 75, "{}", second.stderr);
+    assert_eq!(second.json()["status"], "skipped");
+    assert!(calls.is_empty(), "{calls:?}");
+    let first = first.wait_with_output().expect("the first run ends");
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert_eq!(shorts(&h.fake.calls()), complete_calls(&["US"]));
+    assert_budget_matches_requests(&h);
+}
+
+// Backfill: only stale regions, and it may spend the reserve above the ceiling.
+#[test]
+fn backfill_fills_what_a_cut_run_missed_from_the_reserve() {
+    let mut h = Harness::new(None);
+    h.costs(&unit_costs_toml(100, 5));
+    let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    assert_eq!(calls.len(), 5);
+
+    let (ran, calls) = h.run(&["backfill", "--json", "--concurrency", "1"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "complete", "{report}");
+    // US was completed a moment ago: not stale.
+    assert_eq!(shorts(&calls), complete_calls(&REGIONS[1..]));
+    assert!(!regions_of(&report).contains_key("US"), "{report}");
+    assert_report_matches_calls(&h, &report, &calls);
+    assert_eq!(report["remaining"], 100 - 5 - 21, "left to the quota");
+    let budget = h.budget();
+    assert_eq!(
+        (&budget["used"], &budget["remaining"]),
+        (&26.into(), &0.into())
+    );
+
+    // Nothing is stale any more.
+    let (ran, calls) = h.run(&["backfill", "--json"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(calls.is_empty(), "{calls:?}");
+    assert_eq!(ran.json()["regions"], Value::Array(vec![]));
+    assert_budget_matches_requests(&h);
+}
+
+#[test]
+fn a_ceiling_cut_with_regions_in_parallel_charges_exactly_what_was_called() {
+    let mut h = Harness::new(None);
+    h.costs(&unit_costs_toml(1000, 5));
+    let (ran, calls) = h.run(&["run", "--json", "--concurrency", "8"]);
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "budget_exhausted", "{report}");
+    assert_eq!(calls.len(), 5, "{calls:?}");
+    assert_report_matches_calls(&h, &report, &calls);
+    // Whatever raced, each page that was called was stored whole.
+    let p1 = calls.iter().filter(|c| c.short().ends_with(" p1")).count();
+    let p2 = calls.iter().filter(|c| c.short().ends_with(" p2")).count();
+    assert_eq!(
+        count(&h.db(), "SELECT count(*) FROM trending") as usize,
+        7 * p1 + 3 * p2
+    );
+    let pages: u64 = regions_of(&report)
+        .values()
+        .map(|r| r["pages"].as_u64().expect("pages"))
+        .sum();
+    assert_eq!(pages as usize, p1 + p2);
+    assert_budget_matches_requests(&h);
+}
+
+#[test]
+fn a_retry_is_charged_like_any_call_and_stops_at_the_ceiling() {
+    let mut h = Harness::new(None);
+    h.costs(&unit_costs_toml(1000, 2));
+    h.fake.mount(
+        page1("US")
+            .respond_with(answer_fixture(500, "error_backend.json"))
+            .with_priority(OVERRIDE),
+    );
+    let (ran, calls) = h.run(&["run", "--json", "--region", "US"]);
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "budget_exhausted", "{report}");
+    assert_eq!(
+        shorts(&calls),
+        ["US p1", "US p1"],
+        "the third attempt is denied"
+    );
+    assert_report_matches_calls(&h, &report, &calls);
+    assert_budget_matches_requests(&h);
+}
+
+#[test]
+fn a_missing_chart_or_an_oversized_answer_fails_only_its_region() {
+    let h = Harness::new(None);
+    h.fake.mount(
+        page1("IN")
+            .respond_with(answer_fixture(404, "error_video_chart_not_found.json"))
+            .with_priority(OVERRIDE),
+    );
+    // Above the client's 8 MiB limit for a successful answer.
+    let mut huge = fixture_json("videos_last_page.json");
+    huge["items"][0]["snippet"]["description"] = "x".repeat(9 * 1024 * 1024).into();
+    h.fake.mount(
+        page2("BR")
+            .respond_with(answer(200, &huge.to_string()))
+            .with_priority(OVERRIDE),
+    );
+    let (ran, calls) = h.run(&["run", "--json"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "failed", "{report}");
+    let regions = regions_of(&report);
+    let error = |code: &str| {
+        regions[code]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(regions["IN"]["status"], "failed");
+    assert!(
+        error("IN").contains("videoChartNotFound"),
+        "{}",
+        error("IN")
+    );
+    assert_eq!(
+        (&regions["BR"]["status"], &regions["BR"]["pages"]),
+        (&"failed".into(), &1.into())
+    );
+    assert!(error("BR").contains("larger than"), "{}", error("BR"));
+    for code in REGIONS.iter().filter(|c| !["IN", "BR"].contains(c)) {
+        assert_eq!(regions[*code]["status"], "complete", "{code}");
+    }
+    assert_eq!(calls.len(), 6 * 3 + 1 + 2, "neither is retried");
+    assert_report_matches_calls(&h, &report, &calls);
+    assert_budget_matches_requests(&h);
+}
+
+#[test]
+fn a_project_the_upstream_refuses_fails_the_whole_run_with_advice() {
+    for (fixture, advice) in [
+        (
+            "error_access_not_configured.json",
+            "enable the YouTube Data API v3",
+        ),
+        ("error_forbidden.json", "check the key's restrictions"),
+    ] {
+        let fake = FakeUpstream::empty();
+        fake.mount(Mock::given(any()).respond_with(answer_fixture(403, fixture)));
+        let h = Harness::with(fake, None);
+        let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
+        assert_eq!(ran.code, 1, "{fixture}: {}", ran.stderr);
+        assert_eq!(ran.json()["status"], "failed");
+        assert_eq!(shorts(&calls), ["US p1"], "{fixture}: stops at once");
+        assert!(ran.stderr.contains(advice), "{fixture}: {}", ran.stderr);
+        assert_report_matches_calls(&h, &ran.json(), &calls);
+        assert_budget_matches_requests(&h);
+    }
+}

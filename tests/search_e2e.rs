@@ -1,0 +1,105 @@
+//! `trendsync search` over what a run ingested from the fake upstream, against the
+//! contract of DESIGN.md section 2: `search QUERY [--region CC] [--limit N] [--json]`,
+//! JSON `{"results": [{video_id, title, channel_title, snippet, view_count,
+//! published_at, regions}]}`, exit 2 on bad query syntax. Local only: it never calls
+//! the upstream and charges nothing.
+
+use serde_json::Value;
+
+use crate::common::harness::{Harness, REGIONS, assert_budget_matches_requests};
+
+/// A harness whose database holds a complete run of `regions` (all when empty).
+fn ingested(regions: &[&str]) -> Harness<'static> {
+    let h = Harness::new(None);
+    let mut args = vec!["run"];
+    for r in regions {
+        args.extend(["--region", r]);
+    }
+    let (ran, _) = h.run(&args);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    h
+}
+
+/// `search ARGS --json`, which must call nothing; its results.
+fn search(h: &Harness<'_>, args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["search"];
+    all.extend(args);
+    all.push("--json");
+    let (ran, calls) = h.run(&all);
+    assert_eq!(ran.code, 0, "search {args:?}: {}", ran.stderr);
+    assert!(calls.is_empty(), "search called the upstream: {calls:?}");
+    ran.json()["results"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a results array: {}", ran.stdout))
+        .clone()
+}
+
+#[test]
+fn search_finds_an_ingested_video_with_every_field() {
+    let h = ingested(&[]);
+    let results = search(&h, &["Ammonite"]);
+    assert_eq!(results.len(), 1, "{results:?}");
+    let hit = &results[0];
+    assert_eq!(hit["video_id"], "Nb3vC6xZ8aS");
+    assert_eq!(
+        hit["title"],
+        "Fossil Hunting on the Jurassic Coast: Ammonite Jackpot"
+    );
+    assert_eq!(hit["channel_title"], "Shale & Shore");
+    assert_eq!(hit["view_count"], 288_410);
+    assert_eq!(hit["published_at"], "2024-06-03T15:20:00Z");
+    let snippet = hit["snippet"].as_str().expect("a snippet");
+    assert!(snippet.to_lowercase().contains("ammonite"), "{snippet}");
+    let mut every: Vec<&str> = REGIONS.to_vec();
+    every.sort_unstable();
+    assert_eq!(hit["regions"], serde_json::json!(every));
+    // Case and diacritics do not matter; the text output names the video too.
+    assert_eq!(search(&h, &["ammonite"]).len(), 1);
+    let (text, calls) = h.run(&["search", "Ammonite"]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(calls.is_empty());
+    assert!(
+        text.stdout
+            .contains("Fossil Hunting on the Jurassic Coast: Ammonite Jackpot"),
+        "{}",
+        text.stdout
+    );
+    assert_budget_matches_requests(&h);
+}
+
+#[test]
+fn search_narrows_by_region_and_limit() {
+    let h = ingested(&["US"]);
+    assert_eq!(search(&h, &["Ammonite", "--region", "US"]).len(), 1);
+    assert!(search(&h, &["Ammonite", "--region", "GB"]).is_empty());
+    // "lighthouse" is in two videos: a title and a tag.
+    let both = search(&h, &["lighthouse"]);
+    let mut ids: Vec<&str> = both
+        .iter()
+        .map(|r| r["video_id"].as_str().expect("video_id"))
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["Jd7kL2mNp4Q", "Zq3vT8mKpLw"]);
+    let one = search(&h, &["lighthouse", "--limit", "1"]);
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0]["video_id"], both[0]["video_id"], "the best match");
+    assert!(search(&h, &["Zeppelin"]).is_empty());
+    assert_budget_matches_requests(&h);
+}
+
+#[test]
+fn bad_query_syntax_is_a_usage_error_that_says_how_to_quote() {
+    let h = ingested(&["US"]);
+    for query in ["\"unbalanced", "AND OR"] {
+        let (ran, calls) = h.run(&["search", query, "--json"]);
+        assert_eq!(ran.code, 2, "{query}: {}", ran.stderr);
+        assert!(calls.is_empty());
+        assert!(
+            ran.stderr.to_lowercase().contains("quote"),
+            "{query}: says how to quote: {}",
+            ran.stderr
+        );
+        assert!(ran.stdout.trim().is_empty(), "{}", ran.stdout);
+    }
+    assert_budget_matches_requests(&h);
+}
