@@ -12,6 +12,7 @@ pub mod logging;
 pub mod quota;
 pub mod report;
 pub mod runner;
+pub mod sqlite;
 pub mod store;
 pub mod video;
 pub mod youtube;

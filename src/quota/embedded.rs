@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::model::{self, Fit, PartOutcome};
 use super::{
@@ -117,10 +117,12 @@ impl EmbeddedLimiter {
     /// missing file is an empty window.
     pub fn open_read_only(path: &Path, budget_key: &str) -> Result<EmbeddedLimiter, LimiterError> {
         let conn = if path.exists() {
-            let conn = open_for_reading(path).map_err(|e| LimiterError::Failed {
-                endpoint: path.display().to_string(),
-                doing: "opening the database to read",
-                reason: e.to_string(),
+            let conn = crate::sqlite::open_for_reading(path, BUSY_TIMEOUT).map_err(|e| {
+                LimiterError::Failed {
+                    endpoint: path.display().to_string(),
+                    doing: "opening the database to read",
+                    reason: e.to_string(),
+                }
             })?;
             Some(Arc::new(Mutex::new(conn)))
         } else {
@@ -233,27 +235,6 @@ impl EmbeddedLimiter {
         .await
         .map(|_| ())
     }
-}
-
-/// Opens an existing database so that it is left exactly as found. A connection opened
-/// with SQLITE_OPEN_READ_ONLY on a WAL database creates `-wal` and `-shm` files it then
-/// cannot remove; a read-write connection that never writes (`query_only`) removes
-/// them again when it closes. Only a file this user cannot write falls back to
-/// SQLITE_OPEN_READ_ONLY.
-pub(crate) fn open_for_reading(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = match Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    ) {
-        Ok(conn) => conn,
-        Err(_) => Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?,
-    };
-    conn.busy_timeout(BUSY_TIMEOUT)?;
-    conn.pragma_update(None, "query_only", true)?;
-    Ok(conn)
 }
 
 fn policy_id(budget_key: &str, policy: &str) -> String {

@@ -25,7 +25,7 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 
 pub use error::StoreError;
 use schema::{MIGRATIONS, MigrateError, Migration};
@@ -257,15 +257,10 @@ impl Store {
         };
         // No SQLITE_OPEN_CREATE: a file removed since the check above is an error, not
         // a new empty file.
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI;
-        let conn = Connection::open_with_flags(path, flags)
-            .map_err(open_err("opening the file read-only"))?;
-        conn.busy_timeout(BUSY_TIMEOUT)
-            .map_err(open_err("setting the busy timeout"))?;
-        conn.pragma_update(None, "query_only", true)
-            .map_err(open_err("setting query_only"))?;
+        // Opened so that the file and its directory are left exactly as found (no
+        // stray -wal/-shm files), and query_only so that nothing is written.
+        let conn = crate::sqlite::open_for_reading(path, BUSY_TIMEOUT)
+            .map_err(open_err("opening the file to read"))?;
         let found = schema::user_version(&conn).map_err(open_err("reading the schema version"))?;
         let supported = migrations.len() as u32;
         if found == 0 {
