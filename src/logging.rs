@@ -21,12 +21,13 @@ pub fn init(format: LogFormat, verbose: u8, quiet: u8) {
         .unwrap_or_else(|_| EnvFilter::new(format!("trendsync={level},warn")));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(crate::progress::LogWriter)
         .with_target(false);
     // Ignoring the error: a subscriber already set (in tests) is fine.
     let _ = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
         LogFormat::Text => {
+            crate::progress::enable(true);
             let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             builder.with_ansi(color).try_init()
         }

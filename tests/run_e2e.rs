@@ -93,6 +93,12 @@ fn a_full_run_stores_every_region(redis: Option<&RedisServer>) {
     let h = Harness::new(redis);
     let (ran, calls) = h.run(&["run", "--json"]);
     assert_eq!(ran.code, 0, "{}", ran.stderr);
+    // Under cron stderr is no terminal: no progress bars, no cursor movement.
+    assert!(
+        !ran.stderr.contains('\u{1b}') && !ran.stderr.contains('\r'),
+        "{:?}",
+        ran.stderr
+    );
     let report = ran.json();
     assert_eq!(report["status"], "complete", "{report}");
     assert!(report["retry_after_s"].is_null(), "{report}");

@@ -16,6 +16,7 @@ use super::lock::{self, RegionLock};
 use super::outcome::{RegionReport, RunReport, Status, Stop, overall};
 use super::plan::{self, Freshness};
 use crate::config::Region;
+use crate::progress::RegionBar;
 use crate::quota::{Allowance, BUDGET_POLICY, Budget, Limiter, UPSTREAM_POLICY, micros};
 use crate::store::{RunKind, RunOutcome, Store, StoreError};
 use crate::youtube::{
@@ -288,6 +289,10 @@ impl Run {
         categories: bool,
         mut report: RegionReport,
     ) -> RegionReport {
+        let bar = RegionBar::new(
+            &region.code,
+            u64::from(region.pages) + u64::from(categories),
+        );
         let result = async {
             let mut token: Option<String> = None;
             // The chart position of the next video. A page may hold fewer than 50
@@ -315,6 +320,7 @@ impl Run {
                     .await?;
                 report.pages += 1;
                 report.videos += stored as u64;
+                bar.step(&format!("page {}", report.pages));
                 match got.next_page_token {
                     Some(t) => token = Some(t),
                     None => break,
@@ -331,6 +337,7 @@ impl Run {
                 let code = region.code.clone();
                 self.with_store(move |s| s.store_categories(&code, &pairs, now_s()))
                     .await?;
+                bar.step("categories");
             }
             let code = region.code.clone();
             self.with_store(move |s| s.mark_region_complete(&code, now_s()))
@@ -341,6 +348,7 @@ impl Run {
         if let Err(failed) = result {
             Self::end_region(&mut report, failed, self.stop_status());
         }
+        bar.finish(report.status.as_str());
         report
     }
 

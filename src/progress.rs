@@ -1,0 +1,83 @@
+//! Progress bars on a terminal, and only there: under cron (stderr not a terminal) or
+//! with JSON logs nothing of them is drawn. Log lines written while bars are drawn go
+//! through [`write_log`], which lifts the bars out of the way, so neither garbles the
+//! other.
+
+use std::io::{IsTerminal, Write};
+use std::sync::OnceLock;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+static BARS: OnceLock<MultiProgress> = OnceLock::new();
+
+/// Turns progress bars on for this process when stderr is a terminal and the logs are
+/// meant for people. Returns whether they are on.
+pub fn enable(text_logs: bool) -> bool {
+    if !text_logs || !std::io::stderr().is_terminal() {
+        return false;
+    }
+    BARS.get_or_init(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()));
+    true
+}
+
+/// Writes a log line to stderr, clearing the bars first and redrawing them after.
+pub fn write_log(buf: &[u8]) -> std::io::Result<()> {
+    match BARS.get() {
+        Some(bars) => bars.suspend(|| std::io::stderr().write_all(buf)),
+        None => std::io::stderr().write_all(buf),
+    }
+}
+
+/// One region's bar: its pages and calls. Does nothing when bars are off.
+pub struct RegionBar(Option<ProgressBar>);
+
+impl RegionBar {
+    pub fn new(region: &str, calls: u64) -> RegionBar {
+        RegionBar(BARS.get().map(|bars| {
+            let bar = bars.add(ProgressBar::new(calls));
+            let style =
+                ProgressStyle::with_template("{prefix:>3} [{bar:24}] {pos}/{len} calls {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> ");
+            bar.set_style(style);
+            bar.set_prefix(region.to_owned());
+            bar
+        }))
+    }
+
+    pub fn step(&self, what: &str) {
+        if let Some(bar) = &self.0 {
+            bar.inc(1);
+            bar.set_message(what.to_owned());
+        }
+    }
+
+    pub fn finish(&self, status: &str) {
+        if let Some(bar) = &self.0 {
+            bar.finish_with_message(status.to_owned());
+        }
+    }
+}
+
+/// The stderr writer for `tracing`, aware of the bars.
+#[derive(Clone, Copy, Default)]
+pub struct LogWriter;
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        write_log(buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
+    type Writer = LogWriter;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        LogWriter
+    }
+}
