@@ -9,3 +9,4 @@ mod conformance;
 mod metrics_e2e;
 mod run_e2e;
 mod search_e2e;
+mod secrets_e2e;
