@@ -272,13 +272,10 @@ fn write_metrics(path: &Path, run: &Run, report: &runner::RunReport) -> Result<(
         RunKind::Backfill => RunKind::Run,
     };
     let (regions, other) = {
-        let store = run
-            .store
-            .lock()
-            .map_err(|_| anyhow::anyhow!("the store was poisoned by a panic"))?;
-        let regions = store.region_states();
-        let other = store.last_finished_run(other_kind);
-        (regions, other)
+        let store = run.store.lock().map_err(|_| {
+            anyhow::anyhow!("writing the metrics file: the store was poisoned by a panic")
+        })?;
+        (store.region_states(), store.last_finished_run(other_kind))
     };
     // What the run itself knows is still worth writing when the store cannot say more.
     let regions = regions.unwrap_or_else(|e| {
