@@ -9,6 +9,7 @@ pub mod cmd;
 pub mod config;
 pub mod error;
 pub mod logging;
+pub mod metrics;
 pub mod progress;
 pub mod quota;
 pub mod report;

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -12,11 +13,12 @@ use super::{Access, load_config, open_limiter, select_regions};
 use crate::cli::{BackfillArgs, Global, RunArgs};
 use crate::config::{Config, Region};
 use crate::error::{ExitCode, MissingConfig, SilentExit};
+use crate::metrics::{self, Snapshot};
 use crate::quota::Allowance;
 use crate::report::{human, print_json, seconds};
 use crate::runner::{self, Freshness, Run, Simulation, Status};
 use crate::store::{RunKind, Store, StoreError};
-use crate::youtube::{ApiKey, Client};
+use crate::youtube::{self, ApiKey, Client};
 
 /// What a run or backfill was asked to do.
 struct Job<'a> {
@@ -227,7 +229,7 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
         usize::from(job.concurrency),
     ));
     let regions: Vec<Region> = job.regions.iter().map(|r| (*r).clone()).collect();
-    let report = runner::execute(run, regions).await;
+    let report = runner::execute(Arc::clone(&run), regions).await;
     let allowance = if job.allowance == Allowance::Quota {
         "quota"
     } else {
@@ -239,6 +241,13 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
         Status::Failed => tracing::error!("{summary}"),
         _ => tracing::warn!("{summary}"),
     }
+    // The run's outcome decides the exit code, not its metrics: a file that cannot be
+    // written is logged, and the last-run timestamp going stale is what alerts.
+    if let Some(path) = &global.metrics_file
+        && let Err(e) = write_metrics(path, &run, &report)
+    {
+        tracing::error!("{e:#}");
+    }
     if job.json {
         print_json(&report)?;
     }
@@ -246,6 +255,49 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
         None => Ok(()),
         Some(code) => Err(SilentExit(code).into()),
     }
+}
+
+/// The methods a run calls, reported in the metrics even when a run made no call of them.
+const RUN_METHODS: &[&str] = &[
+    youtube::VIDEOS_LIST,
+    youtube::VIDEO_CATEGORIES_LIST,
+    youtube::SEARCH_LIST,
+];
+
+/// Writes `--metrics-file` after a run: the run's own numbers, with the regions' state
+/// and the other kind's last run read from the store.
+fn write_metrics(path: &Path, run: &Run, report: &runner::RunReport) -> Result<()> {
+    let other_kind = match run.kind {
+        RunKind::Run => RunKind::Backfill,
+        RunKind::Backfill => RunKind::Run,
+    };
+    let (regions, other) = {
+        let store = run.store.lock().map_err(|_| {
+            anyhow::anyhow!("writing the metrics file: the store was poisoned by a panic")
+        })?;
+        (store.region_states(), store.last_finished_run(other_kind))
+    };
+    // What the run itself knows is still worth writing when the store cannot say more.
+    let regions = regions.unwrap_or_else(|e| {
+        tracing::error!("metrics without the regions' last success: {e}");
+        Vec::new()
+    });
+    let other = other.unwrap_or_else(|e| {
+        tracing::error!("metrics without the last {}: {e}", other_kind.as_str());
+        None
+    });
+    let snapshot = Snapshot {
+        kind: run.kind,
+        report,
+        other,
+        budget: &run.budget,
+        regions: &regions,
+        methods: RUN_METHODS,
+    };
+    metrics::write_atomically(path, &snapshot.exposition().render())
+        .context("writing the metrics file")?;
+    tracing::debug!(path = %path.display(), "metrics written");
+    Ok(())
 }
 
 fn print_plan(job: &Job<'_>, max: u64, sim: &Simulation, limiter: &str) -> Result<()> {

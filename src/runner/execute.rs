@@ -13,7 +13,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::lock::{self, RegionLock};
-use super::outcome::{RegionReport, RunReport, Status, Stop, overall};
+use super::outcome::{Attempts, CallOutcome, RegionReport, RunReport, Status, Stop, overall};
 use super::plan::{self, Freshness};
 use crate::config::Region;
 use crate::progress::RegionBar;
@@ -62,6 +62,7 @@ pub struct Run {
     seq: AtomicU64,
     units: AtomicU64,
     calls: AtomicU64,
+    attempts: Mutex<Attempts>,
     stop: Mutex<Option<Stop>>,
 }
 
@@ -99,6 +100,7 @@ impl Run {
             seq: AtomicU64::new(0),
             units: AtomicU64::new(0),
             calls: AtomicU64::new(0),
+            attempts: Mutex::new(Attempts::new()),
             stop: Mutex::new(None),
         }
     }
@@ -125,6 +127,14 @@ impl Run {
         if slot.is_none() {
             tracing::debug!(run_id = %self.run_id, "stopping: {}; no further calls", stop.describe(now_us()));
             *slot = Some(stop);
+        }
+    }
+
+    /// Counts one attempt at `method` that ended as `outcome`.
+    fn count_attempt(&self, method: &'static str, outcome: CallOutcome) {
+        // A poisoned map only loses a metric; the run itself goes on.
+        if let Ok(mut attempts) = self.attempts.lock() {
+            *attempts.entry((method, outcome)).or_insert(0) += 1;
         }
     }
 
@@ -211,10 +221,15 @@ impl Run {
             self.charge(method, report).await?;
             self.calls.fetch_add(1, Ordering::Relaxed);
             let err = match attempt().await {
-                Ok(v) => return Ok(v),
+                Ok(v) => {
+                    self.count_attempt(method, CallOutcome::Ok);
+                    return Ok(v);
+                }
                 Err(e) => e,
             };
-            match err.class() {
+            let class = err.class();
+            self.count_attempt(method, outcome_of(class));
+            match class {
                 ErrorClass::Transient if n < MAX_ATTEMPTS => {
                     let wait = backoff(n);
                     tracing::warn!(region = %report.code, "{err}; attempt {n} of {MAX_ATTEMPTS}, trying again in {wait:?}");
@@ -402,6 +417,15 @@ impl Run {
     }
 }
 
+fn outcome_of(class: ErrorClass) -> CallOutcome {
+    match class {
+        ErrorClass::Transient => CallOutcome::Transient,
+        ErrorClass::QuotaExhausted => CallOutcome::QuotaExhausted,
+        ErrorClass::Fatal => CallOutcome::Fatal,
+        ErrorClass::RegionFailed => CallOutcome::RegionFailed,
+    }
+}
+
 /// The details in the order the search ranked them; videos.list does not promise it.
 fn in_rank_order(ids: &[String], items: Vec<VideoRecord>) -> Vec<VideoRecord> {
     let mut by_id: BTreeMap<String, VideoRecord> =
@@ -524,14 +548,13 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     }
     let stop = run.stop.lock().ok().and_then(|s| s.clone());
     let status = overall(&regions, stop.as_ref());
-    let remaining = match run.limiter.status(&run.budget.policies()[..1], &[]).await {
-        Ok(st) => st
-            .policies
-            .first()
-            .map(|p| run.budget.max_for(run.allowance).saturating_sub(p.used)),
+    let budget_used = match run.limiter.status(&run.budget.policies()[..1], &[]).await {
+        Ok(st) => st.policies.first().map(|p| p.used),
         Err(_) => None,
     };
+    let remaining = budget_used.map(|used| run.budget.max_for(run.allowance).saturating_sub(used));
     let now = now_us();
+    let ended_at = now / 1_000_000;
     let report = RunReport {
         run_id: run.run_id.clone(),
         status,
@@ -544,13 +567,16 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
             .map(crate::report::seconds),
         regions,
         stop_reason: stop.as_ref().map(|s| s.describe(now)),
+        ended_at,
+        budget_used,
+        attempts: run.attempts.lock().map(|a| a.clone()).unwrap_or_default(),
     };
     let outcome = RunOutcome {
         status: status.as_str().to_owned(),
         units: report.units_charged,
         calls: report.calls,
         stop_reason: report.stop_reason.clone(),
-        ended_at: now_s(),
+        ended_at,
     };
     let run_id = run.run_id.clone();
     if let Err(Failed::Region(e)) = run

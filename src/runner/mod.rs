@@ -7,5 +7,5 @@ pub mod outcome;
 pub mod plan;
 
 pub use execute::{Run, execute, read_freshness};
-pub use outcome::{RegionReport, RunReport, Status, Stop};
+pub use outcome::{Attempts, CallOutcome, RegionReport, RunReport, Status, Stop};
 pub use plan::{Freshness, Planned, Simulation, Step, plan, simulate};

@@ -1,6 +1,7 @@
 //! How a run ended: the statuses of DESIGN.md section 2, per region and for the run,
 //! the JSON summary, and the one-line text summary.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -95,6 +96,15 @@ pub enum Status {
 }
 
 impl Status {
+    /// Every status, in the order of DESIGN.md section 2.
+    pub const ALL: [Status; 5] = [
+        Status::Complete,
+        Status::BudgetExhausted,
+        Status::UpstreamQuotaExhausted,
+        Status::Failed,
+        Status::Skipped,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Complete => "complete",
@@ -117,6 +127,43 @@ impl Status {
         }
     }
 }
+
+/// How one charged attempt at an upstream call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CallOutcome {
+    Ok,
+    /// Worth trying again (429, 5xx, a timeout); retried while attempts are left.
+    Transient,
+    /// The upstream said the key's quota is spent.
+    QuotaExhausted,
+    /// Refused in a way no retry fixes (a bad key); the run fails.
+    Fatal,
+    /// Only this region fails (a missing chart, malformed JSON).
+    RegionFailed,
+}
+
+impl CallOutcome {
+    pub const ALL: [CallOutcome; 5] = [
+        CallOutcome::Ok,
+        CallOutcome::Transient,
+        CallOutcome::QuotaExhausted,
+        CallOutcome::Fatal,
+        CallOutcome::RegionFailed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallOutcome::Ok => "ok",
+            CallOutcome::Transient => "transient",
+            CallOutcome::QuotaExhausted => "quota_exhausted",
+            CallOutcome::Fatal => "fatal",
+            CallOutcome::RegionFailed => "region_failed",
+        }
+    }
+}
+
+/// Attempts made, by upstream method and how each ended.
+pub type Attempts = BTreeMap<(&'static str, CallOutcome), u64>;
 
 /// What happened to one region.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -159,6 +206,16 @@ pub struct RunReport {
     pub regions: Vec<RegionReport>,
     #[serde(skip)]
     pub stop_reason: Option<String>,
+    /// Unix seconds, as recorded in the store's `runs.ended_at`.
+    #[serde(skip)]
+    pub ended_at: i64,
+    /// Units in the budget's own window after the run; `None` when the limiter could
+    /// not say.
+    #[serde(skip)]
+    pub budget_used: Option<u64>,
+    /// Every attempt the run made, by method and outcome (for `--metrics-file`).
+    #[serde(skip)]
+    pub attempts: Attempts,
 }
 
 impl RunReport {

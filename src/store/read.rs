@@ -80,12 +80,34 @@ impl Store {
 
     /// The most recently started run, if any.
     pub fn last_run(&self) -> Result<Option<RunRecord>, StoreError> {
+        self.one_run(
+            "SELECT run_id, kind, started_at, ended_at, status, units, calls, stop_reason
+             FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1",
+            [],
+            "reading the last run",
+        )
+    }
+
+    /// The run of `kind` that ended last, if any has ended.
+    pub fn last_finished_run(&self, kind: RunKind) -> Result<Option<RunRecord>, StoreError> {
+        self.one_run(
+            "SELECT run_id, kind, started_at, ended_at, status, units, calls, stop_reason
+             FROM runs WHERE kind = ?1 AND ended_at IS NOT NULL
+             ORDER BY ended_at DESC, rowid DESC LIMIT 1",
+            [kind.as_str()],
+            "reading the last finished run",
+        )
+    }
+
+    fn one_run<P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+        context: &str,
+    ) -> Result<Option<RunRecord>, StoreError> {
         (|| {
-            let mut stmt = self.conn.prepare_cached(
-                "SELECT run_id, kind, started_at, ended_at, status, units, calls, stop_reason
-                 FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1",
-            )?;
-            stmt.query_row([], |row| {
+            let mut stmt = self.conn.prepare_cached(sql)?;
+            stmt.query_row(params, |row| {
                 let kind: String = row.get(1)?;
                 Ok(RunRecord {
                     run_id: row.get(0)?,
@@ -101,7 +123,7 @@ impl Store {
             })
             .optional()
         })()
-        .map_err(self.err("reading the last run"))
+        .map_err(self.err(context))
     }
 
     /// The latest metadata stored for a video.

@@ -531,6 +531,37 @@ fn pages_need_a_begun_run_and_fail_whole() {
 }
 
 #[test]
+fn the_last_finished_run_of_each_kind() {
+    let (_dir, store) = open_fresh();
+    assert_eq!(store.last_finished_run(RunKind::Run).unwrap(), None);
+    let ended = |status: &str, at: i64| RunOutcome {
+        status: status.into(),
+        units: 3,
+        calls: 3,
+        stop_reason: None,
+        ended_at: at,
+    };
+    store.begin_run("r1", RunKind::Run, 100).unwrap();
+    store.finish_run("r1", &ended("complete", 110)).unwrap();
+    store.begin_run("b1", RunKind::Backfill, 120).unwrap();
+    store
+        .finish_run("b1", &ended("budget_exhausted", 130))
+        .unwrap();
+    // Started later but still running: not finished, so not the last finished one.
+    store.begin_run("r2", RunKind::Run, 140).unwrap();
+    let run = store.last_finished_run(RunKind::Run).unwrap().unwrap();
+    assert_eq!((run.run_id.as_str(), run.ended_at), ("r1", Some(110)));
+    let backfill = store.last_finished_run(RunKind::Backfill).unwrap().unwrap();
+    assert_eq!(
+        (backfill.run_id.as_str(), backfill.status.as_str()),
+        ("b1", "budget_exhausted")
+    );
+    store.finish_run("r2", &ended("failed", 150)).unwrap();
+    let run = store.last_finished_run(RunKind::Run).unwrap().unwrap();
+    assert_eq!((run.run_id.as_str(), run.status.as_str()), ("r2", "failed"));
+}
+
+#[test]
 fn runs_begin_finish_and_last_run() {
     let (_dir, store) = open_fresh();
     assert_eq!(store.last_run().unwrap(), None);

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod harness;
+pub mod promtool;
 pub mod redis_server;
 pub mod upstream;
 

@@ -1,6 +1,7 @@
 //! A real `redis-server` for one test (or benchmark): started on a free loopback port
 //! with no persistence, waited for until it answers PING, and killed when dropped. It
-//! can be stopped and started again on the same port to play a restart or an outage.
+//! can be stopped and started again on the same port to play a restart or an outage,
+//! and can require a password.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -12,6 +13,7 @@ pub struct RedisServer {
     child: Option<Child>,
     port: u16,
     dir: tempfile::TempDir,
+    password: Option<String>,
 }
 
 fn redis_server_binary() -> PathBuf {
@@ -44,18 +46,39 @@ fn free_port() -> u16 {
 
 impl RedisServer {
     pub fn start() -> RedisServer {
+        RedisServer::start_as(None)
+    }
+
+    /// A server that answers only clients that authenticate with `password`
+    /// (`--requirepass`); [`RedisServer::url`] carries it.
+    pub fn start_with_password(password: &str) -> RedisServer {
+        assert!(
+            password
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+            "a password that needs no escaping in a URL"
+        );
+        RedisServer::start_as(Some(password.to_owned()))
+    }
+
+    fn start_as(password: Option<String>) -> RedisServer {
         let dir = tempfile::tempdir().expect("creating a directory for redis-server");
         let mut server = RedisServer {
             child: None,
             port: free_port(),
             dir,
+            password,
         };
         server.spawn();
         server
     }
 
     fn spawn(&mut self) {
-        let child = Command::new(redis_server_binary())
+        let mut cmd = Command::new(redis_server_binary());
+        if let Some(password) = &self.password {
+            cmd.args(["--requirepass", password]);
+        }
+        let child = cmd
             .args([
                 "--port",
                 &self.port.to_string(),
@@ -91,16 +114,27 @@ impl RedisServer {
             return false;
         };
         let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-        let mut buf = [0u8; 7];
-        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+        let (ask, expect): (Vec<u8>, &[u8]) = match &self.password {
+            None => (b"PING\r\n".to_vec(), b"+PONG\r\n"),
+            Some(pw) => (
+                format!("AUTH {pw}\r\nPING\r\n").into_bytes(),
+                b"+OK\r\n+PONG\r\n",
+            ),
+        };
+        let mut buf = vec![0u8; expect.len()];
+        s.write_all(&ask).is_ok() && s.read_exact(&mut buf).is_ok() && buf == expect
     }
 
     pub fn port(&self) -> u16 {
         self.port
     }
 
+    /// `redis://127.0.0.1:PORT/0`, or `redis://:PASSWORD@127.0.0.1:PORT/0`.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
+        match &self.password {
+            None => format!("redis://127.0.0.1:{}/0", self.port),
+            Some(pw) => format!("redis://:{pw}@127.0.0.1:{}/0", self.port),
+        }
     }
 
     /// Kills the server: clients now find nothing listening.

@@ -1,0 +1,428 @@
+//! `--metrics-file` end to end: after a run, a node_exporter textfile that promtool
+//! accepts, with the run's numbers, written atomically with mode 0644.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use wiremock::Mock;
+use wiremock::matchers::any;
+
+use crate::common::harness::{Harness, REGIONS, assert_budget_matches_requests, unit_costs_toml};
+use crate::common::promtool::check_metrics;
+use crate::common::upstream::{Call, OVERRIDE, answer, answer_fixture, categories};
+use crate::common::{Ran, RedisServer, Trendsync};
+use crate::on_both_limiters;
+
+on_both_limiters!(
+    a_complete_run_writes_every_metric,
+    a_run_stopped_by_the_budget_still_writes_its_metrics,
+);
+
+const STATUSES: [&str; 5] = [
+    "complete",
+    "budget_exhausted",
+    "upstream_quota_exhausted",
+    "failed",
+    "skipped",
+];
+
+fn now_s() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs() as f64
+}
+
+/// The binary under `sh -c 'umask MASK; exec ...'`: the file's mode must not depend on
+/// the umask cron happens to give it.
+fn under_umask(t: Trendsync, mask: &str) -> Trendsync {
+    let inner = &t.cmd;
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
+        .arg(format!("umask {mask} && exec \"$0\" \"$@\""))
+        .arg(inner.get_program())
+        .args(inner.get_args());
+    if let Some(dir) = inner.get_current_dir() {
+        sh.current_dir(dir);
+    }
+    for (key, value) in inner.get_envs() {
+        match value {
+            Some(v) => sh.env(key, v),
+            None => sh.env_remove(key),
+        };
+    }
+    Trendsync { cmd: sh }
+}
+
+/// Runs `args` with `--metrics-file metrics/trendsync.prom` under umask 077; what it
+/// left and what the fake received meanwhile.
+fn run_with_metrics(h: &Harness<'_>, args: &[&str]) -> (Ran, Vec<Call>) {
+    let before = h.fake.calls().len();
+    let cmd = h.cmd().args(["--metrics-file", "metrics/trendsync.prom"]);
+    let ran = under_umask(cmd.args(args), "077").run();
+    let calls = h.fake.calls().split_off(before);
+    (ran, calls)
+}
+
+fn metrics_dir(h: &Harness<'_>) -> std::path::PathBuf {
+    let dir = h.scratch.file("metrics");
+    std::fs::create_dir_all(&dir).expect("creating the metrics directory");
+    dir
+}
+
+/// The file's samples, `name{labels}` as written to value, after checking what every
+/// metrics file must be: mode 0644, accepted by promtool, alone in its directory.
+fn read_metrics(dir: &Path) -> BTreeMap<String, f64> {
+    let path = dir.join("trendsync.prom");
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o644, "mode {mode:o}, under umask 077");
+    }
+    let checked = check_metrics(&bytes);
+    let text = String::from_utf8(bytes).expect("the metrics file is UTF-8");
+    assert_eq!(
+        (checked.code, checked.output.as_str()),
+        (0, ""),
+        "promtool check metrics:\n{text}"
+    );
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .expect("listing")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["trendsync.prom"], "no temporary file is left");
+    parse(&text)
+}
+
+fn parse(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (series, value) = l.rsplit_once(' ').expect("a sample line");
+            let value: f64 = value.parse().unwrap_or_else(|e| panic!("{l}: {e}"));
+            (series.to_owned(), value)
+        })
+        .collect()
+}
+
+fn get(m: &BTreeMap<String, f64>, series: &str) -> f64 {
+    *m.get(series)
+        .unwrap_or_else(|| panic!("no {series} in {m:#?}"))
+}
+
+/// The samples of one family.
+fn family<'a>(m: &'a BTreeMap<String, f64>, name: &str) -> BTreeMap<&'a str, f64> {
+    m.iter()
+        .filter(|(k, _)| k.split('{').next() == Some(name))
+        .map(|(k, v)| (k.as_str(), *v))
+        .collect()
+}
+
+fn assert_status(m: &BTreeMap<String, f64>, kind: &str, status: &str) {
+    for s in STATUSES {
+        let want = if s == status { 1.0 } else { 0.0 };
+        assert_eq!(
+            get(
+                m,
+                &format!("trendsync_last_run_status{{kind=\"{kind}\",status=\"{s}\"}}")
+            ),
+            want,
+            "{kind} {s}"
+        );
+    }
+}
+
+/// The attempts by method and outcome add up to the calls the fake received.
+fn assert_attempts(m: &BTreeMap<String, f64>, kind: &str, calls: &[Call], outcome: &str) {
+    let attempts = family(m, "trendsync_last_run_method_calls");
+    assert_eq!(
+        attempts.values().sum::<f64>(),
+        calls.len() as f64,
+        "{attempts:#?}"
+    );
+    for method in ["videos.list", "videoCategories.list"] {
+        let sent = calls.iter().filter(|c| c.method == method).count();
+        assert_eq!(
+            get(
+                m,
+                &format!(
+                    "trendsync_last_run_method_calls{{kind=\"{kind}\",method=\"{method}\",outcome=\"{outcome}\"}}"
+                )
+            ),
+            sent as f64,
+            "{method}"
+        );
+    }
+}
+
+fn a_complete_run_writes_every_metric(redis: Option<&RedisServer>) {
+    let h = Harness::new(redis);
+    let dir = metrics_dir(&h);
+    let started = now_s();
+    let (ran, calls) = run_with_metrics(&h, &["run"]);
+    let ended = now_s();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(calls.len(), 24);
+    let m = read_metrics(&dir);
+
+    let units: u64 = h.units_sent(&calls).values().sum();
+    assert_eq!(
+        get(&m, "trendsync_last_run_units_charged{kind=\"run\"}"),
+        units as f64
+    );
+    assert_eq!(
+        get(&m, "trendsync_last_run_calls{kind=\"run\"}"),
+        calls.len() as f64
+    );
+    assert_status(&m, "run", "complete");
+    let end = get(&m, "trendsync_last_run_end_timestamp_seconds{kind=\"run\"}");
+    assert!(
+        (started..=ended).contains(&end),
+        "{end} in {started}..{ended}"
+    );
+    assert_attempts(&m, "run", &calls, "ok");
+    assert_eq!(
+        get(&m, "trendsync_budget_used_units{budget=\"key1\"}"),
+        units as f64
+    );
+    assert_eq!(
+        get(
+            &m,
+            "trendsync_budget_remaining_units{budget=\"key1\",to=\"ceiling\"}"
+        ),
+        (9500 - units) as f64
+    );
+    assert_eq!(
+        get(
+            &m,
+            "trendsync_budget_remaining_units{budget=\"key1\",to=\"quota\"}"
+        ),
+        (10_000 - units) as f64
+    );
+    let last = family(&m, "trendsync_region_last_success_timestamp_seconds");
+    let videos = family(&m, "trendsync_last_run_region_videos");
+    assert_eq!((last.len(), videos.len()), (8, 8), "{m:#?}");
+    for code in REGIONS {
+        let at = get(
+            &m,
+            &format!("trendsync_region_last_success_timestamp_seconds{{region=\"{code}\"}}"),
+        );
+        assert!((started..=ended).contains(&at), "{code}: {at}");
+        assert_eq!(
+            get(
+                &m,
+                &format!("trendsync_last_run_region_videos{{kind=\"run\",region=\"{code}\"}}")
+            ),
+            10.0,
+            "{code}"
+        );
+    }
+    assert!(
+        !m.keys().any(|k| k.contains("kind=\"backfill\"")),
+        "no backfill has run yet"
+    );
+
+    // A backfill with nothing stale still writes the file: its own numbers, and the
+    // last run's from the store, so neither kind's series disappears.
+    let (ran, calls) = run_with_metrics(&h, &["backfill"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(calls.is_empty());
+    let after = read_metrics(&dir);
+    assert_status(&after, "backfill", "complete");
+    assert_status(&after, "run", "complete");
+    assert_eq!(
+        get(
+            &after,
+            "trendsync_last_run_units_charged{kind=\"backfill\"}"
+        ),
+        0.0
+    );
+    for key in [
+        "trendsync_last_run_units_charged{kind=\"run\"}",
+        "trendsync_last_run_calls{kind=\"run\"}",
+        "trendsync_last_run_end_timestamp_seconds{kind=\"run\"}",
+    ] {
+        assert_eq!(get(&after, key), get(&m, key), "{key}");
+    }
+    assert_eq!(
+        family(&after, "trendsync_region_last_success_timestamp_seconds"),
+        last
+    );
+    assert_budget_matches_requests(&h);
+}
+
+fn a_run_stopped_by_the_budget_still_writes_its_metrics(redis: Option<&RedisServer>) {
+    let mut h = Harness::new(redis);
+    h.costs(&unit_costs_toml(1000, 5));
+    let dir = metrics_dir(&h);
+    let (ran, calls) = run_with_metrics(&h, &["run", "--concurrency", "1"]);
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    assert_eq!(calls.len(), 5);
+    let m = read_metrics(&dir);
+    assert_status(&m, "run", "budget_exhausted");
+    assert_eq!(
+        get(&m, "trendsync_last_run_units_charged{kind=\"run\"}"),
+        5.0
+    );
+    assert_eq!(get(&m, "trendsync_last_run_calls{kind=\"run\"}"), 5.0);
+    assert_attempts(&m, "run", &calls, "ok");
+    assert_eq!(get(&m, "trendsync_budget_used_units{budget=\"test\"}"), 5.0);
+    assert_eq!(
+        get(
+            &m,
+            "trendsync_budget_remaining_units{budget=\"test\",to=\"ceiling\"}"
+        ),
+        0.0
+    );
+    assert_eq!(
+        get(
+            &m,
+            "trendsync_budget_remaining_units{budget=\"test\",to=\"quota\"}"
+        ),
+        995.0
+    );
+    // US was completed; GB got its pages but not its category names.
+    assert_eq!(
+        family(&m, "trendsync_region_last_success_timestamp_seconds")
+            .into_keys()
+            .collect::<Vec<_>>(),
+        ["trendsync_region_last_success_timestamp_seconds{region=\"US\"}"]
+    );
+    let videos = family(&m, "trendsync_last_run_region_videos");
+    assert_eq!(videos.len(), 8, "{videos:#?}");
+    for code in REGIONS {
+        let want = if code == "US" || code == "GB" {
+            10.0
+        } else {
+            0.0
+        };
+        assert_eq!(
+            get(
+                &m,
+                &format!("trendsync_last_run_region_videos{{kind=\"run\",region=\"{code}\"}}")
+            ),
+            want,
+            "{code}"
+        );
+    }
+    assert_budget_matches_requests(&h);
+}
+
+#[test]
+fn retries_and_refusals_are_counted_by_outcome() {
+    let h = Harness::new(None);
+    let dir = metrics_dir(&h);
+    let unavailable = r#"{"error":{"code":503,"message":"The service is currently unavailable.","errors":[{"message":"The service is currently unavailable.","domain":"global","reason":"backendError"}],"status":"UNAVAILABLE"}}"#;
+    h.fake.mount(
+        categories("US")
+            .respond_with(answer(503, unavailable))
+            .up_to_n_times(2)
+            .with_priority(OVERRIDE),
+    );
+    let (ran, calls) = run_with_metrics(&h, &["run", "--region", "US"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(calls.len(), 5);
+    let m = read_metrics(&dir);
+    let series = |method: &str, outcome: &str| {
+        format!(
+            "trendsync_last_run_method_calls{{kind=\"run\",method=\"{method}\",outcome=\"{outcome}\"}}"
+        )
+    };
+    assert_eq!(get(&m, &series("videoCategories.list", "transient")), 2.0);
+    assert_eq!(get(&m, &series("videoCategories.list", "ok")), 1.0);
+    assert_eq!(get(&m, &series("videos.list", "ok")), 2.0);
+    assert_eq!(get(&m, &series("search.list", "ok")), 0.0);
+    assert_eq!(get(&m, "trendsync_last_run_calls{kind=\"run\"}"), 5.0);
+
+    // A refused key: the run fails, and the file says so.
+    h.fake.mount(
+        Mock::given(any())
+            .respond_with(answer_fixture(400, "error_key_invalid.json"))
+            .with_priority(OVERRIDE),
+    );
+    let (ran, calls) = run_with_metrics(&h, &["run", "--region", "GB"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(calls.len(), 1);
+    let m = read_metrics(&dir);
+    assert_status(&m, "run", "failed");
+    assert_eq!(get(&m, &series("videos.list", "fatal")), 1.0);
+    assert_eq!(get(&m, &series("videos.list", "ok")), 0.0);
+    assert_eq!(
+        family(&m, "trendsync_last_run_method_calls")
+            .values()
+            .sum::<f64>(),
+        1.0
+    );
+    assert_budget_matches_requests(&h);
+}
+
+#[test]
+fn the_environment_variable_names_the_file_too() {
+    let h = Harness::new(None);
+    let dir = metrics_dir(&h);
+    let ran = h
+        .cmd()
+        .env("TRENDSYNC_METRICS_FILE", dir.join("trendsync.prom"))
+        .args(["run", "--region", "US"])
+        .run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let m = read_metrics(&dir);
+    assert_eq!(get(&m, "trendsync_last_run_calls{kind=\"run\"}"), 3.0);
+}
+
+#[test]
+fn a_metrics_file_that_cannot_be_written_is_an_error_but_not_the_runs_outcome() {
+    let h = Harness::new(None);
+    let (ran, calls) = h.run(&[
+        "--metrics-file",
+        "no-such-dir/trendsync.prom",
+        "run",
+        "--region",
+        "US",
+    ]);
+    assert_eq!(ran.code, 0, "the run completed: {}", ran.stderr);
+    assert_eq!(calls.len(), 3);
+    let said: Vec<&str> = ran
+        .stderr
+        .lines()
+        .filter(|l| l.contains("writing the metrics file"))
+        .collect();
+    assert_eq!(said.len(), 1, "{}", ran.stderr);
+    assert!(
+        said[0].contains("ERROR") && said[0].contains("no-such-dir"),
+        "{}",
+        said[0]
+    );
+    assert!(!h.scratch.file("no-such-dir").exists());
+}
+
+#[test]
+fn no_metrics_without_a_run() {
+    let h = Harness::new(None);
+    let dir = metrics_dir(&h);
+    let file = dir.join("trendsync.prom");
+    // A dry run writes nothing, and a run that never started (no key) has nothing to say.
+    for kind in ["run", "backfill"] {
+        let ran = h
+            .cmd()
+            .arg("--metrics-file")
+            .arg(&file)
+            .args([kind, "--dry-run"])
+            .run();
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+    }
+    let ran = h
+        .bare()
+        .args(["--api-base", &h.fake.uri()])
+        .arg("--metrics-file")
+        .arg(&file)
+        .arg("run")
+        .run();
+    assert_eq!(ran.code, 78, "{}", ran.stderr);
+    assert!(!file.exists());
+    assert!(h.fake.calls().is_empty());
+}

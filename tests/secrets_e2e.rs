@@ -1,0 +1,328 @@
+//! No secret anywhere: a session of runs against a Redis that requires a password
+//! leaves no trace of the API key or of the Redis password in anything the binary
+//! wrote: stdout, stderr (text and JSON logs, up to trace), the database and its
+//! companions, the metrics file, and every key name and value in Redis. Where the Redis
+//! URL is printed, it is printed redacted.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+
+use wiremock::Mock;
+use wiremock::matchers::any;
+
+use crate::common::harness::{Harness, unit_costs_toml};
+use crate::common::upstream::{API_KEY, OVERRIDE, answer_fixture};
+use crate::common::{Ran, RedisServer};
+
+const PASSWORD: &str = "rEdIs-PaSs-7731-secret";
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+/// Every file under `dir`, recursively, with its bytes.
+fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("listing") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            out.push((path, bytes));
+        }
+    }
+    out
+}
+
+/// Every key of the Redis database with everything it holds: its name, its value as
+/// the type's own read command returns it, and its DUMP (which may compress long
+/// strings, hence the plain reads as well).
+fn redis_contents(server: &RedisServer) -> Vec<(String, Vec<Vec<u8>>)> {
+    let mut conn = server.connection();
+    let mut keys: Vec<String> = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(1000)
+            .query(&mut conn)
+            .expect("SCAN");
+        keys.extend(batch);
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+    }
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .map(|key| {
+            let kind: String = redis::cmd("TYPE").arg(&key).query(&mut conn).expect("TYPE");
+            let mut read = match kind.as_str() {
+                "zset" => redis::cmd("ZRANGE"),
+                "hash" => redis::cmd("HGETALL"),
+                "list" => redis::cmd("LRANGE"),
+                "set" => redis::cmd("SMEMBERS"),
+                "string" => redis::cmd("MGET"),
+                other => panic!("{key} is a {other}, which this test cannot read"),
+            };
+            read.arg(&key);
+            if kind == "zset" || kind == "list" {
+                read.arg(0).arg(-1);
+            }
+            if kind == "zset" {
+                read.arg("WITHSCORES");
+            }
+            let mut values: Vec<Vec<u8>> = read.query(&mut conn).expect("reading a key");
+            let dump: Vec<u8> = redis::cmd("DUMP").arg(&key).query(&mut conn).expect("DUMP");
+            values.push(dump);
+            (key, values)
+        })
+        .collect()
+}
+
+/// Keeps what one command of the session printed, after checking its exit code.
+fn step(session: &mut Vec<(String, Ran)>, what: &str, ran: Ran, code: i32) {
+    assert_eq!(ran.code, code, "{what}: {}", ran.stderr);
+    session.push((what.to_owned(), ran));
+}
+
+/// A loopback port nothing listens on.
+fn dead_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+#[test]
+fn no_secret_anywhere() {
+    let server = RedisServer::start_with_password(PASSWORD);
+    let url = server.url();
+    assert!(
+        url.contains(PASSWORD),
+        "the binary is given the password: {url}"
+    );
+    let redacted = format!("redis://:***@127.0.0.1:{}/0", server.port());
+    // The password is really needed: without it Redis refuses.
+    let anonymous = redis::Client::open(format!("redis://127.0.0.1:{}/0", server.port()))
+        .and_then(|c| c.get_connection())
+        .and_then(|mut c| redis::cmd("DBSIZE").query::<i64>(&mut c));
+    assert!(
+        anonymous.is_err_and(|e| e.to_string().contains("NOAUTH")),
+        "redis-server requires the password"
+    );
+
+    let mut h = Harness::new(Some(&server));
+    h.costs(&unit_costs_toml(1000, 30));
+    let metrics = h.scratch.file("trendsync.prom");
+    let metrics_arg = metrics.to_str().expect("a UTF-8 path");
+    let mut session: Vec<(String, Ran)> = Vec::new();
+
+    // The runs: complete, stopped by the budget, then refused keys; at every log level
+    // and in both log formats.
+    let (ran, calls) = h.run(&[
+        "--log-format",
+        "json",
+        "-v",
+        "--metrics-file",
+        metrics_arg,
+        "run",
+        "--json",
+    ]);
+    assert_eq!(calls.len(), 24);
+    step(&mut session, "full run, JSON logs", ran, 0);
+    let ran = h
+        .cmd()
+        .env("RUST_LOG", "trace")
+        .args(["--metrics-file", metrics_arg, "run", "--json"])
+        .run();
+    assert!(ran.json()["status"] == "budget_exhausted", "{}", ran.stdout);
+    step(&mut session, "run stopped by the budget, traced", ran, 75);
+    h.costs(&unit_costs_toml(1000, 100));
+    let ran = h
+        .cmd()
+        .args(["-vv", "--log-format", "json", "backfill", "--json"])
+        .run();
+    step(&mut session, "backfill", ran, 0);
+    let ran = h.cmd().args(["run", "--dry-run"]).run();
+    assert!(ran.stdout.contains(&redacted), "{}", ran.stdout);
+    step(&mut session, "dry run", ran, 0);
+
+    // What a person types.
+    let ran = h.bare().arg("budget").run();
+    assert!(
+        ran.stdout
+            .contains(&format!("budget \"test\" on {redacted}")),
+        "{}",
+        ran.stdout
+    );
+    step(&mut session, "budget", ran, 0);
+    step(
+        &mut session,
+        "budget --json",
+        h.bare().args(["-v", "budget", "--json"]).run(),
+        0,
+    );
+    let ran = h
+        .bare()
+        .env("RUST_LOG", "trace")
+        .args(["budget", "charge", "videos.list", "--json"])
+        .run();
+    assert_eq!(ran.json()["granted"], true, "{}", ran.stdout);
+    step(&mut session, "budget charge", ran, 0);
+    step(
+        &mut session,
+        "budget charge denied",
+        h.bare()
+            .args(["budget", "charge", "search.list", "--count", "500"])
+            .run(),
+        75,
+    );
+    let ran = h.bare().args(["search", "Ammonite", "--json"]).run();
+    assert_eq!(
+        ran.json()["results"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        ran.stdout
+    );
+    step(&mut session, "search", ran, 0);
+    step(
+        &mut session,
+        "search text",
+        h.bare().args(["-v", "search", "Ammonite"]).run(),
+        0,
+    );
+    // The URL from the environment instead of the flag, and the help that lists it.
+    let ran = h
+        .scratch
+        .cmd()
+        .env("TRENDSYNC_REDIS_URL", &url)
+        .env("YOUTUBE_API_KEY", API_KEY)
+        .args(["run", "--help"])
+        .run();
+    assert!(ran.stdout.contains("TRENDSYNC_REDIS_URL"), "{}", ran.stdout);
+    step(&mut session, "run --help", ran, 0);
+
+    // The upstream refuses the key from now on.
+    h.fake.mount(
+        Mock::given(any())
+            .respond_with(answer_fixture(400, "error_key_invalid.json"))
+            .with_priority(OVERRIDE),
+    );
+    let (ran, calls) = h.run(&["--metrics-file", metrics_arg, "run", "--json"]);
+    assert!(!calls.is_empty());
+    step(&mut session, "invalid key", ran, 1);
+    let ran = h
+        .cmd()
+        .env("RUST_LOG", "trace")
+        .args(["--log-format", "json", "run"])
+        .run();
+    step(&mut session, "invalid key, traced JSON logs", ran, 1);
+    step(
+        &mut session,
+        "invalid key, -vv",
+        h.cmd().args(["-vv", "run"]).run(),
+        1,
+    );
+
+    // Redis unreachable at a URL with the password: the error names it redacted.
+    let dead = format!("redis://:{PASSWORD}@127.0.0.1:{}/0", dead_port());
+    let dead_redacted = dead.replace(PASSWORD, "***");
+    let ran = h
+        .scratch
+        .cmd()
+        .env("RUST_LOG", "trace")
+        .args(["--redis-url", &dead, "budget"])
+        .run();
+    assert!(
+        ran.stderr.contains(&dead_redacted) && ran.stderr.contains("unreachable"),
+        "{}",
+        ran.stderr
+    );
+    step(&mut session, "budget, Redis unreachable", ran, 1);
+    let ran = h
+        .scratch
+        .cmd()
+        .env("TRENDSYNC_REDIS_URL", &dead)
+        .env("YOUTUBE_API_KEY", API_KEY)
+        .args(["--api-base", &h.fake.uri(), "-vv", "run", "--json"])
+        .run();
+    assert!(ran.stderr.contains(&dead_redacted), "{}", ran.stderr);
+    session.push(("run, Redis unreachable".to_owned(), ran));
+
+    // Everything the session wrote.
+    let mut written: Vec<(String, Vec<u8>)> = Vec::new();
+    for (what, ran) in &session {
+        written.push((format!("stdout of {what}"), ran.stdout.clone().into_bytes()));
+        written.push((format!("stderr of {what}"), ran.stderr.clone().into_bytes()));
+    }
+    let files = files_under(h.scratch.path());
+    let names: Vec<String> = files
+        .iter()
+        .map(|(p, _)| {
+            p.file_name()
+                .expect("a name")
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    for expected in ["trendsync.db", "trendsync.prom"] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} in {names:?}"
+        );
+    }
+    for (path, bytes) in files {
+        written.push((path.display().to_string(), bytes));
+    }
+    let contents = redis_contents(&server);
+    assert!(
+        contents.iter().any(|(k, _)| k == "trendsync:{test}:budget"),
+        "the budget is in Redis: {:?}",
+        contents.iter().map(|(k, _)| k).collect::<Vec<_>>()
+    );
+    for (key, values) in contents {
+        written.push((format!("Redis key name {key}"), key.clone().into_bytes()));
+        for value in values {
+            written.push((format!("Redis value of {key}"), value));
+        }
+    }
+
+    // The search below can find what it looks for: the session wrote the videos, the
+    // charges' methods and the redacted URL.
+    let all: Vec<u8> = written
+        .iter()
+        .flat_map(|(_, b)| b.iter().copied())
+        .collect();
+    for present in [
+        "Ammonite",
+        "videos.list",
+        redacted.as_str(),
+        "API key not valid",
+    ] {
+        assert!(contains(&all, present), "the session wrote {present:?}");
+    }
+    // The key was in use: every request carried it, in its header.
+    for req in h.fake.requests() {
+        assert_eq!(
+            req.headers
+                .get("x-goog-api-key")
+                .and_then(|v| v.to_str().ok()),
+            Some(API_KEY)
+        );
+    }
+    for (what, bytes) in &written {
+        for secret in [API_KEY, PASSWORD] {
+            assert!(
+                !contains(bytes, secret),
+                "{secret} is in {what}:\n{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+    }
+}
