@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use super::{Access, load_budget, open_limiter};
+use super::{Access, load_budget, open_limiter, read_status};
 use crate::cli::{BudgetAction, BudgetArgs, Global};
 use crate::error::{ExitCode, SilentExit, UsageError};
 use crate::quota::{Allowance, BUDGET_POLICY, Budget, Decision, Entry, Status};
@@ -89,16 +89,7 @@ fn summarize(budget: &Budget, status: &Status) -> BudgetJson {
 async fn show(global: &Global, json: bool) -> Result<()> {
     let budget = load_budget(global)?;
     let limiter = open_limiter(global, &budget, Access::Read).await?;
-    let status = limiter
-        .status(&budget.policies(), &[BUDGET_POLICY])
-        .await
-        .with_context(|| {
-            format!(
-                "reading budget \"{}\" from {}",
-                budget.key,
-                limiter.describe()
-            )
-        })?;
+    let status = read_status(&limiter, &budget, &[BUDGET_POLICY]).await?;
     let report = summarize(&budget, &status);
     if json {
         return print_json(&report);

@@ -14,7 +14,7 @@ use anyhow::{Context, Result};
 use crate::cli::{Cli, Command, Global};
 use crate::config::{self, Config, Origin};
 use crate::error::UsageError;
-use crate::quota::{Budget, EmbeddedLimiter, Limiter, RedisLimiter};
+use crate::quota::{Budget, EmbeddedLimiter, Limiter, RedisLimiter, Status};
 use crate::youtube;
 
 pub async fn run(cli: Cli) -> Result<()> {
@@ -78,6 +78,24 @@ fn embedded(db: &Path, key: &str, access: Access) -> Result<EmbeddedLimiter> {
         Access::Charge => EmbeddedLimiter::open(db, key),
     };
     limiter.with_context(|| format!("opening the embedded limiter in {}", db.display()))
+}
+
+/// The budget's window as it stands, listing the entries of the policies named.
+pub(crate) async fn read_status(
+    limiter: &Limiter,
+    budget: &Budget,
+    with_entries: &[&str],
+) -> Result<Status> {
+    limiter
+        .status(&budget.policies(), with_entries)
+        .await
+        .with_context(|| {
+            format!(
+                "reading budget \"{}\" from {}",
+                budget.key,
+                limiter.describe()
+            )
+        })
 }
 
 /// The regions a command was asked for, in the configuration's order: all of them

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use super::{Access, load_config, open_limiter, select_regions};
+use super::{Access, load_config, open_limiter, read_status, select_regions};
 use crate::cli::{BackfillArgs, Global, RunArgs};
 use crate::config::{Config, Region};
 use crate::error::{ExitCode, MissingConfig, SilentExit};
@@ -157,16 +157,7 @@ async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     let limiter = open_limiter(global, budget, Access::Read).await?;
     let names: Vec<String> = budget.policies().into_iter().map(|p| p.name).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let status = limiter
-        .status(&budget.policies(), &names)
-        .await
-        .with_context(|| {
-            format!(
-                "reading budget \"{}\" from {}",
-                budget.key,
-                limiter.describe()
-            )
-        })?;
+    let status = read_status(&limiter, budget, &names).await?;
     let sim = runner::simulate(&plan, budget, job.allowance, &status);
     let cut = sim.stop.is_some();
     if job.json {
