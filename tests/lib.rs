@@ -6,5 +6,6 @@ mod common;
 mod budget_cli;
 mod config_errors;
 mod conformance;
+mod limiter_down;
 mod run_e2e;
 mod search_e2e;

@@ -1,6 +1,7 @@
 //! A real `redis-server` for one test (or benchmark): started on a free loopback port
-//! with no persistence, waited for until it answers PING, and killed when dropped. It
-//! can be stopped and started again on the same port to play a restart or an outage.
+//! with no persistence (or, [`RedisServer::start_durable`], with every write fsynced
+//! to an append-only file), waited for until it answers PING, and killed when dropped.
+//! It can be stopped and started again on the same port to play a restart or an outage.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -12,6 +13,9 @@ pub struct RedisServer {
     child: Option<Child>,
     port: u16,
     dir: tempfile::TempDir,
+    /// Every write is in the append-only file before it is answered, so a restart
+    /// keeps the whole window, however abruptly the server was stopped.
+    durable: bool,
 }
 
 fn redis_server_binary() -> PathBuf {
@@ -44,11 +48,22 @@ fn free_port() -> u16 {
 
 impl RedisServer {
     pub fn start() -> RedisServer {
+        RedisServer::start_with(false)
+    }
+
+    /// A server that keeps its data across [`RedisServer::restart`], as a production
+    /// Redis with `appendfsync always` does; its script cache still starts empty.
+    pub fn start_durable() -> RedisServer {
+        RedisServer::start_with(true)
+    }
+
+    fn start_with(durable: bool) -> RedisServer {
         let dir = tempfile::tempdir().expect("creating a directory for redis-server");
         let mut server = RedisServer {
             child: None,
             port: free_port(),
             dir,
+            durable,
         };
         server.spawn();
         server
@@ -64,7 +79,9 @@ impl RedisServer {
                 "--save",
                 "",
                 "--appendonly",
-                "no",
+                if self.durable { "yes" } else { "no" },
+                "--appendfsync",
+                "always",
             ])
             .arg("--dir")
             .arg(self.dir.path())
@@ -103,7 +120,7 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}/0", self.port)
     }
 
-    /// Kills the server: clients now find nothing listening.
+    /// Kills the server (SIGKILL): clients now find nothing listening.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
@@ -111,8 +128,9 @@ impl RedisServer {
         }
     }
 
-    /// Starts it again on the same port, empty (no persistence): a restart or a
-    /// failover to a fresh node, with an empty script cache.
+    /// Starts it again on the same port, with an empty script cache: empty (no
+    /// persistence), a restart or a failover to a fresh node; or, for a durable
+    /// server, holding every write it acknowledged.
     pub fn restart(&mut self) {
         self.stop();
         self.spawn();
