@@ -318,6 +318,7 @@ struct RegionJson {
     pages: u32,
     videos: u64,
     units: u64,
+    units_unmetered: u64,
     error: Option<String>,
 }
 
@@ -337,6 +338,7 @@ struct DryRunJson {
     dry_run: bool,
     status: &'static str,
     units_charged: u64,
+    units_unmetered: u64,
     calls: u64,
     remaining: u64,
     retry_after_s: Option<f64>,
@@ -363,6 +365,7 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
                 pages: 0,
                 videos: 0,
                 units: mine.filter(|c| c.fits).map(|c| c.units).sum(),
+                units_unmetered: 0,
                 error: None,
             }
         })
@@ -372,6 +375,7 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
         dry_run: true,
         status,
         units_charged: 0,
+        units_unmetered: 0,
         calls: 0,
         remaining: sim.remaining,
         retry_after_s: sim.stop.as_ref().and_then(|(_, w)| w.map(seconds)),
