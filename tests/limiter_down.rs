@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use trendsync::quota::{Charge, Limiter, Part, PolicyRef, RedisLimiter};
 
 use crate::common::harness::{Harness, shorts};
-use crate::common::upstream::{Call, complete_calls};
+use crate::common::upstream::{
+    Call, FakeUpstream, OVERRIDE, answer_fixture, complete_calls, page2,
+};
 use crate::common::{Ran, RedisServer, Trendsync};
 
 const WINDOW: Duration = Duration::from_secs(3600);
@@ -341,4 +343,98 @@ fn with_redis_down_from_the_start_allowed_calls_are_journalled_and_replayed_once
     assert!(lines_with(&log, REPLAYED).is_empty(), "{log}");
     assert_eq!(again["used"], 12, "{again}");
     assert_window_holds_what_was_sent(&h, &again);
+}
+
+/// How long the fake takes to answer US's second page: time enough to stop or restart
+/// Redis while the run waits for it, between two charges.
+const SLOW: Duration = Duration::from_millis(1500);
+
+/// The fixtures' YouTube, answering US's second page (the second call of a run of
+/// [`THREE_REGIONS`] one region at a time) only after [`SLOW`].
+fn slow_second_call() -> FakeUpstream {
+    let fake = FakeUpstream::youtube();
+    fake.mount(
+        page2("US")
+            .respond_with(answer_fixture(200, "videos_last_page.json").set_delay(SLOW))
+            .with_priority(OVERRIDE),
+    );
+    fake
+}
+
+/// Waits until the fake has received `n` calls; how many it has then.
+fn wait_for_calls(h: &Harness<'_>, n: usize) -> usize {
+    let deadline = Instant::now() + GUARD;
+    loop {
+        let got = h.fake.calls().len();
+        if got >= n {
+            return got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run made {got} calls, not {n}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn redis_killed_mid_run_the_rest_is_journalled_and_counted_once_after_restart() {
+    let mut server = RedisServer::start_durable();
+    let mut h = Harness::with(slow_second_call(), None);
+    h.regions(THREE_REGIONS);
+    let child = cmd(&h, &server)
+        .args(["run", "--json", "--concurrency", "1"])
+        .spawn();
+    // The second call is waiting for its answer: two calls are charged, and the next
+    // charge comes only after the answer.
+    let charged = wait_for_calls(&h, 2) as u64;
+    server.stop();
+    let ran = finish(child);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "complete", "{report}");
+    assert_eq!(report["calls"], 9, "{report}");
+    assert_eq!(h.fake.calls().len(), 9);
+    assert_eq!(units(&report, "units_charged"), charged, "{report}");
+    assert_eq!(units(&report, "units_unmetered"), 9 - charged, "{report}");
+    assert_eq!(journalled(&h).len() as u64, 9 - charged);
+    assert_eq!(lines_with(&ran.stderr, GOING_ON).len(), 1, "{}", ran.stderr);
+
+    // Back with what it held when killed; the replay adds the rest, each call once.
+    server.restart();
+    let (after, log) = budget(&h, &server);
+    assert_eq!(lines_with(&log, REPLAYED).len(), 1, "{log}");
+    assert_eq!(after["used"], 9, "{after}");
+    assert_window_holds_what_was_sent(&h, &after);
+    assert!(journalled(&h).is_empty());
+}
+
+#[test]
+fn a_redis_restart_mid_run_is_absorbed_without_journalling() {
+    let mut server = RedisServer::start_durable();
+    let mut h = Harness::with(slow_second_call(), None);
+    h.regions(THREE_REGIONS);
+    let child = cmd(&h, &server)
+        .args(["run", "--json", "--concurrency", "1"])
+        .spawn();
+    wait_for_calls(&h, 2);
+    // Back on the same port, with an empty script cache, before the next charge:
+    // that charge finds its connection dropped and is sent once more.
+    server.restart();
+    let ran = finish(child);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "complete", "{report}");
+    assert_eq!(report["calls"], 9, "{report}");
+    assert_eq!(units(&report, "units_charged"), 9, "{report}");
+    assert_eq!(units(&report, "units_unmetered"), 0, "{report}");
+    assert!(journalled(&h).is_empty());
+    assert!(
+        lines_with(&ran.stderr, GOING_ON).is_empty(),
+        "the limiter was never down for the run: {}",
+        ran.stderr
+    );
+    let (after, _) = budget(&h, &server);
+    assert_eq!(after["used"], 9, "{after}");
+    assert_window_holds_what_was_sent(&h, &after);
 }
