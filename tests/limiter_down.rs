@@ -438,3 +438,41 @@ fn a_redis_restart_mid_run_is_absorbed_without_journalling() {
     assert_eq!(after["used"], 9, "{after}");
     assert_window_holds_what_was_sent(&h, &after);
 }
+
+#[test]
+fn a_hung_redis_costs_a_run_one_timeout_not_one_per_call() {
+    let server = RedisServer::start();
+    let mut h = Harness::with(slow_second_call(), None);
+    h.regions(THREE_REGIONS);
+    let child = cmd(&h, &server)
+        .args(["run", "--json", "--concurrency", "1"])
+        .spawn();
+    let charged = wait_for_calls(&h, 2) as u64;
+    // Connections stay open but nothing answers: the next charge times out, and the
+    // run must not send every later charge to wait for its own timeout.
+    server.pause();
+    let ran = finish(child);
+    server.resume();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["calls"], 9, "{report}");
+    assert_eq!(units(&report, "units_charged"), charged, "{report}");
+    assert_eq!(units(&report, "units_unmetered"), 9 - charged, "{report}");
+
+    // Redis now runs what was queued while it was frozen: at most the one charge
+    // that timed out (which is in the journal too). One per journalled call would
+    // mean the run kept asking.
+    let reached: u64 = redis::cmd("ZCARD")
+        .arg("trendsync:{key1}:budget")
+        .query(&mut server.connection())
+        .expect("ZCARD");
+    assert!(
+        (charged..=charged + 1).contains(&reached),
+        "{reached} charges reached Redis; the run charged {charged} before it hung"
+    );
+    // The charge that timed out and then landed late is replayed too: counted once.
+    let (after, _) = budget(&h, &server);
+    assert_eq!(after["used"], 9, "{after}");
+    assert_window_holds_what_was_sent(&h, &after);
+    assert!(journalled(&h).is_empty());
+}

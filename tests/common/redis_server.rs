@@ -128,6 +128,26 @@ impl RedisServer {
         }
     }
 
+    /// Freezes the server (SIGSTOP): connections stay open and commands are read
+    /// by nobody, as with a Redis hung on a slow disk or a long script.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused server go on, with the commands that queued up meanwhile.
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let child = self.child.as_ref().expect("the server is running");
+        let status = Command::new("kill")
+            .args([sig, &child.id().to_string()])
+            .status()
+            .expect("running kill");
+        assert!(status.success(), "kill {sig} redis-server");
+    }
+
     /// Starts it again on the same port, with an empty script cache: empty (no
     /// persistence), a restart or a failover to a fresh node; or, for a durable
     /// server, holding every write it acknowledged.
