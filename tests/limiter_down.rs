@@ -476,3 +476,43 @@ fn a_hung_redis_costs_a_run_one_timeout_not_one_per_call() {
     assert_window_holds_what_was_sent(&h, &after);
     assert!(journalled(&h).is_empty());
 }
+
+#[test]
+fn budget_charge_replays_the_journal_before_charging() {
+    let mut server = RedisServer::start();
+    server.stop();
+    let mut h = Harness::new(None);
+    h.regions(THREE_REGIONS);
+    let (ran, _) = run_bounded(&h, &server, &["run", "--region", "US", "--json"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(journalled(&h).len(), 3);
+
+    // Still down: asking by hand is refused (exit 1: nothing can be granted), and
+    // the journal is kept.
+    let refused = finish(
+        h.bare()
+            .redis(&server)
+            .args(["budget", "charge", "videos.list", "--json"])
+            .spawn(),
+    );
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(refused.stderr.contains("unreachable"), "{}", refused.stderr);
+    assert_eq!(journalled(&h).len(), 3);
+
+    server.restart();
+    let granted = finish(
+        h.bare()
+            .redis(&server)
+            .args(["budget", "charge", "videos.list", "--count", "2", "--json"])
+            .spawn(),
+    );
+    assert_eq!(granted.code, 0, "{}", granted.stderr);
+    let answer = granted.json();
+    assert_eq!(answer["granted"], true, "{answer}");
+    assert_eq!(
+        answer["used"],
+        3 + 2,
+        "the journal was replayed first: {answer}"
+    );
+    assert!(journalled(&h).is_empty());
+}

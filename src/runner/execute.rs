@@ -238,7 +238,7 @@ impl Run {
         }
         // The row is written before the call is made, as a charge would be: a call
         // the journal does not hold must not happen.
-        if let Err(e) = self.journal(charge).await {
+        if let Err(e) = self.write_journal(charge).await {
             self.halt(Stop::Fatal {
                 message: format!(
                     "the limiter is down ({reason}) and {method} could not be journalled: {e}"
@@ -252,7 +252,8 @@ impl Run {
         Ok(())
     }
 
-    async fn journal(&self, charge: &Charge) -> Result<(), String> {
+    /// Appends `charge` to the journal, opening it the first time.
+    async fn write_journal(&self, charge: &Charge) -> Result<(), String> {
         let db = self.db.clone();
         let journal = self
             .journal
