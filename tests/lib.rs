@@ -6,6 +6,7 @@ mod common;
 mod budget_cli;
 mod config_errors;
 mod conformance;
+mod limiter_down;
 mod metrics_e2e;
 mod run_e2e;
 mod search_e2e;

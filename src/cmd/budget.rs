@@ -88,7 +88,7 @@ fn summarize(budget: &Budget, status: &Status) -> BudgetJson {
 
 async fn show(global: &Global, json: bool) -> Result<()> {
     let budget = load_budget(global)?;
-    let limiter = open_limiter(global, &budget, Access::Read).await?;
+    let limiter = open_limiter(global, &budget, Access::ReadReplayed).await?;
     let status = read_status(&limiter, &budget, &[BUDGET_POLICY]).await?;
     let report = summarize(&budget, &status);
     if json {

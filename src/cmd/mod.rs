@@ -14,7 +14,7 @@ use anyhow::{Context, Result};
 use crate::cli::{Cli, Command, Global};
 use crate::config::{self, Config, Origin};
 use crate::error::UsageError;
-use crate::quota::{Budget, EmbeddedLimiter, Limiter, RedisLimiter, Status};
+use crate::quota::{Budget, EmbeddedLimiter, Journal, Limiter, RedisLimiter, Status};
 use crate::youtube;
 
 pub async fn run(cli: Cli) -> Result<()> {
@@ -51,30 +51,99 @@ pub(crate) fn load_budget(global: &Global) -> Result<Budget> {
     ))?)
 }
 
-/// Whether the limiter is opened to charge or only to read. Reading creates and
-/// writes nothing, so `--dry-run` and `budget` leave no trace.
+/// Whether the limiter is opened to charge or only to read, and whether the calls
+/// journalled while it was down are replayed into it first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Access {
+    /// Read the window as it stands; create and write nothing anywhere (`--dry-run`).
     Read,
+    /// Read the window once the journal has been replayed into it, so that it shows
+    /// every call made (`budget`).
+    ReadReplayed,
+    /// Charge calls, after replaying the journal.
     Charge,
 }
 
+/// Opens the budget's limiter. A Redis that cannot be reached is [`Limiter::Down`],
+/// not an error: the command's calls then follow `[when_limiter_down]`. A limiter that
+/// answers first gets the calls journalled while it was down (DESIGN.md 3.6).
 pub(crate) async fn open_limiter(
     global: &Global,
     budget: &Budget,
     access: Access,
 ) -> Result<Limiter> {
-    match &global.redis_url {
-        Some(url) => Ok(Limiter::Redis(
-            RedisLimiter::connect(url, &budget.key).await?,
-        )),
-        None => embedded(&global.db, &budget.key, access).map(Limiter::Embedded),
+    let limiter = match &global.redis_url {
+        Some(url) => Limiter::or_down(
+            RedisLimiter::connect(url, &budget.key)
+                .await
+                .map(Limiter::Redis),
+        )?,
+        None => embedded(&global.db, &budget.key, access).map(Limiter::Embedded)?,
+    };
+    let can_record = match &limiter {
+        Limiter::Redis(_) => access != Access::Read,
+        // Opened read-only for `budget`; the next charging command replays.
+        Limiter::Embedded(_) => access == Access::Charge,
+        Limiter::Down { .. } => false,
+    };
+    if can_record {
+        replay_journal(&global.db, budget, &limiter).await;
+    }
+    Ok(limiter)
+}
+
+/// Replays the journal into `limiter`. A replay that fails leaves what it did not
+/// replay for the next command, and never stops this one.
+async fn replay_journal(db: &Path, budget: &Budget, limiter: &Limiter) {
+    let journal = match Journal::open_if_pending(db) {
+        Ok(Some(journal)) => journal,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(
+                "{e}; the calls journalled while the limiter was down stay for next time"
+            );
+            return;
+        }
+    };
+    let done = match journal.replay(&budget.key, limiter).await {
+        Ok(done) => done,
+        Err(e) => {
+            tracing::warn!("{e}; the calls not yet replayed stay for next time");
+            return;
+        }
+    };
+    if done.calls > 0 {
+        tracing::info!(
+            "replayed {} call{} ({} units) made while the limiter was down into budget \"{}\" on {}, at their original times",
+            done.calls,
+            if done.calls == 1 { "" } else { "s" },
+            done.units,
+            budget.key,
+            limiter.describe()
+        );
+    }
+    if let Some(e) = &done.interrupted {
+        tracing::warn!(
+            "replaying the journal in {} stopped: {e}; {} call{} stay for next time",
+            db.display(),
+            done.left,
+            if done.left == 1 { "" } else { "s" }
+        );
+    }
+    if done.unreadable > 0 {
+        tracing::warn!(
+            "{} row{} of quota_journal in {} cannot be read back and {} left in place",
+            done.unreadable,
+            if done.unreadable == 1 { "" } else { "s" },
+            db.display(),
+            if done.unreadable == 1 { "was" } else { "were" }
+        );
     }
 }
 
 fn embedded(db: &Path, key: &str, access: Access) -> Result<EmbeddedLimiter> {
     let limiter = match access {
-        Access::Read => EmbeddedLimiter::open_read_only(db, key),
+        Access::Read | Access::ReadReplayed => EmbeddedLimiter::open_read_only(db, key),
         Access::Charge => EmbeddedLimiter::open(db, key),
     };
     limiter.with_context(|| format!("opening the embedded limiter in {}", db.display()))

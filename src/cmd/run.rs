@@ -361,6 +361,7 @@ struct RegionJson {
     pages: u32,
     videos: u64,
     units: u64,
+    units_unmetered: u64,
     error: Option<String>,
 }
 
@@ -380,6 +381,7 @@ struct DryRunJson {
     dry_run: bool,
     status: &'static str,
     units_charged: u64,
+    units_unmetered: u64,
     calls: u64,
     remaining: u64,
     retry_after_s: Option<f64>,
@@ -406,6 +408,7 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
                 pages: 0,
                 videos: 0,
                 units: mine.filter(|c| c.fits).map(|c| c.units).sum(),
+                units_unmetered: 0,
                 error: None,
             }
         })
@@ -415,6 +418,7 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
         dry_run: true,
         status,
         units_charged: 0,
+        units_unmetered: 0,
         calls: 0,
         remaining: sim.remaining,
         retry_after_s: sim.stop.as_ref().and_then(|(_, w)| w.map(seconds)),

@@ -86,6 +86,7 @@ fn report() -> RunReport {
         run_id: "r1".into(),
         status: Status::BudgetExhausted,
         units_charged: 7,
+        units_unmetered: 0,
         calls: 7,
         remaining: Some(0),
         retry_after_s: Some(60.0),

@@ -8,6 +8,7 @@
 //! any store and any clock. This module knows nothing of YouTube.
 
 mod embedded;
+mod journal;
 pub mod model;
 mod redis;
 
@@ -16,6 +17,7 @@ use std::fmt;
 use std::time::Duration;
 
 pub use embedded::EmbeddedLimiter;
+pub use journal::{Journal, JournalError, Journalled, Replayed};
 pub use model::{Fit, PartOutcome};
 pub use redis::RedisLimiter;
 
@@ -283,17 +285,44 @@ impl LimiterError {
     }
 }
 
-/// Either backend, with the same promises.
+/// Either backend, with the same promises; or a Redis that could not be reached when
+/// the command started, which answers every request as unavailable so that the
+/// `[when_limiter_down]` policy applies to the command's calls as it would had Redis
+/// gone away mid-run.
 pub enum Limiter {
     Redis(RedisLimiter),
     Embedded(EmbeddedLimiter),
+    Down { endpoint: String, reason: String },
+}
+
+fn unavailable(endpoint: &str, reason: &str) -> LimiterError {
+    LimiterError::Unavailable {
+        endpoint: endpoint.to_owned(),
+        reason: reason.to_owned(),
+    }
 }
 
 impl Limiter {
+    /// What to use when opening the limiter failed: a limiter that could not be
+    /// reached is [`Limiter::Down`]; any other failure stays an error.
+    pub fn or_down(opened: Result<Limiter, LimiterError>) -> Result<Limiter, LimiterError> {
+        match opened {
+            Err(LimiterError::Unavailable { endpoint, reason }) => {
+                Ok(Limiter::Down { endpoint, reason })
+            }
+            other => other,
+        }
+    }
+
+    pub fn is_down(&self) -> bool {
+        matches!(self, Limiter::Down { .. })
+    }
+
     pub async fn charge(&self, charge: &Charge) -> Result<Decision, LimiterError> {
         match self {
             Limiter::Redis(l) => l.charge(charge, None).await,
             Limiter::Embedded(l) => l.charge(charge, None).await,
+            Limiter::Down { endpoint, reason } => Err(unavailable(endpoint, reason)),
         }
     }
 
@@ -308,6 +337,7 @@ impl Limiter {
         match self {
             Limiter::Redis(l) => l.charge(charge, Some(age)).await,
             Limiter::Embedded(l) => l.charge(charge, Some(age)).await,
+            Limiter::Down { endpoint, reason } => Err(unavailable(endpoint, reason)),
         }
     }
 
@@ -321,6 +351,7 @@ impl Limiter {
         match self {
             Limiter::Redis(l) => l.status(policies, with_entries).await,
             Limiter::Embedded(l) => l.status(policies, with_entries).await,
+            Limiter::Down { endpoint, reason } => Err(unavailable(endpoint, reason)),
         }
     }
 
@@ -330,6 +361,7 @@ impl Limiter {
         match self {
             Limiter::Redis(l) => l.block_until(until_us).await,
             Limiter::Embedded(l) => l.block_until(until_us).await,
+            Limiter::Down { endpoint, reason } => Err(unavailable(endpoint, reason)),
         }
     }
 
@@ -338,6 +370,7 @@ impl Limiter {
         match self {
             Limiter::Redis(l) => l.endpoint().to_owned(),
             Limiter::Embedded(l) => l.endpoint(),
+            Limiter::Down { endpoint, .. } => endpoint.clone(),
         }
     }
 }

@@ -1,10 +1,11 @@
 //! The shared limiter in Redis: one Lua script decides a charge atomically, on Redis's
 //! clock, for every host and cron job that spends from one API key.
 
+use std::future::Future;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{RedisError, Script};
+use redis::{RedisError, RedisResult, Script};
 
 use super::model::{self, Fit, PartOutcome};
 use super::{
@@ -106,10 +107,12 @@ impl RedisLimiter {
         for part in &charge.parts {
             inv.arg(micros(part.window)).arg(part.max).arg(part.units);
         }
-        let reply: Vec<i64> = inv
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| classify(&self.endpoint, "charging the budget", &e))?;
+        let inv = &inv;
+        let reply: Vec<i64> = self
+            .once_more_if_dropped("charging the budget", |mut conn| async move {
+                inv.invoke_async(&mut conn).await
+            })
+            .await?;
         self.decode_charge(charge, &reply)
     }
 
@@ -163,10 +166,12 @@ impl RedisLimiter {
                 .arg(u8::from(with_entries.contains(&p.name.as_str())));
         }
         type Reply = (i64, i64, Vec<(i64, i64, i64, Vec<String>)>);
-        let (now_us, blocked, states): Reply = inv
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| classify(&self.endpoint, "reading the budget", &e))?;
+        let inv = &inv;
+        let (now_us, blocked, states): Reply = self
+            .once_more_if_dropped("reading the budget", |mut conn| async move {
+                inv.invoke_async(&mut conn).await
+            })
+            .await?;
         let opt = |us: i64| (us >= 0).then(|| from_micros(us));
         let policies = policies
             .iter()
@@ -191,15 +196,53 @@ impl RedisLimiter {
 
     pub(super) async fn block_until(&self, until_us: i64) -> Result<(), LimiterError> {
         let until_ms = u64::try_from(until_us / 1000).unwrap_or(0);
-        redis::cmd("SET")
-            .arg(self.blocked_key())
+        let mut set = redis::cmd("SET");
+        set.arg(self.blocked_key())
             .arg(until_us)
             .arg("PXAT")
-            .arg(until_ms)
-            .query_async::<()>(&mut self.conn.clone())
-            .await
-            .map_err(|e| classify(&self.endpoint, "blocking the budget", &e))
+            .arg(until_ms);
+        let set = &set;
+        self.once_more_if_dropped("blocking the budget", |mut conn| async move {
+            set.query_async::<()>(&mut conn).await
+        })
+        .await
     }
+
+    /// Sends `op` and, if the connection turned out to be dropped (Redis restarted,
+    /// a failover, an idle connection cut), sends the same `op` once more: the
+    /// manager reconnects when it sees the drop, and the retry waits for that new
+    /// connection. Every command here is safe to repeat: a charge carries its id, so
+    /// the second copy of one that did land counts once. A timeout is not retried: a
+    /// Redis too slow to answer in time is down, and waiting twice would double what
+    /// a run pays for it.
+    async fn once_more_if_dropped<T, F, Fut>(
+        &self,
+        doing: &'static str,
+        op: F,
+    ) -> Result<T, LimiterError>
+    where
+        F: Fn(ConnectionManager) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let result = match op(self.conn.clone()).await {
+            Err(e) if worth_once_more(&e) => {
+                tracing::debug!(
+                    "the connection to {} failed while {doing} ({}); trying once more on a new one",
+                    self.endpoint,
+                    scrub(&e)
+                );
+                op(self.conn.clone()).await
+            }
+            other => other,
+        };
+        result.map_err(|e| classify(&self.endpoint, doing, &e))
+    }
+}
+
+/// A connection that broke (as opposed to one that is slow, or a server that said
+/// no) may work again at once on a fresh connection.
+fn worth_once_more(e: &RedisError) -> bool {
+    !e.is_timeout() && (e.is_connection_dropped() || e.is_io_error())
 }
 
 /// Members are "<units>|<method>|<id>", listed with their scores.

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::Semaphore;
+use tokio::sync::{OnceCell, Semaphore};
 use tokio::task::JoinSet;
 
 use super::lock::{self, RegionLock};
@@ -17,7 +17,10 @@ use super::outcome::{Attempts, CallOutcome, RegionReport, RunReport, Status, Sto
 use super::plan::{self, Freshness};
 use crate::config::Region;
 use crate::progress::RegionBar;
-use crate::quota::{Allowance, BUDGET_POLICY, Budget, Limiter, UPSTREAM_POLICY, micros};
+use crate::quota::{
+    Allowance, BUDGET_POLICY, Budget, Charge, DownPolicy, Journal, Limiter, LimiterError,
+    UPSTREAM_POLICY, micros,
+};
 use crate::store::{RunKind, RunOutcome, Store, StoreError};
 use crate::youtube::{
     CallError, Client, ErrorClass, SEARCH_LIST, SearchRequest, VIDEO_CATEGORIES_LIST, VIDEOS_LIST,
@@ -61,9 +64,17 @@ pub struct Run {
     pub concurrency: usize,
     seq: AtomicU64,
     units: AtomicU64,
+    /// Units of calls made unmetered while the limiter was down, and journalled.
+    units_unmetered: AtomicU64,
     calls: AtomicU64,
     attempts: Mutex<Attempts>,
     stop: Mutex<Option<Stop>>,
+    /// Why the limiter was found unreachable. Once set, it stays down for the rest of
+    /// the run: asking again would cost every call a connect timeout, and the calls
+    /// journalled meanwhile reach the window at the next command's replay anyway.
+    limiter_down: OnceLock<String>,
+    /// Opened at the first journalled call: most runs never need it.
+    journal: OnceCell<Arc<Journal>>,
 }
 
 /// Why a call did not produce a result.
@@ -99,9 +110,12 @@ impl Run {
             concurrency: concurrency.max(1),
             seq: AtomicU64::new(0),
             units: AtomicU64::new(0),
+            units_unmetered: AtomicU64::new(0),
             calls: AtomicU64::new(0),
             attempts: Mutex::new(Attempts::new()),
             stop: Mutex::new(None),
+            limiter_down: OnceLock::new(),
+            journal: OnceCell::new(),
         }
     }
 
@@ -157,6 +171,9 @@ impl Run {
                 return Err(Failed::Stopped);
             }
         };
+        if let Some(reason) = self.limiter_down.get() {
+            return self.unmetered(method, &charge, reason, report).await;
+        }
         match self.limiter.charge(&charge).await {
             Ok(d) if d.granted => {
                 self.units.fetch_add(charge.units, Ordering::Relaxed);
@@ -190,11 +207,8 @@ impl Run {
                 Err(Failed::Stopped)
             }
             Err(e) if e.is_unavailable() => {
-                self.halt(Stop::LimiterDown {
-                    method,
-                    reason: e.to_string(),
-                });
-                Err(Failed::Stopped)
+                let reason = self.limiter_is_down(&e);
+                self.unmetered(method, &charge, reason, report).await
             }
             Err(e) => {
                 self.halt(Stop::Fatal {
@@ -203,6 +217,70 @@ impl Run {
                 Err(Failed::Stopped)
             }
         }
+    }
+
+    /// Marks the limiter down for the rest of the run, saying so once.
+    fn limiter_is_down(&self, e: &LimiterError) -> &str {
+        self.limiter_down.get_or_init(|| {
+            tracing::warn!(
+                run_id = %self.run_id,
+                "{e}; going on without it for the rest of this run: calls [when_limiter_down] allows are made unmetered and journalled in {}, to be counted in the window once it answers again; the others stop the run",
+                self.db.display()
+            );
+            e.to_string()
+        })
+    }
+
+    /// A call while the limiter is down: journalled and made when its method is
+    /// allowed, the end of the run when it is not.
+    async fn unmetered(
+        &self,
+        method: &'static str,
+        charge: &Charge,
+        reason: &str,
+        report: &mut RegionReport,
+    ) -> Result<(), Failed> {
+        if self.budget.when_down(method) == DownPolicy::Deny {
+            self.halt(Stop::LimiterDown {
+                method,
+                reason: reason.to_owned(),
+            });
+            return Err(Failed::Stopped);
+        }
+        // The row is written before the call is made, as a charge would be: a call
+        // the journal does not hold must not happen.
+        if let Err(e) = self.write_journal(charge).await {
+            self.halt(Stop::Fatal {
+                message: format!(
+                    "the limiter is down ({reason}) and {method} could not be journalled: {e}"
+                ),
+            });
+            return Err(Failed::Stopped);
+        }
+        self.units_unmetered
+            .fetch_add(charge.units, Ordering::Relaxed);
+        report.units_unmetered += charge.units;
+        Ok(())
+    }
+
+    /// Appends `charge` to the journal, opening it the first time.
+    async fn write_journal(&self, charge: &Charge) -> Result<(), String> {
+        let db = self.db.clone();
+        let journal = self
+            .journal
+            .get_or_try_init(|| async move {
+                tokio::task::spawn_blocking(move || Journal::open(&db))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            })
+            .await?;
+        let (journal, key, charge) = (Arc::clone(journal), self.budget.key.clone(), charge.clone());
+        tokio::task::spawn_blocking(move || journal.record(&key, &charge))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
     }
 
     /// One upstream call, charged before every attempt; transient failures are tried
@@ -548,9 +626,13 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     }
     let stop = run.stop.lock().ok().and_then(|s| s.clone());
     let status = overall(&regions, stop.as_ref());
-    let budget_used = match run.limiter.status(&run.budget.policies()[..1], &[]).await {
-        Ok(st) => st.policies.first().map(|p| p.used),
-        Err(_) => None,
+    // Once found down, the limiter is not asked again in this run, not even for this.
+    let budget_used = match run.limiter_down.get() {
+        Some(_) => None,
+        None => match run.limiter.status(&run.budget.policies()[..1], &[]).await {
+            Ok(st) => st.policies.first().map(|p| p.used),
+            Err(_) => None,
+        },
     };
     let remaining = budget_used.map(|used| run.budget.max_for(run.allowance).saturating_sub(used));
     let now = now_us();
@@ -559,6 +641,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         run_id: run.run_id.clone(),
         status,
         units_charged: run.units.load(Ordering::Relaxed),
+        units_unmetered: run.units_unmetered.load(Ordering::Relaxed),
         calls: run.calls.load(Ordering::Relaxed),
         remaining,
         retry_after_s: stop

@@ -172,7 +172,10 @@ pub struct RegionReport {
     pub status: Status,
     pub pages: u32,
     pub videos: u64,
+    /// Units charged to the budget.
     pub units: u64,
+    /// Units of calls made while the limiter was down (journalled, not charged).
+    pub units_unmetered: u64,
     pub error: Option<String>,
 }
 
@@ -184,6 +187,7 @@ impl RegionReport {
             pages: 0,
             videos: 0,
             units: 0,
+            units_unmetered: 0,
             error: None,
         }
     }
@@ -199,7 +203,11 @@ impl RegionReport {
 pub struct RunReport {
     pub run_id: String,
     pub status: Status,
+    /// Units the limiter granted.
     pub units_charged: u64,
+    /// Units of the calls made unmetered while the limiter was down: journalled, and
+    /// counted in the window when the journal is replayed. `calls` counts them too.
+    pub units_unmetered: u64,
     pub calls: u64,
     pub remaining: Option<u64>,
     pub retry_after_s: Option<f64>,
@@ -233,6 +241,12 @@ impl RunReport {
             self.calls,
             self.units_charged
         );
+        if self.units_unmetered > 0 {
+            line.push_str(&format!(
+                " (and {} units unmetered while the limiter was down, journalled)",
+                self.units_unmetered
+            ));
+        }
         for (s, word) in [
             (Status::Failed, "failed"),
             (Status::Skipped, "skipped (locked by another process)"),

@@ -1,6 +1,7 @@
 //! A real `redis-server` for one test (or benchmark): started on a free loopback port
-//! with no persistence, waited for until it answers PING, and killed when dropped. It
-//! can be stopped and started again on the same port to play a restart or an outage,
+//! with no persistence (or, [`RedisServer::start_durable`], with every write fsynced
+//! to an append-only file), waited for until it answers PING, and killed when dropped.
+//! It can be stopped and started again on the same port to play a restart or an outage,
 //! and can require a password.
 
 use std::io::{Read, Write};
@@ -14,6 +15,9 @@ pub struct RedisServer {
     port: u16,
     dir: tempfile::TempDir,
     password: Option<String>,
+    /// Every write is in the append-only file before it is answered, so a restart
+    /// keeps the whole window, however abruptly the server was stopped.
+    durable: bool,
 }
 
 fn redis_server_binary() -> PathBuf {
@@ -46,7 +50,7 @@ fn free_port() -> u16 {
 
 impl RedisServer {
     pub fn start() -> RedisServer {
-        RedisServer::start_as(None)
+        RedisServer::start_as(None, false)
     }
 
     /// A server that answers only clients that authenticate with `password`
@@ -58,16 +62,23 @@ impl RedisServer {
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
             "a password that needs no escaping in a URL"
         );
-        RedisServer::start_as(Some(password.to_owned()))
+        RedisServer::start_as(Some(password.to_owned()), false)
     }
 
-    fn start_as(password: Option<String>) -> RedisServer {
+    /// A server that keeps its data across [`RedisServer::restart`], as a production
+    /// Redis with `appendfsync always` does; its script cache still starts empty.
+    pub fn start_durable() -> RedisServer {
+        RedisServer::start_as(None, true)
+    }
+
+    fn start_as(password: Option<String>, durable: bool) -> RedisServer {
         let dir = tempfile::tempdir().expect("creating a directory for redis-server");
         let mut server = RedisServer {
             child: None,
             port: free_port(),
             dir,
             password,
+            durable,
         };
         server.spawn();
         server
@@ -87,7 +98,9 @@ impl RedisServer {
                 "--save",
                 "",
                 "--appendonly",
-                "no",
+                if self.durable { "yes" } else { "no" },
+                "--appendfsync",
+                "always",
             ])
             .arg("--dir")
             .arg(self.dir.path())
@@ -137,7 +150,7 @@ impl RedisServer {
         }
     }
 
-    /// Kills the server: clients now find nothing listening.
+    /// Kills the server (SIGKILL): clients now find nothing listening.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
@@ -145,8 +158,29 @@ impl RedisServer {
         }
     }
 
-    /// Starts it again on the same port, empty (no persistence): a restart or a
-    /// failover to a fresh node, with an empty script cache.
+    /// Freezes the server (SIGSTOP): connections stay open and commands are read
+    /// by nobody, as with a Redis hung on a slow disk or a long script.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused server go on, with the commands that queued up meanwhile.
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let child = self.child.as_ref().expect("the server is running");
+        let status = Command::new("kill")
+            .args([sig, &child.id().to_string()])
+            .status()
+            .expect("running kill");
+        assert!(status.success(), "kill {sig} redis-server");
+    }
+
+    /// Starts it again on the same port, with an empty script cache: empty (no
+    /// persistence), a restart or a failover to a fresh node; or, for a durable
+    /// server, holding every write it acknowledged.
     pub fn restart(&mut self) {
         self.stop();
         self.spawn();

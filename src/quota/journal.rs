@@ -1,0 +1,494 @@
+//! The journal of calls made while the limiter was unreachable (DESIGN.md 3.6).
+//!
+//! A method that `[when_limiter_down]` allows goes ahead unmetered, and its charge is
+//! written here, in the local database, before the call is made. The next time a
+//! command of this host reaches the limiter, [`Journal::replay`] records each charge
+//! into the shared window at its original age ([`Limiter::record_past`]) and deletes
+//! its row only once the limiter has accepted it. A crash between the two is safe:
+//! recording the same charge id twice counts it once. The table is prefixed `quota_`
+//! and belongs to this module.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OpenFlags, params};
+use serde::{Deserialize, Serialize};
+
+use super::{Charge, Limiter, LimiterError, Part, from_micros, micros};
+
+/// Writing a row waits for other processes' transactions; this long means stuck.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS quota_journal (
+    charge_id  TEXT    PRIMARY KEY,
+    budget     TEXT    NOT NULL,   -- budget.key: the pool the call spent from
+    method     TEXT    NOT NULL,
+    units      INTEGER NOT NULL,   -- units to the budget's own window
+    parts      TEXT    NOT NULL CHECK (json_valid(parts)),  -- [{policy, window_us, max, units}]
+    made_at_us INTEGER NOT NULL    -- this host's clock, when the call was let through
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS quota_journal_by_time ON quota_journal (budget, made_at_us);
+";
+
+/// The journal could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[error("the journal of unmetered calls in {path} failed while {doing}: {source}")]
+pub struct JournalError {
+    path: PathBuf,
+    doing: &'static str,
+    #[source]
+    source: rusqlite::Error,
+}
+
+/// One part of a charge as a journal row stores it.
+#[derive(Debug, Serialize, Deserialize)]
+struct PartRow {
+    policy: String,
+    window_us: i64,
+    max: u64,
+    units: u64,
+}
+
+/// A charge waiting to be replayed, and when its call was made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Journalled {
+    pub charge: Charge,
+    /// Microseconds since the Unix epoch on this host's clock. Only differences with
+    /// this host's clock are ever taken, so skew between hosts does not matter.
+    pub made_at_us: i64,
+}
+
+/// What a replay did.
+#[derive(Debug, Default)]
+pub struct Replayed {
+    /// Calls the limiter accepted (and whose rows are gone).
+    pub calls: u64,
+    /// Their units to the budget's own window, older ones included (the limiter
+    /// counts only what is still inside the window).
+    pub units: u64,
+    /// Rows left for next time because the limiter failed mid-way.
+    pub left: u64,
+    /// Why the replay stopped early.
+    pub interrupted: Option<LimiterError>,
+    /// Rows that cannot be read back (edited by hand); left in place.
+    pub unreadable: u64,
+}
+
+pub struct Journal {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal").field("path", &self.path).finish()
+    }
+}
+
+fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, micros)
+}
+
+impl Journal {
+    /// Opens the journal in the database at `path`, creating its table (and the file)
+    /// if needed.
+    pub fn open(path: &Path) -> Result<Journal, JournalError> {
+        let fail = |doing| {
+            move |source| JournalError {
+                path: path.to_path_buf(),
+                doing,
+                source,
+            }
+        };
+        let conn = Connection::open(path).map_err(fail("opening the database"))?;
+        Journal::prepare(path, conn, true)
+    }
+
+    /// Opens the journal only if the database exists and holds journalled calls:
+    /// creates nothing otherwise, so commands that only read leave no trace.
+    pub fn open_if_pending(path: &Path) -> Result<Option<Journal>, JournalError> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        let fail = |doing| {
+            move |source| JournalError {
+                path: path.to_path_buf(),
+                doing,
+                source,
+            }
+        };
+        let pending = {
+            let conn = crate::sqlite::open_for_reading(path, BUSY_TIMEOUT)
+                .map_err(fail("opening the database to read"))?;
+            let has_table = conn
+                .prepare(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'quota_journal'",
+                )
+                .and_then(|mut q| q.exists([]))
+                .map_err(fail("looking for journalled calls"))?;
+            has_table
+                && conn
+                    .prepare("SELECT 1 FROM quota_journal LIMIT 1")
+                    .and_then(|mut q| q.exists([]))
+                    .map_err(fail("looking for journalled calls"))?
+        };
+        if !pending {
+            return Ok(None);
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(fail("opening the database"))?;
+        Journal::prepare(path, conn, false).map(Some)
+    }
+
+    fn prepare(path: &Path, conn: Connection, create: bool) -> Result<Journal, JournalError> {
+        let fail = |doing| {
+            move |source| JournalError {
+                path: path.to_path_buf(),
+                doing,
+                source,
+            }
+        };
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(fail("setting the busy timeout"))?;
+        // A row is the only trace of a call the window has not counted: it must
+        // survive a power cut, not only a crash (the store's NORMAL does not).
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(fail("setting synchronous=FULL"))?;
+        if create {
+            conn.pragma_update(None, "journal_mode", "WAL")
+                .map_err(fail("switching to WAL"))?;
+            conn.execute_batch(SCHEMA)
+                .map_err(fail("creating the journal's table"))?;
+        }
+        Ok(Journal {
+            path: path.to_path_buf(),
+            conn: Mutex::new(conn),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn with_conn<T>(
+        &self,
+        doing: &'static str,
+        work: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, JournalError> {
+        let fail = |source| JournalError {
+            path: self.path.clone(),
+            doing,
+            source,
+        };
+        // A panic while holding the lock cannot leave a half-written row: every
+        // statement is its own transaction.
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        work(&conn).map_err(fail)
+    }
+
+    /// Records that the call of `charge`, for the budget named `budget_key`, is made
+    /// now without the limiter. Recording the same charge id again keeps the first.
+    pub fn record(&self, budget_key: &str, charge: &Charge) -> Result<(), JournalError> {
+        self.record_at(budget_key, charge, now_us())
+    }
+
+    pub fn record_at(
+        &self,
+        budget_key: &str,
+        charge: &Charge,
+        made_at_us: i64,
+    ) -> Result<(), JournalError> {
+        let parts: Vec<PartRow> = charge
+            .parts
+            .iter()
+            .map(|p| PartRow {
+                policy: p.policy.clone(),
+                window_us: micros(p.window),
+                max: p.max,
+                units: p.units,
+            })
+            .collect();
+        let parts = serde_json::to_string(&parts).unwrap_or_else(|_| "[]".to_owned());
+        let units = i64::try_from(charge.units).unwrap_or(i64::MAX);
+        self.with_conn("journalling a call", |conn| {
+            conn.prepare_cached(
+                "INSERT INTO quota_journal (charge_id, budget, method, units, parts, made_at_us)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (charge_id) DO NOTHING",
+            )?
+            .execute(params![
+                charge.id,
+                budget_key,
+                charge.method,
+                units,
+                parts,
+                made_at_us
+            ])
+            .map(|_| ())
+        })
+    }
+
+    /// The calls journalled for `budget_key`, oldest first; rows that cannot be read
+    /// back are counted apart.
+    pub fn pending(&self, budget_key: &str) -> Result<(Vec<Journalled>, u64), JournalError> {
+        let rows: Vec<(String, String, i64, String, i64)> =
+            self.with_conn("reading journalled calls", |conn| {
+                let mut q = conn.prepare_cached(
+                    "SELECT charge_id, method, units, parts, made_at_us FROM quota_journal
+                     WHERE budget = ?1 ORDER BY made_at_us, charge_id",
+                )?;
+                let rows = q.query_map([budget_key], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })?;
+                rows.collect()
+            })?;
+        let mut out = Vec::with_capacity(rows.len());
+        let mut unreadable = 0;
+        for (id, method, units, parts, made_at_us) in rows {
+            let Ok(parts) = serde_json::from_str::<Vec<PartRow>>(&parts) else {
+                unreadable += 1;
+                continue;
+            };
+            out.push(Journalled {
+                charge: Charge {
+                    id,
+                    method,
+                    units: u64::try_from(units).unwrap_or(0),
+                    parts: parts
+                        .into_iter()
+                        .map(|p| Part {
+                            policy: p.policy,
+                            window: from_micros(p.window_us),
+                            max: p.max,
+                            units: p.units,
+                        })
+                        .collect(),
+                },
+                made_at_us,
+            });
+        }
+        Ok((out, unreadable))
+    }
+
+    /// Deletes the row of a replayed charge.
+    pub fn remove(&self, charge_id: &str) -> Result<(), JournalError> {
+        self.with_conn("deleting a replayed call", |conn| {
+            conn.prepare_cached("DELETE FROM quota_journal WHERE charge_id = ?1")?
+                .execute([charge_id])
+                .map(|_| ())
+        })
+    }
+
+    /// Records every call journalled for `budget_key` into `limiter` at its original
+    /// age, oldest first, deleting each row once the limiter has accepted it. Calls
+    /// older than their windows are recorded as nothing (the limiter skips them) and
+    /// their rows go too. When the limiter fails, the rest stay for next time.
+    ///
+    /// The SQLite statements run on the caller's thread: a replay runs once, before a
+    /// command does anything else, and each statement takes microseconds.
+    pub async fn replay(
+        &self,
+        budget_key: &str,
+        limiter: &Limiter,
+    ) -> Result<Replayed, JournalError> {
+        let (pending, unreadable) = self.pending(budget_key)?;
+        let mut done = Replayed {
+            unreadable,
+            ..Replayed::default()
+        };
+        let total = pending.len() as u64;
+        for j in pending {
+            let age = from_micros(now_us() - j.made_at_us);
+            match limiter.record_past(&j.charge, age).await {
+                Ok(_) => {
+                    self.remove(&j.charge.id)?;
+                    done.calls += 1;
+                    done.units += j.charge.units;
+                }
+                Err(e) => {
+                    done.left = total - done.calls;
+                    done.interrupted = Some(e);
+                    break;
+                }
+            }
+        }
+        Ok(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quota::{EmbeddedLimiter, PolicyRef};
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    fn charge(id: &str, units: u64) -> Charge {
+        Charge {
+            id: id.into(),
+            method: "videos.list".into(),
+            units,
+            parts: vec![
+                Part {
+                    policy: "budget".into(),
+                    window: HOUR,
+                    max: 9_500,
+                    units,
+                },
+                Part {
+                    policy: "calls".into(),
+                    window: Duration::from_secs(60),
+                    max: 50,
+                    units: 1,
+                },
+            ],
+        }
+    }
+
+    fn scratch() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("t.db");
+        (dir, path)
+    }
+
+    async fn used(limiter: &Limiter, policy: &str, window: Duration) -> (u64, Option<Duration>) {
+        let st = limiter
+            .status(
+                &[PolicyRef {
+                    name: policy.into(),
+                    window,
+                }],
+                &[],
+            )
+            .await
+            .expect("status");
+        (st.policies[0].used, st.policies[0].next_free)
+    }
+
+    #[test]
+    fn a_charge_reads_back_as_it_was_written() {
+        let (_dir, path) = scratch();
+        let j = Journal::open(&path).expect("open");
+        j.record_at("key1", &charge("r-2", 1), 2_000)
+            .expect("record");
+        j.record_at("key1", &charge("r-1", 100), 1_000)
+            .expect("record");
+        j.record_at("other", &charge("o-1", 5), 500)
+            .expect("record");
+        // The same id again keeps the first row and its time.
+        j.record_at("key1", &charge("r-1", 100), 9_000)
+            .expect("record");
+        let (rows, unreadable) = j.pending("key1").expect("pending");
+        assert_eq!(unreadable, 0);
+        assert_eq!(
+            rows,
+            vec![
+                Journalled {
+                    charge: charge("r-1", 100),
+                    made_at_us: 1_000
+                },
+                Journalled {
+                    charge: charge("r-2", 1),
+                    made_at_us: 2_000
+                },
+            ]
+        );
+        j.remove("r-1").expect("remove");
+        let (rows, _) = j.pending("key1").expect("pending");
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].charge.id, "r-2");
+        assert_eq!(j.pending("other").expect("pending").0.len(), 1);
+    }
+
+    #[test]
+    fn opening_only_for_pending_calls_creates_nothing() {
+        let (dir, path) = scratch();
+        assert!(Journal::open_if_pending(&path).expect("no file").is_none());
+        assert!(!path.exists(), "no database is created");
+        {
+            let j = Journal::open(&path).expect("open");
+            assert!(Journal::open_if_pending(&path).expect("empty").is_none());
+            j.record_at("key1", &charge("r-1", 1), 1).expect("record");
+        }
+        let j = Journal::open_if_pending(&path)
+            .expect("pending")
+            .expect("a journal with rows");
+        assert_eq!(j.pending("key1").expect("pending").0.len(), 1);
+        drop(j);
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("listing")
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect();
+        names.sort();
+        assert_eq!(names, ["t.db"], "no -wal or -shm left behind");
+    }
+
+    #[tokio::test]
+    async fn a_replay_counts_each_call_once_at_its_original_age() {
+        let (_dir, path) = scratch();
+        let limiter = Limiter::Embedded(EmbeddedLimiter::open(&path, "key1").expect("limiter"));
+        let j = Journal::open(&path).expect("open");
+        let now = now_us();
+        let ten_min = 600 * 1_000_000;
+        j.record_at("key1", &charge("r-1", 100), now - ten_min)
+            .expect("record");
+        j.record_at("key1", &charge("r-2", 1), now - ten_min)
+            .expect("record");
+        // Older than the budget's window: nothing left to count.
+        j.record_at("key1", &charge("r-0", 7), now - 2 * 3_600_000_000)
+            .expect("record");
+        // Another budget's calls stay for that budget.
+        j.record_at("other", &charge("o-1", 5), now)
+            .expect("record");
+
+        let done = j.replay("key1", &limiter).await.expect("replay");
+        assert_eq!((done.calls, done.units, done.left), (3, 108, 0));
+        assert!(done.interrupted.is_none());
+        let (budget, next_free) = used(&limiter, "budget", HOUR).await;
+        assert_eq!(budget, 101);
+        // Made ten minutes ago: it leaves the hour's window in fifty minutes.
+        let next_free = next_free.expect("entries").as_secs_f64();
+        assert!((2995.0..=3000.0).contains(&next_free), "{next_free}");
+        // The per-call limit's window is one minute: the calls are already out of it.
+        assert_eq!(used(&limiter, "calls", Duration::from_secs(60)).await.0, 0);
+        assert!(j.pending("key1").expect("pending").0.is_empty());
+        assert_eq!(j.pending("other").expect("pending").0.len(), 1);
+
+        // A crash after the limiter accepted a call but before its row was deleted
+        // replays it again: still counted once.
+        j.record_at("key1", &charge("r-1", 100), now - ten_min)
+            .expect("record");
+        let again = j.replay("key1", &limiter).await.expect("replay");
+        assert_eq!(again.calls, 1);
+        assert_eq!(used(&limiter, "budget", HOUR).await.0, 101);
+    }
+
+    #[tokio::test]
+    async fn a_replay_that_fails_leaves_the_rest_for_next_time() {
+        let (_dir, path) = scratch();
+        let j = Journal::open(&path).expect("open");
+        j.record_at("key1", &charge("r-1", 1), now_us())
+            .expect("record");
+        j.record_at("key1", &charge("r-2", 1), now_us())
+            .expect("record");
+        let down = Limiter::Down {
+            endpoint: "redis://127.0.0.1:1/0".into(),
+            reason: "connection refused".into(),
+        };
+        let done = j.replay("key1", &down).await.expect("replay");
+        assert_eq!((done.calls, done.left), (0, 2));
+        assert!(
+            done.interrupted
+                .as_ref()
+                .is_some_and(LimiterError::is_unavailable),
+            "{done:?}"
+        );
+        assert_eq!(j.pending("key1").expect("pending").0.len(), 2);
+    }
+}

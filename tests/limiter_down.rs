@@ -1,0 +1,518 @@
+//! DESIGN.md 3.6, when the limiter is unreachable: a dropped connection is tried once
+//! more, an allow-listed call goes ahead unmetered and is journalled in the database,
+//! a deny-listed one stops the run, and the journal is replayed into the shared
+//! window, exactly once and at each call's original age, when the limiter answers.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use trendsync::quota::{Charge, Limiter, Part, PolicyRef, RedisLimiter};
+
+use crate::common::harness::{Harness, shorts};
+use crate::common::upstream::{
+    Call, FakeUpstream, OVERRIDE, answer_fixture, complete_calls, page2,
+};
+use crate::common::{Ran, RedisServer, Trendsync};
+
+const WINDOW: Duration = Duration::from_secs(3600);
+
+fn one_unit(id: &str) -> Charge {
+    Charge {
+        id: id.into(),
+        method: "videos.list".into(),
+        units: 1,
+        parts: vec![Part {
+            policy: "budget".into(),
+            window: WINDOW,
+            max: 100,
+            units: 1,
+        }],
+    }
+}
+
+async fn used(limiter: &Limiter) -> u64 {
+    let st = limiter
+        .status(
+            &[PolicyRef {
+                name: "budget".into(),
+                window: WINDOW,
+            }],
+            &[],
+        )
+        .await
+        .expect("reading the window");
+    st.policies[0].used
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restart_between_charges_costs_one_retry_not_an_error() {
+    let mut server = RedisServer::start_durable();
+    let limiter = Limiter::Redis(
+        RedisLimiter::connect(&server.url(), "down")
+            .await
+            .expect("connecting"),
+    );
+    let first = limiter.charge(&one_unit("r-1")).await.expect("answer");
+    assert!(first.granted, "{first:?}");
+    // The connection the limiter holds dies with the server; the next charge finds
+    // out only when it sends, and the script cache of the new server is empty.
+    server.restart();
+    let second = limiter
+        .charge(&one_unit("r-2"))
+        .await
+        .expect("the same charge, sent again on a new connection, is answered");
+    assert!(second.granted && !second.duplicate, "{second:?}");
+    assert_eq!(used(&limiter).await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_stays_down_is_reported_unavailable_quickly() {
+    let mut server = RedisServer::start();
+    let limiter = Limiter::Redis(
+        RedisLimiter::connect(&server.url(), "down")
+            .await
+            .expect("connecting"),
+    );
+    server.stop();
+    let started = Instant::now();
+    let err = limiter
+        .charge(&one_unit("r-1"))
+        .await
+        .expect_err("nothing listens any more");
+    assert!(err.is_unavailable(), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "one retry, not a reconnect loop: {:?}",
+        started.elapsed()
+    );
+}
+
+// The binary end to end: a real redis-server stopped, killed or restarted around a run
+// against the fake upstream.
+
+/// The longest any run here may take; a run that hangs on Redis fails the test
+/// instead of hanging the suite.
+const GUARD: Duration = Duration::from_secs(60);
+
+/// Three regions without searches: every call is allow-listed (videos.list and
+/// videoCategories.list), three calls per region.
+const THREE_REGIONS: &str = r#"
+[defaults]
+pages = 2
+
+[[region]]
+code = "US"
+offset = 0
+
+[[region]]
+code = "GB"
+offset = 7
+
+[[region]]
+code = "DE"
+offset = 14
+"#;
+
+/// One region with a configured search: search.list is deny-listed.
+const WITH_SEARCH: &str = r#"
+[defaults]
+pages = 2
+
+[[region]]
+code = "FR"
+offset = 0
+
+[[region.search]]
+name = "fresh"
+q = ""
+order = "viewCount"
+published_within = "24h"
+"#;
+
+/// Waits for `child`, killing it and failing the test after [`GUARD`].
+fn finish(child: std::process::Child) -> Ran {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(GUARD) {
+        Ok(out) => {
+            let out = out.expect("waiting for trendsync");
+            Ran {
+                code: out.status.code().unwrap_or(-1),
+                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            }
+        }
+        Err(_) => {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+            panic!("trendsync did not finish within {GUARD:?}: it hangs on the limiter");
+        }
+    }
+}
+
+// The harness is built without a limiter and every command is pointed at `server`
+// here, so that the test may stop and restart the server between commands.
+
+/// The binary against the fake upstream and `server`.
+fn cmd(h: &Harness<'_>, server: &RedisServer) -> Trendsync {
+    h.cmd().redis(server)
+}
+
+/// Runs `args` against the fake upstream and `server`, bounded by [`GUARD`].
+fn run_bounded(h: &Harness<'_>, server: &RedisServer, args: &[&str]) -> (Ran, Vec<Call>) {
+    let before = h.fake.calls().len();
+    let ran = finish(cmd(h, server).args(args).spawn());
+    let calls = h.fake.calls().split_off(before);
+    (ran, calls)
+}
+
+/// `budget --json` against `server`: its JSON, and what it logged.
+fn budget(h: &Harness<'_>, server: &RedisServer) -> (Value, String) {
+    let ran = finish(h.bare().redis(server).args(["budget", "--json"]).spawn());
+    assert_eq!(ran.code, 0, "budget --json: {}", ran.stderr);
+    (ran.json(), ran.stderr)
+}
+
+/// What a replay logs.
+const REPLAYED: &str = "made while the limiter was down into budget";
+
+/// The window holds exactly the units of the calls the upstream received, method by
+/// method: each call counted once, charged or journalled and replayed.
+fn assert_window_holds_what_was_sent(h: &Harness<'_>, budget: &Value) {
+    let sent = h.units_sent(&h.fake.calls());
+    let counted: BTreeMap<String, u64> = budget["by_method"]
+        .as_object()
+        .expect("by_method is an object")
+        .iter()
+        .map(|(m, u)| (m.clone(), u.as_u64().expect("units are integers")))
+        .collect();
+    assert_eq!(
+        counted, sent,
+        "units in the window by method (left) against the calls the upstream received (right)"
+    );
+    assert_eq!(
+        budget["used"].as_u64(),
+        Some(sent.values().sum::<u64>()),
+        "{budget}"
+    );
+}
+
+/// Rows of the journal of unmetered calls (none when the table was never made).
+fn journalled(h: &Harness<'_>) -> Vec<(String, i64)> {
+    let db = h.db();
+    let exists: bool = db
+        .prepare("SELECT 1 FROM sqlite_master WHERE name = 'quota_journal'")
+        .and_then(|mut q| q.exists([]))
+        .expect("reading the schema");
+    if !exists {
+        return Vec::new();
+    }
+    let mut q = db
+        .prepare("SELECT method, units FROM quota_journal ORDER BY made_at_us")
+        .expect("preparing");
+    q.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("reading the journal")
+        .collect::<Result<_, _>>()
+        .expect("reading the journal")
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+fn lines_with<'a>(stderr: &'a str, text: &str) -> Vec<&'a str> {
+    stderr.lines().filter(|l| l.contains(text)).collect()
+}
+
+/// What the limiter-down warning says, once per run.
+const GOING_ON: &str = "going on without it";
+
+fn units(report: &Value, field: &str) -> u64 {
+    report[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{field} is a count: {report}"))
+}
+
+#[test]
+fn with_redis_down_from_the_start_allowed_calls_are_journalled_and_replayed_once() {
+    let mut server = RedisServer::start();
+    server.stop();
+    let mut h = Harness::new(None);
+    h.regions(THREE_REGIONS);
+
+    let started = Instant::now();
+    let (ran, calls) = run_bounded(&h, &server, &["run", "--json"]);
+    let first_run_done = Instant::now();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "complete", "{report}");
+    assert_eq!(
+        sorted(shorts(&calls)),
+        sorted(complete_calls(&["US", "GB", "DE"]))
+    );
+    assert_eq!(report["calls"], 9, "{report}");
+    assert_eq!(units(&report, "units_charged"), 0, "{report}");
+    assert_eq!(units(&report, "units_unmetered"), 9, "{report}");
+    assert!(
+        report["remaining"].is_null(),
+        "unknown while down: {report}"
+    );
+    for r in report["regions"].as_array().expect("regions") {
+        assert_eq!(
+            (&r["units"], &r["units_unmetered"]),
+            (&json!(0), &json!(3)),
+            "{r}"
+        );
+    }
+    let rows = journalled(&h);
+    let mut by_method = BTreeMap::new();
+    for (method, units) in &rows {
+        *by_method.entry(method.as_str()).or_insert(0) += units;
+    }
+    assert_eq!(
+        by_method,
+        BTreeMap::from([("videoCategories.list", 3), ("videos.list", 6)])
+    );
+    assert_eq!(
+        lines_with(&ran.stderr, GOING_ON).len(),
+        1,
+        "said once per run, not per call: {}",
+        ran.stderr
+    );
+
+    // A region with a search: its trending calls are journalled, then the search,
+    // denied while the limiter is down, stops the run cleanly.
+    h.regions(WITH_SEARCH);
+    let (ran, calls) = run_bounded(&h, &server, &["run", "--json"]);
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "budget_exhausted", "{report}");
+    assert_eq!(shorts(&calls), complete_calls(&["FR"]));
+    assert_eq!(units(&report, "units_unmetered"), 3, "{report}");
+    let says = lines_with(&ran.stderr, "the limiter is down");
+    assert!(
+        says.iter().any(|l| l.contains("search.list")),
+        "the stop names the limiter and the method: {}",
+        ran.stderr
+    );
+    assert_eq!(journalled(&h).len(), 12);
+
+    // Redis is back (empty). A dry run writes nothing, so it replays nothing.
+    server.restart();
+    let dry = finish(
+        cmd(&h, &server)
+            .args(["run", "--dry-run", "--json"])
+            .spawn(),
+    );
+    assert_eq!(dry.code, 0, "{}", dry.stderr);
+    assert_eq!(journalled(&h).len(), 12, "a dry run replays nothing");
+
+    // Long enough that a replay at age 0 shows in next_free_s.
+    std::thread::sleep(Duration::from_secs(4));
+    let before_budget = Instant::now();
+    let (after, log) = budget(&h, &server);
+    let said = lines_with(&log, REPLAYED);
+    assert_eq!(said.len(), 1, "one line: {log}");
+    assert!(
+        said[0].ends_with(&format!(
+            "replayed 12 calls (12 units) {REPLAYED} \"key1\" on {}, at their original times",
+            server.url()
+        )),
+        "{log}"
+    );
+    let window = 86_400.0;
+    assert_eq!(after["used"], 12, "{after}");
+    assert_window_holds_what_was_sent(&h, &after);
+    assert!(journalled(&h).is_empty(), "every replayed row is deleted");
+    // The oldest call was made between the start and the end of the first run.
+    let next_free = after["next_free_s"].as_f64().expect("next_free_s");
+    let earliest = window - before_budget.duration_since(started).as_secs_f64() - 1.0;
+    let latest = window - before_budget.duration_since(first_run_done).as_secs_f64() + 1.0;
+    assert!(
+        (earliest..=latest).contains(&next_free),
+        "the replayed calls keep their age: next_free_s {next_free} not in {earliest}..={latest}"
+    );
+    // Replaying twice counts once: nothing is left, and what was replayed stays.
+    let (again, log) = budget(&h, &server);
+    assert!(lines_with(&log, REPLAYED).is_empty(), "{log}");
+    assert_eq!(again["used"], 12, "{again}");
+    assert_window_holds_what_was_sent(&h, &again);
+}
+
+/// How long the fake takes to answer US's second page: time enough to stop or restart
+/// Redis while the run waits for it, between two charges.
+const SLOW: Duration = Duration::from_millis(1500);
+
+/// The fixtures' YouTube, answering US's second page (the second call of a run of
+/// [`THREE_REGIONS`] one region at a time) only after [`SLOW`].
+fn slow_second_call() -> FakeUpstream {
+    let fake = FakeUpstream::youtube();
+    fake.mount(
+        page2("US")
+            .respond_with(answer_fixture(200, "videos_last_page.json").set_delay(SLOW))
+            .with_priority(OVERRIDE),
+    );
+    fake
+}
+
+/// Waits until the fake has received `n` calls; how many it has then.
+fn wait_for_calls(h: &Harness<'_>, n: usize) -> usize {
+    let deadline = Instant::now() + GUARD;
+    loop {
+        let got = h.fake.calls().len();
+        if got >= n {
+            return got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run made {got} calls, not {n}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn redis_killed_mid_run_the_rest_is_journalled_and_counted_once_after_restart() {
+    let mut server = RedisServer::start_durable();
+    let mut h = Harness::with(slow_second_call(), None);
+    h.regions(THREE_REGIONS);
+    let child = cmd(&h, &server)
+        .args(["run", "--json", "--concurrency", "1"])
+        .spawn();
+    // The second call is waiting for its answer: two calls are charged, and the next
+    // charge comes only after the answer.
+    let charged = wait_for_calls(&h, 2) as u64;
+    server.stop();
+    let ran = finish(child);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "complete", "{report}");
+    assert_eq!(report["calls"], 9, "{report}");
+    assert_eq!(h.fake.calls().len(), 9);
+    assert_eq!(units(&report, "units_charged"), charged, "{report}");
+    assert_eq!(units(&report, "units_unmetered"), 9 - charged, "{report}");
+    assert_eq!(journalled(&h).len() as u64, 9 - charged);
+    assert_eq!(lines_with(&ran.stderr, GOING_ON).len(), 1, "{}", ran.stderr);
+
+    // Back with what it held when killed; the replay adds the rest, each call once.
+    server.restart();
+    let (after, log) = budget(&h, &server);
+    assert_eq!(lines_with(&log, REPLAYED).len(), 1, "{log}");
+    assert_eq!(after["used"], 9, "{after}");
+    assert_window_holds_what_was_sent(&h, &after);
+    assert!(journalled(&h).is_empty());
+}
+
+#[test]
+fn a_redis_restart_mid_run_is_absorbed_without_journalling() {
+    let mut server = RedisServer::start_durable();
+    let mut h = Harness::with(slow_second_call(), None);
+    h.regions(THREE_REGIONS);
+    let child = cmd(&h, &server)
+        .args(["run", "--json", "--concurrency", "1"])
+        .spawn();
+    wait_for_calls(&h, 2);
+    // Back on the same port, with an empty script cache, before the next charge:
+    // that charge finds its connection dropped and is sent once more.
+    server.restart();
+    let ran = finish(child);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "complete", "{report}");
+    assert_eq!(report["calls"], 9, "{report}");
+    assert_eq!(units(&report, "units_charged"), 9, "{report}");
+    assert_eq!(units(&report, "units_unmetered"), 0, "{report}");
+    assert!(journalled(&h).is_empty());
+    assert!(
+        lines_with(&ran.stderr, GOING_ON).is_empty(),
+        "the limiter was never down for the run: {}",
+        ran.stderr
+    );
+    let (after, _) = budget(&h, &server);
+    assert_eq!(after["used"], 9, "{after}");
+    assert_window_holds_what_was_sent(&h, &after);
+}
+
+#[test]
+fn a_hung_redis_costs_a_run_one_timeout_not_one_per_call() {
+    let server = RedisServer::start();
+    let mut h = Harness::with(slow_second_call(), None);
+    h.regions(THREE_REGIONS);
+    let child = cmd(&h, &server)
+        .args(["run", "--json", "--concurrency", "1"])
+        .spawn();
+    let charged = wait_for_calls(&h, 2) as u64;
+    // Connections stay open but nothing answers: the next charge times out, and the
+    // run must not send every later charge to wait for its own timeout.
+    server.pause();
+    let ran = finish(child);
+    server.resume();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["calls"], 9, "{report}");
+    assert_eq!(units(&report, "units_charged"), charged, "{report}");
+    assert_eq!(units(&report, "units_unmetered"), 9 - charged, "{report}");
+
+    // Redis now runs what was queued while it was frozen: at most the one charge
+    // that timed out (which is in the journal too). One per journalled call would
+    // mean the run kept asking.
+    let reached: u64 = redis::cmd("ZCARD")
+        .arg("trendsync:{key1}:budget")
+        .query(&mut server.connection())
+        .expect("ZCARD");
+    assert!(
+        (charged..=charged + 1).contains(&reached),
+        "{reached} charges reached Redis; the run charged {charged} before it hung"
+    );
+    // The charge that timed out and then landed late is replayed too: counted once.
+    let (after, _) = budget(&h, &server);
+    assert_eq!(after["used"], 9, "{after}");
+    assert_window_holds_what_was_sent(&h, &after);
+    assert!(journalled(&h).is_empty());
+}
+
+#[test]
+fn budget_charge_replays_the_journal_before_charging() {
+    let mut server = RedisServer::start();
+    server.stop();
+    let mut h = Harness::new(None);
+    h.regions(THREE_REGIONS);
+    let (ran, _) = run_bounded(&h, &server, &["run", "--region", "US", "--json"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(journalled(&h).len(), 3);
+
+    // Still down: asking by hand is refused (exit 1: nothing can be granted), and
+    // the journal is kept.
+    let refused = finish(
+        h.bare()
+            .redis(&server)
+            .args(["budget", "charge", "videos.list", "--json"])
+            .spawn(),
+    );
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(refused.stderr.contains("unreachable"), "{}", refused.stderr);
+    assert_eq!(journalled(&h).len(), 3);
+
+    server.restart();
+    let granted = finish(
+        h.bare()
+            .redis(&server)
+            .args(["budget", "charge", "videos.list", "--count", "2", "--json"])
+            .spawn(),
+    );
+    assert_eq!(granted.code, 0, "{}", granted.stderr);
+    let answer = granted.json();
+    assert_eq!(answer["granted"], true, "{answer}");
+    assert_eq!(
+        answer["used"],
+        3 + 2,
+        "the journal was replayed first: {answer}"
+    );
+    assert!(journalled(&h).is_empty());
+}
