@@ -6,5 +6,8 @@ mod common;
 mod budget_cli;
 mod config_errors;
 mod conformance;
+// SIGKILL, exit statuses by signal, advisory locks: Unix only.
+#[cfg(unix)]
+mod crash;
 mod run_e2e;
 mod search_e2e;
