@@ -19,7 +19,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
@@ -174,12 +174,25 @@ fn chart() -> Vec<String> {
 
 /// The database at `path` is intact and holds only whole pages; `what` says which
 /// moment is being checked.
+///
+/// Checked on a copy of the file and its journal, so that the next process finds
+/// them exactly as the kill left them: a connection of ours would recover the WAL,
+/// and, closing last, checkpoint it into the file and remove it.
 fn assert_intact(path: &Path, what: &str) -> Found {
     if !path.exists() {
         return Found::default();
     }
+    let dir = tempfile::tempdir().expect("a directory for the copy");
+    let copy = dir.path().join("copy.db");
+    for suffix in ["", "-wal", "-journal"] {
+        let from = PathBuf::from(format!("{}{suffix}", path.display()));
+        if from.exists() {
+            std::fs::copy(&from, format!("{}{suffix}", copy.display()))
+                .unwrap_or_else(|e| panic!("copying {}: {e}", from.display()));
+        }
+    }
     // Read-write, as the next process opens it: the FTS5 check is formally a write.
-    let db = Connection::open(path).expect("opening the database");
+    let db = Connection::open(&copy).expect("opening the copy of the database");
     assert_eq!(
         strings(&db, "PRAGMA integrity_check"),
         ["ok"],
@@ -356,11 +369,18 @@ fn next_run_completes(
 }
 
 /// Kills a run at each of `points` in turn on one database, checking after each kill
-/// what it left and that the next run (against `next`, fast) completes.
-fn kill_and_recover(h: &Harness<'_>, next: &FakeUpstream, concurrency: usize, points: &[KillAt]) {
+/// what it left and that the next run (against `next`, fast) completes. The cycles are
+/// numbered from `first_cycle`: even ones read the killed file before writing it.
+fn kill_and_recover(
+    h: &Harness<'_>,
+    next: &FakeUpstream,
+    concurrency: usize,
+    points: &[KillAt],
+    first_cycle: usize,
+) {
     let fakes = [&h.fake, next];
     let mut excess = budget_excess(h, &fakes, "before any kill");
-    for &at in points {
+    for (cycle, &at) in (first_cycle..).zip(points) {
         let what = format!("killed at {at:?}, concurrency {concurrency}");
         let before = assert_intact(&h.db_path(), &format!("{what}, before"));
         let killed = run_and_kill(h, concurrency, at);
@@ -393,14 +413,25 @@ fn kill_and_recover(h: &Harness<'_>, next: &FakeUpstream, concurrency: usize, po
             assert!(ok, "{what}: run {id} is {status}, ended {ended:?}");
         }
 
+        // The next process finds the file as the kill left it. Half the cycles read
+        // it first (`budget`, which opens it only to read), the others write it first
+        // (the next run).
+        let read_first = cycle % 2 == 0;
+        let after_kill = read_first.then(|| budget_excess(h, &fakes, &what));
+        let run_id = next_run_completes(h, next, concurrency, &what);
         let now = budget_excess(h, &fakes, &what);
         assert!(
             now >= excess && now - excess <= concurrency as u64,
             "{what}: charged but never sent went from {excess} to {now}, more than {concurrency} in flight"
         );
+        if let Some(after_kill) = after_kill {
+            assert_eq!(
+                now, after_kill,
+                "{what}: a run that completes charges exactly the calls it sends"
+            );
+        }
         excess = now;
 
-        let run_id = next_run_completes(h, next, concurrency, &what);
         let found = assert_intact(&h.db_path(), &format!("{what}, then a complete run"));
         assert_eq!(
             found.runs.get(&run_id).map(|r| r.0.as_str()),
@@ -414,11 +445,6 @@ fn kill_and_recover(h: &Harness<'_>, next: &FakeUpstream, concurrency: usize, po
                 "{what}: {code} of the next run"
             );
         }
-        assert_eq!(
-            budget_excess(h, &fakes, &what),
-            excess,
-            "{what}: a run that completes charges exactly the calls it sends"
-        );
     }
 }
 
@@ -441,6 +467,7 @@ fn kills_at_known_calls_of_a_run_leave_a_consistent_database() {
             KillAt::Requests(6),
             KillAt::Requests(8),
         ],
+        0,
     );
 }
 
@@ -459,6 +486,7 @@ fn kills_with_four_regions_in_parallel_leave_a_consistent_database() {
             KillAt::Requests(5),
             KillAt::Requests(8),
         ],
+        0,
     );
 }
 
@@ -469,7 +497,13 @@ fn kills_with_the_budget_in_redis_leave_it_consistent() {
     let h = world(FakeUpstream::youtube_after(SLOW), Some(&server));
     let fast = FakeUpstream::youtube();
     // A fresh database's 12 calls, then the 8 of a run with fresh category names.
-    kill_and_recover(&h, &fast, 4, &[KillAt::Requests(10), KillAt::Requests(6)]);
+    kill_and_recover(
+        &h,
+        &fast,
+        4,
+        &[KillAt::Requests(10), KillAt::Requests(6)],
+        0,
+    );
 }
 
 /// How long a run on a fresh database takes to create the file, and to send its
@@ -506,10 +540,10 @@ fn kills_while_creating_the_database_leave_it_usable() {
     points.extend([0, 1, 2, 3, 5, 8].map(|ms| KillAt::DbCreated(Duration::from_millis(ms))));
     let span = first.saturating_sub(created);
     points.extend((1..=4).map(|k| KillAt::DbCreated(span * k / 4)));
-    for at in points {
+    for (cycle, at) in points.into_iter().enumerate() {
         let h = world(FakeUpstream::youtube(), None);
         let next = FakeUpstream::youtube();
-        kill_and_recover(&h, &next, 4, &[at]);
+        kill_and_recover(&h, &next, 4, &[at], cycle);
     }
 }
 
@@ -531,7 +565,7 @@ fn kills_spread_over_a_fast_run_leave_a_consistent_database() {
         .min()
         .expect("three timed runs");
     let points: Vec<KillAt> = (1..=12).map(|k| KillAt::After(full * k / 12)).collect();
-    kill_and_recover(&h, &next, 2, &points);
+    kill_and_recover(&h, &next, 2, &points, 0);
 }
 
 /// What a storm of `budget charge` processes did: process `i` charged 2^i units, so
