@@ -414,10 +414,23 @@ fn kill_and_recover(
         }
 
         // The next process finds the file as the kill left it. Half the cycles read
-        // it first (`budget`, which opens it only to read), the others write it first
-        // (the next run).
+        // it first (`budget`, `run --dry-run` and `search`, which open it only to
+        // read), the others write it first (the next run).
         let read_first = cycle % 2 == 0;
-        let after_kill = read_first.then(|| budget_excess(h, &fakes, &what));
+        let after_kill = read_first.then(|| {
+            let dry = h.bare().args(["run", "--dry-run", "--json"]).run();
+            assert_eq!(dry.code, 0, "{what}: run --dry-run: {}", dry.stderr);
+            let search = h.bare().args(["search", "popsicle", "--json"]).run();
+            assert_eq!(search.code, 0, "{what}: search: {}", search.stderr);
+            // Every stored chart starts with page 1, where the popsicle video is.
+            assert_eq!(
+                search.json()["results"].as_array().map(Vec::len),
+                Some(usize::from(!found.pages.is_empty())),
+                "{what}: {}",
+                search.stdout
+            );
+            budget_excess(h, &fakes, &what)
+        });
         let run_id = next_run_completes(h, next, concurrency, &what);
         let now = budget_excess(h, &fakes, &what);
         assert!(
