@@ -6,6 +6,9 @@ mod common;
 mod budget_cli;
 mod config_errors;
 mod conformance;
+// SIGKILL, exit statuses by signal, advisory locks: Unix only.
+#[cfg(unix)]
+mod crash;
 mod limiter_down;
 mod metrics_e2e;
 mod run_e2e;

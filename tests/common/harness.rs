@@ -100,8 +100,13 @@ impl<'r> Harness<'r> {
 
     /// The binary pointed at the fake upstream, with the key in YOUTUBE_API_KEY.
     pub fn cmd(&self) -> Trendsync {
+        self.cmd_to(&self.fake)
+    }
+
+    /// The binary pointed at `fake` instead of this world's upstream, with the key.
+    pub fn cmd_to(&self, fake: &FakeUpstream) -> Trendsync {
         self.bare()
-            .args(["--api-base", &self.fake.uri()])
+            .args(["--api-base", &fake.uri()])
             .env("YOUTUBE_API_KEY", API_KEY)
     }
 

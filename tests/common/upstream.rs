@@ -6,6 +6,7 @@
 //! themselves stay synchronous and run the binary as a plain child process.
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use wiremock::matchers::{header, method, path, query_param, query_param_is_missing};
 use wiremock::{Mock, MockBuilder, MockServer, Request, ResponseTemplate};
@@ -151,22 +152,35 @@ impl FakeUpstream {
     /// then the last page, and the category names. Requests without the key in its
     /// header match nothing and get a 404.
     pub fn youtube() -> FakeUpstream {
+        FakeUpstream::youtube_after(Duration::ZERO)
+    }
+
+    /// The YouTube of the fixtures, answering every request `delay` after receiving it
+    /// (the request is recorded at once): slow enough to kill a run at a chosen call.
+    pub fn youtube_after(delay: Duration) -> FakeUpstream {
         let fake = FakeUpstream::empty();
+        let slow = |answer: ResponseTemplate| {
+            if delay.is_zero() {
+                answer
+            } else {
+                answer.set_delay(delay)
+            }
+        };
         fake.mount(
             trending()
                 .and(query_param_is_missing("pageToken"))
-                .respond_with(answer_fixture(200, "videos_page1.json")),
+                .respond_with(slow(answer_fixture(200, "videos_page1.json"))),
         );
         fake.mount(
             trending()
                 .and(query_param("pageToken", PAGE2_TOKEN))
-                .respond_with(answer_fixture(200, "videos_last_page.json")),
+                .respond_with(slow(answer_fixture(200, "videos_last_page.json"))),
         );
         fake.mount(
             Mock::given(method("GET"))
                 .and(path("/videoCategories"))
                 .and(header(KEY_HEADER, API_KEY))
-                .respond_with(answer_fixture(200, "categories.json")),
+                .respond_with(slow(answer_fixture(200, "categories.json"))),
         );
         fake
     }
@@ -190,5 +204,28 @@ impl FakeUpstream {
     /// Every call received so far, oldest first.
     pub fn calls(&self) -> Vec<Call> {
         self.requests().iter().map(Call::from_request).collect()
+    }
+
+    /// How many requests were received so far.
+    pub fn received(&self) -> usize {
+        self.requests().len()
+    }
+
+    /// The number of requests received once no more arrive for a while. A process
+    /// killed just after writing a request leaves it in the socket's buffer, and the
+    /// server may read it a little later.
+    pub fn settled(&self) -> usize {
+        const QUIET: Duration = Duration::from_millis(60);
+        let mut last = self.received();
+        let mut since = Instant::now();
+        while since.elapsed() < QUIET {
+            std::thread::sleep(Duration::from_millis(10));
+            let now = self.received();
+            if now != last {
+                last = now;
+                since = Instant::now();
+            }
+        }
+        last
     }
 }
