@@ -339,3 +339,42 @@ fn crontab_has_one_line_per_region_at_its_offset() {
     );
     assert_eq!(s.cmd().args(["crontab", "--every", "7m"]).run().code, 2);
 }
+
+#[test]
+fn json_logs_are_one_object_per_line_and_levels_shift_with_v_and_q() {
+    let s = Scratch::new();
+    let json = s
+        .cmd()
+        .args(["--log-format", "json", "run", "--dry-run"])
+        .run();
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let lines: Vec<&str> = json.stderr.lines().collect();
+    assert!(!lines.is_empty(), "the dry run logs its summary");
+    for line in &lines {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(v["level"].is_string() && v["timestamp"].is_string(), "{v}");
+    }
+    assert!(
+        lines.iter().any(|l| l.contains("the whole plan fits")),
+        "{}",
+        json.stderr
+    );
+
+    let quiet = s.cmd().args(["-q", "run", "--dry-run"]).run();
+    assert_eq!(quiet.code, 0);
+    assert!(
+        quiet.stderr.is_empty(),
+        "-q hides info lines: {}",
+        quiet.stderr
+    );
+    let normal = s.cmd().args(["run", "--dry-run"]).run();
+    assert!(normal.stderr.contains(" INFO "), "{}", normal.stderr);
+    assert!(!normal.stderr.contains("DEBUG"), "{}", normal.stderr);
+    let env = s
+        .cmd()
+        .env("RUST_LOG", "error")
+        .args(["run", "--dry-run"])
+        .run();
+    assert!(env.stderr.is_empty(), "RUST_LOG filters: {}", env.stderr);
+}
