@@ -478,7 +478,7 @@ fn kills_at_known_calls_of_a_run_leave_a_consistent_database() {
             KillAt::Requests(1),
             KillAt::Requests(3),
             KillAt::Requests(6),
-            KillAt::Requests(8),
+            KillAt::Requests(7),
         ],
         0,
     );
@@ -497,7 +497,7 @@ fn kills_with_four_regions_in_parallel_leave_a_consistent_database() {
         &[
             KillAt::Requests(1),
             KillAt::Requests(5),
-            KillAt::Requests(8),
+            KillAt::Requests(7),
         ],
         0,
     );
