@@ -296,6 +296,18 @@ async fn the_same_charge_twice_counts_once(b: Backend) {
         .await;
     assert_eq!((st.policies[0].used, st.policies[1].used), (100, 100));
     assert_eq!(b.stored_entries("budget"), 1);
+    // Sent again once the window is full, it is still the same, recorded charge.
+    grant(
+        &b,
+        &charge("filler", "videos.list", &[("budget", secs(60), 1000, 900)]),
+    )
+    .await;
+    let late = b.limiter.charge(&c).await.expect("answer");
+    assert!(late.granted && late.duplicate, "{late:?}");
+    assert_eq!(
+        b.status(&[("budget", secs(60))]).await.policies[0].used,
+        1000
+    );
 }
 
 async fn a_replayed_call_counts_once_at_its_original_age(b: Backend) {
