@@ -52,6 +52,12 @@ fn dry_run_against_a_spent_budget_exits_75_and_marks_the_stop() {
     let plan = json["plan"].as_array().expect("plan");
     assert_eq!(plan.iter().filter(|c| c["fits"] == true).count(), 10);
     assert_eq!(plan.len(), 40);
+    // Two regions fit whole (4 pages and their categories each); the third is cut.
+    assert_eq!(json["regions"][0]["pages"], 4, "{json}");
+    assert_eq!(json["regions"][1]["pages"], 4, "{json}");
+    assert_eq!(json["regions"][1]["status"], "complete", "{json}");
+    assert_eq!(json["regions"][2]["pages"], 0, "{json}");
+    assert_eq!(json["regions"][2]["status"], "budget_exhausted", "{json}");
     // Charged nothing and wrote nothing.
     assert_eq!(
         std::fs::read(s.file("trendsync.db")).expect("the database exists"),

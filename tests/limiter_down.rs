@@ -487,16 +487,23 @@ fn budget_charge_replays_the_journal_before_charging() {
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert_eq!(journalled(&h).len(), 3);
 
-    // Still down: asking by hand is refused (exit 1: nothing can be granted), and
-    // the journal is kept.
+    // Still down: asking by hand is denied (exit 75, try later: nothing can be
+    // granted), and the journal is kept.
     let refused = finish(
         h.bare()
             .redis(&server)
             .args(["budget", "charge", "videos.list", "--json"])
             .spawn(),
     );
-    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert_eq!(refused.code, 75, "{}", refused.stderr);
     assert!(refused.stderr.contains("unreachable"), "{}", refused.stderr);
+    let answer = refused.json();
+    assert_eq!(answer["granted"], false, "{answer}");
+    assert_eq!(answer["denied_by"], "limiter", "{answer}");
+    assert!(
+        answer["used"].is_null() && answer["remaining"].is_null(),
+        "{answer}"
+    );
     assert_eq!(journalled(&h).len(), 3);
 
     server.restart();

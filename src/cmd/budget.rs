@@ -199,13 +199,17 @@ fn chart(
     Ok(())
 }
 
+/// `denied_by` when the limiter cannot be reached.
+const LIMITER_DOWN: &str = "limiter";
+
 /// The JSON of `budget charge --json`.
 #[derive(Debug, Serialize)]
 struct ChargeJson<'a> {
     granted: bool,
     units: u64,
-    used: u64,
-    remaining: u64,
+    /// Unknown (null) while the limiter is down.
+    used: Option<u64>,
+    remaining: Option<u64>,
     retry_after_s: Option<f64>,
     denied_by: Option<&'a str>,
 }
@@ -232,18 +236,40 @@ async fn charge(
         ))
     })?;
     let limiter = open_limiter(global, &budget, Access::Charge).await?;
-    let decision: Decision = limiter.charge(&charge).await.with_context(|| {
-        format!(
-            "charging {count} × {method} to budget \"{}\" on {}",
-            budget.key,
-            limiter.describe()
-        )
-    })?;
+    let decision: Decision = match limiter.charge(&charge).await {
+        Ok(d) => d,
+        // Nothing can be granted while the limiter is down: a denial, as for a run.
+        Err(e) if e.is_unavailable() => {
+            tracing::error!(
+                "{e}; nothing was charged: make the calls when the limiter answers again"
+            );
+            if json {
+                print_json(&ChargeJson {
+                    granted: false,
+                    units: charge.units,
+                    used: None,
+                    remaining: None,
+                    retry_after_s: None,
+                    denied_by: Some(LIMITER_DOWN),
+                })?;
+            }
+            return Err(SilentExit(ExitCode::TryLater).into());
+        }
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!(
+                    "charging {count} × {method} to budget \"{}\" on {}",
+                    budget.key,
+                    limiter.describe()
+                )
+            });
+        }
+    };
     let report = ChargeJson {
         granted: decision.granted,
         units: decision.units,
-        used: decision.used(),
-        remaining: decision.remaining(),
+        used: Some(decision.used()),
+        remaining: Some(decision.remaining()),
         retry_after_s: decision.retry_after.map(seconds),
         denied_by: decision.denied_by.as_deref(),
     };
@@ -254,7 +280,8 @@ async fn charge(
         writeln!(
             out,
             "granted {} units ({count} × {method}); {} remaining",
-            report.units, report.remaining
+            report.units,
+            decision.remaining()
         )?;
     } else {
         let policy = report.denied_by.unwrap_or("the budget");

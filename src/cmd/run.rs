@@ -405,7 +405,11 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
             RegionJson {
                 code: r.code.clone(),
                 status: if cut { "budget_exhausted" } else { "complete" },
-                pages: 0,
+                // The pages the plan would fetch (a chart that ends early has fewer).
+                pages: mine
+                    .clone()
+                    .filter(|c| c.fits && matches!(c.call.step, runner::Step::TrendingPage(_)))
+                    .count() as u32,
                 videos: 0,
                 units: mine.filter(|c| c.fits).map(|c| c.units).sum(),
                 units_unmetered: 0,
