@@ -320,7 +320,17 @@ impl Run {
                 }
                 ErrorClass::QuotaExhausted => {
                     let until_us = crate::youtube::quota_reset_after(now_us());
-                    if let Err(e) = self.limiter.block_until(until_us).await {
+                    // A limiter already found down is not asked again (its timeout
+                    // would be paid once more); this run stops either way.
+                    let blocked = match self.limiter_down.get() {
+                        Some(reason) => Err(format!("the limiter is down: {reason}")),
+                        None => self
+                            .limiter
+                            .block_until(until_us)
+                            .await
+                            .map_err(|e| e.to_string()),
+                    };
+                    if let Err(e) = blocked {
                         tracing::error!(
                             "could not block the budget until the upstream's reset: {e}"
                         );
