@@ -37,54 +37,6 @@ fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
-/// Every key of the Redis database with everything it holds: its name, its value as
-/// the type's own read command returns it, and its DUMP (which may compress long
-/// strings, hence the plain reads as well).
-fn redis_contents(server: &RedisServer) -> Vec<(String, Vec<Vec<u8>>)> {
-    let mut conn = server.connection();
-    let mut keys: Vec<String> = Vec::new();
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("COUNT")
-            .arg(1000)
-            .query(&mut conn)
-            .expect("SCAN");
-        keys.extend(batch);
-        cursor = next;
-        if cursor == 0 {
-            break;
-        }
-    }
-    keys.sort();
-    keys.dedup();
-    keys.into_iter()
-        .map(|key| {
-            let kind: String = redis::cmd("TYPE").arg(&key).query(&mut conn).expect("TYPE");
-            let mut read = match kind.as_str() {
-                "zset" => redis::cmd("ZRANGE"),
-                "hash" => redis::cmd("HGETALL"),
-                "list" => redis::cmd("LRANGE"),
-                "set" => redis::cmd("SMEMBERS"),
-                "string" => redis::cmd("MGET"),
-                other => panic!("{key} is a {other}, which this test cannot read"),
-            };
-            read.arg(&key);
-            if kind == "zset" || kind == "list" {
-                read.arg(0).arg(-1);
-            }
-            if kind == "zset" {
-                read.arg("WITHSCORES");
-            }
-            let mut values: Vec<Vec<u8>> = read.query(&mut conn).expect("reading a key");
-            let dump: Vec<u8> = redis::cmd("DUMP").arg(&key).query(&mut conn).expect("DUMP");
-            values.push(dump);
-            (key, values)
-        })
-        .collect()
-}
-
 /// Keeps what one command of the session printed, after checking its exit code.
 fn step(session: &mut Vec<(String, Ran)>, what: &str, ran: Ran, code: i32) {
     assert_eq!(ran.code, code, "{what}: {}", ran.stderr);
@@ -280,7 +232,7 @@ fn no_secret_anywhere() {
     for (path, bytes) in files {
         written.push((path.display().to_string(), bytes));
     }
-    let contents = redis_contents(&server);
+    let contents = server.contents();
     assert!(
         contents.iter().any(|(k, _)| k == "trendsync:{test}:budget"),
         "the budget is in Redis: {:?}",

@@ -193,6 +193,55 @@ impl RedisServer {
             .and_then(|c| c.get_connection())
             .expect("connecting to the test redis-server")
     }
+
+    /// Every key of the Redis database with everything it holds: its name, its value as
+    /// the type's own read command returns it, and its DUMP (which may compress long
+    /// strings, hence the plain reads as well).
+    #[allow(dead_code)]
+    pub fn contents(&self) -> Vec<(String, Vec<Vec<u8>>)> {
+        let mut conn = self.connection();
+        let mut keys: Vec<String> = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("COUNT")
+                .arg(1000)
+                .query(&mut conn)
+                .expect("SCAN");
+            keys.extend(batch);
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        keys.into_iter()
+            .map(|key| {
+                let kind: String = redis::cmd("TYPE").arg(&key).query(&mut conn).expect("TYPE");
+                let mut read = match kind.as_str() {
+                    "zset" => redis::cmd("ZRANGE"),
+                    "hash" => redis::cmd("HGETALL"),
+                    "list" => redis::cmd("LRANGE"),
+                    "set" => redis::cmd("SMEMBERS"),
+                    "string" => redis::cmd("MGET"),
+                    other => panic!("{key} is a {other}, which the tests cannot read"),
+                };
+                read.arg(&key);
+                if kind == "zset" || kind == "list" {
+                    read.arg(0).arg(-1);
+                }
+                if kind == "zset" {
+                    read.arg("WITHSCORES");
+                }
+                let mut values: Vec<Vec<u8>> = read.query(&mut conn).expect("reading a key");
+                let dump: Vec<u8> = redis::cmd("DUMP").arg(&key).query(&mut conn).expect("DUMP");
+                values.push(dump);
+                (key, values)
+            })
+            .collect()
+    }
 }
 
 impl Drop for RedisServer {
