@@ -138,6 +138,18 @@ fn budget_json_reports_the_window() {
             .as_f64()
             .is_some_and(|s| s > 86_000.0 && s <= 86_400.0)
     );
+    // The window empties when the newest charge leaves, no earlier than the oldest.
+    let (next, empty) = (j["next_free_s"].as_f64(), j["empty_in_s"].as_f64());
+    assert!(
+        matches!((next, empty), (Some(n), Some(e)) if e >= n && e <= 86_400.0),
+        "{j}"
+    );
+    assert!(
+        j["limits"][0]["next_free_s"]
+            .as_f64()
+            .is_some_and(|s| s > 0.0 && s <= 600.0),
+        "{j}"
+    );
     assert!(j["blocked_until"].is_null());
 }
 

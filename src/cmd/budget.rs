@@ -301,3 +301,34 @@ async fn charge(
         Err(SilentExit(ExitCode::TryLater).into())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: i64 = 3_600_000_000;
+
+    fn entry(at_us: i64, units: u64) -> Entry {
+        Entry {
+            at_us,
+            units,
+            method: "videos.list".into(),
+        }
+    }
+
+    #[test]
+    fn the_chart_has_one_bar_per_hour_oldest_first_scaled_to_the_busiest() {
+        let now = 100 * H;
+        // 100 units half an hour ago, 25 units 23.5 hours ago.
+        let entries = [entry(now - 23 * H - H / 2, 25), entry(now - H / 2, 100)];
+        let mut out = Vec::new();
+        chart(&mut out, &entries, Duration::from_secs(24 * 3600), now).expect("writing to memory");
+        let text = String::from_utf8(out).expect("utf-8");
+        let bars: Vec<&str> = text.lines().filter(|l| l.starts_with("  -")).collect();
+        assert!(text.contains("units per 1h (oldest first)"), "{text}");
+        assert_eq!(bars.len(), 24, "{text}");
+        assert_eq!(bars[0], format!("  -   24h {} 25", "#".repeat(10)));
+        assert_eq!(bars[23], format!("  -    1h {} 100", "#".repeat(40)));
+        assert!(bars[1..23].iter().all(|b| b.ends_with(" 0")), "{text}");
+    }
+}
