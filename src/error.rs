@@ -16,6 +16,10 @@ pub enum ExitCode {
     TryLater = 75,
     /// A bad or inconsistent configuration file, or a missing API key.
     Config = 78,
+    /// Stopped cleanly after SIGINT.
+    Interrupted = 130,
+    /// Stopped cleanly after SIGTERM.
+    Terminated = 143,
 }
 
 impl ExitCode {

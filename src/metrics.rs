@@ -1,5 +1,6 @@
-//! `--metrics-file` (DESIGN.md section 7): how the last run went, for node_exporter's
-//! textfile collector.
+//! `--metrics-file` (DESIGN.md section 7): the whole picture from the database, for
+//! node_exporter's textfile collector: the last run of each kind, every region's last
+//! attempt and last success, the budget, and the calls by method and outcome.
 //!
 //! The format is the classic Prometheus text exposition (0.0.4), not OpenMetrics: no
 //! `# EOF`, gauges without a `_total` suffix. Each family's `# HELP` and `# TYPE` come
@@ -15,9 +16,10 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 
-use crate::quota::Budget;
-use crate::runner::{CallOutcome, RunReport, Status};
-use crate::store::{RegionState, RunKind, RunRecord};
+use crate::runner::{CallOutcome, Status};
+use crate::store::{
+    CallCount, HistoryRow, RegionOutcome, RegionState, RunKind, RunRecord, Store, StoreError,
+};
 
 /// The `# TYPE` of a family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,62 +180,95 @@ fn valid_label_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// What the metrics file says after a run or backfill.
-pub struct Snapshot<'a> {
-    /// The kind of the run that just ended.
-    pub kind: RunKind,
-    pub report: &'a RunReport,
-    /// The last finished run of the other kind, from the store, so that a backfill
-    /// writing the file does not make the `kind="run"` series vanish (and the reverse).
-    pub other: Option<RunRecord>,
-    pub budget: &'a Budget,
-    /// Every region the store knows.
-    pub regions: &'a [RegionState],
-    /// Methods reported with every outcome even when not called, so that "none" reads
-    /// as 0 rather than as a missing series.
-    pub methods: &'a [&'static str],
+/// The statuses a region's last attempt is reported with, 1 for the one it has.
+pub const REGION_STATUSES: [&str; 7] = [
+    "complete",
+    "budget_exhausted",
+    "upstream_quota_exhausted",
+    "failed",
+    "interrupted",
+    "running",
+    "abandoned",
+];
+
+/// The last finished run of one kind, with its regions and its attempts.
+#[derive(Debug, Clone)]
+pub struct LastRun {
+    pub run: RunRecord,
+    pub regions: Vec<RegionOutcome>,
+    pub calls: Vec<CallCount>,
 }
 
-/// How one run ended, whether it is the one that just ended or one from the store.
-struct LastRun<'a> {
-    kind: RunKind,
-    ended_at: i64,
-    status: &'a str,
-    units: u64,
-    calls: u64,
+/// The budget's window as the limiter reported it after the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetNumbers {
+    pub key: String,
+    pub used: u64,
+    pub ceiling: u64,
+    pub quota: u64,
+    pub blocked_until_us: Option<i64>,
 }
 
-impl Snapshot<'_> {
-    pub fn exposition(&self) -> Exposition {
-        let mut exp = Exposition::new();
-        let mut runs = vec![LastRun {
-            kind: self.kind,
-            ended_at: self.report.ended_at,
-            status: self.report.status.as_str(),
-            units: self.report.units_charged,
-            calls: self.report.calls,
-        }];
-        if let Some(r) = &self.other
-            && r.kind != self.kind
-            && let Some(ended_at) = r.ended_at
-        {
-            runs.push(LastRun {
-                kind: r.kind,
-                ended_at,
-                status: &r.status,
-                units: r.units.unwrap_or(0),
-                calls: r.calls.unwrap_or(0),
-            });
+/// Everything the metrics file says, read from the database (and the limiter), so
+/// that whichever of the processes sharing one file writes it last, it is whole:
+/// every region's last attempt, not only the regions of the run that wrote it.
+#[derive(Debug, Clone, Default)]
+pub struct Picture {
+    /// The last finished run of each kind.
+    pub last_runs: Vec<LastRun>,
+    /// Each region's last attempt (its line of the newest run that reached it).
+    pub attempts: Vec<HistoryRow>,
+    /// Every region the store knows, for the last complete fetch.
+    pub regions: Vec<RegionState>,
+    /// Attempts of every recorded run by method and outcome.
+    pub calls: Vec<CallCount>,
+    /// `None` when the limiter could not say.
+    pub budget: Option<BudgetNumbers>,
+}
+
+impl Picture {
+    /// Reads the picture from `store`; `budget` comes from the limiter.
+    pub fn read(store: &Store, budget: Option<BudgetNumbers>) -> Result<Picture, StoreError> {
+        let mut last_runs = Vec::new();
+        for kind in [RunKind::Run, RunKind::Backfill] {
+            if let Some(run) = store.last_finished_run(kind)? {
+                let regions = store.run_regions(&run.run_id)?;
+                let calls = store.call_counts(Some(&run.run_id))?;
+                last_runs.push(LastRun {
+                    run,
+                    regions,
+                    calls,
+                });
+            }
         }
-        runs.sort_by_key(|r| r.kind != RunKind::Run);
+        Ok(Picture {
+            last_runs,
+            attempts: store.last_attempts()?,
+            regions: store.region_states()?,
+            calls: store.call_counts(None)?,
+            budget,
+        })
+    }
 
-        for run in &runs {
+    /// The exposition. `methods` are reported with every outcome even when never
+    /// called, so that "none" reads as 0 rather than as a missing series.
+    pub fn exposition(&self, methods: &[&str]) -> Exposition {
+        let mut exp = Exposition::new();
+        let outcomes = CallOutcome::ALL.map(CallOutcome::as_str);
+        for last in &self.last_runs {
+            let run = &last.run;
             let kind = run.kind.as_str();
+            let ended_at = run.ended_at.unwrap_or(run.started_at);
             exp.gauge(
                 "trendsync_last_run_end_timestamp_seconds",
                 "When the last run of this kind ended, in seconds since the Unix epoch.",
             )
-            .sample(&[("kind", kind)], run.ended_at as f64);
+            .sample(&[("kind", kind)], ended_at as f64);
+            exp.gauge(
+                "trendsync_last_run_duration_seconds",
+                "How long the last run of this kind took, in seconds.",
+            )
+            .sample(&[("kind", kind)], (ended_at - run.started_at).max(0) as f64);
             let status = exp.gauge(
                 "trendsync_last_run_status",
                 "1 for the status the last run of this kind ended with, 0 for the others.",
@@ -246,97 +281,169 @@ impl Snapshot<'_> {
                 "trendsync_last_run_units_charged",
                 "Quota units the last run of this kind charged to the budget.",
             )
-            .sample(&[("kind", kind)], run.units as f64);
+            .sample(&[("kind", kind)], run.units.unwrap_or(0) as f64);
             exp.gauge(
                 "trendsync_last_run_calls",
                 "Upstream calls the last run of this kind made, every attempt counted.",
             )
-            .sample(&[("kind", kind)], run.calls as f64);
+            .sample(&[("kind", kind)], run.calls.unwrap_or(0) as f64);
         }
-
-        let kind = self.kind.as_str();
-        let mut methods: Vec<&str> = self.methods.to_vec();
-        for (method, _) in self.report.attempts.keys() {
-            if !methods.contains(method) {
-                methods.push(method);
+        for last in &self.last_runs {
+            let kind = last.run.kind.as_str();
+            let family = exp.gauge(
+                "trendsync_last_run_method_calls",
+                "Upstream call attempts of the last run of this kind, by method and outcome.",
+            );
+            for method in with_named(methods, &last.calls) {
+                for outcome in outcomes {
+                    family.sample(
+                        &[("kind", kind), ("method", &method), ("outcome", outcome)],
+                        count_of(&last.calls, &method, outcome) as f64,
+                    );
+                }
             }
         }
-        methods.sort_unstable();
-        let calls = exp.gauge(
-            "trendsync_last_run_method_calls",
-            "Upstream call attempts of the last run of the kind that wrote this file, by method and outcome.",
+        for last in &self.last_runs {
+            let kind = last.run.kind.as_str();
+            let videos = exp.gauge(
+                "trendsync_last_run_region_videos",
+                "Videos the last run of this kind stored for the region (trending positions and search results).",
+            );
+            for r in &last.regions {
+                videos.sample(&[("kind", kind), ("region", &r.region)], r.videos as f64);
+            }
+        }
+
+        self.region_families(&mut exp);
+
+        let calls = exp.family(
+            "trendsync_upstream_calls_total",
+            MetricType::Counter,
+            "Upstream call attempts of every run recorded in the database, by method and outcome.",
         );
-        for method in methods {
-            for outcome in CallOutcome::ALL {
-                let n = self
-                    .report
-                    .attempts
-                    .iter()
-                    .find(|((m, o), _)| *m == method && *o == outcome)
-                    .map_or(0, |(_, n)| *n);
+        for method in with_named(methods, &self.calls) {
+            for outcome in outcomes {
                 calls.sample(
-                    &[
-                        ("kind", kind),
-                        ("method", method),
-                        ("outcome", outcome.as_str()),
-                    ],
-                    n as f64,
+                    &[("method", &method), ("outcome", outcome)],
+                    count_of(&self.calls, &method, outcome) as f64,
                 );
             }
         }
 
-        let mut regions: Vec<(&str, u64)> = self
-            .report
-            .regions
-            .iter()
-            .map(|r| (r.code.as_str(), r.videos))
-            .collect();
-        regions.sort_unstable();
-        let videos = exp.gauge(
-            "trendsync_last_run_region_videos",
-            "Videos the last run of the kind that wrote this file stored for the region (trending positions and search results).",
-        );
-        for (code, n) in regions {
-            videos.sample(&[("kind", kind), ("region", code)], n as f64);
-        }
-
-        let key = self.budget.key.as_str();
-        if let Some(used) = self.report.budget_used {
+        if let Some(b) = &self.budget {
+            let key = b.key.as_str();
             exp.gauge(
                 "trendsync_budget_used_units",
-                "Units in the budget's sliding window after the run.",
+                "Units in the budget's sliding window when this file was written.",
             )
-            .sample(&[("budget", key)], used as f64);
+            .sample(&[("budget", key)], b.used as f64);
             let remaining = exp.gauge(
                 "trendsync_budget_remaining_units",
-                "Units left after the run: to the ceiling (scheduled runs) and to the quota (backfill).",
+                "Units left: to the ceiling (scheduled runs) and to the quota (backfill).",
             );
-            for (to, max) in [
-                ("ceiling", self.budget.ceiling),
-                ("quota", self.budget.quota),
-            ] {
+            for (to, max) in [("ceiling", b.ceiling), ("quota", b.quota)] {
                 remaining.sample(
                     &[("budget", key), ("to", to)],
-                    max.saturating_sub(used) as f64,
+                    max.saturating_sub(b.used) as f64,
                 );
             }
+            exp.gauge(
+                "trendsync_budget_blocked_until_timestamp_seconds",
+                "Until when the upstream said the key's quota is spent (seconds since the Unix epoch); 0 when not blocked.",
+            )
+            .sample(
+                &[("budget", key)],
+                b.blocked_until_us.map_or(0.0, |us| (us / 1_000_000) as f64),
+            );
         }
+        exp
+    }
 
+    /// Per region: its last attempt and its last complete fetch.
+    fn region_families(&self, exp: &mut Exposition) {
+        let mut attempts: Vec<&HistoryRow> = self.attempts.iter().collect();
+        attempts.sort_by(|a, b| a.region.cmp(&b.region));
+        for a in &attempts {
+            let Some(code) = a.region.as_deref() else {
+                continue;
+            };
+            let status = exp.gauge(
+                "trendsync_region_last_run_status",
+                "1 for the status of the region's last attempt, 0 for the others.",
+            );
+            for s in REGION_STATUSES {
+                let value = if s == a.status { 1.0 } else { 0.0 };
+                status.sample(&[("region", code), ("status", s)], value);
+            }
+        }
+        let numbers: [RegionNumber; 5] = [
+            (
+                "trendsync_region_last_run_timestamp_seconds",
+                "When the run of the region's last attempt started, in seconds since the Unix epoch.",
+                |a| Some(a.started_at as f64),
+            ),
+            (
+                "trendsync_region_last_run_duration_seconds",
+                "How long the run of the region's last attempt took, in seconds (absent while it runs).",
+                |a| a.ended_at.map(|e| (e - a.started_at).max(0) as f64),
+            ),
+            (
+                "trendsync_region_last_run_pages",
+                "Trending pages the region's last attempt stored.",
+                |a| Some(a.pages as f64),
+            ),
+            (
+                "trendsync_region_last_run_videos",
+                "Videos the region's last attempt stored (trending positions and search results).",
+                |a| Some(a.videos as f64),
+            ),
+            (
+                "trendsync_region_last_run_units",
+                "Quota units the region's last attempt charged.",
+                |a| Some(a.units as f64),
+            ),
+        ];
+        for (name, help, value) in numbers {
+            for a in &attempts {
+                if let (Some(code), Some(v)) = (a.region.as_deref(), value(a)) {
+                    exp.gauge(name, help).sample(&[("region", code)], v);
+                }
+            }
+        }
         let mut done: Vec<(&str, i64)> = self
             .regions
             .iter()
             .filter_map(|s| s.last_complete_at.map(|at| (s.region.as_str(), at)))
             .collect();
         done.sort_unstable();
-        let last = exp.gauge(
-            "trendsync_region_last_success_timestamp_seconds",
-            "When the region was last fetched completely, in seconds since the Unix epoch.",
-        );
         for (code, at) in done {
-            last.sample(&[("region", code)], at as f64);
+            exp.gauge(
+                "trendsync_region_last_success_timestamp_seconds",
+                "When the region was last fetched completely, in seconds since the Unix epoch.",
+            )
+            .sample(&[("region", code)], at as f64);
         }
-        exp
     }
+}
+
+/// A per-region family: name, help, and its value for a region's last attempt.
+type RegionNumber = (&'static str, &'static str, fn(&HistoryRow) -> Option<f64>);
+
+/// `named` and every method in `calls`, sorted, once each.
+fn with_named(named: &[&str], calls: &[CallCount]) -> Vec<String> {
+    let mut methods: Vec<String> = named.iter().map(|m| (*m).to_owned()).collect();
+    methods.extend(calls.iter().map(|c| c.method.clone()));
+    methods.sort_unstable();
+    methods.dedup();
+    methods
+}
+
+fn count_of(calls: &[CallCount], method: &str, outcome: &str) -> u64 {
+    calls
+        .iter()
+        .filter(|c| c.method == method && c.outcome == outcome)
+        .map(|c| c.calls)
+        .sum()
 }
 
 /// Writing the metrics file failed.

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
@@ -13,10 +13,10 @@ use super::{Access, load_config, open_limiter, read_status, select_regions};
 use crate::cli::{BackfillArgs, Global, RunArgs};
 use crate::config::{Config, Region};
 use crate::error::{ExitCode, MissingConfig, SilentExit};
-use crate::metrics::{self, Snapshot};
+use crate::metrics::{self, BudgetNumbers, Picture};
 use crate::quota::Allowance;
-use crate::report::{human, print_json, seconds};
-use crate::runner::{self, Freshness, Run, Simulation, Status};
+use crate::report::{human, print_json, rfc3339, seconds};
+use crate::runner::{self, Freshness, Run, Simulation, Status, lock};
 use crate::store::{RunKind, Store, StoreError};
 use crate::youtube::{self, ApiKey, Client};
 
@@ -197,19 +197,32 @@ async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
 
 /// The real run: every call charged before it is made.
 async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
+    // Before anything else, so that a signal during the setup stops the run cleanly
+    // too instead of killing the process.
+    let signals = Signals::listen()?;
     let key = api_key(global)?;
     let client = Client::new(&global.api_base, key, REQUEST_TIMEOUT)
         .with_context(|| format!("setting up the upstream client for {}", global.api_base))?;
     let store = Store::open(&global.db)
         .with_context(|| format!("opening the database {}", global.db.display()))?;
+    mark_abandoned(&store, &global.db);
     let limiter = open_limiter(global, &config.budget, Access::Charge).await?;
     let kind = if job.allowance == Allowance::Quota {
         RunKind::Backfill
     } else {
         RunKind::Run
     };
+    let run_id = crate::report::new_run_id();
+    // Held until the run's outcome is recorded: while it is, nobody takes the run
+    // for one a killed process left behind.
+    let run_lock = lock::lock_run(&global.db, &run_id).with_context(|| {
+        format!(
+            "locking {}",
+            lock::run_lock_path(&global.db, &run_id).display()
+        )
+    })?;
     let run = Arc::new(Run::new(
-        crate::report::new_run_id(),
+        run_id,
         kind,
         config.budget.clone(),
         job.allowance,
@@ -219,33 +232,205 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
         global.db.clone(),
         usize::from(job.concurrency),
     ));
+    let received = Arc::new(OnceLock::new());
+    let watcher = tokio::spawn(signals.watch(Arc::clone(&run), Arc::clone(&received)));
     let regions: Vec<Region> = job.regions.iter().map(|r| (*r).clone()).collect();
     let report = runner::execute(Arc::clone(&run), regions).await;
+    drop(run_lock);
     let allowance = if job.allowance == Allowance::Quota {
         "quota"
     } else {
         "ceiling"
     };
-    let summary = report.summary(job.kind, allowance);
-    match report.status {
-        Status::Complete => tracing::info!("{summary}"),
-        Status::Failed => tracing::error!("{summary}"),
-        _ => tracing::warn!("{summary}"),
-    }
+    log_summary(&report, job.kind, allowance);
     // The run's outcome decides the exit code, not its metrics: a file that cannot be
     // written is logged, and the last-run timestamp going stale is what alerts.
     if let Some(path) = &global.metrics_file
-        && let Err(e) = write_metrics(path, &run, &report)
+        && let Err(e) = write_metrics(path, &global.db, &run, &report).await
     {
-        tracing::error!("{e:#}");
+        tracing::error!(run_id = %report.run_id, "{e:#}");
     }
     if job.json {
         print_json(&report)?;
     }
+    watcher.abort();
     match report.status.exit_code() {
         None => Ok(()),
+        Some(ExitCode::Interrupted) if received.get() == Some(&Signal::Term) => {
+            Err(SilentExit(ExitCode::Terminated).into())
+        }
         Some(code) => Err(SilentExit(code).into()),
     }
+}
+
+/// The one-line summary (the heartbeat a cron log keeps), with the run's numbers as
+/// fields for JSON logs.
+fn log_summary(report: &runner::RunReport, kind: &str, allowance: &str) {
+    let summary = report.summary(kind, allowance);
+    let regions: Vec<String> = report
+        .regions
+        .iter()
+        .map(|r| format!("{}={}", r.code, r.status.as_str()))
+        .collect();
+    let regions = regions.join(",");
+    macro_rules! summary {
+        ($level:ident) => {
+            tracing::$level!(
+                run_id = %report.run_id,
+                kind,
+                status = report.status.as_str(),
+                units = report.units_charged,
+                calls = report.calls,
+                regions = %regions,
+                "{summary}"
+            )
+        };
+    }
+    match report.status {
+        Status::Complete => summary!(info),
+        Status::Failed => summary!(error),
+        _ => summary!(warn),
+    }
+}
+
+/// Marks the runs a dead process left `running` as `abandoned`: those whose run lock
+/// nobody holds. Never fails the command: the history is only bookkeeping.
+fn mark_abandoned(store: &Store, db: &Path) {
+    let running = match store.running_runs() {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!("{e}; runs left by killed processes stay `running` for now");
+            return;
+        }
+    };
+    for r in running {
+        match lock::run_is_alive(db, &r.run_id) {
+            Ok(true) => {}
+            Ok(false) => match store.abandon_run(&r.run_id) {
+                Ok(true) => {
+                    lock::remove_dead_run_lock(db, &r.run_id);
+                    tracing::warn!(
+                        run_id = %r.run_id,
+                        status = "abandoned",
+                        "{} {} started at {} was left running by a process that died; marked abandoned",
+                        r.kind.as_str(),
+                        r.run_id,
+                        rfc3339(r.started_at.saturating_mul(1_000_000))
+                    );
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(run_id = %r.run_id, "{e}"),
+            },
+            Err(e) => tracing::warn!(
+                run_id = %r.run_id,
+                "cannot tell whether run {} is alive from {}: {e}",
+                r.run_id,
+                lock::run_lock_path(db, &r.run_id).display()
+            ),
+        }
+    }
+}
+
+/// The signal that stopped a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Signal {
+    Int,
+    Term,
+}
+
+impl Signal {
+    fn name(self) -> &'static str {
+        match self {
+            Signal::Int => "SIGINT",
+            Signal::Term => "SIGTERM",
+        }
+    }
+
+    fn exit_code(self) -> ExitCode {
+        match self {
+            Signal::Int => ExitCode::Interrupted,
+            Signal::Term => ExitCode::Terminated,
+        }
+    }
+}
+
+/// How long calls already sent may take to answer after a signal before they are
+/// given up.
+const SIGNAL_GRACE: Duration = Duration::from_secs(3);
+
+/// SIGINT and SIGTERM, caught from the start of a run so that neither kills it
+/// mid-page.
+struct Signals {
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn listen() -> Result<Signals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Signals {
+                int: signal(SignalKind::interrupt()).context("catching SIGINT")?,
+                term: signal(SignalKind::terminate()).context("catching SIGTERM")?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Signals {})
+    }
+
+    async fn next(&mut self) -> Signal {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.int.recv() => Signal::Int,
+                _ = self.term.recv() => Signal::Term,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            Signal::Int
+        }
+    }
+
+    /// The first signal stops the run: no new calls, and the calls in flight get
+    /// [`SIGNAL_GRACE`] to answer. The second ends the process at once.
+    async fn watch(mut self, run: Arc<Run>, received: Arc<OnceLock<Signal>>) {
+        let first = self.next().await;
+        let _ = received.set(first);
+        tracing::warn!(
+            run_id = %run.run_id,
+            signal = first.name(),
+            "{}: stopping: no new calls; calls in flight get {} to answer; a second signal ends the process at once",
+            first.name(),
+            human(SIGNAL_GRACE)
+        );
+        run.interrupt(first.name());
+        tokio::select! {
+            () = tokio::time::sleep(SIGNAL_GRACE) => {
+                run.abandon_in_flight();
+                let second = self.next().await;
+                exit_now(&run, second);
+            }
+            second = self.next() => exit_now(&run, second),
+        }
+    }
+}
+
+/// The second signal: the process ends without waiting for anything. What was stored
+/// is committed page by page; the run's row stays `running` until the next process
+/// marks it abandoned.
+fn exit_now(run: &Run, signal: Signal) -> ! {
+    tracing::error!(
+        run_id = %run.run_id,
+        signal = signal.name(),
+        "{}: a second signal; ending at once",
+        signal.name()
+    );
+    std::process::exit(i32::from(signal.exit_code().code()))
 }
 
 /// The methods a run calls, reported in the metrics even when a run made no call of them.
@@ -255,37 +440,39 @@ const RUN_METHODS: &[&str] = &[
     youtube::SEARCH_LIST,
 ];
 
-/// Writes `--metrics-file` after a run: the run's own numbers, with the regions' state
-/// and the other kind's last run read from the store.
-fn write_metrics(path: &Path, run: &Run, report: &runner::RunReport) -> Result<()> {
-    let other_kind = match run.kind {
-        RunKind::Run => RunKind::Backfill,
-        RunKind::Backfill => RunKind::Run,
+/// Writes `--metrics-file` after a run: the whole picture from the database, so that
+/// a file shared by every cron line is right whoever wrote it last.
+async fn write_metrics(
+    path: &Path,
+    db: &Path,
+    run: &Run,
+    report: &runner::RunReport,
+) -> Result<()> {
+    // A limiter the run found down is not asked again (its timeout would be paid once
+    // more); the file then says nothing about the budget.
+    let budget = match report.budget_used {
+        None => None,
+        Some(_) => match run.limiter.status(&run.budget.policies()[..1], &[]).await {
+            Ok(st) => Some(BudgetNumbers {
+                key: run.budget.key.clone(),
+                used: st.policies.first().map_or(0, |p| p.used),
+                ceiling: run.budget.ceiling,
+                quota: run.budget.quota,
+                blocked_until_us: st.blocked_until_us,
+            }),
+            Err(e) => {
+                tracing::warn!("metrics without the budget: {e}");
+                None
+            }
+        },
     };
-    let (regions, other) = {
-        let store = run.store.lock().map_err(|_| {
-            anyhow::anyhow!("writing the metrics file: the store was poisoned by a panic")
-        })?;
-        (store.region_states(), store.last_finished_run(other_kind))
-    };
-    // What the run itself knows is still worth writing when the store cannot say more.
-    let regions = regions.unwrap_or_else(|e| {
-        tracing::error!("metrics without the regions' last success: {e}");
-        Vec::new()
-    });
-    let other = other.unwrap_or_else(|e| {
-        tracing::error!("metrics without the last {}: {e}", other_kind.as_str());
-        None
-    });
-    let snapshot = Snapshot {
-        kind: run.kind,
-        report,
-        other,
-        budget: &run.budget,
-        regions: &regions,
-        methods: RUN_METHODS,
-    };
-    metrics::write_atomically(path, &snapshot.exposition().render())
+    let picture = (|| {
+        let store = Store::open_read_only(db)?;
+        store.map(|s| Picture::read(&s, budget.clone())).transpose()
+    })()
+    .with_context(|| format!("reading the metrics from {}", db.display()))?
+    .unwrap_or_default();
+    metrics::write_atomically(path, &picture.exposition(RUN_METHODS).render())
         .context("writing the metrics file")?;
     tracing::debug!(path = %path.display(), "metrics written");
     Ok(())

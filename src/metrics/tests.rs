@@ -1,8 +1,4 @@
-use std::collections::BTreeMap;
-use std::time::Duration;
-
 use super::*;
-use crate::runner::{Attempts, RegionReport};
 
 #[test]
 fn label_values_escape_backslash_quote_and_newline() {
@@ -64,174 +60,223 @@ fn names_are_checked() {
     assert!(!valid_label_name("a:b"));
 }
 
-fn budget() -> Budget {
-    Budget {
-        key: "key1".into(),
-        quota: 10_000,
-        ceiling: 9_500,
-        window: Duration::from_secs(86_400),
-        costs: BTreeMap::from([("videos.list".to_owned(), 1)]),
-        when_limiter_down: BTreeMap::new(),
-        limits: Vec::new(),
-    }
-}
-
-fn report() -> RunReport {
-    let region = |code: &str, status: Status, videos: u64| RegionReport {
-        status,
-        videos,
-        ..RegionReport::new(code)
-    };
-    RunReport {
-        run_id: "r1".into(),
-        status: Status::BudgetExhausted,
-        units_charged: 7,
-        units_unmetered: 0,
-        calls: 7,
-        remaining: Some(0),
-        retry_after_s: Some(60.0),
-        // In plan order; the file sorts them.
-        regions: vec![
-            region("US", Status::Complete, 10),
-            region("GB", Status::BudgetExhausted, 5),
-        ],
+fn run(id: &str, kind: RunKind, started_at: i64, status: &str, units: u64) -> RunRecord {
+    RunRecord {
+        run_id: id.into(),
+        kind,
+        started_at,
+        ended_at: Some(started_at + 40),
+        status: status.into(),
+        units: Some(units),
+        calls: Some(units + 1),
         stop_reason: None,
-        ended_at: 1_700_000_100,
-        budget_used: Some(9_500),
-        attempts: Attempts::from([
-            (("videos.list", CallOutcome::Ok), 5),
-            (("videos.list", CallOutcome::Transient), 1),
-            (("videoCategories.list", CallOutcome::Ok), 1),
+    }
+}
+
+fn outcome(region: &str, status: &str, videos: u64) -> RegionOutcome {
+    RegionOutcome {
+        region: region.into(),
+        status: status.into(),
+        pages: 2,
+        videos,
+        units: 3,
+        reason: None,
+    }
+}
+
+fn calls(list: &[(&str, &str, u64)]) -> Vec<CallCount> {
+    list.iter()
+        .map(|(m, o, n)| CallCount {
+            method: (*m).into(),
+            outcome: (*o).into(),
+            calls: *n,
+        })
+        .collect()
+}
+
+fn attempt(region: &str, started_at: i64, status: &str, ended: bool) -> HistoryRow {
+    HistoryRow {
+        run_id: format!("r-{region}"),
+        kind: RunKind::Run,
+        region: Some(region.into()),
+        started_at,
+        ended_at: ended.then_some(started_at + 30),
+        status: status.into(),
+        pages: 2,
+        videos: 100,
+        units: 3,
+        reason: None,
+    }
+}
+
+fn picture() -> Picture {
+    Picture {
+        last_runs: vec![
+            LastRun {
+                run: run("r1", RunKind::Run, 1_700_000_000, "failed", 6),
+                regions: vec![outcome("GB", "failed", 0), outcome("US", "complete", 100)],
+                calls: calls(&[
+                    ("videos.list", "ok", 5),
+                    ("videos.list", "region_failed", 1),
+                ]),
+            },
+            LastRun {
+                run: run("b0", RunKind::Backfill, 1_600_000_000, "complete", 30),
+                regions: Vec::new(),
+                calls: Vec::new(),
+            },
+        ],
+        // An earlier run reached DE; the last one GB and US.
+        attempts: vec![
+            attempt("US", 1_700_000_000, "complete", true),
+            attempt("DE", 1_690_000_000, "running", false),
+            attempt("GB", 1_700_000_000, "failed", true),
+        ],
+        regions: vec![
+            RegionState {
+                region: "US".into(),
+                last_complete_at: Some(1_700_000_030),
+                last_attempt_at: Some(1_700_000_030),
+                last_status: Some("complete".into()),
+            },
+            RegionState {
+                region: "GB".into(),
+                last_complete_at: None,
+                last_attempt_at: Some(1_700_000_030),
+                last_status: Some("failed".into()),
+            },
+        ],
+        calls: calls(&[
+            ("videos.list", "ok", 500),
+            ("videos.list", "region_failed", 1),
+            ("search.list", "ok", 2),
         ]),
+        budget: Some(BudgetNumbers {
+            key: "key1".into(),
+            used: 9_600,
+            ceiling: 9_500,
+            quota: 10_000,
+            blocked_until_us: Some(1_700_086_400_000_000),
+        }),
+    }
+}
+
+fn lines_of<'a>(text: &'a str, family: &str) -> Vec<&'a str> {
+    text.lines()
+        .filter(|l| l.split(['{', ' ']).next() == Some(family))
+        .collect()
+}
+
+#[test]
+fn every_region_and_both_kinds_are_in_the_file() {
+    let text = picture()
+        .exposition(&["videos.list", "videoCategories.list"])
+        .render();
+    assert_eq!(
+        lines_of(&text, "trendsync_last_run_status")
+            .into_iter()
+            .filter(|l| l.ends_with(" 1"))
+            .collect::<Vec<_>>(),
+        [
+            "trendsync_last_run_status{kind=\"run\",status=\"failed\"} 1",
+            "trendsync_last_run_status{kind=\"backfill\",status=\"complete\"} 1"
+        ]
+    );
+    assert_eq!(
+        lines_of(&text, "trendsync_last_run_duration_seconds"),
+        [
+            "trendsync_last_run_duration_seconds{kind=\"run\"} 40",
+            "trendsync_last_run_duration_seconds{kind=\"backfill\"} 40"
+        ]
+    );
+    // Regions sorted, each with its own last attempt's status.
+    let ones: Vec<&str> = lines_of(&text, "trendsync_region_last_run_status")
+        .into_iter()
+        .filter(|l| l.ends_with(" 1"))
+        .collect();
+    assert_eq!(
+        ones,
+        [
+            "trendsync_region_last_run_status{region=\"DE\",status=\"running\"} 1",
+            "trendsync_region_last_run_status{region=\"GB\",status=\"failed\"} 1",
+            "trendsync_region_last_run_status{region=\"US\",status=\"complete\"} 1"
+        ]
+    );
+    assert_eq!(
+        lines_of(&text, "trendsync_region_last_run_status").len(),
+        3 * REGION_STATUSES.len()
+    );
+    assert_eq!(
+        lines_of(&text, "trendsync_region_last_run_duration_seconds"),
+        [
+            "trendsync_region_last_run_duration_seconds{region=\"GB\"} 30",
+            "trendsync_region_last_run_duration_seconds{region=\"US\"} 30"
+        ],
+        "none while DE's run is still going"
+    );
+    assert_eq!(
+        lines_of(&text, "trendsync_region_last_run_timestamp_seconds").len(),
+        3
+    );
+    assert_eq!(
+        lines_of(&text, "trendsync_region_last_success_timestamp_seconds"),
+        ["trendsync_region_last_success_timestamp_seconds{region=\"US\"} 1700000030"]
+    );
+    assert_eq!(
+        lines_of(&text, "trendsync_last_run_region_videos"),
+        [
+            "trendsync_last_run_region_videos{kind=\"run\",region=\"GB\"} 0",
+            "trendsync_last_run_region_videos{kind=\"run\",region=\"US\"} 100"
+        ]
+    );
+    // Every named method and every method called, with every outcome.
+    let total = lines_of(&text, "trendsync_upstream_calls_total");
+    assert_eq!(total.len(), 3 * CallOutcome::ALL.len(), "{text}");
+    assert!(text.contains("# TYPE trendsync_upstream_calls_total counter\n"));
+    assert!(
+        total
+            .contains(&"trendsync_upstream_calls_total{method=\"videos.list\",outcome=\"ok\"} 500")
+    );
+    assert!(total.contains(
+        &"trendsync_upstream_calls_total{method=\"videoCategories.list\",outcome=\"ok\"} 0"
+    ));
+    assert!(text.contains(
+        "trendsync_last_run_method_calls{kind=\"run\",method=\"videos.list\",outcome=\"region_failed\"} 1\n"
+    ));
+    assert!(text.contains(
+        "trendsync_last_run_method_calls{kind=\"backfill\",method=\"videos.list\",outcome=\"ok\"} 0\n"
+    ));
+    assert!(text.contains("trendsync_budget_used_units{budget=\"key1\"} 9600\n"));
+    assert!(text.contains("trendsync_budget_remaining_units{budget=\"key1\",to=\"ceiling\"} 0\n"));
+    assert!(text.contains("trendsync_budget_remaining_units{budget=\"key1\",to=\"quota\"} 400\n"));
+    assert!(text.contains(
+        "trendsync_budget_blocked_until_timestamp_seconds{budget=\"key1\"} 1700086400\n"
+    ));
+    // Each family's help and type once.
+    for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+        assert_eq!(text.matches(&format!("{line}\n")).count(), 1, "{line}");
     }
 }
 
 #[test]
-fn a_whole_file() {
-    let report = report();
-    let regions = [
-        RegionState {
-            region: "US".into(),
-            last_complete_at: Some(1_700_000_050),
-            last_attempt_at: Some(1_700_000_050),
-            last_status: Some("complete".into()),
-        },
-        RegionState {
-            region: "GB".into(),
-            last_complete_at: None,
-            last_attempt_at: Some(1_700_000_100),
-            last_status: Some("budget_exhausted".into()),
-        },
-        RegionState {
-            region: "DE".into(),
-            last_complete_at: Some(1_690_000_000),
-            last_attempt_at: Some(1_690_000_000),
-            last_status: Some("complete".into()),
-        },
-    ];
-    let budget = budget();
-    let snapshot = Snapshot {
-        kind: RunKind::Run,
-        report: &report,
-        other: Some(RunRecord {
-            run_id: "b0".into(),
-            kind: RunKind::Backfill,
-            started_at: 1_600_000_000,
-            ended_at: Some(1_600_000_010),
-            status: "complete".into(),
-            units: Some(30),
-            calls: Some(31),
-            stop_reason: None,
-        }),
-        budget: &budget,
-        regions: &regions,
-        methods: &["videos.list", "videoCategories.list"],
-    };
-    let expected = r#"# HELP trendsync_last_run_end_timestamp_seconds When the last run of this kind ended, in seconds since the Unix epoch.
-# TYPE trendsync_last_run_end_timestamp_seconds gauge
-trendsync_last_run_end_timestamp_seconds{kind="run"} 1700000100
-trendsync_last_run_end_timestamp_seconds{kind="backfill"} 1600000010
-# HELP trendsync_last_run_status 1 for the status the last run of this kind ended with, 0 for the others.
-# TYPE trendsync_last_run_status gauge
-trendsync_last_run_status{kind="run",status="complete"} 0
-trendsync_last_run_status{kind="run",status="budget_exhausted"} 1
-trendsync_last_run_status{kind="run",status="upstream_quota_exhausted"} 0
-trendsync_last_run_status{kind="run",status="failed"} 0
-trendsync_last_run_status{kind="run",status="skipped"} 0
-trendsync_last_run_status{kind="backfill",status="complete"} 1
-trendsync_last_run_status{kind="backfill",status="budget_exhausted"} 0
-trendsync_last_run_status{kind="backfill",status="upstream_quota_exhausted"} 0
-trendsync_last_run_status{kind="backfill",status="failed"} 0
-trendsync_last_run_status{kind="backfill",status="skipped"} 0
-# HELP trendsync_last_run_units_charged Quota units the last run of this kind charged to the budget.
-# TYPE trendsync_last_run_units_charged gauge
-trendsync_last_run_units_charged{kind="run"} 7
-trendsync_last_run_units_charged{kind="backfill"} 30
-# HELP trendsync_last_run_calls Upstream calls the last run of this kind made, every attempt counted.
-# TYPE trendsync_last_run_calls gauge
-trendsync_last_run_calls{kind="run"} 7
-trendsync_last_run_calls{kind="backfill"} 31
-# HELP trendsync_last_run_method_calls Upstream call attempts of the last run of the kind that wrote this file, by method and outcome.
-# TYPE trendsync_last_run_method_calls gauge
-trendsync_last_run_method_calls{kind="run",method="videoCategories.list",outcome="ok"} 1
-trendsync_last_run_method_calls{kind="run",method="videoCategories.list",outcome="transient"} 0
-trendsync_last_run_method_calls{kind="run",method="videoCategories.list",outcome="quota_exhausted"} 0
-trendsync_last_run_method_calls{kind="run",method="videoCategories.list",outcome="fatal"} 0
-trendsync_last_run_method_calls{kind="run",method="videoCategories.list",outcome="region_failed"} 0
-trendsync_last_run_method_calls{kind="run",method="videos.list",outcome="ok"} 5
-trendsync_last_run_method_calls{kind="run",method="videos.list",outcome="transient"} 1
-trendsync_last_run_method_calls{kind="run",method="videos.list",outcome="quota_exhausted"} 0
-trendsync_last_run_method_calls{kind="run",method="videos.list",outcome="fatal"} 0
-trendsync_last_run_method_calls{kind="run",method="videos.list",outcome="region_failed"} 0
-# HELP trendsync_last_run_region_videos Videos the last run of the kind that wrote this file stored for the region (trending positions and search results).
-# TYPE trendsync_last_run_region_videos gauge
-trendsync_last_run_region_videos{kind="run",region="GB"} 5
-trendsync_last_run_region_videos{kind="run",region="US"} 10
-# HELP trendsync_budget_used_units Units in the budget's sliding window after the run.
-# TYPE trendsync_budget_used_units gauge
-trendsync_budget_used_units{budget="key1"} 9500
-# HELP trendsync_budget_remaining_units Units left after the run: to the ceiling (scheduled runs) and to the quota (backfill).
-# TYPE trendsync_budget_remaining_units gauge
-trendsync_budget_remaining_units{budget="key1",to="ceiling"} 0
-trendsync_budget_remaining_units{budget="key1",to="quota"} 500
-# HELP trendsync_region_last_success_timestamp_seconds When the region was last fetched completely, in seconds since the Unix epoch.
-# TYPE trendsync_region_last_success_timestamp_seconds gauge
-trendsync_region_last_success_timestamp_seconds{region="DE"} 1690000000
-trendsync_region_last_success_timestamp_seconds{region="US"} 1700000050
-"#;
-    let got = snapshot.exposition().render();
-    assert_eq!(got, expected, "got:\n{got}");
-}
-
-#[test]
-fn without_the_budget_or_an_earlier_run_those_lines_are_left_out() {
-    let mut report = report();
-    report.budget_used = None;
-    let budget = budget();
-    let snapshot = Snapshot {
-        kind: RunKind::Backfill,
-        report: &report,
-        other: None,
-        budget: &budget,
-        regions: &[],
-        methods: &[],
-    };
-    let text = snapshot.exposition().render();
+fn without_the_budget_or_any_run_those_lines_are_left_out() {
+    let mut p = picture();
+    p.budget = None;
+    let text = p.exposition(&[]).render();
     assert!(!text.contains("trendsync_budget_"), "{text}");
-    assert!(!text.contains("kind=\"run\""), "{text}");
-    assert!(!text.contains("trendsync_region_last_success"), "{text}");
+    let mut p = picture();
+    p.budget.as_mut().expect("a budget").blocked_until_us = None;
     assert!(
-        text.contains(
-            "trendsync_last_run_status{kind=\"backfill\",status=\"budget_exhausted\"} 1\n"
-        ),
-        "{text}"
+        p.exposition(&[])
+            .render()
+            .contains("trendsync_budget_blocked_until_timestamp_seconds{budget=\"key1\"} 0\n")
     );
-    // Methods attempted are listed even when not named in advance.
-    assert!(
-        text.contains(
-            "trendsync_last_run_method_calls{kind=\"backfill\",method=\"videos.list\",outcome=\"transient\"} 1\n"
-        ),
-        "{text}"
+    let text = Picture::default().exposition(&["videos.list"]).render();
+    assert!(!text.contains("trendsync_last_run"), "{text}");
+    assert!(!text.contains("trendsync_region_"), "{text}");
+    assert_eq!(
+        lines_of(&text, "trendsync_upstream_calls_total").len(),
+        CallOutcome::ALL.len()
     );
 }
 

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::{OnceCell, Semaphore};
+use tokio::sync::{OnceCell, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::lock::{self, RegionLock};
@@ -21,7 +21,7 @@ use crate::quota::{
     Allowance, BUDGET_POLICY, Budget, Charge, DownPolicy, Journal, Limiter, LimiterError,
     UPSTREAM_POLICY, micros,
 };
-use crate::store::{RunKind, RunOutcome, Store, StoreError};
+use crate::store::{CallCount, RegionOutcome, RunKind, RunOutcome, Store, StoreError};
 use crate::youtube::{
     CallError, Client, ErrorClass, SEARCH_LIST, SearchRequest, VIDEO_CATEGORIES_LIST, VIDEOS_LIST,
     VideoRecord,
@@ -75,6 +75,8 @@ pub struct Run {
     limiter_down: OnceLock<String>,
     /// Opened at the first journalled call: most runs never need it.
     journal: OnceCell<Arc<Journal>>,
+    /// Set when the calls in flight are to be given up (a signal's grace is over).
+    abandon: watch::Sender<bool>,
 }
 
 /// Why a call did not produce a result.
@@ -116,7 +118,35 @@ impl Run {
             stop: Mutex::new(None),
             limiter_down: OnceLock::new(),
             journal: OnceCell::new(),
+            abandon: watch::Sender::new(false),
         }
+    }
+
+    /// A signal arrived: no new calls from now on. Calls already sent may finish and
+    /// their pages are stored, until [`Run::abandon_in_flight`].
+    pub fn interrupt(&self, signal: &'static str) {
+        self.halt(Stop::Interrupted { signal });
+        // A region waiting out a retry's backoff wakes up to see the stop.
+        self.abandon.send_replace(false);
+    }
+
+    /// Gives up the calls still waiting for an answer; their regions end as the
+    /// run's stop says. Their units stay charged (the request may have arrived).
+    pub fn abandon_in_flight(&self) {
+        self.abandon.send_replace(true);
+    }
+
+    /// Resolves once the calls in flight are to be given up.
+    async fn abandoned(&self) {
+        let mut rx = self.abandon.subscribe();
+        // The sender lives as long as the run, so the error (it was dropped) never comes.
+        let _ = rx.wait_for(|gone| *gone).await;
+    }
+
+    /// Resolves at the next change of the stop or abandon state.
+    async fn woken(&self) {
+        let mut rx = self.abandon.subscribe();
+        let _ = rx.changed().await;
     }
 
     fn stopped(&self) -> bool {
@@ -298,7 +328,14 @@ impl Run {
         for n in 1..=MAX_ATTEMPTS {
             self.charge(method, report).await?;
             self.calls.fetch_add(1, Ordering::Relaxed);
-            let err = match attempt().await {
+            let answered = tokio::select! {
+                answered = attempt() => answered,
+                () = self.abandoned() => {
+                    tracing::warn!(region = %report.code, "{method}: the call was given up, the run is stopping");
+                    return Err(Failed::Stopped);
+                }
+            };
+            let err = match answered {
                 Ok(v) => {
                     self.count_attempt(method, CallOutcome::Ok);
                     return Ok(v);
@@ -311,7 +348,11 @@ impl Run {
                 ErrorClass::Transient if n < MAX_ATTEMPTS => {
                     let wait = backoff(n);
                     tracing::warn!(region = %report.code, "{err}; attempt {n} of {MAX_ATTEMPTS}, trying again in {wait:?}");
-                    tokio::time::sleep(wait).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        // The next charge sees the stop and makes no call.
+                        () = self.woken() => {}
+                    }
                 }
                 ErrorClass::Transient => {
                     return Err(Failed::Region(format!(
@@ -332,6 +373,7 @@ impl Run {
                     };
                     if let Err(e) = blocked {
                         tracing::error!(
+                            region = %report.code,
                             "could not block the budget until the upstream's reset: {e}"
                         );
                     }
@@ -566,11 +608,15 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     let started = now_s();
     let run_id = run.run_id.clone();
     let kind = run.kind;
+    let codes: Vec<String> = regions.iter().map(|r| r.code.clone()).collect();
     if let Err(Failed::Region(e)) = run
-        .with_store(move |s| s.begin_run(&run_id, kind, started))
+        .with_store(move |s| {
+            s.begin_run(&run_id, kind, started)?;
+            s.begin_run_regions(&run_id, &codes)
+        })
         .await
     {
-        tracing::error!("{e}");
+        tracing::error!(run_id = %run.run_id, "{e}");
     }
 
     let fresh = match freshness(&run).await {
@@ -664,6 +710,18 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         budget_used,
         attempts: run.attempts.lock().map(|a| a.clone()).unwrap_or_default(),
     };
+    let mut report = report;
+    if report.stop_reason.is_none() {
+        // A run failed by its regions says which, and why, in its own row too.
+        let failed: Vec<String> = report
+            .regions
+            .iter()
+            .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.code)))
+            .collect();
+        if !failed.is_empty() {
+            report.stop_reason = Some(failed.join("; "));
+        }
+    }
     let outcome = RunOutcome {
         status: status.as_str().to_owned(),
         units: report.units_charged,
@@ -671,14 +729,54 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         stop_reason: report.stop_reason.clone(),
         ended_at,
     };
+    let details = region_outcomes(&report, stop.as_ref(), now);
+    let calls: Vec<CallCount> = report
+        .attempts
+        .iter()
+        .map(|((method, outcome), n)| CallCount {
+            method: (*method).to_owned(),
+            outcome: outcome.as_str().to_owned(),
+            calls: *n,
+        })
+        .collect();
     let run_id = run.run_id.clone();
     if let Err(Failed::Region(e)) = run
-        .with_store(move |s| s.finish_run(&run_id, &outcome))
+        .with_store(move |s| {
+            s.record_run_details(&run_id, &details, &calls)?;
+            s.finish_run(&run_id, &outcome)
+        })
         .await
     {
-        tracing::error!("{e}");
+        tracing::error!(run_id = %run.run_id, "{e}");
     }
     report
+}
+
+/// Each region's line of the run history: its status, and why when it did not
+/// complete (its own error, or else the run's stop).
+fn region_outcomes(report: &RunReport, stop: Option<&Stop>, now_us: i64) -> Vec<RegionOutcome> {
+    report
+        .regions
+        .iter()
+        .map(|r| {
+            let reason = match (&r.error, r.status) {
+                (Some(e), _) => Some(e.clone()),
+                (None, Status::Complete) => None,
+                (None, Status::Skipped) => {
+                    Some("being fetched by another process on this host".to_owned())
+                }
+                (None, _) => stop.map(|s| s.describe(now_us)),
+            };
+            RegionOutcome {
+                region: r.code.clone(),
+                status: r.status.as_str().to_owned(),
+                pages: u64::from(r.pages),
+                videos: r.videos,
+                units: r.units,
+                reason,
+            }
+        })
+        .collect()
 }
 
 /// What the store knows of each region.

@@ -36,6 +36,69 @@ pub fn try_lock(db: &Path, region: &str) -> std::io::Result<Option<RegionLock>> 
     }
 }
 
+/// Held by a run from before its `running` row is written until after its outcome is:
+/// a `running` row whose run lock is free belongs to a process that died, so the next
+/// process may mark it `abandoned` (DESIGN.md section 6). Taking the lock before the row
+/// exists is what keeps a live run from ever looking dead.
+#[derive(Debug)]
+pub struct RunLock {
+    file: File,
+    path: PathBuf,
+}
+
+/// The lock file of run `run_id` for the database at `db`.
+pub fn run_lock_path(db: &Path, run_id: &str) -> PathBuf {
+    let mut name = db
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_else(|| "trendsync.db".into());
+    name.push(format!(".run-{run_id}.lock"));
+    db.with_file_name(name)
+}
+
+/// Takes the lock of a new run.
+pub fn lock_run(db: &Path, run_id: &str) -> std::io::Result<RunLock> {
+    let path = run_lock_path(db, run_id);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)?;
+    file.lock()?;
+    Ok(RunLock { file, path })
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        // Removed while still held, so no other process can take a lock on this file
+        // and mistake the (finished) run for a dead one; one that opened it before
+        // finds the run's row no longer `running`.
+        let _ = std::fs::remove_file(&self.path);
+        let _ = self.file.unlock();
+    }
+}
+
+/// Whether the process of run `run_id` is still alive on this host: its lock is held.
+/// Creates nothing; a lock file that is gone means the run's process is too.
+pub fn run_is_alive(db: &Path, run_id: &str) -> std::io::Result<bool> {
+    let path = run_lock_path(db, run_id);
+    let file = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    match file.try_lock_shared() {
+        Ok(()) => Ok(false),
+        Err(TryLockError::WouldBlock) => Ok(true),
+        Err(TryLockError::Error(e)) => Err(e),
+    }
+}
+
+/// Removes the lock file a dead run left behind.
+pub fn remove_dead_run_lock(db: &Path, run_id: &str) {
+    let _ = std::fs::remove_file(run_lock_path(db, run_id));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,5 +119,21 @@ mod tests {
         drop(held);
         assert!(try_lock(&db, "US").expect("locking").is_some());
         assert_eq!(lock_path(&db, "US"), dir.path().join("t.db.US.lock"));
+    }
+
+    #[test]
+    fn a_run_is_alive_while_its_lock_is_held() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("t.db");
+        assert!(!run_is_alive(&db, "r1").expect("checking"), "no file: dead");
+        let held = lock_run(&db, "r1").expect("locking");
+        assert!(run_is_alive(&db, "r1").expect("checking"));
+        assert!(!run_is_alive(&db, "r2").expect("checking"));
+        drop(held);
+        assert!(!run_is_alive(&db, "r1").expect("checking"));
+        assert!(!run_lock_path(&db, "r1").exists(), "removed when released");
+        // A file left by a killed process, its lock gone with it.
+        std::fs::write(run_lock_path(&db, "r3"), b"").expect("writing");
+        assert!(!run_is_alive(&db, "r3").expect("checking"));
     }
 }

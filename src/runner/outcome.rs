@@ -28,6 +28,8 @@ pub enum Stop {
     },
     /// Something a person must fix; no region can succeed.
     Fatal { message: String },
+    /// SIGINT or SIGTERM: no new calls; what was fetched is committed.
+    Interrupted { signal: &'static str },
 }
 
 impl Stop {
@@ -36,6 +38,7 @@ impl Stop {
             Stop::Budget { .. } | Stop::LimiterDown { .. } => Status::BudgetExhausted,
             Stop::UpstreamQuota { .. } => Status::UpstreamQuotaExhausted,
             Stop::Fatal { .. } => Status::Failed,
+            Stop::Interrupted { .. } => Status::Interrupted,
         }
     }
 
@@ -46,7 +49,7 @@ impl Stop {
             Stop::UpstreamQuota { until_us, .. } => {
                 Some(crate::quota::from_micros(until_us - now_us))
             }
-            Stop::LimiterDown { .. } | Stop::Fatal { .. } => None,
+            Stop::LimiterDown { .. } | Stop::Fatal { .. } | Stop::Interrupted { .. } => None,
         }
     }
 
@@ -80,6 +83,9 @@ impl Stop {
                 "the limiter is down and [when_limiter_down] denies {method}: {reason}; start Redis or allow the method"
             ),
             Stop::Fatal { message } => message.clone(),
+            Stop::Interrupted { signal } => {
+                format!("interrupted by {signal}: no new calls were made after it")
+            }
         }
     }
 }
@@ -93,16 +99,18 @@ pub enum Status {
     UpstreamQuotaExhausted,
     Failed,
     Skipped,
+    Interrupted,
 }
 
 impl Status {
     /// Every status, in the order of DESIGN.md section 2.
-    pub const ALL: [Status; 5] = [
+    pub const ALL: [Status; 6] = [
         Status::Complete,
         Status::BudgetExhausted,
         Status::UpstreamQuotaExhausted,
         Status::Failed,
         Status::Skipped,
+        Status::Interrupted,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -112,6 +120,7 @@ impl Status {
             Status::UpstreamQuotaExhausted => "upstream_quota_exhausted",
             Status::Failed => "failed",
             Status::Skipped => "skipped",
+            Status::Interrupted => "interrupted",
         }
     }
 
@@ -124,6 +133,8 @@ impl Status {
             Status::BudgetExhausted | Status::UpstreamQuotaExhausted | Status::Skipped => {
                 Some(ExitCode::TryLater)
             }
+            // SIGINT's code; the command picks SIGTERM's when that was the signal.
+            Status::Interrupted => Some(ExitCode::Interrupted),
         }
     }
 }
@@ -268,6 +279,10 @@ impl RunReport {
 
 /// The run's status from its regions and its stop.
 pub fn overall(regions: &[RegionReport], stop: Option<&Stop>) -> Status {
+    // The signal decides the exit code (130/143) whatever else happened.
+    if matches!(stop, Some(Stop::Interrupted { .. })) {
+        return Status::Interrupted;
+    }
     if matches!(stop, Some(Stop::Fatal { .. }))
         || regions.iter().any(|r| r.status == Status::Failed)
     {

@@ -15,6 +15,7 @@
 //! cheap once the schema is current).
 
 mod error;
+mod history;
 mod read;
 mod schema;
 mod write;
@@ -28,6 +29,7 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 
 pub use error::StoreError;
+pub use history::{CallCount, HistoryFilter, HistoryRow, RegionOutcome, RunStart};
 use schema::{MIGRATIONS, MigrateError, Migration};
 
 /// How long a statement waits for another process's write lock before failing with

@@ -19,10 +19,16 @@ pub(crate) struct Migration {
 }
 
 /// The schema, oldest step first. `user_version` = how many of these are applied.
-pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
-    description: "runs, videos, stats, trending, searches, categories, region state, FTS5",
-    sql: V1,
-}];
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        description: "runs, videos, stats, trending, searches, categories, region state, FTS5",
+        sql: V1,
+    },
+    Migration {
+        description: "each run's outcome per region and its calls by method and outcome",
+        sql: RUN_OUTCOMES,
+    },
+];
 
 /// The highest schema version this build knows.
 pub(crate) fn latest_version() -> u32 {
@@ -163,6 +169,33 @@ BEGIN
     INSERT INTO videos_fts (rowid, title, description, tags_text, channel_title)
     VALUES (new.num, new.title, new.description, new.tags_text, new.channel_title);
 END;
+"#;
+
+/// What `status`, `runs` and the metrics file read: how each run went in each region
+/// (written as `running` when the run starts, so a killed run's regions show up as
+/// abandoned, not as missing), and every attempt at an upstream call by method and
+/// outcome, so that the metrics file can be rebuilt whole by whichever process writes it.
+const RUN_OUTCOMES: &str = r#"
+CREATE TABLE run_regions (
+    run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+    region TEXT NOT NULL,
+    status TEXT NOT NULL,
+    pages  INTEGER NOT NULL DEFAULT 0,
+    videos INTEGER NOT NULL DEFAULT 0,
+    units  INTEGER NOT NULL DEFAULT 0,
+    reason TEXT,
+    PRIMARY KEY (run_id, region)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX run_regions_by_region ON run_regions (region, run_id);
+CREATE INDEX runs_by_status ON runs (status);
+
+CREATE TABLE run_calls (
+    run_id  TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+    method  TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    calls   INTEGER NOT NULL CHECK (calls >= 0),
+    PRIMARY KEY (run_id, method, outcome)
+) STRICT, WITHOUT ROWID;
 "#;
 
 /// Why a migration run stopped.

@@ -1,0 +1,334 @@
+//! The run history: each run's outcome per region, its calls by method and outcome,
+//! and the runs a killed process left `running`. What `status`, `runs` and the
+//! metrics file are built from.
+
+use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
+
+use super::{RunKind, Store, StoreError};
+
+/// How one region of a run went (a row of `run_regions`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionOutcome {
+    pub region: String,
+    /// A run status, or `running` / `abandoned`.
+    pub status: String,
+    pub pages: u64,
+    pub videos: u64,
+    pub units: u64,
+    pub reason: Option<String>,
+}
+
+/// Attempts at one upstream method that ended one way (a row of `run_calls`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallCount {
+    pub method: String,
+    pub outcome: String,
+    pub calls: u64,
+}
+
+/// One line of the history: a run in one region, or a run that had no region.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryRow {
+    pub run_id: String,
+    pub kind: RunKind,
+    /// `None` for a run that had no region to fetch (a backfill with nothing stale).
+    pub region: Option<String>,
+    pub started_at: i64,
+    pub ended_at: Option<i64>,
+    /// The region's status in that run (the run's own when it had no region).
+    pub status: String,
+    pub pages: u64,
+    pub videos: u64,
+    pub units: u64,
+    /// The region's reason, or else the run's stop reason.
+    pub reason: Option<String>,
+}
+
+/// Which history lines to read; newest first.
+#[derive(Debug, Clone, Default)]
+pub struct HistoryFilter {
+    /// Runs started at or after this (unix seconds).
+    pub since: Option<i64>,
+    /// Only these regions (all when empty).
+    pub regions: Vec<String>,
+    pub status: Option<String>,
+    pub limit: u32,
+}
+
+/// A run by id and start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunStart {
+    pub run_id: String,
+    pub kind: RunKind,
+    pub started_at: i64,
+}
+
+const ABANDONED_REASON: &str =
+    "the process running it ended without finishing it (killed, or the host went down)";
+
+fn to_u64(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl Store {
+    /// Records the regions a run set out to fetch, each `running` until
+    /// [`Store::record_run_details`] says how it went.
+    pub fn begin_run_regions(&self, run_id: &str, regions: &[String]) -> Result<(), StoreError> {
+        (|| {
+            let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
+            {
+                let mut insert = tx.prepare_cached(
+                    "INSERT INTO run_regions (run_id, region, status) VALUES (?1, ?2, 'running')
+                     ON CONFLICT (run_id, region) DO NOTHING",
+                )?;
+                for region in regions {
+                    insert.execute(params![run_id, region])?;
+                }
+            }
+            tx.commit()
+        })()
+        .map_err(self.err(format!("recording the regions of run {run_id}")))
+    }
+
+    /// Records how each region of a run went and the run's attempts by method and
+    /// outcome, in one transaction.
+    pub fn record_run_details(
+        &self,
+        run_id: &str,
+        regions: &[RegionOutcome],
+        calls: &[CallCount],
+    ) -> Result<(), StoreError> {
+        (|| {
+            let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
+            {
+                let mut region = tx.prepare_cached(
+                    "INSERT INTO run_regions (run_id, region, status, pages, videos, units, reason)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                     ON CONFLICT (run_id, region) DO UPDATE SET
+                         status = excluded.status, pages = excluded.pages,
+                         videos = excluded.videos, units = excluded.units,
+                         reason = excluded.reason",
+                )?;
+                for r in regions {
+                    region.execute(params![
+                        run_id,
+                        r.region,
+                        r.status,
+                        to_i64(r.pages),
+                        to_i64(r.videos),
+                        to_i64(r.units),
+                        r.reason
+                    ])?;
+                }
+                let mut call = tx.prepare_cached(
+                    "INSERT INTO run_calls (run_id, method, outcome, calls) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (run_id, method, outcome) DO UPDATE SET calls = excluded.calls",
+                )?;
+                for c in calls.iter().filter(|c| c.calls > 0) {
+                    call.execute(params![run_id, c.method, c.outcome, to_i64(c.calls)])?;
+                }
+            }
+            tx.commit()
+        })()
+        .map_err(self.err(format!("recording the regions and calls of run {run_id}")))
+    }
+
+    /// Runs whose row says `running`, oldest first: in progress, or left by a process
+    /// that died.
+    pub fn running_runs(&self) -> Result<Vec<RunStart>, StoreError> {
+        self.run_starts(
+            "SELECT run_id, kind, started_at FROM runs WHERE status = 'running'
+             ORDER BY started_at, run_id",
+            [],
+        )
+    }
+
+    /// Abandoned runs started at or after `since`, newest first.
+    pub fn abandoned_runs(&self, since: i64) -> Result<Vec<RunStart>, StoreError> {
+        self.run_starts(
+            "SELECT run_id, kind, started_at FROM runs
+             WHERE status = 'abandoned' AND started_at >= ?1
+             ORDER BY started_at DESC, run_id",
+            [since],
+        )
+    }
+
+    fn run_starts<P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+    ) -> Result<Vec<RunStart>, StoreError> {
+        (|| {
+            let mut stmt = self.conn.prepare_cached(sql)?;
+            let rows = stmt.query_map(params, |row| {
+                let kind: String = row.get(1)?;
+                Ok(RunStart {
+                    run_id: row.get(0)?,
+                    kind: RunKind::from_db(&kind).unwrap_or(RunKind::Run),
+                    started_at: row.get(2)?,
+                })
+            })?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })()
+        .map_err(self.err("reading the runs"))
+    }
+
+    /// Marks a run that is still `running` as `abandoned`, with its regions that were
+    /// still going. Returns false when the run had ended meanwhile (nothing changed).
+    pub fn abandon_run(&self, run_id: &str) -> Result<bool, StoreError> {
+        (|| {
+            let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
+            let changed = tx.execute(
+                "UPDATE runs SET status = 'abandoned', stop_reason = ?2
+                 WHERE run_id = ?1 AND status = 'running'",
+                params![run_id, ABANDONED_REASON],
+            )?;
+            if changed > 0 {
+                tx.execute(
+                    "UPDATE run_regions SET status = 'abandoned', reason = ?2
+                     WHERE run_id = ?1 AND status = 'running'",
+                    params![run_id, ABANDONED_REASON],
+                )?;
+            }
+            tx.commit()?;
+            Ok(changed > 0)
+        })()
+        .map_err(self.err(format!("marking run {run_id} abandoned")))
+    }
+
+    /// The history, one line per run and region, newest first.
+    pub fn history(&self, filter: &HistoryFilter) -> Result<Vec<HistoryRow>, StoreError> {
+        let regions = (!filter.regions.is_empty())
+            .then(|| serde_json::Value::from(filter.regions.clone()).to_string());
+        (|| {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT r.run_id, r.kind, rr.region, r.started_at, r.ended_at,
+                        coalesce(rr.status, r.status),
+                        coalesce(rr.pages, 0), coalesce(rr.videos, 0),
+                        coalesce(rr.units, r.units, 0),
+                        coalesce(rr.reason, r.stop_reason)
+                 FROM runs AS r LEFT JOIN run_regions AS rr ON rr.run_id = r.run_id
+                 WHERE (?1 IS NULL OR r.started_at >= ?1)
+                   AND (?2 IS NULL OR rr.region IN (SELECT value FROM json_each(?2)))
+                   AND (?3 IS NULL OR coalesce(rr.status, r.status) = ?3)
+                 ORDER BY r.started_at DESC, r.run_id DESC, rr.region
+                 LIMIT ?4",
+            )?;
+            let rows = stmt.query_map(
+                params![
+                    filter.since,
+                    regions,
+                    filter.status,
+                    i64::from(filter.limit)
+                ],
+                |row| {
+                    let kind: String = row.get(1)?;
+                    Ok(HistoryRow {
+                        run_id: row.get(0)?,
+                        kind: RunKind::from_db(&kind).unwrap_or(RunKind::Run),
+                        region: row.get(2)?,
+                        started_at: row.get(3)?,
+                        ended_at: row.get(4)?,
+                        status: row.get(5)?,
+                        pages: to_u64(row.get(6)?),
+                        videos: to_u64(row.get(7)?),
+                        units: to_u64(row.get(8)?),
+                        reason: row.get(9)?,
+                    })
+                },
+            )?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })()
+        .map_err(self.err("reading the run history"))
+    }
+
+    /// Each region's last attempt: its line of the newest run that reached it (a run
+    /// that skipped it because another process held it does not count).
+    pub fn last_attempts(&self) -> Result<Vec<HistoryRow>, StoreError> {
+        (|| {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT run_id, kind, region, started_at, ended_at, status, pages, videos, units, reason
+                 FROM (SELECT r.run_id, r.kind, rr.region, r.started_at, r.ended_at, rr.status,
+                              rr.pages, rr.videos, rr.units,
+                              coalesce(rr.reason, r.stop_reason) AS reason,
+                              row_number() OVER (PARTITION BY rr.region
+                                                 ORDER BY r.started_at DESC, r.run_id DESC) AS n
+                       FROM run_regions AS rr JOIN runs AS r ON r.run_id = rr.run_id
+                       WHERE rr.status <> 'skipped')
+                 WHERE n = 1
+                 ORDER BY region",
+            )?;
+            let rows = stmt.query_map([], |row| {
+                let kind: String = row.get(1)?;
+                Ok(HistoryRow {
+                    run_id: row.get(0)?,
+                    kind: RunKind::from_db(&kind).unwrap_or(RunKind::Run),
+                    region: row.get(2)?,
+                    started_at: row.get(3)?,
+                    ended_at: row.get(4)?,
+                    status: row.get(5)?,
+                    pages: to_u64(row.get(6)?),
+                    videos: to_u64(row.get(7)?),
+                    units: to_u64(row.get(8)?),
+                    reason: row.get(9)?,
+                })
+            })?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })()
+        .map_err(self.err("reading the regions' last attempts"))
+    }
+
+    /// A run's outcome per region, by region.
+    pub fn run_regions(&self, run_id: &str) -> Result<Vec<RegionOutcome>, StoreError> {
+        (|| {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT region, status, pages, videos, units, reason FROM run_regions
+                 WHERE run_id = ?1 ORDER BY region",
+            )?;
+            let rows = stmt.query_map([run_id], |row| {
+                Ok(RegionOutcome {
+                    region: row.get(0)?,
+                    status: row.get(1)?,
+                    pages: to_u64(row.get(2)?),
+                    videos: to_u64(row.get(3)?),
+                    units: to_u64(row.get(4)?),
+                    reason: row.get(5)?,
+                })
+            })?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })()
+        .map_err(self.err(format!("reading the regions of run {run_id}")))
+    }
+
+    /// Attempts by method and outcome: of one run, or of every run recorded.
+    pub fn call_counts(&self, run_id: Option<&str>) -> Result<Vec<CallCount>, StoreError> {
+        (|| {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT method, outcome, sum(calls) FROM run_calls
+                 WHERE ?1 IS NULL OR run_id = ?1
+                 GROUP BY method, outcome ORDER BY method, outcome",
+            )?;
+            let rows = stmt.query_map([run_id], |row| {
+                Ok(CallCount {
+                    method: row.get(0)?,
+                    outcome: row.get(1)?,
+                    calls: to_u64(row.get(2)?),
+                })
+            })?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })()
+        .map_err(self.err("reading the calls by method and outcome"))
+    }
+
+    /// When the run `run_id` started, if it is recorded.
+    pub fn run_started_at(&self, run_id: &str) -> Result<Option<i64>, StoreError> {
+        self.conn
+            .prepare_cached("SELECT started_at FROM runs WHERE run_id = ?1")
+            .and_then(|mut stmt| stmt.query_row([run_id], |row| row.get(0)).optional())
+            .map_err(self.err(format!("reading run {run_id}")))
+    }
+}
