@@ -16,8 +16,10 @@ pub const DEFAULT_API_BASE: &str = "https://www.googleapis.com/youtube/v3";
     long_about = "Fetch YouTube trending charts into SQLite under a shared quota budget.\n\n\
         Every upstream call is charged to a shared, exact sliding-window budget before it is made. \
         When the budget is spent the run stops cleanly and exits 75; the next run resumes.\n\n\
-        Exit codes: 0 done, 1 failed, 2 usage error, 75 stopped (try later), 78 configuration error.\n\
-        The API key comes from YOUTUBE_API_KEY or --api-key-file."
+        Exit codes: 0 done, 1 failed, 2 usage error, 75 stopped (try later), 78 configuration error, \
+        130/143 interrupted by SIGINT/SIGTERM.\n\
+        The API key comes from YOUTUBE_API_KEY or --api-key-file.",
+    after_help = EXAMPLES
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -26,7 +28,25 @@ pub struct Cli {
     pub command: Command,
 }
 
+const EXAMPLES: &str = "\
+Examples:
+  # The cron line of one region (print them all with `trendsync crontab`)
+  7 * * * * cd /var/lib/trendsync && trendsync --db /var/lib/trendsync/trendsync.db run --region GB >> trendsync.log 2>&1
+
+  # What a run would call and where the budget would stop it; calls nothing
+  trendsync run --dry-run
+
+  # Fill regions not fetched completely for 6 hours, from the reserve
+  trendsync backfill --stale-after 6h
+
+  # Health check: exit 1 when a region's last complete fetch is older than 3 hours
+  trendsync status --stale-after 3h
+
+  # Which region failed last night, and why
+  trendsync runs --since 12h --status failed";
+
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct Global {
     /// quota-costs.toml [default: ./quota-costs.toml if present, else the built-in copy]
     #[arg(long, env = "TRENDSYNC_COSTS", global = true, value_name = "PATH")]
@@ -102,6 +122,10 @@ pub enum Command {
     Budget(BudgetArgs),
     /// Full-text search of the ingested videos (local; never calls the upstream)
     Search(SearchArgs),
+    /// Per region the last attempt, its reason and the age of the last complete fetch; runs in progress or abandoned; the budget
+    Status(StatusArgs),
+    /// The run history, one line per run and region: which region failed, and why
+    Runs(RunsArgs),
     /// Print one crontab line per region at its offset minute
     Crontab(CrontabArgs),
     /// Print shell completions
@@ -176,6 +200,58 @@ pub enum BudgetAction {
         #[arg(long)]
         json: bool,
     },
+    /// Lift an upstream block (quotaExceeded) before its reset, once the key's quota was raised or reset
+    Unblock {
+        /// Print one JSON object on stdout
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Exit 1 when any region's last complete fetch is older than this (a health check)
+    #[arg(long, value_parser = parse_duration_arg, value_name = "DURATION")]
+    pub stale_after: Option<Duration>,
+
+    /// Print one JSON object on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The statuses a line of `runs` can have.
+pub const RUN_STATUSES: [&str; 8] = [
+    "complete",
+    "budget_exhausted",
+    "upstream_quota_exhausted",
+    "failed",
+    "skipped",
+    "interrupted",
+    "running",
+    "abandoned",
+];
+
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// Only runs started within this long
+    #[arg(long, value_parser = parse_duration_arg, value_name = "DURATION")]
+    pub since: Option<Duration>,
+
+    /// Only this region (repeatable)
+    #[arg(long = "region", id = "region", value_name = "CC")]
+    pub regions: Vec<String>,
+
+    /// Only lines with this status
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(RUN_STATUSES))]
+    pub status: Option<String>,
+
+    /// At most this many lines, newest first
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub limit: u32,
+
+    /// Print one JSON object on stdout
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

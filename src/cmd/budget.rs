@@ -22,7 +22,62 @@ pub async fn run(global: &Global, args: &BudgetArgs) -> Result<()> {
             reserve,
             json,
         }) => charge(global, method, *count, *reserve, *json).await,
+        Some(BudgetAction::Unblock { json }) => unblock(global, *json).await,
     }
+}
+
+/// The JSON of `budget unblock --json`.
+#[derive(Debug, Serialize)]
+struct UnblockJson {
+    /// Whether a block was in force and was lifted.
+    unblocked: bool,
+    /// When the lifted block would have ended.
+    was_blocked_until: Option<String>,
+}
+
+/// Lifts an upstream block before its reset, for the operator who knows the key's
+/// quota was raised or reset. Logged, so the cron log shows who let calls through.
+async fn unblock(global: &Global, json: bool) -> Result<()> {
+    let budget = load_budget(global)?;
+    let limiter = open_limiter(global, &budget, Access::Charge).await?;
+    let until = limiter.unblock().await.with_context(|| {
+        format!(
+            "lifting the upstream block of budget \"{}\" on {}",
+            budget.key,
+            limiter.describe()
+        )
+    })?;
+    let report = UnblockJson {
+        unblocked: until.is_some(),
+        was_blocked_until: until.map(rfc3339),
+    };
+    match &report.was_blocked_until {
+        Some(was) => tracing::warn!(
+            budget = %budget.key,
+            "lifted the upstream block of budget \"{}\" on {} (it would have lasted until {was}); runs may call the upstream again",
+            budget.key,
+            limiter.describe()
+        ),
+        None => tracing::info!(
+            budget = %budget.key,
+            "budget \"{}\" on {} was not blocked; nothing changed",
+            budget.key,
+            limiter.describe()
+        ),
+    }
+    if json {
+        return print_json(&report);
+    }
+    let mut out = std::io::stdout().lock();
+    match &report.was_blocked_until {
+        Some(was) => writeln!(
+            out,
+            "unblocked budget \"{}\" (the block would have lasted until {was})",
+            budget.key
+        )?,
+        None => writeln!(out, "budget \"{}\" was not blocked", budget.key)?,
+    }
+    Ok(())
 }
 
 #[derive(Debug, Serialize)]
@@ -212,6 +267,8 @@ struct ChargeJson<'a> {
     remaining: Option<u64>,
     retry_after_s: Option<f64>,
     denied_by: Option<&'a str>,
+    /// The policy `used` and `remaining` describe.
+    policy: Option<&'a str>,
 }
 
 async fn charge(
@@ -251,6 +308,7 @@ async fn charge(
                     remaining: None,
                     retry_after_s: None,
                     denied_by: Some(LIMITER_DOWN),
+                    policy: None,
                 })?;
             }
             return Err(SilentExit(ExitCode::TryLater).into());
@@ -265,23 +323,33 @@ async fn charge(
             });
         }
     };
+    // The numbers are those of the policy that said no or is next to; while the
+    // upstream block says no, which no policy's numbers describe, the budget's own.
+    let applied = decision
+        .applied()
+        .or_else(|| decision.parts.iter().find(|p| p.policy == BUDGET_POLICY));
     let report = ChargeJson {
         granted: decision.granted,
         units: decision.units,
-        used: Some(decision.used()),
-        remaining: Some(decision.remaining()),
+        used: applied.map(|p| p.used),
+        remaining: applied.map(|p| p.remaining()),
         retry_after_s: decision.retry_after.map(seconds),
         denied_by: decision.denied_by.as_deref(),
+        policy: applied.map(|p| p.policy.as_str()),
     };
+    let about = report
+        .policy
+        .map_or(String::new(), |p| format!(" in policy \"{p}\""));
     let mut out = std::io::stdout().lock();
     if json {
         print_json(&report)?;
     } else if decision.granted {
         writeln!(
             out,
-            "granted {} units ({count} × {method}); {} remaining",
+            "granted {} units ({count} × {method}); {} used, {} remaining{about}",
             report.units,
-            decision.remaining()
+            report.used.unwrap_or(0),
+            report.remaining.unwrap_or(0)
         )?;
     } else {
         let policy = report.denied_by.unwrap_or("the budget");
@@ -291,8 +359,10 @@ async fn charge(
         };
         writeln!(
             out,
-            "denied by {policy}: {} units ({count} × {method}) do not fit; {wait}",
-            report.units
+            "denied by {policy}: {} units ({count} × {method}) do not fit ({} used, {} remaining{about}); {wait}",
+            report.units,
+            report.used.unwrap_or(0),
+            report.remaining.unwrap_or(0)
         )?;
     }
     if decision.granted {

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 
 use super::load_config;
 use crate::cli::{CrontabArgs, Global};
-use crate::error::UsageError;
+use crate::error::{MissingConfig, UsageError};
 
 /// The minute and hour fields that run a job every `every`, at `offset` past the hour.
 pub fn schedule(every: Duration, offset: u32) -> Result<String, UsageError> {
@@ -59,10 +59,37 @@ fn sh(word: &Path) -> String {
     }
 }
 
+/// Quotes a text word for /bin/sh.
+fn sh_text(word: &str) -> String {
+    sh(Path::new(word))
+}
+
+/// `path` made absolute, refused when `what` needs it to exist and it does not.
+fn existing(path: &Path, what: &str) -> Result<PathBuf> {
+    let path = absolute(path)?;
+    if !path.exists() {
+        return Err(UsageError(format!(
+            "{what} {} does not exist; the crontab would name it in every line",
+            path.display()
+        ))
+        .into());
+    }
+    Ok(path)
+}
+
+/// Everything is checked and every line built before anything is printed, so that
+/// `trendsync crontab ... | crontab -` with a mistake replaces no crontab with half
+/// of one (the header alone would wipe the old one).
 pub fn run(global: &Global, args: &CrontabArgs) -> Result<()> {
     let config = load_config(global)?;
+    let schedules = config
+        .regions
+        .regions
+        .iter()
+        .map(|r| schedule(args.every, r.offset).map(|when| (when, r.code.as_str())))
+        .collect::<Result<Vec<_>, UsageError>>()?;
     let binary = match &args.binary {
-        Some(p) => absolute(p)?,
+        Some(p) => existing(p, "--binary")?,
         None => {
             std::env::current_exe().context("finding this program's path; pass --binary PATH")?
         }
@@ -78,7 +105,7 @@ pub fn run(global: &Global, args: &CrontabArgs) -> Result<()> {
         ("--regions", &global.regions, "regions.toml"),
     ] {
         let path = match given {
-            Some(p) => Some(absolute(p)?),
+            Some(p) => Some(existing(p, flag)?),
             None if Path::new(default).is_file() => Some(absolute(Path::new(default))?),
             None => None,
         };
@@ -86,34 +113,61 @@ pub fn run(global: &Global, args: &CrontabArgs) -> Result<()> {
             fixed.push_str(&format!(" {flag} {}", sh(&p)));
         }
     }
-    let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "# trendsync: one line per region of regions.toml at its offset minute, every {}.",
-        crate::report::human(args.every)
-    )?;
-    writeln!(
-        out,
-        "# Each run needs YOUTUBE_API_KEY in its environment (or add --api-key-file PATH), and"
-    )?;
-    writeln!(
-        out,
-        "# TRENDSYNC_REDIS_URL when several hosts share one budget. Exit 75 means the run stopped"
-    )?;
-    writeln!(
-        out,
-        "# cleanly (budget spent, upstream quota exhausted, region busy) and the next one resumes."
-    )?;
-    for region in &config.regions.regions {
-        let when = schedule(args.every, region.offset)?;
-        writeln!(
-            out,
-            "{when} * * * cd {} && {fixed} -q run --region {} >> {} 2>&1",
-            sh(&dir),
-            region.code,
-            sh(&log)
-        )?;
+    if let Some(p) = &global.metrics_file {
+        let p = absolute(p)?;
+        if let Some(parent) = p.parent() {
+            existing(parent, "the directory of --metrics-file")?;
+        }
+        fixed.push_str(&format!(" --metrics-file {}", sh(&p)));
     }
+    if let Some(p) = &global.api_key_file {
+        fixed.push_str(&format!(
+            " --api-key-file {}",
+            sh(&existing(p, "--api-key-file")?)
+        ));
+    }
+    if global.api_base != crate::cli::DEFAULT_API_BASE {
+        url::Url::parse(&global.api_base).map_err(|e| {
+            MissingConfig(format!(
+                "--api-base {:?} is not a URL: {e}",
+                global.api_base
+            ))
+        })?;
+        fixed.push_str(&format!(" --api-base {}", sh_text(&global.api_base)));
+    }
+
+    let mut text = format!(
+        "# trendsync: one line per region of regions.toml at its offset minute, every {}.\n",
+        crate::report::human(args.every)
+    );
+    if global.api_key_file.is_none() {
+        text.push_str(
+            "# Each run needs YOUTUBE_API_KEY in its environment (or add --api-key-file PATH).\n",
+        );
+    }
+    if global.redis_url.is_some() {
+        // Never printed: the URL may hold a password, and a crontab is often shared.
+        text.push_str(
+            "# These runs share a budget in Redis: put TRENDSYNC_REDIS_URL=... at the top of this\n\
+             # crontab (it is not printed here, as it may hold a password).\n",
+        );
+    } else {
+        text.push_str(
+            "# Add TRENDSYNC_REDIS_URL=... at the top when several hosts share one budget.\n",
+        );
+    }
+    text.push_str(
+        "# Each run appends its summary line to the log. Exit 75 means the run stopped cleanly\n\
+         # (budget spent, upstream quota exhausted, region busy) and the next one resumes.\n",
+    );
+    for (when, code) in schedules {
+        text.push_str(&format!(
+            "{when} * * * cd {} && {fixed} run --region {code} >> {} 2>&1\n",
+            sh(&dir),
+            sh(&log)
+        ));
+    }
+    std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(())
 }
 

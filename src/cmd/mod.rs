@@ -5,7 +5,9 @@ mod budget;
 mod completions;
 mod crontab;
 mod run;
+mod runs;
 mod search;
+mod status;
 
 use std::path::Path;
 
@@ -27,6 +29,8 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Completions { shell } => completions::run(*shell),
         Command::Search(args) => search::run(global, args),
         Command::Crontab(args) => crontab::run(global, args),
+        Command::Status(args) => status::run(global, args).await,
+        Command::Runs(args) => runs::run(global, args),
     }
 }
 

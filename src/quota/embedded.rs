@@ -235,6 +235,22 @@ impl EmbeddedLimiter {
         .await
         .map(|_| ())
     }
+
+    pub(super) async fn unblock(&self) -> Result<Option<i64>, LimiterError> {
+        let key = self.budget_key.clone();
+        let now = now_us();
+        let until = self
+            .with_conn("lifting the budget's block", move |conn| {
+                conn.query_row(
+                    "DELETE FROM quota_block WHERE budget = ?1 RETURNING until_us",
+                    [&key],
+                    |r| r.get::<_, i64>(0),
+                )
+                .optional()
+            })
+            .await?;
+        Ok(until.flatten().filter(|u| *u > now))
+    }
 }
 
 fn policy_id(budget_key: &str, policy: &str) -> String {

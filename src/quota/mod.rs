@@ -365,6 +365,16 @@ impl Limiter {
         }
     }
 
+    /// Lifts a block set by [`Limiter::block_until`] before it ends. Returns when it
+    /// would have ended, or `None` when the budget was not blocked.
+    pub async fn unblock(&self) -> Result<Option<i64>, LimiterError> {
+        match self {
+            Limiter::Redis(l) => l.unblock().await,
+            Limiter::Embedded(l) => l.unblock().await,
+            Limiter::Down { endpoint, reason } => Err(unavailable(endpoint, reason)),
+        }
+    }
+
     /// Where the limiter is, for messages (no password).
     pub fn describe(&self) -> String {
         match self {

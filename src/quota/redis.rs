@@ -208,6 +208,18 @@ impl RedisLimiter {
         .await
     }
 
+    pub(super) async fn unblock(&self) -> Result<Option<i64>, LimiterError> {
+        let mut getdel = redis::cmd("GETDEL");
+        getdel.arg(self.blocked_key());
+        let getdel = &getdel;
+        let until: Option<i64> = self
+            .once_more_if_dropped("lifting the budget's block", |mut conn| async move {
+                getdel.query_async::<Option<i64>>(&mut conn).await
+            })
+            .await?;
+        Ok(until)
+    }
+
     /// Sends `op` and, if the connection turned out to be dropped (Redis restarted,
     /// a failover, an idle connection cut), sends the same `op` once more: the
     /// manager reconnects when it sees the drop, and the retry waits for that new

@@ -1,0 +1,136 @@
+//! `trendsync runs`: the run history, one line per run and region, newest first.
+//! Answers "which region failed last night, and why". Reads the database only.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use super::status::{ago, at, now_s, one_line};
+use crate::cli::{Global, RunsArgs};
+use crate::report::print_json;
+use crate::runner::lock;
+use crate::store::{HistoryFilter, HistoryRow, Store};
+
+#[derive(Debug, Serialize)]
+struct RunJson<'a> {
+    run_id: &'a str,
+    kind: &'static str,
+    region: Option<&'a str>,
+    started_at: String,
+    ended_at: Option<String>,
+    status: &'a str,
+    pages: u64,
+    videos: u64,
+    units: u64,
+    reason: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct RunsJson<'a> {
+    runs: Vec<RunJson<'a>>,
+}
+
+pub fn run(global: &Global, args: &RunsArgs) -> Result<()> {
+    let now = now_s();
+    let filter = HistoryFilter {
+        since: args
+            .since
+            .map(|d| now - i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+        regions: args
+            .regions
+            .iter()
+            .map(|r| r.to_ascii_uppercase())
+            .collect(),
+        status: args.status.clone(),
+        limit: args.limit,
+    };
+    let rows = read(&global.db, &filter)?;
+    if args.json {
+        let runs = rows
+            .iter()
+            .map(|r| RunJson {
+                run_id: &r.run_id,
+                kind: r.kind.as_str(),
+                region: r.region.as_deref(),
+                started_at: at(r.started_at),
+                ended_at: r.ended_at.map(at),
+                status: &r.status,
+                pages: r.pages,
+                videos: r.videos,
+                units: r.units,
+                reason: r.reason.as_deref(),
+            })
+            .collect();
+        return print_json(&RunsJson { runs });
+    }
+    let mut out = std::io::stdout().lock();
+    if rows.is_empty() {
+        writeln!(out, "no runs recorded match")?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:<20} {:<14} {:<8} {:<6} {:<24} {:>5} {:>6} {:>5}  {:<18} reason",
+        "started (UTC)", "age", "kind", "region", "status", "pages", "videos", "units", "run"
+    )?;
+    for r in &rows {
+        writeln!(
+            out,
+            "{:<20} {:<14} {:<8} {:<6} {:<24} {:>5} {:>6} {:>5}  {:<18} {}",
+            at(r.started_at).replace('T', " "),
+            ago(now, r.started_at),
+            r.kind.as_str(),
+            r.region.as_deref().unwrap_or("-"),
+            r.status,
+            r.pages,
+            r.videos,
+            r.units,
+            r.run_id,
+            r.reason.as_deref().map_or(String::new(), one_line)
+        )?;
+    }
+    Ok(())
+}
+
+/// The history lines; a `running` run whose process is gone is shown `abandoned`
+/// (the next run records it so).
+fn read(db: &std::path::Path, filter: &HistoryFilter) -> Result<Vec<HistoryRow>> {
+    let Some(store) =
+        Store::open_read_only(db).with_context(|| format!("opening {}", db.display()))?
+    else {
+        return Ok(Vec::new());
+    };
+    let context = || format!("reading the run history from {}", db.display());
+    let mut rows = store.history(filter).with_context(context)?;
+    if filter.status.as_deref() == Some("abandoned") {
+        let running = HistoryFilter {
+            status: Some("running".to_owned()),
+            ..filter.clone()
+        };
+        rows.extend(store.history(&running).with_context(context)?);
+    }
+    let mut alive: HashMap<String, bool> = HashMap::new();
+    for r in &mut rows {
+        if r.status == "running" {
+            let live = *alive.entry(r.run_id.clone()).or_insert_with(|| {
+                // Never call a run abandoned without knowing.
+                lock::run_is_alive(db, &r.run_id).unwrap_or(true)
+            });
+            if !live {
+                r.status = "abandoned".to_owned();
+            }
+        }
+    }
+    if let Some(want) = &filter.status {
+        rows.retain(|r| &r.status == want);
+    }
+    rows.sort_by(|a, b| {
+        (b.started_at, &b.run_id)
+            .cmp(&(a.started_at, &a.run_id))
+            .then_with(|| a.region.cmp(&b.region))
+    });
+    rows.truncate(usize::try_from(filter.limit).unwrap_or(usize::MAX));
+    Ok(rows)
+}

@@ -1,0 +1,312 @@
+//! `trendsync status`: the operator's dashboard, from the database alone (and the
+//! budget in one line): per region the last attempt and why it ended so, the age of
+//! the last complete fetch, runs in progress and runs a killed process abandoned.
+//! `--stale-after` makes it a health check (exit 1 when a region is stale).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use super::{Access, load_config, open_limiter, read_status};
+use crate::cli::{Global, StatusArgs};
+use crate::error::{ExitCode, SilentExit};
+use crate::quota::BUDGET_POLICY;
+use crate::report::{human, print_json, rfc3339};
+use crate::runner::lock;
+use crate::store::{HistoryRow, RegionState, RunStart, Store};
+
+/// Without `--stale-after`, a region is called stale as `backfill` would see it.
+const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(2 * 3600);
+
+/// Abandoned runs are listed for this long after they started.
+const ABANDONED_SHOWN_FOR: i64 = 7 * 24 * 3600;
+
+#[derive(Debug, Serialize)]
+struct RegionJson {
+    code: String,
+    last_attempt_at: Option<String>,
+    last_status: Option<String>,
+    last_reason: Option<String>,
+    last_complete_at: Option<String>,
+    stale: bool,
+    pages: Option<u64>,
+    videos: Option<u64>,
+    units: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+struct RunJson {
+    run_id: String,
+    started_at: String,
+}
+
+#[derive(Debug, Serialize)]
+struct BudgetJson {
+    used: u64,
+    ceiling: u64,
+    remaining: u64,
+    blocked_until: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct StatusJson {
+    regions: Vec<RegionJson>,
+    running: Vec<RunJson>,
+    abandoned: Vec<RunJson>,
+    /// Null when the limiter could not be read.
+    budget: Option<BudgetJson>,
+}
+
+/// What the database says, read without writing anything.
+#[derive(Default)]
+struct Stored {
+    attempts: BTreeMap<String, HistoryRow>,
+    states: BTreeMap<String, RegionState>,
+    running: Vec<RunStart>,
+    abandoned: Vec<RunStart>,
+}
+
+pub(crate) fn now_s() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// Unix seconds as RFC 3339.
+pub(crate) fn at(s: i64) -> String {
+    rfc3339(s.saturating_mul(1_000_000))
+}
+
+/// How long ago, for people: "3h 2m ago".
+pub(crate) fn ago(now: i64, then: i64) -> String {
+    let d = Duration::from_secs(u64::try_from(now - then).unwrap_or(0));
+    format!("{} ago", human(d))
+}
+
+/// Text from the store (which holds scrubbed upstream messages) on one terminal
+/// line: control characters are shown as escapes, never sent raw.
+pub(crate) fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\r' | '\t' => out.push(' '),
+            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn read_stored(db: &Path) -> Result<Stored> {
+    let Some(store) =
+        Store::open_read_only(db).with_context(|| format!("opening {}", db.display()))?
+    else {
+        return Ok(Stored::default());
+    };
+    let read = || -> Result<Stored, crate::store::StoreError> {
+        let (running, dead): (Vec<RunStart>, Vec<RunStart>) = store
+            .running_runs()?
+            .into_iter()
+            // A lock that cannot be checked is taken for a live run: never call a run
+            // abandoned without knowing.
+            .partition(|r| lock::run_is_alive(db, &r.run_id).unwrap_or(true));
+        let mut abandoned = store.abandoned_runs(now_s() - ABANDONED_SHOWN_FOR)?;
+        abandoned.extend(dead);
+        abandoned.sort_by_key(|r| std::cmp::Reverse(r.started_at));
+        Ok(Stored {
+            attempts: store
+                .last_attempts()?
+                .into_iter()
+                .filter_map(|a| Some((a.region.clone()?, a)))
+                .collect(),
+            states: store
+                .region_states()?
+                .into_iter()
+                .map(|s| (s.region.clone(), s))
+                .collect(),
+            running,
+            abandoned,
+        })
+    };
+    read().with_context(|| format!("reading the run history from {}", db.display()))
+}
+
+pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
+    let config = load_config(global)?;
+    let mut stored = read_stored(&global.db)?;
+    // Runs the read-only look above found dead are shown as abandoned; the next run
+    // records them so.
+    let dead_ids: Vec<String> = stored.abandoned.iter().map(|r| r.run_id.clone()).collect();
+    for a in stored.attempts.values_mut() {
+        if a.status == "running" && dead_ids.contains(&a.run_id) {
+            a.status = "abandoned".to_owned();
+        }
+    }
+    let now = now_s();
+    let stale_after = args.stale_after.unwrap_or(DEFAULT_STALE_AFTER);
+    let stale_s = i64::try_from(stale_after.as_secs()).unwrap_or(i64::MAX);
+    let regions: Vec<RegionJson> = config
+        .regions
+        .regions
+        .iter()
+        .map(|r| {
+            let attempt = stored.attempts.get(&r.code);
+            let complete = stored.states.get(&r.code).and_then(|s| s.last_complete_at);
+            RegionJson {
+                code: r.code.clone(),
+                last_attempt_at: attempt.map(|a| at(a.started_at)),
+                last_status: attempt.map(|a| a.status.clone()),
+                last_reason: attempt.and_then(|a| a.reason.clone()),
+                last_complete_at: complete.map(at),
+                stale: complete.is_none_or(|c| now - c > stale_s),
+                pages: attempt.map(|a| a.pages),
+                videos: attempt.map(|a| a.videos),
+                units: attempt.map(|a| a.units),
+            }
+        })
+        .collect();
+
+    let budget = &config.budget;
+    let limiter = open_limiter(global, budget, Access::Read).await?;
+    let window = match read_status(&limiter, budget, &[]).await {
+        Ok(st) => {
+            let used = st
+                .policies
+                .iter()
+                .find(|p| p.name == BUDGET_POLICY)
+                .map_or(0, |p| p.used);
+            Some(BudgetJson {
+                used,
+                ceiling: budget.ceiling,
+                remaining: budget.ceiling.saturating_sub(used),
+                blocked_until: st.blocked_until_us.map(rfc3339),
+            })
+        }
+        Err(e) => {
+            tracing::warn!("{e:#}");
+            None
+        }
+    };
+    let runs = |list: &[RunStart]| {
+        list.iter()
+            .map(|r| RunJson {
+                run_id: r.run_id.clone(),
+                started_at: at(r.started_at),
+            })
+            .collect::<Vec<_>>()
+    };
+    let report = StatusJson {
+        running: runs(&stored.running),
+        abandoned: runs(&stored.abandoned),
+        regions,
+        budget: window,
+    };
+    if args.json {
+        print_json(&report)?;
+    } else {
+        print_text(&report, &stored, now, stale_after, &budget.key)?;
+    }
+    let stale: Vec<&str> = report
+        .regions
+        .iter()
+        .filter(|r| r.stale)
+        .map(|r| r.code.as_str())
+        .collect();
+    if args.stale_after.is_some() && !stale.is_empty() {
+        tracing::error!(
+            regions = %stale.join(","),
+            "stale: {} not fetched completely within the last {}",
+            stale.join(", "),
+            human(stale_after)
+        );
+        return Err(SilentExit(ExitCode::Failed).into());
+    }
+    Ok(())
+}
+
+fn print_text(
+    report: &StatusJson,
+    stored: &Stored,
+    now: i64,
+    stale_after: Duration,
+    budget_key: &str,
+) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{:<6} {:<14} {:<24} {:>5} {:>6} {:>5}  {:<20} reason",
+        "region", "last attempt", "status", "pages", "videos", "units", "last complete"
+    )?;
+    for r in &report.regions {
+        let attempt = stored.attempts.get(&r.code);
+        let complete = stored
+            .states
+            .get(&r.code)
+            .and_then(|s| s.last_complete_at)
+            .map_or("never".to_owned(), |c| ago(now, c));
+        let mark = if r.stale { " (stale)" } else { "" };
+        let num = |n: Option<u64>| n.map_or("-".to_owned(), |n| n.to_string());
+        writeln!(
+            out,
+            "{:<6} {:<14} {:<24} {:>5} {:>6} {:>5}  {:<20} {}",
+            r.code,
+            attempt.map_or("never".to_owned(), |a| ago(now, a.started_at)),
+            r.last_status.as_deref().unwrap_or("-"),
+            num(r.pages),
+            num(r.videos),
+            num(r.units),
+            format!("{complete}{mark}"),
+            r.last_reason.as_deref().map_or(String::new(), one_line)
+        )?;
+    }
+    let stale = report.regions.iter().filter(|r| r.stale).count();
+    writeln!(
+        out,
+        "{stale} of {} regions not fetched completely within {}",
+        report.regions.len(),
+        human(stale_after)
+    )?;
+    for r in &stored.running {
+        writeln!(
+            out,
+            "running    {} {} since {} ({})",
+            r.kind.as_str(),
+            r.run_id,
+            at(r.started_at),
+            ago(now, r.started_at)
+        )?;
+    }
+    for r in &stored.abandoned {
+        writeln!(
+            out,
+            "abandoned  {} {} started {} ({}): its process died before it ended",
+            r.kind.as_str(),
+            r.run_id,
+            at(r.started_at),
+            ago(now, r.started_at)
+        )?;
+    }
+    match &report.budget {
+        Some(b) => writeln!(
+            out,
+            "budget \"{budget_key}\": {} used of ceiling {}, {} remaining; {}",
+            b.used,
+            b.ceiling,
+            b.remaining,
+            b.blocked_until
+                .as_ref()
+                .map_or("not blocked".to_owned(), |u| format!(
+                    "blocked until {u} (the upstream said the key's quota is spent)"
+                ))
+        )?,
+        None => writeln!(
+            out,
+            "budget \"{budget_key}\": the limiter cannot be read (see the warning above)"
+        )?,
+    }
+    Ok(())
+}
