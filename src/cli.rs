@@ -31,7 +31,7 @@ pub struct Cli {
 const EXAMPLES: &str = "\
 Examples:
   # The cron line of one region (print them all with `trendsync crontab`)
-  7 * * * * cd /var/lib/trendsync && trendsync --db /var/lib/trendsync/trendsync.db run --region GB >> trendsync.log 2>&1
+  7 * * * * cd /var/lib/trendsync && trendsync run --region GB >> trendsync.log 2>&1
 
   # What a run would call and where the budget would stop it; calls nothing
   trendsync run --dry-run

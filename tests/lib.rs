@@ -11,6 +11,9 @@ mod conformance;
 mod crash;
 mod limiter_down;
 mod metrics_e2e;
+// Signals, kill -9, cron's shell and systemd: Unix only.
+#[cfg(unix)]
+mod operations;
 mod run_e2e;
 mod search_e2e;
 mod secrets_e2e;

@@ -266,12 +266,23 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
 /// The one-line summary (the heartbeat a cron log keeps), with the run's numbers as
 /// fields for JSON logs.
 fn log_summary(report: &runner::RunReport, kind: &str, allowance: &str) {
-    let summary = report.summary(kind, allowance);
-    let regions: Vec<String> = report
+    // The regions by name, so that the line of a run that made no call (a region
+    // skipped, nothing stale) still says which regions it was about.
+    let named: Vec<String> = report
         .regions
         .iter()
-        .map(|r| format!("{}={}", r.code, r.status.as_str()))
+        .map(|r| format!("{} {}", r.code, r.status.as_str()))
         .collect();
+    let summary = if named.is_empty() {
+        format!("{}; no region to fetch", report.summary(kind, allowance))
+    } else {
+        format!(
+            "{}; regions: {}",
+            report.summary(kind, allowance),
+            named.join(", ")
+        )
+    };
+    let regions: Vec<&str> = report.regions.iter().map(|r| r.code.as_str()).collect();
     let regions = regions.join(",");
     macro_rules! summary {
         ($level:ident) => {

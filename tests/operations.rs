@@ -1,0 +1,812 @@
+//! Operating it for months (DESIGN.md sections 2 and 7): the crontab run as cron runs
+//! it, one metrics file shared by every cron line, signals, abandoned runs, `status`
+//! and `runs`, the systemd units, `budget unblock`, help and log fields.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use wiremock::Mock;
+use wiremock::matchers::any;
+
+use crate::common::harness::{Harness, REGIONS, unit_costs_toml};
+use crate::common::promtool::check_metrics;
+use crate::common::upstream::{API_KEY, FakeUpstream, OVERRIDE, answer_fixture, page1, trending};
+use crate::common::{RedisServer, Scratch};
+use crate::on_both_limiters;
+
+fn binary() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("trendsync")
+}
+
+/// The samples of a metrics file, `name{labels}` to value, after promtool accepted it.
+fn metrics(path: &Path) -> BTreeMap<String, f64> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let checked = check_metrics(&bytes);
+    let text = String::from_utf8(bytes).expect("UTF-8");
+    assert_eq!(
+        (checked.code, checked.output.as_str()),
+        (0, ""),
+        "promtool check metrics:\n{text}"
+    );
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (series, value) = l.rsplit_once(' ').expect("a sample line");
+            (series.to_owned(), value.parse().expect("a number"))
+        })
+        .collect()
+}
+
+/// The status a region's last attempt has in the metrics, the one sample set to 1.
+fn region_status(m: &BTreeMap<String, f64>, code: &str) -> Vec<String> {
+    let prefix = format!("trendsync_region_last_run_status{{region=\"{code}\",status=\"");
+    m.iter()
+        .filter(|(k, v)| k.starts_with(&prefix) && **v == 1.0)
+        .map(|(k, _)| k[prefix.len()..k.len() - 2].to_owned())
+        .collect()
+}
+
+/// The command part of a crontab line: what follows the five schedule fields, as
+/// written.
+fn command_of(line: &str) -> &str {
+    let mut rest = line;
+    for _ in 0..5 {
+        rest = rest.trim_start();
+        let end = rest.find(char::is_whitespace).expect("a schedule field");
+        rest = &rest[end..];
+    }
+    rest.trim_start()
+}
+
+/// Every generated line is run by `sh -c` as cron runs it: an empty environment but
+/// cron's few variables and the crontab's own, the `cd` as written. Each line leaves
+/// its summary in the log and rewrites the one metrics file with the whole picture, so
+/// after the eight lines, one of them failing, the file shows all eight regions.
+#[test]
+fn every_crontab_line_runs_as_cron_runs_it_and_the_shared_metrics_file_shows_every_region() {
+    let h = Harness::new(None);
+    h.fake.mount(
+        page1("FR")
+            .respond_with(answer_fixture(404, "error_video_chart_not_found.json"))
+            .with_priority(OVERRIDE),
+    );
+    let key = h.scratch.write("api-key", API_KEY);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    std::fs::create_dir(h.scratch.file("metrics")).expect("a metrics directory");
+    let prom = h.scratch.file("metrics/trendsync.prom");
+    let ran = h
+        .scratch
+        .cmd()
+        .args(["--db", "trendsync.db", "--api-key-file", "api-key"])
+        .args(["--metrics-file", "metrics/trendsync.prom"])
+        .args(["--api-base", &h.fake.uri()])
+        .args(["crontab", "--every", "1h", "--binary"])
+        .arg(binary())
+        .run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let jobs: Vec<&str> = ran
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .collect();
+    let (vars, lines): (Vec<&str>, Vec<&str>) = jobs.into_iter().partition(|l| {
+        l.split_once('=')
+            .is_some_and(|(name, _)| name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+    });
+    assert_eq!(lines.len(), 8, "{}", ran.stdout);
+    assert!(
+        !ran.stdout.contains(" -q "),
+        "the summary is kept: {}",
+        ran.stdout
+    );
+    for flag in ["--metrics-file", "--api-key-file", "--api-base", "--db"] {
+        assert!(
+            lines.iter().all(|l| l.contains(flag)),
+            "{flag}: {}",
+            ran.stdout
+        );
+    }
+    assert!(!ran.stdout.contains(API_KEY));
+
+    let log = h.scratch.file("trendsync.log");
+    for (i, line) in lines.iter().enumerate() {
+        let code = REGIONS[i];
+        assert!(line.contains(&format!("--region {code} ")), "{line}");
+        let mut cron = Command::new("env");
+        cron.arg("-i")
+            .arg(format!("HOME={}", h.scratch.path().display()))
+            .args(["LOGNAME=trendsync", "PATH=/usr/bin:/bin", "SHELL=/bin/sh"])
+            .args(&vars)
+            .args(["/bin/sh", "-c", command_of(line)])
+            // Cron starts jobs in the home directory; the line's own `cd` must matter.
+            .current_dir("/");
+        let before = std::fs::read_to_string(&log).unwrap_or_default();
+        let out = cron.output().expect("running a crontab line");
+        assert!(
+            out.stdout.is_empty() && out.stderr.is_empty(),
+            "all goes to the log"
+        );
+        let wrote = std::fs::read_to_string(&log).expect("the log file");
+        let new = &wrote[before.len()..];
+        let (want_code, want_status) = if code == "FR" {
+            (1, "failed")
+        } else {
+            (0, "complete")
+        };
+        assert_eq!(out.status.code(), Some(want_code), "{line}\n{new}");
+        let summary: Vec<&str> = new.lines().filter(|l| l.contains("; regions: ")).collect();
+        assert_eq!(summary.len(), 1, "one summary line: {new}");
+        assert!(
+            summary[0].contains(&format!("; regions: {code} {want_status} ")),
+            "{}",
+            summary[0]
+        );
+        let m = metrics(&prom);
+        for done in &REGIONS[..=i] {
+            let want = if *done == "FR" { "failed" } else { "complete" };
+            assert_eq!(
+                region_status(&m, done),
+                [want],
+                "{done} after {code}'s line"
+            );
+        }
+    }
+    let m = metrics(&prom);
+    assert_eq!(
+        m.keys()
+            .filter(|k| k.starts_with("trendsync_region_last_run_pages{"))
+            .count(),
+        8
+    );
+    assert_eq!(m["trendsync_region_last_run_pages{region=\"FR\"}"], 0.0);
+    assert_eq!(m["trendsync_region_last_run_pages{region=\"US\"}"], 2.0);
+    assert_eq!(m["trendsync_region_last_run_videos{region=\"US\"}"], 10.0);
+    assert_eq!(m["trendsync_region_last_run_units{region=\"US\"}"], 3.0);
+    assert_eq!(m["trendsync_region_last_run_units{region=\"FR\"}"], 1.0);
+    // The calls of all eight processes, not only the last one's.
+    assert_eq!(
+        m["trendsync_upstream_calls_total{method=\"videos.list\",outcome=\"ok\"}"],
+        14.0
+    );
+    assert_eq!(
+        m["trendsync_upstream_calls_total{method=\"videos.list\",outcome=\"region_failed\"}"],
+        1.0
+    );
+    assert_eq!(
+        m["trendsync_upstream_calls_total{method=\"videoCategories.list\",outcome=\"ok\"}"],
+        7.0
+    );
+    assert_eq!(m["trendsync_budget_used_units{budget=\"key1\"}"], 22.0);
+    assert_eq!(
+        m["trendsync_budget_blocked_until_timestamp_seconds{budget=\"key1\"}"],
+        0.0
+    );
+    assert_eq!(m.keys().filter(|k| k.contains("last_success")).count(), 7);
+}
+
+#[test]
+fn crontab_prints_nothing_unless_every_line_can_be_printed() {
+    let s = Scratch::new();
+    for args in [
+        vec!["crontab", "--every", "45m"],
+        vec!["crontab", "--every", "1h", "--binary", "/no/such/trendsync"],
+        vec!["--api-key-file", "no-such-key", "crontab"],
+        vec!["--metrics-file", "no-such-dir/t.prom", "crontab"],
+    ] {
+        let ran = s.cmd().args(&args).run();
+        assert_eq!(ran.code, 2, "{args:?}: {}", ran.stderr);
+        assert_eq!(ran.stdout, "", "{args:?}");
+        assert!(ran.stderr.contains("ERROR"), "{args:?}: {}", ran.stderr);
+    }
+    // A password in the Redis URL is never printed; the lines expect the variable.
+    let ran = s
+        .cmd()
+        .args([
+            "--redis-url",
+            "redis://:hunter2secret@127.0.0.1:6379/0",
+            "crontab",
+        ])
+        .run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(!ran.stdout.contains("hunter2secret"), "{}", ran.stdout);
+    assert!(!ran.stdout.contains("redis://"), "{}", ran.stdout);
+    assert!(ran.stdout.contains("TRENDSYNC_REDIS_URL"), "{}", ran.stdout);
+}
+
+/// Four regions of two pages, every call costing 1 unit.
+fn four_regions(h: &mut Harness<'_>) {
+    let mut text = String::from("[defaults]\npages = 2\n");
+    for (i, code) in ["US", "GB", "DE", "FR"].iter().enumerate() {
+        text.push_str(&format!(
+            "\n[[region]]\ncode = \"{code}\"\noffset = {}\n",
+            i * 5
+        ));
+    }
+    h.costs(&unit_costs_toml(10_000, 9_500)).regions(&text);
+}
+
+/// Waits until `fake` has received `n` requests in all.
+fn wait_for_requests(fake: &FakeUpstream, n: usize, child: &mut Child) {
+    let started = Instant::now();
+    while fake.received() < n {
+        assert!(
+            child.try_wait().expect("polling").is_none(),
+            "the run ended before its request {n}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "request {n} never came"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .expect("running kill");
+    assert!(status.success(), "kill -{name}");
+}
+
+/// The rows of `runs`: run id to status.
+fn run_rows(h: &Harness<'_>) -> BTreeMap<String, String> {
+    let db = h.db();
+    let mut stmt = db
+        .prepare("SELECT run_id, status FROM runs")
+        .expect("preparing");
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .and_then(|rows| rows.collect())
+        .expect("reading runs")
+}
+
+/// Lines of stderr as they come, from a thread.
+fn stderr_lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// SIGTERM in the middle of a run: the page in flight is stored, no new call is
+/// made, and the run ends `interrupted` with exit 143, its summary line, the metrics
+/// file and its JSON; no row stays `running`.
+#[test]
+fn sigterm_stops_a_run_cleanly_and_says_so_everywhere() {
+    let mut h = Harness::with(
+        FakeUpstream::youtube_after(Duration::from_millis(400)),
+        None,
+    );
+    four_regions(&mut h);
+    let mut child = h
+        .cmd()
+        .args([
+            "--metrics-file",
+            "trendsync.prom",
+            "run",
+            "--json",
+            "--concurrency",
+            "1",
+        ])
+        .spawn();
+    // US page 1 answered and stored, page 2 sent and not yet answered.
+    wait_for_requests(&h.fake, 2, &mut child);
+    signal(&child, "TERM");
+    let out = child.wait_with_output().expect("waiting for the run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{stderr}");
+    assert_eq!(h.fake.settled(), 2, "no call after the signal: {stderr}");
+    let report: Value =
+        serde_json::from_slice(&out.stdout).expect("the JSON is printed after a signal");
+    assert_eq!(report["status"], "interrupted", "{report}");
+    let regions: BTreeMap<String, Value> = report["regions"]
+        .as_array()
+        .expect("regions")
+        .iter()
+        .map(|r| (r["code"].as_str().expect("code").to_owned(), r.clone()))
+        .collect();
+    assert_eq!(
+        regions["US"]["pages"], 2,
+        "the page in flight was stored: {report}"
+    );
+    assert_eq!(regions["US"]["status"], "interrupted");
+    assert_eq!(regions["GB"]["status"], "interrupted");
+    assert_eq!(regions["GB"]["pages"], 0);
+    let summary: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains(" interrupted: ") && l.contains("; regions: "))
+        .collect();
+    assert_eq!(summary.len(), 1, "{stderr}");
+    assert!(
+        summary[0].contains("interrupted by SIGTERM"),
+        "{}",
+        summary[0]
+    );
+    let m = metrics(&h.scratch.file("trendsync.prom"));
+    assert_eq!(
+        m["trendsync_last_run_status{kind=\"run\",status=\"interrupted\"}"],
+        1.0
+    );
+    assert_eq!(region_status(&m, "US"), ["interrupted"]);
+    let rows = run_rows(&h);
+    assert_eq!(
+        rows.values().collect::<Vec<_>>(),
+        ["interrupted"],
+        "{rows:?}"
+    );
+    let db = h.db();
+    let running: i64 = db
+        .query_row(
+            "SELECT count(*) FROM run_regions WHERE status = 'running'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("counting");
+    assert_eq!(running, 0);
+    assert!(
+        !h.scratch.listing().iter().any(|n| n.contains(".run-")),
+        "the run's lock file is gone: {:?}",
+        h.scratch.listing()
+    );
+}
+
+/// A second signal ends the process at once: it does not wait for the calls in
+/// flight (which here would take far longer than the grace the first one gives).
+#[test]
+fn a_second_signal_ends_the_run_at_once() {
+    let mut h = Harness::with(FakeUpstream::youtube_after(Duration::from_secs(30)), None);
+    four_regions(&mut h);
+    let mut child = h.cmd().args(["run", "--region", "US"]).spawn();
+    let lines = stderr_lines(&mut child);
+    wait_for_requests(&h.fake, 1, &mut child);
+    signal(&child, "INT");
+    loop {
+        let said = lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a line about the signal");
+        if said.contains("SIGINT: stopping") {
+            break;
+        }
+    }
+    signal(&child, "TERM");
+    let status = child.wait().expect("waiting");
+    assert_eq!(status.code(), Some(143));
+    let rest: Vec<String> = lines.iter().collect();
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("a second signal; ending at once")),
+        "{rest:?}"
+    );
+    assert!(!rest.iter().any(|l| l.contains("; regions: ")), "{rest:?}");
+    // Ended without recording its end: the next process will find it abandoned.
+    assert_eq!(
+        run_rows(&h).values().collect::<Vec<_>>(),
+        ["running"],
+        "{rest:?}"
+    );
+}
+
+fn json_of(h: &Harness<'_>, args: &[&str]) -> Value {
+    let ran = h.bare().args(args).run();
+    assert_eq!(ran.code, 0, "{args:?}: {}", ran.stderr);
+    ran.json()
+}
+
+/// "Which region failed last night, and why?": a database with a complete, a failed,
+/// a budget-exhausted and an abandoned run, read by `status` and `runs`. A live run is
+/// never taken for an abandoned one; a killed one is marked so by the next run.
+#[test]
+fn status_and_runs_say_which_region_failed_and_why() {
+    let mut h = Harness::new(None);
+    four_regions(&mut h);
+    let (ran, _) = h.run(&["run", "--region", "US"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    h.fake.mount(
+        page1("FR")
+            .respond_with(answer_fixture(404, "error_video_chart_not_found.json"))
+            .with_priority(OVERRIDE),
+    );
+    let (ran, _) = h.run(&["run", "--region", "FR"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+
+    // GB on a slow upstream: alive while we look, then killed.
+    let slow = FakeUpstream::youtube_after(Duration::from_secs(30));
+    let mut child = h.cmd_to(&slow).args(["run", "--region", "GB"]).spawn();
+    wait_for_requests(&slow, 1, &mut child);
+    let live: Vec<String> = run_rows(&h)
+        .into_iter()
+        .filter(|(_, s)| s == "running")
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(live.len(), 1);
+    let status = json_of(&h, &["status", "--json"]);
+    assert_eq!(status["running"][0]["run_id"], live[0].as_str(), "{status}");
+    assert_eq!(status["abandoned"], serde_json::json!([]), "{status}");
+    // Another run meanwhile leaves the live one alone.
+    let (ran, _) = h.run(&["run", "--region", "US"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(run_rows(&h)[&live[0]], "running");
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // Read-only commands show the dead run as abandoned without writing.
+    let status = json_of(&h, &["status", "--json"]);
+    assert_eq!(
+        status["abandoned"][0]["run_id"],
+        live[0].as_str(),
+        "{status}"
+    );
+    assert_eq!(status["running"], serde_json::json!([]), "{status}");
+    assert_eq!(run_rows(&h)[&live[0]], "running");
+
+    // DE stopped by the budget after one call; this run marks GB's abandoned.
+    let used = h.budget()["used"].as_u64().expect("used");
+    h.costs(&unit_costs_toml(10_000, used + 1));
+    let (ran, _) = h.run(&["run", "--region", "DE"]);
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    assert_eq!(run_rows(&h)[&live[0]], "abandoned");
+    assert!(ran.stderr.contains("marked abandoned"), "{}", ran.stderr);
+
+    let status = json_of(&h, &["status", "--json"]);
+    let regions: BTreeMap<String, Value> = status["regions"]
+        .as_array()
+        .expect("regions")
+        .iter()
+        .map(|r| (r["code"].as_str().expect("code").to_owned(), r.clone()))
+        .collect();
+    let field = |code: &str, name: &str| regions[code][name].clone();
+    assert_eq!(field("US", "last_status"), "complete");
+    assert_eq!(field("US", "stale"), false);
+    assert_eq!(field("US", "pages"), 2);
+    assert_eq!(field("US", "videos"), 10);
+    assert_eq!(field("US", "last_reason"), Value::Null);
+    assert_eq!(field("FR", "last_status"), "failed");
+    let why = field("FR", "last_reason");
+    assert!(
+        why.as_str()
+            .is_some_and(|w| w.contains("videoChartNotFound")),
+        "{why}"
+    );
+    assert_eq!(field("FR", "last_complete_at"), Value::Null);
+    assert_eq!(field("FR", "stale"), true);
+    assert_eq!(field("GB", "last_status"), "abandoned");
+    assert_eq!(field("DE", "last_status"), "budget_exhausted");
+    assert!(
+        field("DE", "last_reason")
+            .as_str()
+            .is_some_and(|w| w.contains("budget exhausted")),
+        "{status}"
+    );
+    assert_eq!(
+        status["abandoned"][0]["run_id"],
+        live[0].as_str(),
+        "{status}"
+    );
+    assert_eq!(status["budget"]["used"], used + 1, "{status}");
+    assert_eq!(status["budget"]["blocked_until"], Value::Null);
+
+    let text = h.bare().arg("status").run();
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    let fr = text
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("FR "))
+        .unwrap_or_else(|| panic!("{}", text.stdout));
+    assert!(
+        fr.contains("failed") && fr.contains("videoChartNotFound"),
+        "{fr}"
+    );
+    assert!(
+        text.stdout.contains(&format!("abandoned  run {}", live[0])),
+        "{}",
+        text.stdout
+    );
+
+    // A health check: stale regions fail it; a configuration of only US passes.
+    let check = h.bare().args(["status", "--stale-after", "3h"]).run();
+    assert_eq!(check.code, 1, "{}", check.stderr);
+    assert!(check.stderr.contains("GB, DE, FR"), "{}", check.stderr);
+    let us_only = h
+        .scratch
+        .write("us.toml", "[[region]]\ncode = \"US\"\noffset = 0\n");
+    let check = h
+        .scratch
+        .cmd()
+        .arg("--costs")
+        .arg(h.scratch.file("costs.toml"))
+        .arg("--regions")
+        .arg(&us_only)
+        .args(["status", "--stale-after", "3h"])
+        .run();
+    assert_eq!(check.code, 0, "{}", check.stderr);
+
+    let runs = json_of(&h, &["runs", "--json"]);
+    let lines = runs["runs"].as_array().expect("runs");
+    let statuses: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|r| {
+            (
+                r["region"].as_str().expect("region"),
+                r["status"].as_str().expect("status"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("DE", "budget_exhausted"),
+            ("US", "complete"),
+            ("GB", "abandoned"),
+            ("FR", "failed"),
+            ("US", "complete")
+        ],
+        "newest first: {runs}"
+    );
+    for line in lines {
+        for name in [
+            "run_id",
+            "kind",
+            "region",
+            "started_at",
+            "ended_at",
+            "status",
+            "pages",
+            "videos",
+            "units",
+            "reason",
+        ] {
+            assert!(line.get(name).is_some(), "{name} in {line}");
+        }
+    }
+    let failed = json_of(&h, &["runs", "--status", "failed", "--json"]);
+    assert_eq!(failed["runs"].as_array().map(Vec::len), Some(1), "{failed}");
+    assert_eq!(failed["runs"][0]["region"], "FR");
+    assert_eq!(failed["runs"][0]["kind"], "run");
+    let gb = json_of(&h, &["runs", "--region", "gb", "--json"]);
+    assert_eq!(gb["runs"][0]["status"], "abandoned", "{gb}");
+    assert_eq!(gb["runs"][0]["ended_at"], Value::Null, "{gb}");
+    let text = h
+        .bare()
+        .args(["runs", "--since", "1h", "--region", "FR"])
+        .run();
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    let fr: Vec<&str> = text.stdout.lines().skip(1).collect();
+    assert_eq!(fr.len(), 1, "{}", text.stdout);
+    assert!(
+        fr[0].contains("failed") && fr[0].contains("videoChartNotFound"),
+        "{}",
+        fr[0]
+    );
+}
+
+on_both_limiters!(an_upstream_block_can_be_lifted_and_charge_says_which_policy);
+
+fn an_upstream_block_can_be_lifted_and_charge_says_which_policy(redis: Option<&RedisServer>) {
+    let h = Harness::new(redis);
+    h.fake.mount(
+        trending()
+            .respond_with(answer_fixture(403, "error_quota_exceeded.json"))
+            .up_to_n_times(1)
+            .with_priority(OVERRIDE),
+    );
+    let (ran, _) = h.run(&["run", "--region", "US"]);
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let budget = h.budget();
+    assert!(budget["blocked_until"].is_string(), "{budget}");
+
+    // While blocked, charge shows the budget's real numbers, and names the policy.
+    let ran = h
+        .bare()
+        .args(["budget", "charge", "videos.list", "--json"])
+        .run();
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let charge = ran.json();
+    assert_eq!(charge["denied_by"], "upstream", "{charge}");
+    assert_eq!(charge["policy"], "budget", "{charge}");
+    assert_eq!(charge["used"], 1, "{charge}");
+
+    let ran = h.bare().args(["budget", "unblock", "--json"]).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(ran.json()["unblocked"], true);
+    assert!(
+        ran.stderr.contains("lifted the upstream block"),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(h.budget()["blocked_until"], Value::Null);
+    let ran = h.bare().args(["budget", "unblock"]).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(ran.stdout.contains("was not blocked"), "{}", ran.stdout);
+
+    let ran = h.bare().args(["budget", "charge", "videos.list"]).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(
+        ran.stdout
+            .contains("2 used, 9498 remaining in policy \"budget\""),
+        "{}",
+        ran.stdout
+    );
+}
+
+/// `systemd-analyze`, found like promtool: `TRENDSYNC_TEST_SYSTEMD_ANALYZE`, then the
+/// usual places.
+fn systemd_analyze() -> PathBuf {
+    if let Some(p) = std::env::var_os("TRENDSYNC_TEST_SYSTEMD_ANALYZE") {
+        return PathBuf::from(p);
+    }
+    ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "systemd-analyze is not installed, and the tests verify the shipped units \
+                 with it: run scripts/test (it installs Debian's systemd package as root), or \
+                 point TRENDSYNC_TEST_SYSTEMD_ANALYZE at a systemd-analyze binary"
+            )
+        })
+}
+
+/// The shipped units load: `systemd-analyze verify` says nothing about them. It
+/// checks that ExecStart's program exists, so the check runs on a copy whose
+/// ExecStart names the binary just built; nothing else is changed. The README shows
+/// the same files.
+#[test]
+fn the_shipped_systemd_units_verify_and_the_readme_shows_them() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let s = Scratch::new();
+    let mut copies = Vec::new();
+    for name in ["trendsync.service", "trendsync.timer"] {
+        let text = std::fs::read_to_string(root.join("contrib/systemd").join(name))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(readme.contains(&text), "README.md shows {name} as shipped");
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            // systemd takes a `#` after a value as part of the value.
+            assert!(!line.contains('#'), "{name}: an inline comment: {line}");
+        }
+        let built = binary();
+        let copy = text.replace(
+            "ExecStart=/usr/local/bin/trendsync ",
+            &format!("ExecStart={} ", built.display()),
+        );
+        copies.push(s.write(name, &copy));
+    }
+    let service = std::fs::read_to_string(&copies[0]).expect("the copy");
+    assert!(service.contains(&format!("ExecStart={} ", binary().display())));
+    for want in [
+        "SuccessExitStatus=75\n",
+        "NoNewPrivileges=yes\n",
+        "ProtectSystem=strict\n",
+        "ReadWritePaths=/var/lib/trendsync\n",
+    ] {
+        assert!(service.contains(want), "{want}");
+    }
+    let out = Command::new(systemd_analyze())
+        .arg("verify")
+        .args(&copies)
+        .current_dir(s.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("running systemd-analyze");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!((out.status.code(), said.as_str()), (Some(0), ""));
+
+    // The check can fail: an inline comment is reported.
+    let broken = s.write(
+        "broken.service",
+        &service.replace(
+            "SuccessExitStatus=75\n",
+            "SuccessExitStatus=75  # clean stop\n",
+        ),
+    );
+    let out = Command::new(systemd_analyze())
+        .arg("verify")
+        .arg(&broken)
+        .output()
+        .expect("running systemd-analyze");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Failed to parse"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn help_sets_global_options_apart_and_shows_examples() {
+    let s = Scratch::new();
+    let top = s.cmd().arg("--help").run();
+    assert_eq!(top.code, 0);
+    for example in [
+        "trendsync run --region GB >> trendsync.log 2>&1",
+        "trendsync run --dry-run",
+        "trendsync backfill --stale-after",
+        "trendsync status --stale-after 3h",
+    ] {
+        assert!(top.stdout.contains(example), "{example}: {}", top.stdout);
+    }
+    for sub in [
+        vec!["run"],
+        vec!["backfill"],
+        vec!["status"],
+        vec!["runs"],
+        vec!["budget", "charge"],
+        vec!["crontab"],
+    ] {
+        let help = s.cmd().args(&sub).arg("--help").run();
+        assert_eq!(help.code, 0, "{sub:?}");
+        let (own, global) = help
+            .stdout
+            .split_once("Global options:")
+            .unwrap_or_else(|| panic!("{sub:?}: {}", help.stdout));
+        assert!(
+            global.contains("--db <PATH>") && global.contains("--metrics-file"),
+            "{sub:?}"
+        );
+        assert!(!own.contains("--db <PATH>"), "{sub:?}: {own}");
+    }
+}
+
+/// JSON logs carry the run's numbers as fields, and every region line names its
+/// region.
+#[test]
+fn json_logs_carry_the_runs_fields() {
+    let mut h = Harness::new(None);
+    four_regions(&mut h);
+    h.fake.mount(
+        Mock::given(any())
+            .respond_with(answer_fixture(404, "error_video_chart_not_found.json"))
+            .with_priority(OVERRIDE),
+    );
+    let (ran, _) = h.run(&["--log-format", "json", "run", "--region", "GB"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let events: Vec<Value> = ran
+        .stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let summary = events
+        .iter()
+        .find(|e| {
+            e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("; regions: "))
+        })
+        .unwrap_or_else(|| panic!("{}", ran.stderr));
+    assert_eq!(summary["status"], "failed", "{summary}");
+    assert_eq!(summary["units"], 1, "{summary}");
+    assert_eq!(summary["calls"], 1, "{summary}");
+    assert_eq!(summary["regions"], "GB", "{summary}");
+    assert!(summary["run_id"].as_str().is_some_and(|id| !id.is_empty()));
+    let region_lines: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("videoChartNotFound"))
+        })
+        .filter(|e| e != &summary)
+        .collect();
+    assert!(!region_lines.is_empty(), "{}", ran.stderr);
+    for e in region_lines {
+        assert_eq!(e["region"], "GB", "{e}");
+    }
+}
