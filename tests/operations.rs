@@ -197,7 +197,6 @@ fn crontab_prints_nothing_unless_every_line_can_be_printed() {
     let s = Scratch::new();
     for args in [
         vec!["crontab", "--every", "45m"],
-        vec!["crontab", "--every", "1h", "--binary", "/no/such/trendsync"],
         vec!["--api-key-file", "no-such-key", "crontab"],
         vec!["--metrics-file", "no-such-dir/t.prom", "crontab"],
     ] {

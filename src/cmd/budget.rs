@@ -359,7 +359,7 @@ async fn charge(
         };
         writeln!(
             out,
-            "denied by {policy}: {} units ({count} × {method}) do not fit ({} used, {} remaining{about}); {wait}",
+            "denied by {policy}: {} units ({count} × {method}) do not fit; {wait}; {} used, {} remaining{about}",
             report.units,
             report.used.unwrap_or(0),
             report.remaining.unwrap_or(0)

@@ -89,7 +89,17 @@ pub fn run(global: &Global, args: &CrontabArgs) -> Result<()> {
         .map(|r| schedule(args.every, r.offset).map(|when| (when, r.code.as_str())))
         .collect::<Result<Vec<_>, UsageError>>()?;
     let binary = match &args.binary {
-        Some(p) => existing(p, "--binary")?,
+        Some(p) => {
+            let p = absolute(p)?;
+            // It may be meant for where the crontab is installed, not this host.
+            if !p.is_file() {
+                tracing::warn!(
+                    "--binary {} is not a file here; the lines will fail unless it exists where they run",
+                    p.display()
+                );
+            }
+            p
+        }
         None => {
             std::env::current_exe().context("finding this program's path; pass --binary PATH")?
         }
