@@ -72,13 +72,13 @@ pub fn run(global: &Global, args: &RunsArgs) -> Result<()> {
     }
     writeln!(
         out,
-        "{:<20} {:<14} {:<8} {:<6} {:<24} {:>5} {:>6} {:>5}  {:<18} reason",
+        "{:<20} {:<14} {:<8} {:<6} {:<24} {:>5} {:>6} {:>5}  {:<20} reason",
         "started (UTC)", "age", "kind", "region", "status", "pages", "videos", "units", "run"
     )?;
     for r in &rows {
         writeln!(
             out,
-            "{:<20} {:<14} {:<8} {:<6} {:<24} {:>5} {:>6} {:>5}  {:<18} {}",
+            "{:<20} {:<14} {:<8} {:<6} {:<24} {:>5} {:>6} {:>5}  {:<20} {}",
             at(r.started_at).replace('T', " "),
             ago(now, r.started_at),
             r.kind.as_str(),

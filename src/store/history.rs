@@ -332,3 +332,168 @@ impl Store {
             .map_err(self.err(format!("reading run {run_id}")))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::RunOutcome;
+    use super::super::schema::MIGRATIONS;
+    use super::*;
+
+    fn outcome(region: &str, status: &str, reason: Option<&str>) -> RegionOutcome {
+        RegionOutcome {
+            region: region.into(),
+            status: status.into(),
+            pages: 2,
+            videos: 100,
+            units: 3,
+            reason: reason.map(str::to_owned),
+        }
+    }
+
+    fn finish(store: &Store, run_id: &str, status: &str, at: i64) {
+        store
+            .finish_run(
+                run_id,
+                &RunOutcome {
+                    status: status.into(),
+                    units: 6,
+                    calls: 6,
+                    stop_reason: None,
+                    ended_at: at,
+                },
+            )
+            .expect("finishing");
+    }
+
+    #[test]
+    fn the_history_says_which_region_failed_and_why() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path().join("t.db")).expect("opening");
+        let regions = ["US".to_owned(), "GB".to_owned()];
+        store.begin_run("r1", RunKind::Run, 100).expect("begin");
+        store.begin_run_regions("r1", &regions).expect("regions");
+        let calls = [CallCount {
+            method: "videos.list".into(),
+            outcome: "ok".into(),
+            calls: 5,
+        }];
+        store
+            .record_run_details(
+                "r1",
+                &[
+                    outcome("US", "complete", None),
+                    outcome("GB", "failed", Some("videoChartNotFound")),
+                ],
+                &calls,
+            )
+            .expect("details");
+        finish(&store, "r1", "failed", 140);
+        // A later run still going, and a run with no region at all.
+        store.begin_run("r2", RunKind::Run, 200).expect("begin");
+        store
+            .begin_run_regions("r2", &regions[..1])
+            .expect("regions");
+        store
+            .begin_run("b3", RunKind::Backfill, 300)
+            .expect("begin");
+        finish(&store, "b3", "complete", 301);
+
+        let all = store
+            .history(&HistoryFilter {
+                limit: 100,
+                ..HistoryFilter::default()
+            })
+            .expect("history");
+        let lines: Vec<(&str, Option<&str>, &str)> = all
+            .iter()
+            .map(|h| (h.run_id.as_str(), h.region.as_deref(), h.status.as_str()))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                ("b3", None, "complete"),
+                ("r2", Some("US"), "running"),
+                ("r1", Some("GB"), "failed"),
+                ("r1", Some("US"), "complete"),
+            ]
+        );
+        let failed = store
+            .history(&HistoryFilter {
+                status: Some("failed".into()),
+                regions: vec!["GB".into(), "FR".into()],
+                since: Some(100),
+                limit: 10,
+            })
+            .expect("history");
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0].reason.as_deref(), Some("videoChartNotFound"));
+        assert_eq!(failed[0].ended_at, Some(140));
+        assert!(
+            store
+                .history(&HistoryFilter {
+                    since: Some(301),
+                    limit: 10,
+                    ..HistoryFilter::default()
+                })
+                .expect("history")
+                .is_empty()
+        );
+
+        let last: Vec<(String, String)> = store
+            .last_attempts()
+            .expect("last")
+            .into_iter()
+            .map(|h| (h.region.unwrap_or_default(), h.status))
+            .collect();
+        assert_eq!(
+            last,
+            [
+                ("GB".to_owned(), "failed".to_owned()),
+                ("US".to_owned(), "running".to_owned())
+            ]
+        );
+        assert_eq!(store.call_counts(None).expect("calls"), calls);
+        assert_eq!(store.call_counts(Some("r2")).expect("calls"), []);
+
+        // Only a run still running can be abandoned, with its regions still going.
+        assert!(!store.abandon_run("r1").expect("abandoning"));
+        assert!(store.abandon_run("r2").expect("abandoning"));
+        assert!(!store.abandon_run("r2").expect("abandoning"), "once");
+        assert_eq!(store.running_runs().expect("running"), []);
+        let abandoned = store.abandoned_runs(0).expect("abandoned");
+        assert_eq!(abandoned.len(), 1);
+        assert_eq!(abandoned[0].run_id, "r2");
+        assert_eq!(
+            store.run_regions("r2").expect("regions")[0].status,
+            "abandoned"
+        );
+        assert_eq!(
+            store.run_regions("r1").expect("regions")[1].status,
+            "complete"
+        );
+    }
+
+    #[test]
+    fn a_database_from_before_the_run_history_is_upgraded_with_its_runs() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("t.db");
+        {
+            let old = Store::open_with(&path, &MIGRATIONS[..1]).expect("the first schema");
+            old.begin_run("old", RunKind::Run, 10).expect("begin");
+            finish(&old, "old", "complete", 20);
+        }
+        let store = Store::open(&path).expect("upgrading");
+        assert_eq!(
+            super::super::schema::user_version(&store.conn).expect("version"),
+            crate::store::schema_version()
+        );
+        let all = store
+            .history(&HistoryFilter {
+                limit: 10,
+                ..HistoryFilter::default()
+            })
+            .expect("history");
+        assert_eq!(all.len(), 1);
+        assert_eq!((all[0].region.as_deref(), all[0].units), (None, 6));
+    }
+}
