@@ -210,7 +210,7 @@ pub enum BudgetAction {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Exit 1 when any region's last complete fetch is older than this (a health check)
+    /// Exit 1 when any region's last complete fetch is older than this (a health check); without it, regions older than 2h are shown stale and the exit code stays 0
     #[arg(long, value_parser = parse_duration_arg, value_name = "DURATION")]
     pub stale_after: Option<Duration>,
 
