@@ -53,6 +53,8 @@ pub async fn backfill(global: &Global, args: &BackfillArgs) -> Result<()> {
     let fresh = freshness(global)?;
     let stale_after = i64::try_from(args.stale_after.as_secs()).unwrap_or(i64::MAX);
     let now = now_s();
+    let asked: Vec<&str> = regions.iter().map(|r| r.code.as_str()).collect();
+    let asked = asked.join(", ");
     let stale: Vec<&Region> = regions
         .into_iter()
         .filter(|r| {
@@ -64,7 +66,7 @@ pub async fn backfill(global: &Global, args: &BackfillArgs) -> Result<()> {
         .collect();
     if stale.is_empty() {
         tracing::info!(
-            "backfill: every selected region was fetched completely within the last {}",
+            "backfill: every selected region ({asked}) was fetched completely within the last {}",
             human(args.stale_after)
         );
     }
@@ -187,7 +189,13 @@ async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
             ))
         ),
     };
-    tracing::info!("{summary}");
+    let regions: Vec<&str> = job.regions.iter().map(|r| r.code.as_str()).collect();
+    tracing::info!(
+        kind = job.kind,
+        regions = %regions.join(","),
+        "{summary}; regions: {}",
+        regions.join(", ")
+    );
     if cut {
         Err(SilentExit(ExitCode::TryLater).into())
     } else {

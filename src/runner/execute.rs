@@ -348,10 +348,13 @@ impl Run {
                 ErrorClass::Transient if n < MAX_ATTEMPTS => {
                     let wait = backoff(n);
                     tracing::warn!(region = %report.code, "{err}; attempt {n} of {MAX_ATTEMPTS}, trying again in {wait:?}");
-                    tokio::select! {
-                        () = tokio::time::sleep(wait) => {}
-                        // The next charge sees the stop and makes no call.
-                        () = self.woken() => {}
+                    // A stop (a signal) cuts the wait short; the next charge sees it
+                    // and makes no call.
+                    if !self.stopped() {
+                        tokio::select! {
+                            () = tokio::time::sleep(wait) => {}
+                            () = self.woken() => {}
+                        }
                     }
                 }
                 ErrorClass::Transient => {
@@ -710,23 +713,20 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         budget_used,
         attempts: run.attempts.lock().map(|a| a.clone()).unwrap_or_default(),
     };
-    let mut report = report;
-    if report.stop_reason.is_none() {
-        // A run failed by its regions says which, and why, in its own row too.
-        let failed: Vec<String> = report
-            .regions
-            .iter()
-            .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.code)))
-            .collect();
-        if !failed.is_empty() {
-            report.stop_reason = Some(failed.join("; "));
-        }
-    }
+    // A run failed by its regions, not stopped, says which and why in its row too.
+    let failed: Vec<String> = report
+        .regions
+        .iter()
+        .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.code)))
+        .collect();
     let outcome = RunOutcome {
         status: status.as_str().to_owned(),
         units: report.units_charged,
         calls: report.calls,
-        stop_reason: report.stop_reason.clone(),
+        stop_reason: report
+            .stop_reason
+            .clone()
+            .or_else(|| (!failed.is_empty()).then(|| failed.join("; "))),
         ended_at,
     };
     let details = region_outcomes(&report, stop.as_ref(), now);
