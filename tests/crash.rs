@@ -228,10 +228,14 @@ fn assert_intact(path: &Path, what: &str) -> Found {
         &db,
         "SELECT count(*) FROM sqlite_master WHERE name IN ('runs', 'videos', 'trending', 'videos_fts')",
     );
-    // A schema step is one transaction with its version bump: all of it or none.
+    // A schema step is one transaction with its version bump: all of it or none. A
+    // kill between two steps leaves a whole earlier version, which the next open
+    // upgrades.
     match version {
         0 => assert_eq!(tables, 0, "{what}: tables without a schema version"),
-        v if v == latest => assert_eq!(tables, 4, "{what}: a version without its tables"),
+        v if (1..=latest).contains(&v) => {
+            assert_eq!(tables, 4, "{what}: a version without its tables")
+        }
         v => panic!("{what}: schema version {v}, this build knows {latest}"),
     }
     if version == 0 {
