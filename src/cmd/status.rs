@@ -83,8 +83,12 @@ pub(crate) fn at(s: i64) -> String {
 
 /// How long ago, for people: "3h 2m ago".
 pub(crate) fn ago(now: i64, then: i64) -> String {
-    let d = Duration::from_secs(u64::try_from(now - then).unwrap_or(0));
-    format!("{} ago", human(d))
+    let secs = u64::try_from(now - then).unwrap_or(0);
+    const DAY: u64 = 86_400;
+    if secs >= 2 * DAY {
+        return format!("{}d {}h ago", secs / DAY, secs % DAY / 3600);
+    }
+    format!("{} ago", human(Duration::from_secs(secs)))
 }
 
 /// Text from the store (which holds scrubbed upstream messages) on one terminal
@@ -309,4 +313,23 @@ fn print_text(
         )?,
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_read_in_days_once_they_are_long() {
+        assert_eq!(ago(1000, 1000), "0s ago");
+        assert_eq!(ago(7_200 + 60, 0), "2h 1m ago");
+        assert_eq!(ago(3 * 86_400 + 5 * 3600 + 7, 0), "3d 5h ago");
+        assert_eq!(ago(0, 10), "0s ago", "a clock that went back");
+    }
+
+    #[test]
+    fn control_characters_are_shown_not_sent() {
+        assert_eq!(one_line("a\nb\tc"), "a b c");
+        assert_eq!(one_line("x\u{1b}[2Jy"), "x\\u{1b}[2Jy");
+    }
 }

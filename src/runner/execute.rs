@@ -615,7 +615,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     if let Err(Failed::Region(e)) = run
         .with_store(move |s| {
             s.begin_run(&run_id, kind, started)?;
-            s.begin_run_regions(&run_id, &codes)
+            s.begin_run_regions(&run_id, started, &codes)
         })
         .await
     {

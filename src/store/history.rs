@@ -77,16 +77,22 @@ fn to_i64(n: u64) -> i64 {
 impl Store {
     /// Records the regions a run set out to fetch, each `running` until
     /// [`Store::record_run_details`] says how it went.
-    pub fn begin_run_regions(&self, run_id: &str, regions: &[String]) -> Result<(), StoreError> {
+    pub fn begin_run_regions(
+        &self,
+        run_id: &str,
+        started_at: i64,
+        regions: &[String],
+    ) -> Result<(), StoreError> {
         (|| {
             let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
             {
                 let mut insert = tx.prepare_cached(
-                    "INSERT INTO run_regions (run_id, region, status) VALUES (?1, ?2, 'running')
+                    "INSERT INTO run_regions (run_id, region, started_at, status)
+                     VALUES (?1, ?2, ?3, 'running')
                      ON CONFLICT (run_id, region) DO NOTHING",
                 )?;
                 for region in regions {
-                    insert.execute(params![run_id, region])?;
+                    insert.execute(params![run_id, region, started_at])?;
                 }
             }
             tx.commit()
@@ -95,7 +101,8 @@ impl Store {
     }
 
     /// Records how each region of a run went and the run's attempts by method and
-    /// outcome, in one transaction.
+    /// outcome, in one transaction. Called once per run: the attempts are also added
+    /// to the totals of every run.
     pub fn record_run_details(
         &self,
         run_id: &str,
@@ -106,8 +113,10 @@ impl Store {
             let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
             {
                 let mut region = tx.prepare_cached(
-                    "INSERT INTO run_regions (run_id, region, status, pages, videos, units, reason)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                    "INSERT INTO run_regions
+                         (run_id, region, started_at, status, pages, videos, units, reason)
+                     VALUES (?1, ?2, (SELECT started_at FROM runs WHERE run_id = ?1),
+                             ?3, ?4, ?5, ?6, ?7)
                      ON CONFLICT (run_id, region) DO UPDATE SET
                          status = excluded.status, pages = excluded.pages,
                          videos = excluded.videos, units = excluded.units,
@@ -128,8 +137,13 @@ impl Store {
                     "INSERT INTO run_calls (run_id, method, outcome, calls) VALUES (?1, ?2, ?3, ?4)
                      ON CONFLICT (run_id, method, outcome) DO UPDATE SET calls = excluded.calls",
                 )?;
+                let mut total = tx.prepare_cached(
+                    "INSERT INTO call_totals (method, outcome, calls) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (method, outcome) DO UPDATE SET calls = calls + excluded.calls",
+                )?;
                 for c in calls.iter().filter(|c| c.calls > 0) {
                     call.execute(params![run_id, c.method, c.outcome, to_i64(c.calls)])?;
+                    total.execute(params![c.method, c.outcome, to_i64(c.calls)])?;
                 }
             }
             tx.commit()
@@ -250,17 +264,19 @@ impl Store {
     /// that skipped it because another process held it does not count).
     pub fn last_attempts(&self) -> Result<Vec<HistoryRow>, StoreError> {
         (|| {
+            // One index probe per region (run_regions_by_region), however long the
+            // history: the metrics file reads this after every run.
             let mut stmt = self.conn.prepare_cached(
-                "SELECT run_id, kind, region, started_at, ended_at, status, pages, videos, units, reason
-                 FROM (SELECT r.run_id, r.kind, rr.region, r.started_at, r.ended_at, rr.status,
-                              rr.pages, rr.videos, rr.units,
-                              coalesce(rr.reason, r.stop_reason) AS reason,
-                              row_number() OVER (PARTITION BY rr.region
-                                                 ORDER BY r.started_at DESC, r.run_id DESC) AS n
-                       FROM run_regions AS rr JOIN runs AS r ON r.run_id = rr.run_id
-                       WHERE rr.status <> 'skipped')
-                 WHERE n = 1
-                 ORDER BY region",
+                "SELECT r.run_id, r.kind, rr.region, r.started_at, r.ended_at, rr.status,
+                        rr.pages, rr.videos, rr.units, coalesce(rr.reason, r.stop_reason)
+                 FROM (SELECT DISTINCT region FROM run_regions) AS g
+                 JOIN run_regions AS rr
+                   ON rr.region = g.region
+                  AND rr.run_id = (SELECT x.run_id FROM run_regions AS x
+                                   WHERE x.region = g.region AND x.status <> 'skipped'
+                                   ORDER BY x.started_at DESC, x.run_id DESC LIMIT 1)
+                 JOIN runs AS r ON r.run_id = rr.run_id
+                 ORDER BY rr.region",
             )?;
             let rows = stmt.query_map([], |row| {
                 let kind: String = row.get(1)?;
@@ -307,11 +323,16 @@ impl Store {
     /// Attempts by method and outcome: of one run, or of every run recorded.
     pub fn call_counts(&self, run_id: Option<&str>) -> Result<Vec<CallCount>, StoreError> {
         (|| {
-            let mut stmt = self.conn.prepare_cached(
-                "SELECT method, outcome, sum(calls) FROM run_calls
-                 WHERE ?1 IS NULL OR run_id = ?1
-                 GROUP BY method, outcome ORDER BY method, outcome",
-            )?;
+            let mut stmt = match run_id {
+                Some(_) => self.conn.prepare_cached(
+                    "SELECT method, outcome, calls FROM run_calls WHERE run_id = ?1
+                     ORDER BY method, outcome",
+                )?,
+                None => self.conn.prepare_cached(
+                    "SELECT method, outcome, calls FROM call_totals WHERE ?1 IS NULL
+                     ORDER BY method, outcome",
+                )?,
+            };
             let rows = stmt.query_map([run_id], |row| {
                 Ok(CallCount {
                     method: row.get(0)?,
@@ -371,7 +392,9 @@ mod tests {
         let store = Store::open(dir.path().join("t.db")).expect("opening");
         let regions = ["US".to_owned(), "GB".to_owned()];
         store.begin_run("r1", RunKind::Run, 100).expect("begin");
-        store.begin_run_regions("r1", &regions).expect("regions");
+        store
+            .begin_run_regions("r1", 100, &regions)
+            .expect("regions");
         let calls = [CallCount {
             method: "videos.list".into(),
             outcome: "ok".into(),
@@ -391,11 +414,17 @@ mod tests {
         // A later run still going, and a run with no region at all.
         store.begin_run("r2", RunKind::Run, 200).expect("begin");
         store
-            .begin_run_regions("r2", &regions[..1])
+            .begin_run_regions("r2", 200, &regions[..1])
             .expect("regions");
         store
             .begin_run("b3", RunKind::Backfill, 300)
             .expect("begin");
+        let more = [CallCount {
+            method: "videos.list".into(),
+            outcome: "ok".into(),
+            calls: 2,
+        }];
+        store.record_run_details("b3", &[], &more).expect("details");
         finish(&store, "b3", "complete", 301);
 
         let all = store
@@ -452,7 +481,17 @@ mod tests {
                 ("US".to_owned(), "running".to_owned())
             ]
         );
-        assert_eq!(store.call_counts(None).expect("calls"), calls);
+        assert_eq!(store.call_counts(Some("r1")).expect("calls"), calls);
+        assert_eq!(store.call_counts(Some("b3")).expect("calls"), more);
+        assert_eq!(
+            store.call_counts(None).expect("calls"),
+            [CallCount {
+                method: "videos.list".into(),
+                outcome: "ok".into(),
+                calls: 7,
+            }],
+            "every run's calls added up"
+        );
         assert_eq!(store.call_counts(Some("r2")).expect("calls"), []);
 
         // Only a run still running can be abandoned, with its regions still going.

@@ -177,16 +177,18 @@ END;
 /// outcome, so that the metrics file can be rebuilt whole by whichever process writes it.
 const RUN_OUTCOMES: &str = r#"
 CREATE TABLE run_regions (
-    run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
-    region TEXT NOT NULL,
-    status TEXT NOT NULL,
+    run_id     TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+    region     TEXT NOT NULL,
+    -- The run's start, copied so that a region's last attempt is one index probe.
+    started_at INTEGER NOT NULL,
+    status     TEXT NOT NULL,
     pages  INTEGER NOT NULL DEFAULT 0,
     videos INTEGER NOT NULL DEFAULT 0,
     units  INTEGER NOT NULL DEFAULT 0,
     reason TEXT,
     PRIMARY KEY (run_id, region)
 ) STRICT, WITHOUT ROWID;
-CREATE INDEX run_regions_by_region ON run_regions (region, run_id);
+CREATE INDEX run_regions_by_region ON run_regions (region, started_at);
 CREATE INDEX runs_by_status ON runs (status);
 
 CREATE TABLE run_calls (
@@ -195,6 +197,15 @@ CREATE TABLE run_calls (
     outcome TEXT NOT NULL,
     calls   INTEGER NOT NULL CHECK (calls >= 0),
     PRIMARY KEY (run_id, method, outcome)
+) STRICT, WITHOUT ROWID;
+
+-- Every run's calls added up, kept with each run's own rows: the metrics file's
+-- counter reads one row per method and outcome, not years of runs.
+CREATE TABLE call_totals (
+    method  TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    calls   INTEGER NOT NULL CHECK (calls >= 0),
+    PRIMARY KEY (method, outcome)
 ) STRICT, WITHOUT ROWID;
 "#;
 
