@@ -286,8 +286,10 @@ fn stderr_lines(child: &mut Child) -> mpsc::Receiver<String> {
 /// file and its JSON; no row stays `running`.
 #[test]
 fn sigterm_stops_a_run_cleanly_and_says_so_everywhere() {
+    // Slow enough that the signal lands while page 2 is in flight, well within the
+    // grace the run gives it (3 s).
     let mut h = Harness::with(
-        FakeUpstream::youtube_after(Duration::from_millis(400)),
+        FakeUpstream::youtube_after(Duration::from_millis(1200)),
         None,
     );
     four_regions(&mut h);
