@@ -6,8 +6,10 @@
 //! touch a `quota_*` table.
 //!
 //! Migrations are append-only: a step that shipped is never edited, a change is a new
-//! step. Each step runs in its own `BEGIN IMMEDIATE` transaction that also bumps
-//! `user_version`, so a crash leaves the file at a whole version.
+//! step. The pending steps run in one `BEGIN IMMEDIATE` transaction that also bumps
+//! `user_version`, so a crash leaves the file at the version it had, or at the latest:
+//! never between two steps, where a read-only command (which never migrates) would
+//! refuse it.
 
 use rusqlite::{Connection, TransactionBehavior};
 
@@ -225,11 +227,11 @@ pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
     conn.query_row("PRAGMA user_version", [], |row| row.get(0))
 }
 
-/// Brings the file up to `migrations.len()`, one transaction per step.
+/// Brings the file up to `migrations.len()`, every pending step in one transaction.
 ///
-/// Safe with several processes opening a fresh file at once: each step takes the write
-/// lock (`BEGIN IMMEDIATE`, which waits out the busy timeout) and re-reads the version
-/// inside it, so a step another process has just applied is not applied twice.
+/// Safe with several processes opening a fresh file at once: the upgrade takes the
+/// write lock (`BEGIN IMMEDIATE`, which waits out the busy timeout) and re-reads the
+/// version inside it, so steps another process has just applied are not applied twice.
 /// Returns the version the file was at before.
 pub(crate) fn migrate(conn: &Connection, migrations: &[Migration]) -> Result<u32, MigrateError> {
     let latest = migrations.len() as u32;
@@ -244,40 +246,35 @@ pub(crate) fn migrate(conn: &Connection, migrations: &[Migration]) -> Result<u32
         // The common case: no write lock taken on every open.
         return Ok(before);
     }
-    loop {
-        // The version we would apply next, used to label an error before we know it.
-        let mut next = latest;
-        let step = (|| -> rusqlite::Result<Option<u32>> {
-            let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
-            let current = user_version(&tx)?;
-            if current >= latest {
-                return Ok(Some(current));
-            }
-            next = current + 1;
-            let migration = &migrations[current as usize];
+    // The version being applied, used to label an error.
+    let mut next = latest;
+    let upgraded = (|| -> rusqlite::Result<u32> {
+        let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
+        let current = user_version(&tx)?;
+        if current >= latest {
+            // Another process upgraded it meanwhile (or went beyond this build).
+            return Ok(current);
+        }
+        for (at, migration) in (current..latest).zip(&migrations[current as usize..]) {
+            next = at + 1;
             tracing::info!(
                 version = next,
                 description = migration.description,
                 "upgrading database schema"
             );
             tx.execute_batch(migration.sql)?;
-            // PRAGMA takes no bound parameters; the value is our own integer.
-            tx.execute_batch(&format!("PRAGMA user_version = {next}"))?;
-            tx.commit()?;
-            Ok(None)
-        })();
-        match step {
-            Ok(None) => continue,
-            Ok(Some(current)) if current > latest => {
-                return Err(MigrateError::Newer { found: current });
-            }
-            Ok(Some(_)) => return Ok(before),
-            Err(source) => {
-                return Err(MigrateError::Step {
-                    to_version: next,
-                    source,
-                });
-            }
         }
+        // PRAGMA takes no bound parameters; the value is our own integer.
+        tx.execute_batch(&format!("PRAGMA user_version = {latest}"))?;
+        tx.commit()?;
+        Ok(latest)
+    })();
+    match upgraded {
+        Ok(current) if current > latest => Err(MigrateError::Newer { found: current }),
+        Ok(_) => Ok(before),
+        Err(source) => Err(MigrateError::Step {
+            to_version: next,
+            source,
+        }),
     }
 }
