@@ -4,6 +4,7 @@
 mod common;
 
 mod budget_cli;
+mod config_bounds;
 mod config_errors;
 mod conformance;
 // SIGKILL, exit statuses by signal, advisory locks: Unix only.

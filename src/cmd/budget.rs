@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::{Access, load_budget, open_limiter, read_status};
 use crate::cli::{BudgetAction, BudgetArgs, Global};
 use crate::error::{ExitCode, SilentExit, UsageError};
-use crate::quota::{Allowance, BUDGET_POLICY, Budget, Decision, Entry, Status};
+use crate::quota::{Allowance, BUDGET_POLICY, Budget, ChargeError, Decision, Entry, Status};
 use crate::report::{human, print_json, rfc3339, seconds};
 
 pub async fn run(global: &Global, args: &BudgetArgs) -> Result<()> {
@@ -228,13 +228,18 @@ async fn charge(
         Allowance::Ceiling
     };
     let id = format!("manual-{}", crate::report::new_run_id());
-    let charge = budget.charge(&id, method, count, allowance).map_err(|e| {
-        let known: Vec<&str> = budget.costs.keys().map(String::as_str).collect();
-        UsageError(format!(
-            "{e}; the methods with a cost are: {}",
-            known.join(", ")
-        ))
-    })?;
+    let charge = budget
+        .charge(&id, method, count, allowance)
+        .map_err(|e| match e {
+            ChargeError::UnknownMethod(_) => {
+                let known: Vec<&str> = budget.costs.keys().map(String::as_str).collect();
+                UsageError(format!(
+                    "{e}; the methods with a cost are: {}",
+                    known.join(", ")
+                ))
+            }
+            ChargeError::TooLarge { .. } => UsageError(e.to_string()),
+        })?;
     let limiter = open_limiter(global, &budget, Access::Charge).await?;
     let decision: Decision = match limiter.charge(&charge).await {
         Ok(d) => d,
