@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::{Access, load_budget, open_limiter, read_status};
 use crate::cli::{BudgetAction, BudgetArgs, Global};
-use crate::error::{ExitCode, SilentExit, UsageError};
+use crate::error::{ExitCode, SilentExit, UsageError, after_output};
 use crate::quota::{Allowance, BUDGET_POLICY, Budget, ChargeError, Decision, Entry, Status};
 use crate::report::{human, print_json, rfc3339, seconds};
 
@@ -248,7 +248,7 @@ async fn charge(
             tracing::error!(
                 "{e}; nothing was charged: make the calls when the limiter answers again"
             );
-            if json {
+            let printed = if json {
                 print_json(&ChargeJson {
                     granted: false,
                     units: charge.units,
@@ -256,9 +256,11 @@ async fn charge(
                     remaining: None,
                     retry_after_s: None,
                     denied_by: Some(LIMITER_DOWN),
-                })?;
-            }
-            return Err(SilentExit(ExitCode::TryLater).into());
+                })
+            } else {
+                Ok(())
+            };
+            return after_output(printed, Err(SilentExit(ExitCode::TryLater).into()));
         }
         Err(e) => {
             return Err(e).with_context(|| {
@@ -278,10 +280,27 @@ async fn charge(
         retry_after_s: decision.retry_after.map(seconds),
         denied_by: decision.denied_by.as_deref(),
     };
+    let printed = if json {
+        print_json(&report)
+    } else {
+        print_decision(&report, &decision, count, method).map_err(Into::into)
+    };
+    let outcome = if decision.granted {
+        Ok(())
+    } else {
+        Err(SilentExit(ExitCode::TryLater).into())
+    };
+    after_output(printed, outcome)
+}
+
+fn print_decision(
+    report: &ChargeJson<'_>,
+    decision: &Decision,
+    count: u64,
+    method: &str,
+) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
-    if json {
-        print_json(&report)?;
-    } else if decision.granted {
+    if decision.granted {
         writeln!(
             out,
             "granted {} units ({count} × {method}); {} remaining",
@@ -300,11 +319,7 @@ async fn charge(
             report.units
         )?;
     }
-    if decision.granted {
-        Ok(())
-    } else {
-        Err(SilentExit(ExitCode::TryLater).into())
-    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::{Access, load_config, open_limiter, read_status, select_regions};
 use crate::cli::{BackfillArgs, Global, RunArgs};
 use crate::config::{Config, Region};
-use crate::error::{ExitCode, MissingConfig, SilentExit};
+use crate::error::{ExitCode, MissingConfig, SilentExit, after_output};
 use crate::metrics::{self, Snapshot};
 use crate::quota::Allowance;
 use crate::report::{human, print_json, seconds};
@@ -103,7 +103,7 @@ fn freshness(global: &Global) -> Result<BTreeMap<String, Freshness>> {
 }
 
 /// The API key from `--api-key-file` or `YOUTUBE_API_KEY`; never printed.
-fn api_key(global: &Global) -> Result<ApiKey> {
+pub(super) fn api_key(global: &Global) -> Result<ApiKey> {
     if let Some(path) = &global.api_key_file {
         let text = std::fs::read_to_string(path).map_err(|e| {
             MissingConfig(format!(
@@ -111,16 +111,15 @@ fn api_key(global: &Global) -> Result<ApiKey> {
                 path.display()
             ))
         })?;
-        warn_if_shared(path);
         if text.trim().is_empty() {
             return Err(
                 MissingConfig(format!("the API key file {} is empty", path.display())).into(),
             );
         }
-        return Ok(ApiKey::new(text));
+        return checked_key(text, &format!("the API key file {}", path.display()));
     }
     match std::env::var("YOUTUBE_API_KEY") {
-        Ok(key) if !key.trim().is_empty() => Ok(ApiKey::new(key)),
+        Ok(key) if !key.trim().is_empty() => checked_key(key, "YOUTUBE_API_KEY"),
         _ => Err(MissingConfig(
             "no API key: set YOUTUBE_API_KEY, or pass --api-key-file PATH (a file holding only the key); \
              --dry-run needs none"
@@ -128,6 +127,26 @@ fn api_key(global: &Global) -> Result<ApiKey> {
         )
         .into()),
     }
+}
+
+/// A key is one line of printable ASCII. A second line or a stray character is most
+/// likely a file that holds something else too; the message says what, never the key.
+fn checked_key(text: String, source: &str) -> Result<ApiKey> {
+    let key = text.trim();
+    if key.lines().nth(1).is_some() {
+        return Err(MissingConfig(format!(
+            "{source} holds more than one line; it must hold only the key, on one line"
+        ))
+        .into());
+    }
+    if !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(MissingConfig(format!(
+            "{source} holds characters no API key has (spaces, control characters or non-ASCII); \
+             it must hold only the key"
+        ))
+        .into());
+    }
+    Ok(ApiKey::new(text))
 }
 
 /// A key file others can read is a key others can spend.
@@ -160,16 +179,16 @@ async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     let status = read_status(&limiter, budget, &names).await?;
     let sim = runner::simulate(&plan, budget, job.allowance, &status);
     let cut = sim.stop.is_some();
-    if job.json {
-        print_dry_run_json(&job, &sim)?;
+    let printed = if job.json {
+        print_dry_run_json(&job, &sim)
     } else {
         print_plan(
             &job,
             budget.max_for(job.allowance),
             &sim,
             &limiter.describe(),
-        )?;
-    }
+        )
+    };
     let summary = match &sim.stop {
         None => format!(
             "{} dry run: the whole plan fits ({} calls)",
@@ -188,18 +207,26 @@ async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
         ),
     };
     tracing::info!("{summary}");
-    if cut {
+    let outcome = if cut {
         Err(SilentExit(ExitCode::TryLater).into())
     } else {
         Ok(())
-    }
+    };
+    after_output(printed, outcome)
 }
 
 /// The real run: every call charged before it is made.
 async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     let key = api_key(global)?;
-    let client = Client::new(&global.api_base, key, REQUEST_TIMEOUT)
-        .with_context(|| format!("setting up the upstream client for {}", global.api_base))?;
+    if let Some(path) = &global.api_key_file {
+        warn_if_shared(path);
+    }
+    let client = Client::new(&global.api_base, key, REQUEST_TIMEOUT).with_context(|| {
+        format!(
+            "setting up the upstream client for {}",
+            youtube::mask_url(&global.api_base)
+        )
+    })?;
     let store = Store::open(&global.db)
         .with_context(|| format!("opening the database {}", global.db.display()))?;
     let limiter = open_limiter(global, &config.budget, Access::Charge).await?;
@@ -239,13 +266,16 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     {
         tracing::error!("{e:#}");
     }
-    if job.json {
-        print_json(&report)?;
-    }
-    match report.status.exit_code() {
+    let printed = if job.json {
+        print_json(&report)
+    } else {
+        Ok(())
+    };
+    let outcome = match report.status.exit_code() {
         None => Ok(()),
         Some(code) => Err(SilentExit(code).into()),
-    }
+    };
+    after_output(printed, outcome)
 }
 
 /// The methods a run calls, reported in the metrics even when a run made no call of them.

@@ -9,6 +9,7 @@ use url::Url;
 
 use super::error::{CallContext, CallError, upstream_detail};
 use super::key::ApiKey;
+use super::mask::mask_url;
 use super::raw::{self, MalformedResponse};
 use super::types::{Category, SearchPage, VideoPage};
 use super::{SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_LIST};
@@ -44,6 +45,13 @@ pub enum ClientError {
     KeyNotHeaderSafe,
     #[error("building the HTTP client: {0}")]
     Http(reqwest::Error),
+}
+
+impl ClientError {
+    /// A mistake in what the user configured (exit 78), rather than a failure here.
+    pub fn is_config(&self) -> bool {
+        !matches!(self, ClientError::Http(_))
+    }
 }
 
 /// How `search.list` orders its results; the names are the upstream's, so configuration
@@ -146,7 +154,8 @@ impl Client {
     /// fake upstream in tests. `timeout` bounds each whole request, body included.
     pub fn new(base: &str, key: ApiKey, timeout: Duration) -> Result<Client, ClientError> {
         let base_error = |problem: &str| ClientError::BaseUrl {
-            base: base.to_owned(),
+            // A refused base may hold a key or a password: never echoed whole.
+            base: mask_url(base),
             problem: problem.to_owned(),
         };
         let parsed = Url::parse(base).map_err(|e| base_error(&e.to_string()))?;

@@ -8,6 +8,7 @@ mod client;
 mod duration;
 mod error;
 mod key;
+mod mask;
 mod raw;
 mod types;
 
@@ -21,6 +22,7 @@ pub use client::{
 pub use duration::parse_duration_secs;
 pub use error::{CallContext, CallError, ErrorClass, UpstreamDetail};
 pub use key::ApiKey;
+pub use mask::mask_url;
 pub use raw::MalformedResponse;
 pub use types::{Category, SearchPage, VideoPage, VideoRecord};
 
