@@ -426,15 +426,23 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
     } else {
         "complete"
     };
+    // The region of the call where the run would stop; the regions after it, with no
+    // call that fits, are never reached.
+    let stops_in = sim.calls.iter().find(|c| !c.fits).map(|c| &c.call.region);
     let regions = job
         .regions
         .iter()
         .map(|r| {
             let mine = sim.calls.iter().filter(|c| c.call.region == r.code);
             let cut = mine.clone().any(|c| !c.fits);
+            let reached = mine.clone().any(|c| c.fits) || stops_in == Some(&r.code);
             RegionJson {
                 code: r.code.clone(),
-                status: if cut { "budget_exhausted" } else { "complete" },
+                status: match (cut, reached) {
+                    (false, _) => "complete",
+                    (true, true) => "budget_exhausted",
+                    (true, false) => "not_attempted",
+                },
                 // The pages the plan would fetch (a chart that ends early has fewer).
                 pages: mine
                     .clone()

@@ -93,10 +93,13 @@ pub enum Status {
     UpstreamQuotaExhausted,
     Failed,
     Skipped,
+    /// A region the run never reached: it stopped before this region's first call.
+    /// Never a run's status.
+    NotAttempted,
 }
 
 impl Status {
-    /// Every status, in the order of DESIGN.md section 2.
+    /// Every status a run can end with, in the order of DESIGN.md section 2.
     pub const ALL: [Status; 5] = [
         Status::Complete,
         Status::BudgetExhausted,
@@ -112,6 +115,7 @@ impl Status {
             Status::UpstreamQuotaExhausted => "upstream_quota_exhausted",
             Status::Failed => "failed",
             Status::Skipped => "skipped",
+            Status::NotAttempted => "not_attempted",
         }
     }
 
@@ -121,9 +125,10 @@ impl Status {
         match self {
             Status::Complete => None,
             Status::Failed => Some(ExitCode::Failed),
-            Status::BudgetExhausted | Status::UpstreamQuotaExhausted | Status::Skipped => {
-                Some(ExitCode::TryLater)
-            }
+            Status::BudgetExhausted
+            | Status::UpstreamQuotaExhausted
+            | Status::Skipped
+            | Status::NotAttempted => Some(ExitCode::TryLater),
         }
     }
 }

@@ -4,13 +4,14 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use reqwest::header::{ACCEPT, HeaderValue};
+use reqwest::header::{ACCEPT, HeaderValue, LOCATION};
 use url::Url;
 
 use super::error::{CallContext, CallError, upstream_detail};
 use super::key::ApiKey;
 use super::mask::mask_url;
 use super::raw::{self, MalformedResponse};
+use super::text::visible;
 use super::types::{Category, SearchPage, VideoPage};
 use super::{SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_LIST};
 
@@ -201,6 +202,37 @@ impl Client {
         })
     }
 
+    /// Upstream text (anything an answer carried, error messages that quote it) made
+    /// fit for a log line or `--json`: the key removed wherever a proxy or the upstream
+    /// reflected it, and terminal controls made visible (DESIGN.md section 5).
+    pub fn scrub(&self, text: &str) -> String {
+        visible(&self.key.scrub(text)).into_owned()
+    }
+
+    /// The key removed from every text field of a page's records before anything
+    /// stores or prints them: an upstream that reflects the request's headers into a
+    /// title must not put the key in the database.
+    fn scrub_page(&self, mut page: VideoPage) -> VideoPage {
+        let key = &self.key;
+        for v in &mut page.items {
+            for field in [
+                &mut v.title,
+                &mut v.description,
+                &mut v.channel_title,
+                &mut v.channel_id,
+            ] {
+                *field = key.scrub(field);
+            }
+            for tag in v.tags.iter_mut().flatten() {
+                *tag = key.scrub(tag);
+            }
+            if let Some(url) = &mut v.thumbnail_url {
+                *url = key.scrub(url);
+            }
+        }
+        page
+    }
+
     /// Overrides [`DEFAULT_BODY_LIMIT`], the most bytes a successful answer may have
     /// (after decompression).
     pub fn with_body_limit(mut self, bytes: usize) -> Client {
@@ -234,7 +266,9 @@ impl Client {
             }
         }
         let (status, body) = self.fetch(&call, url).await?;
-        raw::video_page(&body).map_err(|problem| malformed(call, status, problem))
+        raw::video_page(&body)
+            .map(|page| self.scrub_page(page))
+            .map_err(|problem| malformed(call, status, problem))
     }
 
     /// One page of search results: ids only, in rank order; their details come from
@@ -286,7 +320,7 @@ impl Client {
                 ),
             });
         }
-        if let Some(bad) = ids.iter().find(|id| !is_plausible_video_id(id)) {
+        if let Some(bad) = ids.iter().find(|id| !raw::is_plausible_video_id(id)) {
             let shown: String = bad.chars().take(32).collect();
             return Err(CallError::InvalidArgument {
                 call,
@@ -311,7 +345,9 @@ impl Client {
             }
         }
         let (status, body) = self.fetch(&call, url).await?;
-        raw::video_page(&body).map_err(|problem| malformed(call, status, problem))
+        raw::video_page(&body)
+            .map(|page| self.scrub_page(page))
+            .map_err(|problem| malformed(call, status, problem))
     }
 
     /// The region's video categories, localized by `hl` when given.
@@ -332,7 +368,17 @@ impl Client {
             }
         }
         let (status, body) = self.fetch(&call, url).await?;
-        raw::categories(&body).map_err(|problem| malformed(call, status, problem))
+        raw::categories(&body)
+            .map(|categories| {
+                categories
+                    .into_iter()
+                    .map(|c| Category {
+                        title: self.key.scrub(&c.title),
+                        ..c
+                    })
+                    .collect()
+            })
+            .map_err(|problem| malformed(call, status, problem))
     }
 
     fn endpoint(&self, resource: &str) -> Url {
@@ -361,6 +407,23 @@ impl Client {
             .map_err(transport)?;
         let status = response.status().as_u16();
 
+        if response.status().is_redirection() {
+            // Not followed (the key header would go along); where it pointed is the
+            // clue to a wrong --api-base, shown masked like any URL we print.
+            let location = response
+                .headers()
+                .get(LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .map(|l| {
+                    let target = response.url().join(l).map_or(l.to_owned(), String::from);
+                    self.scrub(&mask_url(&target))
+                });
+            return Err(CallError::Redirected {
+                call: call.clone(),
+                status,
+                location,
+            });
+        }
         if !response.status().is_success() {
             // The status decides the class even when the body cannot be read.
             let body = read_prefix(&mut response, ERROR_BODY_LIMIT)
@@ -443,16 +506,6 @@ async fn read_prefix(
         }
     }
     Ok(body)
-}
-
-/// Video ids are 11 characters of the URL-safe base64 alphabet today; only the alphabet
-/// is checked, so that a longer id format would still pass.
-fn is_plausible_video_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 64
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 fn rfc3339_seconds(at: jiff::Timestamp) -> String {

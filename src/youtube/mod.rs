@@ -10,6 +10,7 @@ mod error;
 mod key;
 mod mask;
 mod raw;
+mod text;
 mod types;
 
 #[cfg(test)]
@@ -24,6 +25,7 @@ pub use error::{CallContext, CallError, ErrorClass, UpstreamDetail};
 pub use key::ApiKey;
 pub use mask::mask_url;
 pub use raw::MalformedResponse;
+pub use text::{is_unsafe_for_terminal, visible};
 pub use types::{Category, SearchPage, VideoPage, VideoRecord};
 
 /// Quota method of [`Client::trending_page`] and [`Client::videos_by_id`].
