@@ -81,6 +81,36 @@ pub fn is_silent(err: &anyhow::Error) -> bool {
     err.chain().any(|c| c.is::<SilentExit>())
 }
 
+/// The error and every cause under it on one line, each said once. Some errors quote
+/// their cause in their own message as well as carrying it as `source`; `{:#}` would
+/// then say it twice.
+pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        append_cause(&mut text, &cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// [`chain`] for the errors that reach the top.
+pub fn report(err: &anyhow::Error) -> String {
+    let mut causes = err.chain();
+    let mut text = causes.next().map(ToString::to_string).unwrap_or_default();
+    for cause in causes {
+        append_cause(&mut text, &cause.to_string());
+    }
+    text
+}
+
+fn append_cause(text: &mut String, cause: &str) {
+    if !cause.is_empty() && !text.contains(cause) {
+        text.push_str(": ");
+        text.push_str(cause);
+    }
+}
+
 /// The exit code for an error that reached `main`.
 pub fn exit_code_for(err: &anyhow::Error) -> ExitCode {
     for cause in err.chain() {

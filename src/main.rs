@@ -3,7 +3,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use trendsync::cli::Cli;
-use trendsync::error::{exit_code_for, is_broken_pipe, is_silent};
+use trendsync::error::{exit_code_for, is_broken_pipe, is_silent, report};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -14,7 +14,7 @@ async fn main() -> ExitCode {
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             if !is_silent(&err) {
-                tracing::error!("{err:#}");
+                tracing::error!("{}", report(&err));
             }
             ExitCode::from(exit_code_for(&err).code())
         }

@@ -59,7 +59,7 @@ fn print_failure_json(err: &anyhow::Error) {
     let object = serde_json::json!({
         "status": "failed",
         "exit_code": exit_code_for(err).code(),
-        "error": format!("{err:#}"),
+        "error": crate::error::report(err),
     });
     if let Err(e) = crate::report::print_json(&object) {
         tracing::debug!("the failure could not be printed as JSON either: {e}");
@@ -195,7 +195,29 @@ async fn replay_journal(db: &Path, budget: &Budget, limiter: &Limiter) {
     }
 }
 
+/// A read-only command treats a missing database as empty; a missing directory,
+/// though, is a typo in `--db`, and an empty answer (a whole budget left, no videos)
+/// would hide it.
+pub(crate) fn refuse_missing_directory(db: &Path) -> Result<()> {
+    let dir = match db.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => return Ok(()),
+    };
+    if !db.exists() && !dir.is_dir() {
+        return Err(MissingConfig(format!(
+            "--db {}: the directory {} does not exist; check the path (TRENDSYNC_DB)",
+            db.display(),
+            dir.display()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 fn embedded(db: &Path, key: &str, access: Access) -> Result<EmbeddedLimiter> {
+    if access != Access::Charge {
+        refuse_missing_directory(db)?;
+    }
     let limiter = match access {
         Access::Read | Access::ReadReplayed => EmbeddedLimiter::open_read_only(db, key),
         Access::Charge => EmbeddedLimiter::open(db, key),

@@ -264,7 +264,7 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     if let Some(path) = &global.metrics_file
         && let Err(e) = write_metrics(path, &run, &report)
     {
-        tracing::error!("{e:#}");
+        tracing::error!("{}", crate::error::report(&e));
     }
     let printed = if job.json {
         print_json(&report)

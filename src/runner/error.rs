@@ -30,25 +30,10 @@ pub enum RunError {
     },
 }
 
-/// The error and every cause under it on one line, each said once: the messages a run
-/// keeps (`regions[].error`, log lines) are strings, and must not lose the cause.
-pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let next = cause.to_string();
-        if !next.is_empty() && !text.contains(&next) {
-            text.push_str(": ");
-            text.push_str(&next);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::chain;
 
     #[test]
     fn a_storage_error_keeps_its_cause() {

@@ -12,11 +12,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{OnceCell, Semaphore};
 use tokio::task::JoinSet;
 
-use super::error::{RunError, chain};
+use super::error::RunError;
 use super::lock::{self, RegionLock};
 use super::outcome::{Attempts, CallOutcome, RegionReport, RunReport, Status, Stop, overall};
 use super::plan::{self, Freshness};
 use crate::config::Region;
+use crate::error::chain;
 use crate::progress::RegionBar;
 use crate::quota::{
     Allowance, BUDGET_POLICY, Budget, Charge, DownPolicy, Journal, Limiter, LimiterError,

@@ -7,7 +7,7 @@ pub mod lock;
 pub mod outcome;
 pub mod plan;
 
-pub use error::{RunError, chain};
+pub use error::RunError;
 pub use execute::{Run, execute, read_freshness};
 pub use outcome::{Attempts, CallOutcome, RegionReport, RunReport, Status, Stop};
 pub use plan::{Freshness, Planned, Simulation, Step, plan, simulate};
