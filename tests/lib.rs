@@ -10,6 +10,7 @@ mod conformance;
 // SIGKILL, exit statuses by signal, advisory locks: Unix only.
 #[cfg(unix)]
 mod crash;
+mod hardening;
 mod limiter_down;
 mod metrics_e2e;
 mod run_e2e;

@@ -221,12 +221,9 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     if let Some(path) = &global.api_key_file {
         warn_if_shared(path);
     }
-    let client = Client::new(&global.api_base, key, REQUEST_TIMEOUT).with_context(|| {
-        format!(
-            "setting up the upstream client for {}",
-            youtube::mask_url(&global.api_base)
-        )
-    })?;
+    // The error names the base itself, masked and without the key.
+    let client = Client::new(&global.api_base, key, REQUEST_TIMEOUT)
+        .context("setting up the upstream client (--api-base, the API key)")?;
     let store = Store::open(&global.db)
         .with_context(|| format!("opening the database {}", global.db.display()))?;
     let limiter = open_limiter(global, &config.budget, Access::Charge).await?;

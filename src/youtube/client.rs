@@ -156,7 +156,7 @@ impl Client {
     pub fn new(base: &str, key: ApiKey, timeout: Duration) -> Result<Client, ClientError> {
         let base_error = |problem: &str| ClientError::BaseUrl {
             // A refused base may hold a key or a password: never echoed whole.
-            base: mask_url(base),
+            base: key.scrub(&mask_url(base)),
             problem: problem.to_owned(),
         };
         let parsed = Url::parse(base).map_err(|e| base_error(&e.to_string()))?;

@@ -840,6 +840,12 @@ async fn redirects_are_not_followed() {
         .expect_err("a redirect is not an answer");
     assert_eq!(error.class(), ErrorClass::RegionFailed);
     assert_eq!(error.status(), Some(302));
+    let message = error.to_string();
+    assert!(
+        message.contains(&format!("a redirect to {}/elsewhere/videos", server.uri()))
+            && message.contains("check --api-base"),
+        "{message}"
+    );
     only_request(&server).await;
 }
 
