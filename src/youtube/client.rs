@@ -429,7 +429,7 @@ impl Client {
             let body = read_prefix(&mut response, ERROR_BODY_LIMIT)
                 .await
                 .unwrap_or_default();
-            let upstream = upstream_detail(&body, |text| self.key.scrub(text));
+            let upstream = upstream_detail(&body, |text| self.scrub(text));
             tracing::debug!(
                 method = call.method(),
                 region = call.region_code(),
