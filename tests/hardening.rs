@@ -118,6 +118,12 @@ fn bad_key_files_and_api_bases_are_configuration_errors_answered_in_json() {
             .args(["--api-base", base, "run", "--json"])
             .run();
         assert_config_failure(&ran, "is not usable");
+        // The dry run refuses what the real run would.
+        let ran = h
+            .bare()
+            .args(["--api-base", base, "run", "--dry-run", "--json"])
+            .run();
+        assert_config_failure(&ran, "is not usable");
     }
     // Before any command starts: a config file that does not load.
     let bad = h.scratch.write("bad.toml", "[budget\n");

@@ -170,6 +170,8 @@ async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     if !job.dry_run {
         return fetch(global, config, job).await;
     }
+    // No call is made, but a base the real run would refuse is refused here too (78).
+    youtube::parse_api_base(&global.api_base)?;
     let fresh = freshness(global)?;
     let plan = runner::plan(&job.regions, &fresh, now_s());
     let budget = &config.budget;

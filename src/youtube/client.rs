@@ -154,25 +154,14 @@ impl Client {
     /// `base` like `https://www.googleapis.com/youtube/v3`, or a loopback address for a
     /// fake upstream in tests. `timeout` bounds each whole request, body included.
     pub fn new(base: &str, key: ApiKey, timeout: Duration) -> Result<Client, ClientError> {
-        let base_error = |problem: &str| ClientError::BaseUrl {
-            // A refused base may hold a key or a password: never echoed whole.
-            base: key.scrub(&mask_url(base)),
-            problem: problem.to_owned(),
-        };
-        let parsed = Url::parse(base).map_err(|e| base_error(&e.to_string()))?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(base_error("the scheme must be http or https"));
-        }
-        if parsed.cannot_be_a_base() {
-            return Err(base_error("it cannot have paths appended"));
-        }
-        if parsed.query().is_some() || parsed.fragment().is_some() {
-            return Err(base_error("it must not have a query or fragment"));
-        }
-        if !parsed.username().is_empty() || parsed.password().is_some() {
-            // URLs end up in logs; credentials belong elsewhere.
-            return Err(base_error("it must not carry a user name or password"));
-        }
+        let parsed = parse_api_base(base).map_err(|e| match e {
+            // The key itself may have been pasted into the base (a path segment).
+            ClientError::BaseUrl { base, problem } => ClientError::BaseUrl {
+                base: key.scrub(&base),
+                problem,
+            },
+            other => other,
+        })?;
         if key.is_empty() {
             return Err(ClientError::EmptyKey);
         }
@@ -459,6 +448,31 @@ impl Client {
         );
         Ok((status, body))
     }
+}
+
+/// Checks an `--api-base` without building a client (so without a key): an http(s)
+/// URL that paths can be appended to, with no query, fragment or credentials. The
+/// error shows the base masked, since a refused one may carry a key or a password.
+pub fn parse_api_base(base: &str) -> Result<Url, ClientError> {
+    let base_error = |problem: &str| ClientError::BaseUrl {
+        base: mask_url(base),
+        problem: problem.to_owned(),
+    };
+    let parsed = Url::parse(base).map_err(|e| base_error(&e.to_string()))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(base_error("the scheme must be http or https"));
+    }
+    if parsed.cannot_be_a_base() {
+        return Err(base_error("it cannot have paths appended"));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(base_error("it must not have a query or fragment"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        // URLs end up in logs; credentials belong elsewhere.
+        return Err(base_error("it must not carry a user name or password"));
+    }
+    Ok(parsed)
 }
 
 fn malformed(call: CallContext, status: u16, problem: MalformedResponse) -> CallError {

@@ -18,7 +18,7 @@ mod tests;
 
 pub use client::{
     Client, ClientError, DEFAULT_BODY_LIMIT, MAX_RESULTS, SearchOrder, SearchRequest,
-    UnknownSearchOrder,
+    UnknownSearchOrder, parse_api_base,
 };
 pub use duration::parse_duration_secs;
 pub use error::{CallContext, CallError, ErrorClass, UpstreamDetail};
