@@ -30,10 +30,31 @@ pub fn rfc3339(us: i64) -> String {
 
 /// Prints `value` as one JSON object on its own line on stdout (`--json`).
 pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let json = serde_json::to_string(value)?;
+    let text = terminal_safe_json(&json);
     let mut out = std::io::stdout().lock();
-    serde_json::to_writer(&mut out, value)?;
-    writeln!(out)?;
+    writeln!(out, "{text}")?;
     Ok(())
+}
+
+/// serde_json escapes the ASCII controls but writes the others (C1 controls, bidi
+/// overrides from upstream titles) raw; as `\uXXXX` escapes they are the same JSON
+/// value and inert on a terminal. Outside strings JSON is ASCII, so only strings change.
+fn terminal_safe_json(json: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| !c.is_ascii() && crate::youtube::is_unsafe_for_terminal(c);
+    if !json.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if unsafe_char(c) {
+            // Every such character is in the Basic Multilingual Plane: one escape each.
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// A run id unique across hosts and processes: the start time, then random bits.
@@ -60,6 +81,15 @@ mod tests {
     #[test]
     fn run_ids_differ() {
         assert_ne!(new_run_id(), new_run_id());
+    }
+
+    #[test]
+    fn json_carries_bidi_overrides_and_c1_controls_escaped() {
+        let text = serde_json::to_string(&"a\u{202e}b\u{9b}c\u{1b}").unwrap_or_default();
+        let safe = terminal_safe_json(&text);
+        assert_eq!(safe, r#""a\u202eb\u009bc\u001b""#);
+        let back: String = serde_json::from_str(&safe).unwrap_or_default();
+        assert_eq!(back, "a\u{202e}b\u{9b}c\u{1b}");
     }
 
     #[test]

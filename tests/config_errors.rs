@@ -344,3 +344,54 @@ fn a_config_error_in_the_environment_is_reported_too() {
         ran.stderr
     );
 }
+
+#[test]
+fn windows_and_unit_counts_the_limiter_cannot_hold_are_refused_with_their_place() {
+    for (from, to, line, says) in [
+        (
+            "window = \"24h\"",
+            "window = \"300000y\"",
+            5,
+            "outside 1s to 31d",
+        ),
+        (
+            "window = \"24h\"",
+            "window = \"1ns\"",
+            5,
+            "outside 1s to 31d",
+        ),
+        (
+            "window = \"24h\"",
+            "window = \"500us\"",
+            5,
+            "outside 1s to 31d",
+        ),
+        (
+            "window = \"24h\"",
+            "window = \"32d\"",
+            5,
+            "outside 1s to 31d",
+        ),
+        (
+            "quota = 10000",
+            "quota = 18446744073709551615",
+            3,
+            "the most units the limiter counts exactly",
+        ),
+        (
+            "ceiling = 9500\nwindow",
+            "ceiling = 9007199254740993\nwindow",
+            4,
+            "the most units the limiter counts exactly",
+        ),
+    ] {
+        let costs = ok_costs().replace(from, to);
+        assert_ne!(costs, ok_costs(), "{to}");
+        expect_config_error(&costs, REGIONS_OK, "costs.toml", line, says);
+    }
+    let limit = format!(
+        "{}\n[[limit]]\nname = \"search\"\nmethods = [\"search.list\"]\nmax = 1000\nwindow = \"0.5s\"\n",
+        ok_costs()
+    );
+    expect_config_error(&limit, REGIONS_OK, "costs.toml", 22, "outside 1s to 31d");
+}

@@ -4,11 +4,13 @@
 mod common;
 
 mod budget_cli;
+mod config_bounds;
 mod config_errors;
 mod conformance;
 // SIGKILL, exit statuses by signal, advisory locks: Unix only.
 #[cfg(unix)]
 mod crash;
+mod hardening;
 mod limiter_down;
 mod metrics_e2e;
 // Signals, kill -9, cron's shell and systemd: Unix only.

@@ -18,8 +18,8 @@ use crate::common::harness::{
     shorts, unit_costs_toml,
 };
 use crate::common::upstream::{
-    API_KEY, FakeUpstream, OVERRIDE, answer, answer_fixture, categories, complete_calls,
-    fixture_json, page1, page2,
+    API_KEY, FakeUpstream, OVERRIDE, PAGE2_TOKEN, answer, answer_fixture, categories,
+    complete_calls, fixture_json, page1, page2,
 };
 use crate::on_both_limiters;
 
@@ -268,8 +268,9 @@ fn a_run_cut_short_by_the_ceiling_is_resumed_by_the_next(redis: Option<&RedisSer
         (&regions["GB"]["pages"], &regions["GB"]["videos"]),
         (&Value::from(2), &Value::from(10))
     );
+    // The regions after the stop were never reached.
     for code in &REGIONS[2..] {
-        assert_eq!(regions[*code]["status"], "budget_exhausted", "{code}");
+        assert_eq!(regions[*code]["status"], "not_attempted", "{code}");
         assert_eq!(regions[*code]["pages"], 0, "{code}");
     }
     // The granted pages are committed whole.
@@ -341,11 +342,10 @@ fn an_upstream_quota_verdict_blocks_the_budget_until_pacific_midnight(redis: Opt
         (&regions["US"]["pages"], &regions["US"]["videos"]),
         (&Value::from(1), &Value::from(7))
     );
-    for code in REGIONS {
-        assert_eq!(
-            regions[code]["status"], "upstream_quota_exhausted",
-            "{code}"
-        );
+    assert_eq!(regions["US"]["status"], "upstream_quota_exhausted");
+    // The run stopped before it reached the others.
+    for code in &REGIONS[1..] {
+        assert_eq!(regions[*code]["status"], "not_attempted", "{code}");
     }
     assert_eq!(trending_rows(&h.db(), "US").len(), 7, "page 1 is kept");
     assert!(
@@ -592,10 +592,13 @@ fn an_invalid_key_fails_the_run_and_never_leaks(redis: Option<&RedisServer>) {
     assert_report_matches_calls(&h, &report, &calls);
     // The JSON says why too: each region whose call was refused carries the error.
     for (code, region) in regions_of(&report) {
-        assert_eq!(region["status"], "failed", "{code}");
         if region["units"] != 0 {
+            assert_eq!(region["status"], "failed", "{code}");
             let error = region["error"].as_str().unwrap_or_default();
             assert!(error.contains("API key not valid"), "{code}: {region}");
+        } else {
+            // Regions the run never reached before it stopped.
+            assert_eq!(region["status"], "not_attempted", "{code}");
         }
     }
     // The most verbose logging the binary has, too.
@@ -937,4 +940,268 @@ fn a_project_the_upstream_refuses_fails_the_whole_run_with_advice() {
         assert_report_matches_calls(&h, &ran.json(), &calls);
         assert_budget_matches_requests(&h);
     }
+}
+
+// Hostile answers: a 200 that breaks the protocol stops only its region, keeps what
+// was stored, and never stores a rank twice or past 200 (DESIGN.md section 5).
+
+#[test]
+fn pages_that_break_the_protocol_stop_only_their_region() {
+    let h = Harness::new(None);
+    // US: the second page hands back the token that led to it.
+    let mut looping = fixture_json("videos_last_page.json");
+    looping["nextPageToken"] = PAGE2_TOKEN.into();
+    h.fake.mount(
+        page2("US")
+            .respond_with(answer(200, &looping.to_string()))
+            .with_priority(OVERRIDE),
+    );
+    // GB: 56 items on a page of at most 50, each id distinct.
+    let mut oversized = fixture_json("videos_page1.json");
+    let items = oversized["items"].as_array().expect("items").clone();
+    let many: Vec<Value> = (0..56)
+        .map(|i| {
+            let mut v = items[i % items.len()].clone();
+            v["id"] = format!("over{i:07}").into();
+            v
+        })
+        .collect();
+    oversized["items"] = many.into();
+    h.fake.mount(
+        page1("GB")
+            .respond_with(answer(200, &oversized.to_string()))
+            .with_priority(OVERRIDE),
+    );
+    // DE: one video twice on its first page.
+    let mut twice = fixture_json("videos_page1.json");
+    twice["items"][3]["id"] = twice["items"][1]["id"].clone();
+    h.fake.mount(
+        page1("DE")
+            .respond_with(answer(200, &twice.to_string()))
+            .with_priority(OVERRIDE),
+    );
+    let (ran, calls) = h.run(&["run", "--json"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "failed", "{report}");
+    let regions = regions_of(&report);
+    let error = |code: &str| {
+        regions[code]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(
+        (&regions["US"]["status"], &regions["US"]["pages"]),
+        (&"failed".into(), &2.into())
+    );
+    assert!(error("US").contains("again"), "{}", error("US"));
+    assert_eq!(
+        (&regions["GB"]["status"], &regions["GB"]["pages"]),
+        (&"failed".into(), &0.into())
+    );
+    assert!(error("GB").contains("56 items"), "{}", error("GB"));
+    assert_eq!(regions["DE"]["status"], "failed");
+    assert!(error("DE").contains("twice"), "{}", error("DE"));
+    for code in &REGIONS[3..] {
+        assert_eq!(regions[*code]["status"], "complete", "{code}");
+    }
+    let db = h.db();
+    // US keeps its two pages, each video at one rank, ranks 1..=10 in order.
+    let us = trending_rows(&db, "US");
+    assert_eq!(
+        us.iter().map(|(rank, _)| *rank).collect::<Vec<_>>(),
+        (1..=10).collect::<Vec<i64>>()
+    );
+    let mut ids: Vec<&String> = us.iter().map(|(_, id)| id).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 10, "{us:?}");
+    assert!(trending_rows(&db, "GB").is_empty());
+    assert!(trending_rows(&db, "DE").is_empty());
+    assert!(count(&db, "SELECT max(rank) FROM trending") <= 200);
+    // Not retried, nothing more for those regions; the others made every call.
+    let of = |code: &str| {
+        let mine: Vec<_> = calls
+            .iter()
+            .filter(|c| c.region.as_deref() == Some(code))
+            .cloned()
+            .collect();
+        shorts(&mine)
+    };
+    assert_eq!(of("US"), ["US p1", "US p2"]);
+    assert_eq!(of("GB"), ["GB p1"]);
+    assert_eq!(of("DE"), ["DE p1"]);
+    assert_report_matches_calls(&h, &report, &calls);
+    assert_budget_matches_requests(&h);
+}
+
+/// Two regions, each with one search; two pages of chart each.
+const TWO_SEARCHING_REGIONS: &str = r#"
+[defaults]
+pages = 2
+
+[[region]]
+code = "US"
+offset = 0
+
+[[region.search]]
+name = "fresh"
+q = ""
+order = "viewCount"
+
+[[region]]
+code = "GB"
+offset = 7
+
+[[region.search]]
+name = "fresh"
+q = ""
+order = "viewCount"
+"#;
+
+fn search_for(region: &str) -> wiremock::MockBuilder {
+    Mock::given(wiremock::matchers::path("/search"))
+        .and(wiremock::matchers::query_param("regionCode", region))
+        .and(wiremock::matchers::header("X-Goog-Api-Key", API_KEY))
+}
+
+/// A search answer listing `ids`, shaped like the upstream's.
+fn search_answer(ids: &[String]) -> String {
+    let items: Vec<Value> = ids
+        .iter()
+        .map(|id| {
+            serde_json::json!({
+                "kind": "youtube#searchResult",
+                "id": {"kind": "youtube#video", "videoId": id},
+            })
+        })
+        .collect();
+    serde_json::json!({"kind": "youtube#searchListResponse", "items": items}).to_string()
+}
+
+#[test]
+fn a_bad_search_answer_fails_only_its_region_and_is_counted_once() {
+    let too_many: Vec<String> = (0..51).map(|i| format!("many{i:07}")).collect();
+    let with_comma: Vec<String> = vec!["Wf5gH2jKl8E".into(), "abc,defghij".into()];
+    for (bad, says) in [(too_many, "51 items"), (with_comma, "\"abc,defghij\"")] {
+        let mut h = Harness::new(None);
+        h.regions(TWO_SEARCHING_REGIONS);
+        h.fake
+            .mount(search_for("US").respond_with(answer(200, &search_answer(&bad))));
+        h.fake
+            .mount(search_for("GB").respond_with(answer_fixture(200, "search.json")));
+        h.fake.mount(
+            Mock::given(wiremock::matchers::path("/videos"))
+                .and(|r: &wiremock::Request| r.url.query_pairs().any(|(k, _)| k == "id"))
+                .respond_with(answer_fixture(200, "videos_by_id.json")),
+        );
+        let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
+        assert_eq!(ran.code, 1, "{says}: {}", ran.stderr);
+        let report = ran.json();
+        let regions = regions_of(&report);
+        let us_error = regions["US"]["error"].as_str().unwrap_or_default();
+        assert_eq!(regions["US"]["status"], "failed", "{report}");
+        assert!(us_error.contains(says), "{us_error}");
+        assert!(!ran.stderr.contains("bug in the caller"), "{}", ran.stderr);
+        assert_eq!(regions["GB"]["status"], "complete", "{report}");
+        // US: its chart, then the one search, and no details for what it found.
+        let methods: Vec<String> = calls.iter().map(|c| c.method.clone()).collect();
+        assert_eq!(
+            methods.iter().filter(|m| *m == "search.list").count(),
+            2,
+            "{methods:?}"
+        );
+        assert_eq!(
+            calls
+                .iter()
+                .filter(|c| c.method == "videos.list" && c.region.is_none())
+                .count(),
+            1,
+            "only GB's search gets its details: {calls:?}"
+        );
+        // Each call counted once: the report and the budget hold what was sent.
+        let units: u64 = h.units_sent(&calls).values().sum();
+        assert_eq!(
+            report["calls"].as_u64(),
+            Some(calls.len() as u64),
+            "{report}"
+        );
+        assert_eq!(report["units_charged"].as_u64(), Some(units), "{report}");
+        assert_budget_matches_requests(&h);
+    }
+}
+
+#[test]
+fn regions_a_stopped_run_never_reached_are_not_attempted() {
+    let fake = FakeUpstream::empty();
+    fake.mount(Mock::given(any()).respond_with(answer_fixture(400, "error_key_invalid.json")));
+    let h = Harness::with(fake, None);
+    let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(shorts(&calls), ["US p1"]);
+    let report = ran.json();
+    let regions = regions_of(&report);
+    assert_eq!(regions["US"]["status"], "failed", "{report}");
+    assert!(regions["US"]["error"].is_string(), "{report}");
+    for code in &REGIONS[1..] {
+        assert_eq!(
+            regions[*code]["status"], "not_attempted",
+            "{code}: {report}"
+        );
+        assert_eq!(regions[*code]["units"], 0, "{code}");
+    }
+    assert_report_matches_calls(&h, &report, &calls);
+}
+
+#[test]
+fn terminal_controls_from_the_upstream_are_shown_escaped() {
+    let h = Harness::new(None);
+    const TITLE: &str = "Quokkaville \u{1b}[2J\u{1b}]0;owned\u{7}night\r\u{202e}cod.exe";
+    let mut page = fixture_json("videos_page1.json");
+    page["items"][0]["snippet"]["title"] = TITLE.into();
+    page["items"][0]["snippet"]["channelTitle"] = "chan\u{9b}31m\u{2066}nel".into();
+    h.fake.mount(
+        page1("US")
+            .respond_with(answer(200, &page.to_string()))
+            .with_priority(OVERRIDE),
+    );
+    // A bad value with controls in it ends up quoted in an error message.
+    let mut bad = fixture_json("videos_last_page.json");
+    bad["items"][0]["statistics"]["viewCount"] = "1\u{1b}]0;pwned\u{7}\u{202e}".into();
+    h.fake.mount(
+        page2("US")
+            .respond_with(answer(200, &bad.to_string()))
+            .with_priority(OVERRIDE),
+    );
+    // One region: another's copy of the same video would update its title.
+    let (ran, _) = h.run(&["run", "--json", "--region", "US"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let (text, _) = h.run(&["search", "Quokkaville"]);
+    let (json, _) = h.run(&["search", "Quokkaville", "--json"]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(
+        text.stdout
+            .contains("Quokkaville \\u{1b}[2J\\u{1b}]0;owned\\u{7}night\\r\\u{202e}cod.exe"),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout.contains("chan\\u{9b}31m\\u{2066}nel"),
+        "{}",
+        text.stdout
+    );
+    // The JSON carries the title exactly, as escapes.
+    assert_eq!(json.json()["results"][0]["title"], TITLE);
+    for (what, out) in [
+        ("search", &text.stdout),
+        ("search --json", &json.stdout),
+        ("run stdout", &ran.stdout),
+        ("run stderr", &ran.stderr),
+    ] {
+        for c in ['\u{1b}', '\u{7}', '\r', '\u{9b}', '\u{202e}', '\u{2066}'] {
+            assert!(!out.contains(c), "{what} holds {c:?} raw: {out:?}");
+        }
+    }
+    assert!(ran.stderr.contains("\\u{1b}]0;pwned"), "{}", ran.stderr);
 }

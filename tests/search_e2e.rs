@@ -99,7 +99,13 @@ fn bad_query_syntax_is_a_usage_error_that_says_how_to_quote() {
             "{query}: says how to quote: {}",
             ran.stderr
         );
-        assert!(ran.stdout.trim().is_empty(), "{}", ran.stdout);
+        // --json still answers with one object that says why (DESIGN.md 2).
+        let json = ran.json();
+        assert_eq!(json["status"], "failed", "{json}");
+        assert!(
+            json["error"].as_str().is_some_and(|e| e.contains("quote")),
+            "{json}"
+        );
     }
     assert_budget_matches_requests(&h);
 }

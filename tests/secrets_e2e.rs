@@ -278,3 +278,127 @@ fn no_secret_anywhere() {
         }
     }
 }
+
+/// Everything under the scratch directory and every output of the session, checked
+/// for `secrets`.
+fn assert_nowhere(h: &Harness<'_>, session: &[(String, Ran)], secrets: &[&str]) {
+    let mut written: Vec<(String, Vec<u8>)> = Vec::new();
+    for (what, ran) in session {
+        written.push((format!("stdout of {what}"), ran.stdout.clone().into_bytes()));
+        written.push((format!("stderr of {what}"), ran.stderr.clone().into_bytes()));
+    }
+    for (path, bytes) in files_under(h.scratch.path()) {
+        written.push((path.display().to_string(), bytes));
+    }
+    for (what, bytes) in &written {
+        for secret in secrets {
+            assert!(
+                !contains(bytes, secret),
+                "{secret} is in {what}:\n{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_refused_api_base_carrying_the_key_never_shows_it() {
+    let h = Harness::new(None);
+    let secret_password = "base-PaSs-4410";
+    let mut session: Vec<(String, Ran)> = Vec::new();
+    for base in [
+        format!("http://user:{secret_password}@127.0.0.1:9/v3?key={API_KEY}"),
+        format!("http://127.0.0.1:99999/v3?key={API_KEY}&x=1"),
+        format!("ftp://{API_KEY}@127.0.0.1/v3"),
+        format!("https://127.0.0.1/v3#{API_KEY}"),
+        format!("not a url {API_KEY}"),
+    ] {
+        for format in ["text", "json"] {
+            let ran = h
+                .bare()
+                .env("YOUTUBE_API_KEY", API_KEY)
+                .env("RUST_LOG", "trace")
+                .args(["--log-format", format, "--api-base", &base, "run", "--json"])
+                .run();
+            assert!(
+                ran.stderr.contains("is not usable"),
+                "{base}: {}",
+                ran.stderr
+            );
+            assert_eq!(ran.json()["status"], "failed", "{}", ran.stdout);
+            step(
+                &mut session,
+                &format!("--api-base {base}, {format} logs"),
+                ran,
+                78,
+            );
+        }
+    }
+    assert!(
+        session[0]
+            .1
+            .stderr
+            .contains("http://***:***@127.0.0.1:9/v3?key=***"),
+        "the refused base is shown masked: {}",
+        session[0].1.stderr
+    );
+    assert!(h.fake.calls().is_empty());
+    assert_nowhere(&h, &session, &[API_KEY, secret_password]);
+}
+
+#[test]
+fn an_upstream_that_reflects_the_key_in_a_200_does_not_make_it_leak() {
+    let h = Harness::new(None);
+    // Page 1 carries the key in text the store keeps; page 2 in a count, which makes it
+    // malformed and quoted in the region's error.
+    let mut page = crate::common::upstream::fixture_json("videos_page1.json");
+    page["items"][0]["snippet"]["title"] = format!("Wombatfest echo {API_KEY}").into();
+    page["items"][0]["snippet"]["description"] = format!("key={API_KEY}").into();
+    page["items"][0]["snippet"]["tags"] = serde_json::json!([API_KEY, "wombat"]);
+    page["items"][0]["snippet"]["channelTitle"] = API_KEY.into();
+    h.fake.mount(
+        crate::common::upstream::page1("US")
+            .respond_with(crate::common::upstream::answer(200, &page.to_string()))
+            .with_priority(OVERRIDE),
+    );
+    let mut last = crate::common::upstream::fixture_json("videos_last_page.json");
+    last["items"][0]["statistics"]["viewCount"] = API_KEY.into();
+    h.fake.mount(
+        crate::common::upstream::page2("US")
+            .respond_with(crate::common::upstream::answer(200, &last.to_string()))
+            .with_priority(OVERRIDE),
+    );
+    let mut session: Vec<(String, Ran)> = Vec::new();
+    let (ran, calls) = h.run(&["-vv", "run", "--json", "--region", "US"]);
+    assert_eq!(calls.len(), 2);
+    let error = ran.json()["regions"][0]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        error.contains("viewCount") && error.contains("[redacted]"),
+        "{error}"
+    );
+    step(&mut session, "run", ran, 1);
+    let ran = h
+        .cmd()
+        .env("RUST_LOG", "trace")
+        .args(["--log-format", "json", "run", "--json", "--region", "US"])
+        .run();
+    step(&mut session, "run, traced JSON logs", ran, 1);
+    let ran = h.bare().args(["search", "Wombatfest", "--json"]).run();
+    assert_eq!(
+        ran.json()["results"][0]["title"],
+        "Wombatfest echo [redacted]",
+        "{}",
+        ran.stdout
+    );
+    step(&mut session, "search --json", ran, 0);
+    step(
+        &mut session,
+        "search",
+        h.bare().args(["search", "wombat"]).run(),
+        0,
+    );
+    assert_nowhere(&h, &session, &[API_KEY]);
+}

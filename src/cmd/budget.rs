@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use super::{Access, load_budget, open_limiter, read_status};
 use crate::cli::{BudgetAction, BudgetArgs, Global};
-use crate::error::{ExitCode, SilentExit, UsageError};
-use crate::quota::{Allowance, BUDGET_POLICY, Budget, Decision, Entry, Status};
+use crate::error::{ExitCode, SilentExit, UsageError, after_output};
+use crate::quota::{Allowance, BUDGET_POLICY, Budget, ChargeError, Decision, Entry, Status};
 use crate::report::{human, print_json, rfc3339, seconds};
 
 pub async fn run(global: &Global, args: &BudgetArgs) -> Result<()> {
@@ -285,13 +285,18 @@ async fn charge(
         Allowance::Ceiling
     };
     let id = format!("manual-{}", crate::report::new_run_id());
-    let charge = budget.charge(&id, method, count, allowance).map_err(|e| {
-        let known: Vec<&str> = budget.costs.keys().map(String::as_str).collect();
-        UsageError(format!(
-            "{e}; the methods with a cost are: {}",
-            known.join(", ")
-        ))
-    })?;
+    let charge = budget
+        .charge(&id, method, count, allowance)
+        .map_err(|e| match e {
+            ChargeError::UnknownMethod(_) => {
+                let known: Vec<&str> = budget.costs.keys().map(String::as_str).collect();
+                UsageError(format!(
+                    "{e}; the methods with a cost are: {}",
+                    known.join(", ")
+                ))
+            }
+            ChargeError::TooLarge { .. } => UsageError(e.to_string()),
+        })?;
     let limiter = open_limiter(global, &budget, Access::Charge).await?;
     let decision: Decision = match limiter.charge(&charge).await {
         Ok(d) => d,
@@ -300,7 +305,7 @@ async fn charge(
             tracing::error!(
                 "{e}; nothing was charged: make the calls when the limiter answers again"
             );
-            if json {
+            let printed = if json {
                 print_json(&ChargeJson {
                     granted: false,
                     units: charge.units,
@@ -309,9 +314,11 @@ async fn charge(
                     retry_after_s: None,
                     denied_by: Some(LIMITER_DOWN),
                     policy: None,
-                })?;
-            }
-            return Err(SilentExit(ExitCode::TryLater).into());
+                })
+            } else {
+                Ok(())
+            };
+            return after_output(printed, Err(SilentExit(ExitCode::TryLater).into()));
         }
         Err(e) => {
             return Err(e).with_context(|| {
@@ -337,13 +344,30 @@ async fn charge(
         denied_by: decision.denied_by.as_deref(),
         policy: applied.map(|p| p.policy.as_str()),
     };
+    let printed = if json {
+        print_json(&report)
+    } else {
+        print_decision(&report, &decision, count, method).map_err(Into::into)
+    };
+    let outcome = if decision.granted {
+        Ok(())
+    } else {
+        Err(SilentExit(ExitCode::TryLater).into())
+    };
+    after_output(printed, outcome)
+}
+
+fn print_decision(
+    report: &ChargeJson<'_>,
+    decision: &Decision,
+    count: u64,
+    method: &str,
+) -> std::io::Result<()> {
     let about = report
         .policy
         .map_or(String::new(), |p| format!(" in policy \"{p}\""));
     let mut out = std::io::stdout().lock();
-    if json {
-        print_json(&report)?;
-    } else if decision.granted {
+    if decision.granted {
         writeln!(
             out,
             "granted {} units ({count} × {method}); {} used, {} remaining{about}",
@@ -365,11 +389,7 @@ async fn charge(
             report.remaining.unwrap_or(0)
         )?;
     }
-    if decision.granted {
-        Ok(())
-    } else {
-        Err(SilentExit(ExitCode::TryLater).into())
-    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -13,16 +13,16 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use crate::cli::{Cli, Command, Global};
+use crate::cli::{BudgetAction, Cli, Command, Global};
 use crate::config::{self, Config, Origin};
-use crate::error::UsageError;
+use crate::error::{MissingConfig, UsageError, exit_code_for, is_broken_pipe, is_silent};
 use crate::quota::{Budget, EmbeddedLimiter, Journal, Limiter, RedisLimiter, Status};
 use crate::youtube;
 
 pub async fn run(cli: Cli) -> Result<()> {
     crate::logging::init(cli.global.log_format, cli.global.verbose, cli.global.quiet);
     let global = &cli.global;
-    match &cli.command {
+    let result = match &cli.command {
         Command::Run(args) => run::run(global, args).await,
         Command::Backfill(args) => run::backfill(global, args).await,
         Command::Budget(args) => budget::run(global, args).await,
@@ -31,6 +31,44 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Crontab(args) => crontab::run(global, args),
         Command::Status(args) => status::run(global, args).await,
         Command::Runs(args) => runs::run(global, args),
+    };
+    if let Err(err) = &result
+        && wants_json(&cli.command)
+        && !is_silent(err)
+        && !is_broken_pipe(err)
+    {
+        print_failure_json(err);
+    }
+    result
+}
+
+/// Whether the command was asked for one JSON object on stdout.
+fn wants_json(command: &Command) -> bool {
+    match command {
+        Command::Run(args) => args.fetch.json,
+        Command::Backfill(args) => args.fetch.json,
+        Command::Budget(args) => match &args.action {
+            None => args.json,
+            Some(BudgetAction::Charge { json, .. } | BudgetAction::Unblock { json }) => *json,
+        },
+        Command::Search(args) => args.json,
+        Command::Status(args) => args.json,
+        Command::Runs(args) => args.json,
+        Command::Completions { .. } | Command::Crontab(_) => false,
+    }
+}
+
+/// A command that failed before it could report (a bad config file, no key) still
+/// answers a script that reads its JSON (DESIGN.md section 2), with the message `main`
+/// logs.
+fn print_failure_json(err: &anyhow::Error) {
+    let object = serde_json::json!({
+        "status": "failed",
+        "exit_code": exit_code_for(err).code(),
+        "error": crate::error::report(err),
+    });
+    if let Err(e) = crate::report::print_json(&object) {
+        tracing::debug!("the failure could not be printed as JSON either: {e}");
     }
 }
 
@@ -40,19 +78,37 @@ const CALLED: &[&str] = &[youtube::VIDEOS_LIST, youtube::VIDEO_CATEGORIES_LIST];
 pub(crate) fn load_config(global: &Global) -> Result<Config> {
     let costs = Origin::resolve(global.costs.as_deref(), "quota-costs.toml");
     let regions = Origin::resolve(global.regions.as_deref(), "regions.toml");
-    Ok(Config::load(
-        &costs,
-        &regions,
-        CALLED,
-        youtube::SEARCH_LIST,
-    )?)
+    let config = Config::load(&costs, &regions, CALLED, youtube::SEARCH_LIST)?;
+    refuse_api_key_as_budget_key(global, &config.budget, &costs)?;
+    Ok(config)
 }
 
 pub(crate) fn load_budget(global: &Global) -> Result<Budget> {
-    Ok(config::load_budget(&Origin::resolve(
-        global.costs.as_deref(),
-        "quota-costs.toml",
-    ))?)
+    let costs = Origin::resolve(global.costs.as_deref(), "quota-costs.toml");
+    let budget = config::load_budget(&costs)?;
+    refuse_api_key_as_budget_key(global, &budget, &costs)?;
+    Ok(budget)
+}
+
+/// `budget.key` names Redis keys and database rows, so it must not be the API key
+/// itself, whatever the key's shape (DESIGN.md 3.4). Compared with the key this
+/// process would use, when there is one.
+fn refuse_api_key_as_budget_key(global: &Global, budget: &Budget, costs: &Origin) -> Result<()> {
+    let Ok(key) = run::api_key(global) else {
+        return Ok(());
+    };
+    if key.is(&budget.key) {
+        let file = match costs {
+            Origin::Given(path) => path.display().to_string(),
+            Origin::BuiltIn => "built-in quota-costs.toml".to_owned(),
+        };
+        return Err(MissingConfig(format!(
+            "{file}: budget.key is the API key in use; it must only name the pool (e.g. \"key1\"), \
+             or the key would end up in Redis key names and the database"
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// Whether the limiter is opened to charge or only to read, and whether the calls
@@ -145,7 +201,29 @@ async fn replay_journal(db: &Path, budget: &Budget, limiter: &Limiter) {
     }
 }
 
+/// A read-only command treats a missing database as empty; a missing directory,
+/// though, is a typo in `--db`, and an empty answer (a whole budget left, no videos)
+/// would hide it.
+pub(crate) fn refuse_missing_directory(db: &Path) -> Result<()> {
+    let dir = match db.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => return Ok(()),
+    };
+    if !db.exists() && !dir.is_dir() {
+        return Err(MissingConfig(format!(
+            "--db {}: the directory {} does not exist; check the path (TRENDSYNC_DB)",
+            db.display(),
+            dir.display()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 fn embedded(db: &Path, key: &str, access: Access) -> Result<EmbeddedLimiter> {
+    if access != Access::Charge {
+        refuse_missing_directory(db)?;
+    }
     let limiter = match access {
         Access::Read | Access::ReadReplayed => EmbeddedLimiter::open_read_only(db, key),
         Access::Charge => EmbeddedLimiter::open(db, key),

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::{Access, load_config, open_limiter, read_status, select_regions};
 use crate::cli::{BackfillArgs, Global, RunArgs};
 use crate::config::{Config, Region};
-use crate::error::{ExitCode, MissingConfig, SilentExit};
+use crate::error::{ExitCode, MissingConfig, SilentExit, after_output};
 use crate::metrics::{self, BudgetNumbers, Picture};
 use crate::quota::Allowance;
 use crate::report::{human, print_json, rfc3339, seconds};
@@ -105,7 +105,7 @@ fn freshness(global: &Global) -> Result<BTreeMap<String, Freshness>> {
 }
 
 /// The API key from `--api-key-file` or `YOUTUBE_API_KEY`; never printed.
-fn api_key(global: &Global) -> Result<ApiKey> {
+pub(super) fn api_key(global: &Global) -> Result<ApiKey> {
     if let Some(path) = &global.api_key_file {
         let text = std::fs::read_to_string(path).map_err(|e| {
             MissingConfig(format!(
@@ -113,16 +113,15 @@ fn api_key(global: &Global) -> Result<ApiKey> {
                 path.display()
             ))
         })?;
-        warn_if_shared(path);
         if text.trim().is_empty() {
             return Err(
                 MissingConfig(format!("the API key file {} is empty", path.display())).into(),
             );
         }
-        return Ok(ApiKey::new(text));
+        return checked_key(text, &format!("the API key file {}", path.display()));
     }
     match std::env::var("YOUTUBE_API_KEY") {
-        Ok(key) if !key.trim().is_empty() => Ok(ApiKey::new(key)),
+        Ok(key) if !key.trim().is_empty() => checked_key(key, "YOUTUBE_API_KEY"),
         _ => Err(MissingConfig(
             "no API key: set YOUTUBE_API_KEY, or pass --api-key-file PATH (a file holding only the key); \
              --dry-run needs none"
@@ -130,6 +129,26 @@ fn api_key(global: &Global) -> Result<ApiKey> {
         )
         .into()),
     }
+}
+
+/// A key is one line of printable ASCII. A second line or a stray character is most
+/// likely a file that holds something else too; the message says what, never the key.
+fn checked_key(text: String, source: &str) -> Result<ApiKey> {
+    let key = text.trim();
+    if key.lines().nth(1).is_some() {
+        return Err(MissingConfig(format!(
+            "{source} holds more than one line; it must hold only the key, on one line"
+        ))
+        .into());
+    }
+    if !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(MissingConfig(format!(
+            "{source} holds characters no API key has (spaces, control characters or non-ASCII); \
+             it must hold only the key"
+        ))
+        .into());
+    }
+    Ok(ApiKey::new(text))
 }
 
 /// A key file others can read is a key others can spend.
@@ -153,6 +172,8 @@ async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     if !job.dry_run {
         return fetch(global, config, job).await;
     }
+    // No call is made, but a base the real run would refuse is refused here too (78).
+    youtube::parse_api_base(&global.api_base)?;
     let fresh = freshness(global)?;
     let plan = runner::plan(&job.regions, &fresh, now_s());
     let budget = &config.budget;
@@ -162,16 +183,16 @@ async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     let status = read_status(&limiter, budget, &names).await?;
     let sim = runner::simulate(&plan, budget, job.allowance, &status);
     let cut = sim.stop.is_some();
-    if job.json {
-        print_dry_run_json(&job, &sim)?;
+    let printed = if job.json {
+        print_dry_run_json(&job, &sim)
     } else {
         print_plan(
             &job,
             budget.max_for(job.allowance),
             &sim,
             &limiter.describe(),
-        )?;
-    }
+        )
+    };
     let summary = match &sim.stop {
         None => format!(
             "{} dry run: the whole plan fits ({} calls)",
@@ -196,11 +217,12 @@ async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
         "{summary}; regions: {}",
         regions.join(", ")
     );
-    if cut {
+    let outcome = if cut {
         Err(SilentExit(ExitCode::TryLater).into())
     } else {
         Ok(())
-    }
+    };
+    after_output(printed, outcome)
 }
 
 /// The real run: every call charged before it is made.
@@ -209,8 +231,12 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     // too instead of killing the process.
     let signals = Signals::listen()?;
     let key = api_key(global)?;
+    if let Some(path) = &global.api_key_file {
+        warn_if_shared(path);
+    }
+    // The error names the base itself, masked and without the key.
     let client = Client::new(&global.api_base, key, REQUEST_TIMEOUT)
-        .with_context(|| format!("setting up the upstream client for {}", global.api_base))?;
+        .context("setting up the upstream client (--api-base, the API key)")?;
     let store = Store::open(&global.db)
         .with_context(|| format!("opening the database {}", global.db.display()))?;
     mark_abandoned(&store, &global.db);
@@ -256,19 +282,22 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     if let Some(path) = &global.metrics_file
         && let Err(e) = write_metrics(path, &global.db, &run, &report).await
     {
-        tracing::error!(run_id = %report.run_id, "{e:#}");
+        tracing::error!(run_id = %report.run_id, "{}", crate::error::report(&e));
     }
-    if job.json {
-        print_json(&report)?;
-    }
+    let printed = if job.json {
+        print_json(&report)
+    } else {
+        Ok(())
+    };
     watcher.abort();
-    match report.status.exit_code() {
+    let outcome = match report.status.exit_code() {
         None => Ok(()),
         Some(ExitCode::Interrupted) if received.get() == Some(&Signal::Term) => {
             Err(SilentExit(ExitCode::Terminated).into())
         }
         Some(code) => Err(SilentExit(code).into()),
-    }
+    };
+    after_output(printed, outcome)
 }
 
 /// The one-line summary (the heartbeat a cron log keeps), with the run's numbers as
@@ -602,15 +631,23 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
     } else {
         "complete"
     };
+    // The region of the call where the run would stop; the regions after it, with no
+    // call that fits, are never reached.
+    let stops_in = sim.calls.iter().find(|c| !c.fits).map(|c| &c.call.region);
     let regions = job
         .regions
         .iter()
         .map(|r| {
             let mine = sim.calls.iter().filter(|c| c.call.region == r.code);
             let cut = mine.clone().any(|c| !c.fits);
+            let reached = mine.clone().any(|c| c.fits) || stops_in == Some(&r.code);
             RegionJson {
                 code: r.code.clone(),
-                status: if cut { "budget_exhausted" } else { "complete" },
+                status: match (cut, reached) {
+                    (false, _) => "complete",
+                    (true, true) => "budget_exhausted",
+                    (true, false) => "not_attempted",
+                },
                 // The pages the plan would fetch (a chart that ends early has fewer).
                 pages: mine
                     .clone()

@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::cli::{Global, SearchArgs};
 use crate::error::UsageError;
 use crate::store::{SearchHit, Store, StoreError};
+use crate::youtube::visible;
 
 #[derive(Serialize)]
 struct HitJson<'a> {
@@ -30,6 +31,7 @@ struct SearchJson<'a> {
 
 pub fn run(global: &Global, args: &SearchArgs) -> Result<()> {
     let region = args.region.as_deref().map(str::to_ascii_uppercase);
+    super::refuse_missing_directory(&global.db)?;
     let store = Store::open_read_only(&global.db)
         .with_context(|| format!("opening {} to search", global.db.display()))?;
     let hits: Vec<SearchHit> = match store {
@@ -69,6 +71,8 @@ pub fn run(global: &Global, args: &SearchArgs) -> Result<()> {
     if hits.is_empty() {
         writeln!(out, "no videos match {:?}", args.query)?;
     }
+    // Titles and channel names are the upstream's text: a screen clear or a
+    // right-to-left override in one is shown escaped, never acted on (DESIGN.md 2).
     for (i, h) in hits.iter().enumerate() {
         let views = h
             .view_count
@@ -77,12 +81,16 @@ pub fn run(global: &Global, args: &SearchArgs) -> Result<()> {
             out,
             "{:>3}. {} — {} ({views}; {})",
             i + 1,
-            h.title,
-            h.channel_title,
-            h.regions.join(", ")
+            visible(&h.title),
+            visible(&h.channel_title),
+            visible(&h.regions.join(", "))
         )?;
-        writeln!(out, "     {}", h.snippet.replace('\n', " "))?;
-        writeln!(out, "     https://www.youtube.com/watch?v={}", h.video_id)?;
+        writeln!(out, "     {}", visible(&h.snippet.replace('\n', " ")))?;
+        writeln!(
+            out,
+            "     https://www.youtube.com/watch?v={}",
+            visible(&h.video_id)
+        )?;
     }
     Ok(())
 }

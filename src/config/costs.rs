@@ -2,12 +2,13 @@
 //! limiter is down, and the narrower limits.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::{ConfigError, SourceText, parse_duration};
-use crate::quota::{Budget, DownPolicy, Limit, Per, RESERVED_POLICY_NAMES};
+use crate::quota::{Budget, DownPolicy, Limit, MAX_UNITS, Per, RESERVED_POLICY_NAMES};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -55,13 +56,46 @@ struct RawLimit {
     per: RawPer,
 }
 
-fn duration(
+/// The shortest window a policy may have: the limiters count in microseconds, but a
+/// window much shorter than a call's round trip counts nothing (and "1ns" acted as no
+/// window at all).
+pub const MIN_WINDOW: Duration = Duration::from_secs(1);
+/// The longest window: 31 days. Longer ones only grow the stored log, and a window of
+/// years overflowed the expiry arithmetic.
+pub const MAX_WINDOW: Duration = Duration::from_secs(31 * 86_400);
+
+/// A policy's window, within [`MIN_WINDOW`]..=[`MAX_WINDOW`].
+fn window_of(
     src: &SourceText<'_>,
     value: &Spanned<String>,
     what: &str,
-) -> Result<std::time::Duration, ConfigError> {
-    parse_duration(value.get_ref())
-        .map_err(|e| src.error_at(Some(value.span()), format!("{what}: {e}")))
+) -> Result<Duration, ConfigError> {
+    let d = parse_duration(value.get_ref())
+        .map_err(|e| src.error_at(Some(value.span()), format!("{what}: {e}")))?;
+    if d < MIN_WINDOW || d > MAX_WINDOW {
+        return Err(src.error_at(
+            Some(value.span()),
+            format!(
+                "{what} \"{}\" is outside 1s to 31d; the limiter keeps windows from one second to 31 days, e.g. \"24h\"",
+                value.get_ref()
+            ),
+        ));
+    }
+    Ok(d)
+}
+
+/// A unit count, at most [`MAX_UNITS`]: the limiter could not count more exactly.
+fn units(src: &SourceText<'_>, value: &Spanned<u64>, what: &str) -> Result<u64, ConfigError> {
+    let n = *value.get_ref();
+    if n > MAX_UNITS {
+        return Err(src.error_at(
+            Some(value.span()),
+            format!(
+                "{what} ({n}) is above {MAX_UNITS}, the most units the limiter counts exactly (they travel as Lua numbers)"
+            ),
+        ));
+    }
+    Ok(n)
 }
 
 /// Names go into Redis keys and metric labels: keep them plain.
@@ -90,8 +124,8 @@ pub fn parse_costs(src: &SourceText<'_>) -> Result<Budget, ConfigError> {
             "budget.key looks like an API key; it must only name the pool (e.g. \"key1\"): the key itself goes in YOUTUBE_API_KEY",
         ));
     }
-    let quota = *b.quota.get_ref();
-    let ceiling = *b.ceiling.get_ref();
+    let quota = units(src, &b.quota, "budget.quota")?;
+    let ceiling = units(src, &b.ceiling, "budget.ceiling")?;
     if quota == 0 {
         return Err(src.error_at(Some(b.quota.span()), "budget.quota must be at least 1"));
     }
@@ -104,7 +138,7 @@ pub fn parse_costs(src: &SourceText<'_>) -> Result<Budget, ConfigError> {
             format!("budget.ceiling ({ceiling}) is above budget.quota ({quota}); the ceiling must leave the reserve below the quota"),
         ));
     }
-    let window = duration(src, &b.window, "budget.window")?;
+    let window = window_of(src, &b.window, "budget.window")?;
 
     if raw.costs.get_ref().is_empty() {
         return Err(src.error_at(
@@ -174,7 +208,7 @@ pub fn parse_costs(src: &SourceText<'_>) -> Result<Budget, ConfigError> {
                 format!("limit \"{name}\" lists no methods"),
             ));
         }
-        let max = *raw_limit.max.get_ref();
+        let max = units(src, &raw_limit.max, &format!("limit \"{name}\" max"))?;
         let per = match raw_limit.per {
             RawPer::Unit => Per::Unit,
             RawPer::Call => Per::Call,
@@ -203,7 +237,7 @@ pub fn parse_costs(src: &SourceText<'_>) -> Result<Budget, ConfigError> {
                 .map(|m| m.get_ref().clone())
                 .collect(),
             max,
-            window: duration(src, &raw_limit.window, &format!("limit \"{name}\" window"))?,
+            window: window_of(src, &raw_limit.window, &format!("limit \"{name}\" window"))?,
             per,
         });
     }

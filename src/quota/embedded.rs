@@ -429,7 +429,7 @@ fn charge_in(
             tx.prepare_cached(
                 "INSERT INTO quota_entry (policy, member, at_us, expires_us, units, method) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
-            .execute(params![id, charge.id, at, at + window_us, units, charge.method])?;
+            .execute(params![id, charge.id, at, at.saturating_add(window_us), units, charge.method])?;
             tx.prepare_cached(
                 "INSERT INTO quota_total (policy, total) VALUES (?1, ?2)
                  ON CONFLICT (policy) DO UPDATE SET total = total + excluded.total",

@@ -77,11 +77,35 @@ pub struct Budget {
     pub limits: Vec<Limit>,
 }
 
+/// The most units a quota, ceiling, cost, limit maximum or single charge may be.
+/// Redis carries units as Lua numbers (doubles, exact to 2^53) and a window's total
+/// adds charges to them, so values stay well below that: 2^50 leaves room for the
+/// window to hold the maximum several times over (calls replayed from the journal are
+/// counted even into a full window) before any sum loses a unit.
+pub const MAX_UNITS: u64 = 1 << 50;
+
 /// A method the budget has no cost for: a programming or configuration mistake, never
 /// a throttle.
 #[derive(Debug, thiserror::Error)]
 #[error("no cost is configured for method \"{0}\"; add it to [costs] in quota-costs.toml")]
 pub struct UnknownMethod(pub String);
+
+/// Why a charge could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ChargeError {
+    #[error(transparent)]
+    UnknownMethod(#[from] UnknownMethod),
+    /// More units than the limiter can count exactly: refused rather than rounded or
+    /// wrapped, either of which could let calls through uncounted.
+    #[error(
+        "{count} × \"{method}\" at {cost} units each is more than a charge may hold ({MAX_UNITS} units); charge fewer calls at once"
+    )]
+    TooLarge {
+        method: String,
+        count: u64,
+        cost: u64,
+    },
+}
 
 impl Budget {
     pub fn cost(&self, method: &str) -> Result<u64, UnknownMethod> {
@@ -129,8 +153,16 @@ impl Budget {
         method: &str,
         count: u64,
         allowance: Allowance,
-    ) -> Result<Charge, UnknownMethod> {
-        let units = self.cost(method)?.saturating_mul(count);
+    ) -> Result<Charge, ChargeError> {
+        let cost = self.cost(method)?;
+        let units = cost
+            .checked_mul(count)
+            .filter(|u| *u <= MAX_UNITS && count <= MAX_UNITS)
+            .ok_or_else(|| ChargeError::TooLarge {
+                method: method.to_owned(),
+                count,
+                cost,
+            })?;
         let mut parts = Vec::with_capacity(1 + self.limits.len());
         if units > 0 {
             parts.push(Part {

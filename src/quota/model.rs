@@ -40,7 +40,11 @@ pub fn fit(
     if units > max {
         return Fit::Never;
     }
-    let Some(need) = (used + units).checked_sub(max).filter(|n| *n > 0) else {
+    let Some(need) = used
+        .saturating_add(units)
+        .checked_sub(max)
+        .filter(|n| *n > 0)
+    else {
         return Fit::Now;
     };
     let mut freed = 0u64;

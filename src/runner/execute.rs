@@ -2,7 +2,7 @@
 //! in parallel with their pages in order, and one shared stop that ends every task's
 //! calls as soon as the budget (or the upstream) says no.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,10 +12,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{OnceCell, Semaphore, watch};
 use tokio::task::JoinSet;
 
+use super::error::RunError;
 use super::lock::{self, RegionLock};
 use super::outcome::{Attempts, CallOutcome, RegionReport, RunReport, Status, Stop, overall};
 use super::plan::{self, Freshness};
 use crate::config::Region;
+use crate::error::chain;
 use crate::progress::RegionBar;
 use crate::quota::{
     Allowance, BUDGET_POLICY, Budget, Charge, DownPolicy, Journal, Limiter, LimiterError,
@@ -79,12 +81,24 @@ pub struct Run {
     abandon: watch::Sender<bool>,
 }
 
+/// The deepest chart position stored: the chart holds 200 videos (DESIGN.md 5).
+const MAX_RANK: usize = 200;
+
 /// Why a call did not produce a result.
 enum Failed {
     /// The run is stopping; the region ends with the run's stop status.
     Stopped,
+    /// The run had already stopped before this call was asked for: a region that got
+    /// no further than this was never reached (`not_attempted`).
+    NotReached,
     /// This region failed; the others go on.
     Region(String),
+}
+
+impl From<RunError> for Failed {
+    fn from(e: RunError) -> Failed {
+        Failed::Region(chain(&e))
+    }
 }
 
 impl Run {
@@ -185,7 +199,7 @@ impl Run {
     /// Charges one call of `method` to the budget before it is made.
     async fn charge(&self, method: &'static str, report: &mut RegionReport) -> Result<(), Failed> {
         if self.stopped() {
-            return Err(Failed::Stopped);
+            return Err(Failed::NotReached);
         }
         let id = format!(
             "{}-{}",
@@ -282,7 +296,8 @@ impl Run {
         if let Err(e) = self.write_journal(charge).await {
             self.halt(Stop::Fatal {
                 message: format!(
-                    "the limiter is down ({reason}) and {method} could not be journalled: {e}"
+                    "the limiter is down ({reason}) and {method} could not be journalled: {}",
+                    chain(&e)
                 ),
             });
             return Err(Failed::Stopped);
@@ -294,23 +309,27 @@ impl Run {
     }
 
     /// Appends `charge` to the journal, opening it the first time.
-    async fn write_journal(&self, charge: &Charge) -> Result<(), String> {
+    async fn write_journal(&self, charge: &Charge) -> Result<(), RunError> {
+        let task = |source| RunError::Task {
+            doing: "journalling a call made while the limiter is down".into(),
+            source,
+        };
         let db = self.db.clone();
         let journal = self
             .journal
             .get_or_try_init(|| async move {
                 tokio::task::spawn_blocking(move || Journal::open(&db))
                     .await
-                    .map_err(|e| e.to_string())?
+                    .map_err(task)?
                     .map(Arc::new)
-                    .map_err(|e| e.to_string())
+                    .map_err(|source| RunError::Journal { source })
             })
             .await?;
         let (journal, key, charge) = (Arc::clone(journal), self.budget.key.clone(), charge.clone());
         tokio::task::spawn_blocking(move || journal.record(&key, &charge))
             .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())
+            .map_err(task)?
+            .map_err(|source| RunError::Journal { source })
     }
 
     /// One upstream call, charged before every attempt; transient failures are tried
@@ -344,6 +363,9 @@ impl Run {
             };
             let class = err.class();
             self.count_attempt(method, outcome_of(class));
+            // Every message quotes what the upstream sent: never the key, never a raw
+            // terminal control (DESIGN.md section 5).
+            let err = self.client.scrub(&err.to_string());
             match class {
                 ErrorClass::Transient if n < MAX_ATTEMPTS => {
                     let wait = backoff(n);
@@ -382,46 +404,55 @@ impl Run {
                     }
                     self.halt(Stop::UpstreamQuota {
                         until_us,
-                        reason: err.to_string(),
+                        reason: err,
                     });
                     return Err(Failed::Stopped);
                 }
                 ErrorClass::Fatal => {
-                    let message = err.to_string();
+                    let message = err;
                     // The region whose call was refused says why in `--json` too.
                     report.error = Some(message.clone());
                     self.halt(Stop::Fatal { message });
                     return Err(Failed::Stopped);
                 }
-                ErrorClass::RegionFailed => return Err(Failed::Region(err.to_string())),
+                ErrorClass::RegionFailed => return Err(Failed::Region(err)),
             }
         }
         Err(Failed::Region(format!("{method}: no attempt left")))
     }
 
-    /// Runs `work` on the store off the async threads.
+    /// Runs `work` on the store off the async threads; `doing` says what for, in
+    /// the error.
     async fn with_store<T: Send + 'static>(
         &self,
+        doing: String,
         work: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
-    ) -> Result<T, Failed> {
+    ) -> Result<T, RunError> {
         let store = Arc::clone(&self.store);
-        let joined = tokio::task::spawn_blocking(move || {
-            let guard = store
-                .lock()
-                .map_err(|_| "the store was poisoned by a panic".to_owned())?;
-            work(&guard).map_err(|e| e.to_string())
+        let what = doing.clone();
+        tokio::task::spawn_blocking(move || {
+            let guard = store.lock().map_err(|_| RunError::Poisoned {
+                doing: what.clone(),
+            })?;
+            work(&guard).map_err(|source| RunError::Store {
+                doing: what,
+                source: Box::new(source),
+            })
         })
-        .await;
-        match joined {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(Failed::Region(format!("storing: {e}"))),
-            Err(e) => Err(Failed::Region(format!("storing: {e}"))),
-        }
+        .await
+        .map_err(|source| RunError::Task { doing, source })?
     }
 
     fn end_region(report: &mut RegionReport, failed: Failed, stop_status: Status) {
         match failed {
             Failed::Stopped => report.status = stop_status,
+            // A region that made no call at all was never reached by this run.
+            Failed::NotReached
+                if report.pages == 0 && report.units == 0 && report.units_unmetered == 0 =>
+            {
+                report.status = Status::NotAttempted;
+            }
+            Failed::NotReached => report.status = stop_status,
             Failed::Region(message) => {
                 tracing::error!(region = %report.code, "{message}");
                 report.status = Status::Failed;
@@ -447,6 +478,9 @@ impl Run {
             // videos, so ranks continue from the videos actually received, not from
             // the page number (which left gaps: 1..7, then 51..).
             let mut next_rank: u32 = 1;
+            // Every token sent in this fetch: one coming back means the upstream is
+            // looping, and following it would store the same videos as new ranks.
+            let mut tokens_seen: HashSet<String> = HashSet::new();
             for _ in 0..region.pages {
                 let got = self
                     .call(VIDEOS_LIST, &mut report, || {
@@ -459,17 +493,39 @@ impl Run {
                     .await?;
                 let (run_id, code, items) = (self.run_id.clone(), region.code.clone(), got.items);
                 let first_rank = next_rank;
+                let last_rank = first_rank as usize + items.len().saturating_sub(1);
+                if !items.is_empty() && last_rank > MAX_RANK {
+                    return Err(Failed::Region(format!(
+                        "{VIDEOS_LIST} for region {}: page {} would hold chart positions up to {last_rank}, past the chart's {MAX_RANK}; the upstream broke the protocol, the region stops here",
+                        region.code,
+                        report.pages + 1
+                    )));
+                }
                 next_rank =
                     next_rank.saturating_add(u32::try_from(items.len()).unwrap_or(u32::MAX));
+                let doing = format!(
+                    "storing trending page {} of region {}",
+                    report.pages + 1,
+                    region.code
+                );
                 let stored = self
-                    .with_store(move |s| {
+                    .with_store(doing, move |s| {
                         s.store_trending_page(&run_id, &code, first_rank, &items, now_s())
                     })
                     .await?;
                 report.pages += 1;
                 report.videos += stored as u64;
                 bar.step(&format!("page {}", report.pages));
+                if let Some(sent) = token.take() {
+                    tokens_seen.insert(sent);
+                }
                 match got.next_page_token {
+                    Some(t) if tokens_seen.contains(&t) => {
+                        return Err(Failed::Region(self.client.scrub(&format!(
+                            "{VIDEOS_LIST} for region {}: page {} gave page token {t:?} again, already followed in this fetch; the upstream broke the protocol, the region stops here",
+                            region.code, report.pages
+                        ))));
+                    }
                     Some(t) => token = Some(t),
                     None => break,
                 }
@@ -483,12 +539,14 @@ impl Run {
                 let pairs: Vec<(String, String)> =
                     got.into_iter().map(|c| (c.id, c.title)).collect();
                 let code = region.code.clone();
-                self.with_store(move |s| s.store_categories(&code, &pairs, now_s()))
+                let doing = format!("storing the category names of region {}", region.code);
+                self.with_store(doing, move |s| s.store_categories(&code, &pairs, now_s()))
                     .await?;
                 bar.step("categories");
             }
             let code = region.code.clone();
-            self.with_store(move |s| s.mark_region_complete(&code, now_s()))
+            let doing = format!("marking region {} complete", region.code);
+            self.with_store(doing, move |s| s.mark_region_complete(&code, now_s()))
                 .await?;
             Ok::<(), Failed>(())
         }
@@ -533,8 +591,12 @@ impl Run {
                     region.code.clone(),
                     search.name.clone(),
                 );
+                let doing = format!(
+                    "storing search \"{}\" of region {}",
+                    search.name, region.code
+                );
                 let stored = self
-                    .with_store(move |s| {
+                    .with_store(doing, move |s| {
                         s.store_search_page(&run_id, &code, &name, 1, &ranked, now_s())
                     })
                     .await?;
@@ -612,21 +674,25 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     let run_id = run.run_id.clone();
     let kind = run.kind;
     let codes: Vec<String> = regions.iter().map(|r| r.code.clone()).collect();
-    if let Err(Failed::Region(e)) = run
-        .with_store(move |s| {
-            s.begin_run(&run_id, kind, started)?;
-            s.begin_run_regions(&run_id, started, &codes)
+    if let Err(e) = run
+        .with_store(format!("recording the start of run {run_id}"), {
+            let run_id = run_id.clone();
+            move |s| {
+                s.begin_run(&run_id, kind, started)?;
+                s.begin_run_regions(&run_id, started, &codes)
+            }
         })
         .await
     {
-        tracing::error!(run_id = %run.run_id, "{e}");
+        tracing::error!(run_id = %run_id, "{}", chain(&e));
     }
 
     let fresh = match freshness(&run).await {
         Ok(f) => f,
         Err(e) => {
             tracing::warn!(
-                "could not read the regions' state, taking them in configured order: {e}"
+                "{}; taking the regions in their configured order",
+                chain(&e)
             );
             BTreeMap::new()
         }
@@ -679,9 +745,15 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     let regions: Vec<RegionReport> = reports.into_iter().map(|(_, r)| r).collect();
     for r in &regions {
         let (code, status) = (r.code.clone(), r.status.as_str());
-        let _ = run
-            .with_store(move |s| s.mark_region_attempt(&code, now_s(), status))
-            .await;
+        let doing = format!("recording the attempt at region {code}");
+        if let Err(e) = run
+            .with_store(doing, move |s| {
+                s.mark_region_attempt(&code, now_s(), status)
+            })
+            .await
+        {
+            tracing::error!(region = %r.code, "{}", chain(&e));
+        }
     }
     let stop = run.stop.lock().ok().and_then(|s| s.clone());
     let status = overall(&regions, stop.as_ref());
@@ -740,14 +812,17 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         })
         .collect();
     let run_id = run.run_id.clone();
-    if let Err(Failed::Region(e)) = run
-        .with_store(move |s| {
-            s.record_run_details(&run_id, &details, &calls)?;
-            s.finish_run(&run_id, &outcome)
+    if let Err(e) = run
+        .with_store(format!("recording the end of run {run_id}"), {
+            let run_id = run_id.clone();
+            move |s| {
+                s.record_run_details(&run_id, &details, &calls)?;
+                s.finish_run(&run_id, &outcome)
+            }
         })
         .await
     {
-        tracing::error!(run_id = %run.run_id, "{e}");
+        tracing::error!(run_id = %run_id, "{}", chain(&e));
     }
     report
 }
@@ -780,16 +855,9 @@ fn region_outcomes(report: &RunReport, stop: Option<&Stop>, now_us: i64) -> Vec<
 }
 
 /// What the store knows of each region.
-async fn freshness(run: &Arc<Run>) -> Result<BTreeMap<String, Freshness>, String> {
-    let store = Arc::clone(&run.store);
-    tokio::task::spawn_blocking(move || {
-        let guard = store
-            .lock()
-            .map_err(|_| "the store was poisoned".to_owned())?;
-        read_freshness(&guard).map_err(|e| e.to_string())
-    })
-    .await
-    .map_err(|e| e.to_string())?
+async fn freshness(run: &Arc<Run>) -> Result<BTreeMap<String, Freshness>, RunError> {
+    run.with_store("reading the regions' state".to_owned(), read_freshness)
+        .await
 }
 
 /// The regions' last complete fetch and category fetch, from the store.

@@ -1,11 +1,13 @@
 //! A run: what to call in which order (the plan), and making those calls under the
 //! budget (execution).
 
+mod error;
 pub mod execute;
 pub mod lock;
 pub mod outcome;
 pub mod plan;
 
+pub use error::RunError;
 pub use execute::{Run, execute, read_freshness};
 pub use outcome::{Attempts, CallOutcome, RegionReport, RunReport, Status, Stop};
 pub use plan::{Freshness, Planned, Simulation, Step, plan, simulate};

@@ -100,10 +100,13 @@ pub enum Status {
     Failed,
     Skipped,
     Interrupted,
+    /// A region the run never reached: it stopped before this region's first call.
+    /// Never a run's status.
+    NotAttempted,
 }
 
 impl Status {
-    /// Every status, in the order of DESIGN.md section 2.
+    /// Every status a run can end with, in the order of DESIGN.md section 2.
     pub const ALL: [Status; 6] = [
         Status::Complete,
         Status::BudgetExhausted,
@@ -121,6 +124,7 @@ impl Status {
             Status::Failed => "failed",
             Status::Skipped => "skipped",
             Status::Interrupted => "interrupted",
+            Status::NotAttempted => "not_attempted",
         }
     }
 
@@ -130,9 +134,10 @@ impl Status {
         match self {
             Status::Complete => None,
             Status::Failed => Some(ExitCode::Failed),
-            Status::BudgetExhausted | Status::UpstreamQuotaExhausted | Status::Skipped => {
-                Some(ExitCode::TryLater)
-            }
+            Status::BudgetExhausted
+            | Status::UpstreamQuotaExhausted
+            | Status::Skipped
+            | Status::NotAttempted => Some(ExitCode::TryLater),
             // SIGINT's code; the command picks SIGTERM's when that was the signal.
             Status::Interrupted => Some(ExitCode::Interrupted),
         }

@@ -4,12 +4,14 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use reqwest::header::{ACCEPT, HeaderValue};
+use reqwest::header::{ACCEPT, HeaderValue, LOCATION};
 use url::Url;
 
 use super::error::{CallContext, CallError, upstream_detail};
 use super::key::ApiKey;
+use super::mask::mask_url;
 use super::raw::{self, MalformedResponse};
+use super::text::visible;
 use super::types::{Category, SearchPage, VideoPage};
 use super::{SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_LIST};
 
@@ -44,6 +46,13 @@ pub enum ClientError {
     KeyNotHeaderSafe,
     #[error("building the HTTP client: {0}")]
     Http(reqwest::Error),
+}
+
+impl ClientError {
+    /// A mistake in what the user configured (exit 78), rather than a failure here.
+    pub fn is_config(&self) -> bool {
+        !matches!(self, ClientError::Http(_))
+    }
 }
 
 /// How `search.list` orders its results; the names are the upstream's, so configuration
@@ -145,24 +154,14 @@ impl Client {
     /// `base` like `https://www.googleapis.com/youtube/v3`, or a loopback address for a
     /// fake upstream in tests. `timeout` bounds each whole request, body included.
     pub fn new(base: &str, key: ApiKey, timeout: Duration) -> Result<Client, ClientError> {
-        let base_error = |problem: &str| ClientError::BaseUrl {
-            base: base.to_owned(),
-            problem: problem.to_owned(),
-        };
-        let parsed = Url::parse(base).map_err(|e| base_error(&e.to_string()))?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(base_error("the scheme must be http or https"));
-        }
-        if parsed.cannot_be_a_base() {
-            return Err(base_error("it cannot have paths appended"));
-        }
-        if parsed.query().is_some() || parsed.fragment().is_some() {
-            return Err(base_error("it must not have a query or fragment"));
-        }
-        if !parsed.username().is_empty() || parsed.password().is_some() {
-            // URLs end up in logs; credentials belong elsewhere.
-            return Err(base_error("it must not carry a user name or password"));
-        }
+        let parsed = parse_api_base(base).map_err(|e| match e {
+            // The key itself may have been pasted into the base (a path segment).
+            ClientError::BaseUrl { base, problem } => ClientError::BaseUrl {
+                base: key.scrub(&base),
+                problem,
+            },
+            other => other,
+        })?;
         if key.is_empty() {
             return Err(ClientError::EmptyKey);
         }
@@ -190,6 +189,37 @@ impl Client {
             connect_timeout,
             body_limit: DEFAULT_BODY_LIMIT,
         })
+    }
+
+    /// Upstream text (anything an answer carried, error messages that quote it) made
+    /// fit for a log line or `--json`: the key removed wherever a proxy or the upstream
+    /// reflected it, and terminal controls made visible (DESIGN.md section 5).
+    pub fn scrub(&self, text: &str) -> String {
+        visible(&self.key.scrub(text)).into_owned()
+    }
+
+    /// The key removed from every text field of a page's records before anything
+    /// stores or prints them: an upstream that reflects the request's headers into a
+    /// title must not put the key in the database.
+    fn scrub_page(&self, mut page: VideoPage) -> VideoPage {
+        let key = &self.key;
+        for v in &mut page.items {
+            for field in [
+                &mut v.title,
+                &mut v.description,
+                &mut v.channel_title,
+                &mut v.channel_id,
+            ] {
+                *field = key.scrub(field);
+            }
+            for tag in v.tags.iter_mut().flatten() {
+                *tag = key.scrub(tag);
+            }
+            if let Some(url) = &mut v.thumbnail_url {
+                *url = key.scrub(url);
+            }
+        }
+        page
     }
 
     /// Overrides [`DEFAULT_BODY_LIMIT`], the most bytes a successful answer may have
@@ -225,7 +255,9 @@ impl Client {
             }
         }
         let (status, body) = self.fetch(&call, url).await?;
-        raw::video_page(&body).map_err(|problem| malformed(call, status, problem))
+        raw::video_page(&body)
+            .map(|page| self.scrub_page(page))
+            .map_err(|problem| malformed(call, status, problem))
     }
 
     /// One page of search results: ids only, in rank order; their details come from
@@ -277,7 +309,7 @@ impl Client {
                 ),
             });
         }
-        if let Some(bad) = ids.iter().find(|id| !is_plausible_video_id(id)) {
+        if let Some(bad) = ids.iter().find(|id| !raw::is_plausible_video_id(id)) {
             let shown: String = bad.chars().take(32).collect();
             return Err(CallError::InvalidArgument {
                 call,
@@ -302,7 +334,9 @@ impl Client {
             }
         }
         let (status, body) = self.fetch(&call, url).await?;
-        raw::video_page(&body).map_err(|problem| malformed(call, status, problem))
+        raw::video_page(&body)
+            .map(|page| self.scrub_page(page))
+            .map_err(|problem| malformed(call, status, problem))
     }
 
     /// The region's video categories, localized by `hl` when given.
@@ -323,7 +357,17 @@ impl Client {
             }
         }
         let (status, body) = self.fetch(&call, url).await?;
-        raw::categories(&body).map_err(|problem| malformed(call, status, problem))
+        raw::categories(&body)
+            .map(|categories| {
+                categories
+                    .into_iter()
+                    .map(|c| Category {
+                        title: self.key.scrub(&c.title),
+                        ..c
+                    })
+                    .collect()
+            })
+            .map_err(|problem| malformed(call, status, problem))
     }
 
     fn endpoint(&self, resource: &str) -> Url {
@@ -352,12 +396,29 @@ impl Client {
             .map_err(transport)?;
         let status = response.status().as_u16();
 
+        if response.status().is_redirection() {
+            // Not followed (the key header would go along); where it pointed is the
+            // clue to a wrong --api-base, shown masked like any URL we print.
+            let location = response
+                .headers()
+                .get(LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .map(|l| {
+                    let target = response.url().join(l).map_or(l.to_owned(), String::from);
+                    self.scrub(&mask_url(&target))
+                });
+            return Err(CallError::Redirected {
+                call: call.clone(),
+                status,
+                location,
+            });
+        }
         if !response.status().is_success() {
             // The status decides the class even when the body cannot be read.
             let body = read_prefix(&mut response, ERROR_BODY_LIMIT)
                 .await
                 .unwrap_or_default();
-            let upstream = upstream_detail(&body, |text| self.key.scrub(text));
+            let upstream = upstream_detail(&body, |text| self.scrub(text));
             tracing::debug!(
                 method = call.method(),
                 region = call.region_code(),
@@ -387,6 +448,31 @@ impl Client {
         );
         Ok((status, body))
     }
+}
+
+/// Checks an `--api-base` without building a client (so without a key): an http(s)
+/// URL that paths can be appended to, with no query, fragment or credentials. The
+/// error shows the base masked, since a refused one may carry a key or a password.
+pub fn parse_api_base(base: &str) -> Result<Url, ClientError> {
+    let base_error = |problem: &str| ClientError::BaseUrl {
+        base: mask_url(base),
+        problem: problem.to_owned(),
+    };
+    let parsed = Url::parse(base).map_err(|e| base_error(&e.to_string()))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(base_error("the scheme must be http or https"));
+    }
+    if parsed.cannot_be_a_base() {
+        return Err(base_error("it cannot have paths appended"));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(base_error("it must not have a query or fragment"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        // URLs end up in logs; credentials belong elsewhere.
+        return Err(base_error("it must not carry a user name or password"));
+    }
+    Ok(parsed)
 }
 
 fn malformed(call: CallContext, status: u16, problem: MalformedResponse) -> CallError {
@@ -434,16 +520,6 @@ async fn read_prefix(
         }
     }
     Ok(body)
-}
-
-/// Video ids are 11 characters of the URL-safe base64 alphabet today; only the alphabet
-/// is checked, so that a longer id format would still pass.
-fn is_plausible_video_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 64
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 fn rfc3339_seconds(at: jiff::Timestamp) -> String {

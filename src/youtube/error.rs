@@ -220,6 +220,16 @@ pub enum CallError {
         problem: MalformedResponse,
     },
 
+    #[error(
+        "{call}: the upstream answered HTTP {status}, a redirect to {}; redirects are not followed, so that the key goes nowhere else: check --api-base",
+        location.as_deref().unwrap_or("nowhere (no Location header)")
+    )]
+    Redirected {
+        call: CallContext,
+        status: u16,
+        location: Option<String>,
+    },
+
     #[error("{call}: {problem}; this is a bug in the caller, no request was made")]
     InvalidArgument { call: CallContext, problem: String },
 }
@@ -234,6 +244,7 @@ impl CallError {
             | CallError::Connection { .. } => ErrorClass::Transient,
             CallError::Rejected { .. } | CallError::InvalidArgument { .. } => ErrorClass::Fatal,
             CallError::Refused { .. }
+            | CallError::Redirected { .. }
             | CallError::BodyTooLarge { .. }
             | CallError::Malformed { .. } => ErrorClass::RegionFailed,
         }
@@ -257,6 +268,7 @@ impl CallError {
             | CallError::Throttled { status, .. }
             | CallError::Rejected { status, .. }
             | CallError::Refused { status, .. }
+            | CallError::Redirected { status, .. }
             | CallError::BodyTooLarge { status, .. }
             | CallError::Malformed { status, .. } => Some(*status),
             CallError::Timeout { .. }
@@ -272,6 +284,7 @@ impl CallError {
             | CallError::Throttled { call, .. }
             | CallError::Rejected { call, .. }
             | CallError::Refused { call, .. }
+            | CallError::Redirected { call, .. }
             | CallError::Timeout { call, .. }
             | CallError::Connection { call, .. }
             | CallError::BodyTooLarge { call, .. }

@@ -42,6 +42,12 @@ impl ApiKey {
         Some(value)
     }
 
+    /// Whether `text` is this key: a budget named after the key would carry it into
+    /// Redis key names and database rows.
+    pub fn is(&self, text: &str) -> bool {
+        !self.0.is_empty() && self.0 == text.trim()
+    }
+
     /// Replaces the key wherever it occurs in upstream-provided text, in case a proxy
     /// or an error page echoes request headers back into a message we would print.
     pub(crate) fn scrub(&self, text: &str) -> String {

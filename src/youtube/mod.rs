@@ -8,7 +8,9 @@ mod client;
 mod duration;
 mod error;
 mod key;
+mod mask;
 mod raw;
+mod text;
 mod types;
 
 #[cfg(test)]
@@ -16,12 +18,14 @@ mod tests;
 
 pub use client::{
     Client, ClientError, DEFAULT_BODY_LIMIT, MAX_RESULTS, SearchOrder, SearchRequest,
-    UnknownSearchOrder,
+    UnknownSearchOrder, parse_api_base,
 };
 pub use duration::parse_duration_secs;
 pub use error::{CallContext, CallError, ErrorClass, UpstreamDetail};
 pub use key::ApiKey;
+pub use mask::mask_url;
 pub use raw::MalformedResponse;
+pub use text::{is_unsafe_for_terminal, visible};
 pub use types::{Category, SearchPage, VideoPage, VideoRecord};
 
 /// Quota method of [`Client::trending_page`] and [`Client::videos_by_id`].

@@ -28,6 +28,59 @@ pub enum MalformedResponse {
     },
     #[error("search result {index}: a youtube#video without a videoId")]
     SearchResultWithoutId { index: usize },
+    #[error("{got} items on a page asked for at most {max}")]
+    TooManyItems { got: usize, max: usize },
+    #[error("item {index}: {id:?} is not a video id")]
+    BadVideoId { index: usize, id: String },
+    #[error("video {id:?} appears twice on one page (items {first} and {again})")]
+    DuplicateId {
+        id: String,
+        first: usize,
+        again: usize,
+    },
+}
+
+/// The most items a page may hold: `maxResults`, which trendsync always sets to this.
+const MAX_ITEMS: usize = super::client::MAX_RESULTS;
+
+/// Video ids are 11 characters of the URL-safe base64 alphabet today; only the alphabet
+/// is checked, so that a longer id format would still pass. Anything else would corrupt
+/// the comma-separated id list of the next call, or a stored row.
+pub(crate) fn is_plausible_video_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// A page breaks the protocol when it holds more than was asked for, an id that is not
+/// a video id, or one id twice: each would end up as chart positions or search ranks
+/// that never existed (DESIGN.md section 5).
+fn check_ids<'a>(ids: impl ExactSizeIterator<Item = &'a str>) -> Result<(), MalformedResponse> {
+    if ids.len() > MAX_ITEMS {
+        return Err(MalformedResponse::TooManyItems {
+            got: ids.len(),
+            max: MAX_ITEMS,
+        });
+    }
+    let mut seen = std::collections::HashMap::new();
+    for (index, id) in ids.enumerate() {
+        if !is_plausible_video_id(id) {
+            return Err(MalformedResponse::BadVideoId {
+                index,
+                id: excerpt(id),
+            });
+        }
+        if let Some(first) = seen.insert(id, index) {
+            return Err(MalformedResponse::DuplicateId {
+                id: id.to_owned(),
+                first,
+                again: index,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Refuses JSON nested deeper than `limit`, counting `[` and `{` outside strings.
@@ -200,6 +253,7 @@ pub(crate) struct CategorySnippet {
 
 pub(crate) fn video_page(body: &[u8]) -> Result<VideoPage, MalformedResponse> {
     let raw: VideoListResponse = parse(body)?;
+    check_ids(raw.items.iter().map(|v| v.id.as_str()))?;
     let items = raw
         .items
         .into_iter()
@@ -226,6 +280,7 @@ pub(crate) fn search_page(body: &[u8]) -> Result<SearchPage, MalformedResponse> 
             None => return Err(MalformedResponse::SearchResultWithoutId { index }),
         }
     }
+    check_ids(video_ids.iter().map(String::as_str))?;
     Ok(SearchPage {
         video_ids,
         next_page_token: raw.next_page_token,

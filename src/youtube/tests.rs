@@ -227,6 +227,53 @@ fn search_fixture_parses_to_ids_in_rank_order() {
 }
 
 #[test]
+fn pages_that_break_the_protocol_are_malformed() {
+    let search = |ids: &[String]| {
+        let items: Vec<serde_json::Value> = ids
+            .iter()
+            .map(|id| serde_json::json!({"id": {"kind": "youtube#video", "videoId": id}}))
+            .collect();
+        serde_json::json!({ "items": items }).to_string()
+    };
+    let fifty_one: Vec<String> = (0..51).map(|i| format!("v{i:010}")).collect();
+    assert!(matches!(
+        raw::search_page(search(&fifty_one).as_bytes()),
+        Err(MalformedResponse::TooManyItems { got: 51, max: 50 })
+    ));
+    assert!(raw::search_page(search(&fifty_one[..50]).as_bytes()).is_ok());
+    for bad in ["abc,def", "", "a b", "x\u{1b}y"] {
+        let ids = strings(&["Wf5gH2jKl8E", bad]);
+        assert!(
+            matches!(
+                raw::search_page(search(&ids).as_bytes()),
+                Err(MalformedResponse::BadVideoId { index: 1, .. })
+            ),
+            "{bad:?}"
+        );
+    }
+    let twice = strings(&["Wf5gH2jKl8E", "Cx4vB7nM1qZ", "Wf5gH2jKl8E"]);
+    assert!(matches!(
+        raw::search_page(search(&twice).as_bytes()),
+        Err(MalformedResponse::DuplicateId {
+            first: 0,
+            again: 2,
+            ..
+        })
+    ));
+    let mut page: serde_json::Value =
+        serde_json::from_slice(fixture!("videos_page1.json")).expect("fixture parses");
+    page["items"][2]["id"] = page["items"][0]["id"].clone();
+    assert!(matches!(
+        raw::video_page(page.to_string().as_bytes()),
+        Err(MalformedResponse::DuplicateId {
+            first: 0,
+            again: 2,
+            ..
+        })
+    ));
+}
+
+#[test]
 fn videos_by_id_fixture_matches_the_search_results() {
     let search = raw::search_page(fixture!("search.json")).expect("search parses");
     let page = raw::video_page(fixture!("videos_by_id.json")).expect("details parse");
@@ -840,6 +887,12 @@ async fn redirects_are_not_followed() {
         .expect_err("a redirect is not an answer");
     assert_eq!(error.class(), ErrorClass::RegionFailed);
     assert_eq!(error.status(), Some(302));
+    let message = error.to_string();
+    assert!(
+        message.contains(&format!("a redirect to {}/elsewhere/videos", server.uri()))
+            && message.contains("check --api-base"),
+        "{message}"
+    );
     only_request(&server).await;
 }
 

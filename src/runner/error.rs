@@ -1,0 +1,64 @@
+//! What can go wrong inside a run besides the upstream: the store and the journal of
+//! unmetered calls. Each variant says what was being done; the cause travels as
+//! `source`, so that "database or disk is full" reaches the log and `--json`.
+
+use crate::quota::JournalError;
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{doing}")]
+    Store {
+        doing: String,
+        // Boxed: the store's errors are large, and this travels in every Result.
+        #[source]
+        source: Box<StoreError>,
+    },
+    /// Another task panicked while it held the store; what it wrote was rolled back.
+    #[error("{doing}: the database connection was poisoned by a panic in another task")]
+    Poisoned { doing: String },
+    #[error("{doing}: the blocking task did not finish")]
+    Task {
+        doing: String,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+    #[error("journalling a call made while the limiter is down")]
+    Journal {
+        #[source]
+        source: JournalError,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::chain;
+
+    #[test]
+    fn a_storage_error_keeps_its_cause() {
+        let full = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+            None,
+        );
+        let err = RunError::Store {
+            doing: "storing trending page 2 of US".into(),
+            source: Box::new(StoreError::Sqlite {
+                path: "t.db".into(),
+                context: "inserting the page".into(),
+                source: full,
+            }),
+        };
+        let text = chain(&err);
+        assert!(
+            text.starts_with("storing trending page 2 of US: inserting the page (database t.db): "),
+            "{text}"
+        );
+        assert!(text.contains("database or disk is full"), "{text}");
+        assert_eq!(
+            text.matches("database or disk is full").count(),
+            1,
+            "{text}"
+        );
+    }
+}

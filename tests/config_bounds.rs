@@ -1,0 +1,238 @@
+//! No configuration value can silently turn the budget off: for any window, quota,
+//! ceiling and cost, either the file loads and 30 charges racing from 30 clients never
+//! grant more than the ceiling (on the embedded limiter and on a real Redis), or the
+//! binary refuses the file with exit 78 and its place in the file.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use trendsync::config::{SourceText, parse_costs};
+use trendsync::quota::{Allowance, Budget, EmbeddedLimiter, Limiter, MAX_UNITS, RedisLimiter};
+
+use crate::common::{RedisServer, Scratch};
+
+const METHOD: &str = "m.list";
+const CLIENTS: usize = 30;
+
+/// One server for every case: each case charges its own budget key.
+fn redis() -> &'static RedisServer {
+    static SERVER: OnceLock<RedisServer> = OnceLock::new();
+    SERVER.get_or_init(RedisServer::start)
+}
+
+fn costs_file(key: &str, quota: u64, ceiling: u64, window: &str, cost: u64) -> String {
+    format!(
+        "[budget]\nkey = \"{key}\"\nquota = {quota}\nceiling = {ceiling}\nwindow = \"{window}\"\n\n[costs]\n\"{METHOD}\" = {cost}\n"
+    )
+}
+
+/// Windows on both sides of the bounds, including those that used to act as zero
+/// ("1ns", "500us") or overflow the expiry arithmetic ("300000y").
+fn windows() -> impl Strategy<Value = String> {
+    prop_oneof![
+        1 => prop::sample::select(vec![
+            "1ns", "500us", "999ms", "1s", "1500ms", "90s", "10m", "24h", "31d", "31d 1s", "32d",
+            "300000y",
+        ])
+        .prop_map(str::to_owned),
+        1 => (1u64..=31 * 86_400 + 5).prop_map(|s| format!("{s}s")),
+    ]
+}
+
+/// Unit counts on both sides of what Lua numbers carry exactly.
+fn values() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        4 => 1u64..=1000,
+        2 => (MAX_UNITS - 3)..=(MAX_UNITS + 3),
+        1 => ((1u64 << 53) - 2)..=((1u64 << 53) + 2),
+        1 => (u64::MAX - 3)..=u64::MAX,
+        1 => any::<u64>(),
+    ]
+}
+
+/// (quota, ceiling, cost): mostly consistent with each other, so most cases reach the
+/// limiter, with the ceiling a small number of calls' worth.
+fn numbers() -> impl Strategy<Value = (u64, u64, u64)> {
+    (values(), 0u64..=3, 1u64..=40, values(), any::<bool>()).prop_map(
+        |(quota, ceiling_cut, calls, raw, consistent)| {
+            if consistent {
+                let ceiling = quota.saturating_sub(ceiling_cut).max(1);
+                (quota, ceiling, (ceiling / calls).max(1))
+            } else {
+                (quota, quota / 2, raw)
+            }
+        },
+    )
+}
+
+fn within_bounds(window: Duration, quota: u64, ceiling: u64, cost: u64) -> bool {
+    (Duration::from_secs(1)..=Duration::from_secs(31 * 86_400)).contains(&window)
+        && (1..=MAX_UNITS).contains(&quota)
+        && (1..=quota).contains(&ceiling)
+        && cost <= ceiling
+}
+
+/// Charges one call each from `clients` at once; returns the decisions granted, as
+/// (units used after it), and how long the race took.
+async fn race(budget: &Budget, clients: Vec<Limiter>) -> (Vec<u64>, Duration) {
+    let started = Instant::now();
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, limiter)| {
+            let charge = budget
+                .charge(&format!("c{i}"), METHOD, 1, Allowance::Ceiling)
+                .expect("one call of a configured method");
+            tokio::spawn(async move { limiter.charge(&charge).await })
+        })
+        .collect();
+    let mut granted = Vec::new();
+    for task in tasks {
+        let decision = task
+            .await
+            .expect("charge task")
+            .expect("the limiter answers");
+        if decision.granted {
+            granted.push(decision.used());
+        }
+    }
+    (granted, started.elapsed())
+}
+
+/// The ceiling holds: over the race, if it took less than the window, or else at each
+/// grant (entries may have left a short window meanwhile).
+fn assert_holds(what: &str, budget: &Budget, cost: u64, granted: &[u64], took: Duration) {
+    if cost == 0 {
+        return;
+    }
+    let fits = usize::try_from(budget.ceiling / cost).unwrap_or(usize::MAX);
+    if took < budget.window {
+        assert_eq!(
+            granted.len(),
+            fits.min(CLIENTS),
+            "{what}: granted calls of {cost} units under ceiling {}",
+            budget.ceiling
+        );
+    }
+    for used in granted {
+        assert!(
+            *used <= budget.ceiling,
+            "{what}: a grant left {used} units used, above the ceiling {}",
+            budget.ceiling
+        );
+    }
+}
+
+fn check_loaded(case: u64, budget: &Budget, cost: u64) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let scratch = Scratch::new();
+        let db = scratch.file("t.db");
+        let embedded = (0..CLIENTS)
+            .map(|_| {
+                EmbeddedLimiter::open(&db, &budget.key)
+                    .map(Limiter::Embedded)
+                    .expect("opening the embedded limiter")
+            })
+            .collect();
+        let (granted, took) = race(budget, embedded).await;
+        assert_holds(
+            &format!("case {case}, embedded"),
+            budget,
+            cost,
+            &granted,
+            took,
+        );
+
+        let mut clients = Vec::new();
+        for _ in 0..CLIENTS {
+            clients.push(Limiter::Redis(
+                RedisLimiter::connect(&redis().url(), &budget.key)
+                    .await
+                    .expect("connecting to redis"),
+            ));
+        }
+        let (granted, took) = race(budget, clients).await;
+        assert_holds(&format!("case {case}, redis"), budget, cost, &granted, took);
+    });
+}
+
+fn check_refused(costs: &str) {
+    let s = Scratch::new();
+    let path = s.write("costs.toml", costs);
+    let ran = s.cmd().arg("--costs").arg(&path).arg("budget").run();
+    assert_eq!(
+        ran.code, 78,
+        "a file that does not load exits 78: {costs}\n{}",
+        ran.stderr
+    );
+    assert!(
+        ran.stderr.contains("costs.toml:"),
+        "the message names the file and place: {}",
+        ran.stderr
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 32,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn a_budget_either_loads_and_holds_or_is_refused(
+        window in windows(),
+        (quota, ceiling, cost) in numbers(),
+        case in any::<u64>(),
+    ) {
+        let key = format!("prop{case:x}");
+        let text = costs_file(&key, quota, ceiling, &window, cost);
+        let parsed = humantime::parse_duration(&window).ok();
+        match parse_costs(&SourceText { name: "costs.toml".into(), text: &text }) {
+            Ok(budget) => {
+                prop_assert!(
+                    within_bounds(budget.window, quota, ceiling, cost),
+                    "loaded although out of bounds: {text}"
+                );
+                check_loaded(case, &budget, cost);
+            }
+            Err(e) => {
+                prop_assert!(
+                    !parsed.is_some_and(|w| within_bounds(w, quota, ceiling, cost)),
+                    "refused although within bounds ({e}): {text}"
+                );
+                check_refused(&text);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_charge_of_more_units_than_the_limiter_counts_is_refused_before_it_is_sent() {
+    let s = Scratch::new();
+    let path = s.write(
+        "costs.toml",
+        &costs_file("k", MAX_UNITS, MAX_UNITS, "24h", 1 << 40),
+    );
+    let ran = s
+        .cmd()
+        .arg("--costs")
+        .arg(&path)
+        .args(["budget", "charge", METHOD, "--count", "1025"])
+        .run();
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(ran.stderr.contains("charge fewer calls"), "{}", ran.stderr);
+    let ran = s
+        .cmd()
+        .arg("--costs")
+        .arg(&path)
+        .args(["budget", "--json"])
+        .run();
+    assert_eq!(ran.json()["used"], 0, "nothing was charged: {}", ran.stdout);
+}

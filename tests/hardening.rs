@@ -1,0 +1,276 @@
+//! What a hostile or unlucky environment does to the command line: stdout closed
+//! early, key files and API bases that are not what they should be, a budget named
+//! after the key, a mistyped --db, a redirecting upstream, a full disk.
+
+use serde_json::Value;
+use wiremock::Mock;
+use wiremock::matchers::any;
+
+use crate::common::harness::{Harness, unit_costs_toml};
+use crate::common::upstream::{API_KEY, OVERRIDE, answer, page1};
+use crate::common::{Scratch, Trendsync, costs_toml};
+
+/// Runs `t` with its stdout a pipe whose reader is already gone, as in `... | true`;
+/// returns the exit code and stderr.
+fn with_stdout_closed(t: Trendsync) -> (i32, String) {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let mut cmd = t.cmd;
+    let out = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("running trendsync");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn exit_codes_are_the_outcome_even_when_stdout_is_a_closed_pipe() {
+    let mut h = Harness::new(None);
+    h.costs(&unit_costs_toml(1000, 5));
+
+    // A run stopped by the ceiling: 75, in JSON and in text.
+    let (code, stderr) = with_stdout_closed(h.cmd().args(["run", "--json"]));
+    assert_eq!(code, 75, "run --json | true: {stderr}");
+    // The dry run of what is left says it would be cut: 75.
+    let (code, stderr) = with_stdout_closed(h.cmd().args(["run", "--dry-run"]));
+    assert_eq!(code, 75, "run --dry-run | true: {stderr}");
+    let (code, stderr) = with_stdout_closed(h.cmd().args(["run", "--dry-run", "--json"]));
+    assert_eq!(code, 75, "run --dry-run --json | true: {stderr}");
+
+    // A denied manual charge: 75, in JSON and in text.
+    for args in [
+        &["budget", "charge", "videos.list", "--json"][..],
+        &["budget", "charge", "videos.list"][..],
+    ] {
+        let (code, stderr) = with_stdout_closed(h.bare().args(args));
+        assert_eq!(code, 75, "{args:?} | true: {stderr}");
+    }
+    let (code, stderr) = with_stdout_closed(h.bare().args(["budget", "charge", "nope.list"]));
+    assert_eq!(code, 2, "an unknown method stays a usage error: {stderr}");
+
+    // search: a hit printed to nobody is still a search that worked; a bad query is 2.
+    let (code, stderr) = with_stdout_closed(h.bare().args(["search", "Ammonite"]));
+    assert_eq!(code, 0, "search | true: {stderr}");
+    let (code, stderr) = with_stdout_closed(h.bare().args(["search", "\"unbalanced", "--json"]));
+    assert_eq!(code, 2, "search with a bad query | true: {stderr}");
+
+    // A failed run: 1.
+    h.costs(&unit_costs_toml(1000, 1000));
+    h.fake.mount(
+        Mock::given(any())
+            .respond_with(answer(200, "{\"items\": ["))
+            .with_priority(OVERRIDE),
+    );
+    let (code, stderr) = with_stdout_closed(h.cmd().args(["run", "--json", "--region", "US"]));
+    assert_eq!(code, 1, "a failed run --json | true: {stderr}");
+}
+
+/// Exit 78, and with --json one object on stdout that says so.
+fn assert_config_failure(ran: &crate::common::Ran, says: &str) -> Value {
+    assert_eq!(ran.code, 78, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains(says),
+        "stderr says {says:?}: {}",
+        ran.stderr
+    );
+    let json = ran.json();
+    assert_eq!(json["status"], "failed", "{json}");
+    assert_eq!(json["exit_code"], 78, "{json}");
+    let error = json["error"].as_str().unwrap_or_default();
+    assert!(error.contains(says), "the JSON error says {says:?}: {json}");
+    json
+}
+
+#[test]
+fn bad_key_files_and_api_bases_are_configuration_errors_answered_in_json() {
+    let h = Harness::new(None);
+    let two_lines = h
+        .scratch
+        .write("two-lines", &format!("{API_KEY}\n{API_KEY}\n"));
+    let non_ascii = h.scratch.write("non-ascii", "AIzaTEST-sécret-key\n");
+    for (file, says) in [
+        (&two_lines, "more than one line"),
+        (&non_ascii, "characters no API key has"),
+    ] {
+        let ran = h
+            .bare()
+            .args(["--api-base", &h.fake.uri()])
+            .arg("--api-key-file")
+            .arg(file)
+            .args(["run", "--json"])
+            .run();
+        assert_config_failure(&ran, says);
+        assert!(!ran.stderr.contains(API_KEY) && !ran.stdout.contains(API_KEY));
+    }
+    for base in [
+        "not a url",
+        "ftp://127.0.0.1/v3",
+        "http://127.0.0.1:99999/v3",
+    ] {
+        let ran = h
+            .bare()
+            .env("YOUTUBE_API_KEY", API_KEY)
+            .args(["--api-base", base, "run", "--json"])
+            .run();
+        assert_config_failure(&ran, "is not usable");
+        // The dry run refuses what the real run would.
+        let ran = h
+            .bare()
+            .args(["--api-base", base, "run", "--dry-run", "--json"])
+            .run();
+        assert_config_failure(&ran, "is not usable");
+    }
+    // Before any command starts: a config file that does not load.
+    let bad = h.scratch.write("bad.toml", "[budget\n");
+    let ran = h
+        .bare()
+        .arg("--costs")
+        .arg(&bad)
+        .args(["budget", "--json"])
+        .run();
+    assert_config_failure(&ran, "bad.toml:1:");
+    assert!(h.fake.calls().is_empty());
+}
+
+#[test]
+fn a_budget_named_after_the_api_key_in_use_is_refused_whatever_its_shape() {
+    let s = Scratch::new();
+    let key = "plain-key.0123456789";
+    let costs = s.write(
+        "costs.toml",
+        &costs_toml(1000, 900, "24h").replace("key = \"test\"", &format!("key = \"{key}\"")),
+    );
+    for args in [
+        &["run", "--dry-run", "--json"][..],
+        &["budget", "--json"][..],
+        &["budget", "charge", "videos.list", "--json"][..],
+    ] {
+        let ran = s
+            .cmd()
+            .arg("--costs")
+            .arg(&costs)
+            .env("YOUTUBE_API_KEY", key)
+            .args(args)
+            .run();
+        let json = assert_config_failure(&ran, "budget.key is the API key in use");
+        for text in [&ran.stdout, &ran.stderr] {
+            assert!(!text.contains(key), "{args:?}: {text}");
+        }
+        assert_eq!(json["status"], "failed");
+    }
+    // The same name with another key in use is fine.
+    let ran = s
+        .cmd()
+        .arg("--costs")
+        .arg(&costs)
+        .env("YOUTUBE_API_KEY", "another-key")
+        .args(["budget", "--json"])
+        .run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(s.listing().iter().all(|n| !n.starts_with("trendsync.db")));
+}
+
+#[test]
+fn a_db_in_a_directory_that_does_not_exist_is_refused_not_read_as_empty() {
+    let s = Scratch::new();
+    let db = s.file("no-such-dir/trendsync.db");
+    for args in [
+        &["budget", "--json"][..],
+        &["search", "anything", "--json"][..],
+    ] {
+        let ran = s.cmd().arg("--db").arg(&db).args(args).run();
+        let json = assert_config_failure(&ran, "does not exist");
+        assert!(json.get("used").is_none(), "no empty window: {json}");
+    }
+    assert!(!s.file("no-such-dir").exists(), "nothing was created");
+    // A database not there yet in a directory that is: an empty window, as before.
+    let ran = s
+        .cmd()
+        .arg("--db")
+        .arg(s.file("later.db"))
+        .args(["budget", "--json"])
+        .run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(ran.json()["used"], 0);
+}
+
+#[test]
+fn a_redirect_says_where_it_pointed_masked() {
+    let h = Harness::new(None);
+    let target = format!("http://someone:pa55word@127.0.0.1:9/elsewhere/videos?key={API_KEY}");
+    h.fake.mount(
+        page1("US")
+            .respond_with(
+                wiremock::ResponseTemplate::new(301).insert_header("Location", target.as_str()),
+            )
+            .with_priority(OVERRIDE),
+    );
+    let (ran, calls) = h.run(&["run", "--json", "--region", "US"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(calls.len(), 1, "not followed, not retried");
+    let error = ran.json()["regions"][0]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        error.contains(
+            "HTTP 301, a redirect to http://***:***@127.0.0.1:9/elsewhere/videos?key=***"
+        ),
+        "{error}"
+    );
+    for text in [&ran.stdout, &ran.stderr] {
+        assert!(
+            !text.contains(API_KEY) && !text.contains("pa55word"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn a_storage_error_keeps_its_cause_in_the_log_and_the_json() {
+    let h = Harness::new(None);
+    let (ran, _) = h.run(&["run", "--region", "US"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    // Every table the run's pages go to now fails as a full disk would; the runs
+    // table and the limiter's stay writable, so the run itself goes on.
+    {
+        let db = rusqlite::Connection::open(h.db_path()).expect("opening the database");
+        let tables: Vec<String> = db
+            .prepare(
+                "SELECT name FROM sqlite_master WHERE type = 'table'
+                 AND name NOT LIKE 'sqlite%' AND name NOT LIKE 'quota%'
+                 AND name NOT LIKE '%fts%' AND name <> 'runs'",
+            )
+            .and_then(|mut q| {
+                q.query_map([], |r| r.get::<_, String>(0))?
+                    .collect::<Result<_, _>>()
+            })
+            .expect("listing tables");
+        for t in tables {
+            db.execute_batch(&format!(
+                "CREATE TRIGGER full_{t} BEFORE INSERT ON \"{t}\"
+                 BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;"
+            ))
+            .expect("adding a trigger");
+        }
+    }
+    let (ran, _) = h.run(&["run", "--json", "--region", "US"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let report = ran.json();
+    let error = report["regions"][0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("storing trending page 1 of region US")
+            && error.contains("database or disk is full"),
+        "{report}"
+    );
+    assert!(
+        ran.stderr.contains("database or disk is full"),
+        "{}",
+        ran.stderr
+    );
+}
