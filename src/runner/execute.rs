@@ -513,7 +513,6 @@ impl Run {
                     q: &search.q,
                     order: search.order,
                     published_after,
-                    page_token: None,
                 };
                 let found = self
                     .call(SEARCH_LIST, &mut report, || self.client.search_page(&req))
