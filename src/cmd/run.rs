@@ -161,7 +161,6 @@ async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let status = read_status(&limiter, budget, &names).await?;
     let sim = runner::simulate(&plan, budget, job.allowance, &status);
-    let cut = sim.stop.is_some();
     if job.json {
         print_dry_run_json(&job, &sim)?;
     } else {
@@ -178,15 +177,12 @@ async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
             job.kind,
             sim.calls.len()
         ),
-        Some((policy, wait)) => format!(
-            "{} dry run: would stop at call {} of {}: {policy} would say no{}",
+        Some(stop) => format!(
+            "{} dry run: would stop at call {} of {}: {}",
             job.kind,
             sim.calls.iter().filter(|c| c.fits).count() + 1,
             sim.calls.len(),
-            wait.map_or(String::new(), |d| format!(
-                "; capacity frees in {}",
-                human(d)
-            ))
+            stop.describe(sim.now_us)
         ),
     };
     let regions: Vec<&str> = job.regions.iter().map(|r| r.code.as_str()).collect();
@@ -196,10 +192,10 @@ async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
         "{summary}; regions: {}",
         regions.join(", ")
     );
-    if cut {
-        Err(SilentExit(ExitCode::TryLater).into())
-    } else {
-        Ok(())
+    // The real run's exit for the same stop.
+    match sim.stop.as_ref().and_then(|s| s.status().exit_code()) {
+        None => Ok(()),
+        Some(code) => Err(SilentExit(code).into()),
     }
 }
 
@@ -517,15 +513,18 @@ fn print_plan(job: &Job<'_>, max: u64, sim: &Simulation, limiter: &str) -> Resul
     for (i, c) in sim.calls.iter().enumerate() {
         if !c.fits && !stop_shown {
             stop_shown = true;
-            if let Some((policy, wait)) = &sim.stop {
-                let wait = wait.map_or(
-                    "never: the call is larger than the policy's maximum".to_owned(),
-                    |d| format!("capacity frees in {}", human(d)),
-                );
-                writeln!(
-                    out,
-                    "  ---- the run would stop here: {policy} would say no; {wait}"
-                )?;
+            if let Some(stop) = &sim.stop {
+                let why = match stop.denied_by() {
+                    Some(policy) => {
+                        let wait = stop.retry_after(sim.now_us).map_or(
+                            "never: the call is larger than the policy's maximum".to_owned(),
+                            |d| format!("capacity frees in {}", human(d)),
+                        );
+                        format!("{policy} would say no; {wait}")
+                    }
+                    None => stop.describe(sim.now_us),
+                };
+                writeln!(out, "  ---- the run would stop here: {why}")?;
             }
         }
         let total = if c.fits {
@@ -591,17 +590,16 @@ struct DryRunJson {
     calls: u64,
     remaining: u64,
     retry_after_s: Option<f64>,
+    /// The policy that would say no (`upstream` while the budget is blocked).
+    denied_by: Option<String>,
     units_planned: u64,
     regions: Vec<RegionJson>,
     plan: Vec<PlanJson>,
 }
 
 fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
-    let status = if sim.stop.is_some() {
-        "budget_exhausted"
-    } else {
-        "complete"
-    };
+    // The statuses the real run would report for the same stop.
+    let status = sim.stop.as_ref().map_or(Status::Complete, |s| s.status());
     let regions = job
         .regions
         .iter()
@@ -610,7 +608,7 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
             let cut = mine.clone().any(|c| !c.fits);
             RegionJson {
                 code: r.code.clone(),
-                status: if cut { "budget_exhausted" } else { "complete" },
+                status: if cut { status } else { Status::Complete }.as_str(),
                 // The pages the plan would fetch (a chart that ends early has fewer).
                 pages: mine
                     .clone()
@@ -626,12 +624,20 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
     let report = DryRunJson {
         run_id: None,
         dry_run: true,
-        status,
+        status: status.as_str(),
         units_charged: 0,
         units_unmetered: 0,
         calls: 0,
         remaining: sim.remaining,
-        retry_after_s: sim.stop.as_ref().and_then(|(_, w)| w.map(seconds)),
+        retry_after_s: sim
+            .stop
+            .as_ref()
+            .and_then(|s| s.retry_after(sim.now_us))
+            .map(seconds),
+        denied_by: sim
+            .stop
+            .as_ref()
+            .and_then(|s| s.denied_by().map(str::to_owned)),
         units_planned: sim.calls.iter().filter(|c| c.fits).map(|c| c.units).sum(),
         regions,
         plan: sim
