@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::common::harness::{Harness, shorts};
+use crate::common::harness::{Harness, THREE_REGIONS, shorts};
 use crate::common::upstream::{OVERRIDE, answer_fixture, page2};
 use crate::common::{RedisServer, costs_toml};
 use crate::on_both_limiters;
@@ -12,25 +12,6 @@ on_both_limiters!(
     the_dry_run_stops_where_the_run_does_under_equal_windows,
     the_dry_run_reports_a_blocked_budget_as_the_run_does,
 );
-
-/// Three regions of two pages, as many as the fixtures' chart holds, so that the
-/// plan's pages are exactly the pages the run fetches.
-const REGIONS: &str = r#"
-[defaults]
-pages = 2
-
-[[region]]
-code = "US"
-offset = 0
-
-[[region]]
-code = "GB"
-offset = 7
-
-[[region]]
-code = "DE"
-offset = 14
-"#;
 
 /// Two limits on the chart's pages with the same maximum and the same window: once
 /// both are full, both say no with the same wait.
@@ -70,7 +51,7 @@ fn fitting(plan: &Value) -> Vec<String> {
 
 fn the_dry_run_stops_where_the_run_does_under_equal_windows(redis: Option<&RedisServer>) {
     let mut h = Harness::new(redis);
-    h.costs(&equal_limits()).regions(REGIONS);
+    h.costs(&equal_limits()).regions(THREE_REGIONS);
     // One page already in both limits' windows: the plan starts from a window the
     // dry run must read, not an empty one.
     let earlier = h.bare().args(["budget", "charge", "videos.list"]).run();
@@ -116,7 +97,7 @@ fn the_dry_run_stops_where_the_run_does_under_equal_windows(redis: Option<&Redis
 
 fn the_dry_run_reports_a_blocked_budget_as_the_run_does(redis: Option<&RedisServer>) {
     let mut h = Harness::new(redis);
-    h.regions(REGIONS);
+    h.regions(THREE_REGIONS);
     h.fake.mount(
         page2("US")
             .respond_with(answer_fixture(403, "error_quota_exceeded.json"))
