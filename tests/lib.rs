@@ -16,6 +16,7 @@ mod metrics_e2e;
 // Signals, kill -9, cron's shell and systemd: Unix only.
 #[cfg(unix)]
 mod operations;
+mod plan_e2e;
 mod run_e2e;
 mod search_e2e;
 mod secrets_e2e;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use trendsync::quota::{Charge, Limiter, Part, PolicyRef, RedisLimiter};
 
-use crate::common::harness::{Harness, shorts};
+use crate::common::harness::{Harness, THREE_REGIONS, shorts};
 use crate::common::upstream::{
     Call, FakeUpstream, OVERRIDE, answer_fixture, complete_calls, page2,
 };
@@ -94,25 +94,6 @@ async fn a_redis_that_stays_down_is_reported_unavailable_quickly() {
 /// The longest any run here may take; a run that hangs on Redis fails the test
 /// instead of hanging the suite.
 const GUARD: Duration = Duration::from_secs(60);
-
-/// Three regions without searches: every call is allow-listed (videos.list and
-/// videoCategories.list), three calls per region.
-const THREE_REGIONS: &str = r#"
-[defaults]
-pages = 2
-
-[[region]]
-code = "US"
-offset = 0
-
-[[region]]
-code = "GB"
-offset = 7
-
-[[region]]
-code = "DE"
-offset = 14
-"#;
 
 /// One region with a configured search: search.list is deny-listed.
 const WITH_SEARCH: &str = r#"

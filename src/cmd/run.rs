@@ -182,7 +182,6 @@ async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let status = read_status(&limiter, budget, &names).await?;
     let sim = runner::simulate(&plan, budget, job.allowance, &status);
-    let cut = sim.stop.is_some();
     let printed = if job.json {
         print_dry_run_json(&job, &sim)
     } else {
@@ -199,15 +198,12 @@ async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
             job.kind,
             sim.calls.len()
         ),
-        Some((policy, wait)) => format!(
-            "{} dry run: would stop at call {} of {}: {policy} would say no{}",
+        Some(stop) => format!(
+            "{} dry run: would stop at call {} of {}: {}",
             job.kind,
             sim.calls.iter().filter(|c| c.fits).count() + 1,
             sim.calls.len(),
-            wait.map_or(String::new(), |d| format!(
-                "; capacity frees in {}",
-                human(d)
-            ))
+            stop.describe(sim.now_us)
         ),
     };
     let regions: Vec<&str> = job.regions.iter().map(|r| r.code.as_str()).collect();
@@ -217,10 +213,10 @@ async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
         "{summary}; regions: {}",
         regions.join(", ")
     );
-    let outcome = if cut {
-        Err(SilentExit(ExitCode::TryLater).into())
-    } else {
-        Ok(())
+    // The real run's exit for the same stop.
+    let outcome = match sim.stop.as_ref().and_then(|s| s.status().exit_code()) {
+        None => Ok(()),
+        Some(code) => Err(SilentExit(code).into()),
     };
     after_output(printed, outcome)
 }
@@ -546,15 +542,18 @@ fn print_plan(job: &Job<'_>, max: u64, sim: &Simulation, limiter: &str) -> Resul
     for (i, c) in sim.calls.iter().enumerate() {
         if !c.fits && !stop_shown {
             stop_shown = true;
-            if let Some((policy, wait)) = &sim.stop {
-                let wait = wait.map_or(
-                    "never: the call is larger than the policy's maximum".to_owned(),
-                    |d| format!("capacity frees in {}", human(d)),
-                );
-                writeln!(
-                    out,
-                    "  ---- the run would stop here: {policy} would say no; {wait}"
-                )?;
+            if let Some(stop) = &sim.stop {
+                let why = match stop.denied_by() {
+                    Some(policy) => {
+                        let wait = stop.retry_after(sim.now_us).map_or(
+                            "never: the call is larger than the policy's maximum".to_owned(),
+                            |d| format!("capacity frees in {}", human(d)),
+                        );
+                        format!("{policy} would say no; {wait}")
+                    }
+                    None => stop.describe(sim.now_us),
+                };
+                writeln!(out, "  ---- the run would stop here: {why}")?;
             }
         }
         let total = if c.fits {
@@ -620,17 +619,16 @@ struct DryRunJson {
     calls: u64,
     remaining: u64,
     retry_after_s: Option<f64>,
+    /// The policy that would say no (`upstream` while the budget is blocked).
+    denied_by: Option<String>,
     units_planned: u64,
     regions: Vec<RegionJson>,
     plan: Vec<PlanJson>,
 }
 
 fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
-    let status = if sim.stop.is_some() {
-        "budget_exhausted"
-    } else {
-        "complete"
-    };
+    // The statuses the real run would report for the same stop.
+    let status = sim.stop.as_ref().map_or(Status::Complete, |s| s.status());
     // The region of the call where the run would stop; the regions after it, with no
     // call that fits, are never reached.
     let stops_in = sim.calls.iter().find(|c| !c.fits).map(|c| &c.call.region);
@@ -644,10 +642,11 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
             RegionJson {
                 code: r.code.clone(),
                 status: match (cut, reached) {
-                    (false, _) => "complete",
-                    (true, true) => "budget_exhausted",
-                    (true, false) => "not_attempted",
-                },
+                    (false, _) => Status::Complete,
+                    (true, true) => status,
+                    (true, false) => Status::NotAttempted,
+                }
+                .as_str(),
                 // The pages the plan would fetch (a chart that ends early has fewer).
                 pages: mine
                     .clone()
@@ -663,12 +662,20 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
     let report = DryRunJson {
         run_id: None,
         dry_run: true,
-        status,
+        status: status.as_str(),
         units_charged: 0,
         units_unmetered: 0,
         calls: 0,
         remaining: sim.remaining,
-        retry_after_s: sim.stop.as_ref().and_then(|(_, w)| w.map(seconds)),
+        retry_after_s: sim
+            .stop
+            .as_ref()
+            .and_then(|s| s.retry_after(sim.now_us))
+            .map(seconds),
+        denied_by: sim
+            .stop
+            .as_ref()
+            .and_then(|s| s.denied_by().map(str::to_owned)),
         units_planned: sim.calls.iter().filter(|c| c.fits).map(|c| c.units).sum(),
         regions,
         plan: sim

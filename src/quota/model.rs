@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use super::{Charge, Decision, UPSTREAM_POLICY, from_micros, micros};
+use super::{Charge, Decision, Status, UPSTREAM_POLICY, from_micros, micros};
 
 /// Whether, and when, a charge fits a policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,6 +181,40 @@ impl Model {
 
     pub fn block_until(&mut self, until_us: i64) {
         self.blocked_until_us = Some(until_us);
+    }
+
+    /// The window a limiter reported: every policy's entries and any block, so that
+    /// charges decided at `status.now_us` get the answers the limiter would give.
+    ///
+    /// Seeded entries get ids of their own (`seeded-N`). A policy listed without its entries
+    /// counts its `used` as one entry made at `status.now_us`: a wait computed from it
+    /// is a whole window, never shorter than the limiter's.
+    pub fn from_status(status: &Status) -> Model {
+        let mut model = Model::new();
+        if let Some(until) = status.blocked_until_us {
+            model.block_until(until);
+        }
+        for policy in &status.policies {
+            let window = model.windows.entry(policy.name.clone()).or_default();
+            let entries: Vec<(i64, u64)> = match &policy.entries {
+                Some(entries) => entries.iter().map(|e| (e.at_us, e.units)).collect(),
+                None if policy.used > 0 => vec![(status.now_us, policy.used)],
+                None => Vec::new(),
+            };
+            for (i, (at, units)) in entries.into_iter().enumerate() {
+                let pos = window
+                    .entries
+                    .iter()
+                    .position(|e| e.0 > at)
+                    .unwrap_or(window.entries.len());
+                window
+                    .entries
+                    .insert(pos, (at, units, format!("seeded-{i}")));
+                window.total += units;
+            }
+            window.evict(status.now_us, micros(policy.window));
+        }
+        model
     }
 
     /// Units in `policy`'s window at `now_us`.
@@ -456,6 +490,49 @@ mod tests {
             m.charge(&charge("a", vec![part("b", 60, 10, 1)]), 30 * S, None)
                 .granted
         );
+    }
+
+    #[test]
+    fn a_model_seeded_from_a_status_decides_as_the_limiter_that_reported_it() {
+        use crate::quota::{Entry, PolicyStatus};
+        let mut charged = Model::new();
+        assert!(
+            charged
+                .charge(&charge("a", vec![part("b", 60, 10, 6)]), 0, None)
+                .granted
+        );
+        assert!(
+            charged
+                .charge(&charge("b", vec![part("b", 60, 10, 4)]), 20 * S, None)
+                .granted
+        );
+        let policy = |entries| PolicyStatus {
+            name: "b".into(),
+            window: Duration::from_secs(60),
+            used: 10,
+            next_free: None,
+            empty_in: None,
+            entries,
+        };
+        let entry = |at_us, units| Entry {
+            at_us,
+            units,
+            method: "m".into(),
+        };
+        let status = |entries| Status {
+            now_us: 30 * S,
+            policies: vec![policy(entries)],
+            blocked_until_us: None,
+        };
+        let mut seeded = Model::from_status(&status(Some(vec![entry(0, 6), entry(20 * S, 4)])));
+        let next = charge("c", vec![part("b", 60, 10, 5)]);
+        let want = charged.charge(&next, 30 * S, None);
+        assert_eq!(seeded.charge(&next, 30 * S, None), want);
+        assert_eq!(want.retry_after, Some(from_micros(30 * S)));
+        // Without its entries, the window's units count as made now: a whole window.
+        let mut blind = Model::from_status(&status(None));
+        let d = blind.charge(&next, 30 * S, None);
+        assert_eq!(d.retry_after, Some(Duration::from_secs(60)));
     }
 
     proptest::proptest! {

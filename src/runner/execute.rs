@@ -15,14 +15,11 @@ use tokio::task::JoinSet;
 use super::error::RunError;
 use super::lock::{self, RegionLock};
 use super::outcome::{Attempts, CallOutcome, RegionReport, RunReport, Status, Stop, overall};
-use super::plan::{self, Freshness};
+use super::plan::{self, Freshness, Step};
 use crate::config::Region;
 use crate::error::chain;
 use crate::progress::RegionBar;
-use crate::quota::{
-    Allowance, BUDGET_POLICY, Budget, Charge, DownPolicy, Journal, Limiter, LimiterError,
-    UPSTREAM_POLICY, micros,
-};
+use crate::quota::{Allowance, Budget, Charge, DownPolicy, Journal, Limiter, LimiterError, micros};
 use crate::store::{CallCount, RegionOutcome, RunKind, RunOutcome, Store, StoreError};
 use crate::youtube::{
     CallError, Client, ErrorClass, SEARCH_LIST, SearchRequest, VIDEO_CATEGORIES_LIST, VIDEOS_LIST,
@@ -224,30 +221,8 @@ impl Run {
                 report.units += charge.units;
                 Ok(())
             }
-            Ok(d) if d.denied_by.as_deref() == Some(UPSTREAM_POLICY) => {
-                let until_us = now_us() + d.retry_after.map_or(0, micros);
-                self.halt(Stop::UpstreamQuota {
-                    until_us,
-                    reason: "blocked by an earlier quotaExceeded".into(),
-                });
-                Err(Failed::Stopped)
-            }
             Ok(d) => {
-                let remaining = d
-                    .parts
-                    .iter()
-                    .find(|p| p.policy == BUDGET_POLICY)
-                    .map_or(d.remaining(), |p| p.remaining());
-                self.halt(Stop::Budget {
-                    method,
-                    units: charge.units,
-                    denied_by: d
-                        .denied_by
-                        .clone()
-                        .unwrap_or_else(|| BUDGET_POLICY.to_owned()),
-                    retry_after: d.retry_after,
-                    remaining,
-                });
+                self.halt(Stop::denied(method, &d, now_us()));
                 Err(Failed::Stopped)
             }
             Err(e) if e.is_unavailable() => {
@@ -461,16 +436,17 @@ impl Run {
         }
     }
 
-    /// The region's trending pages, then its category names when they are stale.
+    /// The region's trending pages, then its category names when `steps` (the
+    /// region's [`plan::steps`]) list them.
     async fn core(
         self: Arc<Self>,
         region: Region,
-        categories: bool,
+        steps: Vec<Step>,
         mut report: RegionReport,
     ) -> RegionReport {
         let bar = RegionBar::new(
             &region.code,
-            u64::from(region.pages) + u64::from(categories),
+            steps.iter().filter(|s| !s.is_search()).count() as u64,
         );
         let result = async {
             let mut token: Option<String> = None;
@@ -481,7 +457,8 @@ impl Run {
             // Every token sent in this fetch: one coming back means the upstream is
             // looping, and following it would store the same videos as new ranks.
             let mut tokens_seen: HashSet<String> = HashSet::new();
-            for _ in 0..region.pages {
+            // The chart may end before the planned pages do: no nextPageToken.
+            for _ in steps.iter().filter(|s| matches!(s, Step::TrendingPage(_))) {
                 let got = self
                     .call(VIDEOS_LIST, &mut report, || {
                         self.client.trending_page(
@@ -530,7 +507,7 @@ impl Run {
                     None => break,
                 }
             }
-            if categories {
+            if steps.contains(&Step::Categories) {
                 let got = self
                     .call(VIDEO_CATEGORIES_LIST, &mut report, || {
                         self.client.categories(&region.code, region.hl.as_deref())
@@ -558,11 +535,20 @@ impl Run {
         report
     }
 
-    /// The region's configured searches: one search.list each, then one videos.list
-    /// for the details of what it found.
-    async fn searches(self: Arc<Self>, region: Region, mut report: RegionReport) -> RegionReport {
+    /// The searches `steps` list: one search.list each, then one videos.list for the
+    /// details of what it found.
+    async fn searches(
+        self: Arc<Self>,
+        region: Region,
+        steps: Vec<Step>,
+        mut report: RegionReport,
+    ) -> RegionReport {
+        let planned = steps.iter().filter_map(|s| match s {
+            Step::Search { index, .. } => region.searches.get(*index),
+            _ => None,
+        });
         let result = async {
-            for search in &region.searches {
+            for search in planned {
                 let published_after = search
                     .published_within
                     .and_then(|w| jiff::Timestamp::from_microsecond(now_us() - micros(w)).ok());
@@ -571,7 +557,6 @@ impl Run {
                     q: &search.q,
                     order: search.order,
                     published_after,
-                    page_token: None,
                 };
                 let found = self
                     .call(SEARCH_LIST, &mut report, || self.client.search_page(&req))
@@ -726,18 +711,16 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         reports.push((region, report));
     }
 
-    let max_age = i64::try_from(plan::CATEGORIES_MAX_AGE.as_secs()).unwrap_or(i64::MAX);
+    // Both phases walk the steps the dry run plans, taken at one moment.
     let now = now_s();
     let reports = each_region(&run, reports, |run, region, report| {
-        let categories = fresh
-            .get(&region.code)
-            .and_then(|f| f.categories_fetched_at)
-            .is_none_or(|at| now - at >= max_age);
-        run.core(region, categories, report)
+        let steps = plan::steps(&region, fresh.get(&region.code), now);
+        run.core(region, steps, report)
     })
     .await;
     let reports = each_region(&run, reports, |run, region, report| {
-        run.searches(region, report)
+        let steps = plan::steps(&region, fresh.get(&region.code), now);
+        run.searches(region, steps, report)
     })
     .await;
     drop(locks);
@@ -779,6 +762,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
             .as_ref()
             .and_then(|s| s.retry_after(now))
             .map(crate::report::seconds),
+        denied_by: stop.as_ref().and_then(|s| s.denied_by().map(str::to_owned)),
         regions,
         stop_reason: stop.as_ref().map(|s| s.describe(now)),
         ended_at,

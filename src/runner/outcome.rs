@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::ExitCode;
+use crate::quota::{BUDGET_POLICY, Decision, UPSTREAM_POLICY, micros};
 
 /// Why a run stopped before its plan was done. The first stop wins.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +34,41 @@ pub enum Stop {
 }
 
 impl Stop {
+    /// The stop a denied charge for `method` makes at `now_us`. The real run and the
+    /// dry run both stop here, so they name the same policy and the same wait.
+    pub fn denied(method: &'static str, d: &Decision, now_us: i64) -> Stop {
+        if d.denied_by.as_deref() == Some(UPSTREAM_POLICY) {
+            return Stop::UpstreamQuota {
+                until_us: now_us + d.retry_after.map_or(0, micros),
+                reason: "blocked by an earlier quotaExceeded".into(),
+            };
+        }
+        let remaining = d
+            .parts
+            .iter()
+            .find(|p| p.policy == BUDGET_POLICY)
+            .map_or(d.remaining(), |p| p.remaining());
+        Stop::Budget {
+            method,
+            units: d.units,
+            denied_by: d
+                .denied_by
+                .clone()
+                .unwrap_or_else(|| BUDGET_POLICY.to_owned()),
+            retry_after: d.retry_after,
+            remaining,
+        }
+    }
+
+    /// The policy that said no, when a policy did (`upstream` while blocked).
+    pub fn denied_by(&self) -> Option<&str> {
+        match self {
+            Stop::Budget { denied_by, .. } => Some(denied_by),
+            Stop::UpstreamQuota { .. } => Some(UPSTREAM_POLICY),
+            Stop::LimiterDown { .. } | Stop::Fatal { .. } | Stop::Interrupted { .. } => None,
+        }
+    }
+
     pub fn status(&self) -> Status {
         match self {
             Stop::Budget { .. } | Stop::LimiterDown { .. } => Status::BudgetExhausted,
@@ -227,6 +263,8 @@ pub struct RunReport {
     pub calls: u64,
     pub remaining: Option<u64>,
     pub retry_after_s: Option<f64>,
+    /// The policy that stopped the run (`upstream` while the budget is blocked).
+    pub denied_by: Option<String>,
     pub regions: Vec<RegionReport>,
     #[serde(skip)]
     pub stop_reason: Option<String>,

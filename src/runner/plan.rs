@@ -7,8 +7,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::outcome::Stop;
 use crate::config::Region;
-use crate::quota::{Allowance, Budget, Fit, Status, model};
+use crate::quota::{Allowance, BUDGET_POLICY, Budget, Status, model::Model};
 use crate::youtube::{SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_LIST};
 
 /// Category names are fetched at most once a day per region.
@@ -21,8 +22,8 @@ pub enum Step {
     TrendingPage(u32),
     /// The region's category names.
     Categories,
-    /// The search named so.
-    Search(String),
+    /// The region's search number `index` (from 0, in the configuration's order).
+    Search { index: usize, name: String },
     /// The details of the videos the search found.
     SearchDetails(String),
 }
@@ -32,7 +33,7 @@ impl Step {
         match self {
             Step::TrendingPage(_) | Step::SearchDetails(_) => VIDEOS_LIST,
             Step::Categories => VIDEO_CATEGORIES_LIST,
-            Step::Search(_) => SEARCH_LIST,
+            Step::Search { .. } => SEARCH_LIST,
         }
     }
 
@@ -40,9 +41,14 @@ impl Step {
         match self {
             Step::TrendingPage(n) => format!("trending page {n}"),
             Step::Categories => "category names".to_owned(),
-            Step::Search(name) => format!("search \"{name}\""),
+            Step::Search { name, .. } => format!("search \"{name}\""),
             Step::SearchDetails(name) => format!("details for \"{name}\""),
         }
+    }
+
+    /// A search or its details: made after every region's core data.
+    pub fn is_search(&self) -> bool {
+        matches!(self, Step::Search { .. } | Step::SearchDetails(_))
     }
 }
 
@@ -73,39 +79,49 @@ pub fn order<'a>(regions: &[&'a Region], fresh: &BTreeMap<String, Freshness>) ->
     ordered
 }
 
-/// Every call of a run over `regions`, at `now_s`.
-pub fn plan(regions: &[&Region], fresh: &BTreeMap<String, Freshness>, now_s: i64) -> Vec<Planned> {
-    let ordered = order(regions, fresh);
+/// The calls a run makes for `region` at `now_s`, in order: its trending pages, its
+/// category names when they are stale, then each search and its details.
+///
+/// The dry run plans these and the real run walks them; the real run may make fewer
+/// (a chart that ends before its last page, a search that finds nothing), never others.
+pub fn steps(region: &Region, fresh: Option<&Freshness>, now_s: i64) -> Vec<Step> {
     let max_age = i64::try_from(CATEGORIES_MAX_AGE.as_secs()).unwrap_or(i64::MAX);
+    let categories_stale = fresh
+        .and_then(|f| f.categories_fetched_at)
+        .is_none_or(|at| now_s - at >= max_age);
+    let pages = (1..=region.pages).map(Step::TrendingPage);
+    let categories = categories_stale.then_some(Step::Categories);
+    let searches = region.searches.iter().enumerate().flat_map(|(index, s)| {
+        [
+            Step::Search {
+                index,
+                name: s.name.clone(),
+            },
+            Step::SearchDetails(s.name.clone()),
+        ]
+    });
+    pages.chain(categories).chain(searches).collect()
+}
+
+/// Every call of a run over `regions`, at `now_s`: each region's [`steps`], the core
+/// data of every region before any search.
+pub fn plan(regions: &[&Region], fresh: &BTreeMap<String, Freshness>, now_s: i64) -> Vec<Planned> {
+    let per_region: Vec<(&Region, Vec<Step>)> = order(regions, fresh)
+        .into_iter()
+        .map(|r| (r, steps(r, fresh.get(&r.code), now_s)))
+        .collect();
     let mut calls = Vec::new();
-    for r in &ordered {
-        for page in 1..=r.pages {
-            calls.push(Planned {
-                region: r.code.clone(),
-                step: Step::TrendingPage(page),
-            });
-        }
-        let categories_stale = fresh
-            .get(&r.code)
-            .and_then(|f| f.categories_fetched_at)
-            .is_none_or(|at| now_s - at >= max_age);
-        if categories_stale {
-            calls.push(Planned {
-                region: r.code.clone(),
-                step: Step::Categories,
-            });
-        }
-    }
-    for r in &ordered {
-        for s in &r.searches {
-            calls.push(Planned {
-                region: r.code.clone(),
-                step: Step::Search(s.name.clone()),
-            });
-            calls.push(Planned {
-                region: r.code.clone(),
-                step: Step::SearchDetails(s.name.clone()),
-            });
+    for searches in [false, true] {
+        for (r, steps) in &per_region {
+            calls.extend(
+                steps
+                    .iter()
+                    .filter(|s| s.is_search() == searches)
+                    .map(|step| Planned {
+                        region: r.code.clone(),
+                        step: step.clone(),
+                    }),
+            );
         }
     }
     calls
@@ -125,14 +141,19 @@ pub struct SimulatedCall {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Simulation {
     pub calls: Vec<SimulatedCall>,
-    /// Where the run would stop: the policy that would say no and when capacity frees.
-    pub stop: Option<(String, Option<Duration>)>,
+    /// Where the run would stop and why: the stop the real run would record there.
+    pub stop: Option<Stop>,
     /// Units left to the allowance after the calls that fit.
     pub remaining: u64,
+    /// The limiter's clock the plan was charged at, microseconds since the epoch.
+    pub now_us: i64,
 }
 
-/// Charges the plan against a copy of the window, as a real run would, without
-/// touching the limiter. `status` must list the entries of every policy.
+/// Charges the plan, call by call, to the reference [`Model`] seeded with the window
+/// as the limiter reported it: the decisions of the backends, without touching the
+/// limiter. `status` should list the entries of every policy (without them a
+/// policy's waits come out a whole window). A denied call stops the plan as it would
+/// stop the run, with the same [`Stop`].
 pub fn simulate(
     plan: &[Planned],
     budget: &Budget,
@@ -140,82 +161,30 @@ pub fn simulate(
     status: &Status,
 ) -> Simulation {
     let now = status.now_us;
-    let mut used: BTreeMap<String, u64> = status
-        .policies
-        .iter()
-        .map(|p| (p.name.clone(), p.used))
-        .collect();
-    let mut entries: BTreeMap<String, Vec<(i64, u64)>> = status
-        .policies
-        .iter()
-        .map(|p| {
-            (
-                p.name.clone(),
-                p.entries
-                    .iter()
-                    .flatten()
-                    .map(|e| (e.at_us, e.units))
-                    .collect(),
-            )
-        })
-        .collect();
+    let mut model = Model::from_status(status);
     let mut calls = Vec::with_capacity(plan.len());
     let mut stop = None;
     let mut total = 0;
-    let blocked = status.blocked_until_us.filter(|u| *u > now);
     for (i, call) in plan.iter().enumerate() {
         let method = call.step.method();
         let units = budget.cost(method).unwrap_or(0);
-        let mut fits = stop.is_none();
-        if fits && let Some(until) = blocked {
-            stop = Some((
-                crate::quota::UPSTREAM_POLICY.to_owned(),
-                Some(crate::quota::from_micros(until - now)),
-            ));
-            fits = false;
-        }
-        if fits {
-            let Ok(charge) = budget.charge(&format!("dry-{i}"), method, 1, allowance) else {
-                continue;
-            };
-            let mut worst: Option<(String, Fit)> = None;
-            for part in &charge.parts {
-                let u = used.get(&part.policy).copied().unwrap_or(0);
-                let e = entries
-                    .get(&part.policy)
-                    .map(Vec::as_slice)
-                    .unwrap_or_default();
-                let window = crate::quota::micros(part.window);
-                let fit = model::fit(e.iter().copied(), u, part.units, part.max, window, now);
-                let longer = |w: &Option<(String, Fit)>| match (&fit, w) {
-                    (Fit::Now, _) => false,
-                    (_, None) => true,
-                    (Fit::Never, Some((_, f))) => *f != Fit::Never,
-                    (Fit::After(d), Some((_, Fit::After(w)))) => d > w,
-                    (Fit::After(_), Some(_)) => false,
-                };
-                if longer(&worst) {
-                    worst = Some((part.policy.clone(), fit));
+        let mut fits = false;
+        if stop.is_none() {
+            match budget.charge(&format!("dry-run-{i}"), method, 1, allowance) {
+                // The real run stops at a method without a cost too.
+                Err(e) => {
+                    stop = Some(Stop::Fatal {
+                        message: e.to_string(),
+                    });
                 }
-            }
-            match worst {
-                Some((policy, fit)) => {
-                    let wait = match fit {
-                        Fit::After(d) => Some(d),
-                        _ => None,
-                    };
-                    stop = Some((policy, wait));
-                    fits = false;
-                }
-                None => {
-                    for part in &charge.parts {
-                        *used.entry(part.policy.clone()).or_insert(0) += part.units;
-                        entries
-                            .entry(part.policy.clone())
-                            .or_default()
-                            .push((now, part.units));
+                Ok(charge) => {
+                    let decision = model.charge(&charge, now, None);
+                    if decision.granted {
+                        fits = true;
+                        total += units;
+                    } else {
+                        stop = Some(Stop::denied(method, &decision, now));
                     }
-                    total += units;
                 }
             }
         }
@@ -226,11 +195,12 @@ pub fn simulate(
             fits,
         });
     }
-    let budget_used = used.get(crate::quota::BUDGET_POLICY).copied().unwrap_or(0);
+    let used = model.used(BUDGET_POLICY, budget.window, now);
     Simulation {
         calls,
         stop,
-        remaining: budget.max_for(allowance).saturating_sub(budget_used),
+        remaining: budget.max_for(allowance).saturating_sub(used),
+        now_us: now,
     }
 }
 
@@ -330,7 +300,13 @@ mod tests {
                 ("GB".into(), Step::Categories),
                 ("US".into(), Step::TrendingPage(1)),
                 ("US".into(), Step::TrendingPage(2)),
-                ("US".into(), Step::Search("fresh".into())),
+                (
+                    "US".into(),
+                    Step::Search {
+                        index: 0,
+                        name: "fresh".into()
+                    }
+                ),
                 ("US".into(), Step::SearchDetails("fresh".into())),
             ]
         );
@@ -364,11 +340,11 @@ mod tests {
         );
         let fits: Vec<bool> = sim.calls.iter().map(|c| c.fits).collect();
         assert_eq!(fits, vec![true, true, true, true, true, false, false]);
-        let (policy, wait) = sim.stop.expect("the search does not fit");
-        assert_eq!(policy, "budget");
+        let stop = sim.stop.expect("the search does not fit");
+        assert_eq!(stop.denied_by(), Some("budget"));
         // 95 used + 100 > 100: all 95 must leave, including the 5 this plan charges
         // now, so a whole window from now; not when the 90 from t=1 s leave.
-        assert_eq!(wait, Some(Duration::from_secs(86_400)));
+        assert_eq!(stop.retry_after(0), Some(Duration::from_secs(86_400)));
         assert_eq!(sim.remaining, 5);
         assert_eq!(sim.calls[4].total, 5);
     }
@@ -387,5 +363,64 @@ mod tests {
         );
         assert!(sim.stop.is_none());
         assert_eq!(sim.calls.last().map(|c| c.total), Some(106));
+    }
+
+    #[test]
+    fn a_blocked_budget_stops_the_plan_at_its_first_call_as_the_run() {
+        let us = region("US", 1, &[]);
+        let calls = plan(&[&us], &BTreeMap::new(), 0);
+        let mut st = status(0, 0, 2_000_000);
+        st.blocked_until_us = Some(9_000_000);
+        let sim = simulate(&calls, &budget(100), Allowance::Ceiling, &st);
+        assert!(sim.calls.iter().all(|c| !c.fits));
+        let stop = sim.stop.expect("blocked");
+        assert_eq!(stop.status(), super::super::Status::UpstreamQuotaExhausted);
+        assert_eq!(stop.denied_by(), Some(crate::quota::UPSTREAM_POLICY));
+        assert_eq!(stop.retry_after(sim.now_us), Some(Duration::from_secs(7)));
+        assert_eq!(sim.remaining, 100);
+    }
+
+    #[test]
+    fn equal_windows_both_over_name_the_policy_the_limiter_names() {
+        let us = region("US", 3, &[]);
+        let calls = plan(&[&us], &BTreeMap::new(), 0);
+        let mut b = budget(100);
+        let limit = |name: &str| crate::quota::Limit {
+            name: name.into(),
+            methods: vec!["videos.list".into()],
+            max: 2,
+            window: Duration::from_secs(3600),
+            per: crate::quota::Per::Unit,
+        };
+        b.limits = vec![limit("pages-a"), limit("pages-b")];
+        let mut st = status(0, 0, 2_000_000);
+        for name in ["pages-a", "pages-b"] {
+            st.policies.push(PolicyStatus {
+                name: name.into(),
+                window: Duration::from_secs(3600),
+                used: 1,
+                next_free: None,
+                empty_in: None,
+                entries: Some(vec![Entry {
+                    at_us: 1_000_000,
+                    units: 1,
+                    method: "videos.list".into(),
+                }]),
+            });
+        }
+        let sim = simulate(&calls, &b, Allowance::Ceiling, &st);
+        let fits: Vec<bool> = sim.calls.iter().map(|c| c.fits).collect();
+        assert_eq!(fits, vec![true, false, false, false]);
+        // The limiters decide with model::decide; the dry run must name its choice.
+        let mut limiter = Model::new();
+        let page = |id: &str| b.charge(id, "videos.list", 1, Allowance::Ceiling);
+        let page = |id: &str| page(id).expect("videos.list has a cost");
+        assert!(limiter.charge(&page("earlier"), 1_000_000, None).granted);
+        assert!(limiter.charge(&page("p1"), 2_000_000, None).granted);
+        let said = limiter.charge(&page("p2"), 2_000_000, None);
+        let stop = sim.stop.expect("the second page does not fit");
+        assert_eq!(stop.denied_by(), said.denied_by.as_deref());
+        assert_eq!(stop.retry_after(0), said.retry_after);
+        assert_eq!(said.retry_after, Some(Duration::from_secs(3599)));
     }
 }

@@ -119,8 +119,6 @@ pub struct SearchRequest<'a> {
     pub order: SearchOrder,
     /// Sent to the second (the upstream takes RFC 3339 with a `Z`); `None` omits it.
     pub published_after: Option<jiff::Timestamp>,
-    /// `nextPageToken` of the previous page, passed through as the upstream sent it.
-    pub page_token: Option<&'a str>,
 }
 
 /// A YouTube Data API v3 client.
@@ -265,8 +263,7 @@ impl Client {
     pub async fn search_page(&self, req: &SearchRequest<'_>) -> Result<SearchPage, CallError> {
         let call = CallContext::new(SEARCH_LIST)
             .region(req.region)
-            .query(req.q)
-            .page_token(req.page_token);
+            .query(req.q);
         let mut url = self.endpoint("search");
         {
             let mut query = url.query_pairs_mut();
@@ -280,9 +277,6 @@ impl Client {
                 query.append_pair("publishedAfter", &rfc3339_seconds(after));
             }
             query.append_pair("q", req.q);
-            if let Some(token) = req.page_token {
-                query.append_pair("pageToken", token);
-            }
         }
         let (status, body) = self.fetch(&call, url).await?;
         raw::search_page(&body).map_err(|problem| malformed(call, status, problem))
@@ -320,7 +314,6 @@ impl Client {
             return Ok(VideoPage {
                 items: Vec::new(),
                 next_page_token: None,
-                total_results: Some(0),
             });
         }
         let mut url = self.endpoint("videos");

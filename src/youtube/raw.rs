@@ -124,17 +124,10 @@ fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, MalformedRespon
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct PageInfo {
-    pub total_results: Option<u64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub(crate) struct VideoListResponse {
     #[serde(default)]
     pub items: Vec<Video>,
     pub next_page_token: Option<String>,
-    pub page_info: Option<PageInfo>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -247,8 +240,6 @@ pub(crate) struct RawCategory {
 #[derive(Debug, Deserialize)]
 pub(crate) struct CategorySnippet {
     pub title: String,
-    #[serde(default)]
-    pub assignable: bool,
 }
 
 pub(crate) fn video_page(body: &[u8]) -> Result<VideoPage, MalformedResponse> {
@@ -262,7 +253,6 @@ pub(crate) fn video_page(body: &[u8]) -> Result<VideoPage, MalformedResponse> {
     Ok(VideoPage {
         items,
         next_page_token: raw.next_page_token,
-        total_results: raw.page_info.and_then(|info| info.total_results),
     })
 }
 
@@ -295,7 +285,6 @@ pub(crate) fn categories(body: &[u8]) -> Result<Vec<Category>, MalformedResponse
         .map(|item| Category {
             id: item.id,
             title: item.snippet.title,
-            assignable: item.snippet.assignable,
         })
         .collect())
 }

@@ -79,7 +79,6 @@ fn strings(items: &[&str]) -> Vec<String> {
 fn videos_page1_parses_to_records() {
     let page = raw::video_page(fixture!("videos_page1.json")).expect("fixture parses");
     assert_eq!(page.next_page_token.as_deref(), Some("CDIQAA"));
-    assert_eq!(page.total_results, Some(200));
     let ids: Vec<&str> = page.items.iter().map(|v| v.id.as_str()).collect();
     assert_eq!(
         ids,
@@ -194,7 +193,6 @@ fn videos_page1_parses_to_records() {
 fn videos_last_page_has_no_next_token() {
     let page = raw::video_page(fixture!("videos_last_page.json")).expect("fixture parses");
     assert_eq!(page.next_page_token, None);
-    assert_eq!(page.total_results, Some(200));
     let summary: Vec<(&str, Option<i64>)> = page
         .items
         .iter()
@@ -301,7 +299,6 @@ fn categories_fixture_parses() {
         Category {
             id: "10".into(),
             title: "Music".into(),
-            assignable: true
         }
     );
     assert_eq!(
@@ -309,13 +306,7 @@ fn categories_fixture_parses() {
         Category {
             id: "18".into(),
             title: "Short Movies".into(),
-            assignable: false
         }
-    );
-    assert_eq!(
-        categories.iter().filter(|c| c.assignable).count(),
-        15,
-        "assignable categories in the fixture"
     );
 }
 
@@ -487,10 +478,9 @@ async fn trending_page_passes_page_token_and_hl() {
 }
 
 #[tokio::test]
-async fn search_page_escapes_q_and_page_token() {
+async fn search_page_escapes_q() {
     let (server, client) = serve(200, fixture!("search.json"), "application/json").await;
     let q = "cats & dogs +1 #shorts/ü?x=y";
-    let token = "CDIQ+/=AA&key=x";
     let after: jiff::Timestamp = "2024-06-09T12:30:15.123456Z".parse().expect("timestamp");
     let page = client
         .search_page(&SearchRequest {
@@ -498,7 +488,6 @@ async fn search_page_escapes_q_and_page_token() {
             q,
             order: SearchOrder::ViewCount,
             published_after: Some(after),
-            page_token: Some(token),
         })
         .await
         .expect("search page");
@@ -515,16 +504,11 @@ async fn search_page_escapes_q_and_page_token() {
             ("order", "viewCount"),
             ("publishedAfter", "2024-06-09T12:30:15Z"),
             ("q", q),
-            ("pageToken", token),
         ])
     );
     let raw_query = request.url.query().expect("a query string");
     assert!(
         raw_query.contains("q=cats+%26+dogs+%2B1+%23shorts%2F%C3%BC%3Fx%3Dy"),
-        "{raw_query}"
-    );
-    assert!(
-        raw_query.contains("pageToken=CDIQ%2B%2F%3DAA%26key%3Dx"),
         "{raw_query}"
     );
 }
@@ -538,7 +522,6 @@ async fn search_page_sends_empty_q_and_omits_published_after() {
             q: "",
             order: SearchOrder::default(),
             published_after: None,
-            page_token: None,
         })
         .await
         .expect("search page");
@@ -664,7 +647,6 @@ async fn key_goes_only_in_the_header() {
             q: "lighthouse",
             order: SearchOrder::Date,
             published_after: None,
-            page_token: None,
         })
         .await
         .expect("search");

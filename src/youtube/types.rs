@@ -10,8 +10,6 @@ pub struct VideoPage {
     pub items: Vec<VideoRecord>,
     /// Absent on the last page.
     pub next_page_token: Option<String>,
-    /// `pageInfo.totalResults`, when the upstream said.
-    pub total_results: Option<u64>,
 }
 
 /// One page of `search.list`: only ids, because search snippets lack statistics and
@@ -28,6 +26,4 @@ pub struct SearchPage {
 pub struct Category {
     pub id: String,
     pub title: String,
-    /// Whether uploaders can pick it; unassignable ones still appear on old videos.
-    pub assignable: bool,
 }

@@ -15,6 +15,25 @@ use super::{Ran, RedisServer, Scratch, Trendsync};
 /// The shipped regions, in their configured order.
 pub const REGIONS: [&str; 8] = ["US", "GB", "DE", "FR", "IN", "BR", "AU", "CA"];
 
+/// Three regions of two pages (all the fixtures' chart holds, so a run fetches every
+/// planned page) and no searches: three calls per region, none of them search.list.
+pub const THREE_REGIONS: &str = r#"
+[defaults]
+pages = 2
+
+[[region]]
+code = "US"
+offset = 0
+
+[[region]]
+code = "GB"
+offset = 7
+
+[[region]]
+code = "DE"
+offset = 14
+"#;
+
 /// The `[costs]` table of a quota-costs.toml.
 fn costs_of(text: &str) -> BTreeMap<String, u64> {
     let doc: toml::Table = text.parse().expect("the costs file is TOML");

@@ -1,0 +1,142 @@
+//! The dry run and the real run agree: the same plan, the same stopping point, the
+//! same policy saying no, and the same status while the budget is blocked.
+
+use serde_json::Value;
+
+use crate::common::harness::{Harness, THREE_REGIONS, shorts};
+use crate::common::upstream::{OVERRIDE, answer_fixture, page2};
+use crate::common::{RedisServer, costs_toml};
+use crate::on_both_limiters;
+
+on_both_limiters!(
+    the_dry_run_stops_where_the_run_does_under_equal_windows,
+    the_dry_run_reports_a_blocked_budget_as_the_run_does,
+);
+
+/// Two limits on the chart's pages with the same maximum and the same window: once
+/// both are full, both say no with the same wait.
+fn equal_limits() -> String {
+    let limit = |name: &str| {
+        format!(
+            "\n[[limit]]\nname = \"{name}\"\nmethods = [\"videos.list\"]\nmax = 3\nwindow = \"1h\"\n"
+        )
+    };
+    format!(
+        "{}{}{}",
+        costs_toml(10_000, 9_000, "24h"),
+        limit("pages-a"),
+        limit("pages-b")
+    )
+}
+
+/// The plan rows that fit, in the short form of the fake's calls (`US p1`).
+fn fitting(plan: &Value) -> Vec<String> {
+    plan["plan"]
+        .as_array()
+        .expect("plan is an array")
+        .iter()
+        .filter(|row| row["fits"] == true)
+        .map(|row| {
+            let region = row["region"].as_str().expect("region");
+            match row["call"].as_str().expect("call") {
+                "category names" => format!("{region} categories"),
+                call => {
+                    let page = call.strip_prefix("trending page ").expect("a chart page");
+                    format!("{region} p{page}")
+                }
+            }
+        })
+        .collect()
+}
+
+fn the_dry_run_stops_where_the_run_does_under_equal_windows(redis: Option<&RedisServer>) {
+    let mut h = Harness::new(redis);
+    h.costs(&equal_limits()).regions(THREE_REGIONS);
+    // One page already in both limits' windows: the plan starts from a window the
+    // dry run must read, not an empty one.
+    let earlier = h.bare().args(["budget", "charge", "videos.list"]).run();
+    assert_eq!(earlier.code, 0, "{}", earlier.stderr);
+
+    let (dry, calls) = h.run(&["run", "--dry-run", "--json", "--concurrency", "1"]);
+    assert_eq!(dry.code, 75, "{}", dry.stderr);
+    assert!(calls.is_empty(), "{calls:?}");
+    let plan = dry.json();
+
+    let (real, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
+    assert_eq!(real.code, dry.code, "{}", real.stderr);
+    let report = real.json();
+
+    // The same calls up to the same stop: two pages of US and its categories, then
+    // GB's first page is one page too many for both limits.
+    assert_eq!(
+        fitting(&plan),
+        ["US p1", "US p2", "US categories"],
+        "{plan}"
+    );
+    assert_eq!(shorts(&calls), fitting(&plan), "{report}");
+    assert_eq!(plan["status"], "budget_exhausted", "{plan}");
+    assert_eq!(report["status"], plan["status"], "{report}");
+    // Both limits say no with the same wait; both runs name the same one of them.
+    let denied_by = plan["denied_by"].as_str().expect("denied_by");
+    assert!(
+        ["pages-a", "pages-b"].contains(&denied_by),
+        "a limit, not the budget: {plan}"
+    );
+    assert_eq!(report["denied_by"], plan["denied_by"], "{report}");
+    assert_eq!(report["remaining"], plan["remaining"], "{report} vs {plan}");
+    // The wait is the same instant (the earlier page leaving), seen a little later.
+    let (planned, waited) = (
+        plan["retry_after_s"].as_f64().expect("retry_after_s"),
+        report["retry_after_s"].as_f64().expect("retry_after_s"),
+    );
+    assert!(
+        waited <= planned && planned <= 3600.0,
+        "{waited} vs {planned}"
+    );
+}
+
+fn the_dry_run_reports_a_blocked_budget_as_the_run_does(redis: Option<&RedisServer>) {
+    let mut h = Harness::new(redis);
+    h.regions(THREE_REGIONS);
+    h.fake.mount(
+        page2("US")
+            .respond_with(answer_fixture(403, "error_quota_exceeded.json"))
+            .with_priority(OVERRIDE),
+    );
+    let (first, _) = h.run(&["run", "--json", "--concurrency", "1"]);
+    assert_eq!(first.code, 75, "{}", first.stderr);
+    assert_eq!(first.json()["status"], "upstream_quota_exhausted");
+
+    let (dry, calls) = h.run(&["run", "--dry-run", "--json"]);
+    assert!(calls.is_empty(), "{calls:?}");
+    let plan = dry.json();
+    let (real, calls) = h.run(&["run", "--json"]);
+    assert!(calls.is_empty(), "blocked: {calls:?}");
+    let report = real.json();
+
+    assert_eq!((dry.code, real.code), (75, 75), "{}", dry.stderr);
+    assert_eq!(plan["status"], "upstream_quota_exhausted", "{plan}");
+    assert_eq!(report["status"], plan["status"], "{report}");
+    assert_eq!(plan["denied_by"], "upstream", "{plan}");
+    assert_eq!(report["denied_by"], plan["denied_by"], "{report}");
+    assert_eq!(fitting(&plan), Vec::<String>::new(), "{plan}");
+    for region in plan["regions"].as_array().expect("regions") {
+        assert_eq!(region["status"], "upstream_quota_exhausted", "{plan}");
+    }
+    // Both wait for the same reset.
+    let (planned, waited) = (
+        plan["retry_after_s"].as_f64().expect("retry_after_s"),
+        report["retry_after_s"].as_f64().expect("retry_after_s"),
+    );
+    assert!(
+        waited <= planned && planned <= 25.0 * 3600.0,
+        "{waited} vs {planned}"
+    );
+    let text = h.bare().args(["run", "--dry-run"]).run();
+    assert!(
+        text.stdout
+            .contains("---- the run would stop here: upstream would say no"),
+        "{}",
+        text.stdout
+    );
+}
