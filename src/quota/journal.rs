@@ -703,6 +703,91 @@ mod tests {
         assert_eq!(used(&limiter, "budget", HOUR).await.0, 101);
     }
 
+    #[test]
+    fn the_ledger_keeps_granted_calls_until_their_longest_window_passes() {
+        let (_dir, path) = scratch();
+        let j = Journal::open(&path).expect("open");
+        j.record_granted_at("key1", &charge("g-1", 100), 1_000)
+            .expect("record");
+        j.record_at("key1", &charge("u-1", 1), 2_000)
+            .expect("record");
+        // Granted rows are the ledger, not calls waiting for a replay.
+        let ids = |rows: Vec<Journalled>| -> Vec<String> {
+            rows.into_iter().map(|r| r.charge.id).collect()
+        };
+        assert_eq!(ids(j.pending("key1").expect("pending").0), ["u-1"]);
+        assert_eq!(ids(j.ledger("key1").expect("ledger").0), ["g-1"]);
+        // Kept while its longest window (the hour) still holds it.
+        let hour = micros(HOUR);
+        assert_eq!(j.prune("key1", 1_000 + hour - 1).expect("prune"), 0);
+        assert_eq!(j.prune("key1", 1_000 + hour).expect("prune"), 1);
+        assert!(j.ledger("key1").expect("ledger").0.is_empty());
+        // Unmetered calls are never pruned: the window has not counted them yet.
+        assert_eq!(j.pending("key1").expect("pending").0.len(), 1);
+
+        assert_eq!(j.last_epoch("key1").expect("epoch"), None);
+        j.set_epoch("key1", Some(Epoch(42))).expect("set");
+        j.set_epoch("other", Some(Epoch(7))).expect("set");
+        assert_eq!(j.last_epoch("key1").expect("epoch"), Some(Epoch(42)));
+        j.set_epoch("key1", None).expect("forget");
+        assert_eq!(j.last_epoch("key1").expect("epoch"), None);
+        assert_eq!(j.last_epoch("other").expect("epoch"), Some(Epoch(7)));
+    }
+
+    #[test]
+    fn a_journal_written_before_the_ledger_keeps_its_calls() {
+        let (_dir, path) = scratch();
+        {
+            let conn = Connection::open(&path).expect("open");
+            conn.execute_batch(
+                "CREATE TABLE quota_journal (
+                    charge_id TEXT PRIMARY KEY, budget TEXT NOT NULL, method TEXT NOT NULL,
+                    units INTEGER NOT NULL, parts TEXT NOT NULL CHECK (json_valid(parts)),
+                    made_at_us INTEGER NOT NULL) WITHOUT ROWID;
+                 INSERT INTO quota_journal VALUES ('old-1', 'key1', 'videos.list', 1,
+                    '[{\"policy\":\"budget\",\"window_us\":3600000000,\"max\":9500,\"units\":1}]', 5);",
+            )
+            .expect("an old journal");
+        }
+        let j = Journal::open_if_pending(&path)
+            .expect("open")
+            .expect("a pending call");
+        let (rows, unreadable) = j.pending("key1").expect("pending");
+        assert_eq!((rows.len(), unreadable), (1, 0));
+        assert_eq!(rows[0].charge.id, "old-1");
+        assert!(j.ledger("key1").expect("ledger").0.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_restore_records_the_ledger_once_at_original_ages_and_keeps_it() {
+        let (_dir, path) = scratch();
+        let j = Journal::open(&path).expect("open");
+        let now = now_us();
+        let ten_min = 600 * 1_000_000;
+        j.record_granted_at("key1", &charge("g-1", 100), now - ten_min)
+            .expect("record");
+        j.record_granted_at("key1", &charge("g-2", 5), now - 2 * ten_min)
+            .expect("record");
+        // The window this host charged into is gone: an empty one.
+        let limiter = Limiter::Embedded(
+            EmbeddedLimiter::open(&path.with_extension("other.db"), "key1").expect("limiter"),
+        );
+        for _ in 0..2 {
+            let done = j.restore("key1", &limiter).await.expect("restore");
+            assert_eq!((done.calls, done.units, done.left), (2, 105, 0));
+            let (budget, next_free) = used(&limiter, "budget", HOUR).await;
+            assert_eq!(budget, 105, "counted once, however often restored");
+            // The older call, made twenty minutes ago, leaves in forty.
+            let next_free = next_free.expect("entries").as_secs_f64();
+            assert!((2395.0..=2400.0).contains(&next_free), "{next_free}");
+        }
+        assert_eq!(
+            j.ledger("key1").expect("ledger").0.len(),
+            2,
+            "the ledger stays"
+        );
+    }
+
     #[tokio::test]
     async fn a_replay_that_fails_leaves_the_rest_for_next_time() {
         let (_dir, path) = scratch();

@@ -1,0 +1,90 @@
+//! DESIGN.md 3.7, when Redis loses the window: each host keeps a ledger of what Redis
+//! granted it, and replays it, at the original times, when the window's epoch marker
+//! is not the one it last charged into.
+
+use std::time::Duration;
+
+use trendsync::quota::{Limiter, PolicyRef, RedisLimiter};
+
+use crate::common::RedisServer;
+use crate::common::harness::Harness;
+
+/// What a host logs when it finds the window lost.
+const LOST: &str = "Redis lost it";
+
+/// Units in the shipped budget's window, read straight from Redis (not through a
+/// host, which would restore its own share first).
+fn used(server: &RedisServer) -> u64 {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let limiter = Limiter::Redis(
+            RedisLimiter::connect(&server.url(), "key1")
+                .await
+                .expect("connecting"),
+        );
+        let st = limiter
+            .status(
+                &[PolicyRef {
+                    name: "budget".into(),
+                    window: Duration::from_secs(86_400),
+                }],
+                &[],
+            )
+            .await
+            .expect("reading the window");
+        st.policies[0].used
+    })
+}
+
+/// Units of every call `h`'s upstream has received so far.
+fn sent(h: &Harness<'_>) -> u64 {
+    h.units_sent(&h.fake.calls()).values().sum()
+}
+
+/// `run --region` on host `h` against `server` (given per command, so that the test
+/// may restart the server in between); what it logged.
+fn run(h: &Harness<'_>, server: &RedisServer, region: &str) -> String {
+    let ran = h
+        .cmd()
+        .redis(server)
+        .args(["run", "--json", "--region", region])
+        .run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    ran.stderr
+}
+
+#[test]
+fn a_window_redis_lost_is_restored_by_each_hosts_next_run() {
+    let mut server = RedisServer::start();
+    // Two hosts: two databases, two upstream fakes, one Redis.
+    let a = Harness::new(None);
+    let b = Harness::new(None);
+    run(&a, &server, "US");
+    run(&b, &server, "GB");
+    assert!(sent(&a) > 0 && sent(&b) > 0);
+    assert_eq!(used(&server), sent(&a) + sent(&b));
+
+    // Restarted without persistence: the window is gone, and nothing says so.
+    server.restart();
+    assert_eq!(used(&server), 0);
+
+    // Each host's next run puts its share back (and charges what it calls itself).
+    let log = run(&a, &server, "US");
+    assert_eq!(
+        log.lines().filter(|l| l.contains(LOST)).count(),
+        1,
+        "one warning: {log}"
+    );
+    assert_eq!(used(&server), sent(&a));
+    let log = run(&b, &server, "GB");
+    assert!(log.contains(LOST), "{log}");
+    assert_eq!(used(&server), sent(&a) + sent(&b));
+
+    // The epoch is the one each host saw: a third run replays nothing.
+    let log = run(&a, &server, "US");
+    assert!(!log.contains(LOST) && !log.contains("restored"), "{log}");
+    assert_eq!(used(&server), sent(&a) + sent(&b));
+}
