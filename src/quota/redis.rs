@@ -125,10 +125,12 @@ impl RedisLimiter {
         format!("{}:blocked", self.prefix)
     }
 
-    fn policy_keys(&self, policy: &str) -> [String; 2] {
+    /// A policy's sorted set of entries, its running total, and its oldest entry's time.
+    fn policy_keys(&self, policy: &str) -> [String; 3] {
         [
             format!("{}:{policy}", self.prefix),
             format!("{}:{policy}:total", self.prefix),
+            format!("{}:{policy}:oldest", self.prefix),
         ]
     }
 
@@ -154,14 +156,20 @@ impl RedisLimiter {
     ) -> Result<(Decision, Epoch), LimiterError> {
         let mut inv = self.charge.prepare_invoke();
         inv.key(self.blocked_key()).key(self.epoch_key());
-        for part in &charge.parts {
-            inv.key(self.policy_keys(&part.policy)[1].as_str());
+        // Totals, then oldest times, then sets: the script reads the first two kinds
+        // with the block and the epoch in one MGET.
+        let keys: Vec<[String; 3]> = charge
+            .parts
+            .iter()
+            .map(|p| self.policy_keys(&p.policy))
+            .collect();
+        for column in [1, 2, 0] {
+            for k in &keys {
+                inv.key(k[column].as_str());
+            }
         }
-        for part in &charge.parts {
-            inv.key(self.policy_keys(&part.policy)[0].as_str());
-        }
-        inv.arg(&charge.id)
-            .arg(&charge.method)
+        // Every member ends the same way; the script puts each part's units before it.
+        inv.arg(format!("|{}|{}", charge.method, charge.id))
             .arg(age.map_or(-1, micros));
         for part in &charge.parts {
             inv.arg(micros(part.window)).arg(part.max).arg(part.units);
