@@ -2,12 +2,15 @@
 //! granted it, and replays it, at the original times, when the window's epoch marker
 //! is not the one it last charged into.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use trendsync::quota::{Limiter, PolicyRef, RedisLimiter};
+use trendsync::quota::{Charge, Journal, Limiter, Part, PolicyRef, RedisLimiter};
 
 use crate::common::RedisServer;
 use crate::common::harness::Harness;
+
+const HOUR: Duration = Duration::from_secs(3600);
 
 /// What a host logs when it finds the window lost.
 const LOST: &str = "Redis lost it";
@@ -87,4 +90,60 @@ fn a_window_redis_lost_is_restored_by_each_hosts_next_run() {
     let log = run(&a, &server, "US");
     assert!(!log.contains(LOST) && !log.contains("restored"), "{log}");
     assert_eq!(used(&server), sent(&a) + sent(&b));
+}
+
+/// Mid-run, without a new command: the charge that finds another epoch restores the
+/// ledger before the run goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_charge_into_a_lost_window_restores_the_ledger() {
+    let server = RedisServer::start();
+    let scratch = crate::common::Scratch::new();
+    let journal = Arc::new(Journal::open(&scratch.file("host.db")).expect("journal"));
+    let limiter = Limiter::Redis(
+        RedisLimiter::connect(&server.url(), "mid")
+            .await
+            .expect("connecting"),
+    );
+    limiter.keep_ledger(Arc::clone(&journal), "mid").await;
+    let one = |id: &str| Charge {
+        id: id.into(),
+        method: "videos.list".into(),
+        units: 1,
+        parts: vec![Part {
+            policy: "budget".into(),
+            window: HOUR,
+            max: 100,
+            units: 1,
+        }],
+    };
+    let used = || async {
+        limiter
+            .status(
+                &[PolicyRef {
+                    name: "budget".into(),
+                    window: HOUR,
+                }],
+                &[],
+            )
+            .await
+            .expect("status")
+            .policies[0]
+            .used
+    };
+    for id in ["c1", "c2", "c3"] {
+        assert!(limiter.charge(&one(id)).await.expect("answer").granted);
+    }
+    assert_eq!(journal.ledger("mid").expect("ledger").0.len(), 3);
+
+    let _: () = redis::cmd("FLUSHALL")
+        .query(&mut server.connection())
+        .expect("FLUSHALL");
+    assert_eq!(used().await, 0);
+    let d = limiter.charge(&one("c4")).await.expect("answer");
+    assert!(d.granted, "{d:?}");
+    assert_eq!(used().await, 4, "c1 to c3 are back, and c4 counted once");
+    // The same epoch from now on: nothing is replayed again.
+    assert!(limiter.charge(&one("c5")).await.expect("answer").granted);
+    assert_eq!(used().await, 5);
+    assert_eq!(journal.ledger("mid").expect("ledger").0.len(), 5);
 }
