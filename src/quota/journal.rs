@@ -246,6 +246,17 @@ impl Journal {
         charge: &Charge,
         made_at_us: i64,
     ) -> Result<(), JournalError> {
+        self.insert(budget_key, charge, made_at_us, None)
+    }
+
+    /// One row: unmetered, or (`keep_until_us` given) counted and kept as the ledger.
+    fn insert(
+        &self,
+        budget_key: &str,
+        charge: &Charge,
+        made_at_us: i64,
+        keep_until_us: Option<i64>,
+    ) -> Result<(), JournalError> {
         let parts: Vec<PartRow> = charge
             .parts
             .iter()
@@ -260,8 +271,9 @@ impl Journal {
         let units = i64::try_from(charge.units).unwrap_or(i64::MAX);
         self.with_conn("journalling a call", |conn| {
             conn.prepare_cached(
-                "INSERT INTO quota_journal (charge_id, budget, method, units, parts, made_at_us)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (charge_id) DO NOTHING",
+                "INSERT INTO quota_journal
+                    (charge_id, budget, method, units, parts, made_at_us, metered, keep_until_us)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (charge_id) DO NOTHING",
             )?
             .execute(params![
                 charge.id,
@@ -269,7 +281,9 @@ impl Journal {
                 charge.method,
                 units,
                 parts,
-                made_at_us
+                made_at_us,
+                keep_until_us.is_some(),
+                keep_until_us.unwrap_or(0)
             ])
             .map(|_| ())
         })
@@ -348,23 +362,22 @@ impl Journal {
         charge: &Charge,
         made_at_us: i64,
     ) -> Result<(), JournalError> {
-        self.record_at(budget_key, charge, made_at_us)?;
-        self.mark_metered(charge, made_at_us)
+        // One statement, one fsync: this runs for every call Redis grants.
+        self.insert(
+            budget_key,
+            charge,
+            made_at_us,
+            Some(keep_until(charge, made_at_us)),
+        )
     }
 
     /// Keeps a counted row as the ledger until its longest window has passed.
     fn mark_metered(&self, charge: &Charge, made_at_us: i64) -> Result<(), JournalError> {
-        let longest = charge
-            .parts
-            .iter()
-            .map(|p| micros(p.window))
-            .max()
-            .unwrap_or(0);
         self.with_conn("keeping a call in the ledger", |conn| {
             conn.prepare_cached(
                 "UPDATE quota_journal SET metered = 1, keep_until_us = ?2 WHERE charge_id = ?1",
             )?
-            .execute(params![charge.id, made_at_us.saturating_add(longest)])
+            .execute(params![charge.id, keep_until(charge, made_at_us)])
             .map(|_| ())
         })
     }
@@ -474,6 +487,17 @@ impl Journal {
         }
         Ok(done)
     }
+}
+
+/// When a call made at `made_at_us` has left every window it was charged to.
+fn keep_until(charge: &Charge, made_at_us: i64) -> i64 {
+    let longest = charge
+        .parts
+        .iter()
+        .map(|p| micros(p.window))
+        .max()
+        .unwrap_or(0);
+    made_at_us.saturating_add(longest)
 }
 
 /// Whether `quota_journal` has `column` (journals written before the ledger lack two).
