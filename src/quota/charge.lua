@@ -11,7 +11,7 @@
 --                    window holds
 -- ARGV[3i .. 3i+2]   part i: window (us), max, units
 --
--- Returns {code, blocked_wait_us, epoch, part...}: code GRANTED, DENIED, DUPLICATE
+-- Returns {code, blocked_wait_us, epoch, now_us, part...}: code GRANTED, DENIED, DUPLICATE
 -- (already recorded) or BLOCKED; each part is used, fit (FIT_NOW, FIT_AFTER,
 -- FIT_NEVER), wait_us, next_free_us, empty_in_us (-1 for none).
 --
@@ -59,14 +59,14 @@ if common then
   end
 end
 if common then
-  local out = {GRANTED, 0, epoch}
+  local out = {GRANTED, 0, epoch, now}
   for i = 1, n do
     local window = tonumber(ARGV[3 * i])
     local total = tonumber(stored[2 + i]) + tonumber(ARGV[3 * i + 2])
     local ttl = math.ceil(window / 1000)
     redis.call('SET', KEYS[2 + i], total, 'PX', ttl)
     redis.call('PEXPIRE', KEYS[2 + 2 * n + i], ttl)
-    local k = 3 + 5 * (i - 1)
+    local k = 4 + 5 * (i - 1)
     out[k + 1], out[k + 2], out[k + 3] = total, FIT_NOW, 0
     out[k + 4], out[k + 5] = tonumber(stored[2 + n + i]) + window - now, window
   end
@@ -118,7 +118,7 @@ end
 
 -- The reply; `newest` is known after a live insert, read otherwise.
 local function reply(code, blocked_wait, fits, newest)
-  local out = {code, blocked_wait, epoch}
+  local out = {code, blocked_wait, epoch, now}
   for i = 1, n do
     local p = parts[i]
     local f = fits and fits[i]
@@ -190,7 +190,17 @@ if denied then
 end
 
 local at = now
-if forced then at = now - age end
+if forced then
+  at = now - age
+  -- Too old for some windows: those are not written, so ZADD NX cannot say whether
+  -- they hold this charge already. Ask them first.
+  for i = 1, n do
+    local p = parts[i]
+    if at <= now - p.window and p.oldest and redis.call('ZSCORE', p.zkey, p.units .. tail) then
+      return reply(DUPLICATE, 0, nil, nil)
+    end
+  end
+end
 local added = {}
 for i = 1, n do
   local p = parts[i]

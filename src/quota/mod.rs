@@ -20,7 +20,7 @@ use std::time::Duration;
 pub use embedded::EmbeddedLimiter;
 pub use journal::{Epoch, Journal, JournalError, Journalled, Ledger, Replayed};
 pub use model::{Fit, PartOutcome};
-pub use redis::RedisLimiter;
+pub use redis::{Decided, RedisLimiter};
 
 /// The name of the main policy: the budget's own window. Limits may not use it.
 pub const BUDGET_POLICY: &str = "budget";

@@ -31,6 +31,16 @@ pub struct RedisLimiter {
     ledger: OnceLock<Ledger>,
 }
 
+/// A charge script's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decided {
+    pub decision: Decision,
+    /// The epoch of the window it was decided in (DESIGN.md 3.7).
+    pub epoch: Epoch,
+    /// Redis's clock when it decided, microseconds since the Unix epoch.
+    pub now_us: i64,
+}
+
 /// Both scripts begin with the helpers and reply codes they share.
 const CHARGE_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("charge.lua"));
 const STATUS_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("status.lua"));
@@ -154,6 +164,20 @@ impl RedisLimiter {
         charge: &Charge,
         age: Option<Duration>,
     ) -> Result<(Decision, Epoch), LimiterError> {
+        self.decide(charge, age)
+            .await
+            .map(|d| (d.decision, d.epoch))
+    }
+
+    /// [`Limiter::charge`](super::Limiter::charge) (or, with `age`,
+    /// [`Limiter::record_past`](super::Limiter::record_past)) on this Redis alone, with
+    /// the Redis time it was decided at, for comparing with [`model::Model`]. Keeps no
+    /// ledger.
+    pub async fn decide(
+        &self,
+        charge: &Charge,
+        age: Option<Duration>,
+    ) -> Result<Decided, LimiterError> {
         let mut inv = self.charge.prepare_invoke();
         inv.key(self.blocked_key()).key(self.epoch_key());
         // Totals, then oldest times, then sets: the script reads the first two kinds
@@ -183,17 +207,14 @@ impl RedisLimiter {
         self.decode_charge(charge, &reply)
     }
 
-    fn decode_charge(
-        &self,
-        charge: &Charge,
-        reply: &[i64],
-    ) -> Result<(Decision, Epoch), LimiterError> {
+    fn decode_charge(&self, charge: &Charge, reply: &[i64]) -> Result<Decided, LimiterError> {
         let bad = || LimiterError::Failed {
             endpoint: self.endpoint.clone(),
             doing: "reading the charge script's answer",
             reason: format!("unexpected reply {reply:?}"),
         };
-        let ([code, blocked_wait, epoch], rest) = reply.split_first_chunk::<3>().ok_or_else(bad)?;
+        let ([code, blocked_wait, epoch, now_us], rest) =
+            reply.split_first_chunk::<4>().ok_or_else(bad)?;
         let verdict = Verdict::from_reply(*code).ok_or_else(bad)?;
         if rest.len() != PART_REPLY * charge.parts.len() {
             return Err(bad());
@@ -223,7 +244,11 @@ impl RedisLimiter {
         if matches!(verdict, Verdict::Granted | Verdict::Duplicate) != decision.granted {
             return Err(bad());
         }
-        Ok((decision, Epoch(*epoch)))
+        Ok(Decided {
+            decision,
+            epoch: Epoch(*epoch),
+            now_us: *now_us,
+        })
     }
 
     /// The epoch of the budget's window as Redis holds it now; `None` when it holds no
