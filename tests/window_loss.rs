@@ -147,3 +147,58 @@ async fn the_first_charge_into_a_lost_window_restores_the_ledger() {
     assert_eq!(used().await, 5);
     assert_eq!(journal.ledger("mid").expect("ledger").0.len(), 5);
 }
+
+/// A failover to a replica that missed the latest writes keeps the epoch (created
+/// long before) but not the newest entries: the host's next command finds its newest
+/// charge missing, and restores the ledger all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_that_kept_its_epoch_but_lost_the_newest_grants_is_restored() {
+    let server = RedisServer::start();
+    let scratch = crate::common::Scratch::new();
+    let db = scratch.file("host.db");
+    let connect = || async {
+        let limiter = Limiter::Redis(
+            RedisLimiter::connect(&server.url(), "lost")
+                .await
+                .expect("connecting"),
+        );
+        limiter
+            .keep_ledger(Arc::new(Journal::open(&db).expect("journal")), "lost")
+            .await;
+        limiter
+    };
+    let budget = [PolicyRef {
+        name: "budget".into(),
+        window: HOUR,
+    }];
+    let first = connect().await;
+    for id in ["c1", "c2", "c3"] {
+        let c = Charge {
+            id: id.into(),
+            method: "videos.list".into(),
+            units: 2,
+            parts: vec![Part {
+                policy: "budget".into(),
+                window: HOUR,
+                max: 100,
+                units: 2,
+            }],
+        };
+        assert!(first.charge(&c).await.expect("answer").granted);
+    }
+    let _: () = redis::cmd("DEL")
+        .arg("trendsync:{lost}:budget")
+        .arg("trendsync:{lost}:budget:total")
+        .arg("trendsync:{lost}:budget:oldest")
+        .query(&mut server.connection())
+        .expect("DEL");
+    let epoch: Option<i64> = redis::cmd("GET")
+        .arg("trendsync:{lost}:epoch")
+        .query(&mut server.connection())
+        .expect("GET");
+    assert!(epoch.is_some(), "the epoch survived");
+
+    let next = connect().await;
+    let st = next.status(&budget, &[]).await.expect("status");
+    assert_eq!(st.policies[0].used, 6, "c1 to c3 are back");
+}

@@ -406,6 +406,7 @@ impl Limiter {
             // A Redis that stopped answering: the charges will say so.
             Err(e) => tracing::debug!("reading the window's epoch failed: {e}"),
         }
+        self.probe_newest_grant(ledger).await;
         if let Err(e) = ledger.journal().prune(budget_key, crate::clock::now_us()) {
             tracing::warn!("{e}; the ledger's old rows stay for next time");
         }
@@ -428,16 +429,67 @@ impl Limiter {
         if ledger.known() != known {
             return; // restored meanwhile by another task of this process
         }
-        let Limiter::Redis(l) = self else { return };
         let now = match seen {
             Some(e) => format!("epoch {e}"),
             None => "none".to_owned(),
         };
+        let then = known.map_or_else(String::new, |e| e.to_string());
+        self.restore(
+            ledger,
+            &format!(
+                "the window is not the one this host charged into (epoch {then} then, {now} now)"
+            ),
+        )
+        .await;
+    }
+
+    /// Whether Redis still holds this host's newest grant, when it should: a failover
+    /// to a replica that missed the latest writes keeps the epoch but loses them.
+    async fn probe_newest_grant(&self, ledger: &Ledger) {
+        let Limiter::Redis(l) = self else { return };
+        let newest = match ledger.journal().ledger(ledger.budget_key()) {
+            Ok((rows, _)) => rows.into_iter().next_back(),
+            Err(e) => {
+                tracing::warn!("{e}");
+                return;
+            }
+        };
+        let Some(newest) = newest else { return };
+        // A part whose window still counts it, by a margin no clock step undoes.
+        let age = crate::clock::now_us() - newest.made_at_us;
+        let Some(part) = newest
+            .charge
+            .parts
+            .iter()
+            .find(|p| micros(p.window) > age + 60_000_000)
+        else {
+            return;
+        };
+        match l.holds(&newest.charge, part).await {
+            Ok(true) => {}
+            Ok(false) => {
+                let _one_at_a_time = ledger.restoring().await;
+                self.restore(
+                    ledger,
+                    &format!(
+                        "the window no longer holds this host's newest charge ({})",
+                        newest.charge.id
+                    ),
+                )
+                .await;
+            }
+            Err(e) => tracing::debug!("looking for this host's newest charge failed: {e}"),
+        }
+    }
+
+    /// Replays this host's ledger into a window Redis lost (`why` says how it shows),
+    /// then remembers the window's epoch.
+    async fn restore(&self, ledger: &Ledger, why: &str) {
+        let Limiter::Redis(l) = self else { return };
         tracing::warn!(
-            "budget \"{}\" on {}: the window is not the one this host charged into (epoch {} then, {now} now); Redis lost it (a restart without persistence, or a failover to a replica that missed writes). Replaying this host's ledger at the original times; the window is whole again once every host that charged within it has run",
+            "budget \"{}\" on {}: {why}; Redis lost it (a restart without persistence, or a failover to a replica that missed writes). Replaying this host's ledger at the original times; the window is whole again once every host that charged within it has run",
             ledger.budget_key(),
             l.endpoint(),
-            known.map_or_else(String::new, |e| e.to_string()),
         );
         let done = match ledger.journal().restore(ledger.budget_key(), self).await {
             Ok(done) => done,

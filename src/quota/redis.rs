@@ -11,7 +11,8 @@ use redis::{RedisError, RedisResult, Script};
 use super::journal::{Epoch, Ledger};
 use super::model::{self, Fit, PartOutcome};
 use super::{
-    Charge, Decision, Entry, LimiterError, PolicyRef, PolicyStatus, Status, from_micros, micros,
+    Charge, Decision, Entry, LimiterError, Part, PolicyRef, PolicyStatus, Status, from_micros,
+    micros,
 };
 
 /// A run never hangs on Redis: a connection that cannot be made or a command that is
@@ -249,6 +250,22 @@ impl RedisLimiter {
             epoch: Epoch(*epoch),
             now_us: *now_us,
         })
+    }
+
+    /// Whether the window of `part` holds `charge`'s entry.
+    pub(super) async fn holds(&self, charge: &Charge, part: &Part) -> Result<bool, LimiterError> {
+        let mut score = redis::cmd("ZSCORE");
+        score
+            .arg(&self.policy_keys(&part.policy)[0])
+            .arg(format!("{}|{}|{}", part.units, charge.method, charge.id));
+        let score = &score;
+        let found: Option<f64> = self
+            .once_more_if_dropped(
+                "looking for a charge in the window",
+                |mut conn| async move { score.query_async(&mut conn).await },
+            )
+            .await?;
+        Ok(found.is_some())
     }
 
     /// The epoch of the budget's window as Redis holds it now; `None` when it holds no
