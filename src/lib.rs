@@ -5,6 +5,7 @@
 //! that benchmarks and integration tests can reach the limiter and the store directly.
 
 pub mod cli;
+pub mod clock;
 pub mod cmd;
 pub mod config;
 pub mod error;

@@ -1,8 +1,10 @@
 //! One conformance suite for both limiters: every scenario runs against a real
 //! `redis-server` and against the embedded limiter in a temporary SQLite file.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use trendsync::clock::ManualClock;
 use trendsync::quota::{Charge, EmbeddedLimiter, Limiter, Part, PolicyRef, RedisLimiter, Status};
 
 use crate::common::{RedisServer, Scratch};
@@ -11,7 +13,8 @@ const S: i64 = 1_000_000;
 
 enum Store {
     Redis(RedisServer),
-    Embedded(Scratch),
+    /// The embedded limiter decides by a clock the test moves: no sleeping.
+    Embedded(Scratch, Arc<ManualClock>),
 }
 
 /// A limiter under test, with what it stores in reach.
@@ -38,12 +41,13 @@ impl Backend {
 
     fn embedded() -> Backend {
         let scratch = Scratch::new();
+        let clock = Arc::new(ManualClock::starting_at(trendsync::clock::now_us()));
         let limiter = Limiter::Embedded(
-            EmbeddedLimiter::open(&scratch.file("t.db"), "conf")
+            EmbeddedLimiter::open_with_clock(&scratch.file("t.db"), "conf", clock.clone())
                 .expect("opening the embedded limiter"),
         );
         Backend {
-            store: Store::Embedded(scratch),
+            store: Store::Embedded(scratch, clock),
             key: "conf".into(),
             limiter,
         }
@@ -57,8 +61,9 @@ impl Backend {
                     .await
                     .expect("connecting"),
             ),
-            Store::Embedded(scratch) => Limiter::Embedded(
-                EmbeddedLimiter::open(&scratch.file("t.db"), &self.key).expect("opening"),
+            Store::Embedded(scratch, clock) => Limiter::Embedded(
+                EmbeddedLimiter::open_with_clock(&scratch.file("t.db"), &self.key, clock.clone())
+                    .expect("opening"),
             ),
         }
     }
@@ -73,7 +78,7 @@ impl Backend {
                     .expect("ZCARD");
                 n
             }
-            Store::Embedded(scratch) => {
+            Store::Embedded(scratch, _) => {
                 let conn = rusqlite::Connection::open(scratch.file("t.db"))
                     .expect("opening the test database");
                 let n: i64 = conn
@@ -84,6 +89,16 @@ impl Backend {
                     )
                     .expect("counting entries");
                 usize::try_from(n).unwrap_or(0)
+            }
+        }
+    }
+
+    /// Lets `d` pass on the limiter's clock: Redis's is real, so it is slept.
+    async fn wait(&self, d: Duration) {
+        match &self.store {
+            Store::Redis(_) => tokio::time::sleep(d).await,
+            Store::Embedded(_, clock) => {
+                clock.advance(i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
             }
         }
     }
@@ -171,6 +186,7 @@ async fn a_weighted_charge_is_one_entry(b: Backend) {
         &charge("small", "videos.list", &[("budget", secs(60), 1000, 1)]),
     )
     .await;
+    b.wait(Duration::from_millis(1)).await;
     grant(
         &b,
         &charge("big", "search.list", &[("budget", secs(60), 1000, 100)]),
@@ -248,6 +264,7 @@ async fn retry_after_is_exact_for_a_weighted_charge(b: Backend) {
             &charge(&format!("one-{i}"), "videos.list", &[("budget", w, 150, 1)]),
         )
         .await;
+        b.wait(Duration::from_millis(1)).await;
     }
     grant(
         &b,
@@ -347,7 +364,11 @@ async fn idle_windows_expire_by_themselves(b: Backend) {
     grant(&b, &charge("a", "videos.list", &[("budget", w, 10, 1)])).await;
     if let Store::Redis(server) = &b.store {
         let mut conn = server.connection();
-        for key in ["trendsync:{conf}:budget", "trendsync:{conf}:budget:total"] {
+        for key in [
+            "trendsync:{conf}:budget",
+            "trendsync:{conf}:budget:total",
+            "trendsync:{conf}:budget:oldest",
+        ] {
             let ttl: i64 = redis::cmd("PTTL").arg(key).query(&mut conn).expect("PTTL");
             assert!(
                 ttl > 0 && ttl <= 1500,
@@ -355,17 +376,18 @@ async fn idle_windows_expire_by_themselves(b: Backend) {
             );
         }
     }
-    tokio::time::sleep(Duration::from_millis(1700)).await;
+    b.wait(Duration::from_millis(1700)).await;
     match &b.store {
         Store::Redis(server) => {
             let n: i64 = redis::cmd("EXISTS")
                 .arg("trendsync:{conf}:budget")
                 .arg("trendsync:{conf}:budget:total")
+                .arg("trendsync:{conf}:budget:oldest")
                 .query(&mut server.connection())
                 .expect("EXISTS");
-            assert_eq!(n, 0, "both keys are gone after the window");
+            assert_eq!(n, 0, "every key of the window is gone after it");
         }
-        Store::Embedded(_) => {
+        Store::Embedded(..) => {
             // Any later charge sweeps every expired entry, of any policy.
             grant(
                 &b,
@@ -379,19 +401,21 @@ async fn idle_windows_expire_by_themselves(b: Backend) {
 }
 
 async fn the_window_slides_across_a_fixed_window_boundary(b: Backend) {
-    let w = secs(10);
-    let ten = 10 * S;
+    // A short window, so that Redis (on its real clock) waits little for a boundary.
+    let w = secs(3);
+    let period = 3 * S;
     let one = |id: String| charge(&id, "videos.list", &[("budget", w, 10, 1)]);
-    // Wait on the limiter's own clock until 1.5 s before a 10 s boundary.
+    // Wait on the limiter's own clock until 1 s before a 3 s boundary.
     let now = b.status(&[("budget", w)]).await.now_us;
-    let into = now.rem_euclid(ten);
-    let target = 8 * S + 500_000;
+    let into = now.rem_euclid(period);
+    let target = 2 * S;
     let wait = if into <= target {
         target - into
     } else {
-        ten - into + target
+        period - into + target
     };
-    tokio::time::sleep(Duration::from_micros(u64::try_from(wait).unwrap_or(0))).await;
+    b.wait(Duration::from_micros(u64::try_from(wait).unwrap_or(0)))
+        .await;
     for i in 0..10 {
         grant(&b, &one(format!("burst1-{i}"))).await;
     }
@@ -405,13 +429,13 @@ async fn the_window_slides_across_a_fixed_window_boundary(b: Backend) {
         .first()
         .map(|e| e.at_us)
         .expect("entries");
-    let boundary = (first.div_euclid(ten) + 1) * ten;
+    let boundary = (first.div_euclid(period) + 1) * period;
     loop {
         let now = b.status(&[("budget", w)]).await.now_us;
         if now > boundary + 100_000 {
             break;
         }
-        tokio::time::sleep(Duration::from_micros(
+        b.wait(Duration::from_micros(
             u64::try_from(boundary + 100_000 - now)
                 .unwrap_or(0)
                 .max(1_000),
@@ -430,14 +454,14 @@ async fn the_window_slides_across_a_fixed_window_boundary(b: Backend) {
     );
     let st = b.status(&[("budget", w)]).await;
     assert_ne!(
-        first.div_euclid(ten),
-        st.now_us.div_euclid(ten),
+        first.div_euclid(period),
+        st.now_us.div_euclid(period),
         "the two bursts straddle a fixed-window boundary"
     );
     let wait = d.retry_after.expect("a wait");
     assert!(
         wait > Duration::ZERO && wait < w,
-        "the first burst leaves 10 s after it came: {wait:?}"
+        "the first burst leaves 3 s after it came: {wait:?}"
     );
     assert_eq!(st.policies[0].used, 10);
 }
@@ -462,7 +486,7 @@ async fn a_block_denies_every_charge_until_it_ends(b: Backend) {
         b.status(&[("budget", secs(60))]).await.blocked_until_us,
         Some(now + 1_500_000)
     );
-    tokio::time::sleep(Duration::from_millis(1600)).await;
+    b.wait(Duration::from_millis(1600)).await;
     grant(
         &b,
         &charge("a", "videos.list", &[("budget", secs(60), 10, 1)]),
@@ -603,8 +627,11 @@ async fn redis_keys_share_one_hash_tag_and_never_hold_the_api_key() {
         vec![
             "trendsync:{conf}:blocked",
             "trendsync:{conf}:budget",
+            "trendsync:{conf}:budget:oldest",
             "trendsync:{conf}:budget:total",
+            "trendsync:{conf}:epoch",
             "trendsync:{conf}:search",
+            "trendsync:{conf}:search:oldest",
             "trendsync:{conf}:search:total"
         ]
     );

@@ -10,6 +10,7 @@ mod conformance;
 // SIGKILL, exit statuses by signal, advisory locks: Unix only.
 #[cfg(unix)]
 mod crash;
+mod differential;
 mod hardening;
 mod limiter_down;
 mod metrics_e2e;
@@ -20,3 +21,4 @@ mod plan_e2e;
 mod run_e2e;
 mod search_e2e;
 mod secrets_e2e;
+mod window_loss;

@@ -10,6 +10,7 @@ mod search;
 mod status;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
@@ -147,9 +148,29 @@ pub(crate) async fn open_limiter(
         Limiter::Down { .. } => false,
     };
     if can_record {
+        if matches!(limiter, Limiter::Redis(_)) {
+            keep_ledger(&global.db, budget, &limiter, access).await;
+        }
         replay_journal(&global.db, budget, &limiter).await;
     }
     Ok(limiter)
+}
+
+/// Keeps this host's ledger of Redis grants in the database, restoring it first if
+/// Redis lost the window (DESIGN.md 3.7). Reading the budget opens only a ledger that
+/// exists; a command that charges creates one.
+async fn keep_ledger(db: &Path, budget: &Budget, limiter: &Limiter, access: Access) {
+    let journal = match access {
+        Access::Charge => Journal::open(db).map(Some),
+        Access::Read | Access::ReadReplayed => Journal::open_if_any(db),
+    };
+    match journal {
+        Ok(Some(journal)) => limiter.keep_ledger(Arc::new(journal), &budget.key).await,
+        Ok(None) => {}
+        Err(e) => tracing::warn!(
+            "{e}; going on without a ledger: should Redis lose the window, this host cannot restore its share"
+        ),
+    }
 }
 
 /// Replays the journal into `limiter`. A replay that fails leaves what it did not

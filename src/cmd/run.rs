@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -81,11 +81,7 @@ pub async fn backfill(global: &Global, args: &BackfillArgs) -> Result<()> {
     execute(global, &config, job).await
 }
 
-fn now_s() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
+use crate::clock::now_s;
 
 /// What the store knows of each region, read without writing; nothing yet when the
 /// database does not exist.

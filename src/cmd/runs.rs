@@ -7,8 +7,9 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use super::status::{ago, at, now_s, one_line};
+use super::status::{ago, at, one_line};
 use crate::cli::{Global, RunsArgs};
+use crate::clock::now_s;
 use crate::report::print_json;
 use crate::runner::lock;
 use crate::store::{HistoryFilter, HistoryRow, Store};

@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+
+use crate::clock::now_s;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -68,12 +70,6 @@ struct Stored {
     states: BTreeMap<String, RegionState>,
     running: Vec<RunStart>,
     abandoned: Vec<RunStart>,
-}
-
-pub(crate) fn now_s() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 /// Unix seconds as RFC 3339.

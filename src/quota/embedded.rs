@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
@@ -12,6 +12,7 @@ use super::model::{self, Fit, PartOutcome};
 use super::{
     Charge, Decision, Entry, LimiterError, PolicyRef, PolicyStatus, Status, from_micros, micros,
 };
+use crate::clock::{Clock, SystemClock};
 
 const SCHEMA_VERSION: i64 = 1;
 
@@ -46,6 +47,8 @@ pub struct EmbeddedLimiter {
     budget_key: String,
     /// `None` when opened read-only on a file that does not exist: an empty window.
     conn: Option<Arc<Mutex<Connection>>>,
+    /// Every decision reads the time here, once, and passes it down.
+    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for EmbeddedLimiter {
@@ -57,15 +60,18 @@ impl std::fmt::Debug for EmbeddedLimiter {
     }
 }
 
-fn now_us() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, micros)
-}
-
 impl EmbeddedLimiter {
     /// Opens (creating if needed) the database at `path` for charging.
     pub fn open(path: &Path, budget_key: &str) -> Result<EmbeddedLimiter, LimiterError> {
+        EmbeddedLimiter::open_with_clock(path, budget_key, Arc::new(SystemClock))
+    }
+
+    /// [`EmbeddedLimiter::open`], deciding by `clock` instead of the host's.
+    pub fn open_with_clock(
+        path: &Path,
+        budget_key: &str,
+        clock: Arc<dyn Clock>,
+    ) -> Result<EmbeddedLimiter, LimiterError> {
         let fail = |doing: &'static str, e: rusqlite::Error| LimiterError::Failed {
             endpoint: path.display().to_string(),
             doing,
@@ -110,6 +116,7 @@ impl EmbeddedLimiter {
             path: path.to_path_buf(),
             budget_key: budget_key.to_owned(),
             conn: Some(Arc::new(Mutex::new(conn))),
+            clock,
         })
     }
 
@@ -132,6 +139,7 @@ impl EmbeddedLimiter {
             path: path.to_path_buf(),
             budget_key: budget_key.to_owned(),
             conn,
+            clock: Arc::new(SystemClock),
         })
     }
 
@@ -175,9 +183,10 @@ impl EmbeddedLimiter {
     ) -> Result<Decision, LimiterError> {
         let charge_owned = charge.clone();
         let key = self.budget_key.clone();
+        let clock = Arc::clone(&self.clock);
         let decided = self
             .with_conn("charging the budget", move |conn| {
-                charge_in(conn, &key, &charge_owned, age, now_us())
+                charge_in(conn, &key, &charge_owned, age, clock.as_ref())
             })
             .await?;
         decided.ok_or_else(|| LimiterError::Failed {
@@ -192,7 +201,7 @@ impl EmbeddedLimiter {
         policies: &[PolicyRef],
         with_entries: &[&str],
     ) -> Result<Status, LimiterError> {
-        let now = now_us();
+        let now = self.clock.now_us();
         let key = self.budget_key.clone();
         let wanted: Vec<(PolicyRef, bool)> = policies
             .iter()
@@ -238,7 +247,7 @@ impl EmbeddedLimiter {
 
     pub(super) async fn unblock(&self) -> Result<Option<i64>, LimiterError> {
         let key = self.budget_key.clone();
-        let now = now_us();
+        let now = self.clock.now_us();
         let until = self
             .with_conn("lifting the budget's block", move |conn| {
                 conn.query_row(
@@ -352,9 +361,11 @@ fn charge_in(
     budget_key: &str,
     charge: &Charge,
     age: Option<Duration>,
-    now: i64,
+    clock: &dyn Clock,
 ) -> rusqlite::Result<Decision> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    // Read inside the lock, so entries are written in the order of their times.
+    let now = clock.now_us();
     evict(&tx, now)?;
     for p in &charge.parts {
         evict_policy(

@@ -1,21 +1,30 @@
-//! The journal of calls made while the limiter was unreachable (DESIGN.md 3.6).
+//! The journal of this host's calls: those made while the limiter was unreachable
+//! (DESIGN.md 3.6), and the ledger of those Redis granted (3.7).
 //!
 //! A method that `[when_limiter_down]` allows goes ahead unmetered, and its charge is
 //! written here, in the local database, before the call is made. The next time a
 //! command of this host reaches the limiter, [`Journal::replay`] records each charge
-//! into the shared window at its original age ([`Limiter::record_past`]) and deletes
-//! its row only once the limiter has accepted it. A crash between the two is safe:
-//! recording the same charge id twice counts it once. The table is prefixed `quota_`
-//! and belongs to this module.
+//! into the shared window at its original age ([`Limiter::record_past`]). A crash
+//! between the two is safe: recording the same charge id twice counts it once.
+//!
+//! Redis can lose the window (a restart without persistence, a failover to a primary
+//! that missed writes), so against Redis a row is not deleted once counted: it stays,
+//! `metered`, as the ledger, with every charge Redis granted to this host, until it
+//! is older than its longest window. Beside the budget's keys Redis keeps an epoch
+//! marker, created with the window; this host remembers the last one it saw
+//! ([`Ledger`]). Seeing another (or none where there was one), it replays the ledger
+//! the same way, at original ages, idempotent by charge id. One table, one replay.
+//! The tables are prefixed `quota_` and belong to this module.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use super::{Charge, Limiter, LimiterError, Part, from_micros, micros};
+use crate::clock::now_us;
 
 /// Writing a row waits for other processes' transactions; this long means stuck.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -30,7 +39,19 @@ CREATE TABLE IF NOT EXISTS quota_journal (
     made_at_us INTEGER NOT NULL    -- this host's clock, when the call was let through
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS quota_journal_by_time ON quota_journal (budget, made_at_us);
+CREATE TABLE IF NOT EXISTS quota_epoch (
+    budget TEXT    PRIMARY KEY,
+    epoch  INTEGER NOT NULL       -- the epoch marker of the window last charged into
+) WITHOUT ROWID;
 ";
+
+/// Columns added for the ledger; a journal written before them gains them on open.
+const LEDGER_COLUMNS: &[(&str, &str)] = &[
+    // 0: made unmetered, waiting for a replay; 1: counted, kept as the ledger.
+    ("metered", "INTEGER NOT NULL DEFAULT 0"),
+    // When the row leaves its longest window and can go (only for metered rows).
+    ("keep_until_us", "INTEGER NOT NULL DEFAULT 0"),
+];
 
 /// The journal could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -87,12 +108,6 @@ impl std::fmt::Debug for Journal {
     }
 }
 
-fn now_us() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, micros)
-}
-
 impl Journal {
     /// Opens the journal in the database at `path`, creating its table (and the file)
     /// if needed.
@@ -108,9 +123,22 @@ impl Journal {
         Journal::prepare(path, conn, true)
     }
 
+    /// Opens the journal only if the database exists and holds any rows of this
+    /// host's calls (unmetered or in the ledger); creates nothing otherwise.
+    pub fn open_if_any(path: &Path) -> Result<Option<Journal>, JournalError> {
+        Journal::open_if(path, "SELECT 1 FROM quota_journal LIMIT 1")
+    }
+
     /// Opens the journal only if the database exists and holds journalled calls:
     /// creates nothing otherwise, so commands that only read leave no trace.
     pub fn open_if_pending(path: &Path) -> Result<Option<Journal>, JournalError> {
+        Journal::open_if(
+            path,
+            "SELECT 1 FROM quota_journal WHERE metered = 0 LIMIT 1",
+        )
+    }
+
+    fn open_if(path: &Path, rows: &str) -> Result<Option<Journal>, JournalError> {
         if !path.exists() {
             return Ok(None);
         }
@@ -131,10 +159,11 @@ impl Journal {
                 .and_then(|mut q| q.exists([]))
                 .map_err(fail("looking for journalled calls"))?;
             has_table
-                && conn
-                    .prepare("SELECT 1 FROM quota_journal LIMIT 1")
-                    .and_then(|mut q| q.exists([]))
-                    .map_err(fail("looking for journalled calls"))?
+                && (!has_column(&conn, "metered").map_err(fail("looking for journalled calls"))?
+                    || conn
+                        .prepare(rows)
+                        .and_then(|mut q| q.exists([]))
+                        .map_err(fail("looking for journalled calls"))?)
         };
         if !pending {
             return Ok(None);
@@ -166,6 +195,18 @@ impl Journal {
                 .map_err(fail("switching to WAL"))?;
             conn.execute_batch(SCHEMA)
                 .map_err(fail("creating the journal's table"))?;
+        }
+        for (column, decl) in LEDGER_COLUMNS {
+            if !has_column(&conn, column).map_err(fail("reading the journal's columns"))? {
+                conn.execute_batch(&format!(
+                    "ALTER TABLE quota_journal ADD COLUMN {column} {decl}"
+                ))
+                .map_err(fail("adding the ledger's columns to the journal"))?;
+            }
+        }
+        if !create {
+            conn.execute_batch(SCHEMA)
+                .map_err(fail("creating the journal's tables"))?;
         }
         Ok(Journal {
             path: path.to_path_buf(),
@@ -205,6 +246,17 @@ impl Journal {
         charge: &Charge,
         made_at_us: i64,
     ) -> Result<(), JournalError> {
+        self.insert(budget_key, charge, made_at_us, None)
+    }
+
+    /// One row: unmetered, or (`keep_until_us` given) counted and kept as the ledger.
+    fn insert(
+        &self,
+        budget_key: &str,
+        charge: &Charge,
+        made_at_us: i64,
+        keep_until_us: Option<i64>,
+    ) -> Result<(), JournalError> {
         let parts: Vec<PartRow> = charge
             .parts
             .iter()
@@ -219,8 +271,9 @@ impl Journal {
         let units = i64::try_from(charge.units).unwrap_or(i64::MAX);
         self.with_conn("journalling a call", |conn| {
             conn.prepare_cached(
-                "INSERT INTO quota_journal (charge_id, budget, method, units, parts, made_at_us)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (charge_id) DO NOTHING",
+                "INSERT INTO quota_journal
+                    (charge_id, budget, method, units, parts, made_at_us, metered, keep_until_us)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (charge_id) DO NOTHING",
             )?
             .execute(params![
                 charge.id,
@@ -228,7 +281,9 @@ impl Journal {
                 charge.method,
                 units,
                 parts,
-                made_at_us
+                made_at_us,
+                keep_until_us.is_some(),
+                keep_until_us.unwrap_or(0)
             ])
             .map(|_| ())
         })
@@ -237,13 +292,27 @@ impl Journal {
     /// The calls journalled for `budget_key`, oldest first; rows that cannot be read
     /// back are counted apart.
     pub fn pending(&self, budget_key: &str) -> Result<(Vec<Journalled>, u64), JournalError> {
+        self.rows(budget_key, false)
+    }
+
+    /// The ledger of `budget_key`: the calls this host made that the window counted,
+    /// oldest first (pruned ones gone).
+    pub fn ledger(&self, budget_key: &str) -> Result<(Vec<Journalled>, u64), JournalError> {
+        self.rows(budget_key, true)
+    }
+
+    fn rows(
+        &self,
+        budget_key: &str,
+        metered: bool,
+    ) -> Result<(Vec<Journalled>, u64), JournalError> {
         let rows: Vec<(String, String, i64, String, i64)> =
             self.with_conn("reading journalled calls", |conn| {
                 let mut q = conn.prepare_cached(
                     "SELECT charge_id, method, units, parts, made_at_us FROM quota_journal
-                     WHERE budget = ?1 ORDER BY made_at_us, charge_id",
+                     WHERE budget = ?1 AND metered = ?2 ORDER BY made_at_us, charge_id",
                 )?;
-                let rows = q.query_map([budget_key], |r| {
+                let rows = q.query_map(params![budget_key, metered], |r| {
                     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
                 })?;
                 rows.collect()
@@ -285,10 +354,78 @@ impl Journal {
         })
     }
 
+    /// Records that Redis granted `charge` (made at `made_at_us` on this host's clock),
+    /// into the ledger. The same charge id again keeps the first row.
+    pub fn record_granted_at(
+        &self,
+        budget_key: &str,
+        charge: &Charge,
+        made_at_us: i64,
+    ) -> Result<(), JournalError> {
+        // One statement, one fsync: this runs for every call Redis grants.
+        self.insert(
+            budget_key,
+            charge,
+            made_at_us,
+            Some(keep_until(charge, made_at_us)),
+        )
+    }
+
+    /// Keeps a counted row as the ledger until its longest window has passed.
+    fn mark_metered(&self, charge: &Charge, made_at_us: i64) -> Result<(), JournalError> {
+        self.with_conn("keeping a call in the ledger", |conn| {
+            conn.prepare_cached(
+                "UPDATE quota_journal SET metered = 1, keep_until_us = ?2 WHERE charge_id = ?1",
+            )?
+            .execute(params![charge.id, keep_until(charge, made_at_us)])
+            .map(|_| ())
+        })
+    }
+
+    /// Deletes the ledger rows of `budget_key` that every window has let go by `now_us`.
+    pub fn prune(&self, budget_key: &str, now_us: i64) -> Result<u64, JournalError> {
+        self.with_conn("pruning the ledger", |conn| {
+            conn.prepare_cached(
+                "DELETE FROM quota_journal WHERE budget = ?1 AND metered = 1 AND keep_until_us <= ?2",
+            )?
+            .execute(params![budget_key, now_us])
+            .map(|n| n as u64)
+        })
+    }
+
+    /// The epoch of `budget_key`'s window this host last charged into.
+    pub fn last_epoch(&self, budget_key: &str) -> Result<Option<Epoch>, JournalError> {
+        self.with_conn("reading the last epoch seen", |conn| {
+            conn.prepare_cached("SELECT epoch FROM quota_epoch WHERE budget = ?1")?
+                .query_row([budget_key], |r| r.get(0))
+                .optional()
+                .map(|e| e.map(Epoch))
+        })
+    }
+
+    /// Remembers the epoch of `budget_key`'s window; `None` forgets it.
+    pub fn set_epoch(&self, budget_key: &str, epoch: Option<Epoch>) -> Result<(), JournalError> {
+        self.with_conn("remembering the epoch seen", |conn| {
+            match epoch {
+                Some(Epoch(e)) => conn
+                    .prepare_cached(
+                        "INSERT INTO quota_epoch (budget, epoch) VALUES (?1, ?2)
+                         ON CONFLICT (budget) DO UPDATE SET epoch = excluded.epoch",
+                    )?
+                    .execute(params![budget_key, e]),
+                None => conn
+                    .prepare_cached("DELETE FROM quota_epoch WHERE budget = ?1")?
+                    .execute([budget_key]),
+            }
+            .map(|_| ())
+        })
+    }
+
     /// Records every call journalled for `budget_key` into `limiter` at its original
-    /// age, oldest first, deleting each row once the limiter has accepted it. Calls
-    /// older than their windows are recorded as nothing (the limiter skips them) and
-    /// their rows go too. When the limiter fails, the rest stay for next time.
+    /// age, oldest first. Once the limiter has accepted a call, its row goes, or, when
+    /// the limiter keeps a ledger (Redis), stays there, metered. Calls older than their
+    /// windows are recorded as nothing (the limiter skips them). When the limiter fails,
+    /// the rest stay for next time.
     ///
     /// The SQLite statements run on the caller's thread: a replay runs once, before a
     /// command does anything else, and each statement takes microseconds.
@@ -298,6 +435,36 @@ impl Journal {
         limiter: &Limiter,
     ) -> Result<Replayed, JournalError> {
         let (pending, unreadable) = self.pending(budget_key)?;
+        let keep = limiter.keeps_ledger();
+        self.record_all(pending, unreadable, limiter, |j| {
+            if keep {
+                self.mark_metered(&j.charge, j.made_at_us)
+            } else {
+                self.remove(&j.charge.id)
+            }
+        })
+        .await
+    }
+
+    /// Records the ledger of `budget_key` into `limiter` again, at original ages:
+    /// after it lost the window. Rows stay; a charge already there counts once.
+    pub async fn restore(
+        &self,
+        budget_key: &str,
+        limiter: &Limiter,
+    ) -> Result<Replayed, JournalError> {
+        let (ledger, unreadable) = self.ledger(budget_key)?;
+        self.record_all(ledger, unreadable, limiter, |_| Ok(()))
+            .await
+    }
+
+    async fn record_all(
+        &self,
+        pending: Vec<Journalled>,
+        unreadable: u64,
+        limiter: &Limiter,
+        accepted: impl Fn(&Journalled) -> Result<(), JournalError>,
+    ) -> Result<Replayed, JournalError> {
         let mut done = Replayed {
             unreadable,
             ..Replayed::default()
@@ -307,7 +474,7 @@ impl Journal {
             let age = from_micros(now_us() - j.made_at_us);
             match limiter.record_past(&j.charge, age).await {
                 Ok(_) => {
-                    self.remove(&j.charge.id)?;
+                    accepted(&j)?;
                     done.calls += 1;
                     done.units += j.charge.units;
                 }
@@ -319,6 +486,97 @@ impl Journal {
             }
         }
         Ok(done)
+    }
+}
+
+/// When a call made at `made_at_us` has left every window it was charged to.
+fn keep_until(charge: &Charge, made_at_us: i64) -> i64 {
+    let longest = charge
+        .parts
+        .iter()
+        .map(|p| micros(p.window))
+        .max()
+        .unwrap_or(0);
+    made_at_us.saturating_add(longest)
+}
+
+/// Whether `quota_journal` has `column` (journals written before the ledger lack two).
+fn has_column(conn: &Connection, column: &str) -> rusqlite::Result<bool> {
+    conn.prepare("SELECT 1 FROM pragma_table_info('quota_journal') WHERE name = ?1")?
+        .exists([column])
+}
+
+/// The epoch marker of a budget's window in Redis: the Redis time, in microseconds,
+/// at which the window was created. A window that comes back with another was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Epoch(pub i64);
+
+impl std::fmt::Display for Epoch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match jiff::Timestamp::from_microsecond(self.0) {
+            Ok(t) => write!(f, "{t}"),
+            Err(_) => write!(f, "{}", self.0),
+        }
+    }
+}
+
+/// A host's ledger of Redis grants for one budget, and the epoch it last saw.
+#[derive(Debug)]
+pub struct Ledger {
+    journal: Arc<Journal>,
+    budget_key: String,
+    known: Mutex<Option<Epoch>>,
+    /// One restore at a time; the others wait for it and find the epoch known.
+    restoring: tokio::sync::Mutex<()>,
+}
+
+impl Ledger {
+    pub fn new(journal: Arc<Journal>, budget_key: &str) -> Result<Ledger, JournalError> {
+        let known = journal.last_epoch(budget_key)?;
+        Ok(Ledger {
+            journal,
+            budget_key: budget_key.to_owned(),
+            known: Mutex::new(known),
+            restoring: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    pub fn budget_key(&self) -> &str {
+        &self.budget_key
+    }
+
+    pub fn known(&self) -> Option<Epoch> {
+        *self.known.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn remember(&self, epoch: Option<Epoch>) -> Result<(), JournalError> {
+        *self.known.lock().unwrap_or_else(|p| p.into_inner()) = epoch;
+        self.journal.set_epoch(&self.budget_key, epoch)
+    }
+
+    /// Writes a granted charge into the ledger, off the async runtime's threads (the
+    /// row is fsynced).
+    pub async fn granted(&self, charge: &Charge) -> Result<(), JournalError> {
+        let (journal, key, charge) = (
+            Arc::clone(&self.journal),
+            self.budget_key.clone(),
+            charge.clone(),
+        );
+        let made_at = now_us();
+        match tokio::task::spawn_blocking(move || journal.record_granted_at(&key, &charge, made_at))
+            .await
+        {
+            Ok(written) => written,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+
+    pub(super) async fn restoring(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.restoring.lock().await
     }
 }
 
@@ -467,6 +725,91 @@ mod tests {
         let again = j.replay("key1", &limiter).await.expect("replay");
         assert_eq!(again.calls, 1);
         assert_eq!(used(&limiter, "budget", HOUR).await.0, 101);
+    }
+
+    #[test]
+    fn the_ledger_keeps_granted_calls_until_their_longest_window_passes() {
+        let (_dir, path) = scratch();
+        let j = Journal::open(&path).expect("open");
+        j.record_granted_at("key1", &charge("g-1", 100), 1_000)
+            .expect("record");
+        j.record_at("key1", &charge("u-1", 1), 2_000)
+            .expect("record");
+        // Granted rows are the ledger, not calls waiting for a replay.
+        let ids = |rows: Vec<Journalled>| -> Vec<String> {
+            rows.into_iter().map(|r| r.charge.id).collect()
+        };
+        assert_eq!(ids(j.pending("key1").expect("pending").0), ["u-1"]);
+        assert_eq!(ids(j.ledger("key1").expect("ledger").0), ["g-1"]);
+        // Kept while its longest window (the hour) still holds it.
+        let hour = micros(HOUR);
+        assert_eq!(j.prune("key1", 1_000 + hour - 1).expect("prune"), 0);
+        assert_eq!(j.prune("key1", 1_000 + hour).expect("prune"), 1);
+        assert!(j.ledger("key1").expect("ledger").0.is_empty());
+        // Unmetered calls are never pruned: the window has not counted them yet.
+        assert_eq!(j.pending("key1").expect("pending").0.len(), 1);
+
+        assert_eq!(j.last_epoch("key1").expect("epoch"), None);
+        j.set_epoch("key1", Some(Epoch(42))).expect("set");
+        j.set_epoch("other", Some(Epoch(7))).expect("set");
+        assert_eq!(j.last_epoch("key1").expect("epoch"), Some(Epoch(42)));
+        j.set_epoch("key1", None).expect("forget");
+        assert_eq!(j.last_epoch("key1").expect("epoch"), None);
+        assert_eq!(j.last_epoch("other").expect("epoch"), Some(Epoch(7)));
+    }
+
+    #[test]
+    fn a_journal_written_before_the_ledger_keeps_its_calls() {
+        let (_dir, path) = scratch();
+        {
+            let conn = Connection::open(&path).expect("open");
+            conn.execute_batch(
+                "CREATE TABLE quota_journal (
+                    charge_id TEXT PRIMARY KEY, budget TEXT NOT NULL, method TEXT NOT NULL,
+                    units INTEGER NOT NULL, parts TEXT NOT NULL CHECK (json_valid(parts)),
+                    made_at_us INTEGER NOT NULL) WITHOUT ROWID;
+                 INSERT INTO quota_journal VALUES ('old-1', 'key1', 'videos.list', 1,
+                    '[{\"policy\":\"budget\",\"window_us\":3600000000,\"max\":9500,\"units\":1}]', 5);",
+            )
+            .expect("an old journal");
+        }
+        let j = Journal::open_if_pending(&path)
+            .expect("open")
+            .expect("a pending call");
+        let (rows, unreadable) = j.pending("key1").expect("pending");
+        assert_eq!((rows.len(), unreadable), (1, 0));
+        assert_eq!(rows[0].charge.id, "old-1");
+        assert!(j.ledger("key1").expect("ledger").0.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_restore_records_the_ledger_once_at_original_ages_and_keeps_it() {
+        let (_dir, path) = scratch();
+        let j = Journal::open(&path).expect("open");
+        let now = now_us();
+        let ten_min = 600 * 1_000_000;
+        j.record_granted_at("key1", &charge("g-1", 100), now - ten_min)
+            .expect("record");
+        j.record_granted_at("key1", &charge("g-2", 5), now - 2 * ten_min)
+            .expect("record");
+        // The window this host charged into is gone: an empty one.
+        let limiter = Limiter::Embedded(
+            EmbeddedLimiter::open(&path.with_extension("other.db"), "key1").expect("limiter"),
+        );
+        for _ in 0..2 {
+            let done = j.restore("key1", &limiter).await.expect("restore");
+            assert_eq!((done.calls, done.units, done.left), (2, 105, 0));
+            let (budget, next_free) = used(&limiter, "budget", HOUR).await;
+            assert_eq!(budget, 105, "counted once, however often restored");
+            // The older call, made twenty minutes ago, leaves in forty.
+            let next_free = next_free.expect("entries").as_secs_f64();
+            assert!((2395.0..=2400.0).contains(&next_free), "{next_free}");
+        }
+        assert_eq!(
+            j.ledger("key1").expect("ledger").0.len(),
+            2,
+            "the ledger stays"
+        );
     }
 
     #[tokio::test]

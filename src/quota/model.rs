@@ -1,8 +1,12 @@
 //! The window arithmetic, apart from any store and any clock.
 //!
 //! Both backends implement the same steps (the Redis one in Lua, the embedded one in
-//! SQL), and [`Model`] implements them in memory as the reference the tests compare
-//! against. Times are microseconds on the limiter's clock.
+//! SQL), and [`Model`] implements them in memory as the reference: the differential
+//! property test (`tests/differential.rs`) runs random charge sequences through the
+//! model and each backend and compares their decisions, exactly for the embedded
+//! limiter (on an injected clock) and, for Redis, which decides by its own clock,
+//! exactly but for retry-afters, which agree within the real time a case takes.
+//! Times are microseconds on the limiter's clock.
 //!
 //! An entry charged at `at` counts while `at > now - window`, and leaves the window at
 //! exactly `at + window`.
@@ -167,7 +171,7 @@ impl Window {
 }
 
 /// The reference limiter: every step of a charge, in memory, with the clock passed
-/// in. The backends are tested to decide exactly as this does.
+/// in. The backends are tested to decide as this does (`tests/differential.rs`).
 #[derive(Debug, Default, Clone)]
 pub struct Model {
     windows: BTreeMap<String, Window>,

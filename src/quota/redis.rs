@@ -2,14 +2,17 @@
 //! clock, for every host and cron job that spends from one API key.
 
 use std::future::Future;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, RedisResult, Script};
 
+use super::journal::{Epoch, Ledger};
 use super::model::{self, Fit, PartOutcome};
 use super::{
-    Charge, Decision, Entry, LimiterError, PolicyRef, PolicyStatus, Status, from_micros, micros,
+    Charge, Decision, Entry, LimiterError, Part, PolicyRef, PolicyStatus, Status, from_micros,
+    micros,
 };
 
 /// A run never hangs on Redis: a connection that cannot be made or a command that is
@@ -25,7 +28,57 @@ pub struct RedisLimiter {
     prefix: String,
     charge: Script,
     status: Script,
+    /// This host's record of its grants, replayed when Redis loses the window (3.7).
+    ledger: OnceLock<Ledger>,
 }
+
+/// A charge script's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decided {
+    pub decision: Decision,
+    /// The epoch of the window it was decided in (DESIGN.md 3.7).
+    pub epoch: Epoch,
+    /// Redis's clock when it decided, microseconds since the Unix epoch.
+    pub now_us: i64,
+}
+
+/// Both scripts begin with the helpers and reply codes they share.
+const CHARGE_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("charge.lua"));
+const STATUS_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("status.lua"));
+
+/// The charge script's verdict, as `prelude.lua` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Granted,
+    Denied,
+    Duplicate,
+    Blocked,
+}
+
+impl Verdict {
+    fn from_reply(code: i64) -> Option<Verdict> {
+        Some(match code {
+            0 => Verdict::Granted,
+            1 => Verdict::Denied,
+            2 => Verdict::Duplicate,
+            3 => Verdict::Blocked,
+            _ => return None,
+        })
+    }
+}
+
+/// A part's fit, as `prelude.lua` names it (FIT_NOW, FIT_AFTER, FIT_NEVER).
+fn fit_from_reply(code: i64, wait_us: i64) -> Option<Fit> {
+    Some(match code {
+        0 => Fit::Now,
+        1 => Fit::After(from_micros(wait_us)),
+        2 => Fit::Never,
+        _ => return None,
+    })
+}
+
+/// Values per part in the charge script's reply: used, fit, wait, next_free, empty_in.
+const PART_REPLY: usize = 5;
 
 impl std::fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -69,8 +122,9 @@ impl RedisLimiter {
             conn,
             endpoint,
             prefix: format!("trendsync:{{{budget_key}}}"),
-            charge: Script::new(include_str!("charge.lua")),
-            status: Script::new(include_str!("status.lua")),
+            charge: Script::new(CHARGE_LUA),
+            status: Script::new(STATUS_LUA),
+            ledger: OnceLock::new(),
         })
     }
 
@@ -82,27 +136,65 @@ impl RedisLimiter {
         format!("{}:blocked", self.prefix)
     }
 
-    fn policy_keys(&self, policy: &str) -> [String; 2] {
+    /// A policy's sorted set of entries, its running total, and its oldest entry's time.
+    fn policy_keys(&self, policy: &str) -> [String; 3] {
         [
             format!("{}:{policy}", self.prefix),
             format!("{}:{policy}:total", self.prefix),
+            format!("{}:{policy}:oldest", self.prefix),
         ]
     }
 
+    fn epoch_key(&self) -> String {
+        format!("{}:epoch", self.prefix)
+    }
+
+    /// Keeps this host's ledger of grants from now on (DESIGN.md 3.7).
+    pub fn keep_ledger(&self, ledger: Ledger) {
+        let _ = self.ledger.set(ledger);
+    }
+
+    pub(super) fn ledger(&self) -> Option<&Ledger> {
+        self.ledger.get()
+    }
+
+    /// Decides `charge` (or, with `age`, records a call already made), and says which
+    /// epoch of the window it was decided in.
     pub(super) async fn charge(
         &self,
         charge: &Charge,
         age: Option<Duration>,
-    ) -> Result<Decision, LimiterError> {
+    ) -> Result<(Decision, Epoch), LimiterError> {
+        self.decide(charge, age)
+            .await
+            .map(|d| (d.decision, d.epoch))
+    }
+
+    /// [`Limiter::charge`](super::Limiter::charge) (or, with `age`,
+    /// [`Limiter::record_past`](super::Limiter::record_past)) on this Redis alone, with
+    /// the Redis time it was decided at, for comparing with [`model::Model`]. Keeps no
+    /// ledger.
+    pub async fn decide(
+        &self,
+        charge: &Charge,
+        age: Option<Duration>,
+    ) -> Result<Decided, LimiterError> {
         let mut inv = self.charge.prepare_invoke();
-        inv.key(self.blocked_key());
-        for part in &charge.parts {
-            for key in self.policy_keys(&part.policy) {
-                inv.key(key);
+        inv.key(self.blocked_key()).key(self.epoch_key());
+        // Totals, then oldest times, then sets: the script reads the first two kinds
+        // with the block and the epoch in one MGET.
+        let keys: Vec<[String; 3]> = charge
+            .parts
+            .iter()
+            .map(|p| self.policy_keys(&p.policy))
+            .collect();
+        for column in [1, 2, 0] {
+            for k in &keys {
+                inv.key(k[column].as_str());
             }
         }
-        inv.arg(&charge.id)
-            .arg(&charge.method)
+        // Every member ends the same way; the script puts each part's units before it.
+        inv.arg(format!("|{}|{}", charge.method, charge.id))
             .arg(age.map_or(-1, micros));
         for part in &charge.parts {
             inv.arg(micros(part.window)).arg(part.max).arg(part.units);
@@ -116,39 +208,78 @@ impl RedisLimiter {
         self.decode_charge(charge, &reply)
     }
 
-    fn decode_charge(&self, charge: &Charge, reply: &[i64]) -> Result<Decision, LimiterError> {
+    fn decode_charge(&self, charge: &Charge, reply: &[i64]) -> Result<Decided, LimiterError> {
         let bad = || LimiterError::Failed {
             endpoint: self.endpoint.clone(),
             doing: "reading the charge script's answer",
             reason: format!("unexpected reply {reply:?}"),
         };
-        let (head, rest) = reply.split_at_checked(2).ok_or_else(bad)?;
-        if rest.len() != 6 * charge.parts.len() {
+        let ([code, blocked_wait, epoch, now_us], rest) =
+            reply.split_first_chunk::<4>().ok_or_else(bad)?;
+        let verdict = Verdict::from_reply(*code).ok_or_else(bad)?;
+        if rest.len() != PART_REPLY * charge.parts.len() {
             return Err(bad());
         }
         let opt = |us: i64| (us >= 0).then(|| from_micros(us));
         let parts = charge
             .parts
             .iter()
-            .zip(rest.chunks_exact(6))
-            .map(|(part, v)| PartOutcome {
-                policy: part.policy.clone(),
-                used: u64::try_from(v[0]).unwrap_or(0),
-                max: u64::try_from(v[1]).unwrap_or(0),
-                fit: match v[2] {
-                    0 => Fit::Now,
-                    1 => Fit::After(from_micros(v[3])),
-                    _ => Fit::Never,
-                },
-                next_free: opt(v[4]),
-                empty_in: opt(v[5]),
+            .zip(rest.chunks_exact(PART_REPLY))
+            .map(|(part, v)| {
+                Some(PartOutcome {
+                    policy: part.policy.clone(),
+                    used: u64::try_from(v[0]).unwrap_or(0),
+                    max: part.max,
+                    fit: fit_from_reply(v[1], v[2])?,
+                    next_free: opt(v[3]),
+                    empty_in: opt(v[4]),
+                })
             })
-            .collect();
-        Ok(match head[0] {
-            3 => model::blocked(charge, parts, from_micros(head[1])),
-            2 => model::decide(charge, parts, true),
-            _ => model::decide(charge, parts, false),
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(bad)?;
+        let decision = match verdict {
+            Verdict::Blocked => model::blocked(charge, parts, from_micros(*blocked_wait)),
+            Verdict::Duplicate => model::decide(charge, parts, true),
+            Verdict::Granted | Verdict::Denied => model::decide(charge, parts, false),
+        };
+        if matches!(verdict, Verdict::Granted | Verdict::Duplicate) != decision.granted {
+            return Err(bad());
+        }
+        Ok(Decided {
+            decision,
+            epoch: Epoch(*epoch),
+            now_us: *now_us,
         })
+    }
+
+    /// Whether the window of `part` holds `charge`'s entry.
+    pub(super) async fn holds(&self, charge: &Charge, part: &Part) -> Result<bool, LimiterError> {
+        let mut score = redis::cmd("ZSCORE");
+        score
+            .arg(&self.policy_keys(&part.policy)[0])
+            .arg(format!("{}|{}|{}", part.units, charge.method, charge.id));
+        let score = &score;
+        let found: Option<f64> = self
+            .once_more_if_dropped(
+                "looking for a charge in the window",
+                |mut conn| async move { score.query_async(&mut conn).await },
+            )
+            .await?;
+        Ok(found.is_some())
+    }
+
+    /// The epoch of the budget's window as Redis holds it now; `None` when it holds no
+    /// window (never charged, or lost).
+    pub(super) async fn epoch(&self) -> Result<Option<Epoch>, LimiterError> {
+        let mut get = redis::cmd("GET");
+        get.arg(self.epoch_key());
+        let get = &get;
+        let epoch: Option<i64> = self
+            .once_more_if_dropped("reading the window's epoch", |mut conn| async move {
+                get.query_async(&mut conn).await
+            })
+            .await?;
+        Ok(epoch.map(Epoch))
     }
 
     pub(super) async fn status(

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::sync::{OnceCell, Semaphore, watch};
 use tokio::task::JoinSet;
@@ -40,15 +40,7 @@ pub fn backoff(attempt: u32) -> Duration {
     ceiling.mul_f64(rand::random::<f64>())
 }
 
-fn now_us() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, micros)
-}
-
-fn now_s() -> i64 {
-    now_us() / 1_000_000
-}
+use crate::clock::{now_s, now_us};
 
 /// Everything a run needs, shared by its region tasks.
 pub struct Run {
