@@ -11,6 +11,7 @@ mod embedded;
 mod journal;
 pub mod model;
 mod redis;
+mod redis_connect;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -20,6 +21,7 @@ pub use embedded::EmbeddedLimiter;
 pub use journal::{Journal, JournalError, Journalled, Replayed};
 pub use model::{Fit, PartOutcome};
 pub use redis::RedisLimiter;
+pub use redis_connect::{RedisConfigError, TlsFiles, mask_url};
 
 /// The name of the main policy: the budget's own window. Limits may not use it.
 pub const BUDGET_POLICY: &str = "budget";
@@ -277,6 +279,9 @@ pub enum LimiterError {
         doing: &'static str,
         reason: String,
     },
+    /// The limiter is configured in a way no retry can fix (exit 78).
+    #[error(transparent)]
+    Config(#[from] RedisConfigError),
 }
 
 impl LimiterError {
