@@ -27,6 +27,10 @@
 #[allow(dead_code)]
 #[path = "../tests/common/redis_server.rs"]
 mod redis_server;
+#[rustfmt::skip]
+#[allow(dead_code)]
+#[path = "../tests/common/redis_deployments.rs"]
+mod redis_deployments;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

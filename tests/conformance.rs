@@ -1,16 +1,92 @@
-//! One conformance suite for both limiters: every scenario runs against a real
-//! `redis-server` and against the embedded limiter in a temporary SQLite file.
+//! One conformance suite for both limiters: every scenario runs against the embedded
+//! limiter in a temporary SQLite file and against real `redis-server` processes in
+//! every deployment form of DESIGN.md section 8: one server of its own per scenario,
+//! and, shared by all scenarios (each with a budget key of its own), a TLS server with
+//! mutual TLS, a Sentinel set and a Cluster, which each scenario reaches through a
+//! different seed node. Each shared form also runs the 30-process race.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use trendsync::quota::{Charge, EmbeddedLimiter, Limiter, Part, PolicyRef, RedisLimiter, Status};
+use trendsync::quota::{
+    Charge, EmbeddedLimiter, Limiter, Part, PolicyRef, RedisLimiter, Status, TlsFiles,
+};
 
+use crate::common::redis_deployments::{Cluster, SentinelSet, TlsCerts};
+use crate::common::redis_server::Options;
 use crate::common::{RedisServer, Scratch};
 
 const S: i64 = 1_000_000;
 
+/// A deployment shared by every scenario of one form.
+pub enum Deployment {
+    Tls(RedisServer),
+    Sentinel(SentinelSet),
+    Cluster(Cluster),
+}
+
+impl Deployment {
+    pub fn tls() -> Deployment {
+        Deployment::Tls(RedisServer::start_with(Options {
+            tls: Some(TlsCerts::generate()),
+            ..Options::default()
+        }))
+    }
+
+    pub fn sentinel() -> Deployment {
+        Deployment::Sentinel(SentinelSet::start())
+    }
+
+    pub fn cluster() -> Deployment {
+        Deployment::Cluster(Cluster::start())
+    }
+
+    /// The URLs a client may be given; a Cluster's every node, one at a time.
+    pub fn urls(&self) -> Vec<String> {
+        match self {
+            Deployment::Tls(server) => vec![server.url()],
+            Deployment::Sentinel(set) => vec![set.url()],
+            Deployment::Cluster(cluster) => (0..cluster.nodes.len())
+                .map(|i| cluster.seed_url(i))
+                .collect(),
+        }
+    }
+
+    pub fn tls_files(&self) -> TlsFiles {
+        match self {
+            Deployment::Tls(server) => server.certs().map(TlsCerts::files).unwrap_or_default(),
+            _ => TlsFiles::default(),
+        }
+    }
+
+    /// The binary's arguments for the `i`th client.
+    pub fn client_args(&self, i: usize) -> Vec<String> {
+        let urls = self.urls();
+        let mut args = vec!["--redis-url".to_owned(), urls[i % urls.len()].clone()];
+        if let Deployment::Tls(server) = self {
+            args.extend(
+                server
+                    .certs()
+                    .map(TlsCerts::client_args)
+                    .unwrap_or_default(),
+            );
+        }
+        args
+    }
+
+    /// Runs `cmd` where the key it names lives (the primary).
+    pub fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> T {
+        match self {
+            Deployment::Tls(server) => server.query(cmd),
+            Deployment::Sentinel(set) => set.primary().query(cmd),
+            Deployment::Cluster(cluster) => cluster.query(cmd),
+        }
+    }
+}
+
 enum Store {
     Redis(RedisServer),
+    Shared(Arc<Deployment>),
     Embedded(Scratch),
 }
 
@@ -19,6 +95,9 @@ struct Backend {
     store: Store,
     key: String,
     limiter: Limiter,
+    /// The URLs and TLS files clients of a Redis store use.
+    urls: Vec<String>,
+    tls: TlsFiles,
 }
 
 impl Backend {
@@ -30,10 +109,49 @@ impl Backend {
                 .expect("connecting to redis"),
         );
         Backend {
+            urls: vec![server.url()],
             store: Store::Redis(server),
             key: "conf".into(),
             limiter,
+            tls: TlsFiles::default(),
         }
+    }
+
+    /// A scenario's budget on a shared deployment, through its `seed`th URL.
+    async fn shared(deployment: Arc<Deployment>, key: &str, seed: usize) -> Backend {
+        let mut urls = deployment.urls();
+        let n = urls.len();
+        urls.rotate_left(seed % n);
+        let tls = deployment.tls_files();
+        let limiter = Limiter::Redis(
+            RedisLimiter::connect_with_tls(&urls[0], &tls, key)
+                .await
+                .unwrap_or_else(|e| panic!("connecting to {}: {e}", urls[0])),
+        );
+        Backend {
+            store: Store::Shared(deployment),
+            key: key.into(),
+            limiter,
+            urls,
+            tls,
+        }
+    }
+
+    /// Runs `cmd` on the Redis that holds this budget.
+    fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> T {
+        match &self.store {
+            Store::Redis(server) => server.query(cmd),
+            Store::Shared(d) => d.query(cmd),
+            Store::Embedded(_) => panic!("the embedded limiter has no Redis"),
+        }
+    }
+
+    fn is_redis(&self) -> bool {
+        !matches!(self.store, Store::Embedded(_))
+    }
+
+    fn redis_key(&self, suffix: &str) -> String {
+        format!("trendsync:{{{}}}:{suffix}", self.key)
     }
 
     fn embedded() -> Backend {
@@ -46,19 +164,26 @@ impl Backend {
             store: Store::Embedded(scratch),
             key: "conf".into(),
             limiter,
+            urls: Vec::new(),
+            tls: TlsFiles::default(),
         }
     }
 
-    /// Another client of the same store, as another process would have.
-    async fn another(&self) -> Limiter {
+    /// Another client of the same store, as another process would have; the `i`th
+    /// goes through the `i`th URL (on a Cluster, each node in turn).
+    async fn another(&self, i: usize) -> Limiter {
         match &self.store {
-            Store::Redis(server) => Limiter::Redis(
-                RedisLimiter::connect(&server.url(), &self.key)
-                    .await
-                    .expect("connecting"),
-            ),
             Store::Embedded(scratch) => Limiter::Embedded(
                 EmbeddedLimiter::open(&scratch.file("t.db"), &self.key).expect("opening"),
+            ),
+            _ => Limiter::Redis(
+                RedisLimiter::connect_with_tls(
+                    &self.urls[i % self.urls.len()],
+                    &self.tls,
+                    &self.key,
+                )
+                .await
+                .expect("connecting"),
             ),
         }
     }
@@ -66,12 +191,8 @@ impl Backend {
     /// How many entries the store physically holds for `policy`.
     fn stored_entries(&self, policy: &str) -> usize {
         match &self.store {
-            Store::Redis(server) => {
-                let n: usize = redis::cmd("ZCARD")
-                    .arg(format!("trendsync:{{{}}}:{policy}", self.key))
-                    .query(&mut server.connection())
-                    .expect("ZCARD");
-                n
+            Store::Redis(_) | Store::Shared(_) => {
+                self.query(redis::cmd("ZCARD").arg(self.redis_key(policy)))
             }
             Store::Embedded(scratch) => {
                 let conn = rusqlite::Connection::open(scratch.file("t.db"))
@@ -131,14 +252,22 @@ async fn grant(b: &Backend, c: &Charge) {
     assert!(d.granted, "{} should be granted: {d:?}", c.id);
 }
 
-/// Runs each scenario against both backends.
+/// Runs each scenario against every backend: a test per scenario on the embedded
+/// limiter and on a standalone Redis of its own; and one test per shared deployment
+/// form that runs every scenario at once, each on a budget of its own, then the race.
 macro_rules! conformance {
-    ($($name:ident),* $(,)?) => {
+    (both: [$($name:ident),* $(,)?], redis: [$($redis_only:ident),* $(,)?] $(,)?) => {
         mod redis_backend {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$name(super::Backend::redis().await).await;
+                }
+            )*
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $redis_only() {
+                    super::$redis_only(super::Backend::redis().await).await;
                 }
             )*
         }
@@ -150,19 +279,74 @@ macro_rules! conformance {
                 }
             )*
         }
+        /// Every scenario on one shared deployment, at once, then the race.
+        async fn on_shared(deployment: Deployment) {
+            let deployment = std::sync::Arc::new(deployment);
+            let mut tasks = Vec::new();
+            let mut seed = 0;
+            $(
+                seed += 1;
+                tasks.push((stringify!($name), tokio::spawn($name(
+                    Backend::shared(deployment.clone(), stringify!($name), seed).await,
+                ))));
+            )*
+            $(
+                seed += 1;
+                tasks.push((stringify!($redis_only), tokio::spawn($redis_only(
+                    Backend::shared(deployment.clone(), stringify!($redis_only), seed).await,
+                ))));
+            )*
+            let _ = seed;
+            for (name, task) in tasks {
+                if let Err(e) = task.await {
+                    eprintln!("scenario {name} failed");
+                    std::panic::resume_unwind(e.into_panic());
+                }
+            }
+            let d = deployment.clone();
+            tokio::task::spawn_blocking(move || {
+                crate::budget_cli::racing_processes_grant_exactly_ten_through(
+                    "race",
+                    |i| d.client_args(i),
+                );
+            })
+            .await
+            .expect("the race");
+        }
+        mod tls_backend {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn every_scenario_and_the_race() {
+                super::on_shared(super::Deployment::tls()).await;
+            }
+        }
+        mod sentinel_backend {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn every_scenario_and_the_race() {
+                super::on_shared(super::Deployment::sentinel()).await;
+            }
+        }
+        mod cluster_backend {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn every_scenario_and_the_race() {
+                super::on_shared(super::Deployment::cluster()).await;
+            }
+        }
     };
 }
 
 conformance!(
-    a_weighted_charge_is_one_entry,
-    all_or_nothing_across_policies_and_the_strictest_wait_wins,
-    retry_after_is_exact_for_a_weighted_charge,
-    the_same_charge_twice_counts_once,
-    a_replayed_call_counts_once_at_its_original_age,
-    idle_windows_expire_by_themselves,
-    the_window_slides_across_a_fixed_window_boundary,
-    a_block_denies_every_charge_until_it_ends,
-    concurrent_charges_grant_exactly_what_fits,
+    both: [
+        a_weighted_charge_is_one_entry,
+        all_or_nothing_across_policies_and_the_strictest_wait_wins,
+        retry_after_is_exact_for_a_weighted_charge,
+        the_same_charge_twice_counts_once,
+        a_replayed_call_counts_once_at_its_original_age,
+        idle_windows_expire_by_themselves,
+        the_window_slides_across_a_fixed_window_boundary,
+        a_block_denies_every_charge_until_it_ends,
+        concurrent_charges_grant_exactly_what_fits,
+    ],
+    redis: [charges_survive_a_script_flush],
 );
 
 async fn a_weighted_charge_is_one_entry(b: Backend) {
@@ -345,10 +529,9 @@ async fn a_replayed_call_counts_once_at_its_original_age(b: Backend) {
 async fn idle_windows_expire_by_themselves(b: Backend) {
     let w = Duration::from_millis(1500);
     grant(&b, &charge("a", "videos.list", &[("budget", w, 10, 1)])).await;
-    if let Store::Redis(server) = &b.store {
-        let mut conn = server.connection();
-        for key in ["trendsync:{conf}:budget", "trendsync:{conf}:budget:total"] {
-            let ttl: i64 = redis::cmd("PTTL").arg(key).query(&mut conn).expect("PTTL");
+    if b.is_redis() {
+        for key in [b.redis_key("budget"), b.redis_key("budget:total")] {
+            let ttl: i64 = b.query(redis::cmd("PTTL").arg(&key));
             assert!(
                 ttl > 0 && ttl <= 1500,
                 "{key} expires with its window, PTTL {ttl}"
@@ -357,12 +540,12 @@ async fn idle_windows_expire_by_themselves(b: Backend) {
     }
     tokio::time::sleep(Duration::from_millis(1700)).await;
     match &b.store {
-        Store::Redis(server) => {
-            let n: i64 = redis::cmd("EXISTS")
-                .arg("trendsync:{conf}:budget")
-                .arg("trendsync:{conf}:budget:total")
-                .query(&mut server.connection())
-                .expect("EXISTS");
+        Store::Redis(_) | Store::Shared(_) => {
+            let n: i64 = b.query(
+                redis::cmd("EXISTS")
+                    .arg(b.redis_key("budget"))
+                    .arg(b.redis_key("budget:total")),
+            );
             assert_eq!(n, 0, "both keys are gone after the window");
         }
         Store::Embedded(_) => {
@@ -476,8 +659,8 @@ async fn a_block_denies_every_charge_until_it_ends(b: Backend) {
 
 async fn concurrent_charges_grant_exactly_what_fits(b: Backend) {
     let mut clients = Vec::new();
-    for _ in 0..30 {
-        clients.push(b.another().await);
+    for i in 0..30 {
+        clients.push(b.another(i).await);
     }
     let tasks: Vec<_> = clients
         .into_iter()
@@ -506,20 +689,14 @@ async fn concurrent_charges_grant_exactly_what_fits(b: Backend) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_charges_survive_a_script_flush() {
-    let b = Backend::redis().await;
+/// On a Cluster, the script is loaded again on the primary that holds the budget.
+async fn charges_survive_a_script_flush(b: Backend) {
     grant(
         &b,
         &charge("a", "videos.list", &[("budget", secs(60), 10, 1)]),
     )
     .await;
-    if let Store::Redis(server) = &b.store {
-        let _: () = redis::cmd("SCRIPT")
-            .arg("FLUSH")
-            .query(&mut server.connection())
-            .expect("SCRIPT FLUSH");
-    }
+    let () = b.query(redis::cmd("SCRIPT").arg("FLUSH"));
     // NOSCRIPT: the script is loaded again and the charge retried, once.
     grant(
         &b,

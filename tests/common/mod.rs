@@ -5,6 +5,7 @@
 
 pub mod harness;
 pub mod promtool;
+pub mod redis_deployments;
 pub mod redis_server;
 pub mod upstream;
 
@@ -121,7 +122,7 @@ impl Trendsync {
     }
 
     pub fn redis(self, server: &RedisServer) -> Self {
-        self.args(["--redis-url", &server.url()])
+        self.args(server.client_args())
     }
 
     /// Starts the binary and returns at once, its stdout and stderr piped.
