@@ -9,6 +9,8 @@ mod conformance;
 // SIGKILL, exit statuses by signal, advisory locks: Unix only.
 #[cfg(unix)]
 mod crash;
+#[cfg(unix)]
+mod failover;
 mod limiter_down;
 mod metrics_e2e;
 mod run_e2e;

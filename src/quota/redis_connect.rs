@@ -614,6 +614,11 @@ pub(super) fn is_failover(e: &RedisError, elects: bool) -> bool {
     if e.is_timeout() {
         return false;
     }
+    // A primary configured with min-replicas-to-write refuses writes once its replica
+    // left, as it does when the replica was promoted in its place.
+    if e.code() == Some("NOREPLICAS") {
+        return true;
+    }
     match e.kind() {
         ErrorKind::Server(
             ServerErrorKind::ReadOnly
@@ -761,6 +766,7 @@ impl SentinelConn {
     fn forget_after(&self, generation: u64, e: &RedisError) {
         let moved = e.is_io_error()
             || e.is_connection_dropped()
+            || e.code() == Some("NOREPLICAS")
             || matches!(
                 e.kind(),
                 ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)

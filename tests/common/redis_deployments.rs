@@ -439,14 +439,17 @@ impl Cluster {
 
     /// The primary that holds `key`.
     pub fn primary_for(&self, key: &str) -> &RedisServer {
+        self.node(self.try_primary_for(key).expect("a primary holds the slot"))
+    }
+
+    /// The port of the primary that holds `key`, if one does (not while a failed
+    /// one's replica is still being elected).
+    pub fn try_primary_for(&self, key: &str) -> Option<u16> {
         let slot = self.slot(key);
-        let port = self
-            .topology()
+        self.topology()
             .into_iter()
             .find(|n| n.primary && n.slots.iter().any(|(a, b)| (*a..=*b).contains(&slot)))
             .map(|n| n.port)
-            .expect("a primary holds the slot");
-        self.node(port)
     }
 
     /// A replica of the primary that holds `key`.

@@ -26,6 +26,8 @@ pub struct RedisServer {
     tls: Option<(u16, super::redis_deployments::TlsCerts)>,
     /// More redis-server arguments (replication, Cluster mode).
     extra: Vec<String>,
+    /// Killed through a shared reference ([`RedisServer::kill`]).
+    killed: std::sync::atomic::AtomicBool,
 }
 
 /// How to start a [`RedisServer`].
@@ -117,12 +119,15 @@ impl RedisServer {
             unix: options.unix,
             tls: options.tls.map(|certs| (free_port(), certs)),
             extra: options.extra,
+            killed: Default::default(),
         };
         server.spawn();
         server
     }
 
     fn spawn(&mut self) {
+        self.killed
+            .store(false, std::sync::atomic::Ordering::SeqCst);
         let mut cmd = Command::new(redis_server_binary());
         if let Some(password) = &self.password {
             cmd.args(["--requirepass", password]);
@@ -298,7 +303,14 @@ impl RedisServer {
     }
 
     pub fn is_running(&self) -> bool {
-        self.child.is_some()
+        self.child.is_some() && !self.killed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// kill -9, through a shared reference (a node of a deployment); the process is
+    /// reaped when the server is dropped.
+    pub fn kill(&self) {
+        self.signal("-KILL");
+        self.killed.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// A connection on the plain port, if the server answers.
