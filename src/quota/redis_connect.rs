@@ -421,6 +421,9 @@ impl Connector {
     pub(super) async fn diagnose(&self, e: &RedisError) -> Option<RedisConfigError> {
         let (problem, fix) = match config_problem(e) {
             Some(p) => p,
+            None if self.form.tls() && !e.is_connection_refusal() => {
+                self.speaks_plain_instead().await?
+            }
             None if e.is_connection_dropped() && !e.is_connection_refusal() => {
                 self.speaks_tls_instead().await?
             }
@@ -430,6 +433,36 @@ impl Connector {
             url: self.endpoint.clone(),
             problem,
             fix,
+        })
+    }
+
+    /// A TLS handshake that got nowhere may have reached a plain port: a Redis there
+    /// answers an inline PING with `+PONG` (or `-NOAUTH`).
+    async fn speaks_plain_instead(&self) -> Option<Problem> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let Form::Single { info, tls: true } = &self.form else {
+            return None;
+        };
+        let ConnectionAddr::TcpTls { host, port, .. } = info.addr() else {
+            return None;
+        };
+        let probe = async {
+            let mut stream = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
+            stream.write_all(b"PING\r\n").await?;
+            let mut first = [0u8; 1];
+            stream.read_exact(&mut first).await?;
+            Ok::<u8, std::io::Error>(first[0])
+        };
+        let first = tokio::time::timeout(CONNECT_TIMEOUT, probe)
+            .await
+            .ok()?
+            .ok()?;
+        matches!(first, b'+' | b'-').then(|| {
+            (
+                "does not speak TLS on that port".to_owned(),
+                "use redis:// for a plain port, or point rediss:// at the server's tls-port"
+                    .to_owned(),
+            )
         })
     }
 
