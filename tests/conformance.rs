@@ -74,6 +74,15 @@ impl Deployment {
         args
     }
 
+    /// Every redis-server of the deployment.
+    pub fn nodes(&self) -> Vec<&RedisServer> {
+        match self {
+            Deployment::Tls(server) => vec![server],
+            Deployment::Sentinel(set) => set.nodes.iter().collect(),
+            Deployment::Cluster(cluster) => cluster.nodes.iter().collect(),
+        }
+    }
+
     /// Runs `cmd` where the key it names lives (the primary).
     pub fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> T {
         match self {
@@ -312,6 +321,19 @@ macro_rules! conformance {
             })
             .await
             .expect("the race");
+            let d = deployment.clone();
+            tokio::task::spawn_blocking(move || {
+                for node in d.nodes() {
+                    crate::redis_acl::create_user(node, "acl");
+                }
+                let mut args = d.client_args(1);
+                args[1] = crate::redis_acl::as_user(&args[1]);
+                crate::redis_acl::charge_read_and_reload("acl", args, || {
+                    let () = d.query(redis::cmd("SCRIPT").arg("FLUSH"));
+                });
+            })
+            .await
+            .expect("the README's ACL");
         }
         mod tls_backend {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,6 +13,7 @@ mod crash;
 mod failover;
 mod limiter_down;
 mod metrics_e2e;
+mod redis_acl;
 mod redis_config_errors;
 mod run_e2e;
 mod search_e2e;

@@ -288,6 +288,11 @@ impl LimiterError {
     pub fn is_unavailable(&self) -> bool {
         matches!(self, LimiterError::Unavailable { .. })
     }
+
+    /// A limiter configured so that no retry can help (exit 78).
+    pub fn is_config(&self) -> bool {
+        matches!(self, LimiterError::Config(_))
+    }
 }
 
 /// Either backend, with the same promises; or a Redis that could not be reached when

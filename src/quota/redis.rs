@@ -9,7 +9,7 @@ use redis::{RedisError, RedisResult, Script};
 
 use super::model::{self, Fit, PartOutcome};
 use super::redis_connect::{
-    Conn, Connector, TlsFiles, is_failover, masked_detail, worth_once_more,
+    Conn, Connector, TlsFiles, is_failover, masked_detail, permission_error, worth_once_more,
 };
 use super::{
     Charge, Decision, Entry, LimiterError, PolicyRef, PolicyStatus, Status, from_micros, micros,
@@ -307,6 +307,9 @@ fn decode_entries(raw: &[String]) -> Vec<Entry> {
 /// A connection that failed or timed out means the limiter is down; anything else the
 /// server said is a failure that must not be retried blindly.
 fn classify(endpoint: &str, doing: &'static str, e: &RedisError) -> LimiterError {
+    if let Some(config) = permission_error(endpoint, e) {
+        return config.into();
+    }
     if e.is_io_error()
         || e.is_connection_refusal()
         || e.is_timeout()

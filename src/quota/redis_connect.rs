@@ -544,10 +544,10 @@ fn read_tls_files(tls: &TlsFiles) -> Result<Option<TlsCertificates>, Problem> {
     }))
 }
 
-/// Configuration mistakes that show in a connection's first answers.
-fn config_problem(e: &RedisError) -> Option<Problem> {
-    let text = e.to_string();
-    let lower = text.to_ascii_lowercase();
+/// A server that refuses the URL's credentials, or refuses the user a command the
+/// limiter needs: no retry helps, whenever it shows.
+fn permission_problem(e: &RedisError) -> Option<Problem> {
+    let lower = e.to_string().to_ascii_lowercase();
     let code = e.code().unwrap_or_default();
     if code == "NOAUTH" || lower.contains("unauthenticated") || lower.contains("noauth") {
         return Some((
@@ -571,9 +571,28 @@ fn config_problem(e: &RedisError) -> Option<Problem> {
     if e.kind() == ErrorKind::Server(ServerErrorKind::NoPerm) || code == "NOPERM" {
         return Some((
             format!("refused a command the limiter needs ({})", masked_detail(e)),
-            "grant the ACL user the permissions the README lists for the limiter".to_owned(),
+            "grant the ACL user the permissions the README lists for the limiter, on this budget's keys".to_owned(),
         ));
     }
+    None
+}
+
+/// [`permission_problem`] as a configuration error about `endpoint`.
+pub(super) fn permission_error(endpoint: &str, e: &RedisError) -> Option<RedisConfigError> {
+    permission_problem(e).map(|(problem, fix)| RedisConfigError {
+        url: endpoint.to_owned(),
+        problem,
+        fix,
+    })
+}
+
+/// Configuration mistakes that show in a connection's first answers.
+fn config_problem(e: &RedisError) -> Option<Problem> {
+    if let Some(p) = permission_problem(e) {
+        return Some(p);
+    }
+    let text = e.to_string();
+    let lower = text.to_ascii_lowercase();
     if lower.contains("notvalidforname") || lower.contains("not valid for name") {
         return Some((
             "presented a TLS certificate that does not name the host in the URL".to_owned(),
