@@ -2,8 +2,8 @@
 //! limiter in a temporary SQLite file and against real `redis-server` processes in
 //! every deployment form of DESIGN.md section 8: one server of its own per scenario,
 //! and, shared by all scenarios (each with a budget key of its own), a TLS server with
-//! mutual TLS, a Sentinel set and a Cluster, which each scenario reaches through a
-//! different seed node. Each shared form also runs the 30-process race.
+//! mutual TLS, a Sentinel set and a Cluster (plain and mutual TLS on every node), which
+//! each scenario reaches through a different seed node and protocol. Each shared form also runs the 30-process race.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,39 +37,46 @@ impl Deployment {
         Deployment::Sentinel(SentinelSet::start())
     }
 
+    /// A Cluster that speaks TLS (mutual, between its nodes too) and plain TCP, so
+    /// that both `rediss+cluster://` and `redis+cluster://` clients share it.
     pub fn cluster() -> Deployment {
-        Deployment::Cluster(Cluster::start())
+        Deployment::Cluster(Cluster::start_with(Some(TlsCerts::generate())))
     }
 
-    /// The URLs a client may be given; a Cluster's every node, one at a time.
-    pub fn urls(&self) -> Vec<String> {
+    /// The URLs a client may be given, with their TLS files: a Cluster's every node,
+    /// one at a time, over TLS and plain.
+    pub fn urls(&self) -> Vec<(String, TlsFiles)> {
         match self {
-            Deployment::Tls(server) => vec![server.url()],
-            Deployment::Sentinel(set) => vec![set.url()],
+            Deployment::Tls(server) => vec![(
+                server.url(),
+                server.certs().map(TlsCerts::files).unwrap_or_default(),
+            )],
+            Deployment::Sentinel(set) => vec![(set.url(), TlsFiles::default())],
             Deployment::Cluster(cluster) => (0..cluster.nodes.len())
-                .map(|i| cluster.seed_url(i))
+                .flat_map(|i| {
+                    let mut both = vec![(cluster.seed_url(i), TlsFiles::default())];
+                    if let Some(url) = cluster.tls_seed_url(i) {
+                        both.push((url, cluster.client_tls()));
+                    }
+                    both
+                })
                 .collect(),
-        }
-    }
-
-    pub fn tls_files(&self) -> TlsFiles {
-        match self {
-            Deployment::Tls(server) => server.certs().map(TlsCerts::files).unwrap_or_default(),
-            _ => TlsFiles::default(),
         }
     }
 
     /// The binary's arguments for the `i`th client.
     pub fn client_args(&self, i: usize) -> Vec<String> {
         let urls = self.urls();
-        let mut args = vec!["--redis-url".to_owned(), urls[i % urls.len()].clone()];
-        if let Deployment::Tls(server) = self {
-            args.extend(
-                server
-                    .certs()
-                    .map(TlsCerts::client_args)
-                    .unwrap_or_default(),
-            );
+        let (url, tls) = &urls[i % urls.len()];
+        let mut args = vec!["--redis-url".to_owned(), url.clone()];
+        for (flag, path) in [
+            ("--redis-ca-file", &tls.ca_file),
+            ("--redis-client-cert", &tls.client_cert),
+            ("--redis-client-key", &tls.client_key),
+        ] {
+            if let Some(path) = path {
+                args.extend([flag.to_owned(), path.display().to_string()]);
+            }
         }
         args
     }
@@ -104,9 +111,8 @@ struct Backend {
     store: Store,
     key: String,
     limiter: Limiter,
-    /// The URLs and TLS files clients of a Redis store use.
-    urls: Vec<String>,
-    tls: TlsFiles,
+    /// The URLs, with their TLS files, clients of a Redis store use.
+    urls: Vec<(String, TlsFiles)>,
 }
 
 impl Backend {
@@ -118,11 +124,10 @@ impl Backend {
                 .expect("connecting to redis"),
         );
         Backend {
-            urls: vec![server.url()],
+            urls: vec![(server.url(), TlsFiles::default())],
             store: Store::Redis(server),
             key: "conf".into(),
             limiter,
-            tls: TlsFiles::default(),
         }
     }
 
@@ -131,18 +136,17 @@ impl Backend {
         let mut urls = deployment.urls();
         let n = urls.len();
         urls.rotate_left(seed % n);
-        let tls = deployment.tls_files();
+        let (url, tls) = &urls[0];
         let limiter = Limiter::Redis(
-            RedisLimiter::connect_with_tls(&urls[0], &tls, key)
+            RedisLimiter::connect_with_tls(url, tls, key)
                 .await
-                .unwrap_or_else(|e| panic!("connecting to {}: {e}", urls[0])),
+                .unwrap_or_else(|e| panic!("connecting to {url}: {e}")),
         );
         Backend {
             store: Store::Shared(deployment),
             key: key.into(),
             limiter,
             urls,
-            tls,
         }
     }
 
@@ -174,7 +178,6 @@ impl Backend {
             key: "conf".into(),
             limiter,
             urls: Vec::new(),
-            tls: TlsFiles::default(),
         }
     }
 
@@ -187,8 +190,8 @@ impl Backend {
             ),
             _ => Limiter::Redis(
                 RedisLimiter::connect_with_tls(
-                    &self.urls[i % self.urls.len()],
-                    &self.tls,
+                    &self.urls[i % self.urls.len()].0,
+                    &self.urls[i % self.urls.len()].1,
                     &self.key,
                 )
                 .await

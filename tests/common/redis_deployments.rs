@@ -84,7 +84,8 @@ impl TlsCerts {
             (
                 "server",
                 "redis test server",
-                format!("subjectAltName={names}\nextendedKeyUsage=serverAuth\n"),
+                // clientAuth too: Cluster nodes and replicas show it to each other.
+                format!("subjectAltName={names}\nextendedKeyUsage=serverAuth,clientAuth\n"),
             ),
             (
                 "client",
@@ -322,13 +323,26 @@ struct NodeLine {
 /// Three primaries with a replica each, made with `redis-cli --cluster create`.
 pub struct Cluster {
     pub nodes: Vec<RedisServer>,
+    certs: Option<TlsCerts>,
 }
 
 impl Cluster {
     pub fn start() -> Cluster {
+        Cluster::start_with(None)
+    }
+
+    /// With `certs`, every node also listens for TLS and the nodes speak TLS to each
+    /// other; clients may use either port.
+    pub fn start_with(certs: Option<TlsCerts>) -> Cluster {
+        let tls_extra: &[&str] = if certs.is_some() {
+            &["--tls-cluster", "yes", "--tls-replication", "yes"]
+        } else {
+            &[]
+        };
         let nodes: Vec<RedisServer> = (0..6)
             .map(|_| {
                 RedisServer::start_with(Options {
+                    tls: certs.clone(),
                     extra: [
                         "--cluster-enabled",
                         "yes",
@@ -340,15 +354,38 @@ impl Cluster {
                         "--cluster-replica-validity-factor",
                         "0",
                     ]
-                    .map(str::to_owned)
-                    .to_vec(),
+                    .iter()
+                    .chain(tls_extra)
+                    .map(|a| (*a).to_owned())
+                    .collect(),
                     ..Options::default()
                 })
             })
             .collect();
-        let out = Command::new(redis_cli())
-            .args(["--cluster", "create"])
-            .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())))
+        let mut create = Command::new(redis_cli());
+        create.args(["--cluster", "create"]);
+        match &certs {
+            // The cluster bus speaks TLS: the nodes meet on their TLS ports.
+            Some(certs) => {
+                create
+                    .args(
+                        nodes
+                            .iter()
+                            .map(|n| format!("127.0.0.1:{}", n.tls_port().expect("a TLS port"))),
+                    )
+                    .arg("--tls")
+                    .arg("--cacert")
+                    .arg(certs.file("ca.crt"))
+                    .arg("--cert")
+                    .arg(certs.file("client.crt"))
+                    .arg("--key")
+                    .arg(certs.file("client.key"));
+            }
+            None => {
+                create.args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())));
+            }
+        }
+        let out = create
             .args(["--cluster-replicas", "1", "--cluster-yes"])
             .output()
             .expect("running redis-cli --cluster create");
@@ -358,7 +395,7 @@ impl Cluster {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let cluster = Cluster { nodes };
+        let cluster = Cluster { nodes, certs };
         cluster.wait_healthy();
         cluster
     }
@@ -392,6 +429,18 @@ impl Cluster {
     /// Only node `i` (primary or replica) as the seed.
     pub fn seed_url(&self, i: usize) -> String {
         format!("redis+cluster://127.0.0.1:{}", self.nodes[i].port())
+    }
+
+    /// Only node `i`, over TLS, if the cluster speaks it.
+    pub fn tls_seed_url(&self, i: usize) -> Option<String> {
+        self.nodes[i]
+            .tls_port()
+            .map(|port| format!("rediss+cluster://127.0.0.1:{port}"))
+    }
+
+    /// The TLS files of a client of a TLS cluster: the CA and a client certificate.
+    pub fn client_tls(&self) -> trendsync::quota::TlsFiles {
+        self.certs.as_ref().map(TlsCerts::files).unwrap_or_default()
     }
 
     /// `CLUSTER NODES` of a live node, failed nodes left out.
