@@ -3,7 +3,8 @@
 //! every deployment form of DESIGN.md section 8: one server of its own per scenario,
 //! and, shared by all scenarios (each with a budget key of its own), a TLS server with
 //! mutual TLS, a Sentinel set and a Cluster (plain and mutual TLS on every node), which
-//! each scenario reaches through a different seed node and protocol. Each shared form also runs the 30-process race.
+//! each scenario reaches through a different seed node and protocol. Each shared form
+//! also runs the 30-process race and checks the README's ACL.
 
 use std::sync::Arc;
 use std::time::Duration;
