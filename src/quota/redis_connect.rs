@@ -791,9 +791,11 @@ impl SentinelConn {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(Some(RESPONSE_TIMEOUT));
-        // Asking the Sentinels has no timeout of its own.
+        // Asking the Sentinels has no timeout of its own. It takes three connections
+        // (a Sentinel, the primary to check its role, the primary to use), each a
+        // handshake over TLS: each gets a connection's time.
         let conn = tokio::time::timeout(
-            CONNECT_TIMEOUT + RESPONSE_TIMEOUT,
+            3 * CONNECT_TIMEOUT + RESPONSE_TIMEOUT,
             client.get_async_connection_with_config(&config),
         )
         .await

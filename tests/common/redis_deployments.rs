@@ -185,19 +185,46 @@ pub fn info_field(server: &RedisServer, section: &str, field: &str) -> Option<St
 pub struct SentinelSet {
     pub nodes: Vec<RedisServer>,
     sentinel: Option<Process>,
+    /// The Sentinel's plain port, for the tests' own questions.
     pub sentinel_port: u16,
+    /// With TLS, the port clients ask the Sentinel on, and the files they need.
+    tls: Option<(u16, TlsCerts)>,
     _dir: tempfile::TempDir,
 }
 
 impl SentinelSet {
     pub fn start() -> SentinelSet {
-        let primary = RedisServer::start();
+        SentinelSet::start_with(None)
+    }
+
+    /// With `certs`, everything speaks mutual TLS: clients to the Sentinel and the
+    /// nodes, the Sentinel to the nodes, the replica to the primary.
+    pub fn start_with(certs: Option<TlsCerts>) -> SentinelSet {
+        let node_extra: Vec<String> = if certs.is_some() {
+            vec!["--tls-replication".into(), "yes".into()]
+        } else {
+            Vec::new()
+        };
+        let primary = RedisServer::start_with(Options {
+            tls: certs.clone(),
+            extra: node_extra.clone(),
+            ..Options::default()
+        });
+        let mut extra = node_extra;
+        extra.extend([
+            "--replicaof".into(),
+            "127.0.0.1".into(),
+            primary.tls_port().unwrap_or(primary.port()).to_string(),
+        ]);
+        // Over TLS the Sentinel must find the replica at its TLS port.
+        let replica_tls_port = certs.as_ref().map(|_| free_port());
+        if let Some(port) = replica_tls_port {
+            extra.extend(["--replica-announce-port".into(), port.to_string()]);
+        }
         let replica = RedisServer::start_with(Options {
-            extra: vec![
-                "--replicaof".into(),
-                "127.0.0.1".into(),
-                primary.port().to_string(),
-            ],
+            tls: certs.clone(),
+            tls_port: replica_tls_port,
+            extra,
             ..Options::default()
         });
         wait_until("the replica syncs", Duration::from_secs(20), || {
@@ -206,19 +233,26 @@ impl SentinelSet {
         let dir = tempfile::tempdir().expect("a directory for the Sentinel");
         let port = free_port();
         let conf = dir.path().join("sentinel.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "port {port}\nbind 127.0.0.1\ndir {}\n\
-                 sentinel monitor mymaster 127.0.0.1 {} 1\n\
-                 sentinel down-after-milliseconds mymaster 1000\n\
-                 sentinel failover-timeout mymaster 3000\n\
-                 sentinel parallel-syncs mymaster 1\n",
-                dir.path().display(),
-                primary.port()
-            ),
-        )
-        .expect("writing sentinel.conf");
+        let mut text = format!(
+            "port {port}\nbind 127.0.0.1\ndir {}\n\
+             sentinel monitor mymaster 127.0.0.1 {} 1\n\
+             sentinel down-after-milliseconds mymaster 1000\n\
+             sentinel failover-timeout mymaster 3000\n\
+             sentinel parallel-syncs mymaster 1\n",
+            dir.path().display(),
+            primary.tls_port().unwrap_or(primary.port())
+        );
+        let tls = certs.map(|certs| (free_port(), certs));
+        if let Some((tls_port, certs)) = &tls {
+            text.push_str(&format!(
+                "tls-port {tls_port}\ntls-cert-file {}\ntls-key-file {}\n\
+                 tls-ca-cert-file {}\ntls-replication yes\n",
+                certs.file("server.crt").display(),
+                certs.file("server.key").display(),
+                certs.file("ca.crt").display()
+            ));
+        }
+        std::fs::write(&conf, text).expect("writing sentinel.conf");
         let child = Command::new(super::redis_server::redis_server_binary())
             .arg(&conf)
             .arg("--sentinel")
@@ -230,6 +264,7 @@ impl SentinelSet {
             nodes: vec![primary, replica],
             sentinel: Some(Process(child)),
             sentinel_port: port,
+            tls,
             _dir: dir,
         };
         wait_until(
@@ -259,12 +294,24 @@ impl SentinelSet {
         cmd.query(&mut conn).ok()
     }
 
-    /// `redis+sentinel://127.0.0.1:PORT/mymaster/0`.
+    /// `redis+sentinel://127.0.0.1:PORT/mymaster/0`, or `rediss+sentinel://` on the
+    /// Sentinel's TLS port.
     pub fn url(&self) -> String {
-        format!(
-            "redis+sentinel://127.0.0.1:{}/mymaster/0",
-            self.sentinel_port
-        )
+        match &self.tls {
+            Some((port, _)) => format!("rediss+sentinel://127.0.0.1:{port}/mymaster/0"),
+            None => format!(
+                "redis+sentinel://127.0.0.1:{}/mymaster/0",
+                self.sentinel_port
+            ),
+        }
+    }
+
+    /// The TLS files a client needs, if the set speaks TLS.
+    pub fn tls_files(&self) -> trendsync::quota::TlsFiles {
+        self.tls
+            .as_ref()
+            .map(|(_, certs)| certs.files())
+            .unwrap_or_default()
     }
 
     /// The node the Sentinel names as primary now.
@@ -278,7 +325,7 @@ impl SentinelSet {
             .expect("the Sentinel names a primary");
         self.nodes
             .iter()
-            .find(|n| n.port() == port)
+            .find(|n| n.port() == port || n.tls_port() == Some(port))
             .expect("the primary is one of the nodes")
     }
 

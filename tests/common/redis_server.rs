@@ -37,6 +37,8 @@ pub struct Options {
     pub durable: bool,
     pub unix: bool,
     pub tls: Option<super::redis_deployments::TlsCerts>,
+    /// The TLS port, when it must be known before the server starts [default: a free one].
+    pub tls_port: Option<u16>,
     pub extra: Vec<String>,
 }
 
@@ -117,7 +119,9 @@ impl RedisServer {
             password: options.password,
             durable: options.durable,
             unix: options.unix,
-            tls: options.tls.map(|certs| (free_port(), certs)),
+            tls: options
+                .tls
+                .map(|certs| (options.tls_port.unwrap_or_else(free_port), certs)),
             extra: options.extra,
             killed: Default::default(),
         };
