@@ -76,6 +76,33 @@ pub struct Global {
     )]
     pub redis_url: Option<String>,
 
+    /// A PEM file of the CA that signed the Redis server's certificate, for rediss:// URLs [default: the system's trust store]
+    #[arg(
+        long,
+        env = "TRENDSYNC_REDIS_CA_FILE",
+        global = true,
+        value_name = "PATH"
+    )]
+    pub redis_ca_file: Option<PathBuf>,
+
+    /// A PEM client certificate for mutual TLS with Redis (with --redis-client-key)
+    #[arg(
+        long,
+        env = "TRENDSYNC_REDIS_CLIENT_CERT",
+        global = true,
+        value_name = "PATH"
+    )]
+    pub redis_client_cert: Option<PathBuf>,
+
+    /// The PEM private key of --redis-client-cert
+    #[arg(
+        long,
+        env = "TRENDSYNC_REDIS_CLIENT_KEY",
+        global = true,
+        value_name = "PATH"
+    )]
+    pub redis_client_key: Option<PathBuf>,
+
     /// The YouTube Data API v3 base URL
     #[arg(long, env = "TRENDSYNC_API_BASE", global = true, value_name = "URL", default_value = DEFAULT_API_BASE)]
     pub api_base: String,

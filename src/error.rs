@@ -132,6 +132,12 @@ pub fn exit_code_for(err: &anyhow::Error) -> ExitCode {
         {
             return ExitCode::Config;
         }
+        if cause
+            .downcast_ref::<crate::quota::LimiterError>()
+            .is_some_and(crate::quota::LimiterError::is_config)
+        {
+            return ExitCode::Config;
+        }
     }
     ExitCode::Failed
 }

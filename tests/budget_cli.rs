@@ -234,11 +234,25 @@ fn budget_against_a_missing_database_creates_nothing() {
 /// Many processes charge 100-unit calls at once against a ceiling of 1000: exactly
 /// 10 are granted, whichever backend keeps the window.
 fn racing_processes_grant_exactly_ten(redis: Option<&RedisServer>) {
+    racing_processes_grant_exactly_ten_through("test", |_| {
+        redis.map(RedisServer::client_args).unwrap_or_default()
+    });
+}
+
+/// The race on budget `key`, the `i`th process given `limiter_args(i)` (none: the
+/// embedded limiter).
+pub fn racing_processes_grant_exactly_ten_through(
+    key: &str,
+    limiter_args: impl Fn(usize) -> Vec<String>,
+) {
     let s = Scratch::new();
-    let costs = s.write("c.toml", &costs_toml(1000, 1000, "24h"));
+    let costs = s.write(
+        "c.toml",
+        &costs_toml(1000, 1000, "24h").replace(r#"key = "test""#, &format!("key = \"{key}\"")),
+    );
     let bin = assert_cmd::cargo::cargo_bin("trendsync");
     let children: Vec<_> = (0..30)
-        .map(|_| {
+        .map(|i| {
             let mut cmd = Command::new(&bin);
             cmd.current_dir(s.path()).arg("--costs").arg(&costs).args([
                 "-q",
@@ -248,9 +262,7 @@ fn racing_processes_grant_exactly_ten(redis: Option<&RedisServer>) {
             ]);
             cmd.env_remove("TRENDSYNC_REDIS_URL")
                 .env_remove("TRENDSYNC_DB");
-            if let Some(server) = redis {
-                cmd.args(["--redis-url", &server.url()]);
-            }
+            cmd.args(limiter_args(i));
             cmd.stdout(Stdio::null())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -269,11 +281,13 @@ fn racing_processes_grant_exactly_ten(redis: Option<&RedisServer>) {
     }
     assert_eq!(codes.iter().filter(|c| **c == Some(0)).count(), 10);
     assert_eq!(codes.iter().filter(|c| **c == Some(75)).count(), 20);
-    let mut status = s.cmd().costs(&costs);
-    if let Some(server) = redis {
-        status = status.redis(server);
-    }
-    assert_eq!(status.args(["budget", "--json"]).run().json()["used"], 1000);
+    let ran = s
+        .cmd()
+        .costs(&costs)
+        .args(limiter_args(0))
+        .args(["budget", "--json"])
+        .run();
+    assert_eq!(ran.json()["used"], 1000, "{}", ran.stderr);
 }
 
 #[test]

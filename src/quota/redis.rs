@@ -3,25 +3,34 @@
 
 use std::future::Future;
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use rand::Rng;
 use redis::{RedisError, RedisResult, Script};
 
 use super::journal::{Epoch, Ledger};
 use super::model::{self, Fit, PartOutcome};
+use super::redis_connect::{
+    Conn, Connector, TlsFiles, is_failover, masked_detail, permission_error, worth_once_more,
+};
 use super::{
     Charge, Decision, Entry, LimiterError, Part, PolicyRef, PolicyStatus, Status, from_micros,
     micros,
 };
 
-/// A run never hangs on Redis: a connection that cannot be made or a command that is
-/// not answered within these counts as "the limiter is down" (DESIGN.md 3.6).
-const CONNECT_TIMEOUT: Duration = Duration::from_millis(1_000);
-const RESPONSE_TIMEOUT: Duration = Duration::from_millis(2_000);
+/// How long a failover may take before the limiter counts as down (DESIGN.md 3.6):
+/// long enough for a Sentinel or Cluster election with short timeouts, short enough
+/// that a run does not stall for long on a deployment that is really gone.
+const FAILOVER_PATIENCE: Duration = Duration::from_secs(10);
+/// The first pause between attempts during a failover; it doubles up to the maximum.
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
+const MAX_PAUSE: Duration = Duration::from_millis(1_000);
 
 pub struct RedisLimiter {
-    conn: ConnectionManager,
+    conn: Conn,
+    /// Whether the deployment elects a new primary (Sentinel, Cluster), so that a
+    /// refused connection is worth waiting out.
+    elects: bool,
     endpoint: String,
     /// `trendsync:{<budget.key>}`: the hash tag keeps every key of one budget in one
     /// Redis Cluster slot, so the script may touch several policies at once.
@@ -29,7 +38,8 @@ pub struct RedisLimiter {
     charge: Script,
     status: Script,
     /// This host's record of its grants, replayed when Redis loses the window (3.7).
-    ledger: OnceLock<Ledger>,
+    /// Boxed: set once per process, it need not make every `Limiter` larger.
+    ledger: Box<OnceLock<Ledger>>,
 }
 
 /// A charge script's answer.
@@ -89,42 +99,54 @@ impl std::fmt::Debug for RedisLimiter {
     }
 }
 
-/// The URL with any password replaced, fit to print.
-pub fn redact_url(raw: &str) -> String {
-    match url::Url::parse(raw) {
-        Ok(mut u) => {
-            if u.password().is_some() {
-                let _ = u.set_password(Some("***"));
-            }
-            u.to_string()
-        }
-        Err(_) => "(an unparsable Redis URL)".to_owned(),
-    }
-}
-
 impl RedisLimiter {
-    /// Connects to the limiter for the budget named `budget_key`.
+    /// Connects to the limiter for the budget named `budget_key`, TLS with the
+    /// system's trust store.
     pub async fn connect(url: &str, budget_key: &str) -> Result<RedisLimiter, LimiterError> {
-        let endpoint = redact_url(url);
-        let client = redis::Client::open(url).map_err(|e| LimiterError::Failed {
-            endpoint: endpoint.clone(),
-            doing: "reading the Redis URL",
-            reason: format!("{}; expected e.g. redis://127.0.0.1:6379/0", scrub(&e)),
-        })?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(CONNECT_TIMEOUT))
-            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-            .set_number_of_retries(1);
-        let conn = ConnectionManager::new_with_config(client, config)
-            .await
-            .map_err(|e| classify(&endpoint, "connecting", &e))?;
+        RedisLimiter::connect_with_tls(url, &TlsFiles::default(), budget_key).await
+    }
+
+    /// Connects to the limiter for the budget named `budget_key` in any form of
+    /// DESIGN.md section 8. A configuration that cannot work is
+    /// [`LimiterError::Config`]; a deployment in the middle of a failover is waited
+    /// for, within [`FAILOVER_PATIENCE`]; one that does not answer is unavailable.
+    pub async fn connect_with_tls(
+        url: &str,
+        tls: &TlsFiles,
+        budget_key: &str,
+    ) -> Result<RedisLimiter, LimiterError> {
+        let prefix = format!("trendsync:{{{budget_key}}}");
+        let connector = Connector::new(url, tls, format!("{prefix}:budget"))?;
+        let endpoint = connector.endpoint().to_owned();
+        let elects = connector.elects();
+        let started = Instant::now();
+        let mut pause = FIRST_PAUSE;
+        let conn = loop {
+            match connector.connect().await {
+                Ok(conn) => break conn,
+                Err(e) => {
+                    if let Some(config) = connector.diagnose(&e).await {
+                        return Err(config.into());
+                    }
+                    if !is_failover(&e, elects) || started.elapsed() + pause > FAILOVER_PATIENCE {
+                        return Err(classify(&endpoint, "connecting", &e));
+                    }
+                    tracing::debug!(
+                        "connecting to {endpoint} failed ({}); waiting {pause:?} for a failover to finish",
+                        masked_detail(&e)
+                    );
+                    pause = wait(pause).await;
+                }
+            }
+        };
         Ok(RedisLimiter {
             conn,
+            elects,
             endpoint,
-            prefix: format!("trendsync:{{{budget_key}}}"),
+            prefix,
             charge: Script::new(CHARGE_LUA),
             status: Script::new(STATUS_LUA),
-            ledger: OnceLock::new(),
+            ledger: Box::new(OnceLock::new()),
         })
     }
 
@@ -201,7 +223,7 @@ impl RedisLimiter {
         }
         let inv = &inv;
         let reply: Vec<i64> = self
-            .once_more_if_dropped("charging the budget", |mut conn| async move {
+            .through_failover("charging the budget", |mut conn| async move {
                 inv.invoke_async(&mut conn).await
             })
             .await?;
@@ -260,7 +282,7 @@ impl RedisLimiter {
             .arg(format!("{}|{}|{}", part.units, charge.method, charge.id));
         let score = &score;
         let found: Option<f64> = self
-            .once_more_if_dropped(
+            .through_failover(
                 "looking for a charge in the window",
                 |mut conn| async move { score.query_async(&mut conn).await },
             )
@@ -275,7 +297,7 @@ impl RedisLimiter {
         get.arg(self.epoch_key());
         let get = &get;
         let epoch: Option<i64> = self
-            .once_more_if_dropped("reading the window's epoch", |mut conn| async move {
+            .through_failover("reading the window's epoch", |mut conn| async move {
                 get.query_async(&mut conn).await
             })
             .await?;
@@ -299,7 +321,7 @@ impl RedisLimiter {
         type Reply = (i64, i64, Vec<(i64, i64, i64, Vec<String>)>);
         let inv = &inv;
         let (now_us, blocked, states): Reply = self
-            .once_more_if_dropped("reading the budget", |mut conn| async move {
+            .through_failover("reading the budget", |mut conn| async move {
                 inv.invoke_async(&mut conn).await
             })
             .await?;
@@ -333,7 +355,7 @@ impl RedisLimiter {
             .arg("PXAT")
             .arg(until_ms);
         let set = &set;
-        self.once_more_if_dropped("blocking the budget", |mut conn| async move {
+        self.through_failover("blocking the budget", |mut conn| async move {
             set.query_async::<()>(&mut conn).await
         })
         .await
@@ -344,48 +366,69 @@ impl RedisLimiter {
         getdel.arg(self.blocked_key());
         let getdel = &getdel;
         let until: Option<i64> = self
-            .once_more_if_dropped("lifting the budget's block", |mut conn| async move {
+            .through_failover("lifting the budget's block", |mut conn| async move {
                 getdel.query_async::<Option<i64>>(&mut conn).await
             })
             .await?;
         Ok(until)
     }
 
-    /// Sends `op` and, if the connection turned out to be dropped (Redis restarted,
-    /// a failover, an idle connection cut), sends the same `op` once more: the
-    /// manager reconnects when it sees the drop, and the retry waits for that new
-    /// connection. Every command here is safe to repeat: a charge carries its id, so
-    /// the second copy of one that did land counts once. A timeout is not retried: a
-    /// Redis too slow to answer in time is down, and waiting twice would double what
-    /// a run pays for it.
-    async fn once_more_if_dropped<T, F, Fut>(
+    /// Sends `op`, and sends the same `op` again while the answer says a failover
+    /// is under way (DESIGN.md 3.6): MOVED/ASK (which the cluster client follows
+    /// itself first), READONLY, LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, and, where
+    /// the deployment elects a primary, a refused or dropped connection; with growing
+    /// pauses, for at most [`FAILOVER_PATIENCE`]. A lone server whose connection
+    /// dropped gets one more try on a fresh connection (it restarted, or an idle
+    /// connection was cut). Every command here is safe to repeat: a charge carries
+    /// its id, so a copy of one that did land counts once. A timeout is not retried:
+    /// a Redis too slow to answer in time is down, and waiting twice would double
+    /// what a run pays for it.
+    async fn through_failover<T, F, Fut>(
         &self,
         doing: &'static str,
         op: F,
     ) -> Result<T, LimiterError>
     where
-        F: Fn(ConnectionManager) -> Fut,
+        F: Fn(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
-        let result = match op(self.conn.clone()).await {
-            Err(e) if worth_once_more(&e) => {
-                tracing::debug!(
-                    "the connection to {} failed while {doing} ({}); trying once more on a new one",
-                    self.endpoint,
-                    scrub(&e)
-                );
-                op(self.conn.clone()).await
+        let started = Instant::now();
+        let mut pause = FIRST_PAUSE;
+        let mut tried_fresh = false;
+        loop {
+            let e = match op(self.conn.clone()).await {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            let failover = is_failover(&e, self.elects);
+            let again = if failover {
+                started.elapsed() + pause <= FAILOVER_PATIENCE
+            } else {
+                !self.elects && !tried_fresh && worth_once_more(&e)
+            };
+            if !again {
+                return Err(classify(&self.endpoint, doing, &e));
             }
-            other => other,
-        };
-        result.map_err(|e| classify(&self.endpoint, doing, &e))
+            tracing::debug!(
+                "{} answered {} while {doing}; sending it again with the same charge id",
+                self.endpoint,
+                masked_detail(&e)
+            );
+            if failover {
+                pause = wait(pause).await;
+            } else {
+                tried_fresh = true;
+            }
+        }
     }
 }
 
-/// A connection that broke (as opposed to one that is slow, or a server that said
-/// no) may work again at once on a fresh connection.
-fn worth_once_more(e: &RedisError) -> bool {
-    !e.is_timeout() && (e.is_connection_dropped() || e.is_io_error())
+/// Sleeps about `pause` (with jitter, so that many hosts do not come back at once)
+/// and returns the next pause.
+async fn wait(pause: Duration) -> Duration {
+    let jittered = pause.mul_f64(rand::rng().random_range(0.5..1.0));
+    tokio::time::sleep(jittered).await;
+    (pause * 2).min(MAX_PAUSE)
 }
 
 /// Members are "<units>|<method>|<id>", listed with their scores.
@@ -408,7 +451,15 @@ fn decode_entries(raw: &[String]) -> Vec<Entry> {
 /// A connection that failed or timed out means the limiter is down; anything else the
 /// server said is a failure that must not be retried blindly.
 fn classify(endpoint: &str, doing: &'static str, e: &RedisError) -> LimiterError {
-    if e.is_io_error() || e.is_connection_refusal() || e.is_timeout() || e.is_connection_dropped() {
+    if let Some(config) = permission_error(endpoint, e) {
+        return config.into();
+    }
+    if e.is_io_error()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || is_failover(e, true)
+    {
         LimiterError::Unavailable {
             endpoint: endpoint.to_owned(),
             reason: scrub(e),
@@ -424,40 +475,12 @@ fn classify(endpoint: &str, doing: &'static str, e: &RedisError) -> LimiterError
 
 /// Redis errors can quote the URL they were given; never let a password through.
 fn scrub(e: &RedisError) -> String {
-    let text = e.to_string();
-    let mut out = String::with_capacity(text.len());
-    for word in text.split_inclusive(char::is_whitespace) {
-        let trimmed = word.trim_end();
-        if trimmed.contains("://") {
-            out.push_str(&redact_url(trimmed));
-            out.push_str(&word[trimmed.len()..]);
-        } else {
-            out.push_str(word);
-        }
-    }
-    out
+    masked_detail(e)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passwords_never_print() {
-        assert_eq!(
-            redact_url("redis://:s3cret@127.0.0.1:6379/0"),
-            "redis://:***@127.0.0.1:6379/0"
-        );
-        assert_eq!(
-            redact_url("redis://user:s3cret@127.0.0.1/"),
-            "redis://user:***@127.0.0.1/"
-        );
-        assert_eq!(
-            redact_url("redis://127.0.0.1:6379"),
-            "redis://127.0.0.1:6379"
-        );
-        assert!(!redact_url("not a url s3cret").contains("s3cret"));
-    }
 
     #[test]
     fn entries_decode_from_members() {

@@ -5,6 +5,7 @@
 
 pub mod harness;
 pub mod promtool;
+pub mod redis_deployments;
 pub mod redis_server;
 pub mod upstream;
 
@@ -50,6 +51,9 @@ impl Scratch {
             "TRENDSYNC_REGIONS",
             "TRENDSYNC_DB",
             "TRENDSYNC_REDIS_URL",
+            "TRENDSYNC_REDIS_CA_FILE",
+            "TRENDSYNC_REDIS_CLIENT_CERT",
+            "TRENDSYNC_REDIS_CLIENT_KEY",
             "TRENDSYNC_API_BASE",
             "TRENDSYNC_LOG_FORMAT",
             "TRENDSYNC_METRICS_FILE",
@@ -118,7 +122,7 @@ impl Trendsync {
     }
 
     pub fn redis(self, server: &RedisServer) -> Self {
-        self.args(["--redis-url", &server.url()])
+        self.args(server.client_args())
     }
 
     /// Starts the binary and returns at once, its stdout and stderr piped.

@@ -2,7 +2,9 @@
 //! with no persistence (or, [`RedisServer::start_durable`], with every write fsynced
 //! to an append-only file), waited for until it answers PING, and killed when dropped.
 //! It can be stopped and started again on the same port to play a restart or an outage,
-//! and can require a password.
+//! and can require a password, listen on a unix socket, speak TLS, replicate another
+//! server or be a Cluster node (the deployments built from it are in
+//! `redis_deployments.rs`).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -18,9 +20,29 @@ pub struct RedisServer {
     /// Every write is in the append-only file before it is answered, so a restart
     /// keeps the whole window, however abruptly the server was stopped.
     durable: bool,
+    /// Clients reach it through `redis.sock` in its directory ([`RedisServer::url`]).
+    unix: bool,
+    /// It also listens for TLS on this port, and [`RedisServer::url`] points there.
+    tls: Option<(u16, super::redis_deployments::TlsCerts)>,
+    /// More redis-server arguments (replication, Cluster mode).
+    extra: Vec<String>,
+    /// Killed through a shared reference ([`RedisServer::kill`]).
+    killed: std::sync::atomic::AtomicBool,
 }
 
-fn redis_server_binary() -> PathBuf {
+/// How to start a [`RedisServer`].
+#[derive(Default)]
+pub struct Options {
+    pub password: Option<String>,
+    pub durable: bool,
+    pub unix: bool,
+    pub tls: Option<super::redis_deployments::TlsCerts>,
+    /// The TLS port, when it must be known before the server starts [default: a free one].
+    pub tls_port: Option<u16>,
+    pub extra: Vec<String>,
+}
+
+pub fn redis_server_binary() -> PathBuf {
     if let Some(p) = std::env::var_os("TRENDSYNC_TEST_REDIS_SERVER") {
         return PathBuf::from(p);
     }
@@ -40,7 +62,7 @@ fn redis_server_binary() -> PathBuf {
     );
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("binding a free loopback port");
     listener
         .local_addr()
@@ -72,23 +94,65 @@ impl RedisServer {
     }
 
     fn start_as(password: Option<String>, durable: bool) -> RedisServer {
+        RedisServer::start_with(Options {
+            password,
+            durable,
+            ..Options::default()
+        })
+    }
+
+    /// A server reached through a unix socket, with a password.
+    pub fn start_unix_with_password(password: &str) -> RedisServer {
+        RedisServer::start_with(Options {
+            password: Some(password.to_owned()),
+            unix: true,
+            ..Options::default()
+        })
+    }
+
+    pub fn start_with(options: Options) -> RedisServer {
         let dir = tempfile::tempdir().expect("creating a directory for redis-server");
         let mut server = RedisServer {
             child: None,
             port: free_port(),
             dir,
-            password,
-            durable,
+            password: options.password,
+            durable: options.durable,
+            unix: options.unix,
+            tls: options
+                .tls
+                .map(|certs| (options.tls_port.unwrap_or_else(free_port), certs)),
+            extra: options.extra,
+            killed: Default::default(),
         };
         server.spawn();
         server
     }
 
     fn spawn(&mut self) {
+        self.killed
+            .store(false, std::sync::atomic::Ordering::SeqCst);
         let mut cmd = Command::new(redis_server_binary());
         if let Some(password) = &self.password {
             cmd.args(["--requirepass", password]);
         }
+        if self.unix {
+            cmd.arg("--unixsocket")
+                .arg(self.socket())
+                .args(["--unixsocketperm", "700"]);
+        }
+        if let Some((port, certs)) = &self.tls {
+            cmd.args(["--tls-port", &port.to_string()])
+                .arg("--tls-cert-file")
+                .arg(certs.file("server.crt"))
+                .arg("--tls-key-file")
+                .arg(certs.file("server.key"))
+                .arg("--tls-ca-cert-file")
+                .arg(certs.file("ca.crt"))
+                // Mutual TLS: every client shows a certificate the CA signed.
+                .args(["--tls-auth-clients", "yes"]);
+        }
+        cmd.args(&self.extra);
         let child = cmd
             .args([
                 "--port",
@@ -101,6 +165,9 @@ impl RedisServer {
                 if self.durable { "yes" } else { "no" },
                 "--appendfsync",
                 "always",
+                // A replica syncs at once instead of after the default 5 s.
+                "--repl-diskless-sync-delay",
+                "0",
             ])
             .arg("--dir")
             .arg(self.dir.path())
@@ -138,16 +205,69 @@ impl RedisServer {
         s.write_all(&ask).is_ok() && s.read_exact(&mut buf).is_ok() && buf == expect
     }
 
+    /// The plain TCP port (which every server has, for the tests' own checks).
     pub fn port(&self) -> u16 {
         self.port
     }
 
-    /// `redis://127.0.0.1:PORT/0`, or `redis://:PASSWORD@127.0.0.1:PORT/0`.
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("redis.sock")
+    }
+
+    /// The port TLS clients use.
+    pub fn tls_port(&self) -> Option<u16> {
+        self.tls.as_ref().map(|(port, _)| *port)
+    }
+
+    /// The TLS files a client needs, if it speaks TLS.
+    pub fn certs(&self) -> Option<&super::redis_deployments::TlsCerts> {
+        self.tls.as_ref().map(|(_, certs)| certs)
+    }
+
+    /// The URL the binary is given: `redis://[:PASSWORD@]127.0.0.1:PORT/0`; for a
+    /// unix socket `unix:///…/redis.sock?db=0[&pass=PASSWORD]`; for TLS
+    /// `rediss://127.0.0.1:TLS_PORT/0`.
     pub fn url(&self) -> String {
+        let auth = self
+            .password
+            .as_ref()
+            .map(|pw| format!(":{pw}@"))
+            .unwrap_or_default();
+        if self.unix {
+            let pass = self
+                .password
+                .as_ref()
+                .map(|pw| format!("&pass={pw}"))
+                .unwrap_or_default();
+            return format!("unix://{}?db=0{pass}", self.socket().display());
+        }
+        match &self.tls {
+            Some((port, _)) => format!("rediss://{auth}127.0.0.1:{port}/0"),
+            None => format!("redis://{auth}127.0.0.1:{}/0", self.port),
+        }
+    }
+
+    /// The plain TCP URL, for the tests' own checks.
+    pub fn tcp_url(&self) -> String {
         match &self.password {
             None => format!("redis://127.0.0.1:{}/0", self.port),
             Some(pw) => format!("redis://:{pw}@127.0.0.1:{}/0", self.port),
         }
+    }
+
+    /// The binary's arguments for reaching this server: the URL, and the TLS files.
+    pub fn client_args(&self) -> Vec<String> {
+        let mut args = vec!["--redis-url".to_owned(), self.url()];
+        if let Some(certs) = self.certs() {
+            args.extend(certs.client_args());
+        }
+        args
+    }
+
+    /// Runs a command on this server's plain port.
+    pub fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> T {
+        cmd.query(&mut self.connection())
+            .unwrap_or_else(|e| panic!("{cmd:?} on 127.0.0.1:{}: {e}", self.port))
     }
 
     /// Kills the server (SIGKILL): clients now find nothing listening.
@@ -186,10 +306,28 @@ impl RedisServer {
         self.spawn();
     }
 
+    pub fn is_running(&self) -> bool {
+        self.child.is_some() && !self.killed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// kill -9, through a shared reference (a node of a deployment); the process is
+    /// reaped when the server is dropped.
+    pub fn kill(&self) {
+        self.signal("-KILL");
+        self.killed.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// A connection on the plain port, if the server answers.
+    pub fn try_connection(&self) -> Option<redis::Connection> {
+        redis::Client::open(self.tcp_url())
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+            .ok()
+    }
+
     /// A plain synchronous connection for checking what the server holds.
     #[allow(dead_code)]
     pub fn connection(&self) -> redis::Connection {
-        redis::Client::open(self.url())
+        redis::Client::open(self.tcp_url())
             .and_then(|c| c.get_connection())
             .expect("connecting to the test redis-server")
     }
