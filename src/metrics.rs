@@ -181,12 +181,14 @@ fn valid_label_name(name: &str) -> bool {
 }
 
 /// The statuses a region's last attempt is reported with, 1 for the one it has.
-pub const REGION_STATUSES: [&str; 7] = [
+pub const REGION_STATUSES: [&str; 9] = [
     "complete",
     "budget_exhausted",
     "upstream_quota_exhausted",
     "failed",
+    "skipped",
     "interrupted",
+    "not_attempted",
     "running",
     "abandoned",
 ];

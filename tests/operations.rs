@@ -325,7 +325,8 @@ fn sigterm_stops_a_run_cleanly_and_says_so_everywhere() {
         "the page in flight was stored: {report}"
     );
     assert_eq!(regions["US"]["status"], "interrupted");
-    assert_eq!(regions["GB"]["status"], "interrupted");
+    // With one region at a time, the run stopped before it reached GB.
+    assert_eq!(regions["GB"]["status"], "not_attempted", "{report}");
     assert_eq!(regions["GB"]["pages"], 0);
     let summary: Vec<&str> = stderr
         .lines()

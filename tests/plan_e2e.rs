@@ -110,7 +110,7 @@ fn the_dry_run_reports_a_blocked_budget_as_the_run_does(redis: Option<&RedisServ
     let (dry, calls) = h.run(&["run", "--dry-run", "--json"]);
     assert!(calls.is_empty(), "{calls:?}");
     let plan = dry.json();
-    let (real, calls) = h.run(&["run", "--json"]);
+    let (real, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
     assert!(calls.is_empty(), "blocked: {calls:?}");
     let report = real.json();
 
@@ -120,8 +120,23 @@ fn the_dry_run_reports_a_blocked_budget_as_the_run_does(redis: Option<&RedisServ
     assert_eq!(plan["denied_by"], "upstream", "{plan}");
     assert_eq!(report["denied_by"], plan["denied_by"], "{report}");
     assert_eq!(fitting(&plan), Vec::<String>::new(), "{plan}");
-    for region in plan["regions"].as_array().expect("regions") {
-        assert_eq!(region["status"], "upstream_quota_exhausted", "{plan}");
+    // The first region meets the block; the run never reaches the others, in the plan
+    // as in the run.
+    let statuses = |json: &serde_json::Value| -> Vec<(String, String)> {
+        json["regions"]
+            .as_array()
+            .expect("regions")
+            .iter()
+            .map(|r| (r["code"].to_string(), r["status"].to_string()))
+            .collect()
+    };
+    assert_eq!(statuses(&plan), statuses(&report), "{plan}\n{report}");
+    assert_eq!(
+        plan["regions"][0]["status"], "upstream_quota_exhausted",
+        "{plan}"
+    );
+    for region in &plan["regions"].as_array().expect("regions")[1..] {
+        assert_eq!(region["status"], "not_attempted", "{plan}");
     }
     // Both wait for the same reset.
     let (planned, waited) = (
