@@ -14,9 +14,13 @@
 //! A `Store` is `Send` but not `Sync`: give each thread or task its own (opening is
 //! cheap once the schema is current).
 
+mod compact;
 mod error;
+mod export;
+mod prune;
 mod read;
 mod schema;
+mod sql;
 mod write;
 
 #[cfg(test)]
@@ -28,6 +32,9 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 
 pub use error::StoreError;
+pub use export::{ExportRow, ExportSpan};
+pub use prune::PruneReport;
+pub use read::{ChartPlace, VideoPlace};
 use schema::{MIGRATIONS, MigrateError, Migration};
 
 /// How long a statement waits for another process's write lock before failing with
@@ -212,11 +219,13 @@ impl Store {
                 });
             }
         }
-        Ok(Store {
+        let store = Store {
             conn,
             path: path.to_path_buf(),
             read_only: false,
-        })
+        };
+        store.finish_upgrade()?;
+        Ok(store)
     }
 
     /// Opens the database for `--dry-run`, which must write nothing.
