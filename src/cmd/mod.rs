@@ -4,6 +4,8 @@
 mod budget;
 mod completions;
 mod crontab;
+mod export;
+mod prune;
 mod run;
 mod search;
 
@@ -27,6 +29,8 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Completions { shell } => completions::run(*shell),
         Command::Search(args) => search::run(global, args),
         Command::Crontab(args) => crontab::run(global, args),
+        Command::Prune(args) => prune::run(global, args),
+        Command::Export(args) => export::run(global, args),
     }
 }
 

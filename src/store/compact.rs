@@ -154,7 +154,8 @@ pub(crate) const VACUUM_PENDING: &str = "vacuum_pending";
 /// over (pages stored twice in a run) go to `extra_counts`. Nothing is dropped.
 pub(crate) fn migrate_from_v1(conn: &Connection) -> rusqlite::Result<()> {
     let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0));
-    let total = count("SELECT count(*) FROM trending")? + count("SELECT count(*) FROM search_results")?;
+    let total =
+        count("SELECT count(*) FROM trending")? + count("SELECT count(*) FROM search_results")?;
     let bar = crate::progress::Task::new("upgrading the database", total.max(0) as u64);
 
     conn.execute(
@@ -215,7 +216,9 @@ impl Mover {
                 .collect::<rusqlite::Result<HashMap<String, i64>>>()?
         };
         let max_rowid: i64 =
-            conn.query_row("SELECT ifnull(max(rowid), 0) FROM video_stats", [], |r| r.get(0))?;
+            conn.query_row("SELECT ifnull(max(rowid), 0) FROM video_stats", [], |r| {
+                r.get(0)
+            })?;
         Ok(Mover {
             runs,
             regions: HashMap::new(),
@@ -245,7 +248,12 @@ impl Mover {
 
     /// Copies the rows `select` yields — (run id, region, search name or NULL, rank,
     /// video num, fetched_at, video id), grouped by fetch — into fetches and places.
-    fn copy(&mut self, conn: &Connection, select: &str, bar: &crate::progress::Task) -> rusqlite::Result<()> {
+    fn copy(
+        &mut self,
+        conn: &Connection,
+        select: &str,
+        bar: &crate::progress::Task,
+    ) -> rusqlite::Result<()> {
         let mut rows_stmt = conn.prepare(select)?;
         let mut stats = conn.prepare(
             "SELECT rowid, view_count, like_count, comment_count FROM video_stats
@@ -292,7 +300,14 @@ impl Mover {
                 };
                 new_fetch.execute(params![run, region_num, search, fetched_at])?;
                 let num = conn.last_insert_rowid();
-                current = Some((run_id.clone(), region, search_name, num, fetched_at, region_num));
+                current = Some((
+                    run_id.clone(),
+                    region,
+                    search_name,
+                    num,
+                    fetched_at,
+                    region_num,
+                ));
             }
             let (fetch, start, region_num) = match &current {
                 Some((.., fetch, start, region)) => (*fetch, *start, *region),
@@ -322,7 +337,7 @@ impl Mover {
             ])?;
             self.seen.insert((video, region_num));
             done += 1;
-            if done % 8192 == 0 {
+            if done.is_multiple_of(8192) {
                 bar.inc(8192);
             }
         }

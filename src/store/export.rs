@@ -75,15 +75,15 @@ impl Store {
                 let export = (|| {
                     let tags: Option<String> = row.get(6)?;
                     let tags = match tags {
-                        Some(json) => Some(serde_json::from_str::<Vec<String>>(&json).map_err(
-                            |e| {
+                        Some(json) => {
+                            Some(serde_json::from_str::<Vec<String>>(&json).map_err(|e| {
                                 rusqlite::Error::FromSqlConversionFailure(
                                     6,
                                     rusqlite::types::Type::Text,
                                     Box::new(e),
                                 )
-                            },
-                        )?),
+                            })?)
+                        }
                         None => None,
                     };
                     Ok(ExportRow {

@@ -25,6 +25,8 @@ mod write;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_compact;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -162,6 +164,15 @@ impl Store {
     /// Refuses a database from a newer trendsync ([`StoreError::NewerSchema`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
         Self::open_with(path.as_ref(), MIGRATIONS)
+    }
+
+    /// Creates (or upgrades) a database only as far as schema `version`, as the
+    /// trendsync that introduced that version left its files: for tools that build an
+    /// older database to upgrade, such as the year benchmark. A `version` beyond this
+    /// build's means this build's.
+    pub fn create_at_version(path: impl AsRef<Path>, version: u32) -> Result<(), StoreError> {
+        let steps = (version as usize).min(MIGRATIONS.len());
+        Self::open_with(path.as_ref(), &MIGRATIONS[..steps]).map(drop)
     }
 
     pub(crate) fn open_with(path: &Path, migrations: &[Migration]) -> Result<Store, StoreError> {

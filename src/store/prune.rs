@@ -39,7 +39,12 @@ impl Store {
     /// any more (its full-text entry with it), and with `vacuum` gives the space back
     /// to the file system. Never touches the budget's tables. With `dry_run`, counts
     /// what it would delete and writes nothing.
-    pub fn prune(&self, cutoff: i64, dry_run: bool, vacuum: bool) -> Result<PruneReport, StoreError> {
+    pub fn prune(
+        &self,
+        cutoff: i64,
+        dry_run: bool,
+        vacuum: bool,
+    ) -> Result<PruneReport, StoreError> {
         if dry_run {
             return self.prune_dry_run(cutoff);
         }
@@ -66,9 +71,12 @@ impl Store {
                     let tx = self.write_tx()?;
                     let (mut p, mut f) = (0u64, 0u64);
                     {
-                        let mut videos = tx.prepare_cached("SELECT video FROM places WHERE fetch = ?1")?;
-                        let mut del_places = tx.prepare_cached("DELETE FROM places WHERE fetch = ?1")?;
-                        let mut del_fetch = tx.prepare_cached("DELETE FROM fetches WHERE num = ?1")?;
+                        let mut videos =
+                            tx.prepare_cached("SELECT video FROM places WHERE fetch = ?1")?;
+                        let mut del_places =
+                            tx.prepare_cached("DELETE FROM places WHERE fetch = ?1")?;
+                        let mut del_fetch =
+                            tx.prepare_cached("DELETE FROM fetches WHERE num = ?1")?;
                         for &fetch in chunk {
                             let rows = videos.query_map([fetch], |r| r.get::<_, i64>(0))?;
                             for video in rows {
@@ -90,8 +98,8 @@ impl Store {
             .yielding(|| {
                 let tx = self.write_tx()?;
                 {
-                    let mut stmt =
-                        tx.prepare("SELECT DISTINCT video FROM extra_counts WHERE fetched_at < ?1")?;
+                    let mut stmt = tx
+                        .prepare("SELECT DISTINCT video FROM extra_counts WHERE fetched_at < ?1")?;
                     let rows = stmt.query_map([cutoff], |r| r.get::<_, i64>(0))?;
                     for video in rows {
                         affected.insert(video?);
@@ -143,7 +151,11 @@ impl Store {
         Ok(PruneReport {
             dry_run: false,
             cutoff,
-            deleted: vec![("fetches", fetches), ("places", places), ("extra_counts", extra)],
+            deleted: vec![
+                ("fetches", fetches),
+                ("places", places),
+                ("extra_counts", extra),
+            ],
             videos_deleted,
             bytes_freed: bytes_freed as u64,
         })
@@ -152,7 +164,9 @@ impl Store {
     fn prune_dry_run(&self, cutoff: i64) -> Result<PruneReport, StoreError> {
         let count = |sql: &str| {
             self.conn
-                .query_row(sql, params![cutoff, LONGEST_FETCH_S], |r| r.get::<_, i64>(0))
+                .query_row(sql, params![cutoff, LONGEST_FETCH_S], |r| {
+                    r.get::<_, i64>(0)
+                })
                 .map(|n| n.max(0) as u64)
                 .map_err(self.err("counting what prune would delete"))
         };
@@ -173,7 +187,11 @@ impl Store {
         Ok(PruneReport {
             dry_run: true,
             cutoff,
-            deleted: vec![("fetches", fetches), ("places", places), ("extra_counts", extra)],
+            deleted: vec![
+                ("fetches", fetches),
+                ("places", places),
+                ("extra_counts", extra),
+            ],
             videos_deleted: videos,
             bytes_freed: 0,
         })
@@ -184,7 +202,11 @@ impl Store {
     fn yielding<T>(&self, tx: impl FnOnce() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
         let started = Instant::now();
         let out = tx()?;
-        std::thread::sleep(started.elapsed().clamp(Duration::from_millis(1), Duration::from_millis(50)));
+        std::thread::sleep(
+            started
+                .elapsed()
+                .clamp(Duration::from_millis(1), Duration::from_millis(50)),
+        );
         Ok(out)
     }
 
@@ -224,7 +246,10 @@ impl Store {
         tracing::info!(path = %self.path.display(), "giving the space the upgrade freed back to the file system (VACUUM)");
         self.vacuum()?;
         self.conn
-            .execute("DELETE FROM store_meta WHERE key = ?1", [compact::VACUUM_PENDING])
+            .execute(
+                "DELETE FROM store_meta WHERE key = ?1",
+                [compact::VACUUM_PENDING],
+            )
             .map_err(self.err("noting that the upgrade is finished"))?;
         Ok(())
     }

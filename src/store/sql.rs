@@ -23,12 +23,12 @@ ORDER BY at, k1, k2";
 /// A video's places over time (`Store::video_places`): its rank history in every
 /// chart and search, oldest first.
 pub(crate) const VIDEO_PLACES: &str = "
-SELECT f.fetched_at + p.offset_s, g.code, s.name, p.rank
+SELECT f.fetched_at + p.offset_s, g.code,
+       (SELECT s.name FROM searches AS s WHERE s.num = f.search), p.rank
 FROM videos AS v
 JOIN places AS p ON p.video = v.num
 JOIN fetches AS f ON f.num = p.fetch
 JOIN regions AS g ON g.num = f.region
-LEFT JOIN searches AS s ON s.num = f.search
 WHERE v.id = ?1
 ORDER BY f.fetched_at, p.fetch, p.rank";
 
