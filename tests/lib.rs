@@ -14,3 +14,4 @@ mod metrics_e2e;
 mod run_e2e;
 mod search_e2e;
 mod secrets_e2e;
+mod store_e2e;
