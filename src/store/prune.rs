@@ -12,8 +12,9 @@ use super::{Store, StoreError, compact};
 /// Fetches deleted per transaction: about 5,000 places, a few tens of milliseconds.
 const FETCHES_PER_TX: usize = 25;
 
-/// Videos checked per transaction in the second phase.
-const VIDEOS_PER_TX: usize = 2_000;
+/// Videos checked per transaction in the second phase: deleting one takes its
+/// full-text entries out too, a few hundred microseconds.
+const VIDEOS_PER_TX: usize = 200;
 
 /// Pages of a fetch arrive minutes apart at most; a video last seen this long after
 /// the cutoff certainly has a place in a fetch that is kept (used by the dry run).

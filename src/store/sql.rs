@@ -63,6 +63,22 @@ WHERE videos_fts MATCH ?1
 ORDER BY bm25(videos_fts, 10.0, 1.0, 4.0, 2.0)
 LIMIT ?3";
 
+/// [`SEARCH_RANK`] for a query with few matches: each match looks its region up in
+/// the summary (one seek each), instead of reading the region's whole video list
+/// first, which costs more than the search itself when only a handful match.
+pub(crate) const SEARCH_RANK_FEW: &str = "
+SELECT rowid FROM videos_fts
+WHERE videos_fts MATCH ?1
+  AND EXISTS (SELECT 1 FROM video_regions AS vr
+              WHERE vr.video = videos_fts.rowid
+                AND vr.region = (SELECT num FROM regions WHERE code = ?2))
+ORDER BY bm25(videos_fts, 10.0, 1.0, 4.0, 2.0)
+LIMIT ?3";
+
+/// How many matches a query has, counted up to `?2` (cheap: no ranking).
+pub(crate) const SEARCH_MATCHES_UP_TO: &str = "
+SELECT count(*) FROM (SELECT 1 FROM videos_fts WHERE videos_fts MATCH ?1 LIMIT ?2)";
+
 /// One hit of a search, shown: the video, an excerpt around the match, its regions.
 pub(crate) const SEARCH_HIT: &str = "
 SELECT v.id, v.title, v.channel_title,
@@ -97,6 +113,8 @@ pub(crate) const ALL: &[(&str, &str)] = &[
     ("chart at a time", CHART_AT),
     ("newest fetches", NEWEST_FETCHES),
     ("search rank", SEARCH_RANK),
+    ("search rank, few matches", SEARCH_RANK_FEW),
+    ("search matches", SEARCH_MATCHES_UP_TO),
     ("search hit", SEARCH_HIT),
     ("export region", EXPORT_REGION),
 ];

@@ -361,3 +361,43 @@ fn export_streams_each_place_with_the_counts_of_its_fetch() {
         .unwrap();
     assert_eq!(n, 2);
 }
+
+#[test]
+fn search_by_region_answers_the_same_by_either_route() {
+    let (_dir, store) = history();
+    for (query, region) in [
+        ("fleeting", "US"),
+        ("fleeting", "FR"),
+        ("fleeting", "GB"),
+        ("steady", "GB"),
+        ("steady", "FR"),
+        ("steady", "XX"),
+    ] {
+        // Every query counts as many matches, then as few.
+        let listed = store.search_with(query, Some(region), 10, 0).unwrap();
+        let sought = store
+            .search_with(query, Some(region), 10, i64::MAX)
+            .unwrap();
+        assert_eq!(listed, sought, "{query} in {region}");
+    }
+    assert_eq!(
+        store
+            .search_with("fleeting", Some("US"), 10, 0)
+            .unwrap()
+            .len(),
+        3
+    );
+    assert!(
+        store
+            .search_with("steady", Some("FR"), 10, i64::MAX)
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .search_with("steady", Some("GB"), 10, 0)
+            .unwrap()
+            .len(),
+        1
+    );
+}
