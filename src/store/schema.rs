@@ -7,7 +7,8 @@
 //!
 //! Migrations are append-only: a step that shipped is never edited, a change is a new
 //! step. Each step runs in its own `BEGIN IMMEDIATE` transaction that also bumps
-//! `user_version`, so a crash leaves the file at a whole version.
+//! `user_version` (a new file takes them all in one), so a crash leaves the file at a
+//! whole version.
 
 use rusqlite::{Connection, TransactionBehavior};
 
@@ -223,16 +224,22 @@ pub(crate) fn migrate(conn: &Connection, migrations: &[Migration]) -> Result<u32
             if current >= latest {
                 return Ok(Some(current));
             }
-            next = current + 1;
-            let migration = &migrations[current as usize];
-            tracing::info!(
-                version = next,
-                description = migration.description,
-                "upgrading database schema"
-            );
-            tx.execute_batch(migration.sql)?;
-            if let Some(data) = migration.data {
-                data(&tx)?;
+            // A new file takes every step in one transaction, so that a kill while it
+            // is created leaves no schema or the whole of it; an existing file moves
+            // one step per transaction.
+            let end = if current == 0 { latest } else { current + 1 };
+            for version in current + 1..=end {
+                next = version;
+                let migration = &migrations[version as usize - 1];
+                tracing::info!(
+                    version,
+                    description = migration.description,
+                    "upgrading database schema"
+                );
+                tx.execute_batch(migration.sql)?;
+                if let Some(data) = migration.data {
+                    data(&tx)?;
+                }
             }
             // PRAGMA takes no bound parameters; the value is our own integer.
             tx.execute_batch(&format!("PRAGMA user_version = {next}"))?;
