@@ -153,6 +153,10 @@ pub enum Command {
     Status(StatusArgs),
     /// The run history, one line per run and region: which region failed, and why
     Runs(RunsArgs),
+    /// Delete chart and search snapshots older than a cutoff, then videos nothing refers to
+    Prune(PruneArgs),
+    /// Write the trending snapshots out as CSV or JSON lines, one row per (fetch, region, rank)
+    Export(ExportArgs),
     /// Print one crontab line per region at its offset minute
     Crontab(CrontabArgs),
     /// Print shell completions
@@ -300,6 +304,54 @@ pub struct SearchArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Delete snapshots whose fetch began longer ago than this: 90d, 52w, ...
+    #[arg(long, value_parser = parse_duration_arg, value_name = "DURATION")]
+    pub older_than: Duration,
+
+    /// Say what would be deleted; delete nothing
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Give the freed space back to the file system afterwards (writers wait meanwhile)
+    #[arg(long, conflicts_with = "dry_run")]
+    pub vacuum: bool,
+
+    /// Print one JSON object on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    Csv,
+    Jsonl,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Only this region (repeatable) [default: every region stored]
+    #[arg(long = "region", id = "region", value_name = "CC")]
+    pub regions: Vec<String>,
+
+    /// Only fetches newer than this: 7d, 24h, ...
+    #[arg(long, value_parser = parse_duration_arg, value_name = "DURATION")]
+    pub since: Option<Duration>,
+
+    /// Only fetches at or before this time, e.g. 2025-01-31T00:00:00Z
+    #[arg(long, value_parser = parse_timestamp_arg, value_name = "RFC3339")]
+    pub until: Option<jiff::Timestamp>,
+
+    /// Output format
+    #[arg(long, value_enum, default_value_t = ExportFormat::Csv)]
+    pub format: ExportFormat,
+
+    /// Write here (replaced whole when done) instead of stdout
+    #[arg(long, value_name = "PATH")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 pub struct CrontabArgs {
     /// How often each region runs: 1h, 3h, 1d, ...
     #[arg(long, default_value = "1h", value_parser = parse_duration_arg, value_name = "DURATION")]
@@ -312,6 +364,12 @@ pub struct CrontabArgs {
 
 fn parse_duration_arg(s: &str) -> Result<Duration, String> {
     crate::config::parse_duration(s)
+}
+
+fn parse_timestamp_arg(s: &str) -> Result<jiff::Timestamp, String> {
+    s.trim().parse::<jiff::Timestamp>().map_err(|e| {
+        format!("\"{s}\" is not an RFC 3339 time ({e}); expected e.g. 2025-01-31T00:00:00Z")
+    })
 }
 
 #[cfg(test)]

@@ -81,3 +81,36 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
         LogWriter
     }
 }
+
+/// A long task's bar with a known amount of work (a database upgrade, a prune), drawn
+/// on stderr when it is a terminal and nowhere otherwise.
+pub struct Task(Option<ProgressBar>);
+
+impl Task {
+    pub fn new(what: &str, total: u64) -> Task {
+        if !std::io::stderr().is_terminal() {
+            return Task(None);
+        }
+        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+        let style = ProgressStyle::with_template(
+            "{msg} [{bar:32}] {percent}% {human_pos}/{human_len} ({eta} left)",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+        bar.set_style(style);
+        bar.set_message(what.to_owned());
+        Task(Some(bar))
+    }
+
+    pub fn inc(&self, n: u64) {
+        if let Some(bar) = &self.0 {
+            bar.inc(n);
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(bar) = &self.0 {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -26,3 +26,4 @@ mod run_e2e;
 mod search_e2e;
 mod secrets_e2e;
 mod window_loss;
+mod store_e2e;

@@ -4,6 +4,8 @@
 mod budget;
 mod completions;
 mod crontab;
+mod export;
+mod prune;
 mod run;
 mod runs;
 mod search;
@@ -34,6 +36,8 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Crontab(args) => crontab::run(global, args),
         Command::Status(args) => status::run(global, args).await,
         Command::Runs(args) => runs::run(global, args),
+        Command::Prune(args) => prune::run(global, args),
+        Command::Export(args) => export::run(global, args),
     };
     if let Err(err) = &result
         && wants_json(&cli.command)
@@ -57,7 +61,8 @@ fn wants_json(command: &Command) -> bool {
         Command::Search(args) => args.json,
         Command::Status(args) => args.json,
         Command::Runs(args) => args.json,
-        Command::Completions { .. } | Command::Crontab(_) => false,
+        Command::Prune(args) => args.json,
+        Command::Completions { .. } | Command::Crontab(_) | Command::Export(_) => false,
     }
 }
 

@@ -14,14 +14,20 @@
 //! A `Store` is `Send` but not `Sync`: give each thread or task its own (opening is
 //! cheap once the schema is current).
 
+mod compact;
 mod error;
 mod history;
+mod export;
+mod prune;
 mod read;
 mod schema;
+mod sql;
 mod write;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_compact;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -30,6 +36,9 @@ use rusqlite::Connection;
 
 pub use error::StoreError;
 pub use history::{CallCount, HistoryFilter, HistoryRow, RegionOutcome, RunStart};
+pub use export::{ExportRow, ExportSpan};
+pub use prune::PruneReport;
+pub use read::{ChartPlace, VideoPlace};
 use schema::{MIGRATIONS, MigrateError, Migration};
 
 /// How long a statement waits for another process's write lock before failing with
@@ -159,6 +168,15 @@ impl Store {
         Self::open_with(path.as_ref(), MIGRATIONS)
     }
 
+    /// Creates (or upgrades) a database only as far as schema `version`, as the
+    /// trendsync that introduced that version left its files: for tools that build an
+    /// older database to upgrade, such as the year benchmark. A `version` beyond this
+    /// build's means this build's.
+    pub fn create_at_version(path: impl AsRef<Path>, version: u32) -> Result<(), StoreError> {
+        let steps = (version as usize).min(MIGRATIONS.len());
+        Self::open_with(path.as_ref(), &MIGRATIONS[..steps]).map(drop)
+    }
+
     pub(crate) fn open_with(path: &Path, migrations: &[Migration]) -> Result<Store, StoreError> {
         let open_err = |context: &'static str| {
             move |source| StoreError::Open {
@@ -214,11 +232,13 @@ impl Store {
                 });
             }
         }
-        Ok(Store {
+        let store = Store {
             conn,
             path: path.to_path_buf(),
             read_only: false,
-        })
+        };
+        store.finish_upgrade()?;
+        Ok(store)
     }
 
     /// Opens the database for `--dry-run`, which must write nothing.

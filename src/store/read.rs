@@ -3,6 +3,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
+use super::sql;
 use super::{RegionState, RunKind, RunRecord, SearchHit, StatsRow, Store, StoreError, VideoRecord};
 
 impl Store {
@@ -58,7 +59,10 @@ impl Store {
     /// How many trending positions `run_id` stored (all regions).
     pub fn trending_count(&self, run_id: &str) -> Result<u64, StoreError> {
         self.count(
-            "SELECT count(*) FROM trending WHERE run_id = ?1",
+            "SELECT count(*) FROM run_nums AS r
+             JOIN fetches AS f ON f.run = r.num AND f.search = 0
+             JOIN places AS p ON p.fetch = f.num
+             WHERE r.run_id = ?1",
             [run_id],
             "counting trending positions",
         )
@@ -178,10 +182,7 @@ impl Store {
     /// A video's counts over time, oldest fetch first.
     pub fn video_stats(&self, video_id: &str) -> Result<Vec<StatsRow>, StoreError> {
         (|| {
-            let mut stmt = self.conn.prepare_cached(
-                "SELECT fetched_at, run_id, view_count, like_count, comment_count
-                 FROM video_stats WHERE video_id = ?1 ORDER BY fetched_at, rowid",
-            )?;
+            let mut stmt = self.conn.prepare_cached(sql::VIDEO_HISTORY)?;
             let rows = stmt.query_map([video_id], |row| {
                 Ok(StatsRow {
                     fetched_at: row.get(0)?,
@@ -209,6 +210,18 @@ impl Store {
         region: Option<&str>,
         limit: u32,
     ) -> Result<Vec<SearchHit>, StoreError> {
+        self.search_with(query, region, limit, FEW_MATCHES)
+    }
+
+    /// [`Store::search`], with `few_matches` the number of matches below which the
+    /// region test is done per match.
+    pub(crate) fn search_with(
+        &self,
+        query: &str,
+        region: Option<&str>,
+        limit: u32,
+        few_matches: i64,
+    ) -> Result<Vec<SearchHit>, StoreError> {
         if query.trim().is_empty() {
             return Err(StoreError::BadQuery {
                 query: query.to_string(),
@@ -216,28 +229,6 @@ impl Store {
             });
         }
         let context = format!("searching for {query:?}");
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT v.id, v.title, v.channel_title,
-                        snippet(videos_fts, -1, '[', ']', '...', 16),
-                        v.view_count, v.published_at,
-                        (SELECT group_concat(seen.region, ',' ORDER BY seen.region) FROM (
-                             SELECT region FROM trending WHERE video_id = v.id
-                             UNION
-                             SELECT region FROM search_results WHERE video_id = v.id) AS seen)
-                 FROM videos_fts
-                 JOIN videos AS v ON v.num = videos_fts.rowid
-                 WHERE videos_fts MATCH ?1
-                   AND (?2 IS NULL
-                        OR EXISTS (SELECT 1 FROM trending AS t
-                                   WHERE t.video_id = v.id AND t.region = ?2)
-                        OR EXISTS (SELECT 1 FROM search_results AS s
-                                   WHERE s.video_id = v.id AND s.region = ?2))
-                 ORDER BY bm25(videos_fts, 10.0, 1.0, 4.0, 2.0)
-                 LIMIT ?3",
-            )
-            .map_err(self.err(context.clone()))?;
         // The statement prepared, so an SQLITE_ERROR while stepping comes from FTS5
         // parsing the MATCH expression: the person's query, not the database.
         let bad_query = |e: rusqlite::Error| match e.sqlite_error_code() {
@@ -247,31 +238,74 @@ impl Store {
             },
             _ => self.err(context.clone())(e),
         };
-        let mut rows = stmt
-            .query(params![query, region, i64::from(limit)])
-            .map_err(bad_query)?;
-        let mut hits = Vec::new();
-        while let Some(row) = rows.next().map_err(bad_query)? {
-            let hit = (|| {
-                let regions: Option<String> = row.get(6)?;
-                Ok(SearchHit {
-                    video_id: row.get(0)?,
-                    title: row.get(1)?,
-                    channel_title: row.get(2)?,
-                    snippet: row.get::<_, Option<String>>(3)?.unwrap_or_default(),
-                    view_count: row.get(4)?,
-                    published_at: row.get(5)?,
-                    regions: regions
-                        .map(|r| r.split(',').map(str::to_string).collect())
-                        .unwrap_or_default(),
-                })
-            })()
+        // Two steps: rank every match by bm25 and keep the best `limit` (only numbers
+        // go through the sorter), then build the few hits shown. Computing snippets
+        // and regions inside the ranking query would do it for every match.
+        // With a region, a query matching few videos checks each match's regions;
+        // one matching many filters through the region's video list, read once.
+        let rank_sql = match region {
+            Some(_) => {
+                let matches: i64 = self
+                    .conn
+                    .prepare_cached(sql::SEARCH_MATCHES_UP_TO)
+                    .map_err(self.err(context.clone()))?
+                    .query_row(params![query, few_matches], |r| r.get(0))
+                    .map_err(bad_query)?;
+                if matches < few_matches {
+                    sql::SEARCH_RANK_FEW
+                } else {
+                    sql::SEARCH_RANK
+                }
+            }
+            None => sql::SEARCH_RANK,
+        };
+        let nums: Vec<i64> = {
+            let mut stmt = self
+                .conn
+                .prepare_cached(rank_sql)
+                .map_err(self.err(context.clone()))?;
+            let mut rows = stmt
+                .query(params![query, region, i64::from(limit)])
+                .map_err(bad_query)?;
+            let mut nums = Vec::new();
+            while let Some(row) = rows.next().map_err(bad_query)? {
+                nums.push(row.get(0).map_err(self.err(context.clone()))?);
+            }
+            nums
+        };
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql::SEARCH_HIT)
             .map_err(self.err(context.clone()))?;
+        let mut hits = Vec::with_capacity(nums.len());
+        for num in nums {
+            let hit = stmt
+                .query_row(params![query, num], |row| {
+                    let regions: Option<String> = row.get(6)?;
+                    Ok(SearchHit {
+                        video_id: row.get(0)?,
+                        title: row.get(1)?,
+                        channel_title: row.get(2)?,
+                        snippet: row.get::<_, Option<String>>(3)?.unwrap_or_default(),
+                        view_count: row.get(4)?,
+                        published_at: row.get(5)?,
+                        regions: regions
+                            .map(|r| r.split(',').map(str::to_string).collect())
+                            .unwrap_or_default(),
+                    })
+                })
+                .map_err(bad_query)?;
             hits.push(hit);
         }
         Ok(hits)
     }
 }
+
+/// Below this many matches, `search --region` looks each match's regions up rather
+/// than reading the region's video list (tens of thousands of rows on a year): where
+/// the two cost about the same, at about a microsecond a seek against a tenth of one
+/// per listed video.
+const FEW_MATCHES: i64 = 2_000;
 
 /// The text of an FTS5 error without rusqlite's wrapping, e.g.
 /// `fts5: syntax error near "OR"`.
@@ -279,5 +313,79 @@ fn fts_message(e: &rusqlite::Error) -> String {
     match e {
         rusqlite::Error::SqliteFailure(_, Some(message)) => message.clone(),
         other => other.to_string(),
+    }
+}
+
+/// One place of a chart as [`Store::chart_at`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChartPlace {
+    pub rank: u32,
+    pub video_id: String,
+    pub view_count: Option<i64>,
+    pub like_count: Option<i64>,
+    pub comment_count: Option<i64>,
+    /// Unix seconds.
+    pub fetched_at: i64,
+}
+
+/// One place of a video in a chart or a search, as [`Store::video_places`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VideoPlace {
+    /// Unix seconds.
+    pub fetched_at: i64,
+    pub region: String,
+    /// The configured search's name; `None` for the trending chart.
+    pub search_name: Option<String>,
+    pub rank: u32,
+}
+
+impl Store {
+    /// `region`'s trending chart as it stood at `at` (unix seconds): its newest fetch
+    /// at or before then, by rank. Empty when there is none.
+    pub fn chart_at(&self, region: &str, at: i64) -> Result<Vec<ChartPlace>, StoreError> {
+        (|| {
+            let mut stmt = self.conn.prepare_cached(sql::CHART_AT)?;
+            let rows = stmt.query_map(params![region, at], |row| {
+                Ok(ChartPlace {
+                    rank: row.get(0)?,
+                    video_id: row.get(1)?,
+                    view_count: row.get(2)?,
+                    like_count: row.get(3)?,
+                    comment_count: row.get(4)?,
+                    fetched_at: row.get(5)?,
+                })
+            })?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })()
+        .map_err(self.err(format!("reading the chart of {region}")))
+    }
+
+    /// A video's rank history: every place it took in a chart or a search, oldest
+    /// first.
+    pub fn video_places(&self, video_id: &str) -> Result<Vec<VideoPlace>, StoreError> {
+        (|| {
+            let mut stmt = self.conn.prepare_cached(sql::VIDEO_PLACES)?;
+            let rows = stmt.query_map([video_id], |row| {
+                Ok(VideoPlace {
+                    fetched_at: row.get(0)?,
+                    region: row.get(1)?,
+                    search_name: row.get(2)?,
+                    rank: row.get(3)?,
+                })
+            })?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })()
+        .map_err(self.err(format!("reading the places of video {video_id}")))
+    }
+
+    /// Every region with its newest trending fetch (unix seconds; `None` when it has
+    /// only searches), by region code.
+    pub fn newest_fetches(&self) -> Result<Vec<(String, Option<i64>)>, StoreError> {
+        (|| {
+            let mut stmt = self.conn.prepare_cached(sql::NEWEST_FETCHES)?;
+            let rows = stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })()
+        .map_err(self.err("reading the newest fetch of each region"))
     }
 }

@@ -18,17 +18,30 @@ pub(crate) struct Migration {
     /// What the step does, for logs.
     pub(crate) description: &'static str,
     pub(crate) sql: &'static str,
+    /// Code run after `sql` in the same transaction, for a step that moves data in a
+    /// way one SQL batch cannot do at speed or with progress shown.
+    pub(crate) data: Option<DataStep>,
 }
+
+/// A migration step's data part: runs inside the step's transaction.
+pub(crate) type DataStep = fn(&Connection) -> rusqlite::Result<()>;
 
 /// The schema, oldest step first. `user_version` = how many of these are applied.
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
         description: "runs, videos, stats, trending, searches, categories, region state, FTS5",
         sql: V1,
+        data: None,
     },
     Migration {
         description: "each run's outcome per region and its calls by method and outcome",
         sql: RUN_OUTCOMES,
+        data: None,
+    },
+    Migration {
+        description: "compact snapshots: one row per fetch, one row of integers per place",
+        sql: super::compact::CREATE,
+        data: Some(super::compact::migrate_from_v1),
     },
 ];
 
@@ -263,6 +276,9 @@ pub(crate) fn migrate(conn: &Connection, migrations: &[Migration]) -> Result<u32
                 "upgrading database schema"
             );
             tx.execute_batch(migration.sql)?;
+            if let Some(data) = migration.data {
+                data(&tx)?;
+            }
         }
         // PRAGMA takes no bound parameters; the value is our own integer.
         tx.execute_batch(&format!("PRAGMA user_version = {latest}"))?;

@@ -259,11 +259,13 @@ fn forward_migration_applies_on_existing_data_and_failure_rolls_back() {
         .map(|m| Migration {
             description: m.description,
             sql: m.sql,
+            data: m.data,
         })
         .collect();
     broken.push(Migration {
         description: "half-broken step",
         sql: "CREATE TABLE extra (x INTEGER); INSERT INTO no_such_table VALUES (1);",
+        data: None,
     });
     let err = Store::open_with(&path, &broken).unwrap_err();
     assert!(
@@ -290,11 +292,13 @@ fn forward_migration_applies_on_existing_data_and_failure_rolls_back() {
         .map(|m| Migration {
             description: m.description,
             sql: m.sql,
+            data: m.data,
         })
         .collect();
     good.push(Migration {
         description: "test step",
         sql: "CREATE TABLE extra AS SELECT id FROM videos;",
+        data: None,
     });
     let store = Store::open_with(&path, &good).unwrap();
     assert_eq!(schema::user_version(&store.conn).unwrap(), latest + 1);
@@ -1042,11 +1046,13 @@ fn read_only_open_of_an_unmigrated_or_older_file() {
         .map(|m| Migration {
             description: m.description,
             sql: m.sql,
+            data: m.data,
         })
         .collect();
     longer.push(Migration {
         description: "future step",
         sql: "CREATE TABLE later (x INTEGER);",
+        data: None,
     });
     let err = Store::open_read_only_with(&path2, &longer).unwrap_err();
     match &err {

@@ -6,7 +6,7 @@
 
 use rusqlite::{Transaction, TransactionBehavior, params};
 
-use super::{RunKind, RunOutcome, Store, StoreError, VideoRecord};
+use super::{RunKind, RunOutcome, Store, StoreError, VideoRecord, compact};
 
 /// Which list a page of videos belongs to.
 enum Listing<'a> {
@@ -16,7 +16,7 @@ enum Listing<'a> {
 
 impl Store {
     /// Starts a write transaction that rolls back unless committed.
-    fn write_tx(&self) -> rusqlite::Result<Transaction<'_>> {
+    pub(super) fn write_tx(&self) -> rusqlite::Result<Transaction<'_>> {
         Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
     }
 
@@ -77,8 +77,8 @@ impl Store {
         Ok(())
     }
 
-    /// Stores one page of a region's trending chart: each video's latest metadata, one
-    /// stats row per video, and its chart position `first_rank + index` (ranks start
+    /// Stores one page of a region's trending chart: each video's latest metadata and
+    /// its place in the region's fetch of this run (with the counts seen), at rank `first_rank + index` (ranks start
     /// at 1). Storing the same page again in the same run replaces its positions.
     /// Returns the number of videos stored.
     pub fn store_trending_page(
@@ -162,24 +162,37 @@ impl Store {
                      last_seen_at = excluded.last_seen_at
                  WHERE excluded.last_seen_at >= videos.last_seen_at",
             )?;
-            let mut stats = tx.prepare_cached(
-                "INSERT INTO video_stats (video_id, fetched_at, run_id, view_count, like_count, comment_count)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?;
-            let mut position = match listing {
-                Listing::Trending => tx.prepare_cached(
-                    "INSERT INTO trending (run_id, region, rank, video_id, fetched_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5)
-                     ON CONFLICT (run_id, region, rank) DO UPDATE SET
-                         video_id = excluded.video_id, fetched_at = excluded.fetched_at",
-                )?,
-                Listing::Search { .. } => tx.prepare_cached(
-                    "INSERT INTO search_results (run_id, region, rank, video_id, fetched_at, search_name)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                     ON CONFLICT (run_id, region, search_name, rank) DO UPDATE SET
-                         video_id = excluded.video_id, fetched_at = excluded.fetched_at",
-                )?,
+            let region_num = compact::region_num(&tx, region)?;
+            let search = match listing {
+                Listing::Trending => 0,
+                Listing::Search { name } => compact::search_num(&tx, region_num, name)?,
             };
+            let run = compact::run_num(&tx, run_id)?;
+            // The first page stored opens the fetch; later pages (and a retried page)
+            // join it, their places keeping their own time as an offset from its start.
+            tx.prepare_cached(
+                "INSERT INTO fetches (run, region, search, fetched_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (run, region, search) DO NOTHING",
+            )?
+            .execute(params![run, region_num, search, fetched_at])?;
+            let (fetch, start): (i64, i64) = tx
+                .prepare_cached(
+                    "SELECT num, fetched_at FROM fetches WHERE run = ?1 AND region = ?2 AND search = ?3",
+                )?
+                .query_row(params![run, region_num, search], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            let mut video_num = tx.prepare_cached("SELECT num FROM videos WHERE id = ?1")?;
+            // Storing a page again in the same run (a retry) replaces its places.
+            let mut place = tx.prepare_cached(
+                "INSERT INTO places (fetch, rank, video, offset_s, views, likes, comments)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (fetch, rank) DO UPDATE SET
+                     video = excluded.video, offset_s = excluded.offset_s,
+                     views = excluded.views, likes = excluded.likes, comments = excluded.comments",
+            )?;
+            let mut seen = tx.prepare_cached(
+                "INSERT INTO video_regions (video, region) VALUES (?1, ?2)
+                 ON CONFLICT (video, region) DO NOTHING",
+            )?;
             for (index, video) in videos.iter().enumerate() {
                 let (tags, tags_text) =
                     match &video.tags {
@@ -212,22 +225,18 @@ impl Store {
                     fetched_at,
                     tags_text,
                 ])?;
-                stats.execute(params![
-                    video.id,
-                    fetched_at,
-                    run_id,
+                let num: i64 = video_num.query_row([&video.id], |r| r.get(0))?;
+                let rank = i64::from(first_rank) + index as i64;
+                place.execute(params![
+                    fetch,
+                    rank,
+                    num,
+                    fetched_at - start,
                     video.view_count,
                     video.like_count,
                     video.comment_count,
                 ])?;
-                let rank = i64::from(first_rank) + index as i64;
-                match listing {
-                    Listing::Trending => {
-                        position.execute(params![run_id, region, rank, video.id, fetched_at])?
-                    }
-                    Listing::Search { name } => position
-                        .execute(params![run_id, region, rank, video.id, fetched_at, name])?,
-                };
+                seen.execute(params![num, region_num])?;
             }
         }
         tx.commit()?;

@@ -1,0 +1,248 @@
+//! `trendsync export`: the trending snapshots for analysts, one row per (fetch,
+//! region, rank), as CSV in the column layout of the public trending-video datasets or
+//! as JSON lines. Streamed: memory stays flat however long the history.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use anyhow::{Context, Result, anyhow};
+use serde::Serialize;
+
+use crate::cli::{ExportArgs, ExportFormat, Global};
+use crate::store::{ExportRow, ExportSpan, Store};
+
+/// The CSV header: the datasets' columns, then ours.
+pub const CSV_COLUMNS: [&str; 21] = [
+    "video_id",
+    "trending_date",
+    "title",
+    "channel_title",
+    "category_id",
+    "publish_time",
+    "tags",
+    "views",
+    "likes",
+    "dislikes",
+    "comment_count",
+    "thumbnail_link",
+    "comments_disabled",
+    "ratings_disabled",
+    "video_error_or_removed",
+    "description",
+    "region",
+    "rank",
+    "fetched_at",
+    "category_title",
+    "duration_s",
+];
+
+/// One JSON line: the CSV's columns with JSON types (null for hidden counts).
+#[derive(Serialize)]
+struct RowJson<'a> {
+    video_id: &'a str,
+    trending_date: String,
+    title: &'a str,
+    channel_title: &'a str,
+    category_id: Option<&'a str>,
+    publish_time: String,
+    tags: Option<&'a [String]>,
+    views: Option<i64>,
+    likes: Option<i64>,
+    dislikes: Option<i64>,
+    comment_count: Option<i64>,
+    thumbnail_link: Option<&'a str>,
+    comments_disabled: bool,
+    ratings_disabled: bool,
+    video_error_or_removed: bool,
+    description: &'a str,
+    region: &'a str,
+    rank: u32,
+    fetched_at: String,
+    category_title: Option<&'a str>,
+    duration_s: Option<i64>,
+}
+
+pub fn run(global: &Global, args: &ExportArgs) -> Result<()> {
+    let db = &global.db;
+    let store = Store::open_read_only(db)
+        .with_context(|| format!("opening {} to export", db.display()))?
+        .ok_or_else(|| {
+            anyhow!(
+                "there is no trendsync database at {} to export; check --db or TRENDSYNC_DB",
+                db.display()
+            )
+        })?;
+    let regions = if args.regions.is_empty() {
+        store.regions()?
+    } else {
+        args.regions
+            .iter()
+            .map(|r| r.trim().to_ascii_uppercase())
+            .collect()
+    };
+    let now = jiff::Timestamp::now().as_second();
+    let span = ExportSpan {
+        since: args.since.map_or(i64::MIN, |d| {
+            now.saturating_sub(i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        }),
+        until: args.until.map_or(i64::MAX, |t| t.as_second()),
+    };
+    match &args.output {
+        None => {
+            let out = std::io::stdout().lock();
+            match write_rows(&store, &regions, span, args.format, out) {
+                // A reader that stopped early (`| head`) is not a failure of the export.
+                Err(e) if is_broken_pipe(&e) => Ok(()),
+                other => other.map(|_| ()),
+            }
+        }
+        Some(path) => write_file(&store, &regions, span, args.format, path),
+    }
+}
+
+/// Writes the export beside `path` and renames it into place, so a reader never sees
+/// half a file and a failed export leaves the previous one.
+fn write_file(
+    store: &Store,
+    regions: &[String],
+    span: ExportSpan,
+    format: ExportFormat,
+    path: &Path,
+) -> Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| anyhow!("--output {} names no file", path.display()))?;
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(name);
+    temp_name.push(format!(".{}.tmp", std::process::id()));
+    let temp = path.with_file_name(temp_name);
+    let result = (|| {
+        let file = File::create(&temp).with_context(|| format!("creating {}", temp.display()))?;
+        let file = write_rows(store, regions, span, format, file)?;
+        file.sync_all()
+            .with_context(|| format!("writing {}", temp.display()))?;
+        std::fs::rename(&temp, path)
+            .with_context(|| format!("renaming {} to {}", temp.display(), path.display()))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result.with_context(|| format!("exporting to {}", path.display()))
+}
+
+/// Streams every row into `out` and hands it back flushed.
+fn write_rows<W: Write>(
+    store: &Store,
+    regions: &[String],
+    span: ExportSpan,
+    format: ExportFormat,
+    out: W,
+) -> Result<W> {
+    let out = BufWriter::with_capacity(256 * 1024, out);
+    let out = match format {
+        ExportFormat::Csv => {
+            let mut csv = csv::Writer::from_writer(out);
+            csv.write_record(CSV_COLUMNS)?;
+            store.export(regions, span, |row| -> Result<()> {
+                write_csv(&mut csv, row)?;
+                Ok(())
+            })?;
+            csv.into_inner().map_err(|e| anyhow!("{}", e.error()))?
+        }
+        ExportFormat::Jsonl => {
+            let mut out = out;
+            store.export(regions, span, |row| -> Result<()> {
+                serde_json::to_writer(&mut out, &json_row(row))?;
+                out.write_all(b"\n")?;
+                Ok(())
+            })?;
+            out
+        }
+    };
+    out.into_inner().map_err(|e| anyhow!(e.into_error()))
+}
+
+fn write_csv<W: Write>(csv: &mut csv::Writer<W>, row: &ExportRow) -> csv::Result<()> {
+    let int = |n: Option<i64>| n.map(|n| n.to_string()).unwrap_or_default();
+    let flag = |b: bool| if b { "true" } else { "false" };
+    csv.write_field(&row.video_id)?;
+    csv.write_field(utc_date(row.fetch_started_at))?;
+    csv.write_field(&row.title)?;
+    csv.write_field(&row.channel_title)?;
+    csv.write_field(row.category_id.as_deref().unwrap_or(""))?;
+    csv.write_field(utc_time_text(&row.published_at))?;
+    csv.write_field(row.tags.as_ref().map(|t| t.join("|")).unwrap_or_default())?;
+    csv.write_field(int(row.view_count))?;
+    csv.write_field(int(row.like_count))?;
+    // The API no longer returns dislikes.
+    csv.write_field("")?;
+    csv.write_field(int(row.comment_count))?;
+    csv.write_field(row.thumbnail_url.as_deref().unwrap_or(""))?;
+    csv.write_field(flag(row.comment_count.is_none()))?;
+    csv.write_field(flag(row.like_count.is_none()))?;
+    // Only videos the upstream returned are stored.
+    csv.write_field(flag(false))?;
+    csv.write_field(&row.description)?;
+    csv.write_field(&row.region)?;
+    csv.write_field(row.rank.to_string())?;
+    csv.write_field(utc_time(row.fetched_at))?;
+    csv.write_field(row.category_title.as_deref().unwrap_or(""))?;
+    csv.write_field(int(row.duration_s))?;
+    csv.write_record(None::<&[u8]>)
+}
+
+fn json_row(row: &ExportRow) -> RowJson<'_> {
+    RowJson {
+        video_id: &row.video_id,
+        trending_date: utc_date(row.fetch_started_at),
+        title: &row.title,
+        channel_title: &row.channel_title,
+        category_id: row.category_id.as_deref(),
+        publish_time: utc_time_text(&row.published_at),
+        tags: row.tags.as_deref(),
+        views: row.view_count,
+        likes: row.like_count,
+        dislikes: None,
+        comment_count: row.comment_count,
+        thumbnail_link: row.thumbnail_url.as_deref(),
+        comments_disabled: row.comment_count.is_none(),
+        ratings_disabled: row.like_count.is_none(),
+        video_error_or_removed: false,
+        description: &row.description,
+        region: &row.region,
+        rank: row.rank,
+        fetched_at: utc_time(row.fetched_at),
+        category_title: row.category_title.as_deref(),
+        duration_s: row.duration_s,
+    }
+}
+
+/// Unix seconds as RFC 3339 UTC, e.g. `2025-01-31T09:00:00Z`.
+fn utc_time(secs: i64) -> String {
+    jiff::Timestamp::from_second(secs).map_or_else(|_| secs.to_string(), |t| t.to_string())
+}
+
+/// The UTC date of unix seconds, e.g. `2025-01-31`.
+fn utc_date(secs: i64) -> String {
+    jiff::Timestamp::from_second(secs).map_or_else(
+        |_| secs.to_string(),
+        |t| t.to_zoned(jiff::tz::TimeZone::UTC).date().to_string(),
+    )
+}
+
+/// An upstream time as RFC 3339 UTC; text that does not parse is passed on as sent.
+fn utc_time_text(text: &str) -> String {
+    text.parse::<jiff::Timestamp>()
+        .map_or_else(|_| text.to_string(), |t| t.to_string())
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<csv::Error>().is_some_and(|csv| {
+                matches!(csv.kind(), csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::BrokenPipe)
+            })
+    })
+}

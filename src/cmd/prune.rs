@@ -1,0 +1,91 @@
+//! `trendsync prune --older-than DURATION`: retention for a database cron fills for
+//! years. Deletes old chart and search snapshots, then the videos nothing refers to.
+
+use std::io::Write;
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+
+use crate::cli::{Global, PruneArgs};
+use crate::store::{PruneReport, Store};
+
+#[derive(Serialize)]
+struct PruneJson {
+    dry_run: bool,
+    cutoff: String,
+    deleted: serde_json::Map<String, serde_json::Value>,
+    videos_deleted: u64,
+    bytes_freed: u64,
+}
+
+pub fn run(global: &Global, args: &PruneArgs) -> Result<()> {
+    let now = jiff::Timestamp::now().as_second();
+    let older_than = i64::try_from(args.older_than.as_secs()).unwrap_or(i64::MAX);
+    let cutoff = now.saturating_sub(older_than);
+    let db = &global.db;
+    let report = if args.dry_run {
+        match Store::open_read_only(db)
+            .with_context(|| format!("opening {} to see what prune would delete", db.display()))?
+        {
+            Some(store) => store.prune(cutoff, true, false)?,
+            None => PruneReport {
+                dry_run: true,
+                cutoff,
+                deleted: vec![("fetches", 0), ("places", 0), ("extra_counts", 0)],
+                videos_deleted: 0,
+                bytes_freed: 0,
+            },
+        }
+    } else {
+        // Opening creates a missing file; an empty new database is not what a person
+        // who typed a wrong path wants.
+        if matches!(db.try_exists(), Ok(false)) {
+            bail!(
+                "there is no database at {} to prune; check --db or TRENDSYNC_DB",
+                db.display()
+            );
+        }
+        let store =
+            Store::open(db).with_context(|| format!("opening {} to prune", db.display()))?;
+        store
+            .prune(cutoff, false, args.vacuum)
+            .with_context(|| format!("pruning {}", db.display()))?
+    };
+    let cutoff_text =
+        jiff::Timestamp::from_second(cutoff).map_or_else(|_| cutoff.to_string(), |t| t.to_string());
+    if args.json {
+        let deleted = report
+            .deleted
+            .iter()
+            .map(|(what, n)| ((*what).to_string(), serde_json::Value::from(*n)))
+            .collect();
+        return crate::report::print_json(&PruneJson {
+            dry_run: report.dry_run,
+            cutoff: cutoff_text,
+            deleted,
+            videos_deleted: report.videos_deleted,
+            bytes_freed: report.bytes_freed,
+        });
+    }
+    let rows = report
+        .deleted
+        .iter()
+        .map(|(what, n)| format!("{n} {}", what.replace('_', " ")))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut out = std::io::stdout().lock();
+    if report.dry_run {
+        writeln!(
+            out,
+            "would delete snapshots fetched before {cutoff_text}: {rows}, and {} videos",
+            report.videos_deleted
+        )?;
+    } else {
+        writeln!(
+            out,
+            "deleted snapshots fetched before {cutoff_text}: {rows}, and {} videos; {} bytes freed",
+            report.videos_deleted, report.bytes_freed
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,120 @@
+//! The reads the product makes of the snapshots, named, so that one test can ask
+//! SQLite how it answers each (`EXPLAIN QUERY PLAN`) and hold that none of them scans
+//! the snapshots.
+
+/// A video's counts over time (`Store::video_stats`), oldest first.
+pub(crate) const VIDEO_HISTORY: &str = "
+SELECT at, run_id, views, likes, comments FROM (
+    SELECT f.fetched_at + p.offset_s AS at, r.run_id, p.views, p.likes, p.comments,
+           p.fetch AS k1, p.rank AS k2
+    FROM videos AS v
+    JOIN places AS p ON p.video = v.num
+    JOIN fetches AS f ON f.num = p.fetch
+    JOIN run_nums AS r ON r.num = f.run
+    WHERE v.id = ?1
+    UNION ALL
+    SELECT e.fetched_at, r.run_id, e.views, e.likes, e.comments, 0, e.rowid
+    FROM videos AS v
+    JOIN extra_counts AS e ON e.video = v.num
+    JOIN run_nums AS r ON r.num = e.run
+    WHERE v.id = ?1)
+ORDER BY at, k1, k2";
+
+/// A video's places over time (`Store::video_places`): its rank history in every
+/// chart and search, oldest first.
+pub(crate) const VIDEO_PLACES: &str = "
+SELECT f.fetched_at + p.offset_s, g.code,
+       (SELECT s.name FROM searches AS s WHERE s.num = f.search), p.rank
+FROM videos AS v
+JOIN places AS p ON p.video = v.num
+JOIN fetches AS f ON f.num = p.fetch
+JOIN regions AS g ON g.num = f.region
+WHERE v.id = ?1
+ORDER BY f.fetched_at, p.fetch, p.rank";
+
+/// A region's trending chart as it stood at a time: its newest fetch at or before ?2.
+pub(crate) const CHART_AT: &str = "
+SELECT p.rank, v.id, p.views, p.likes, p.comments, f.fetched_at + p.offset_s
+FROM fetches AS f
+JOIN places AS p ON p.fetch = f.num
+JOIN videos AS v ON v.num = p.video
+WHERE f.num = (SELECT f2.num FROM fetches AS f2
+               WHERE f2.region = (SELECT num FROM regions WHERE code = ?1)
+                 AND f2.search = 0 AND f2.fetched_at <= ?2
+               ORDER BY f2.fetched_at DESC LIMIT 1)
+ORDER BY p.rank";
+
+/// The newest trending fetch of every region.
+pub(crate) const NEWEST_FETCHES: &str = "
+SELECT g.code, (SELECT max(f.fetched_at) FROM fetches AS f
+                WHERE f.region = g.num AND f.search = 0) AS newest
+FROM regions AS g
+ORDER BY g.code";
+
+/// The best `?3` full-text matches, optionally only videos seen in region `?2`. The
+/// region test goes through the `video_regions` summary, built once per query; the `+`
+/// keeps FTS5 from being handed the rowid as an index constraint.
+pub(crate) const SEARCH_RANK: &str = "
+SELECT rowid FROM videos_fts
+WHERE videos_fts MATCH ?1
+  AND (?2 IS NULL
+       OR +rowid IN (SELECT vr.video FROM video_regions AS vr
+                     WHERE vr.region = (SELECT num FROM regions WHERE code = ?2)))
+ORDER BY bm25(videos_fts, 10.0, 1.0, 4.0, 2.0)
+LIMIT ?3";
+
+/// [`SEARCH_RANK`] for a query with few matches: each match looks its region up in
+/// the summary (one seek each), instead of reading the region's whole video list
+/// first, which costs more than the search itself when only a handful match.
+pub(crate) const SEARCH_RANK_FEW: &str = "
+SELECT rowid FROM videos_fts
+WHERE videos_fts MATCH ?1
+  AND EXISTS (SELECT 1 FROM video_regions AS vr
+              WHERE vr.video = videos_fts.rowid
+                AND vr.region = (SELECT num FROM regions WHERE code = ?2))
+ORDER BY bm25(videos_fts, 10.0, 1.0, 4.0, 2.0)
+LIMIT ?3";
+
+/// How many matches a query has, counted up to `?2` (cheap: no ranking).
+pub(crate) const SEARCH_MATCHES_UP_TO: &str = "
+SELECT count(*) FROM (SELECT 1 FROM videos_fts WHERE videos_fts MATCH ?1 LIMIT ?2)";
+
+/// One hit of a search, shown: the video, an excerpt around the match, its regions.
+pub(crate) const SEARCH_HIT: &str = "
+SELECT v.id, v.title, v.channel_title,
+       snippet(videos_fts, -1, '[', ']', '...', 16),
+       v.view_count, v.published_at,
+       (SELECT group_concat(g.code, ',' ORDER BY g.code)
+        FROM video_regions AS vr JOIN regions AS g ON g.num = vr.region
+        WHERE vr.video = v.num)
+FROM videos_fts
+JOIN videos AS v ON v.num = videos_fts.rowid
+WHERE videos_fts MATCH ?1 AND videos_fts.rowid = ?2";
+
+/// A region's trending places between two times (inclusive), fetch by fetch and rank
+/// by rank, for `export`.
+pub(crate) const EXPORT_REGION: &str = "
+SELECT v.id, f.fetched_at, v.title, v.channel_title, v.category_id, v.published_at,
+       v.tags, p.views, p.likes, p.comments, v.thumbnail_url, v.description,
+       p.rank, f.fetched_at + p.offset_s, c.title, v.duration_s
+FROM fetches AS f
+JOIN places AS p ON p.fetch = f.num
+JOIN videos AS v ON v.num = p.video
+LEFT JOIN categories AS c ON c.region = ?1 AND c.id = v.category_id
+WHERE f.region = (SELECT num FROM regions WHERE code = ?1)
+  AND f.search = 0 AND f.fetched_at >= ?2 AND f.fetched_at <= ?3
+ORDER BY f.fetched_at, f.num, p.rank";
+
+/// Every product read above, with a name, for the query-plan test.
+#[cfg(test)]
+pub(crate) const ALL: &[(&str, &str)] = &[
+    ("video history", VIDEO_HISTORY),
+    ("video places", VIDEO_PLACES),
+    ("chart at a time", CHART_AT),
+    ("newest fetches", NEWEST_FETCHES),
+    ("search rank", SEARCH_RANK),
+    ("search rank, few matches", SEARCH_RANK_FEW),
+    ("search matches", SEARCH_MATCHES_UP_TO),
+    ("search hit", SEARCH_HIT),
+    ("export region", EXPORT_REGION),
+];

@@ -1,0 +1,425 @@
+//! The store's commands end to end: `export` read back by a CSV reader matches the
+//! store row for row (NULLs as empty cells), `prune` through the binary, and the
+//! upgrade from the version 1 layout killed with SIGKILL at any moment.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+use serde_json::Value;
+
+use crate::common::Scratch;
+use crate::common::harness::Harness;
+
+/// A harness whose database holds one complete run of every region.
+fn ingested() -> Harness<'static> {
+    let h = Harness::new(None);
+    let (ran, _) = h.run(&["run"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    h
+}
+
+/// The store's trending places, as export must write them: (video id, region, rank,
+/// place time, fetch start, views, likes, comments, title, description), in export's
+/// order (region, then fetch, then rank).
+type Place = (
+    String,
+    String,
+    i64,
+    i64,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    String,
+    String,
+);
+
+fn places(db: &Path) -> Vec<Place> {
+    let conn = Connection::open(db).expect("opening the database");
+    let mut stmt = conn
+        .prepare(
+            "SELECT v.id, g.code, p.rank, f.fetched_at + p.offset_s, f.fetched_at,
+                    p.views, p.likes, p.comments, v.title, v.description
+             FROM fetches AS f
+             JOIN regions AS g ON g.num = f.region
+             JOIN places AS p ON p.fetch = f.num
+             JOIN videos AS v ON v.num = p.video
+             WHERE f.search = 0
+             ORDER BY g.code, f.fetched_at, f.num, p.rank",
+        )
+        .expect("preparing");
+    stmt.query_map([], |r| {
+        Ok((
+            r.get(0)?,
+            r.get(1)?,
+            r.get(2)?,
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+            r.get(6)?,
+            r.get(7)?,
+            r.get(8)?,
+            r.get(9)?,
+        ))
+    })
+    .expect("querying")
+    .collect::<rusqlite::Result<_>>()
+    .expect("reading")
+}
+
+fn secs(rfc3339: &str) -> i64 {
+    rfc3339
+        .parse::<jiff::Timestamp>()
+        .unwrap_or_else(|e| panic!("{rfc3339:?} is not RFC 3339: {e}"))
+        .as_second()
+}
+
+fn utc_date(secs: i64) -> String {
+    jiff::Timestamp::from_second(secs)
+        .expect("a time")
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .date()
+        .to_string()
+}
+
+fn count(cell: &str) -> Option<i64> {
+    (!cell.is_empty()).then(|| cell.parse().expect("a count or an empty cell"))
+}
+
+#[test]
+fn export_csv_reads_back_as_the_store_row_for_row() {
+    let h = ingested();
+    let out = h.scratch.file("trending.csv");
+    let ran = h
+        .bare()
+        .args(["export", "--format", "csv", "--output"])
+        .arg(&out)
+        .run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let expected = places(&h.db_path());
+    assert!(
+        expected.len() >= 20,
+        "the fixtures store two pages per region"
+    );
+    assert!(
+        expected.iter().any(|p| p.6.is_none()),
+        "the fixtures hide some likes"
+    );
+
+    let mut reader = csv::Reader::from_path(&out).expect("opening the CSV");
+    let header: Vec<String> = reader
+        .headers()
+        .expect("a header")
+        .iter()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "video_id",
+            "trending_date",
+            "title",
+            "channel_title",
+            "category_id",
+            "publish_time",
+            "tags",
+            "views",
+            "likes",
+            "dislikes",
+            "comment_count",
+            "thumbnail_link",
+            "comments_disabled",
+            "ratings_disabled",
+            "video_error_or_removed",
+            "description",
+            "region",
+            "rank",
+            "fetched_at",
+            "category_title",
+            "duration_s"
+        ]
+    );
+    let col = |name: &str| header.iter().position(|h| h == name).expect("a column");
+    let records: Vec<csv::StringRecord> = reader
+        .records()
+        .collect::<Result<_, _>>()
+        .expect("well-formed CSV");
+    assert_eq!(records.len(), expected.len());
+    for (record, place) in records.iter().zip(&expected) {
+        let (id, region, rank, at, start, views, likes, comments, title, description) = place;
+        assert_eq!(&record[col("video_id")], id);
+        assert_eq!(&record[col("region")], region);
+        assert_eq!(record[col("rank")].parse::<i64>().ok(), Some(*rank));
+        assert_eq!(secs(&record[col("fetched_at")]), *at);
+        assert!(record[col("fetched_at")].ends_with('Z'), "UTC");
+        assert_eq!(record[col("trending_date")], utc_date(*start));
+        assert_eq!(count(&record[col("views")]), *views, "{id}");
+        assert_eq!(count(&record[col("likes")]), *likes, "{id}");
+        assert_eq!(count(&record[col("comment_count")]), *comments, "{id}");
+        assert_eq!(&record[col("dislikes")], "");
+        assert_eq!(
+            &record[col("ratings_disabled")],
+            if likes.is_none() { "true" } else { "false" }
+        );
+        assert_eq!(&record[col("title")], title);
+        assert_eq!(&record[col("description")], description);
+        assert!(secs(&record[col("publish_time")]) > 0);
+    }
+
+    // JSON lines: the same rows, hidden counts as null.
+    let ran = h
+        .bare()
+        .args(["export", "--format", "jsonl", "--region", "us"])
+        .run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let lines: Vec<Value> = ran
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    let us: Vec<&Place> = expected.iter().filter(|p| p.1 == "US").collect();
+    assert_eq!(lines.len(), us.len());
+    for (line, place) in lines.iter().zip(us) {
+        assert_eq!(line["video_id"], place.0.as_str());
+        assert_eq!(line["likes"].as_i64(), place.6);
+        assert_eq!(line["views"].as_i64(), place.5);
+        assert!(line["dislikes"].is_null());
+        if place.6.is_none() {
+            assert!(line["likes"].is_null(), "hidden is null, never 0");
+        }
+    }
+}
+
+#[test]
+fn export_refuses_a_bad_until_and_a_missing_database() {
+    let scratch = Scratch::new();
+    let ran = scratch.cmd().args(["export", "--until", "yesterday"]).run();
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(ran.stderr.contains("RFC 3339"), "{}", ran.stderr);
+    let ran = scratch.cmd().args(["export"]).run();
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("no trendsync database"),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(scratch.listing(), Vec::<String>::new(), "nothing created");
+}
+
+#[test]
+fn prune_through_the_binary_reports_and_keeps_the_file_consistent() {
+    let h = ingested();
+    let db = h.db_path();
+    // Make the whole run 100 days old.
+    {
+        let conn = Connection::open(&db).expect("opening");
+        conn.execute_batch(
+            "UPDATE fetches SET fetched_at = fetched_at - 100 * 86400;
+             UPDATE videos SET last_seen_at = last_seen_at - 100 * 86400;",
+        )
+        .expect("ageing the snapshots");
+    }
+    let videos = |conn: &Connection| -> i64 {
+        conn.query_row("SELECT count(*) FROM videos", [], |r| r.get(0))
+            .expect("counting")
+    };
+    let before = videos(&h.db());
+    assert!(before > 0);
+
+    let dry = h
+        .bare()
+        .args(["prune", "--older-than", "90d", "--dry-run", "--json"])
+        .run();
+    assert_eq!(dry.code, 0, "{}", dry.stderr);
+    let dry = dry.json();
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(dry["videos_deleted"].as_i64(), Some(before));
+    assert_eq!(videos(&h.db()), before, "a dry run deletes nothing");
+
+    let ran = h
+        .bare()
+        .args(["prune", "--older-than", "90d", "--vacuum", "--json"])
+        .run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let done = ran.json();
+    assert_eq!(done["dry_run"], false);
+    assert_eq!(done["deleted"], dry["deleted"]);
+    assert_eq!(done["videos_deleted"], dry["videos_deleted"]);
+    assert!(done["deleted"]["places"].as_i64() > Some(0));
+    assert!(done["bytes_freed"].as_u64() > Some(0));
+    assert!(
+        done["cutoff"]
+            .as_str()
+            .is_some_and(|c| c.parse::<jiff::Timestamp>().is_ok())
+    );
+
+    let conn = Connection::open(&db).expect("opening");
+    assert_eq!(videos(&conn), 0);
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .expect("integrity_check");
+    assert_eq!(check, "ok");
+    conn.execute(
+        "INSERT INTO videos_fts (videos_fts, rank) VALUES ('integrity-check', 1)",
+        [],
+    )
+    .expect("the full-text index agrees with the videos");
+    // The budget's tables are still there and still hold the run's charges.
+    let charges: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE name LIKE 'quota%'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("listing");
+    assert!(charges > 0);
+}
+
+// ---- the upgrade, killed ----
+
+/// What a version 1 reader sees, in either layout.
+fn snapshot(db: &Path) -> (u32, Vec<String>) {
+    let conn = Connection::open(db).expect("opening");
+    let version: u32 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("version");
+    let mut rows = Vec::new();
+    for sql in [
+        "SELECT run_id || region || rank || video_id || fetched_at FROM trending",
+        "SELECT video_id || fetched_at || run_id || ifnull(view_count, 'N') || ifnull(like_count, 'N') FROM video_stats",
+        "SELECT id || title || ifnull(view_count, 'N') FROM videos",
+    ] {
+        let mut stmt = conn.prepare(sql).expect("preparing");
+        let mut part: Vec<String> = stmt
+            .query_map([], |r| r.get(0))
+            .expect("querying")
+            .collect::<rusqlite::Result<_>>()
+            .expect("reading");
+        part.sort();
+        rows.push(part.len().to_string());
+        rows.extend(part);
+    }
+    (version, rows)
+}
+
+/// A version 1 file with `runs` hourly runs of one 200-place region.
+fn v1_year_slice(db: &Path, runs: i64) {
+    trendsync::store::Store::create_at_version(db, 1).expect("creating a version 1 file");
+    let mut conn = Connection::open(db).expect("opening");
+    let tx = conn.transaction().expect("a transaction");
+    for v in 0..(runs + 200) {
+        tx.execute(
+            "INSERT INTO videos (id, title, description, channel_id, channel_title, published_at,
+                 tags, tags_text, view_count, first_seen_at, last_seen_at)
+             VALUES (?1, ?2, 'words words', 'UC', 'channel', '2024-01-01T00:00:00Z',
+                 '[\"t\"]', 't', ?3, 0, 0)",
+            rusqlite::params![
+                format!("v{v:06}"),
+                format!("title {v}"),
+                (v % 3 != 0).then_some(v)
+            ],
+        )
+        .expect("a video");
+    }
+    for run in 0..runs {
+        let run_id = format!("run{run:05}");
+        let at = 1_000_000 + run * 3600;
+        tx.execute(
+            "INSERT INTO runs (run_id, kind, started_at, status) VALUES (?1, 'run', ?2, 'complete')",
+            rusqlite::params![run_id, at],
+        )
+        .expect("a run");
+        for rank in 1..=200i64 {
+            let video = format!("v{:06}", run + rank - 1);
+            let fetched_at = at + (rank - 1) / 50;
+            tx.execute(
+                "INSERT INTO trending VALUES (?1, 'US', ?2, ?3, ?4)",
+                rusqlite::params![run_id, rank, video, fetched_at],
+            )
+            .expect("a place");
+            tx.execute(
+                "INSERT INTO video_stats (video_id, fetched_at, run_id, view_count, like_count)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                rusqlite::params![
+                    video,
+                    fetched_at,
+                    run_id,
+                    run * rank,
+                    (rank % 7 != 0).then_some(rank)
+                ],
+            )
+            .expect("counts");
+        }
+    }
+    tx.commit().expect("committing");
+}
+
+#[test]
+fn an_upgrade_killed_at_any_moment_leaves_one_version_and_the_next_start_finishes() {
+    let scratch = Scratch::new();
+    let db = scratch.file("trendsync.db");
+    v1_year_slice(&db, 150);
+    let (v1, original) = snapshot(&db);
+    assert_eq!(v1, 1);
+    let latest = trendsync::store::schema_version();
+    let wal = scratch.file("trendsync.db-wal");
+
+    // Kills at moments pinned by what the process visibly did (it started; its WAL
+    // has grown), then at fixed delays that land in between on a slow or fast machine.
+    let mut outcomes = Vec::new();
+    for trigger in [0u64, 1, 64 * 1024, 0, 0, 0] {
+        let delays = [0u64, 0, 0, 40, 150, 400];
+        let delay = delays[outcomes.len()];
+        let mut child = scratch
+            .cmd()
+            .args(["--db"])
+            .arg(&db)
+            .args(["prune", "--older-than", "36500d", "--json"])
+            .spawn();
+        let started = Instant::now();
+        loop {
+            let grown = std::fs::metadata(&wal).map_or(0, |m| m.len()) >= trigger;
+            let due = started.elapsed() >= Duration::from_millis(delay);
+            let exited = child.try_wait().expect("polling the child").is_some();
+            if exited || (grown && due) || started.elapsed() > Duration::from_secs(60) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let _ = child.kill();
+        let status = child.wait().expect("reaping");
+        let (version, rows) = snapshot(&db);
+        assert!(
+            version == 1 || version == latest,
+            "a kill left version {version}"
+        );
+        assert_eq!(
+            rows, original,
+            "a kill at version {version} lost or changed rows"
+        );
+        outcomes.push((version, status.code()));
+    }
+
+    eprintln!("versions and exit codes after each kill: {outcomes:?}");
+    // The next start finishes the job and the file is whole.
+    let ran = scratch
+        .cmd()
+        .args(["--db"])
+        .arg(&db)
+        .args(["prune", "--older-than", "36500d", "--json"])
+        .run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let (version, rows) = snapshot(&db);
+    assert_eq!(version, latest, "kills: {outcomes:?}");
+    assert_eq!(rows, original);
+    let conn = Connection::open(&db).expect("opening");
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .expect("integrity_check");
+    assert_eq!(check, "ok");
+    let owed: i64 = conn
+        .query_row("SELECT count(*) FROM store_meta", [], |r| r.get(0))
+        .expect("store_meta");
+    assert_eq!(owed, 0, "the vacuum after the upgrade is done");
+}
