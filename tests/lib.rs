@@ -25,5 +25,5 @@ mod redis_config_errors;
 mod run_e2e;
 mod search_e2e;
 mod secrets_e2e;
-mod window_loss;
 mod store_e2e;
+mod window_loss;

@@ -16,8 +16,8 @@
 
 mod compact;
 mod error;
-mod history;
 mod export;
+mod history;
 mod prune;
 mod read;
 mod schema;
@@ -35,8 +35,8 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 
 pub use error::StoreError;
-pub use history::{CallCount, HistoryFilter, HistoryRow, RegionOutcome, RunStart};
 pub use export::{ExportRow, ExportSpan};
+pub use history::{CallCount, HistoryFilter, HistoryRow, RegionOutcome, RunStart};
 pub use prune::PruneReport;
 pub use read::{ChartPlace, VideoPlace};
 use schema::{MIGRATIONS, MigrateError, Migration};
