@@ -127,6 +127,15 @@ fn the_readme_acl_is_enough_for_every_path_and_no_more() {
     );
     let blocked: i64 = server.query(redis::cmd("EXISTS").arg("trendsync:{test}:blocked"));
     assert_eq!(blocked, 1);
+    // And the operator lifts it.
+    let ran = s
+        .cmd()
+        .costs(&costs)
+        .args(["--redis-url", &url, "budget", "unblock", "--json"])
+        .run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let blocked: i64 = server.query(redis::cmd("EXISTS").arg("trendsync:{test}:blocked"));
+    assert_eq!(blocked, 0, "the block was lifted: {}", ran.stdout);
 
     // Another budget's keys are out of reach: a configuration error, not an outage.
     let costs = s.write(
