@@ -250,18 +250,6 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-/// The statuses a line of `runs` can have.
-pub const RUN_STATUSES: [&str; 8] = [
-    "complete",
-    "budget_exhausted",
-    "upstream_quota_exhausted",
-    "failed",
-    "skipped",
-    "interrupted",
-    "running",
-    "abandoned",
-];
-
 #[derive(Debug, Args)]
 pub struct RunsArgs {
     /// Only runs started within this long
@@ -273,7 +261,7 @@ pub struct RunsArgs {
     pub regions: Vec<String>,
 
     /// Only lines with this status
-    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(RUN_STATUSES))]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(crate::metrics::REGION_STATUSES))]
     pub status: Option<String>,
 
     /// At most this many lines, newest first

@@ -180,7 +180,8 @@ fn valid_label_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// The statuses a region's last attempt is reported with, 1 for the one it has.
+/// Every status a region's line of a run can have: what `runs --status` accepts, and
+/// the labels a region's last attempt is reported with, 1 for the one it has.
 pub const REGION_STATUSES: [&str; 9] = [
     "complete",
     "budget_exhausted",

@@ -73,19 +73,7 @@ impl Store {
                 .map_err(self.err(context.clone()))?;
             while let Some(row) = rows.next().map_err(self.err(context.clone()))? {
                 let export = (|| {
-                    let tags: Option<String> = row.get(6)?;
-                    let tags = match tags {
-                        Some(json) => {
-                            Some(serde_json::from_str::<Vec<String>>(&json).map_err(|e| {
-                                rusqlite::Error::FromSqlConversionFailure(
-                                    6,
-                                    rusqlite::types::Type::Text,
-                                    Box::new(e),
-                                )
-                            })?)
-                        }
-                        None => None,
-                    };
+                    let tags = super::read::tags_at(row, 6)?;
                     Ok(ExportRow {
                         video_id: row.get(0)?,
                         fetch_started_at: row.get(1)?,

@@ -141,19 +141,7 @@ impl Store {
                  FROM videos WHERE id = ?1",
             )?;
             stmt.query_row([video_id], |row| {
-                let tags: Option<String> = row.get(7)?;
-                let tags = match tags {
-                    Some(json) => {
-                        Some(serde_json::from_str::<Vec<String>>(&json).map_err(|e| {
-                            rusqlite::Error::FromSqlConversionFailure(
-                                7,
-                                rusqlite::types::Type::Text,
-                                Box::new(e),
-                            )
-                        })?)
-                    }
-                    None => None,
-                };
+                let tags = tags_at(row, 7)?;
                 Ok(VideoRecord {
                     id: row.get(0)?,
                     title: row.get(1)?,
@@ -388,4 +376,17 @@ impl Store {
         })()
         .map_err(self.err("reading the newest fetch of each region"))
     }
+}
+
+/// The JSON array of tags in column `idx` (NULL when the upstream sent none).
+pub(super) fn tags_at(
+    row: &rusqlite::Row<'_>,
+    idx: usize,
+) -> rusqlite::Result<Option<Vec<String>>> {
+    let Some(json) = row.get::<_, Option<String>>(idx)? else {
+        return Ok(None);
+    };
+    serde_json::from_str(&json).map(Some).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, Box::new(e))
+    })
 }
