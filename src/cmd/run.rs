@@ -14,9 +14,9 @@ use crate::cli::{BackfillArgs, Global, RunArgs};
 use crate::config::{Config, Region};
 use crate::error::{ExitCode, MissingConfig, SilentExit, after_output};
 use crate::metrics::{self, BudgetNumbers, Picture};
-use crate::quota::Allowance;
+use crate::quota::{Allowance, Budget, Limiter};
 use crate::report::{human, print_json, rfc3339, seconds};
-use crate::runner::{self, Freshness, Run, Simulation, Status, lock};
+use crate::runner::{self, Freshness, Run, RunDeps, RunSettings, Simulation, Status, lock};
 use crate::store::{RunKind, Store, StoreError};
 use crate::youtube::{self, ApiKey, Client};
 
@@ -247,17 +247,20 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
             lock::run_lock_path(&global.db, &run_id).display()
         )
     })?;
-    let run = Arc::new(Run::new(
+    let settings = RunSettings {
         run_id,
         kind,
-        config.budget.clone(),
-        job.allowance,
+        budget: config.budget.clone(),
+        allowance: job.allowance,
+        concurrency: usize::from(job.concurrency),
+    };
+    let deps = RunDeps {
         limiter,
         client,
         store,
-        global.db.clone(),
-        usize::from(job.concurrency),
-    ));
+        db: global.db.clone(),
+    };
+    let run = Arc::new(Run::new(settings, deps));
     let received = Arc::new(OnceLock::new());
     let watcher = tokio::spawn(signals.watch(Arc::clone(&run), Arc::clone(&received)));
     let regions: Vec<Region> = job.regions.iter().map(|r| (*r).clone()).collect();
@@ -272,7 +275,8 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     // The run's outcome decides the exit code, not its metrics: a file that cannot be
     // written is logged, and the last-run timestamp going stale is what alerts.
     if let Some(path) = &global.metrics_file
-        && let Err(e) = write_metrics(path, &global.db, &run, &report).await
+        && let Err(e) =
+            write_metrics(path, &global.db, run.limiter(), &config.budget, &report).await
     {
         tracing::error!(run_id = %report.run_id, "{}", crate::error::report(&e));
     }
@@ -442,7 +446,7 @@ impl Signals {
         let first = self.next().await;
         let _ = received.set(first);
         tracing::warn!(
-            run_id = %run.run_id,
+            run_id = %run.id(),
             signal = first.name(),
             "{}: stopping: no new calls; calls in flight get {} to answer; a second signal ends the process at once",
             first.name(),
@@ -465,7 +469,7 @@ impl Signals {
 /// marks it abandoned.
 fn exit_now(run: &Run, signal: Signal) -> ! {
     tracing::error!(
-        run_id = %run.run_id,
+        run_id = %run.id(),
         signal = signal.name(),
         "{}: a second signal; ending at once",
         signal.name()
@@ -485,19 +489,20 @@ const RUN_METHODS: &[&str] = &[
 async fn write_metrics(
     path: &Path,
     db: &Path,
-    run: &Run,
+    limiter: &Limiter,
+    budget: &Budget,
     report: &runner::RunReport,
 ) -> Result<()> {
     // A limiter the run found down is not asked again (its timeout would be paid once
     // more); the file then says nothing about the budget.
-    let budget = match report.budget_used {
+    let numbers = match report.budget_used {
         None => None,
-        Some(_) => match run.limiter.status(&run.budget.policies()[..1], &[]).await {
+        Some(_) => match limiter.status(&budget.policies()[..1], &[]).await {
             Ok(st) => Some(BudgetNumbers {
-                key: run.budget.key.clone(),
+                key: budget.key.clone(),
                 used: st.policies.first().map_or(0, |p| p.used),
-                ceiling: run.budget.ceiling,
-                quota: run.budget.quota,
+                ceiling: budget.ceiling,
+                quota: budget.quota,
                 blocked_until_us: st.blocked_until_us,
             }),
             Err(e) => {
@@ -508,7 +513,9 @@ async fn write_metrics(
     };
     let picture = (|| {
         let store = Store::open_read_only(db)?;
-        store.map(|s| Picture::read(&s, budget.clone())).transpose()
+        store
+            .map(|s| Picture::read(&s, numbers.clone()))
+            .transpose()
     })()
     .with_context(|| format!("reading the metrics from {}", db.display()))?
     .unwrap_or_default();
