@@ -1,24 +1,26 @@
-//! `trendsync run` and `trendsync backfill`: the main job, and its `--dry-run`.
+//! `trendsync run` and `trendsync backfill`: choosing the regions, then either the
+//! real run (key, client, store, limiter, signals, summary, metrics) or its
+//! `--dry-run` (in `dry_run`).
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 
-use super::{Access, load_config, open_limiter, read_status, select_regions};
+use super::{Access, load_config, open_limiter, select_regions};
 use crate::cli::{BackfillArgs, Global, RunArgs};
 use crate::config::{Config, Region};
 use crate::error::{ExitCode, MissingConfig, SilentExit, after_output};
 use crate::metrics::{self, BudgetNumbers, Picture};
-use crate::quota::Allowance;
-use crate::report::{human, print_json, rfc3339, seconds};
-use crate::runner::{self, Freshness, Run, Simulation, Status, lock};
+use crate::quota::{Allowance, Budget, Limiter};
+use crate::report::{human, print_json, rfc3339};
+use crate::runner::{self, Freshness, Run, RunDeps, RunSettings, Status, lock};
 use crate::store::{RunKind, Store, StoreError};
 use crate::youtube::{self, ApiKey, Client};
+
+mod dry_run;
 
 /// What a run or backfill was asked to do.
 struct Job<'a> {
@@ -165,56 +167,11 @@ fn warn_if_shared(path: &std::path::Path) {
 }
 
 async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
-    if !job.dry_run {
-        return fetch(global, config, job).await;
-    }
-    // No call is made, but a base the real run would refuse is refused here too (78).
-    youtube::parse_api_base(&global.api_base)?;
-    let fresh = freshness(global)?;
-    let plan = runner::plan(&job.regions, &fresh, now_s());
-    let budget = &config.budget;
-    let limiter = open_limiter(global, budget, Access::Read).await?;
-    let names: Vec<String> = budget.policies().into_iter().map(|p| p.name).collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let status = read_status(&limiter, budget, &names).await?;
-    let sim = runner::simulate(&plan, budget, job.allowance, &status);
-    let printed = if job.json {
-        print_dry_run_json(&job, &sim)
+    if job.dry_run {
+        dry_run::run(global, config, &job).await
     } else {
-        print_plan(
-            &job,
-            budget.max_for(job.allowance),
-            &sim,
-            &limiter.describe(),
-        )
-    };
-    let summary = match &sim.stop {
-        None => format!(
-            "{} dry run: the whole plan fits ({} calls)",
-            job.kind,
-            sim.calls.len()
-        ),
-        Some(stop) => format!(
-            "{} dry run: would stop at call {} of {}: {}",
-            job.kind,
-            sim.calls.iter().filter(|c| c.fits).count() + 1,
-            sim.calls.len(),
-            stop.describe(sim.now_us)
-        ),
-    };
-    let regions: Vec<&str> = job.regions.iter().map(|r| r.code.as_str()).collect();
-    tracing::info!(
-        kind = job.kind,
-        regions = %regions.join(","),
-        "{summary}; regions: {}",
-        regions.join(", ")
-    );
-    // The real run's exit for the same stop.
-    let outcome = match sim.stop.as_ref().and_then(|s| s.status().exit_code()) {
-        None => Ok(()),
-        Some(code) => Err(SilentExit(code).into()),
-    };
-    after_output(printed, outcome)
+        fetch(global, config, job).await
+    }
 }
 
 /// The real run: every call charged before it is made.
@@ -247,17 +204,20 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
             lock::run_lock_path(&global.db, &run_id).display()
         )
     })?;
-    let run = Arc::new(Run::new(
+    let settings = RunSettings {
         run_id,
         kind,
-        config.budget.clone(),
-        job.allowance,
+        budget: config.budget.clone(),
+        allowance: job.allowance,
+        concurrency: usize::from(job.concurrency),
+    };
+    let deps = RunDeps {
         limiter,
         client,
         store,
-        global.db.clone(),
-        usize::from(job.concurrency),
-    ));
+        db: global.db.clone(),
+    };
+    let run = Arc::new(Run::new(settings, deps));
     let received = Arc::new(OnceLock::new());
     let watcher = tokio::spawn(signals.watch(Arc::clone(&run), Arc::clone(&received)));
     let regions: Vec<Region> = job.regions.iter().map(|r| (*r).clone()).collect();
@@ -272,7 +232,8 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     // The run's outcome decides the exit code, not its metrics: a file that cannot be
     // written is logged, and the last-run timestamp going stale is what alerts.
     if let Some(path) = &global.metrics_file
-        && let Err(e) = write_metrics(path, &global.db, &run, &report).await
+        && let Err(e) =
+            write_metrics(path, &global.db, run.limiter(), &config.budget, &report).await
     {
         tracing::error!(run_id = %report.run_id, "{}", crate::error::report(&e));
     }
@@ -442,7 +403,7 @@ impl Signals {
         let first = self.next().await;
         let _ = received.set(first);
         tracing::warn!(
-            run_id = %run.run_id,
+            run_id = %run.id(),
             signal = first.name(),
             "{}: stopping: no new calls; calls in flight get {} to answer; a second signal ends the process at once",
             first.name(),
@@ -465,7 +426,7 @@ impl Signals {
 /// marks it abandoned.
 fn exit_now(run: &Run, signal: Signal) -> ! {
     tracing::error!(
-        run_id = %run.run_id,
+        run_id = %run.id(),
         signal = signal.name(),
         "{}: a second signal; ending at once",
         signal.name()
@@ -485,19 +446,20 @@ const RUN_METHODS: &[&str] = &[
 async fn write_metrics(
     path: &Path,
     db: &Path,
-    run: &Run,
+    limiter: &Limiter,
+    budget: &Budget,
     report: &runner::RunReport,
 ) -> Result<()> {
     // A limiter the run found down is not asked again (its timeout would be paid once
     // more); the file then says nothing about the budget.
-    let budget = match report.budget_used {
+    let numbers = match report.budget_used {
         None => None,
-        Some(_) => match run.limiter.status(&run.budget.policies()[..1], &[]).await {
+        Some(_) => match limiter.status(&budget.policies()[..1], &[]).await {
             Ok(st) => Some(BudgetNumbers {
-                key: run.budget.key.clone(),
+                key: budget.key.clone(),
                 used: st.policies.first().map_or(0, |p| p.used),
-                ceiling: run.budget.ceiling,
-                quota: run.budget.quota,
+                ceiling: budget.ceiling,
+                quota: budget.quota,
                 blocked_until_us: st.blocked_until_us,
             }),
             Err(e) => {
@@ -508,7 +470,9 @@ async fn write_metrics(
     };
     let picture = (|| {
         let store = Store::open_read_only(db)?;
-        store.map(|s| Picture::read(&s, budget.clone())).transpose()
+        store
+            .map(|s| Picture::read(&s, numbers.clone()))
+            .transpose()
     })()
     .with_context(|| format!("reading the metrics from {}", db.display()))?
     .unwrap_or_default();
@@ -516,176 +480,4 @@ async fn write_metrics(
         .context("writing the metrics file")?;
     tracing::debug!(path = %path.display(), "metrics written");
     Ok(())
-}
-
-fn print_plan(job: &Job<'_>, max: u64, sim: &Simulation, limiter: &str) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    let what = match job.allowance {
-        Allowance::Ceiling => "ceiling",
-        Allowance::Quota => "quota",
-    };
-    writeln!(
-        out,
-        "{} plan against {limiter} ({what} {max}); nothing is called, charged or written",
-        job.kind
-    )?;
-    writeln!(
-        out,
-        "{:>4}  {:<6} {:<28} {:<22} {:>5} {:>6}",
-        "#", "region", "call", "method", "units", "total"
-    )?;
-    let mut stop_shown = false;
-    for (i, c) in sim.calls.iter().enumerate() {
-        if !c.fits && !stop_shown {
-            stop_shown = true;
-            if let Some(stop) = &sim.stop {
-                let why = match stop.denied_by() {
-                    Some(policy) => {
-                        let wait = stop.retry_after(sim.now_us).map_or(
-                            "never: the call is larger than the policy's maximum".to_owned(),
-                            |d| format!("capacity frees in {}", human(d)),
-                        );
-                        format!("{policy} would say no; {wait}")
-                    }
-                    None => stop.describe(sim.now_us),
-                };
-                writeln!(out, "  ---- the run would stop here: {why}")?;
-            }
-        }
-        let total = if c.fits {
-            c.total.to_string()
-        } else {
-            "-".to_owned()
-        };
-        writeln!(
-            out,
-            "{:>4}  {:<6} {:<28} {:<22} {:>5} {:>6}",
-            i + 1,
-            c.call.region,
-            c.call.step.describe(),
-            c.call.step.method(),
-            c.units,
-            total
-        )?;
-    }
-    let fitting = sim.calls.iter().filter(|c| c.fits).count();
-    let units = sim
-        .calls
-        .iter()
-        .filter(|c| c.fits)
-        .map(|c| c.units)
-        .sum::<u64>();
-    writeln!(
-        out,
-        "{fitting} of {} calls fit, {units} units; {} would remain to the {what}",
-        sim.calls.len(),
-        sim.remaining
-    )?;
-    Ok(())
-}
-
-#[derive(Serialize)]
-struct RegionJson {
-    code: String,
-    status: &'static str,
-    pages: u32,
-    videos: u64,
-    units: u64,
-    units_unmetered: u64,
-    error: Option<String>,
-}
-
-#[derive(Serialize)]
-struct PlanJson {
-    region: String,
-    call: String,
-    method: &'static str,
-    units: u64,
-    total: u64,
-    fits: bool,
-}
-
-#[derive(Serialize)]
-struct DryRunJson {
-    run_id: Option<String>,
-    dry_run: bool,
-    status: &'static str,
-    units_charged: u64,
-    units_unmetered: u64,
-    calls: u64,
-    remaining: u64,
-    retry_after_s: Option<f64>,
-    /// The policy that would say no (`upstream` while the budget is blocked).
-    denied_by: Option<String>,
-    units_planned: u64,
-    regions: Vec<RegionJson>,
-    plan: Vec<PlanJson>,
-}
-
-fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
-    // The statuses the real run would report for the same stop.
-    let status = sim.stop.as_ref().map_or(Status::Complete, |s| s.status());
-    // The region of the call where the run would stop; the regions after it, with no
-    // call that fits, are never reached.
-    let stops_in = sim.calls.iter().find(|c| !c.fits).map(|c| &c.call.region);
-    let regions = job
-        .regions
-        .iter()
-        .map(|r| {
-            let mine = sim.calls.iter().filter(|c| c.call.region == r.code);
-            let cut = mine.clone().any(|c| !c.fits);
-            let reached = mine.clone().any(|c| c.fits) || stops_in == Some(&r.code);
-            RegionJson {
-                code: r.code.clone(),
-                status: match (cut, reached) {
-                    (false, _) => Status::Complete,
-                    (true, true) => status,
-                    (true, false) => Status::NotAttempted,
-                }
-                .as_str(),
-                // The pages the plan would fetch (a chart that ends early has fewer).
-                pages: mine
-                    .clone()
-                    .filter(|c| c.fits && matches!(c.call.step, runner::Step::TrendingPage(_)))
-                    .count() as u32,
-                videos: 0,
-                units: mine.filter(|c| c.fits).map(|c| c.units).sum(),
-                units_unmetered: 0,
-                error: None,
-            }
-        })
-        .collect();
-    let report = DryRunJson {
-        run_id: None,
-        dry_run: true,
-        status: status.as_str(),
-        units_charged: 0,
-        units_unmetered: 0,
-        calls: 0,
-        remaining: sim.remaining,
-        retry_after_s: sim
-            .stop
-            .as_ref()
-            .and_then(|s| s.retry_after(sim.now_us))
-            .map(seconds),
-        denied_by: sim
-            .stop
-            .as_ref()
-            .and_then(|s| s.denied_by().map(str::to_owned)),
-        units_planned: sim.calls.iter().filter(|c| c.fits).map(|c| c.units).sum(),
-        regions,
-        plan: sim
-            .calls
-            .iter()
-            .map(|c| PlanJson {
-                region: c.call.region.clone(),
-                call: c.call.step.describe(),
-                method: c.call.step.method(),
-                units: c.units,
-                total: c.total,
-                fits: c.fits,
-            })
-            .collect(),
-    };
-    print_json(&report)
 }

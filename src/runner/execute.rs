@@ -42,17 +42,28 @@ pub fn backoff(attempt: u32) -> Duration {
 
 use crate::clock::{now_s, now_us};
 
-/// Everything a run needs, shared by its region tasks.
-pub struct Run {
+/// What a run was asked to do: fixed before it starts, read by every region task.
+pub struct RunSettings {
     pub run_id: String,
     pub kind: RunKind,
     pub budget: Budget,
     pub allowance: Allowance,
+    /// How many regions are fetched at once; at least one.
+    pub concurrency: usize,
+}
+
+/// What a run works through: the budget's limiter, the upstream, and the database
+/// (`db` is its path, for the region locks and the journal beside it).
+pub struct RunDeps {
     pub limiter: Limiter,
     pub client: Client,
-    pub store: Arc<Mutex<Store>>,
+    pub store: Store,
     pub db: PathBuf,
-    pub concurrency: usize,
+}
+
+/// What a run learns as it goes, shared by its region tasks: only the run itself
+/// reads or changes it, and its report is what the outside sees of it.
+struct RunState {
     seq: AtomicU64,
     units: AtomicU64,
     /// Units of calls made unmetered while the limiter was down, and journalled.
@@ -68,6 +79,33 @@ pub struct Run {
     journal: OnceCell<Arc<Journal>>,
     /// Set when the calls in flight are to be given up (a signal's grace is over).
     abandon: watch::Sender<bool>,
+}
+
+impl RunState {
+    fn new() -> RunState {
+        RunState {
+            seq: AtomicU64::new(0),
+            units: AtomicU64::new(0),
+            units_unmetered: AtomicU64::new(0),
+            calls: AtomicU64::new(0),
+            attempts: Mutex::new(Attempts::new()),
+            stop: Mutex::new(None),
+            limiter_down: OnceLock::new(),
+            journal: OnceCell::new(),
+            abandon: watch::Sender::new(false),
+        }
+    }
+}
+
+/// Everything a run needs, shared by its region tasks: its settings, its
+/// dependencies (held here, the store behind a lock the tasks share), and its state.
+pub struct Run {
+    settings: RunSettings,
+    limiter: Limiter,
+    client: Client,
+    store: Arc<Mutex<Store>>,
+    db: PathBuf,
+    state: RunState,
 }
 
 /// The deepest chart position stored: the chart holds 200 videos (DESIGN.md 5).
@@ -91,38 +129,34 @@ impl From<RunError> for Failed {
 }
 
 impl Run {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        run_id: String,
-        kind: RunKind,
-        budget: Budget,
-        allowance: Allowance,
-        limiter: Limiter,
-        client: Client,
-        store: Store,
-        db: PathBuf,
-        concurrency: usize,
-    ) -> Run {
+    pub fn new(settings: RunSettings, deps: RunDeps) -> Run {
+        let RunDeps {
+            limiter,
+            client,
+            store,
+            db,
+        } = deps;
         Run {
-            run_id,
-            kind,
-            budget,
-            allowance,
+            settings: RunSettings {
+                concurrency: settings.concurrency.max(1),
+                ..settings
+            },
             limiter,
             client,
             store: Arc::new(Mutex::new(store)),
             db,
-            concurrency: concurrency.max(1),
-            seq: AtomicU64::new(0),
-            units: AtomicU64::new(0),
-            units_unmetered: AtomicU64::new(0),
-            calls: AtomicU64::new(0),
-            attempts: Mutex::new(Attempts::new()),
-            stop: Mutex::new(None),
-            limiter_down: OnceLock::new(),
-            journal: OnceCell::new(),
-            abandon: watch::Sender::new(false),
+            state: RunState::new(),
         }
+    }
+
+    /// The run's id, as its log lines and its row name it.
+    pub fn id(&self) -> &str {
+        &self.settings.run_id
+    }
+
+    /// The limiter the run charges, for what is asked of the budget after it.
+    pub fn limiter(&self) -> &Limiter {
+        &self.limiter
     }
 
     /// A signal arrived: no new calls from now on. Calls already sent may finish and
@@ -130,34 +164,35 @@ impl Run {
     pub fn interrupt(&self, signal: &'static str) {
         self.halt(Stop::Interrupted { signal });
         // A region waiting out a retry's backoff wakes up to see the stop.
-        self.abandon.send_replace(false);
+        self.state.abandon.send_replace(false);
     }
 
     /// Gives up the calls still waiting for an answer; their regions end as the
     /// run's stop says. Their units stay charged (the request may have arrived).
     pub fn abandon_in_flight(&self) {
-        self.abandon.send_replace(true);
+        self.state.abandon.send_replace(true);
     }
 
     /// Resolves once the calls in flight are to be given up.
     async fn abandoned(&self) {
-        let mut rx = self.abandon.subscribe();
+        let mut rx = self.state.abandon.subscribe();
         // The sender lives as long as the run, so the error (it was dropped) never comes.
         let _ = rx.wait_for(|gone| *gone).await;
     }
 
     /// Resolves at the next change of the stop or abandon state.
     async fn woken(&self) {
-        let mut rx = self.abandon.subscribe();
+        let mut rx = self.state.abandon.subscribe();
         let _ = rx.changed().await;
     }
 
     fn stopped(&self) -> bool {
-        self.stop.lock().map_or(true, |s| s.is_some())
+        self.state.stop.lock().map_or(true, |s| s.is_some())
     }
 
     fn stop_status(&self) -> Status {
-        self.stop
+        self.state
+            .stop
             .lock()
             .ok()
             .and_then(|s| s.as_ref().map(Stop::status))
@@ -168,11 +203,11 @@ impl Run {
     /// the run stopped (DESIGN.md: one line), so the moment itself is only a debug
     /// event.
     fn halt(&self, stop: Stop) {
-        let Ok(mut slot) = self.stop.lock() else {
+        let Ok(mut slot) = self.state.stop.lock() else {
             return;
         };
         if slot.is_none() {
-            tracing::debug!(run_id = %self.run_id, "stopping: {}; no further calls", stop.describe(now_us()));
+            tracing::debug!(run_id = %self.settings.run_id, "stopping: {}; no further calls", stop.describe(now_us()));
             *slot = Some(stop);
         }
     }
@@ -180,7 +215,7 @@ impl Run {
     /// Counts one attempt at `method` that ended as `outcome`.
     fn count_attempt(&self, method: &'static str, outcome: CallOutcome) {
         // A poisoned map only loses a metric; the run itself goes on.
-        if let Ok(mut attempts) = self.attempts.lock() {
+        if let Ok(mut attempts) = self.state.attempts.lock() {
             *attempts.entry((method, outcome)).or_insert(0) += 1;
         }
     }
@@ -192,10 +227,14 @@ impl Run {
         }
         let id = format!(
             "{}-{}",
-            self.run_id,
-            self.seq.fetch_add(1, Ordering::Relaxed)
+            self.settings.run_id,
+            self.state.seq.fetch_add(1, Ordering::Relaxed)
         );
-        let charge = match self.budget.charge(&id, method, 1, self.allowance) {
+        let charge = match self
+            .settings
+            .budget
+            .charge(&id, method, 1, self.settings.allowance)
+        {
             Ok(c) => c,
             Err(e) => {
                 self.halt(Stop::Fatal {
@@ -204,12 +243,12 @@ impl Run {
                 return Err(Failed::Stopped);
             }
         };
-        if let Some(reason) = self.limiter_down.get() {
+        if let Some(reason) = self.state.limiter_down.get() {
             return self.unmetered(method, &charge, reason, report).await;
         }
         match self.limiter.charge(&charge).await {
             Ok(d) if d.granted => {
-                self.units.fetch_add(charge.units, Ordering::Relaxed);
+                self.state.units.fetch_add(charge.units, Ordering::Relaxed);
                 report.units += charge.units;
                 Ok(())
             }
@@ -232,9 +271,9 @@ impl Run {
 
     /// Marks the limiter down for the rest of the run, saying so once.
     fn limiter_is_down(&self, e: &LimiterError) -> &str {
-        self.limiter_down.get_or_init(|| {
+        self.state.limiter_down.get_or_init(|| {
             tracing::warn!(
-                run_id = %self.run_id,
+                run_id = %self.settings.run_id,
                 "{e}; going on without it for the rest of this run: calls [when_limiter_down] allows are made unmetered and journalled in {}, to be counted in the window once it answers again; the others stop the run",
                 self.db.display()
             );
@@ -251,7 +290,7 @@ impl Run {
         reason: &str,
         report: &mut RegionReport,
     ) -> Result<(), Failed> {
-        if self.budget.when_down(method) == DownPolicy::Deny {
+        if self.settings.budget.when_down(method) == DownPolicy::Deny {
             self.halt(Stop::LimiterDown {
                 method,
                 reason: reason.to_owned(),
@@ -269,7 +308,8 @@ impl Run {
             });
             return Err(Failed::Stopped);
         }
-        self.units_unmetered
+        self.state
+            .units_unmetered
             .fetch_add(charge.units, Ordering::Relaxed);
         report.units_unmetered += charge.units;
         Ok(())
@@ -283,6 +323,7 @@ impl Run {
         };
         let db = self.db.clone();
         let journal = self
+            .state
             .journal
             .get_or_try_init(|| async move {
                 tokio::task::spawn_blocking(move || Journal::open(&db))
@@ -292,7 +333,11 @@ impl Run {
                     .map_err(|source| RunError::Journal { source })
             })
             .await?;
-        let (journal, key, charge) = (Arc::clone(journal), self.budget.key.clone(), charge.clone());
+        let (journal, key, charge) = (
+            Arc::clone(journal),
+            self.settings.budget.key.clone(),
+            charge.clone(),
+        );
         tokio::task::spawn_blocking(move || journal.record(&key, &charge))
             .await
             .map_err(task)?
@@ -313,7 +358,7 @@ impl Run {
     {
         for n in 1..=MAX_ATTEMPTS {
             self.charge(method, report).await?;
-            self.calls.fetch_add(1, Ordering::Relaxed);
+            self.state.calls.fetch_add(1, Ordering::Relaxed);
             let answered = tokio::select! {
                 answered = attempt() => answered,
                 () = self.abandoned() => {
@@ -355,7 +400,7 @@ impl Run {
                     let until_us = crate::youtube::quota_reset_after(now_us());
                     // A limiter already found down is not asked again (its timeout
                     // would be paid once more); this run stops either way.
-                    let blocked = match self.limiter_down.get() {
+                    let blocked = match self.state.limiter_down.get() {
                         Some(reason) => Err(format!("the limiter is down: {reason}")),
                         None => self
                             .limiter
@@ -460,7 +505,7 @@ impl Run {
                         )
                     })
                     .await?;
-                let (run_id, code, items) = (self.run_id.clone(), region.code.clone(), got.items);
+                let (run_id, code, items) = (self.settings.run_id.clone(), region.code.clone(), got.items);
                 let first_rank = next_rank;
                 let last_rank = first_rank as usize + items.len().saturating_sub(1);
                 if !items.is_empty() && last_rank > MAX_RANK {
@@ -564,7 +609,7 @@ impl Run {
                     .await?;
                 let ranked = in_rank_order(&ids, details.items);
                 let (run_id, code, name) = (
-                    self.run_id.clone(),
+                    self.settings.run_id.clone(),
                     region.code.clone(),
                     search.name.clone(),
                 );
@@ -616,7 +661,7 @@ where
     F: Fn(Arc<Run>, Region, RegionReport) -> Fut,
     Fut: Future<Output = RegionReport> + Send + 'static,
 {
-    let permits = Arc::new(Semaphore::new(run.concurrency));
+    let permits = Arc::new(Semaphore::new(run.settings.concurrency));
     let mut tasks = JoinSet::new();
     let mut done: Vec<Option<(Region, RegionReport)>> = Vec::with_capacity(reports.len());
     for (i, (region, report)) in reports.into_iter().enumerate() {
@@ -648,8 +693,8 @@ where
 /// committed page by page, whatever stops the run.
 pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     let started = now_s();
-    let run_id = run.run_id.clone();
-    let kind = run.kind;
+    let run_id = run.settings.run_id.clone();
+    let kind = run.settings.kind;
     let codes: Vec<String> = regions.iter().map(|r| r.code.clone()).collect();
     if let Err(e) = run
         .with_store(format!("recording the start of run {run_id}"), {
@@ -730,25 +775,34 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
             tracing::error!(region = %r.code, "{}", chain(&e));
         }
     }
-    let stop = run.stop.lock().ok().and_then(|s| s.clone());
+    let stop = run.state.stop.lock().ok().and_then(|s| s.clone());
     let status = overall(&regions, stop.as_ref());
     // Once found down, the limiter is not asked again in this run, not even for this.
-    let budget_used = match run.limiter_down.get() {
+    let budget_used = match run.state.limiter_down.get() {
         Some(_) => None,
-        None => match run.limiter.status(&run.budget.policies()[..1], &[]).await {
+        None => match run
+            .limiter
+            .status(&run.settings.budget.policies()[..1], &[])
+            .await
+        {
             Ok(st) => st.policies.first().map(|p| p.used),
             Err(_) => None,
         },
     };
-    let remaining = budget_used.map(|used| run.budget.max_for(run.allowance).saturating_sub(used));
+    let remaining = budget_used.map(|used| {
+        run.settings
+            .budget
+            .max_for(run.settings.allowance)
+            .saturating_sub(used)
+    });
     let now = now_us();
     let ended_at = now / 1_000_000;
     let report = RunReport {
-        run_id: run.run_id.clone(),
+        run_id: run.settings.run_id.clone(),
         status,
-        units_charged: run.units.load(Ordering::Relaxed),
-        units_unmetered: run.units_unmetered.load(Ordering::Relaxed),
-        calls: run.calls.load(Ordering::Relaxed),
+        units_charged: run.state.units.load(Ordering::Relaxed),
+        units_unmetered: run.state.units_unmetered.load(Ordering::Relaxed),
+        calls: run.state.calls.load(Ordering::Relaxed),
         remaining,
         retry_after_s: stop
             .as_ref()
@@ -759,7 +813,12 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         stop_reason: stop.as_ref().map(|s| s.describe(now)),
         ended_at,
         budget_used,
-        attempts: run.attempts.lock().map(|a| a.clone()).unwrap_or_default(),
+        attempts: run
+            .state
+            .attempts
+            .lock()
+            .map(|a| a.clone())
+            .unwrap_or_default(),
     };
     // A run failed by its regions, not stopped, says which and why in its row too.
     let failed: Vec<String> = report
@@ -787,7 +846,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
             calls: *n,
         })
         .collect();
-    let run_id = run.run_id.clone();
+    let run_id = run.settings.run_id.clone();
     if let Err(e) = run
         .with_store(format!("recording the end of run {run_id}"), {
             let run_id = run_id.clone();

@@ -1,0 +1,244 @@
+//! `--dry-run`: the plan a run or backfill would walk, priced against the budget as
+//! it stands, printed as a table or as JSON. Nothing is called, charged or written.
+
+use std::io::Write;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use super::{Job, freshness};
+use crate::cli::Global;
+use crate::clock::now_s;
+use crate::cmd::{Access, open_limiter, read_status};
+use crate::config::Config;
+use crate::error::{SilentExit, after_output};
+use crate::quota::Allowance;
+use crate::report::{human, print_json, seconds};
+use crate::runner::{self, Simulation, Status};
+use crate::youtube;
+
+/// Plans the job, prices it against the budget, and prints what the real run would do;
+/// the exit code is the one the real run would give for the same stop.
+pub(super) async fn run(global: &Global, config: &Config, job: &Job<'_>) -> Result<()> {
+    // No call is made, but a base the real run would refuse is refused here too (78).
+    youtube::parse_api_base(&global.api_base)?;
+    let fresh = freshness(global)?;
+    let plan = runner::plan(&job.regions, &fresh, now_s());
+    let budget = &config.budget;
+    let limiter = open_limiter(global, budget, Access::Read).await?;
+    let names: Vec<String> = budget.policies().into_iter().map(|p| p.name).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let status = read_status(&limiter, budget, &names).await?;
+    let sim = runner::simulate(&plan, budget, job.allowance, &status);
+    let printed = if job.json {
+        print_dry_run_json(job, &sim)
+    } else {
+        print_plan(
+            job,
+            budget.max_for(job.allowance),
+            &sim,
+            &limiter.describe(),
+        )
+    };
+    let summary = match &sim.stop {
+        None => format!(
+            "{} dry run: the whole plan fits ({} calls)",
+            job.kind,
+            sim.calls.len()
+        ),
+        Some(stop) => format!(
+            "{} dry run: would stop at call {} of {}: {}",
+            job.kind,
+            sim.calls.iter().filter(|c| c.fits).count() + 1,
+            sim.calls.len(),
+            stop.describe(sim.now_us)
+        ),
+    };
+    let regions: Vec<&str> = job.regions.iter().map(|r| r.code.as_str()).collect();
+    tracing::info!(
+        kind = job.kind,
+        regions = %regions.join(","),
+        "{summary}; regions: {}",
+        regions.join(", ")
+    );
+    // The real run's exit for the same stop.
+    let outcome = match sim.stop.as_ref().and_then(|s| s.status().exit_code()) {
+        None => Ok(()),
+        Some(code) => Err(SilentExit(code).into()),
+    };
+    after_output(printed, outcome)
+}
+
+/// The plan as a table, one line per call, with the line where the run would stop.
+fn print_plan(job: &Job<'_>, max: u64, sim: &Simulation, limiter: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    let what = match job.allowance {
+        Allowance::Ceiling => "ceiling",
+        Allowance::Quota => "quota",
+    };
+    writeln!(
+        out,
+        "{} plan against {limiter} ({what} {max}); nothing is called, charged or written",
+        job.kind
+    )?;
+    writeln!(
+        out,
+        "{:>4}  {:<6} {:<28} {:<22} {:>5} {:>6}",
+        "#", "region", "call", "method", "units", "total"
+    )?;
+    let mut stop_shown = false;
+    for (i, c) in sim.calls.iter().enumerate() {
+        if !c.fits && !stop_shown {
+            stop_shown = true;
+            if let Some(stop) = &sim.stop {
+                let why = match stop.denied_by() {
+                    Some(policy) => {
+                        let wait = stop.retry_after(sim.now_us).map_or(
+                            "never: the call is larger than the policy's maximum".to_owned(),
+                            |d| format!("capacity frees in {}", human(d)),
+                        );
+                        format!("{policy} would say no; {wait}")
+                    }
+                    None => stop.describe(sim.now_us),
+                };
+                writeln!(out, "  ---- the run would stop here: {why}")?;
+            }
+        }
+        let total = if c.fits {
+            c.total.to_string()
+        } else {
+            "-".to_owned()
+        };
+        writeln!(
+            out,
+            "{:>4}  {:<6} {:<28} {:<22} {:>5} {:>6}",
+            i + 1,
+            c.call.region,
+            c.call.step.describe(),
+            c.call.step.method(),
+            c.units,
+            total
+        )?;
+    }
+    let fitting = sim.calls.iter().filter(|c| c.fits).count();
+    let units = sim
+        .calls
+        .iter()
+        .filter(|c| c.fits)
+        .map(|c| c.units)
+        .sum::<u64>();
+    writeln!(
+        out,
+        "{fitting} of {} calls fit, {units} units; {} would remain to the {what}",
+        sim.calls.len(),
+        sim.remaining
+    )?;
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct RegionJson {
+    code: String,
+    status: &'static str,
+    pages: u32,
+    videos: u64,
+    units: u64,
+    units_unmetered: u64,
+    error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct PlanJson {
+    region: String,
+    call: String,
+    method: &'static str,
+    units: u64,
+    total: u64,
+    fits: bool,
+}
+
+#[derive(Serialize)]
+struct DryRunJson {
+    run_id: Option<String>,
+    dry_run: bool,
+    status: &'static str,
+    units_charged: u64,
+    units_unmetered: u64,
+    calls: u64,
+    remaining: u64,
+    retry_after_s: Option<f64>,
+    /// The policy that would say no (`upstream` while the budget is blocked).
+    denied_by: Option<String>,
+    units_planned: u64,
+    regions: Vec<RegionJson>,
+    plan: Vec<PlanJson>,
+}
+
+/// The plan as the real run's `--json` report would read, plus the calls planned.
+fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
+    // The statuses the real run would report for the same stop.
+    let status = sim.stop.as_ref().map_or(Status::Complete, |s| s.status());
+    // The region of the call where the run would stop; the regions after it, with no
+    // call that fits, are never reached.
+    let stops_in = sim.calls.iter().find(|c| !c.fits).map(|c| &c.call.region);
+    let regions = job
+        .regions
+        .iter()
+        .map(|r| {
+            let mine = sim.calls.iter().filter(|c| c.call.region == r.code);
+            let cut = mine.clone().any(|c| !c.fits);
+            let reached = mine.clone().any(|c| c.fits) || stops_in == Some(&r.code);
+            RegionJson {
+                code: r.code.clone(),
+                status: match (cut, reached) {
+                    (false, _) => Status::Complete,
+                    (true, true) => status,
+                    (true, false) => Status::NotAttempted,
+                }
+                .as_str(),
+                // The pages the plan would fetch (a chart that ends early has fewer).
+                pages: mine
+                    .clone()
+                    .filter(|c| c.fits && matches!(c.call.step, runner::Step::TrendingPage(_)))
+                    .count() as u32,
+                videos: 0,
+                units: mine.filter(|c| c.fits).map(|c| c.units).sum(),
+                units_unmetered: 0,
+                error: None,
+            }
+        })
+        .collect();
+    let report = DryRunJson {
+        run_id: None,
+        dry_run: true,
+        status: status.as_str(),
+        units_charged: 0,
+        units_unmetered: 0,
+        calls: 0,
+        remaining: sim.remaining,
+        retry_after_s: sim
+            .stop
+            .as_ref()
+            .and_then(|s| s.retry_after(sim.now_us))
+            .map(seconds),
+        denied_by: sim
+            .stop
+            .as_ref()
+            .and_then(|s| s.denied_by().map(str::to_owned)),
+        units_planned: sim.calls.iter().filter(|c| c.fits).map(|c| c.units).sum(),
+        regions,
+        plan: sim
+            .calls
+            .iter()
+            .map(|c| PlanJson {
+                region: c.call.region.clone(),
+                call: c.call.step.describe(),
+                method: c.call.step.method(),
+                units: c.units,
+                total: c.total,
+                fits: c.fits,
+            })
+            .collect(),
+    };
+    print_json(&report)
+}
