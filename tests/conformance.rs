@@ -145,11 +145,7 @@ impl Backend {
         let n = urls.len();
         urls.rotate_left(seed % n);
         let (url, tls) = &urls[0];
-        let limiter = Limiter::Redis(
-            RedisLimiter::connect_with_tls(url, tls, key)
-                .await
-                .unwrap_or_else(|e| panic!("connecting to {url}: {e}")),
-        );
+        let limiter = Limiter::Redis(connect(url, tls, key).await);
         Backend {
             store: Store::Shared(deployment),
             key: key.into(),
@@ -198,15 +194,10 @@ impl Backend {
                 EmbeddedLimiter::open_with_clock(&scratch.file("t.db"), &self.key, clock.clone())
                     .expect("opening"),
             ),
-            _ => Limiter::Redis(
-                RedisLimiter::connect_with_tls(
-                    &self.urls[i % self.urls.len()].0,
-                    &self.urls[i % self.urls.len()].1,
-                    &self.key,
-                )
-                .await
-                .expect("connecting"),
-            ),
+            _ => {
+                let (url, tls) = &self.urls[i % self.urls.len()];
+                Limiter::Redis(connect(url, tls, &self.key).await)
+            }
         }
     }
 
@@ -254,6 +245,23 @@ impl Backend {
             .status(&refs, &names)
             .await
             .expect("reading the status")
+    }
+}
+
+/// A client of a Redis deployment. The scenarios test what the limiter decides, not
+/// how fast a connection is set up: on a loaded machine a TLS Sentinel connection (three
+/// handshakes) can outlast the product's 1 s connect timeout, so a few tries are given.
+async fn connect(url: &str, tls: &TlsFiles, key: &str) -> RedisLimiter {
+    let mut tries = 0;
+    loop {
+        match RedisLimiter::connect_with_tls(url, tls, key).await {
+            Ok(limiter) => return limiter,
+            Err(e) if tries < 4 && e.is_unavailable() => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("connecting to {url}: {e}"),
+        }
     }
 }
 
