@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
 use super::{Charge, Limiter, LimiterError, Part, from_micros, micros};
@@ -193,7 +193,7 @@ impl Journal {
         Journal::prepare(path, conn, false).map(Some)
     }
 
-    fn prepare(path: &Path, conn: Connection, create: bool) -> Result<Journal, JournalError> {
+    fn prepare(path: &Path, mut conn: Connection, create: bool) -> Result<Journal, JournalError> {
         let fail = |doing| {
             move |source| JournalError::Sqlite {
                 path: path.to_path_buf(),
@@ -201,22 +201,30 @@ impl Journal {
                 source,
             }
         };
+        // One immediate transaction: processes opening a fresh file together take
+        // turns, so the second sees the columns the first added instead of adding
+        // them again and failing on "duplicate column name".
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(fail("preparing the journal's tables"))?;
         if create {
-            conn.execute_batch(SCHEMA)
+            tx.execute_batch(SCHEMA)
                 .map_err(fail("creating the journal's table"))?;
         }
         for (column, decl) in LEDGER_COLUMNS {
-            if !has_column(&conn, column).map_err(fail("reading the journal's columns"))? {
-                conn.execute_batch(&format!(
+            if !has_column(&tx, column).map_err(fail("reading the journal's columns"))? {
+                tx.execute_batch(&format!(
                     "ALTER TABLE quota_journal ADD COLUMN {column} {decl}"
                 ))
                 .map_err(fail("adding the ledger's columns to the journal"))?;
             }
         }
         if !create {
-            conn.execute_batch(SCHEMA)
+            tx.execute_batch(SCHEMA)
                 .map_err(fail("creating the journal's tables"))?;
         }
+        tx.commit()
+            .map_err(fail("preparing the journal's tables"))?;
         Ok(Journal {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
@@ -672,6 +680,32 @@ mod tests {
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].charge.id, "r-2");
         assert_eq!(j.pending("other").expect("pending").0.len(), 1);
+    }
+
+    #[test]
+    fn processes_opening_a_fresh_journal_together_all_succeed() {
+        let (_dir, path) = scratch();
+        let opened: Vec<Result<Journal, JournalError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8).map(|_| s.spawn(|| Journal::open(&path))).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("no panic"))
+                .collect()
+        });
+        for j in opened {
+            let j = j.expect("every opener prepares the journal");
+            j.record_at("key1", &charge("r-1", 1), 1_000)
+                .expect("record");
+        }
+        assert_eq!(
+            Journal::open(&path)
+                .expect("open")
+                .pending("key1")
+                .expect("pending")
+                .0
+                .len(),
+            1
+        );
     }
 
     #[test]
