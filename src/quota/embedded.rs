@@ -13,11 +13,9 @@ use super::{
     Charge, Decision, Entry, LimiterError, PolicyRef, PolicyStatus, Status, from_micros, micros,
 };
 use crate::clock::{Clock, SystemClock};
+use crate::sqlite::{Durability, OpenError};
 
 const SCHEMA_VERSION: i64 = 1;
-
-/// Waiting for another process's transaction is normal; waiting this long is not.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS quota_schema (version INTEGER NOT NULL);
@@ -77,11 +75,17 @@ impl EmbeddedLimiter {
             doing,
             reason: e.to_string(),
         };
-        let mut conn = Connection::open(path).map_err(|e| fail("opening the database", e))?;
-        conn.busy_timeout(BUSY_TIMEOUT)
-            .map_err(|e| fail("setting the busy timeout", e))?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(|e| fail("switching to WAL", e))?;
+        // FULL, as SQLite's default that the limiter always ran with: a granted charge
+        // lost to a power cut would let the window be overspent.
+        let mut conn =
+            crate::sqlite::open_for_writing(path, Durability::Full).map_err(|e| match e {
+                OpenError::Sqlite { doing, source } => fail(doing, source),
+                e @ OpenError::NoWal { .. } => LimiterError::Failed {
+                    endpoint: path.display().to_string(),
+                    doing: "switching to WAL journaling",
+                    reason: e.to_string(),
+                },
+            })?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| fail("creating the limiter's tables", e))?;
@@ -124,12 +128,10 @@ impl EmbeddedLimiter {
     /// missing file is an empty window.
     pub fn open_read_only(path: &Path, budget_key: &str) -> Result<EmbeddedLimiter, LimiterError> {
         let conn = if path.exists() {
-            let conn = crate::sqlite::open_for_reading(path, BUSY_TIMEOUT).map_err(|e| {
-                LimiterError::Failed {
-                    endpoint: path.display().to_string(),
-                    doing: "opening the database to read",
-                    reason: e.to_string(),
-                }
+            let conn = crate::sqlite::open_for_reading(path).map_err(|e| LimiterError::Failed {
+                endpoint: path.display().to_string(),
+                doing: "opening the database to read",
+                reason: e.to_string(),
             })?;
             Some(Arc::new(Mutex::new(conn)))
         } else {

@@ -18,16 +18,17 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
 use super::{Charge, Limiter, LimiterError, Part, from_micros, micros};
 use crate::clock::now_us;
+use crate::sqlite::{Durability, OpenError};
 
-/// Writing a row waits for other processes' transactions; this long means stuck.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// A row is the only trace of a call the window has not counted: it must survive a
+/// power cut, not only a crash (the store's NORMAL does not).
+const DURABILITY: Durability = Durability::Full;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS quota_journal (
@@ -55,12 +56,37 @@ const LEDGER_COLUMNS: &[(&str, &str)] = &[
 
 /// The journal could not be read or written.
 #[derive(Debug, thiserror::Error)]
-#[error("the journal of unmetered calls in {path} failed while {doing}: {source}")]
-pub struct JournalError {
-    path: PathBuf,
-    doing: &'static str,
-    #[source]
-    source: rusqlite::Error,
+pub enum JournalError {
+    #[error("the journal of unmetered calls in {path} failed while {doing}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        doing: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The file cannot be journalled in WAL mode, which every writer of it needs.
+    #[error("the journal of unmetered calls in {path} cannot be opened: {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: OpenError,
+    },
+}
+
+impl JournalError {
+    fn opening(path: &Path, e: OpenError) -> JournalError {
+        match e {
+            OpenError::Sqlite { doing, source } => JournalError::Sqlite {
+                path: path.to_path_buf(),
+                doing,
+                source,
+            },
+            e @ OpenError::NoWal { .. } => JournalError::Open {
+                path: path.to_path_buf(),
+                source: e,
+            },
+        }
+    }
 }
 
 /// One part of a charge as a journal row stores it.
@@ -112,14 +138,8 @@ impl Journal {
     /// Opens the journal in the database at `path`, creating its table (and the file)
     /// if needed.
     pub fn open(path: &Path) -> Result<Journal, JournalError> {
-        let fail = |doing| {
-            move |source| JournalError {
-                path: path.to_path_buf(),
-                doing,
-                source,
-            }
-        };
-        let conn = Connection::open(path).map_err(fail("opening the database"))?;
+        let conn = crate::sqlite::open_for_writing(path, DURABILITY)
+            .map_err(|e| JournalError::opening(path, e))?;
         Journal::prepare(path, conn, true)
     }
 
@@ -143,14 +163,14 @@ impl Journal {
             return Ok(None);
         }
         let fail = |doing| {
-            move |source| JournalError {
+            move |source| JournalError::Sqlite {
                 path: path.to_path_buf(),
                 doing,
                 source,
             }
         };
         let pending = {
-            let conn = crate::sqlite::open_for_reading(path, BUSY_TIMEOUT)
+            let conn = crate::sqlite::open_for_reading(path)
                 .map_err(fail("opening the database to read"))?;
             let has_table = conn
                 .prepare(
@@ -168,46 +188,43 @@ impl Journal {
         if !pending {
             return Ok(None);
         }
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(fail("opening the database"))?;
+        let conn = crate::sqlite::open_existing_for_writing(path, DURABILITY)
+            .map_err(|e| JournalError::opening(path, e))?;
         Journal::prepare(path, conn, false).map(Some)
     }
 
-    fn prepare(path: &Path, conn: Connection, create: bool) -> Result<Journal, JournalError> {
+    fn prepare(path: &Path, mut conn: Connection, create: bool) -> Result<Journal, JournalError> {
         let fail = |doing| {
-            move |source| JournalError {
+            move |source| JournalError::Sqlite {
                 path: path.to_path_buf(),
                 doing,
                 source,
             }
         };
-        conn.busy_timeout(BUSY_TIMEOUT)
-            .map_err(fail("setting the busy timeout"))?;
-        // A row is the only trace of a call the window has not counted: it must
-        // survive a power cut, not only a crash (the store's NORMAL does not).
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(fail("setting synchronous=FULL"))?;
+        // One immediate transaction: processes opening a fresh file together take
+        // turns, so the second sees the columns the first added instead of adding
+        // them again and failing on "duplicate column name".
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(fail("preparing the journal's tables"))?;
         if create {
-            conn.pragma_update(None, "journal_mode", "WAL")
-                .map_err(fail("switching to WAL"))?;
-            conn.execute_batch(SCHEMA)
+            tx.execute_batch(SCHEMA)
                 .map_err(fail("creating the journal's table"))?;
         }
         for (column, decl) in LEDGER_COLUMNS {
-            if !has_column(&conn, column).map_err(fail("reading the journal's columns"))? {
-                conn.execute_batch(&format!(
+            if !has_column(&tx, column).map_err(fail("reading the journal's columns"))? {
+                tx.execute_batch(&format!(
                     "ALTER TABLE quota_journal ADD COLUMN {column} {decl}"
                 ))
                 .map_err(fail("adding the ledger's columns to the journal"))?;
             }
         }
         if !create {
-            conn.execute_batch(SCHEMA)
+            tx.execute_batch(SCHEMA)
                 .map_err(fail("creating the journal's tables"))?;
         }
+        tx.commit()
+            .map_err(fail("preparing the journal's tables"))?;
         Ok(Journal {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
@@ -223,7 +240,7 @@ impl Journal {
         doing: &'static str,
         work: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> Result<T, JournalError> {
-        let fail = |source| JournalError {
+        let fail = |source| JournalError::Sqlite {
             path: self.path.clone(),
             doing,
             source,
@@ -584,6 +601,7 @@ impl Ledger {
 mod tests {
     use super::*;
     use crate::quota::{EmbeddedLimiter, PolicyRef};
+    use std::time::Duration;
 
     const HOUR: Duration = Duration::from_secs(3600);
 
@@ -662,6 +680,32 @@ mod tests {
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].charge.id, "r-2");
         assert_eq!(j.pending("other").expect("pending").0.len(), 1);
+    }
+
+    #[test]
+    fn processes_opening_a_fresh_journal_together_all_succeed() {
+        let (_dir, path) = scratch();
+        let opened: Vec<Result<Journal, JournalError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8).map(|_| s.spawn(|| Journal::open(&path))).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("no panic"))
+                .collect()
+        });
+        for j in opened {
+            let j = j.expect("every opener prepares the journal");
+            j.record_at("key1", &charge("r-1", 1), 1_000)
+                .expect("record");
+        }
+        assert_eq!(
+            Journal::open(&path)
+                .expect("open")
+                .pending("key1")
+                .expect("pending")
+                .0
+                .len(),
+            1
+        );
     }
 
     #[test]

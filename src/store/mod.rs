@@ -9,7 +9,7 @@
 //! exactly one `BEGIN IMMEDIATE` transaction, so a crash or `kill -9` at any point
 //! leaves a consistent database (at worst the last page is missing) and the next run
 //! works. Several processes may share the file; writers wait for each other up to
-//! [`BUSY_TIMEOUT`].
+//! [`crate::sqlite::BUSY_TIMEOUT`].
 //!
 //! A `Store` is `Send` but not `Sync`: give each thread or task its own (opening is
 //! cheap once the schema is current).
@@ -29,10 +29,8 @@ mod tests;
 #[cfg(test)]
 mod tests_compact;
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
-
 use rusqlite::Connection;
+use std::path::{Path, PathBuf};
 
 pub use error::StoreError;
 pub use export::{ExportRow, ExportSpan};
@@ -41,10 +39,7 @@ pub use prune::PruneReport;
 pub use read::{ChartPlace, VideoPlace};
 use schema::{MIGRATIONS, MigrateError, Migration};
 
-/// How long a statement waits for another process's write lock before failing with
-/// "database is locked". Pages are stored in milliseconds, so 10 s is only reached
-/// when something is badly stuck.
-pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::sqlite::{Durability, OpenError};
 
 /// Page cache per connection, in KiB.
 const CACHE_KIB: i64 = 32 * 1024;
@@ -185,24 +180,20 @@ impl Store {
                 source,
             }
         };
-        let conn = Connection::open(path).map_err(open_err("opening the file"))?;
-        // First, so that everything after it (the WAL switch included) waits for
-        // other processes instead of failing at once.
-        conn.busy_timeout(BUSY_TIMEOUT)
-            .map_err(open_err("setting the busy timeout"))?;
-        let mode = enable_wal(&conn).map_err(open_err("switching to WAL journaling"))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError::NoWal {
-                path: path.to_path_buf(),
-                mode,
-            });
-        }
         // In WAL mode NORMAL cannot corrupt the file; a power cut may lose the last
         // commits, which the next run fetches again.
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(open_err("setting synchronous=NORMAL"))?;
-        conn.pragma_update(None, "foreign_keys", true)
-            .map_err(open_err("enabling foreign keys"))?;
+        let conn =
+            crate::sqlite::open_for_writing(path, Durability::Normal).map_err(|e| match e {
+                OpenError::Sqlite { doing, source } => StoreError::Open {
+                    path: path.to_path_buf(),
+                    context: doing.to_string(),
+                    source,
+                },
+                OpenError::NoWal { mode } => StoreError::NoWal {
+                    path: path.to_path_buf(),
+                    mode,
+                },
+            })?;
         // FTS5 merges read back recent index segments; the 2 MiB default cache makes
         // them go to the OS for pages it just wrote. Grows only as used.
         conn.pragma_update(None, "cache_size", -CACHE_KIB)
@@ -281,8 +272,8 @@ impl Store {
         // a new empty file.
         // Opened so that the file and its directory are left exactly as found (no
         // stray -wal/-shm files), and query_only so that nothing is written.
-        let conn = crate::sqlite::open_for_reading(path, BUSY_TIMEOUT)
-            .map_err(open_err("opening the file to read"))?;
+        let conn =
+            crate::sqlite::open_for_reading(path).map_err(open_err("opening the file to read"))?;
         let found = schema::user_version(&conn).map_err(open_err("reading the schema version"))?;
         let supported = migrations.len() as u32;
         if found == 0 {
@@ -375,28 +366,6 @@ impl Store {
             path,
             context,
             source,
-        }
-    }
-}
-
-/// `PRAGMA journal_mode=WAL`, retried while another connection holds a lock.
-///
-/// Changing the journal mode needs an exclusive lock, and SQLite returns SQLITE_BUSY
-/// for it without consulting the busy handler when that could deadlock, which is
-/// exactly what happens when several processes open a fresh file at once.
-fn enable_wal(conn: &Connection) -> rusqlite::Result<String> {
-    let deadline = Instant::now() + BUSY_TIMEOUT;
-    let mut pause = Duration::from_millis(2);
-    loop {
-        match conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)) {
-            Err(e)
-                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
-                    && Instant::now() < deadline =>
-            {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(100));
-            }
-            other => return other,
         }
     }
 }
