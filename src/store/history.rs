@@ -239,21 +239,7 @@ impl Store {
                     filter.status,
                     i64::from(filter.limit)
                 ],
-                |row| {
-                    let kind: String = row.get(1)?;
-                    Ok(HistoryRow {
-                        run_id: row.get(0)?,
-                        kind: RunKind::from_db(&kind).unwrap_or(RunKind::Run),
-                        region: row.get(2)?,
-                        started_at: row.get(3)?,
-                        ended_at: row.get(4)?,
-                        status: row.get(5)?,
-                        pages: to_u64(row.get(6)?),
-                        videos: to_u64(row.get(7)?),
-                        units: to_u64(row.get(8)?),
-                        reason: row.get(9)?,
-                    })
-                },
+                history_row,
             )?;
             rows.collect::<rusqlite::Result<Vec<_>>>()
         })()
@@ -278,21 +264,7 @@ impl Store {
                  JOIN runs AS r ON r.run_id = rr.run_id
                  ORDER BY rr.region",
             )?;
-            let rows = stmt.query_map([], |row| {
-                let kind: String = row.get(1)?;
-                Ok(HistoryRow {
-                    run_id: row.get(0)?,
-                    kind: RunKind::from_db(&kind).unwrap_or(RunKind::Run),
-                    region: row.get(2)?,
-                    started_at: row.get(3)?,
-                    ended_at: row.get(4)?,
-                    status: row.get(5)?,
-                    pages: to_u64(row.get(6)?),
-                    videos: to_u64(row.get(7)?),
-                    units: to_u64(row.get(8)?),
-                    reason: row.get(9)?,
-                })
-            })?;
+            let rows = stmt.query_map([], history_row)?;
             rows.collect::<rusqlite::Result<Vec<_>>>()
         })()
         .map_err(self.err("reading the regions' last attempts"))
@@ -352,6 +324,24 @@ impl Store {
             .and_then(|mut stmt| stmt.query_row([run_id], |row| row.get(0)).optional())
             .map_err(self.err(format!("reading run {run_id}")))
     }
+}
+
+/// A history line from the columns both history queries select, in their order:
+/// run id, kind, region, start, end, status, pages, videos, units, reason.
+fn history_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<HistoryRow> {
+    let kind: String = row.get(1)?;
+    Ok(HistoryRow {
+        run_id: row.get(0)?,
+        kind: RunKind::from_db(&kind).unwrap_or(RunKind::Run),
+        region: row.get(2)?,
+        started_at: row.get(3)?,
+        ended_at: row.get(4)?,
+        status: row.get(5)?,
+        pages: to_u64(row.get(6)?),
+        videos: to_u64(row.get(7)?),
+        units: to_u64(row.get(8)?),
+        reason: row.get(9)?,
+    })
 }
 
 #[cfg(test)]
