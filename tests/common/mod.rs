@@ -1,8 +1,6 @@
 //! What the integration tests share: a real Redis, and the binary run in a scratch
 //! directory with a clean environment.
 
-#![allow(dead_code)]
-
 pub mod harness;
 pub mod promtool;
 pub mod redis_deployments;

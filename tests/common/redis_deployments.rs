@@ -464,6 +464,8 @@ impl Cluster {
     }
 
     /// All nodes in one URL.
+    // The limiter benchmark's; the tests seed from one node at a time.
+    #[allow(dead_code)]
     pub fn url(&self) -> String {
         let hosts: Vec<String> = self
             .nodes
@@ -566,6 +568,8 @@ impl Cluster {
     }
 
     /// The primaries, by port.
+    // The limiter benchmark's, to say where each budget landed.
+    #[allow(dead_code)]
     pub fn primaries(&self) -> Vec<&RedisServer> {
         self.topology()
             .into_iter()

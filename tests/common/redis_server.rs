@@ -325,7 +325,6 @@ impl RedisServer {
     }
 
     /// A plain synchronous connection for checking what the server holds.
-    #[allow(dead_code)]
     pub fn connection(&self) -> redis::Connection {
         redis::Client::open(self.tcp_url())
             .and_then(|c| c.get_connection())
@@ -335,7 +334,6 @@ impl RedisServer {
     /// Every key of the Redis database with everything it holds: its name, its value as
     /// the type's own read command returns it, and its DUMP (which may compress long
     /// strings, hence the plain reads as well).
-    #[allow(dead_code)]
     pub fn contents(&self) -> Vec<(String, Vec<Vec<u8>>)> {
         let mut conn = self.connection();
         let mut keys: Vec<String> = Vec::new();
