@@ -61,11 +61,8 @@ fn exit_codes_are_the_outcome_even_when_stdout_is_a_closed_pipe() {
 
     // A failed run: 1.
     h.costs(&unit_costs_toml(1000, 1000));
-    h.fake.mount(
-        Mock::given(any())
-            .respond_with(answer(200, "{\"items\": ["))
-            .with_priority(OVERRIDE),
-    );
+    h.fake
+        .answer_instead(Mock::given(any()), answer(200, "{\"items\": ["));
     let (code, stderr) = with_stdout_closed(h.cmd().args(["run", "--json", "--region", "US"]));
     assert_eq!(code, 1, "a failed run --json | true: {stderr}");
 }

@@ -10,9 +10,7 @@ use serde_json::{Value, json};
 use trendsync::quota::{Charge, Limiter, Part, PolicyRef, RedisLimiter};
 
 use crate::common::harness::{Harness, THREE_REGIONS, shorts};
-use crate::common::upstream::{
-    Call, FakeUpstream, OVERRIDE, answer_fixture, complete_calls, page2,
-};
+use crate::common::upstream::{Call, FakeUpstream, answer_fixture, complete_calls, page2};
 use crate::common::{Ran, RedisServer, Trendsync};
 
 const WINDOW: Duration = Duration::from_secs(3600);
@@ -335,10 +333,9 @@ const SLOW: Duration = Duration::from_millis(1500);
 /// [`THREE_REGIONS`] one region at a time) only after [`SLOW`].
 fn slow_second_call() -> FakeUpstream {
     let fake = FakeUpstream::youtube();
-    fake.mount(
-        page2("US")
-            .respond_with(answer_fixture(200, "videos_last_page.json").set_delay(SLOW))
-            .with_priority(OVERRIDE),
+    fake.answer_instead(
+        page2("US"),
+        answer_fixture(200, "videos_last_page.json").set_delay(SLOW),
     );
     fake
 }

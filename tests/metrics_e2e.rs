@@ -339,10 +339,9 @@ fn retries_and_refusals_are_counted_by_outcome() {
     assert_eq!(get(&m, "trendsync_last_run_calls{kind=\"run\"}"), 5.0);
 
     // A refused key: the run fails, and the file says so.
-    h.fake.mount(
-        Mock::given(any())
-            .respond_with(answer_fixture(400, "error_key_invalid.json"))
-            .with_priority(OVERRIDE),
+    h.fake.answer_instead(
+        Mock::given(any()),
+        answer_fixture(400, "error_key_invalid.json"),
     );
     let (ran, calls) = run_with_metrics(&h, &["run", "--region", "GB"]);
     assert_eq!(ran.code, 1, "{}", ran.stderr);

@@ -70,10 +70,9 @@ fn command_of(line: &str) -> &str {
 #[test]
 fn every_crontab_line_runs_as_cron_runs_it_and_the_shared_metrics_file_shows_every_region() {
     let h = Harness::new(None);
-    h.fake.mount(
-        page1("FR")
-            .respond_with(answer_fixture(404, "error_video_chart_not_found.json"))
-            .with_priority(OVERRIDE),
+    h.fake.answer_instead(
+        page1("FR"),
+        answer_fixture(404, "error_video_chart_not_found.json"),
     );
     let key = h.scratch.write("api-key", API_KEY);
     {
@@ -417,10 +416,9 @@ fn status_and_runs_say_which_region_failed_and_why() {
     four_regions(&mut h);
     let (ran, _) = h.run(&["run", "--region", "US"]);
     assert_eq!(ran.code, 0, "{}", ran.stderr);
-    h.fake.mount(
-        page1("FR")
-            .respond_with(answer_fixture(404, "error_video_chart_not_found.json"))
-            .with_priority(OVERRIDE),
+    h.fake.answer_instead(
+        page1("FR"),
+        answer_fixture(404, "error_video_chart_not_found.json"),
     );
     let (ran, _) = h.run(&["run", "--region", "FR"]);
     assert_eq!(ran.code, 1, "{}", ran.stderr);
@@ -773,10 +771,9 @@ fn help_sets_global_options_apart_and_shows_examples() {
 fn json_logs_carry_the_runs_fields() {
     let mut h = Harness::new(None);
     four_regions(&mut h);
-    h.fake.mount(
-        Mock::given(any())
-            .respond_with(answer_fixture(404, "error_video_chart_not_found.json"))
-            .with_priority(OVERRIDE),
+    h.fake.answer_instead(
+        Mock::given(any()),
+        answer_fixture(404, "error_video_chart_not_found.json"),
     );
     let (ran, _) = h.run(&["--log-format", "json", "run", "--region", "GB"]);
     assert_eq!(ran.code, 1, "{}", ran.stderr);

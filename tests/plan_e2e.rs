@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::common::harness::{Harness, THREE_REGIONS, shorts};
-use crate::common::upstream::{OVERRIDE, answer_fixture, page2};
+use crate::common::upstream::{answer_fixture, page2};
 use crate::common::{RedisServer, costs_toml};
 use crate::on_both_limiters;
 
@@ -98,10 +98,9 @@ fn the_dry_run_stops_where_the_run_does_under_equal_windows(redis: Option<&Redis
 fn the_dry_run_reports_a_blocked_budget_as_the_run_does(redis: Option<&RedisServer>) {
     let mut h = Harness::new(redis);
     h.regions(THREE_REGIONS);
-    h.fake.mount(
-        page2("US")
-            .respond_with(answer_fixture(403, "error_quota_exceeded.json"))
-            .with_priority(OVERRIDE),
+    h.fake.answer_instead(
+        page2("US"),
+        answer_fixture(403, "error_quota_exceeded.json"),
     );
     let (first, _) = h.run(&["run", "--json", "--concurrency", "1"]);
     assert_eq!(first.code, 75, "{}", first.stderr);

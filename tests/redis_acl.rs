@@ -7,7 +7,7 @@
 use wiremock::Mock;
 use wiremock::matchers::any;
 
-use crate::common::upstream::{API_KEY, FakeUpstream, OVERRIDE, answer_fixture};
+use crate::common::upstream::{API_KEY, FakeUpstream, answer_fixture};
 use crate::common::{RedisServer, Scratch, costs_toml};
 
 const USER: &str = "trendsync";
@@ -96,10 +96,9 @@ fn the_readme_acl_is_enough_for_every_path_and_no_more() {
     let s = Scratch::new();
     let costs = s.write("c.toml", &costs_toml(1000, 1000, "24h"));
     let fake = FakeUpstream::youtube();
-    fake.mount(
-        Mock::given(any())
-            .respond_with(answer_fixture(403, "error_quota_exceeded.json"))
-            .with_priority(OVERRIDE),
+    fake.answer_instead(
+        Mock::given(any()),
+        answer_fixture(403, "error_quota_exceeded.json"),
     );
     let ran = s
         .cmd()

@@ -14,8 +14,8 @@ use wiremock::matchers::any;
 
 use crate::common::RedisServer;
 use crate::common::harness::{
-    Harness, REGIONS, assert_budget_matches_requests, assert_report_matches_calls, regions_of,
-    shorts, unit_costs_toml,
+    Harness, REGIONS, assert_budget_matches_requests, assert_error_mentions,
+    assert_report_matches_calls, regions_of, shorts, unit_costs_toml,
 };
 use crate::common::upstream::{
     API_KEY, FakeUpstream, OVERRIDE, PAGE2_TOKEN, answer, answer_fixture, categories,
@@ -322,10 +322,9 @@ fn a_run_cut_short_by_the_ceiling_is_resumed_by_the_next(redis: Option<&RedisSer
 // 3. The upstream says the quota is spent although the budget had room.
 fn an_upstream_quota_verdict_blocks_the_budget_until_pacific_midnight(redis: Option<&RedisServer>) {
     let h = Harness::new(redis);
-    h.fake.mount(
-        page2("US")
-            .respond_with(answer_fixture(403, "error_quota_exceeded.json"))
-            .with_priority(OVERRIDE),
+    h.fake.answer_instead(
+        page2("US"),
+        answer_fixture(403, "error_quota_exceeded.json"),
     );
     let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
     assert_eq!(ran.code, 75, "{}", ran.stderr);
@@ -388,10 +387,9 @@ fn an_upstream_quota_verdict_blocks_the_budget_until_pacific_midnight(redis: Opt
 #[test]
 fn daily_limit_exceeded_stops_the_run_like_quota_exceeded() {
     let h = Harness::new(None);
-    h.fake.mount(
-        categories("US")
-            .respond_with(answer_fixture(403, "error_daily_limit_exceeded.json"))
-            .with_priority(OVERRIDE),
+    h.fake.answer_instead(
+        categories("US"),
+        answer_fixture(403, "error_daily_limit_exceeded.json"),
     );
     let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
     assert_eq!(ran.code, 75, "{}", ran.stderr);
@@ -470,10 +468,9 @@ fn a_rate_limited_call_is_retried_and_the_run_completes() {
 fn a_call_that_keeps_failing_fails_its_region_after_three_charged_attempts() {
     let h = Harness::new(None);
     let html = crate::common::upstream::fixture("error_bad_gateway.html");
-    h.fake.mount(
-        page1("GB")
-            .respond_with(wiremock::ResponseTemplate::new(502).set_body_raw(html, "text/html"))
-            .with_priority(OVERRIDE),
+    h.fake.answer_instead(
+        page1("GB"),
+        wiremock::ResponseTemplate::new(502).set_body_raw(html, "text/html"),
     );
     let (ran, calls) = h.run(&["run", "--json"]);
     assert_eq!(ran.code, 1, "{}", ran.stderr);
@@ -504,18 +501,12 @@ fn a_call_that_keeps_failing_fails_its_region_after_three_charged_attempts() {
 #[test]
 fn malformed_answers_fail_their_region_and_the_others_complete() {
     let h = Harness::new(None);
-    h.fake.mount(
-        page1("GB")
-            .respond_with(answer(200, r#"{"items": ["#))
-            .with_priority(OVERRIDE),
-    );
+    h.fake
+        .answer_instead(page1("GB"), answer(200, r#"{"items": ["#));
     let mut bad_count = fixture_json("videos_last_page.json");
     bad_count["items"][1]["statistics"]["viewCount"] = "12a".into();
-    h.fake.mount(
-        page2("DE")
-            .respond_with(answer(200, &bad_count.to_string()))
-            .with_priority(OVERRIDE),
-    );
+    h.fake
+        .answer_instead(page2("DE"), answer(200, &bad_count.to_string()));
     let (ran, calls) = h.run(&["run", "--json"]);
     assert_eq!(ran.code, 1, "{}", ran.stderr);
     let report = ran.json();
@@ -856,11 +847,8 @@ fn a_ceiling_cut_with_regions_in_parallel_charges_exactly_what_was_called() {
 fn a_retry_is_charged_like_any_call_and_stops_at_the_ceiling() {
     let mut h = Harness::new(None);
     h.costs(&unit_costs_toml(1000, 2));
-    h.fake.mount(
-        page1("US")
-            .respond_with(answer_fixture(500, "error_backend.json"))
-            .with_priority(OVERRIDE),
-    );
+    h.fake
+        .answer_instead(page1("US"), answer_fixture(500, "error_backend.json"));
     let (ran, calls) = h.run(&["run", "--json", "--region", "US"]);
     assert_eq!(ran.code, 75, "{}", ran.stderr);
     let report = ran.json();
@@ -877,41 +865,27 @@ fn a_retry_is_charged_like_any_call_and_stops_at_the_ceiling() {
 #[test]
 fn a_missing_chart_or_an_oversized_answer_fails_only_its_region() {
     let h = Harness::new(None);
-    h.fake.mount(
-        page1("IN")
-            .respond_with(answer_fixture(404, "error_video_chart_not_found.json"))
-            .with_priority(OVERRIDE),
+    h.fake.answer_instead(
+        page1("IN"),
+        answer_fixture(404, "error_video_chart_not_found.json"),
     );
     // Above the client's 8 MiB limit for a successful answer.
     let mut huge = fixture_json("videos_last_page.json");
     huge["items"][0]["snippet"]["description"] = "x".repeat(9 * 1024 * 1024).into();
-    h.fake.mount(
-        page2("BR")
-            .respond_with(answer(200, &huge.to_string()))
-            .with_priority(OVERRIDE),
-    );
+    h.fake
+        .answer_instead(page2("BR"), answer(200, &huge.to_string()));
     let (ran, calls) = h.run(&["run", "--json"]);
     assert_eq!(ran.code, 1, "{}", ran.stderr);
     let report = ran.json();
     assert_eq!(report["status"], "failed", "{report}");
     let regions = regions_of(&report);
-    let error = |code: &str| {
-        regions[code]["error"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    };
     assert_eq!(regions["IN"]["status"], "failed");
-    assert!(
-        error("IN").contains("videoChartNotFound"),
-        "{}",
-        error("IN")
-    );
+    assert_error_mentions(&regions["IN"], "videoChartNotFound");
     assert_eq!(
         (&regions["BR"]["status"], &regions["BR"]["pages"]),
         (&"failed".into(), &1.into())
     );
-    assert!(error("BR").contains("larger than"), "{}", error("BR"));
+    assert_error_mentions(&regions["BR"], "larger than");
     for code in REGIONS.iter().filter(|c| !["IN", "BR"].contains(c)) {
         assert_eq!(regions[*code]["status"], "complete", "{code}");
     }
@@ -951,11 +925,8 @@ fn pages_that_break_the_protocol_stop_only_their_region() {
     // US: the second page hands back the token that led to it.
     let mut looping = fixture_json("videos_last_page.json");
     looping["nextPageToken"] = PAGE2_TOKEN.into();
-    h.fake.mount(
-        page2("US")
-            .respond_with(answer(200, &looping.to_string()))
-            .with_priority(OVERRIDE),
-    );
+    h.fake
+        .answer_instead(page2("US"), answer(200, &looping.to_string()));
     // GB: 56 items on a page of at most 50, each id distinct.
     let mut oversized = fixture_json("videos_page1.json");
     let items = oversized["items"].as_array().expect("items").clone();
@@ -967,42 +938,30 @@ fn pages_that_break_the_protocol_stop_only_their_region() {
         })
         .collect();
     oversized["items"] = many.into();
-    h.fake.mount(
-        page1("GB")
-            .respond_with(answer(200, &oversized.to_string()))
-            .with_priority(OVERRIDE),
-    );
+    h.fake
+        .answer_instead(page1("GB"), answer(200, &oversized.to_string()));
     // DE: one video twice on its first page.
     let mut twice = fixture_json("videos_page1.json");
     twice["items"][3]["id"] = twice["items"][1]["id"].clone();
-    h.fake.mount(
-        page1("DE")
-            .respond_with(answer(200, &twice.to_string()))
-            .with_priority(OVERRIDE),
-    );
+    h.fake
+        .answer_instead(page1("DE"), answer(200, &twice.to_string()));
     let (ran, calls) = h.run(&["run", "--json"]);
     assert_eq!(ran.code, 1, "{}", ran.stderr);
     let report = ran.json();
     assert_eq!(report["status"], "failed", "{report}");
     let regions = regions_of(&report);
-    let error = |code: &str| {
-        regions[code]["error"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    };
     assert_eq!(
         (&regions["US"]["status"], &regions["US"]["pages"]),
         (&"failed".into(), &2.into())
     );
-    assert!(error("US").contains("again"), "{}", error("US"));
+    assert_error_mentions(&regions["US"], "again");
     assert_eq!(
         (&regions["GB"]["status"], &regions["GB"]["pages"]),
         (&"failed".into(), &0.into())
     );
-    assert!(error("GB").contains("56 items"), "{}", error("GB"));
+    assert_error_mentions(&regions["GB"], "56 items");
     assert_eq!(regions["DE"]["status"], "failed");
-    assert!(error("DE").contains("twice"), "{}", error("DE"));
+    assert_error_mentions(&regions["DE"], "twice");
     for code in &REGIONS[3..] {
         assert_eq!(regions[*code]["status"], "complete", "{code}");
     }
@@ -1161,19 +1120,13 @@ fn terminal_controls_from_the_upstream_are_shown_escaped() {
     let mut page = fixture_json("videos_page1.json");
     page["items"][0]["snippet"]["title"] = TITLE.into();
     page["items"][0]["snippet"]["channelTitle"] = "chan\u{9b}31m\u{2066}nel".into();
-    h.fake.mount(
-        page1("US")
-            .respond_with(answer(200, &page.to_string()))
-            .with_priority(OVERRIDE),
-    );
+    h.fake
+        .answer_instead(page1("US"), answer(200, &page.to_string()));
     // A bad value with controls in it ends up quoted in an error message.
     let mut bad = fixture_json("videos_last_page.json");
     bad["items"][0]["statistics"]["viewCount"] = "1\u{1b}]0;pwned\u{7}\u{202e}".into();
-    h.fake.mount(
-        page2("US")
-            .respond_with(answer(200, &bad.to_string()))
-            .with_priority(OVERRIDE),
-    );
+    h.fake
+        .answer_instead(page2("US"), answer(200, &bad.to_string()));
     // One region: another's copy of the same video would update its title.
     let (ran, _) = h.run(&["run", "--json", "--region", "US"]);
     assert_eq!(ran.code, 1, "{}", ran.stderr);

@@ -12,7 +12,7 @@ use wiremock::Mock;
 use wiremock::matchers::any;
 
 use crate::common::harness::{Harness, unit_costs_toml};
-use crate::common::upstream::{API_KEY, OVERRIDE, answer_fixture};
+use crate::common::upstream::{API_KEY, answer_fixture};
 use crate::common::{Ran, RedisServer};
 
 const PASSWORD: &str = "rEdIs-PaSs-7731-secret";
@@ -182,10 +182,9 @@ fn session(server: &RedisServer, redacted: &str, dead: &str) {
     step(&mut session, "run --help", ran, 0);
 
     // The upstream refuses the key from now on.
-    h.fake.mount(
-        Mock::given(any())
-            .respond_with(answer_fixture(400, "error_key_invalid.json"))
-            .with_priority(OVERRIDE),
+    h.fake.answer_instead(
+        Mock::given(any()),
+        answer_fixture(400, "error_key_invalid.json"),
     );
     let (ran, calls) = h.run(&["--metrics-file", metrics_arg, "run", "--json"]);
     assert!(!calls.is_empty());
@@ -376,17 +375,15 @@ fn an_upstream_that_reflects_the_key_in_a_200_does_not_make_it_leak() {
     page["items"][0]["snippet"]["description"] = format!("key={API_KEY}").into();
     page["items"][0]["snippet"]["tags"] = serde_json::json!([API_KEY, "wombat"]);
     page["items"][0]["snippet"]["channelTitle"] = API_KEY.into();
-    h.fake.mount(
-        crate::common::upstream::page1("US")
-            .respond_with(crate::common::upstream::answer(200, &page.to_string()))
-            .with_priority(OVERRIDE),
+    h.fake.answer_instead(
+        crate::common::upstream::page1("US"),
+        crate::common::upstream::answer(200, &page.to_string()),
     );
     let mut last = crate::common::upstream::fixture_json("videos_last_page.json");
     last["items"][0]["statistics"]["viewCount"] = API_KEY.into();
-    h.fake.mount(
-        crate::common::upstream::page2("US")
-            .respond_with(crate::common::upstream::answer(200, &last.to_string()))
-            .with_priority(OVERRIDE),
+    h.fake.answer_instead(
+        crate::common::upstream::page2("US"),
+        crate::common::upstream::answer(200, &last.to_string()),
     );
     let mut session: Vec<(String, Ran)> = Vec::new();
     let (ran, calls) = h.run(&["-vv", "run", "--json", "--region", "US"]);

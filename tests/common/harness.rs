@@ -240,6 +240,15 @@ pub fn regions_of(report: &Value) -> BTreeMap<String, Value> {
         .collect()
 }
 
+/// Asserts that a region of the run's JSON has an `error` that mentions `needle`.
+pub fn assert_error_mentions(region: &Value, needle: &str) {
+    let error = region["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(needle),
+        "{needle:?} not in the error of {region}"
+    );
+}
+
 /// Runs a scenario `fn name(redis: Option<&RedisServer>)` as two tests, `name::embedded`
 /// and `name::redis`, one per limiter.
 #[macro_export]

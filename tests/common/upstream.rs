@@ -194,6 +194,11 @@ impl FakeUpstream {
         self.rt.block_on(mock.mount(&self.server));
     }
 
+    /// Answers `requests` with `response` from now on, ahead of the defaults.
+    pub fn answer_instead(&self, requests: MockBuilder, response: ResponseTemplate) {
+        self.mount(requests.respond_with(response).with_priority(OVERRIDE));
+    }
+
     /// Every request received so far, oldest first.
     pub fn requests(&self) -> Vec<Request> {
         self.rt
