@@ -150,7 +150,7 @@ pub(crate) async fn open_limiter(
             match RedisLimiter::connect_with_tls(url, &tls, &budget.key).await {
                 // A limiter that cannot work however long one waits is a
                 // configuration error (78), not an outage.
-                Err(LimiterError::Config(e)) => return Err(MissingConfig(e.to_string()).into()),
+                Err(e @ LimiterError::Config(_)) => return Err(e.into()),
                 opened => Limiter::or_down(opened.map(Limiter::Redis))?,
             }
         }
