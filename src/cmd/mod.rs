@@ -5,6 +5,7 @@ mod budget;
 mod completions;
 mod crontab;
 mod export;
+mod key;
 mod prune;
 mod run;
 mod runs;
@@ -102,7 +103,7 @@ pub(crate) fn load_budget(global: &Global) -> Result<Budget> {
 /// itself, whatever the key's shape (DESIGN.md 3.4). Compared with the key this
 /// process would use, when there is one.
 fn refuse_api_key_as_budget_key(global: &Global, budget: &Budget, costs: &Origin) -> Result<()> {
-    let Ok(key) = run::api_key(global) else {
+    let Ok(key) = key::api_key(global) else {
         return Ok(());
     };
     if key.is(&budget.key) {
