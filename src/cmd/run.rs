@@ -3,7 +3,6 @@
 //! `--dry-run` (in `dry_run`). Signals during a run are in `signals`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,12 +12,12 @@ use super::{Access, key, load_config, open_limiter, select_regions};
 use crate::cli::{BackfillArgs, Global, RunArgs};
 use crate::config::{Config, Region};
 use crate::error::{SilentExit, after_output};
-use crate::metrics::{self, BudgetNumbers, Picture};
-use crate::quota::{Allowance, Budget, Limiter};
+use crate::metrics;
+use crate::quota::Allowance;
 use crate::report::{human, print_json};
 use crate::runner::{self, Freshness, Run, RunDeps, RunSettings, lock};
 use crate::store::{RunKind, Store, StoreError};
-use crate::youtube::{self, Client};
+use crate::youtube::Client;
 
 mod dry_run;
 mod signals;
@@ -157,10 +156,9 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     // The run's outcome decides the exit code, not its metrics: a file that cannot be
     // written is logged, and the last-run timestamp going stale is what alerts.
     if let Some(path) = &global.metrics_file
-        && let Err(e) =
-            write_metrics(path, &global.db, run.limiter(), &config.budget, &report).await
+        && let Err(e) = metrics::write_after_run(path, &global.db, &config.budget, &report)
     {
-        tracing::error!(run_id = %report.run_id, "{}", crate::error::report(&e));
+        tracing::error!(run_id = %report.run_id, "{}", crate::error::chain(&e));
     }
     let printed = if job.json {
         print_json(&report)
@@ -172,52 +170,4 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
         Some(code) => Err(SilentExit(code).into()),
     };
     after_output(printed, outcome)
-}
-
-/// The methods a run calls, reported in the metrics even when a run made no call of them.
-const RUN_METHODS: &[&str] = &[
-    youtube::VIDEOS_LIST,
-    youtube::VIDEO_CATEGORIES_LIST,
-    youtube::SEARCH_LIST,
-];
-
-/// Writes `--metrics-file` after a run: the whole picture from the database, so that
-/// a file shared by every cron line is right whoever wrote it last.
-async fn write_metrics(
-    path: &Path,
-    db: &Path,
-    limiter: &Limiter,
-    budget: &Budget,
-    report: &runner::RunReport,
-) -> Result<()> {
-    // A limiter the run found down is not asked again (its timeout would be paid once
-    // more); the file then says nothing about the budget.
-    let numbers = match report.budget_used {
-        None => None,
-        Some(_) => match limiter.status(&budget.policies()[..1], &[]).await {
-            Ok(st) => Some(BudgetNumbers {
-                key: budget.key.clone(),
-                used: st.policies.first().map_or(0, |p| p.used),
-                ceiling: budget.ceiling,
-                quota: budget.quota,
-                blocked_until_us: st.blocked_until_us,
-            }),
-            Err(e) => {
-                tracing::warn!("metrics without the budget: {e}");
-                None
-            }
-        },
-    };
-    let picture = (|| {
-        let store = Store::open_read_only(db)?;
-        store
-            .map(|s| Picture::read(&s, numbers.clone()))
-            .transpose()
-    })()
-    .with_context(|| format!("reading the metrics from {}", db.display()))?
-    .unwrap_or_default();
-    metrics::write_atomically(path, &picture.exposition(RUN_METHODS).render())
-        .context("writing the metrics file")?;
-    tracing::debug!(path = %path.display(), "metrics written");
-    Ok(())
 }

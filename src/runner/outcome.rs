@@ -250,6 +250,16 @@ impl RegionReport {
     }
 }
 
+/// The budget's own window as the limiter reported it at the end of a run: what the
+/// report's `remaining` and the metrics file's budget numbers are computed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetWindow {
+    /// Units in the window.
+    pub used: u64,
+    /// Microseconds since the Unix epoch until which the upstream said no.
+    pub blocked_until_us: Option<i64>,
+}
+
 /// The JSON object of `run --json` and `backfill --json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
@@ -271,10 +281,10 @@ pub struct RunReport {
     /// Unix seconds, as recorded in the store's `runs.ended_at`.
     #[serde(skip)]
     pub ended_at: i64,
-    /// Units in the budget's own window after the run; `None` when the limiter could
-    /// not say.
+    /// The budget's own window at the end of the run; `None` when the limiter could
+    /// not say (or was down, and so not asked).
     #[serde(skip)]
-    pub budget_used: Option<u64>,
+    pub budget: Option<BudgetWindow>,
     /// Every attempt the run made, by method and outcome (for `--metrics-file`).
     #[serde(skip)]
     pub attempts: Attempts,
