@@ -1,6 +1,9 @@
 //! One process at a time per region on a host: an advisory lock file per region
 //! beside the database. The kernel drops the lock when the process ends, however it
 //! ends, so a `kill -9` leaves no stuck lock.
+//!
+//! A run holds a lock of its own as well: a `running` row whose run lock is free was
+//! left by a process that died, and the next run marks it abandoned.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
