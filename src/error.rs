@@ -1,8 +1,11 @@
 //! How the process ends: the exit codes of DESIGN.md section 2 as typed values.
 //!
-//! Commands return `anyhow::Result`; `main` looks through the error chain for one of
-//! the types below to choose the exit code, so no command calls `process::exit`.
+//! Commands return `anyhow::Result`; `main` looks through the error chain for the
+//! first error that carries an exit code ([`Exit`]), so no command calls
+//! `process::exit`. Each error type decides its own code, beside its definition; this
+//! module only knows which types to ask ([`CODED`]).
 
+use std::error::Error;
 use std::fmt;
 
 /// The sysexits codes trendsync promises.
@@ -28,6 +31,15 @@ impl ExitCode {
     }
 }
 
+/// An error that says which exit code the process ends with when it reaches `main`.
+///
+/// Implement it beside the error type, and add the type to [`CODED`]: the chain holds
+/// `dyn Error`, and stable Rust can only find a type in it by asking for that type.
+/// A test fails when an implementation is missing from the list.
+pub trait Exit: Error + 'static {
+    fn exit_code(&self) -> ExitCode;
+}
+
 /// Ends the process with `code` after the command has already reported why (a summary
 /// line, a JSON object). `main` prints nothing more for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,16 +53,34 @@ impl fmt::Display for SilentExit {
 
 impl std::error::Error for SilentExit {}
 
+impl Exit for SilentExit {
+    fn exit_code(&self) -> ExitCode {
+        self.0
+    }
+}
+
 /// A request the user phrased wrongly (exit 2), with what to do instead.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
+
+impl Exit for UsageError {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Usage
+    }
+}
 
 /// A configuration problem that is not tied to a place in a file (exit 78), such as a
 /// missing API key.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct MissingConfig(pub String);
+
+impl Exit for MissingConfig {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Config
+    }
+}
 
 /// Whether the error is, at bottom, a write to a reader that went away (`| head`,
 /// `| true`): not a failure of ours.
@@ -115,29 +145,47 @@ fn append_cause(text: &mut String, cause: &str) {
     }
 }
 
-/// The exit code for an error that reached `main`.
-pub fn exit_code_for(err: &anyhow::Error) -> ExitCode {
-    for cause in err.chain() {
-        if let Some(SilentExit(code)) = cause.downcast_ref::<SilentExit>() {
-            return *code;
-        }
-        if cause.is::<UsageError>() {
-            return ExitCode::Usage;
-        }
-        if cause.is::<crate::config::ConfigError>() || cause.is::<MissingConfig>() {
-            return ExitCode::Config;
-        }
-        if let Some(e) = cause.downcast_ref::<crate::youtube::ClientError>()
-            && e.is_config()
-        {
-            return ExitCode::Config;
-        }
-        if cause
-            .downcast_ref::<crate::quota::LimiterError>()
-            .is_some_and(crate::quota::LimiterError::is_config)
-        {
-            return ExitCode::Config;
-        }
-    }
-    ExitCode::Failed
+/// Asks one link of an error chain for its code, if it is a `T`.
+type Probe = fn(&(dyn Error + 'static)) -> Option<ExitCode>;
+
+fn probe<T: Exit>(e: &(dyn Error + 'static)) -> Option<ExitCode> {
+    e.downcast_ref::<T>().map(Exit::exit_code)
 }
+
+/// Declares the types that carry their own exit code: the probes `main` asks, and,
+/// for the test that keeps the list whole, their names.
+macro_rules! coded {
+    ($($t:ty),* $(,)?) => {
+        const CODED: &[Probe] = &[$(probe::<$t>),*];
+
+        #[cfg(test)]
+        fn coded_type_names() -> Vec<&'static str> {
+            vec![$(std::any::type_name::<$t>()),*]
+        }
+    };
+}
+
+// Every type that implements [`Exit`]. Only a list of names: what each code is, is
+// decided by the type.
+coded![
+    SilentExit,
+    UsageError,
+    MissingConfig,
+    crate::config::ConfigError,
+    crate::youtube::ClientError,
+    crate::quota::LimiterError,
+];
+
+/// The exit code of one link of an error chain, when its type carries one.
+fn code_of(e: &(dyn Error + 'static)) -> Option<ExitCode> {
+    CODED.iter().find_map(|probe| probe(e))
+}
+
+/// The exit code for an error that reached `main`: the outermost error in the chain
+/// that carries one decides; an error none of whose links does is a failure (1).
+pub fn exit_code_for(err: &anyhow::Error) -> ExitCode {
+    err.chain().find_map(code_of).unwrap_or(ExitCode::Failed)
+}
+
+#[cfg(test)]
+mod tests;

@@ -16,7 +16,8 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 
-use crate::runner::{CallOutcome, Status};
+use crate::quota::Budget;
+use crate::runner::{BudgetWindow, CallOutcome, METHODS, RunReport, Status};
 use crate::store::{
     CallCount, HistoryRow, RegionOutcome, RegionState, RunKind, RunRecord, Store, StoreError,
 };
@@ -202,7 +203,7 @@ pub struct LastRun {
     pub calls: Vec<CallCount>,
 }
 
-/// The budget's window as the limiter reported it after the run.
+/// The budget's window as the limiter reported it at the end of the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BudgetNumbers {
     pub key: String,
@@ -212,8 +213,21 @@ pub struct BudgetNumbers {
     pub blocked_until_us: Option<i64>,
 }
 
-/// Everything the metrics file says, read from the database (and the limiter), so
-/// that whichever of the processes sharing one file writes it last, it is whole:
+impl BudgetNumbers {
+    /// `budget`'s numbers with its window as a run found it.
+    pub fn of(budget: &Budget, window: BudgetWindow) -> BudgetNumbers {
+        BudgetNumbers {
+            key: budget.key.clone(),
+            used: window.used,
+            ceiling: budget.ceiling,
+            quota: budget.quota,
+            blocked_until_us: window.blocked_until_us,
+        }
+    }
+}
+
+/// Everything the metrics file says, read from the database (and the budget's window
+/// from the run's report), so that whichever of the processes sharing one file writes it last, it is whole:
 /// every region's last attempt, not only the regions of the run that wrote it.
 #[derive(Debug, Clone, Default)]
 pub struct Picture {
@@ -230,7 +244,7 @@ pub struct Picture {
 }
 
 impl Picture {
-    /// Reads the picture from `store`; `budget` comes from the limiter.
+    /// Reads the picture from `store`; `budget` is the window a run reported.
     pub fn read(store: &Store, budget: Option<BudgetNumbers>) -> Result<Picture, StoreError> {
         let mut last_runs = Vec::new();
         for kind in [RunKind::Run, RunKind::Backfill] {
@@ -447,6 +461,44 @@ fn count_of(calls: &[CallCount], method: &str, outcome: &str) -> u64 {
         .filter(|c| c.method == method && c.outcome == outcome)
         .map(|c| c.calls)
         .sum()
+}
+
+/// Writing `--metrics-file` after a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    #[error("reading the metrics from {}", .db.display())]
+    Read {
+        db: PathBuf,
+        source: Box<StoreError>,
+    },
+    #[error("writing the metrics file")]
+    Write(#[source] WriteError),
+}
+
+/// Writes `--metrics-file` after a run. Every run sharing the file writes the whole
+/// picture from the database at `db`, not only its own regions, so the file is right
+/// whoever wrote it last; the budget's window is the one `report` carries (none when
+/// the limiter could not say).
+pub fn write_after_run(
+    path: &Path,
+    db: &Path,
+    budget: &Budget,
+    report: &RunReport,
+) -> Result<(), MetricsError> {
+    let numbers = report
+        .budget
+        .map(|window| BudgetNumbers::of(budget, window));
+    let read = |source| MetricsError::Read {
+        db: db.to_path_buf(),
+        source: Box::new(source),
+    };
+    let picture = match Store::open_read_only(db).map_err(read)? {
+        Some(store) => Picture::read(&store, numbers).map_err(read)?,
+        None => Picture::default(),
+    };
+    write_atomically(path, &picture.exposition(&METHODS).render()).map_err(MetricsError::Write)?;
+    tracing::debug!(path = %path.display(), "metrics written");
+    Ok(())
 }
 
 /// Writing the metrics file failed.

@@ -5,6 +5,7 @@ mod budget;
 mod completions;
 mod crontab;
 mod export;
+mod key;
 mod prune;
 mod run;
 mod runs;
@@ -102,7 +103,7 @@ pub(crate) fn load_budget(global: &Global) -> Result<Budget> {
 /// itself, whatever the key's shape (DESIGN.md 3.4). Compared with the key this
 /// process would use, when there is one.
 fn refuse_api_key_as_budget_key(global: &Global, budget: &Budget, costs: &Origin) -> Result<()> {
-    let Ok(key) = run::api_key(global) else {
+    let Ok(key) = key::api_key(global) else {
         return Ok(());
     };
     if key.is(&budget.key) {
@@ -150,7 +151,7 @@ pub(crate) async fn open_limiter(
             match RedisLimiter::connect_with_tls(url, &tls, &budget.key).await {
                 // A limiter that cannot work however long one waits is a
                 // configuration error (78), not an outage.
-                Err(LimiterError::Config(e)) => return Err(MissingConfig(e.to_string()).into()),
+                Err(e @ LimiterError::Config(_)) => return Err(e.into()),
                 opened => Limiter::or_down(opened.map(Limiter::Redis))?,
             }
         }

@@ -323,3 +323,65 @@ fn a_file_that_cannot_be_written_says_where() {
     let names: Vec<_> = fs::read_dir(dir.path()).expect("listing").collect();
     assert!(names.is_empty());
 }
+
+fn report_with(budget: Option<BudgetWindow>) -> RunReport {
+    RunReport {
+        run_id: "r1".into(),
+        status: Status::Complete,
+        units_charged: 0,
+        units_unmetered: 0,
+        calls: 0,
+        remaining: None,
+        retry_after_s: None,
+        denied_by: None,
+        regions: Vec::new(),
+        stop_reason: None,
+        ended_at: 0,
+        budget,
+        attempts: Default::default(),
+    }
+}
+
+#[test]
+fn after_a_run_the_budget_is_the_window_its_report_carries() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("trendsync.db");
+    Store::open(&db).expect("creating the database");
+    let path = dir.path().join("trendsync.prom");
+    let budget = crate::config::parse_costs(&crate::config::SourceText {
+        name: "quota-costs.toml".into(),
+        text: crate::config::BUILTIN_COSTS,
+    })
+    .expect("the built-in costs");
+    let window = BudgetWindow {
+        used: 1234,
+        blocked_until_us: Some(1_700_086_400_000_000),
+    };
+    write_after_run(&path, &db, &budget, &report_with(Some(window))).expect("writing");
+    let text = fs::read_to_string(&path).expect("reading");
+    let key = &budget.key;
+    assert!(text.contains(&format!(
+        "trendsync_budget_used_units{{budget=\"{key}\"}} 1234\n"
+    )));
+    assert!(text.contains(&format!(
+        "trendsync_budget_remaining_units{{budget=\"{key}\",to=\"quota\"}} {}\n",
+        budget.quota - 1234
+    )));
+    assert!(text.contains(&format!(
+        "trendsync_budget_blocked_until_timestamp_seconds{{budget=\"{key}\"}} 1700086400\n"
+    )));
+
+    // A limiter that could not say leaves the budget out; the rest is still written.
+    write_after_run(&path, &db, &budget, &report_with(None)).expect("writing");
+    let text = fs::read_to_string(&path).expect("reading");
+    assert!(!text.contains("trendsync_budget_"), "{text}");
+    assert!(text.contains("trendsync_upstream_calls_total{method=\"search.list\""));
+
+    // No database: an empty picture, not an error.
+    let none = dir.path().join("none.db");
+    write_after_run(&path, &none, &budget, &report_with(Some(window))).expect("writing");
+    let text = fs::read_to_string(&path).expect("reading");
+    assert!(text.contains("trendsync_upstream_calls_total"), "{text}");
+    assert!(!text.contains("trendsync_last_run"), "{text}");
+    assert!(!none.exists(), "a metrics file never creates the database");
+}

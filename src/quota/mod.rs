@@ -321,10 +321,19 @@ impl LimiterError {
     pub fn is_unavailable(&self) -> bool {
         matches!(self, LimiterError::Unavailable { .. })
     }
+}
 
-    /// A limiter configured so that no retry can help (exit 78).
-    pub fn is_config(&self) -> bool {
-        matches!(self, LimiterError::Config(_))
+impl crate::error::Exit for LimiterError {
+    /// A limiter configured so that no retry can help is a configuration error (78);
+    /// one that is down or misbehaving is a failure (1) (a run applies
+    /// `[when_limiter_down]` before it gets this far).
+    fn exit_code(&self) -> crate::error::ExitCode {
+        match self {
+            LimiterError::Config(_) => crate::error::ExitCode::Config,
+            LimiterError::Unavailable { .. } | LimiterError::Failed { .. } => {
+                crate::error::ExitCode::Failed
+            }
+        }
     }
 }
 

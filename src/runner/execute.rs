@@ -14,7 +14,9 @@ use tokio::task::JoinSet;
 
 use super::error::RunError;
 use super::lock::{self, RegionLock};
-use super::outcome::{Attempts, CallOutcome, RegionReport, RunReport, Status, Stop, overall};
+use super::outcome::{
+    Attempts, BudgetWindow, CallOutcome, RegionReport, RunReport, Status, Stop, overall,
+};
 use super::plan::{self, Freshness, Step};
 use crate::config::Region;
 use crate::error::chain;
@@ -25,6 +27,9 @@ use crate::youtube::{
     CallError, Client, ErrorClass, SEARCH_LIST, SearchRequest, VIDEO_CATEGORIES_LIST, VIDEOS_LIST,
     VideoRecord,
 };
+
+/// The upstream methods a run calls.
+pub const METHODS: [&str; 3] = [VIDEOS_LIST, VIDEO_CATEGORIES_LIST, SEARCH_LIST];
 
 /// At most this many attempts per call, each charged (DESIGN.md section 5).
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -152,11 +157,6 @@ impl Run {
     /// The run's id, as its log lines and its row name it.
     pub fn id(&self) -> &str {
         &self.settings.run_id
-    }
-
-    /// The limiter the run charges, for what is asked of the budget after it.
-    pub fn limiter(&self) -> &Limiter {
-        &self.limiter
     }
 
     /// A signal arrived: no new calls from now on. Calls already sent may finish and
@@ -777,23 +777,12 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     }
     let stop = run.state.stop.lock().ok().and_then(|s| s.clone());
     let status = overall(&regions, stop.as_ref());
-    // Once found down, the limiter is not asked again in this run, not even for this.
-    let budget_used = match run.state.limiter_down.get() {
-        Some(_) => None,
-        None => match run
-            .limiter
-            .status(&run.settings.budget.policies()[..1], &[])
-            .await
-        {
-            Ok(st) => st.policies.first().map(|p| p.used),
-            Err(_) => None,
-        },
-    };
-    let remaining = budget_used.map(|used| {
+    let budget = budget_window(&run).await;
+    let remaining = budget.map(|window| {
         run.settings
             .budget
             .max_for(run.settings.allowance)
-            .saturating_sub(used)
+            .saturating_sub(window.used)
     });
     let now = now_us();
     let ended_at = now / 1_000_000;
@@ -812,7 +801,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         regions,
         stop_reason: stop.as_ref().map(|s| s.describe(now)),
         ended_at,
-        budget_used,
+        budget,
         attempts: run
             .state
             .attempts
@@ -860,6 +849,29 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         tracing::error!(run_id = %run_id, "{}", chain(&e));
     }
     report
+}
+
+/// The budget's own window once the run's calls are done, read once for the report
+/// and the metrics. Once found down, the limiter is not asked again in this run, not
+/// even for this: its timeout would be paid once more.
+async fn budget_window(run: &Run) -> Option<BudgetWindow> {
+    if run.state.limiter_down.get().is_some() {
+        return None;
+    }
+    match run
+        .limiter
+        .status(&run.settings.budget.policies()[..1], &[])
+        .await
+    {
+        Ok(st) => st.policies.first().map(|p| BudgetWindow {
+            used: p.used,
+            blocked_until_us: st.blocked_until_us,
+        }),
+        Err(e) => {
+            tracing::debug!("the budget's window after the run: {e}");
+            None
+        }
+    }
 }
 
 /// Each region's line of the run history: its status, and why when it did not

@@ -1,9 +1,15 @@
 //! One process at a time per region on a host: an advisory lock file per region
 //! beside the database. The kernel drops the lock when the process ends, however it
 //! ends, so a `kill -9` leaves no stuck lock.
+//!
+//! A run holds a lock of its own as well: a `running` row whose run lock is free was
+//! left by a process that died, and the next run marks it abandoned.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
+
+use crate::report::rfc3339;
+use crate::store::Store;
 
 /// A held region lock; released on drop.
 #[derive(Debug)]
@@ -99,6 +105,44 @@ pub fn remove_dead_run_lock(db: &Path, run_id: &str) {
     let _ = std::fs::remove_file(run_lock_path(db, run_id));
 }
 
+/// Marks the runs a dead process left `running` as `abandoned`: those whose run lock
+/// nobody holds. Never fails the command: the history is only bookkeeping.
+pub fn mark_abandoned(store: &Store, db: &Path) {
+    let running = match store.running_runs() {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!("{e}; runs left by killed processes stay `running` for now");
+            return;
+        }
+    };
+    for r in running {
+        match run_is_alive(db, &r.run_id) {
+            Ok(true) => {}
+            Ok(false) => match store.abandon_run(&r.run_id) {
+                Ok(true) => {
+                    remove_dead_run_lock(db, &r.run_id);
+                    tracing::warn!(
+                        run_id = %r.run_id,
+                        status = "abandoned",
+                        "{} {} started at {} was left running by a process that died; marked abandoned",
+                        r.kind.as_str(),
+                        r.run_id,
+                        rfc3339(r.started_at.saturating_mul(1_000_000))
+                    );
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(run_id = %r.run_id, "{e}"),
+            },
+            Err(e) => tracing::warn!(
+                run_id = %r.run_id,
+                "cannot tell whether run {} is alive from {}: {e}",
+                r.run_id,
+                run_lock_path(db, &r.run_id).display()
+            ),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,5 +179,34 @@ mod tests {
         // A file left by a killed process, its lock gone with it.
         std::fs::write(run_lock_path(&db, "r3"), b"").expect("writing");
         assert!(!run_is_alive(&db, "r3").expect("checking"));
+    }
+
+    #[test]
+    fn only_a_run_whose_lock_is_free_is_marked_abandoned() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("t.db");
+        let store = Store::open(&db).expect("opening the store");
+        let alive = lock_run(&db, "alive").expect("locking");
+        for id in ["alive", "dead"] {
+            store
+                .begin_run(id, crate::store::RunKind::Run, 1_700_000_000)
+                .expect("beginning a run");
+        }
+        // What a killed process leaves: its lock file, no longer locked.
+        std::fs::write(run_lock_path(&db, "dead"), b"").expect("writing");
+        mark_abandoned(&store, &db);
+        let running: Vec<String> = store
+            .running_runs()
+            .expect("running runs")
+            .into_iter()
+            .map(|r| r.run_id)
+            .collect();
+        assert_eq!(running, ["alive"]);
+        assert!(
+            !run_lock_path(&db, "dead").exists(),
+            "the dead lock is removed"
+        );
+        assert!(run_lock_path(&db, "alive").exists());
+        drop(alive);
     }
 }

@@ -8,6 +8,6 @@ pub mod outcome;
 pub mod plan;
 
 pub use error::RunError;
-pub use execute::{Run, RunDeps, RunSettings, execute, read_freshness};
-pub use outcome::{Attempts, CallOutcome, RegionReport, RunReport, Status, Stop};
+pub use execute::{METHODS, Run, RunDeps, RunSettings, execute, read_freshness};
+pub use outcome::{Attempts, BudgetWindow, CallOutcome, RegionReport, RunReport, Status, Stop};
 pub use plan::{Freshness, Planned, Simulation, Step, plan, simulate};

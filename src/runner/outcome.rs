@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::ExitCode;
-use crate::quota::{BUDGET_POLICY, Decision, UPSTREAM_POLICY, micros};
+use crate::quota::{Allowance, BUDGET_POLICY, Decision, UPSTREAM_POLICY, micros};
 
 /// Why a run stopped before its plan was done. The first stop wins.
 #[derive(Debug, Clone, PartialEq)]
@@ -250,6 +250,16 @@ impl RegionReport {
     }
 }
 
+/// The budget's own window as the limiter reported it at the end of a run: what the
+/// report's `remaining` and the metrics file's budget numbers are computed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetWindow {
+    /// Units in the window.
+    pub used: u64,
+    /// Microseconds since the Unix epoch until which the upstream said no.
+    pub blocked_until_us: Option<i64>,
+}
+
 /// The JSON object of `run --json` and `backfill --json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
@@ -271,18 +281,63 @@ pub struct RunReport {
     /// Unix seconds, as recorded in the store's `runs.ended_at`.
     #[serde(skip)]
     pub ended_at: i64,
-    /// Units in the budget's own window after the run; `None` when the limiter could
-    /// not say.
+    /// The budget's own window at the end of the run; `None` when the limiter could
+    /// not say (or was down, and so not asked).
     #[serde(skip)]
-    pub budget_used: Option<u64>,
+    pub budget: Option<BudgetWindow>,
     /// Every attempt the run made, by method and outcome (for `--metrics-file`).
     #[serde(skip)]
     pub attempts: Attempts,
 }
 
 impl RunReport {
+    /// Logs the final one-line summary (the heartbeat a cron log keeps), with the
+    /// run's numbers as fields for JSON logs.
+    pub fn log_summary(&self, kind: &str, allowance: Allowance) {
+        // The regions by name, so that the line of a run that made no call (a region
+        // skipped, nothing stale) still says which regions it was about.
+        let named: Vec<String> = self
+            .regions
+            .iter()
+            .map(|r| format!("{} {}", r.code, r.status.as_str()))
+            .collect();
+        let summary = if named.is_empty() {
+            format!("{}; no region to fetch", self.summary(kind, allowance))
+        } else {
+            format!(
+                "{}; regions: {}",
+                self.summary(kind, allowance),
+                named.join(", ")
+            )
+        };
+        let regions: Vec<&str> = self.regions.iter().map(|r| r.code.as_str()).collect();
+        let regions = regions.join(",");
+        macro_rules! summary {
+            ($level:ident) => {
+                tracing::$level!(
+                    run_id = %self.run_id,
+                    kind,
+                    status = self.status.as_str(),
+                    units = self.units_charged,
+                    calls = self.calls,
+                    regions = %regions,
+                    "{summary}"
+                )
+            };
+        }
+        match self.status {
+            Status::Complete => summary!(info),
+            Status::Failed => summary!(error),
+            _ => summary!(warn),
+        }
+    }
+
     /// The final one-line summary.
-    pub fn summary(&self, kind: &str, allowance: &str) -> String {
+    fn summary(&self, kind: &str, allowance: Allowance) -> String {
+        let allowance = match allowance {
+            Allowance::Ceiling => "ceiling",
+            Allowance::Quota => "quota",
+        };
         let count = |s: Status| self.regions.iter().filter(|r| r.status == s).count();
         let pages: u32 = self.regions.iter().map(|r| r.pages).sum();
         let videos: u64 = self.regions.iter().map(|r| r.videos).sum();

@@ -14,6 +14,7 @@ use super::raw::{self, MalformedResponse};
 use super::text::visible;
 use super::types::{Category, SearchPage, VideoPage};
 use super::{SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_LIST};
+use crate::error::{Exit, ExitCode};
 
 /// The upstream's page size limit, and the most ids one `videos.list` call takes.
 pub const MAX_RESULTS: usize = 50;
@@ -48,10 +49,16 @@ pub enum ClientError {
     Http(reqwest::Error),
 }
 
-impl ClientError {
-    /// A mistake in what the user configured (exit 78), rather than a failure here.
-    pub fn is_config(&self) -> bool {
-        !matches!(self, ClientError::Http(_))
+impl Exit for ClientError {
+    /// A mistake in what the user configured (78), unless building the HTTP stack
+    /// itself failed here (1).
+    fn exit_code(&self) -> ExitCode {
+        match self {
+            ClientError::BaseUrl { .. } | ClientError::EmptyKey | ClientError::KeyNotHeaderSafe => {
+                ExitCode::Config
+            }
+            ClientError::Http(_) => ExitCode::Failed,
+        }
     }
 }
 

@@ -43,12 +43,12 @@ pub(super) async fn run(global: &Global, config: &Config, job: &Job<'_>) -> Resu
     let summary = match &sim.stop {
         None => format!(
             "{} dry run: the whole plan fits ({} calls)",
-            job.kind,
+            job.kind.as_str(),
             sim.calls.len()
         ),
         Some(stop) => format!(
             "{} dry run: would stop at call {} of {}: {}",
-            job.kind,
+            job.kind.as_str(),
             sim.calls.iter().filter(|c| c.fits).count() + 1,
             sim.calls.len(),
             stop.describe(sim.now_us)
@@ -56,7 +56,7 @@ pub(super) async fn run(global: &Global, config: &Config, job: &Job<'_>) -> Resu
     };
     let regions: Vec<&str> = job.regions.iter().map(|r| r.code.as_str()).collect();
     tracing::info!(
-        kind = job.kind,
+        kind = job.kind.as_str(),
         regions = %regions.join(","),
         "{summary}; regions: {}",
         regions.join(", ")
@@ -79,7 +79,7 @@ fn print_plan(job: &Job<'_>, max: u64, sim: &Simulation, limiter: &str) -> Resul
     writeln!(
         out,
         "{} plan against {limiter} ({what} {max}); nothing is called, charged or written",
-        job.kind
+        job.kind.as_str()
     )?;
     writeln!(
         out,
