@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 
 use super::{Access, key, load_config, open_limiter, select_regions};
 use crate::cli::{BackfillArgs, Global, RunArgs};
+use crate::clock::now_s;
 use crate::config::{Config, Region};
 use crate::error::{SilentExit, after_output};
 use crate::metrics;
@@ -84,8 +85,6 @@ pub async fn backfill(global: &Global, args: &BackfillArgs) -> Result<()> {
     };
     execute(global, &config, job).await
 }
-
-use crate::clock::now_s;
 
 /// What the store knows of each region, read without writing; nothing yet when the
 /// database does not exist.
