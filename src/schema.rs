@@ -182,3 +182,6 @@ pub(crate) fn migrate(
         Err(source) => Err(failed(next)(source)),
     }
 }
+
+#[cfg(test)]
+mod tests;
