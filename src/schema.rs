@@ -7,7 +7,7 @@
 //! `store/schema.rs`, the limiter's and the journal's in `quota/schema.rs`); this
 //! module only lists them in order and applies them. Every writer (a store, a
 //! limiter or a journal opened to write) brings the file to the latest version
-//! through [`migrate`] before it touches a table, so nobody creates tables on their
+//! through `migrate` before it touches a table, so nobody creates tables on their
 //! own and a file never holds a table its version does not account for. An open that
 //! only reads never migrates: it refuses a file newer than this build and otherwise
 //! reads what is there.

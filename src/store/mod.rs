@@ -1,4 +1,5 @@
-//! The SQLite store: schema, migrations, queries and full-text search.
+//! The SQLite store: its tables (its steps of the file's one schema, applied by
+//! [`crate::schema`]), queries and full-text search.
 //!
 //! One [`Store`] wraps one SQLite connection to the database file. The store knows
 //! nothing of quota or HTTP: the runner hands it plain [`VideoRecord`]s and run
