@@ -354,7 +354,7 @@ fn older_store_files_are_upgraded_whole_by_the_limiter_and_the_journal() {
 fn openers_of_every_kind_on_a_fresh_file_together_all_succeed() {
     let fresh = fresh_layout();
     let per_kind = 3;
-    for round in 0..10 {
+    for round in 0..5 {
         let (_dir, path) = temp_db();
         let barrier = Arc::new(Barrier::new(per_kind * OPENERS.len()));
         std::thread::scope(|s| {
