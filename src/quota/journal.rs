@@ -51,8 +51,9 @@ pub enum JournalError {
         source: OpenError,
     },
     /// The file's schema is newer than this build's, or could not be brought up to it
-    /// (the same error the store and the limiter give for the file).
-    #[error(transparent)]
+    /// (the same error the store and the limiter give for the file). Said whole, with
+    /// its cause, since a command that goes on without the journal logs only this.
+    #[error("{}", crate::error::chain(.0))]
     Schema(#[from] SchemaError),
 }
 
