@@ -27,9 +27,10 @@
 //!   lacks them, and drops `quota_schema`.
 //!
 //! An older trendsync given a file at version 4: its store refuses it as newer than it
-//! knows; its limiter and journal, which never looked at `user_version`, recreate an
-//! empty `quota_schema` (version 1) and otherwise find the tables they expect. That
-//! table is harmless; nothing of this build reads it.
+//! knows; its limiter and journal never looked at `user_version` and find the tables
+//! they expect, and its limiter recreates `quota_schema` holding version 1. That table
+//! is harmless: the file is already at version 4, so step 4 does not run again to drop
+//! it, and nothing of this build reads it.
 
 use std::path::{Path, PathBuf};
 
