@@ -15,6 +15,7 @@ pub mod progress;
 pub mod quota;
 pub mod report;
 pub mod runner;
+pub mod schema;
 pub mod sqlite;
 pub mod store;
 pub mod video;

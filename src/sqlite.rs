@@ -1,7 +1,9 @@
 //! What the store, the embedded limiter and the journal share about the one SQLite
 //! file they all live in: how a connection is opened, how long it waits for other
 //! processes, and its journaling. Each of them opens its connection here, so that
-//! every writer of the file behaves the same way under contention.
+//! every writer of the file behaves the same way under contention. What tables the
+//! file holds, and at which version, is [`crate::schema`]'s: every writer migrates
+//! through it right after opening here.
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -1,6 +1,7 @@
 //! The store's commands end to end: `export` read back by a CSV reader matches the
-//! store row for row (NULLs as empty cells), `prune` through the binary, and the
-//! upgrade from the version 1 layout killed with SIGKILL at any moment.
+//! store row for row (NULLs as empty cells), `prune` through the binary, the
+//! upgrade from the version 1 layout killed with SIGKILL at any moment, and the one
+//! schema every writer of the file (store, limiter, journal) brings it to.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -8,8 +9,8 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use serde_json::Value;
 
-use crate::common::Scratch;
 use crate::common::harness::Harness;
+use crate::common::{RedisServer, Scratch};
 
 /// A harness whose database holds one complete run of every region.
 fn ingested() -> Harness<'static> {
@@ -422,4 +423,116 @@ fn an_upgrade_killed_at_any_moment_leaves_one_version_and_the_next_start_finishe
         .query_row("SELECT count(*) FROM store_meta", [], |r| r.get(0))
         .expect("store_meta");
     assert_eq!(owed, 0, "the vacuum after the upgrade is done");
+}
+
+// ---- one schema for the whole file ----
+
+/// The store (`prune`), the embedded limiter (`budget charge`) and the journal (the
+/// ledger `budget charge` keeps against Redis) all write the one file, and all bring
+/// it up to the same schema: started together on a new file, as cron may, each
+/// succeeds and the file ends at the latest version once.
+#[test]
+fn writers_of_every_kind_starting_together_on_a_new_file_all_succeed() {
+    let scratch = Scratch::new();
+    let redis = RedisServer::start();
+    let db = scratch.file("trendsync.db");
+    // An empty file is a new database; `prune` refuses a missing one as a typo.
+    std::fs::write(&db, b"").expect("creating an empty file");
+    let per_kind = 2;
+    let children: Vec<_> = (0..per_kind)
+        .flat_map(|_| {
+            [
+                scratch
+                    .cmd()
+                    .arg("--db")
+                    .arg(&db)
+                    .args(["prune", "--older-than", "36500d"])
+                    .spawn(),
+                scratch
+                    .cmd()
+                    .arg("--db")
+                    .arg(&db)
+                    .args(["budget", "charge", "videos.list"])
+                    .spawn(),
+                scratch
+                    .cmd()
+                    .arg("--db")
+                    .arg(&db)
+                    .redis(&redis)
+                    .args(["budget", "charge", "videos.list"])
+                    .spawn(),
+            ]
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().expect("waiting");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let conn = Connection::open(&db).expect("opening");
+    let number = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).expect(sql) };
+    assert_eq!(
+        number("PRAGMA user_version"),
+        i64::from(trendsync::store::schema_version())
+    );
+    assert_eq!(
+        number("SELECT count(*) FROM quota_entry"),
+        per_kind,
+        "the embedded limiter's charges"
+    );
+    assert_eq!(
+        number("SELECT count(*) FROM quota_journal WHERE metered = 1"),
+        per_kind,
+        "the ledger of the charges Redis granted"
+    );
+    assert_eq!(
+        number("SELECT count(*) FROM sqlite_schema WHERE name = 'quota_schema'"),
+        0
+    );
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .expect("integrity_check");
+    assert_eq!(check, "ok");
+}
+
+/// A file from a newer trendsync is refused by every command that opens it, with the
+/// same message and exit 1, and left as it was.
+#[test]
+fn a_newer_file_is_refused_by_every_command_alike() {
+    let scratch = Scratch::new();
+    let db = scratch.file("trendsync.db");
+    let ran = scratch
+        .cmd()
+        .arg("--db")
+        .arg(&db)
+        .args(["budget", "charge", "videos.list"])
+        .run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let newer = trendsync::store::schema_version() + 1;
+    Connection::open(&db)
+        .expect("opening")
+        .execute_batch(&format!("PRAGMA user_version = {newer}"))
+        .expect("a newer version");
+    let before = std::fs::read(&db).expect("reading the file");
+    let sentence = format!(
+        "has schema version {newer}, but this build of trendsync supports at most version {}; \
+         upgrade trendsync",
+        trendsync::store::schema_version()
+    );
+    for args in [
+        &["budget", "charge", "videos.list"][..],
+        &["budget"],
+        &["prune", "--older-than", "36500d"],
+        &["run", "--dry-run"],
+        &["status"],
+    ] {
+        let ran = scratch.cmd().arg("--db").arg(&db).args(args).run();
+        assert_eq!(ran.code, 1, "{args:?}: {}", ran.stderr);
+        assert!(ran.stderr.contains(&sentence), "{args:?}: {}", ran.stderr);
+    }
+    assert_eq!(std::fs::read(&db).expect("reading the file"), before);
 }

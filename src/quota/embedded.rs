@@ -1,6 +1,8 @@
 //! The limiter inside the SQLite database, for a single host: the same steps as the
 //! Redis script, in one immediate transaction, so any number of processes on the host
-//! share one exact window. Its tables are prefixed `quota_` and belong to this module.
+//! share one exact window. Its tables are prefixed `quota_` and belong to this module;
+//! they are defined in `quota/schema.rs`, one step of the file's one schema
+//! ([`crate::schema`]), which opening for charging brings the file up to.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -13,32 +15,8 @@ use super::{
     Charge, Decision, Entry, LimiterError, PolicyRef, PolicyStatus, Status, from_micros, micros,
 };
 use crate::clock::{Clock, SystemClock};
+use crate::schema::MIGRATIONS;
 use crate::sqlite::{Durability, OpenError};
-
-const SCHEMA_VERSION: i64 = 1;
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS quota_schema (version INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS quota_entry (
-    policy     TEXT    NOT NULL,   -- '<budget.key>:<policy>'
-    member     TEXT    NOT NULL,   -- the charge id
-    at_us      INTEGER NOT NULL,
-    expires_us INTEGER NOT NULL,   -- at_us + the window it was charged under
-    units      INTEGER NOT NULL,
-    method     TEXT    NOT NULL,
-    PRIMARY KEY (policy, member)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS quota_entry_by_time ON quota_entry (policy, at_us);
-CREATE INDEX IF NOT EXISTS quota_entry_by_expiry ON quota_entry (expires_us);
-CREATE TABLE IF NOT EXISTS quota_total (
-    policy TEXT PRIMARY KEY,
-    total  INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS quota_block (
-    budget   TEXT PRIMARY KEY,
-    until_us INTEGER NOT NULL
-) WITHOUT ROWID;
-";
 
 pub struct EmbeddedLimiter {
     path: PathBuf,
@@ -77,7 +55,7 @@ impl EmbeddedLimiter {
         };
         // FULL, as SQLite's default that the limiter always ran with: a granted charge
         // lost to a power cut would let the window be overspent.
-        let mut conn =
+        let conn =
             crate::sqlite::open_for_writing(path, Durability::Full).map_err(|e| match e {
                 OpenError::Sqlite { doing, source } => fail(doing, source),
                 e @ OpenError::NoWal { .. } => LimiterError::Failed {
@@ -86,36 +64,11 @@ impl EmbeddedLimiter {
                     reason: e.to_string(),
                 },
             })?;
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| fail("creating the limiter's tables", e))?;
-        tx.execute_batch(SCHEMA)
-            .map_err(|e| fail("creating the limiter's tables", e))?;
-        let version: Option<i64> = tx
-            .query_row("SELECT version FROM quota_schema", [], |r| r.get(0))
-            .optional()
-            .map_err(|e| fail("reading the limiter's schema version", e))?;
-        match version {
-            None => {
-                tx.execute(
-                    "INSERT INTO quota_schema (version) VALUES (?1)",
-                    [SCHEMA_VERSION],
-                )
-                .map_err(|e| fail("recording the limiter's schema version", e))?;
-            }
-            Some(v) if v > SCHEMA_VERSION => {
-                return Err(LimiterError::Failed {
-                    endpoint: path.display().to_string(),
-                    doing: "opening the embedded limiter",
-                    reason: format!(
-                        "its tables are version {v}, newer than this trendsync knows ({SCHEMA_VERSION}); upgrade trendsync"
-                    ),
-                });
-            }
-            Some(_) => {}
-        }
-        tx.commit()
-            .map_err(|e| fail("creating the limiter's tables", e))?;
+        crate::schema::migrate(&conn, path, MIGRATIONS).map_err(|e| LimiterError::Failed {
+            endpoint: path.display().to_string(),
+            doing: "bringing the database's schema up to date",
+            reason: crate::error::chain(&e),
+        })?;
         Ok(EmbeddedLimiter {
             path: path.to_path_buf(),
             budget_key: budget_key.to_owned(),
@@ -124,15 +77,23 @@ impl EmbeddedLimiter {
         })
     }
 
-    /// Opens `path` only to read the window: creates nothing and writes nothing. A
-    /// missing file is an empty window.
+    /// Opens `path` only to read the window: creates nothing, writes nothing and never
+    /// migrates. A missing file is an empty window; so is a file whose schema predates
+    /// the limiter's tables, and an older file that holds them is read as it is (their
+    /// columns never changed). A file newer than this build is refused.
     pub fn open_read_only(path: &Path, budget_key: &str) -> Result<EmbeddedLimiter, LimiterError> {
         let conn = if path.exists() {
-            let conn = crate::sqlite::open_for_reading(path).map_err(|e| LimiterError::Failed {
+            let fail = |doing: &'static str, reason: String| LimiterError::Failed {
                 endpoint: path.display().to_string(),
-                doing: "opening the database to read",
-                reason: e.to_string(),
-            })?;
+                doing,
+                reason,
+            };
+            let conn = crate::sqlite::open_for_reading(path)
+                .map_err(|e| fail("opening the database to read", e.to_string()))?;
+            let found = crate::schema::user_version(&conn)
+                .map_err(|e| fail("reading the database's schema version", e.to_string()))?;
+            crate::schema::check_readable(path, found, crate::schema::latest_version())
+                .map_err(|e| fail("opening the database to read", e.to_string()))?;
             Some(Arc::new(Mutex::new(conn)))
         } else {
             None
@@ -456,7 +417,8 @@ fn charge_in(
 }
 
 /// Reads without writing: entries past their window are simply not counted. `None`
-/// when the limiter's tables do not exist yet.
+/// when the limiter's tables do not exist yet (a file below schema version 4 that no
+/// older limiter wrote to).
 fn status_in(
     conn: &mut Connection,
     budget_key: &str,

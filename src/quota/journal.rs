@@ -14,45 +14,24 @@
 //! marker, created with the window; this host remembers the last one it saw
 //! ([`Ledger`]). Seeing another (or none where there was one), it replays the ledger
 //! the same way, at original ages, idempotent by charge id. One table, one replay.
-//! The tables are prefixed `quota_` and belong to this module.
+//! The tables are prefixed `quota_` and belong to this module; they are defined in
+//! `quota/schema.rs`, one step of the file's one schema ([`crate::schema`]), which
+//! opening the journal brings the file up to.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use super::{Charge, Limiter, LimiterError, Part, from_micros, micros};
 use crate::clock::now_us;
+use crate::schema::{MIGRATIONS, SchemaError};
 use crate::sqlite::{Durability, OpenError};
 
 /// A row is the only trace of a call the window has not counted: it must survive a
 /// power cut, not only a crash (the store's NORMAL does not).
 const DURABILITY: Durability = Durability::Full;
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS quota_journal (
-    charge_id  TEXT    PRIMARY KEY,
-    budget     TEXT    NOT NULL,   -- budget.key: the pool the call spent from
-    method     TEXT    NOT NULL,
-    units      INTEGER NOT NULL,   -- units to the budget's own window
-    parts      TEXT    NOT NULL CHECK (json_valid(parts)),  -- [{policy, window_us, max, units}]
-    made_at_us INTEGER NOT NULL    -- this host's clock, when the call was let through
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS quota_journal_by_time ON quota_journal (budget, made_at_us);
-CREATE TABLE IF NOT EXISTS quota_epoch (
-    budget TEXT    PRIMARY KEY,
-    epoch  INTEGER NOT NULL       -- the epoch marker of the window last charged into
-) WITHOUT ROWID;
-";
-
-/// Columns added for the ledger; a journal written before them gains them on open.
-const LEDGER_COLUMNS: &[(&str, &str)] = &[
-    // 0: made unmetered, waiting for a replay; 1: counted, kept as the ledger.
-    ("metered", "INTEGER NOT NULL DEFAULT 0"),
-    // When the row leaves its longest window and can go (only for metered rows).
-    ("keep_until_us", "INTEGER NOT NULL DEFAULT 0"),
-];
 
 /// The journal could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +50,11 @@ pub enum JournalError {
         #[source]
         source: OpenError,
     },
+    /// The file's schema is newer than this build's, or could not be brought up to it
+    /// (the same error the store and the limiter give for the file). Said whole, with
+    /// its cause, since a command that goes on without the journal logs only this.
+    #[error("{}", crate::error::chain(.0))]
+    Schema(#[from] SchemaError),
 }
 
 impl JournalError {
@@ -135,12 +119,12 @@ impl std::fmt::Debug for Journal {
 }
 
 impl Journal {
-    /// Opens the journal in the database at `path`, creating its table (and the file)
-    /// if needed.
+    /// Opens the journal in the database at `path`, creating the file if needed and
+    /// bringing its schema up to date.
     pub fn open(path: &Path) -> Result<Journal, JournalError> {
         let conn = crate::sqlite::open_for_writing(path, DURABILITY)
             .map_err(|e| JournalError::opening(path, e))?;
-        Journal::prepare(path, conn, true)
+        Journal::ready(path, conn)
     }
 
     /// Opens the journal only if the database exists and holds any rows of this
@@ -172,59 +156,41 @@ impl Journal {
         let pending = {
             let conn = crate::sqlite::open_for_reading(path)
                 .map_err(fail("opening the database to read"))?;
+            let found = crate::schema::user_version(&conn)
+                .map_err(fail("reading the database's schema version"))?;
+            let latest = crate::schema::latest_version();
+            crate::schema::check_readable(path, found, latest)?;
             let has_table = conn
                 .prepare(
                     "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'quota_journal'",
                 )
                 .and_then(|mut q| q.exists([]))
                 .map_err(fail("looking for journalled calls"))?;
+            // A file from before the journal's step may hold a journal without the
+            // ledger's columns, whose rows are all unmetered: any row is one to open
+            // for (opening upgrades the file).
+            let rows = if found < latest {
+                "SELECT 1 FROM quota_journal LIMIT 1"
+            } else {
+                rows
+            };
             has_table
-                && (!has_column(&conn, "metered").map_err(fail("looking for journalled calls"))?
-                    || conn
-                        .prepare(rows)
-                        .and_then(|mut q| q.exists([]))
-                        .map_err(fail("looking for journalled calls"))?)
+                && conn
+                    .prepare(rows)
+                    .and_then(|mut q| q.exists([]))
+                    .map_err(fail("looking for journalled calls"))?
         };
         if !pending {
             return Ok(None);
         }
         let conn = crate::sqlite::open_existing_for_writing(path, DURABILITY)
             .map_err(|e| JournalError::opening(path, e))?;
-        Journal::prepare(path, conn, false).map(Some)
+        Journal::ready(path, conn).map(Some)
     }
 
-    fn prepare(path: &Path, mut conn: Connection, create: bool) -> Result<Journal, JournalError> {
-        let fail = |doing| {
-            move |source| JournalError::Sqlite {
-                path: path.to_path_buf(),
-                doing,
-                source,
-            }
-        };
-        // One immediate transaction: processes opening a fresh file together take
-        // turns, so the second sees the columns the first added instead of adding
-        // them again and failing on "duplicate column name".
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(fail("preparing the journal's tables"))?;
-        if create {
-            tx.execute_batch(SCHEMA)
-                .map_err(fail("creating the journal's table"))?;
-        }
-        for (column, decl) in LEDGER_COLUMNS {
-            if !has_column(&tx, column).map_err(fail("reading the journal's columns"))? {
-                tx.execute_batch(&format!(
-                    "ALTER TABLE quota_journal ADD COLUMN {column} {decl}"
-                ))
-                .map_err(fail("adding the ledger's columns to the journal"))?;
-            }
-        }
-        if !create {
-            tx.execute_batch(SCHEMA)
-                .map_err(fail("creating the journal's tables"))?;
-        }
-        tx.commit()
-            .map_err(fail("preparing the journal's tables"))?;
+    /// Brings the file's schema up to date, which creates the journal's tables.
+    fn ready(path: &Path, conn: Connection) -> Result<Journal, JournalError> {
+        crate::schema::migrate(&conn, path, MIGRATIONS)?;
         Ok(Journal {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
@@ -515,12 +481,6 @@ fn keep_until(charge: &Charge, made_at_us: i64) -> i64 {
         .max()
         .unwrap_or(0);
     made_at_us.saturating_add(longest)
-}
-
-/// Whether `quota_journal` has `column` (journals written before the ledger lack two).
-fn has_column(conn: &Connection, column: &str) -> rusqlite::Result<bool> {
-    conn.prepare("SELECT 1 FROM pragma_table_info('quota_journal') WHERE name = ?1")?
-        .exists([column])
 }
 
 /// The epoch marker of a budget's window in Redis: the Redis time, in microseconds,

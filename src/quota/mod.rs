@@ -12,6 +12,7 @@ mod journal;
 pub mod model;
 mod redis;
 mod redis_connect;
+pub(crate) mod schema;
 
 use std::collections::BTreeMap;
 use std::fmt;

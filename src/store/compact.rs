@@ -1,4 +1,4 @@
-//! The compact snapshot layout (schema step 2) and the upgrade that moves a version 1
+//! The compact snapshot layout (schema step 3) and the upgrade that moves a version 1
 //! database into it.
 //!
 //! Years of hourly snapshots are almost all chart places, so those rows are what must

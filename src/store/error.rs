@@ -29,18 +29,10 @@ pub enum StoreError {
     )]
     NoWal { path: PathBuf, mode: String },
 
-    /// The database was written by a newer trendsync whose schema this build does not
-    /// know. Opening it anyway could corrupt what that version relies on.
-    #[error(
-        "the database {} has schema version {found}, but this build of trendsync supports \
-         at most version {supported}; upgrade trendsync to use this database",
-        path.display()
-    )]
-    NewerSchema {
-        path: PathBuf,
-        found: u32,
-        supported: u32,
-    },
+    /// The file's schema is newer than this build's, or could not be brought up to it
+    /// (the same error the limiter and the journal give for the file).
+    #[error(transparent)]
+    Schema(#[from] crate::schema::SchemaError),
 
     /// A read-only open (`--dry-run`) found a schema older than this build's. Read-only
     /// opens never migrate, because a dry run writes nothing.
@@ -54,16 +46,6 @@ pub enum StoreError {
         path: PathBuf,
         found: u32,
         supported: u32,
-    },
-
-    /// A forward migration failed; its transaction was rolled back, so the database is
-    /// still at the version before it.
-    #[error("cannot upgrade the database {} to schema version {to_version}", path.display())]
-    Migrate {
-        path: PathBuf,
-        to_version: u32,
-        #[source]
-        source: rusqlite::Error,
     },
 
     /// The search query is not valid FTS5 syntax. This is the person's input, not a

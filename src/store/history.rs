@@ -347,8 +347,8 @@ fn history_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<HistoryRow> {
 #[cfg(test)]
 mod tests {
     use super::super::RunOutcome;
-    use super::super::schema::MIGRATIONS;
     use super::*;
+    use crate::schema::MIGRATIONS;
 
     fn outcome(region: &str, status: &str, reason: Option<&str>) -> RegionOutcome {
         RegionOutcome {
@@ -513,7 +513,7 @@ mod tests {
         }
         let store = Store::open(&path).expect("upgrading");
         assert_eq!(
-            super::super::schema::user_version(&store.conn).expect("version"),
+            crate::schema::user_version(&store.conn).expect("version"),
             crate::store::schema_version()
         );
         let all = store

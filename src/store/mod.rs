@@ -1,4 +1,5 @@
-//! The SQLite store: schema, migrations, queries and full-text search.
+//! The SQLite store: its tables (its steps of the file's one schema, applied by
+//! [`crate::schema`]), queries and full-text search.
 //!
 //! One [`Store`] wraps one SQLite connection to the database file. The store knows
 //! nothing of quota or HTTP: the runner hands it plain [`VideoRecord`]s and run
@@ -20,7 +21,7 @@ mod export;
 mod history;
 mod prune;
 mod read;
-mod schema;
+pub(crate) mod schema;
 mod sql;
 mod write;
 
@@ -37,8 +38,8 @@ pub use export::{ExportRow, ExportSpan};
 pub use history::{CallCount, HistoryFilter, HistoryRow, RegionOutcome, RunStart};
 pub use prune::PruneReport;
 pub use read::{ChartPlace, VideoPlace};
-use schema::{MIGRATIONS, MigrateError, Migration};
 
+use crate::schema::{MIGRATIONS, Migration};
 use crate::sqlite::{Durability, OpenError};
 
 /// Page cache per connection, in KiB.
@@ -47,9 +48,10 @@ const CACHE_KIB: i64 = 32 * 1024;
 /// WAL size, in pages (4 KiB), at which a commit checkpoints by itself: ~40 MiB.
 const WAL_AUTOCHECKPOINT_PAGES: i64 = 10_000;
 
-/// The schema version this build creates and reads (`PRAGMA user_version`).
+/// The schema version of the whole file this build creates and reads (`PRAGMA
+/// user_version`; [`crate::schema`]).
 pub fn schema_version() -> u32 {
-    schema::latest_version()
+    crate::schema::latest_version()
 }
 
 pub use crate::video::VideoRecord;
@@ -156,9 +158,9 @@ impl std::fmt::Debug for Store {
 
 impl Store {
     /// Opens (creating if needed) the database for reading and writing and upgrades its
-    /// schema to this build's version.
+    /// schema (the whole file's: [`crate::schema`]) to this build's version.
     ///
-    /// Refuses a database from a newer trendsync ([`StoreError::NewerSchema`]).
+    /// Refuses a database from a newer trendsync ([`crate::schema::SchemaError::Newer`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
         Self::open_with(path.as_ref(), MIGRATIONS)
     }
@@ -206,23 +208,7 @@ impl Store {
             .map_err(open_err("setting the WAL checkpoint size"))?;
         conn.set_prepared_statement_cache_capacity(32);
 
-        match schema::migrate(&conn, migrations) {
-            Ok(_) => {}
-            Err(MigrateError::Newer { found }) => {
-                return Err(StoreError::NewerSchema {
-                    path: path.to_path_buf(),
-                    found,
-                    supported: migrations.len() as u32,
-                });
-            }
-            Err(MigrateError::Step { to_version, source }) => {
-                return Err(StoreError::Migrate {
-                    path: path.to_path_buf(),
-                    to_version,
-                    source,
-                });
-            }
-        }
+        crate::schema::migrate(&conn, path, migrations)?;
         let store = Store {
             conn,
             path: path.to_path_buf(),
@@ -234,13 +220,15 @@ impl Store {
 
     /// Opens the database for `--dry-run`, which must write nothing.
     ///
-    /// - `Ok(None)` when the file does not exist (it is not created) or holds no
-    ///   trendsync schema yet (`user_version` 0): there is nothing stored, so every
-    ///   region is as stale as it can be.
+    /// - `Ok(None)` when the file does not exist (it is not created) or is at schema
+    ///   version 0: a new empty file, or one that only an older trendsync's embedded
+    ///   limiter or journal wrote (they did not version the file). Either way it holds
+    ///   none of the store's tables, so nothing is stored and every region is as stale
+    ///   as it can be.
     /// - A schema older than this build's is an error ([`StoreError::OlderSchema`])
     ///   rather than a guess at which parts are missing: a dry run never migrates, and
     ///   one real run upgrades the file.
-    /// - A newer schema is refused as in [`Store::open`].
+    /// - A newer schema is refused as in [`Store::open`], with the same error.
     ///
     /// The connection is `SQLITE_OPEN_READ_ONLY` and `query_only`, so every write method
     /// fails. The database file's content is never changed. One caveat that comes with
@@ -274,17 +262,12 @@ impl Store {
         // stray -wal/-shm files), and query_only so that nothing is written.
         let conn =
             crate::sqlite::open_for_reading(path).map_err(open_err("opening the file to read"))?;
-        let found = schema::user_version(&conn).map_err(open_err("reading the schema version"))?;
+        let found =
+            crate::schema::user_version(&conn).map_err(open_err("reading the schema version"))?;
         let supported = migrations.len() as u32;
+        crate::schema::check_readable(path, found, supported)?;
         if found == 0 {
             return Ok(None);
-        }
-        if found > supported {
-            return Err(StoreError::NewerSchema {
-                path: path.to_path_buf(),
-                found,
-                supported,
-            });
         }
         if found < supported {
             return Err(StoreError::OlderSchema {

@@ -1,54 +1,38 @@
-//! The schema as a list of forward migrations, and the code that applies them.
+//! The store's steps of the file's schema: versions 1 to 3 of the one list in
+//! [`crate::schema`], which applies them (and the steps of the other owners of the
+//! file) and explains how `PRAGMA user_version` counts them.
 //!
-//! `PRAGMA user_version` is the number of migrations applied. It belongs to the store:
-//! other modules that keep tables in the same file (the embedded limiter's `quota_*`
-//! tables) must track their own schema elsewhere, and no migration here may create or
-//! touch a `quota_*` table.
-//!
-//! Migrations are append-only: a step that shipped is never edited, a change is a new
-//! step. The pending steps run in one `BEGIN IMMEDIATE` transaction that also bumps
-//! `user_version`, so a crash leaves the file at the version it had, or at the latest:
-//! never between two steps, where a read-only command (which never migrates) would
-//! refuse it.
+//! These steps shipped when the store alone kept `user_version`; they are never
+//! edited. None of them creates or touches a `quota_*` table: those belong to the
+//! limiter and the journal, whose tables are their own step (4).
 
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::Connection;
 
-/// One forward step of the schema.
-pub(crate) struct Migration {
-    /// What the step does, for logs.
-    pub(crate) description: &'static str,
-    pub(crate) sql: &'static str,
-    /// Code run after `sql` in the same transaction, for a step that moves data in a
-    /// way one SQL batch cannot do at speed or with progress shown.
-    pub(crate) data: Option<DataStep>,
-}
+use crate::schema::{Migration, StepError};
 
-/// A migration step's data part: runs inside the step's transaction.
-pub(crate) type DataStep = fn(&Connection) -> rusqlite::Result<()>;
+/// Step 1.
+pub(crate) const VIDEOS: Migration = Migration {
+    description: "runs, videos, stats, trending, searches, categories, region state, FTS5",
+    sql: V1,
+    data: None,
+};
 
-/// The schema, oldest step first. `user_version` = how many of these are applied.
-pub(crate) const MIGRATIONS: &[Migration] = &[
-    Migration {
-        description: "runs, videos, stats, trending, searches, categories, region state, FTS5",
-        sql: V1,
-        data: None,
-    },
-    Migration {
-        description: "each run's outcome per region and its calls by method and outcome",
-        sql: RUN_OUTCOMES,
-        data: None,
-    },
-    Migration {
-        description: "compact snapshots: one row per fetch, one row of integers per place",
-        sql: super::compact::CREATE,
-        data: Some(super::compact::migrate_from_v1),
-    },
-];
+/// Step 2.
+pub(crate) const RUN_OUTCOMES: Migration = Migration {
+    description: "each run's outcome per region and its calls by method and outcome",
+    sql: RUN_OUTCOMES_SQL,
+    data: None,
+};
 
-/// The highest schema version this build knows.
-pub(crate) fn latest_version() -> u32 {
-    // The list is a handful of entries; it cannot overflow u32.
-    MIGRATIONS.len() as u32
+/// Step 3.
+pub(crate) const COMPACT: Migration = Migration {
+    description: "compact snapshots: one row per fetch, one row of integers per place",
+    sql: super::compact::CREATE,
+    data: Some(compact_data),
+};
+
+fn compact_data(conn: &Connection) -> Result<(), StepError> {
+    Ok(super::compact::migrate_from_v1(conn)?)
 }
 
 /// Times the store generates are INTEGER unix seconds; `published_at` stays the RFC 3339
@@ -190,7 +174,7 @@ END;
 /// (written as `running` when the run starts, so a killed run's regions show up as
 /// abandoned, not as missing), and every attempt at an upstream call by method and
 /// outcome, so that the metrics file can be rebuilt whole by whichever process writes it.
-const RUN_OUTCOMES: &str = r#"
+const RUN_OUTCOMES_SQL: &str = r#"
 CREATE TABLE run_regions (
     run_id     TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
     region     TEXT NOT NULL,
@@ -223,74 +207,3 @@ CREATE TABLE call_totals (
     PRIMARY KEY (method, outcome)
 ) STRICT, WITHOUT ROWID;
 "#;
-
-/// Why a migration run stopped.
-pub(crate) enum MigrateError {
-    /// The file is at a version beyond `migrations`.
-    Newer { found: u32 },
-    /// Applying the step to `to_version` failed (rolled back).
-    Step {
-        to_version: u32,
-        source: rusqlite::Error,
-    },
-}
-
-/// Reads `PRAGMA user_version`.
-pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
-    conn.query_row("PRAGMA user_version", [], |row| row.get(0))
-}
-
-/// Brings the file up to `migrations.len()`, every pending step in one transaction.
-///
-/// Safe with several processes opening a fresh file at once: the upgrade takes the
-/// write lock (`BEGIN IMMEDIATE`, which waits out the busy timeout) and re-reads the
-/// version inside it, so steps another process has just applied are not applied twice.
-/// Returns the version the file was at before.
-pub(crate) fn migrate(conn: &Connection, migrations: &[Migration]) -> Result<u32, MigrateError> {
-    let latest = migrations.len() as u32;
-    let before = user_version(conn).map_err(|source| MigrateError::Step {
-        to_version: latest,
-        source,
-    })?;
-    if before > latest {
-        return Err(MigrateError::Newer { found: before });
-    }
-    if before == latest {
-        // The common case: no write lock taken on every open.
-        return Ok(before);
-    }
-    // The version being applied, used to label an error.
-    let mut next = latest;
-    let upgraded = (|| -> rusqlite::Result<u32> {
-        let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
-        let current = user_version(&tx)?;
-        if current >= latest {
-            // Another process upgraded it meanwhile (or went beyond this build).
-            return Ok(current);
-        }
-        for (at, migration) in (current..latest).zip(&migrations[current as usize..]) {
-            next = at + 1;
-            tracing::info!(
-                version = next,
-                description = migration.description,
-                "upgrading database schema"
-            );
-            tx.execute_batch(migration.sql)?;
-            if let Some(data) = migration.data {
-                data(&tx)?;
-            }
-        }
-        // PRAGMA takes no bound parameters; the value is our own integer.
-        tx.execute_batch(&format!("PRAGMA user_version = {latest}"))?;
-        tx.commit()?;
-        Ok(latest)
-    })();
-    match upgraded {
-        Ok(current) if current > latest => Err(MigrateError::Newer { found: current }),
-        Ok(_) => Ok(before),
-        Err(source) => Err(MigrateError::Step {
-            to_version: next,
-            source,
-        }),
-    }
-}

@@ -6,8 +6,8 @@ use std::path::Path;
 use rusqlite::Connection;
 use tempfile::TempDir;
 
-use super::schema::MIGRATIONS;
 use super::*;
+use crate::schema::MIGRATIONS;
 
 fn temp_db() -> (TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -125,7 +125,10 @@ fn a_v1_database_with_every_kind_of_row_upgrades_losslessly() {
     assert_eq!(before[2].len(), 6, "the fixture holds six stats rows");
 
     let store = Store::open(&path).unwrap();
-    assert_eq!(schema::user_version(&store.conn).unwrap(), schema_version());
+    assert_eq!(
+        crate::schema::user_version(&store.conn).unwrap(),
+        schema_version()
+    );
     for (sql, rows) in VIEWS.iter().zip(&before) {
         assert_eq!(&dump(&store.conn, sql), rows, "{sql}");
     }
@@ -171,7 +174,7 @@ fn a_v1_database_with_no_rows_upgrades_and_owes_no_vacuum() {
     Store::create_at_version(&path, 1).unwrap();
     let store = Store::open(&path).unwrap();
     assert_eq!(
-        schema::user_version(&store.conn).unwrap(),
+        crate::schema::user_version(&store.conn).unwrap(),
         MIGRATIONS.len() as u32
     );
     assert!(store.integrity_check().unwrap());

@@ -1,0 +1,107 @@
+//! The tables of the embedded limiter and of the journal: step 4 of the file's one
+//! schema ([`crate::schema`], which applies it with every other step). The tables are
+//! prefixed `quota_`; the limiter's belong to `embedded.rs`, the journal's to
+//! `journal.rs`, and neither creates them on its own.
+//!
+//! Before this step both created their tables on every open, without touching
+//! `user_version`, so a file from an older build may already hold them, with rows:
+//! every table and index here is created `IF NOT EXISTS`, exactly as those builds
+//! created it, and the data step brings such a file to what a new one holds.
+
+use rusqlite::Connection;
+
+use crate::schema::{Migration, StepError};
+
+/// Step 4.
+pub(crate) const TABLES: Migration = Migration {
+    description: "the embedded limiter's and the journal's tables",
+    sql: TABLES_SQL,
+    data: Some(carry_forward),
+};
+
+const TABLES_SQL: &str = "
+-- The embedded limiter: a weighted sliding-window log per policy, a running total per
+-- policy, and the upstream block per budget.
+CREATE TABLE IF NOT EXISTS quota_entry (
+    policy     TEXT    NOT NULL,   -- '<budget.key>:<policy>'
+    member     TEXT    NOT NULL,   -- the charge id
+    at_us      INTEGER NOT NULL,
+    expires_us INTEGER NOT NULL,   -- at_us + the window it was charged under
+    units      INTEGER NOT NULL,
+    method     TEXT    NOT NULL,
+    PRIMARY KEY (policy, member)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS quota_entry_by_time ON quota_entry (policy, at_us);
+CREATE INDEX IF NOT EXISTS quota_entry_by_expiry ON quota_entry (expires_us);
+CREATE TABLE IF NOT EXISTS quota_total (
+    policy TEXT PRIMARY KEY,
+    total  INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS quota_block (
+    budget   TEXT PRIMARY KEY,
+    until_us INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- The journal of calls made while the limiter was down, and the ledger of those
+-- Redis granted. The last two columns came with the ledger; an older journal gains
+-- them in the data step, at the same place.
+CREATE TABLE IF NOT EXISTS quota_journal (
+    charge_id  TEXT    PRIMARY KEY,
+    budget     TEXT    NOT NULL,   -- budget.key: the pool the call spent from
+    method     TEXT    NOT NULL,
+    units      INTEGER NOT NULL,   -- units to the budget's own window
+    parts      TEXT    NOT NULL CHECK (json_valid(parts)),  -- [{policy, window_us, max, units}]
+    made_at_us INTEGER NOT NULL,   -- this host's clock, when the call was let through
+    -- 0: made unmetered, waiting for a replay; 1: counted, kept as the ledger.
+    metered       INTEGER NOT NULL DEFAULT 0,
+    -- When the row leaves its longest window and can go (only for metered rows).
+    keep_until_us INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS quota_journal_by_time ON quota_journal (budget, made_at_us);
+CREATE TABLE IF NOT EXISTS quota_epoch (
+    budget TEXT    PRIMARY KEY,
+    epoch  INTEGER NOT NULL       -- the epoch marker of the window last charged into
+) WITHOUT ROWID;
+";
+
+/// The ledger's columns of `quota_journal`, as [`TABLES_SQL`] declares them.
+const LEDGER_COLUMNS: &[(&str, &str)] = &[
+    ("metered", "INTEGER NOT NULL DEFAULT 0"),
+    ("keep_until_us", "INTEGER NOT NULL DEFAULT 0"),
+];
+
+/// The only version of `quota_schema` any trendsync wrote.
+const LAST_LIMITER_VERSION: i64 = 1;
+
+/// What an older file needs beyond the tables: the ledger's columns on a journal
+/// written before the ledger (its rows are all unmetered, which the defaults say),
+/// and the end of the limiter's own version table.
+fn carry_forward(conn: &Connection) -> Result<(), StepError> {
+    for (column, decl) in LEDGER_COLUMNS {
+        let present = conn
+            .prepare("SELECT 1 FROM pragma_table_info('quota_journal') WHERE name = ?1")?
+            .exists([column])?;
+        if !present {
+            conn.execute_batch(&format!(
+                "ALTER TABLE quota_journal ADD COLUMN {column} {decl}"
+            ))?;
+        }
+    }
+    let versioned = conn
+        .prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'quota_schema'")?
+        .exists([])?;
+    if versioned {
+        let newest: Option<i64> =
+            conn.query_row("SELECT max(version) FROM quota_schema", [], |r| r.get(0))?;
+        if let Some(found) = newest.filter(|v| *v > LAST_LIMITER_VERSION) {
+            return Err(StepError::Refused(format!(
+                "its table quota_schema says the embedded limiter's tables are at version \
+                 {found}, which no trendsync has written (the last was \
+                 {LAST_LIMITER_VERSION}), so they may not be what this build reads; the file \
+                 was left as it was: use it with the program that wrote it, or move it aside"
+            )));
+        }
+        conn.execute_batch("DROP TABLE quota_schema")?;
+    }
+    Ok(())
+}
