@@ -37,14 +37,37 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, TransactionBehavior};
 
 /// One forward step of the schema.
+#[derive(Clone, Copy)]
 pub(crate) struct Migration {
     /// What the step does, for logs.
     pub(crate) description: &'static str,
+    /// Whose tables the step creates or changes.
+    pub(crate) owner: Owner,
     pub(crate) sql: &'static str,
     /// Code run after `sql` in the same transaction, for a step that moves data in a
     /// way one SQL batch cannot do at speed or with progress shown, or that depends on
     /// what an older file holds.
     pub(crate) data: Option<DataStep>,
+}
+
+/// The part of trendsync whose tables a step is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// Runs, videos, snapshots, searches (`store`).
+    Store,
+    /// The embedded limiter's window and the journal (`quota`).
+    Quota,
+}
+
+/// The version at which `owner`'s tables took the shape this build reads: the steps
+/// after it belong to others. A read-only open needs only that much, so `status` right
+/// after an upgrade of trendsync reads a file no writer has brought forward yet.
+pub(crate) fn shaped_for(owner: Owner, migrations: &[Migration]) -> u32 {
+    let steps = migrations
+        .iter()
+        .rposition(|m| m.owner == owner)
+        .map_or(0, |at| at + 1);
+    version_of(&migrations[..steps])
 }
 
 /// A migration step's data part: runs inside the step's transaction.

@@ -10,11 +10,12 @@
 
 use rusqlite::Connection;
 
-use crate::schema::{Migration, StepError};
+use crate::schema::{Migration, Owner, StepError};
 
 /// Step 4.
 pub(crate) const TABLES: Migration = Migration {
     description: "the embedded limiter's and the journal's tables",
+    owner: Owner::Quota,
     sql: TABLES_SQL,
     data: Some(carry_forward),
 };

@@ -225,9 +225,10 @@ impl Store {
     ///   limiter or journal wrote (they did not version the file). Either way it holds
     ///   none of the store's tables, so nothing is stored and every region is as stale
     ///   as it can be.
-    /// - A schema older than this build's is an error ([`StoreError::OlderSchema`])
-    ///   rather than a guess at which parts are missing: a dry run never migrates, and
-    ///   one real run upgrades the file.
+    /// - A file whose store tables are older than this build's is an error
+    ///   ([`StoreError::OlderSchema`]) rather than a guess at which parts are missing: a
+    ///   dry run never migrates, and one real run upgrades the file. Later steps that
+    ///   change only other tables (the limiter's) are not needed to read it.
     /// - A newer schema is refused as in [`Store::open`], with the same error.
     ///
     /// The connection is `SQLITE_OPEN_READ_ONLY` and `query_only`, so every write method
@@ -269,7 +270,10 @@ impl Store {
         if found == 0 {
             return Ok(None);
         }
-        if found < supported {
+        // Steps after the store's own change other tables only: a file that has not had
+        // them yet holds the store's tables as this build reads them.
+        let needed = crate::schema::shaped_for(crate::schema::Owner::Store, migrations);
+        if found < needed {
             return Err(StoreError::OlderSchema {
                 path: path.to_path_buf(),
                 found,

@@ -8,11 +8,12 @@
 
 use rusqlite::Connection;
 
-use crate::schema::{Migration, StepError};
+use crate::schema::{Migration, Owner, StepError};
 
 /// Step 1.
 pub(crate) const VIDEOS: Migration = Migration {
     description: "runs, videos, stats, trending, searches, categories, region state, FTS5",
+    owner: Owner::Store,
     sql: V1,
     data: None,
 };
@@ -20,6 +21,7 @@ pub(crate) const VIDEOS: Migration = Migration {
 /// Step 2.
 pub(crate) const RUN_OUTCOMES: Migration = Migration {
     description: "each run's outcome per region and its calls by method and outcome",
+    owner: Owner::Store,
     sql: RUN_OUTCOMES_SQL,
     data: None,
 };
@@ -27,6 +29,7 @@ pub(crate) const RUN_OUTCOMES: Migration = Migration {
 /// Step 3.
 pub(crate) const COMPACT: Migration = Migration {
     description: "compact snapshots: one row per fetch, one row of integers per place",
+    owner: Owner::Store,
     sql: super::compact::CREATE,
     data: Some(compact_data),
 };

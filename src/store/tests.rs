@@ -7,7 +7,7 @@ use rusqlite::Connection;
 use tempfile::TempDir;
 
 use super::*;
-use crate::schema::{MIGRATIONS, Migration, SchemaError};
+use crate::schema::{MIGRATIONS, Migration, Owner, SchemaError};
 
 fn temp_db() -> (TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -270,16 +270,10 @@ fn forward_migration_applies_on_existing_data_and_failure_rolls_back() {
     }
     let latest = schema_version();
 
-    let mut broken: Vec<Migration> = MIGRATIONS
-        .iter()
-        .map(|m| Migration {
-            description: m.description,
-            sql: m.sql,
-            data: m.data,
-        })
-        .collect();
+    let mut broken: Vec<Migration> = MIGRATIONS.to_vec();
     broken.push(Migration {
         description: "half-broken step",
+        owner: Owner::Store,
         sql: "CREATE TABLE extra (x INTEGER); INSERT INTO no_such_table VALUES (1);",
         data: None,
     });
@@ -303,16 +297,10 @@ fn forward_migration_applies_on_existing_data_and_failure_rolls_back() {
     assert_eq!(extra, 0, "the failed step must roll back entirely");
     drop(conn);
 
-    let mut good: Vec<Migration> = MIGRATIONS
-        .iter()
-        .map(|m| Migration {
-            description: m.description,
-            sql: m.sql,
-            data: m.data,
-        })
-        .collect();
+    let mut good: Vec<Migration> = MIGRATIONS.to_vec();
     good.push(Migration {
         description: "test step",
+        owner: Owner::Store,
         sql: "CREATE TABLE extra AS SELECT id FROM videos;",
         data: None,
     });
@@ -1060,16 +1048,10 @@ fn read_only_open_of_an_unmigrated_or_older_file() {
     // An older schema than this build's: a clear error, no migration.
     let (_dir2, path2) = temp_db();
     drop(populated(&path2));
-    let mut longer: Vec<Migration> = MIGRATIONS
-        .iter()
-        .map(|m| Migration {
-            description: m.description,
-            sql: m.sql,
-            data: m.data,
-        })
-        .collect();
+    let mut longer: Vec<Migration> = MIGRATIONS.to_vec();
     longer.push(Migration {
         description: "future step",
+        owner: Owner::Store,
         sql: "CREATE TABLE later (x INTEGER);",
         data: None,
     });
@@ -1084,6 +1066,46 @@ fn read_only_open_of_an_unmigrated_or_older_file() {
         other => panic!("expected OlderSchema, got {other:?}"),
     }
     assert!(err.to_string().contains("without --dry-run"), "{err}");
+}
+
+#[test]
+fn read_only_open_needs_only_the_steps_that_shape_the_stores_tables() {
+    // A file as this build's store steps leave it, before the limiter's step: what an
+    // upgraded trendsync finds until its first writing command. `status` must read it.
+    let store_steps = MIGRATIONS
+        .iter()
+        .rposition(|m| m.owner == Owner::Store)
+        .expect("the store has steps")
+        + 1;
+    assert!(
+        store_steps < MIGRATIONS.len(),
+        "a later step is another owner's"
+    );
+    let (_dir, path) = temp_db();
+    let store = Store::open_with(&path, &MIGRATIONS[..store_steps]).unwrap();
+    store.begin_run("r1", RunKind::Run, 1).unwrap();
+    drop(store);
+    let read = Store::open_read_only(&path)
+        .unwrap()
+        .expect("the store's tables are there");
+    let runs: i64 = read
+        .conn
+        .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(runs, 1);
+    assert_eq!(
+        crate::schema::user_version(&read.conn).unwrap() as usize,
+        store_steps,
+        "a read-only open must not migrate"
+    );
+
+    // One store step fewer is a file whose store tables are older: refused.
+    let (_dir2, path2) = temp_db();
+    drop(Store::open_with(&path2, &MIGRATIONS[..store_steps - 1]).unwrap());
+    assert!(matches!(
+        Store::open_read_only(&path2),
+        Err(StoreError::OlderSchema { .. })
+    ));
 }
 
 #[test]
