@@ -1,74 +1,94 @@
 -- Decides one weighted charge against one or more sliding-window logs, atomically
--- (the key layout and helpers are in prelude.lua, prepended to this file).
+-- (the key layout, the expiry rule and the helpers are in prelude.lua, prepended to
+-- this file).
 --
 -- KEYS[1], KEYS[2]   the budget's block key and its epoch marker
--- KEYS[2+i]          part i's running total  } each kind together, so that
--- KEYS[2+n+i]        part i's oldest time    } one MGET reads them all
--- KEYS[2+2n+i]       part i's sorted set of entries
+-- KEYS[2+i]          part i's total ("<total>:<oldest>:<expires>")  } so that one
+-- KEYS[2+n+i]        part i's sorted set of entries                 } MGET reads
+--                                                                     block, epoch and
+--                                                                     every total
 -- ARGV[1]            "|<method>|<id>": the member's tail (the id is unique per call)
--- ARGV[2]            -1 for a live charge; otherwise the age in microseconds of a call
---                    already made (journalled or in the ledger): recorded whatever the
+-- ARGV[3i-1 .. 3i+1] part i: window (us), max, units
+-- ARGV[3n+2]         only when replaying a call already made (journalled or in the
+--                    ledger): its age in microseconds; it is recorded whatever the
 --                    window holds
--- ARGV[3i .. 3i+2]   part i: window (us), max, units
 --
--- Returns {code, blocked_wait_us, epoch, now_us, part...}: code GRANTED, DENIED, DUPLICATE
--- (already recorded) or BLOCKED; each part is used, fit (FIT_NOW, FIT_AFTER,
--- FIT_NEVER), wait_us, next_free_us, empty_in_us (-1 for none).
+-- Returns {code, blocked_wait_us, epoch, now_us, part...}: code GRANTED, DENIED,
+-- DUPLICATE (already recorded) or BLOCKED; each part is used, fit (FIT_NOW,
+-- FIT_AFTER, FIT_NEVER), wait_us, next_free_us, empty_in_us (-1 for none). The common
+-- grant answers briefly: {GRANTED_NOW, epoch, now_us, (used, next_free_us) per part}.
 --
--- The common path, a live charge that is granted, makes five calls for one part:
--- TIME, one MGET (block, epoch, every total and oldest time), ZADD NX (the duplicate
--- check and the insert in one), SET of the total with its expiry, PEXPIRE; and runs
--- as little Lua as it can, since at 20 clients the script's own work is what limits
--- throughput (BENCHMARKS.md). Eviction, denial, duplicates, replays and a first
--- entry read or write more.
+-- The common path, a live charge that is granted, makes four calls for one part:
+-- TIME, one MGET (block, epoch, every total), ZADD NX (the duplicate check and the
+-- insert in one), and SET of the total keeping its expiry; a PEXPIRE and the SET's
+-- own expiry are added only when the expiry must move (about once per SLACK while
+-- charges keep coming). It runs as little Lua as it can, since at 20 clients the
+-- script's own work is what limits throughput (BENCHMARKS.md): no table but the
+-- reply, each argument turned into a number once. Eviction, denial, duplicates,
+-- replays and a first entry read or write more.
 
-local now = clock()
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
 local tail = ARGV[1]
-local age = tonumber(ARGV[2])
-local forced = age >= 0
-local n = (#KEYS - 2) / 3
+local n = (#KEYS - 2) / 2
+local age = ARGV[3 * n + 2]
 
-local stored = redis.call('MGET', unpack(KEYS, 1, 2 + 2 * n))
-local epoch = tonumber(stored[2])
+local stored = redis.call('MGET', unpack(KEYS, 1, 2 + n))
+local epoch = stored[2]
 if not epoch then
   -- A new window, or one this Redis lost: hosts that saw another epoch replay.
   epoch = now
-  redis.call('SET', KEYS[2], epoch)
+  redis.call('SET', KEYS[2], now)
 end
 
--- The common path, straight through with no tables but the reply: a live charge,
--- not blocked, every part's total and oldest entry known, nothing to evict, and
--- room for it in every part.
-local common = not forced and (tonumber(stored[1]) or 0) <= now
+-- The common path: a live charge, not blocked, every part's total readable, nothing
+-- to evict, and room for it in every part. The last part's values stay in these
+-- locals; with several parts, the write below reads the others again.
+local common = not age and not (stored[1] and stored[1] - now > 0)
+local total, rest, oldest, expires, window, used
 for i = 1, n do
   if not common then break end
-  local total, oldest = tonumber(stored[2 + i]), tonumber(stored[2 + n + i])
-  common = total and oldest and oldest > now - tonumber(ARGV[3 * i])
-    and total + tonumber(ARGV[3 * i + 2]) <= tonumber(ARGV[3 * i + 1])
+  local s = stored[2 + i]
+  if s then total, rest, oldest, expires = string.match(s, '^(%d+)(:(%d+):(%d+))$') end
+  if not (s and total) then
+    common = false
+  else
+    window = ARGV[3 * i - 1] + 0
+    oldest = oldest - now + window -- from here on, when the oldest entry leaves
+    used = total + ARGV[3 * i + 1]
+    common = oldest > 0 and used <= ARGV[3 * i] + 0
+  end
 end
-if common then
-  for i = 1, n do
-    if redis.call('ZADD', KEYS[2 + 2 * n + i], 'NX', now, ARGV[3 * i + 2] .. tail) == 0 then
-      -- Recorded before: undo, and let the general path below answer.
-      for j = 1, i - 1 do
-        redis.call('ZREM', KEYS[2 + 2 * n + j], ARGV[3 * j + 2] .. tail)
-      end
-      common = false
-      break
+for i = 1, n do
+  if not common then break end
+  if redis.call('ZADD', KEYS[2 + n + i], 'NX', now, ARGV[3 * i + 1] .. tail) == 0 then
+    -- Recorded before: undo, and let the general path below answer.
+    for j = 1, i - 1 do
+      redis.call('ZREM', KEYS[2 + n + j], ARGV[3 * j + 1] .. tail)
     end
+    common = false
   end
 end
 if common then
-  local out = {GRANTED, 0, epoch, now}
+  local out = {GRANTED_NOW, epoch, now}
   for i = 1, n do
-    local window = tonumber(ARGV[3 * i])
-    local total = tonumber(stored[2 + i]) + tonumber(ARGV[3 * i + 2])
-    local ttl = math.ceil(window / 1000)
-    redis.call('SET', KEYS[2 + i], total, 'PX', ttl)
-    redis.call('PEXPIRE', KEYS[2 + 2 * n + i], ttl)
-    local k = 4 + 5 * (i - 1)
-    out[k + 1], out[k + 2], out[k + 3] = total, FIT_NOW, 0
-    out[k + 4], out[k + 5] = tonumber(stored[2 + n + i]) + window - now, window
+    if n > 1 then
+      total, rest, oldest, expires = string.match(stored[2 + i], '^(%d+)(:(%d+):(%d+))$')
+      window = ARGV[3 * i - 1] + 0
+      oldest = oldest - now + window
+      used = total + ARGV[3 * i + 1]
+    end
+    if expires - window >= now then
+      redis.call('SET', KEYS[2 + i], string.format('%d%s', used, rest), 'KEEPTTL')
+    else
+      -- The expiry rule of prelude.lua, for a newest entry at now.
+      local slack = math.min(math.floor(window / 10), SLACK_MAX)
+      local ttl = math.ceil((window + slack) / 1000)
+      redis.call('SET', KEYS[2 + i],
+        string.format('%d:%d:%d', used, oldest + now - window, now + window + slack), 'PX', ttl)
+      redis.call('PEXPIRE', KEYS[2 + n + i], ttl)
+    end
+    out[2 + 2 * i], out[3 + 2 * i] = used, oldest
   end
   return out
 end
@@ -76,19 +96,22 @@ end
 -- Every other case: eviction, a first entry, a denial, a duplicate, a replay.
 local h = helpers()
 local units_of, oldest_in, newest_in = h.units_of, h.oldest_in, h.newest_in
-local units_until, ttl_ms = h.units_until, h.ttl_ms
+local units_until, keep = h.units_until, h.keep
+local forced = age ~= nil
+age = tonumber(age)
 local parts = {}
 for i = 1, n do
-  local b = 3 * i
+  local b = 3 * i - 1
   local p = {
-    tkey = KEYS[2 + i], okey = KEYS[2 + n + i], zkey = KEYS[2 + 2 * n + i],
+    tkey = KEYS[2 + i], zkey = KEYS[2 + n + i],
     window = tonumber(ARGV[b]), max = tonumber(ARGV[b + 1]), units = tonumber(ARGV[b + 2]),
   }
-  local total, oldest = tonumber(stored[2 + i]), tonumber(stored[2 + n + i])
+  local total, oldest = h.state_of(stored[2 + i])
   local cutoff = now - p.window
-  if not (total and oldest and oldest > cutoff) then
-    -- Something left the window, or the keys beside the set are gone (first entry,
-    -- idle expiry, or deleted by hand): evict, and count again what is left.
+  if not (total and oldest > cutoff) then
+    -- Something left the window, or the total is gone or unreadable (first entry,
+    -- idle expiry, deleted by hand, or written by an older layout): evict, and count
+    -- again what is left.
     if not total and oldest_in(p.zkey) then
       -- The total is gone while entries remain: count them once.
       total = 0
@@ -100,16 +123,10 @@ for i = 1, n do
     redis.call('ZREMRANGEBYSCORE', p.zkey, '-inf', cutoff)
     oldest = oldest_in(p.zkey)
     if oldest and total > 0 then
-      local ttl = redis.call('PTTL', p.zkey)
-      if ttl > 0 then
-        redis.call('SET', p.tkey, total, 'PX', ttl)
-      else
-        redis.call('SET', p.tkey, total)
-      end
-      redis.call('SET', p.okey, oldest, 'PX', ttl_ms(oldest, p.window, now))
+      keep(p.tkey, p.zkey, total, oldest, newest_in(p.zkey), p.window, now)
     else
       total, oldest = 0, nil
-      redis.call('DEL', p.zkey, p.tkey, p.okey)
+      redis.call('DEL', p.zkey, p.tkey)
     end
   end
   p.total, p.oldest = total, oldest
@@ -219,15 +236,9 @@ for i = 1, n do
 end
 for _, p in ipairs(added) do
   p.total = p.total + p.units
-  if not p.oldest or at < p.oldest then
-    p.oldest = at
-    redis.call('SET', p.okey, at, 'PX', ttl_ms(at, p.window, now))
-  end
-  -- A live entry is the newest; a replayed one may not be. The set and its total
-  -- live exactly as long as the newest entry counts.
-  local ttl = ttl_ms(forced and newest_in(p.zkey) or now, p.window, now)
-  redis.call('SET', p.tkey, p.total, 'PX', ttl)
-  redis.call('PEXPIRE', p.zkey, ttl)
+  if not p.oldest or at < p.oldest then p.oldest = at end
+  -- A live entry is the newest; a replayed one may not be.
+  keep(p.tkey, p.zkey, p.total, p.oldest, forced and newest_in(p.zkey) or now, p.window, now)
 end
 if forced then return reply(GRANTED, 0, nil, nil) end
 return reply(GRANTED, 0, nil, now)

@@ -63,6 +63,8 @@ enum Verdict {
     Denied,
     Duplicate,
     Blocked,
+    /// Granted, told briefly: a live charge that fitted now in every part.
+    GrantedNow,
 }
 
 impl Verdict {
@@ -72,6 +74,7 @@ impl Verdict {
             1 => Verdict::Denied,
             2 => Verdict::Duplicate,
             3 => Verdict::Blocked,
+            4 => Verdict::GrantedNow,
             _ => return None,
         })
     }
@@ -89,6 +92,8 @@ fn fit_from_reply(code: i64, wait_us: i64) -> Option<Fit> {
 
 /// Values per part in the charge script's reply: used, fit, wait, next_free, empty_in.
 const PART_REPLY: usize = 5;
+/// Values per part in its brief reply (GRANTED_NOW): used, next_free.
+const BRIEF_PART_REPLY: usize = 2;
 
 impl std::fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -158,12 +163,12 @@ impl RedisLimiter {
         format!("{}:blocked", self.prefix)
     }
 
-    /// A policy's sorted set of entries, its running total, and its oldest entry's time.
-    fn policy_keys(&self, policy: &str) -> [String; 3] {
+    /// A policy's sorted set of entries, and its running total with its oldest entry's
+    /// time and the pair's expiry (`prelude.lua`).
+    fn policy_keys(&self, policy: &str) -> [String; 2] {
         [
             format!("{}:{policy}", self.prefix),
             format!("{}:{policy}:total", self.prefix),
-            format!("{}:{policy}:oldest", self.prefix),
         ]
     }
 
@@ -203,23 +208,26 @@ impl RedisLimiter {
     ) -> Result<Decided, LimiterError> {
         let mut inv = self.charge.prepare_invoke();
         inv.key(self.blocked_key()).key(self.epoch_key());
-        // Totals, then oldest times, then sets: the script reads the first two kinds
-        // with the block and the epoch in one MGET.
-        let keys: Vec<[String; 3]> = charge
+        // Totals, then sets: the script reads the totals with the block and the epoch
+        // in one MGET.
+        let keys: Vec<[String; 2]> = charge
             .parts
             .iter()
             .map(|p| self.policy_keys(&p.policy))
             .collect();
-        for column in [1, 2, 0] {
+        for column in [1, 0] {
             for k in &keys {
                 inv.key(k[column].as_str());
             }
         }
         // Every member ends the same way; the script puts each part's units before it.
-        inv.arg(format!("|{}|{}", charge.method, charge.id))
-            .arg(age.map_or(-1, micros));
+        inv.arg(format!("|{}|{}", charge.method, charge.id));
         for part in &charge.parts {
             inv.arg(micros(part.window)).arg(part.max).arg(part.units);
+        }
+        // Only a replay carries an age: a live charge spares the script an argument.
+        if let Some(age) = age {
+            inv.arg(micros(age));
         }
         let inv = &inv;
         let reply: Vec<i64> = self
@@ -236,13 +244,46 @@ impl RedisLimiter {
             doing: "reading the charge script's answer",
             reason: format!("unexpected reply {reply:?}"),
         };
-        let ([code, blocked_wait, epoch, now_us], rest) =
+        let opt = |us: i64| (us >= 0).then(|| from_micros(us));
+        let verdict = reply
+            .first()
+            .and_then(|&code| Verdict::from_reply(code))
+            .ok_or_else(bad)?;
+        if verdict == Verdict::GrantedNow {
+            // {GRANTED_NOW, epoch, now, (used, next_free) per part}: every part fitted
+            // now, and the new entry, the newest, leaves a window from now.
+            let ([_, epoch, now_us], rest) = reply.split_first_chunk::<3>().ok_or_else(bad)?;
+            if rest.len() != BRIEF_PART_REPLY * charge.parts.len() {
+                return Err(bad());
+            }
+            let parts = charge
+                .parts
+                .iter()
+                .zip(rest.chunks_exact(BRIEF_PART_REPLY))
+                .map(|(part, v)| PartOutcome {
+                    policy: part.policy.clone(),
+                    used: u64::try_from(v[0]).unwrap_or(0),
+                    max: part.max,
+                    fit: Fit::Now,
+                    next_free: opt(v[1]),
+                    empty_in: Some(from_micros(micros(part.window))),
+                })
+                .collect();
+            let decision = model::decide(charge, parts, false);
+            if !decision.granted {
+                return Err(bad());
+            }
+            return Ok(Decided {
+                decision,
+                epoch: Epoch(*epoch),
+                now_us: *now_us,
+            });
+        }
+        let ([_, blocked_wait, epoch, now_us], rest) =
             reply.split_first_chunk::<4>().ok_or_else(bad)?;
-        let verdict = Verdict::from_reply(*code).ok_or_else(bad)?;
         if rest.len() != PART_REPLY * charge.parts.len() {
             return Err(bad());
         }
-        let opt = |us: i64| (us >= 0).then(|| from_micros(us));
         let parts = charge
             .parts
             .iter()
@@ -262,7 +303,9 @@ impl RedisLimiter {
         let decision = match verdict {
             Verdict::Blocked => model::blocked(charge, parts, from_micros(*blocked_wait)),
             Verdict::Duplicate => model::decide(charge, parts, true),
-            Verdict::Granted | Verdict::Denied => model::decide(charge, parts, false),
+            Verdict::Granted | Verdict::Denied | Verdict::GrantedNow => {
+                model::decide(charge, parts, false)
+            }
         };
         if matches!(verdict, Verdict::Granted | Verdict::Duplicate) != decision.granted {
             return Err(bad());
