@@ -16,15 +16,16 @@
 -- Returns {code, blocked_wait_us, epoch, now_us, part...}: code GRANTED, DENIED,
 -- DUPLICATE (already recorded) or BLOCKED; each part is used, fit (FIT_NOW,
 -- FIT_AFTER, FIT_NEVER), wait_us, next_free_us, empty_in_us (-1 for none). The common
--- grant answers briefly: {GRANTED_NOW, epoch, now_us, (used, next_free_us) per part}.
+-- grant answers briefly, in one string of decimal numbers separated by spaces:
+-- "GRANTED_NOW epoch now_us" and then "used next_free_us" per part.
 --
 -- The common path, a live charge that is granted, makes four calls for one part:
 -- TIME, one MGET (block, epoch, every total), ZADD NX (the duplicate check and the
 -- insert in one), and SET of the total keeping its expiry; a PEXPIRE and the SET's
 -- own expiry are added only when the expiry must move (about once per SLACK while
 -- charges keep coming). It runs as little Lua as it can, since at 20 clients the
--- script's own work is what limits throughput (BENCHMARKS.md): no table but the
--- reply, each argument turned into a number once. Eviction, denial, duplicates,
+-- script's own work is what limits throughput (BENCHMARKS.md): no table at all,
+-- each argument turned into a number once. Eviction, denial, duplicates,
 -- replays and a first entry read or write more.
 
 local t = redis.call('TIME')
@@ -45,7 +46,7 @@ end
 -- to evict, and room for it in every part. The last part's values stay in these
 -- locals; with several parts, the write below reads the others again.
 local common = not age and not (stored[1] and stored[1] - now > 0)
-local total, rest, oldest, expires, window, used
+local total, rest, oldest, expires, window, used, next_free
 for i = 1, n do
   if not common then break end
   local s = stored[2 + i]
@@ -54,9 +55,9 @@ for i = 1, n do
     common = false
   else
     window = ARGV[3 * i - 1] + 0
-    oldest = oldest - now + window -- from here on, when the oldest entry leaves
+    next_free = oldest - now + window
     used = total + ARGV[3 * i + 1]
-    common = oldest > 0 and used <= ARGV[3 * i] + 0
+    common = next_free > 0 and used <= ARGV[3 * i] + 0
   end
 end
 for i = 1, n do
@@ -70,12 +71,12 @@ for i = 1, n do
   end
 end
 if common then
-  local out = {GRANTED_NOW, epoch, now}
+  local out = ''
   for i = 1, n do
     if n > 1 then
       total, rest, oldest, expires = string.match(stored[2 + i], '^(%d+)(:(%d+):(%d+))$')
       window = ARGV[3 * i - 1] + 0
-      oldest = oldest - now + window
+      next_free = oldest - now + window
       used = total + ARGV[3 * i + 1]
     end
     if expires - window >= now then
@@ -85,12 +86,15 @@ if common then
       local slack = math.min(math.floor(window / 10), SLACK_MAX)
       local ttl = math.ceil((window + slack) / 1000)
       redis.call('SET', KEYS[2 + i],
-        string.format('%d:%d:%d', used, oldest + now - window, now + window + slack), 'PX', ttl)
+        string.format('%d:%s:%d', used, oldest, now + window + slack), 'PX', ttl)
       redis.call('PEXPIRE', KEYS[2 + n + i], ttl)
     end
-    out[2 + 2 * i], out[3 + 2 * i] = used, oldest
+    if n == 1 then
+      return string.format('%d %d %d %d %d', GRANTED_NOW, epoch, now, used, next_free)
+    end
+    out = string.format('%s %d %d', out, used, next_free)
   end
-  return out
+  return string.format('%d %d %d%s', GRANTED_NOW, epoch, now, out)
 end
 
 -- Every other case: eviction, a first entry, a denial, a duplicate, a replay.

@@ -30,16 +30,14 @@
 -- Reply codes, named alike in src/quota/redis.rs. GRANTED_NOW is the common grant
 -- told briefly: a live charge that fitted now in every part, whose newest entry is
 -- therefore now (the window empties a window from now) and that waited for nothing.
+-- Its reply is one string, not a table: Redis turns a table into an array reply
+-- whose length it learns only at the end, and that costs it a reply buffer of its
+-- own for every call.
 local GRANTED, DENIED, DUPLICATE, BLOCKED, GRANTED_NOW = 0, 1, 2, 3, 4
 local FIT_NOW, FIT_AFTER, FIT_NEVER = 0, 1, 2
 
 -- The most a key outlives the newest entry of its window by (us).
 local SLACK_MAX = 1000000
-
-local function clock()
-  local t = redis.call('TIME')
-  return t[1] * 1000000 + t[2]
-end
 
 -- The helpers of the less common paths, made only when one is taken: every `local
 -- function` costs an allocation each time the script runs, and the common charge

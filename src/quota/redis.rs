@@ -230,12 +230,26 @@ impl RedisLimiter {
             inv.arg(micros(age));
         }
         let inv = &inv;
-        let reply: Vec<i64> = self
+        let reply: redis::Value = self
             .through_failover("charging the budget", |mut conn| async move {
                 inv.invoke_async(&mut conn).await
             })
             .await?;
-        self.decode_charge(charge, &reply)
+        let numbers = match &reply {
+            // The brief answer of the common grant: decimal numbers separated by spaces.
+            redis::Value::BulkString(text) => std::str::from_utf8(text).ok().and_then(|t| {
+                t.split(' ')
+                    .map(|n| n.parse().ok())
+                    .collect::<Option<Vec<i64>>>()
+            }),
+            other => redis::from_redis_value_ref(other).ok(),
+        };
+        let numbers = numbers.ok_or_else(|| LimiterError::Failed {
+            endpoint: self.endpoint.clone(),
+            doing: "reading the charge script's answer",
+            reason: format!("unexpected reply {reply:?}"),
+        })?;
+        self.decode_charge(charge, &numbers)
     }
 
     fn decode_charge(&self, charge: &Charge, reply: &[i64]) -> Result<Decided, LimiterError> {
@@ -250,7 +264,7 @@ impl RedisLimiter {
             .and_then(|&code| Verdict::from_reply(code))
             .ok_or_else(bad)?;
         if verdict == Verdict::GrantedNow {
-            // {GRANTED_NOW, epoch, now, (used, next_free) per part}: every part fitted
+            // GRANTED_NOW, epoch, now, (used, next_free) per part: every part fitted
             // now, and the new entry, the newest, leaves a window from now.
             let ([_, epoch, now_us], rest) = reply.split_first_chunk::<3>().ok_or_else(bad)?;
             if rest.len() != BRIEF_PART_REPLY * charge.parts.len() {

@@ -8,7 +8,8 @@
 -- Returns {now_us, blocked_until_us (0 for none), {policy...}} where each policy is
 -- {used, next_free_us, empty_in_us (-1 for none), {member, score, ...}}.
 
-local now = clock()
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
 local h = helpers()
 
 local blocked = tonumber(redis.call('GET', KEYS[1]) or '0')
