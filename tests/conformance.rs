@@ -600,7 +600,11 @@ async fn idle_windows_expire_by_themselves(b: Backend) {
     grant(&b, &charge("a", "videos.list", &[("budget", w, 10, 1)])).await;
     if b.is_redis() {
         // A window and its slack (a tenth of it, at most a second) after the grant.
-        for key in [b.redis_key("budget"), b.redis_key("budget:total")] {
+        for key in [
+            b.redis_key("budget"),
+            b.redis_key("budget:total"),
+            b.redis_key("budget:oldest"),
+        ] {
             let ttl: i64 = b.query(redis::cmd("PTTL").arg(&key));
             assert!(
                 ttl > 1000 && ttl <= 1650,
@@ -614,7 +618,8 @@ async fn idle_windows_expire_by_themselves(b: Backend) {
             let n: i64 = b.query(
                 redis::cmd("EXISTS")
                     .arg(b.redis_key("budget"))
-                    .arg(b.redis_key("budget:total")),
+                    .arg(b.redis_key("budget:total"))
+                    .arg(b.redis_key("budget:oldest")),
             );
             assert_eq!(n, 0, "every key of the window is gone after it");
         }
@@ -807,38 +812,38 @@ async fn redis_recounts_a_total_deleted_by_hand_once() {
         .expect("answer");
     assert!(!d.granted, "200 units are still in the window: {d:?}");
     assert_eq!(d.used(), 200);
-    // "<total>:<oldest>:<expires>", expiring a window and its slack (1 s) after the
-    // newest entry.
     let total: String = redis::cmd("GET")
         .arg("trendsync:{conf}:budget:total")
         .query(&mut conn)
         .expect("GET");
-    let fields: Vec<i64> = total
-        .split(':')
-        .map(|f| f.parse().expect("a number"))
-        .collect();
-    let entries = b.status(&[("budget", secs(60))]).await.policies[0]
-        .entries
-        .clone()
-        .unwrap_or_default();
-    assert_eq!(
-        fields,
-        vec![200, entries[0].at_us, entries[1].at_us + 61 * S],
-        "{total}"
-    );
+    assert_eq!(total, "200");
     let ttl: i64 = redis::cmd("PTTL")
         .arg("trendsync:{conf}:budget:total")
         .query(&mut conn)
         .expect("PTTL");
     assert!(
         ttl > 0 && ttl <= 61_000,
-        "the recounted total expires with its window: {ttl}"
+        "the recounted total expires with its window and slack (1 s): {ttl}"
     );
-    // A total in the older layout (a bare number; here a wrong one) is not trusted
-    // either: the set is counted again.
+    // "<oldest>:<expires>": the oldest entry's time, and a window and its slack after
+    // the newest entry.
+    let oldest: String = redis::cmd("GET")
+        .arg("trendsync:{conf}:budget:oldest")
+        .query(&mut conn)
+        .expect("GET");
+    let entries = b.status(&[("budget", secs(60))]).await.policies[0]
+        .entries
+        .clone()
+        .unwrap_or_default();
+    assert_eq!(
+        oldest,
+        format!("{}:{}", entries[0].at_us, entries[1].at_us + 61 * S)
+    );
+    // The older layout's oldest time (a bare number, expiring with its entry) is read
+    // as missing: the oldest entry is found again from the set.
     let _: () = redis::cmd("SET")
-        .arg("trendsync:{conf}:budget:total")
-        .arg(5)
+        .arg("trendsync:{conf}:budget:oldest")
+        .arg(entries[0].at_us)
         .query(&mut conn)
         .expect("SET");
     let d = b
@@ -846,12 +851,20 @@ async fn redis_recounts_a_total_deleted_by_hand_once() {
         .charge(&charge(
             "d",
             "search.list",
-            &[("budget", secs(60), 250, 100)],
+            &[("budget", secs(60), 1000, 100)],
         ))
         .await
         .expect("answer");
-    assert!(!d.granted, "200 units are still in the window: {d:?}");
-    assert_eq!(d.used(), 200);
+    assert!(d.granted, "{d:?}");
+    assert_eq!(d.used(), 300);
+    let oldest: String = redis::cmd("GET")
+        .arg("trendsync:{conf}:budget:oldest")
+        .query(&mut conn)
+        .expect("GET");
+    assert!(
+        oldest.starts_with(&format!("{}:", entries[0].at_us)),
+        "{oldest}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -884,9 +897,11 @@ async fn redis_keys_share_one_hash_tag_and_never_hold_the_api_key() {
         vec![
             "trendsync:{conf}:blocked",
             "trendsync:{conf}:budget",
+            "trendsync:{conf}:budget:oldest",
             "trendsync:{conf}:budget:total",
             "trendsync:{conf}:epoch",
             "trendsync:{conf}:search",
+            "trendsync:{conf}:search:oldest",
             "trendsync:{conf}:search:total"
         ]
     );

@@ -189,6 +189,7 @@ async fn a_window_that_kept_its_epoch_but_lost_the_newest_grants_is_restored() {
     let _: () = redis::cmd("DEL")
         .arg("trendsync:{lost}:budget")
         .arg("trendsync:{lost}:budget:total")
+        .arg("trendsync:{lost}:budget:oldest")
         .query(&mut server.connection())
         .expect("DEL");
     let epoch: Option<i64> = redis::cmd("GET")

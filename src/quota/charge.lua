@@ -3,10 +3,9 @@
 -- this file).
 --
 -- KEYS[1], KEYS[2]   the budget's block key and its epoch marker
--- KEYS[2+i]          part i's total ("<total>:<oldest>:<expires>")  } so that one
--- KEYS[2+n+i]        part i's sorted set of entries                 } MGET reads
---                                                                     block, epoch and
---                                                                     every total
+-- KEYS[2+i]          part i's total          } each kind together, so that one
+-- KEYS[2+n+i]        part i's oldest time    } MGET reads block, epoch and all these
+-- KEYS[2+2n+i]       part i's sorted set of entries
 -- ARGV[1]            "|<method>|<id>": the member's tail (the id is unique per call)
 -- ARGV[3i-1 .. 3i+1] part i: window (us), max, units
 -- ARGV[3n+2]         only when replaying a call already made (journalled or in the
@@ -15,107 +14,103 @@
 --
 -- Returns {code, blocked_wait_us, epoch, now_us, part...}: code GRANTED, DENIED,
 -- DUPLICATE (already recorded) or BLOCKED; each part is used, fit (FIT_NOW,
--- FIT_AFTER, FIT_NEVER), wait_us, next_free_us, empty_in_us (-1 for none). The common
--- grant answers briefly, in one string of decimal numbers separated by spaces:
--- "GRANTED_NOW epoch now_us" and then "used next_free_us" per part.
+-- FIT_AFTER, FIT_NEVER), wait_us, next_free_us, empty_in_us (-1 for none).
+--
+-- The common grant answers briefly, in one string: "GRANTED_NOW epoch secs micros"
+-- (the epoch, and TIME as Redis gave it), then per part " total oldest:expires" as
+-- the script read them, before this charge. Every part fitted now, so the reader
+-- knows the rest: used = total + units, next_free = oldest + window - now, empty_in =
+-- window. The script joins only text it already has: no number becomes text.
 --
 -- The common path, a live charge that is granted, makes four calls for one part:
--- TIME, one MGET (block, epoch, every total), ZADD NX (the duplicate check and the
--- insert in one), and SET of the total keeping its expiry; a PEXPIRE and the SET's
--- own expiry are added only when the expiry must move (about once per SLACK while
--- charges keep coming). It runs as little Lua as it can, since at 20 clients the
--- script's own work is what limits throughput (BENCHMARKS.md): no table at all,
--- each argument turned into a number once. Eviction, denial, duplicates,
--- replays and a first entry read or write more.
+-- TIME, one MGET (block, epoch, every total and oldest time), ZADD NX (the duplicate
+-- check and the insert in one), and INCRBY of the total, which keeps its expiry; the
+-- expiry is moved (PEXPIRE, PEXPIRE, SET) only when it falls short of a window after
+-- the grant, about once per SLACK while charges keep coming. It runs as little Lua
+-- as it can, since at 20 clients the script's own work is what limits throughput
+-- (BENCHMARKS.md): no table, and no number turned into text. Eviction, denial,
+-- duplicates, replays and a first entry read or write more.
 
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 local tail = ARGV[1]
-local n = (#KEYS - 2) / 2
+local n = (#KEYS - 2) / 3
 local age = ARGV[3 * n + 2]
 
-local stored = redis.call('MGET', unpack(KEYS, 1, 2 + n))
+local stored = redis.call('MGET', unpack(KEYS, 1, 2 + 2 * n))
 local epoch = stored[2]
 if not epoch then
   -- A new window, or one this Redis lost: hosts that saw another epoch replay.
-  epoch = now
-  redis.call('SET', KEYS[2], now)
+  epoch = string.format('%d', now)
+  redis.call('SET', KEYS[2], epoch)
 end
 
--- The common path: a live charge, not blocked, every part's total readable, nothing
--- to evict, and room for it in every part. The last part's values stay in these
--- locals; with several parts, the write below reads the others again.
+-- The common path: a live charge, not blocked, every part's total and oldest time
+-- readable, nothing to evict, and room for it in every part. The last part's
+-- values stay in these locals; with several parts, the writes read the others again.
 local common = not age and not (stored[1] and stored[1] - now > 0)
-local total, rest, oldest, expires, window, used, next_free
+local oldest, expires, window
 for i = 1, n do
   if not common then break end
-  local s = stored[2 + i]
-  if s then total, rest, oldest, expires = string.match(s, '^(%d+)(:(%d+):(%d+))$') end
-  if not (s and total) then
+  local total, kept = stored[2 + i], stored[2 + n + i]
+  if kept then oldest, expires = string.match(kept, '^(%d+):(%d+)$') end
+  if not (total and kept and oldest) then
     common = false
   else
     window = ARGV[3 * i - 1] + 0
-    next_free = oldest - now + window
-    used = total + ARGV[3 * i + 1]
-    common = next_free > 0 and used <= ARGV[3 * i] + 0
+    common = oldest - now + window > 0 and total + ARGV[3 * i + 1] <= ARGV[3 * i] + 0
   end
 end
 for i = 1, n do
   if not common then break end
-  if redis.call('ZADD', KEYS[2 + n + i], 'NX', now, ARGV[3 * i + 1] .. tail) == 0 then
+  if redis.call('ZADD', KEYS[2 + 2 * n + i], 'NX', now, ARGV[3 * i + 1] .. tail) == 0 then
     -- Recorded before: undo, and let the general path below answer.
     for j = 1, i - 1 do
-      redis.call('ZREM', KEYS[2 + n + j], ARGV[3 * j + 1] .. tail)
+      redis.call('ZREM', KEYS[2 + 2 * n + j], ARGV[3 * j + 1] .. tail)
     end
     common = false
   end
 end
 if common then
-  local out = ''
+  local out = GRANTED_NOW .. ' ' .. epoch .. ' ' .. t[1] .. ' ' .. t[2]
   for i = 1, n do
     if n > 1 then
-      total, rest, oldest, expires = string.match(stored[2 + i], '^(%d+)(:(%d+):(%d+))$')
+      oldest, expires = string.match(stored[2 + n + i], '^(%d+):(%d+)$')
       window = ARGV[3 * i - 1] + 0
-      next_free = oldest - now + window
-      used = total + ARGV[3 * i + 1]
     end
-    if expires - window >= now then
-      redis.call('SET', KEYS[2 + i], string.format('%d%s', used, rest), 'KEEPTTL')
-    else
+    if expires - window < now then
       -- The expiry rule of prelude.lua, for a newest entry at now.
       local slack = math.min(math.floor(window / 10), SLACK_MAX)
       local ttl = math.ceil((window + slack) / 1000)
-      redis.call('SET', KEYS[2 + i],
-        string.format('%d:%s:%d', used, oldest, now + window + slack), 'PX', ttl)
-      redis.call('PEXPIRE', KEYS[2 + n + i], ttl)
+      redis.call('PEXPIRE', KEYS[2 + i], ttl)
+      redis.call('SET', KEYS[2 + n + i], string.format('%s:%d', oldest, now + window + slack), 'PX', ttl)
+      redis.call('PEXPIRE', KEYS[2 + 2 * n + i], ttl)
     end
-    if n == 1 then
-      return string.format('%d %d %d %d %d', GRANTED_NOW, epoch, now, used, next_free)
-    end
-    out = string.format('%s %d %d', out, used, next_free)
+    redis.call('INCRBY', KEYS[2 + i], ARGV[3 * i + 1])
+    out = out .. ' ' .. stored[2 + i] .. ' ' .. stored[2 + n + i]
   end
-  return string.format('%d %d %d%s', GRANTED_NOW, epoch, now, out)
+  return out
 end
 
 -- Every other case: eviction, a first entry, a denial, a duplicate, a replay.
 local h = helpers()
 local units_of, oldest_in, newest_in = h.units_of, h.oldest_in, h.newest_in
-local units_until, keep = h.units_until, h.keep
+local units_until, keep, oldest_of = h.units_until, h.keep, h.oldest_of
 local forced = age ~= nil
 age = tonumber(age)
 local parts = {}
 for i = 1, n do
   local b = 3 * i - 1
   local p = {
-    tkey = KEYS[2 + i], zkey = KEYS[2 + n + i],
+    tkey = KEYS[2 + i], okey = KEYS[2 + n + i], zkey = KEYS[2 + 2 * n + i],
     window = tonumber(ARGV[b]), max = tonumber(ARGV[b + 1]), units = tonumber(ARGV[b + 2]),
   }
-  local total, oldest = h.state_of(stored[2 + i])
+  local total, oldest = tonumber(stored[2 + i]), oldest_of(stored[2 + n + i])
   local cutoff = now - p.window
-  if not (total and oldest > cutoff) then
-    -- Something left the window, or the total is gone or unreadable (first entry,
-    -- idle expiry, deleted by hand, or written by an older layout): evict, and count
-    -- again what is left.
+  if not (total and oldest and oldest > cutoff) then
+    -- Something left the window, or the keys beside the set are gone (first entry,
+    -- idle expiry, deleted by hand) or of the older layout: evict, and count again
+    -- what is left.
     if not total and oldest_in(p.zkey) then
       -- The total is gone while entries remain: count them once.
       total = 0
@@ -127,10 +122,10 @@ for i = 1, n do
     redis.call('ZREMRANGEBYSCORE', p.zkey, '-inf', cutoff)
     oldest = oldest_in(p.zkey)
     if oldest and total > 0 then
-      keep(p.tkey, p.zkey, total, oldest, newest_in(p.zkey), p.window, now)
+      keep(p.tkey, p.okey, p.zkey, total, oldest, newest_in(p.zkey), p.window, now)
     else
       total, oldest = 0, nil
-      redis.call('DEL', p.zkey, p.tkey)
+      redis.call('DEL', p.zkey, p.tkey, p.okey)
     end
   end
   p.total, p.oldest = total, oldest
@@ -242,7 +237,8 @@ for _, p in ipairs(added) do
   p.total = p.total + p.units
   if not p.oldest or at < p.oldest then p.oldest = at end
   -- A live entry is the newest; a replayed one may not be.
-  keep(p.tkey, p.zkey, p.total, p.oldest, forced and newest_in(p.zkey) or now, p.window, now)
+  keep(p.tkey, p.okey, p.zkey, p.total, p.oldest, forced and newest_in(p.zkey) or now,
+    p.window, now)
 end
 if forced then return reply(GRANTED, 0, nil, nil) end
 return reply(GRANTED, 0, nil, now)

@@ -92,8 +92,8 @@ fn fit_from_reply(code: i64, wait_us: i64) -> Option<Fit> {
 
 /// Values per part in the charge script's reply: used, fit, wait, next_free, empty_in.
 const PART_REPLY: usize = 5;
-/// Values per part in its brief reply (GRANTED_NOW): used, next_free.
-const BRIEF_PART_REPLY: usize = 2;
+/// Values per part in its brief reply (GRANTED_NOW): total, oldest, expires.
+const BRIEF_PART_REPLY: usize = 3;
 
 impl std::fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -163,12 +163,13 @@ impl RedisLimiter {
         format!("{}:blocked", self.prefix)
     }
 
-    /// A policy's sorted set of entries, and its running total with its oldest entry's
-    /// time and the pair's expiry (`prelude.lua`).
-    fn policy_keys(&self, policy: &str) -> [String; 2] {
+    /// A policy's sorted set of entries, its running total, and its oldest entry's time
+    /// with the three keys' expiry (`prelude.lua`).
+    fn policy_keys(&self, policy: &str) -> [String; 3] {
         [
             format!("{}:{policy}", self.prefix),
             format!("{}:{policy}:total", self.prefix),
+            format!("{}:{policy}:oldest", self.prefix),
         ]
     }
 
@@ -208,14 +209,14 @@ impl RedisLimiter {
     ) -> Result<Decided, LimiterError> {
         let mut inv = self.charge.prepare_invoke();
         inv.key(self.blocked_key()).key(self.epoch_key());
-        // Totals, then sets: the script reads the totals with the block and the epoch
-        // in one MGET.
-        let keys: Vec<[String; 2]> = charge
+        // Totals, then oldest times, then sets: the script reads the first two kinds
+        // with the block and the epoch in one MGET.
+        let keys: Vec<[String; 3]> = charge
             .parts
             .iter()
             .map(|p| self.policy_keys(&p.policy))
             .collect();
-        for column in [1, 0] {
+        for column in [1, 2, 0] {
             for k in &keys {
                 inv.key(k[column].as_str());
             }
@@ -236,9 +237,10 @@ impl RedisLimiter {
             })
             .await?;
         let numbers = match &reply {
-            // The brief answer of the common grant: decimal numbers separated by spaces.
+            // The brief answer of the common grant: decimal numbers separated by spaces
+            // (and colons, within each part's oldest time and expiry).
             redis::Value::BulkString(text) => std::str::from_utf8(text).ok().and_then(|t| {
-                t.split(' ')
+                t.split([' ', ':'])
                     .map(|n| n.parse().ok())
                     .collect::<Option<Vec<i64>>>()
             }),
@@ -264,25 +266,36 @@ impl RedisLimiter {
             .and_then(|&code| Verdict::from_reply(code))
             .ok_or_else(bad)?;
         if verdict == Verdict::GrantedNow {
-            // GRANTED_NOW, epoch, now, (used, next_free) per part: every part fitted
-            // now, and the new entry, the newest, leaves a window from now.
-            let ([_, epoch, now_us], rest) = reply.split_first_chunk::<3>().ok_or_else(bad)?;
+            // GRANTED_NOW, epoch, TIME's seconds and microseconds, then per part the
+            // total and oldest time the script read before adding this charge (and
+            // the expiry, not needed here). Every part fitted now, and the new entry,
+            // the newest, leaves a window from now.
+            let ([_, epoch, secs, micros_part], rest) =
+                reply.split_first_chunk::<4>().ok_or_else(bad)?;
             if rest.len() != BRIEF_PART_REPLY * charge.parts.len() {
                 return Err(bad());
             }
+            let now_us = secs
+                .checked_mul(1_000_000)
+                .and_then(|us| us.checked_add(*micros_part))
+                .ok_or_else(bad)?;
             let parts = charge
                 .parts
                 .iter()
                 .zip(rest.chunks_exact(BRIEF_PART_REPLY))
-                .map(|(part, v)| PartOutcome {
-                    policy: part.policy.clone(),
-                    used: u64::try_from(v[0]).unwrap_or(0),
-                    max: part.max,
-                    fit: Fit::Now,
-                    next_free: opt(v[1]),
-                    empty_in: Some(from_micros(micros(part.window))),
+                .map(|(part, v)| {
+                    let window = micros(part.window);
+                    Some(PartOutcome {
+                        policy: part.policy.clone(),
+                        used: u64::try_from(v[0]).ok()?.checked_add(part.units)?,
+                        max: part.max,
+                        fit: Fit::Now,
+                        next_free: opt(v[1].checked_add(window)?.checked_sub(now_us)?),
+                        empty_in: Some(from_micros(window)),
+                    })
                 })
-                .collect();
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(bad)?;
             let decision = model::decide(charge, parts, false);
             if !decision.granted {
                 return Err(bad());
@@ -290,7 +303,7 @@ impl RedisLimiter {
             return Ok(Decided {
                 decision,
                 epoch: Epoch(*epoch),
-                now_us: *now_us,
+                now_us,
             });
         }
         let ([_, blocked_wait, epoch, now_us], rest) =

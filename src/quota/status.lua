@@ -2,7 +2,7 @@
 -- layout and helpers are in prelude.lua, prepended to this file).
 --
 -- KEYS[1]                      the budget's block key
--- KEYS[2i], KEYS[2i+1]         policy i: its sorted set, its total
+-- KEYS[3i-1], [3i], [3i+1]     policy i: its sorted set, its total, its oldest time
 -- ARGV[2i-1], [2i]             policy i: window (us), and 1 to list its entries
 --
 -- Returns {now_us, blocked_until_us (0 for none), {policy...}} where each policy is
@@ -15,20 +15,21 @@ local h = helpers()
 local blocked = tonumber(redis.call('GET', KEYS[1]) or '0')
 if blocked <= now then blocked = 0 end
 local policies = {}
-for i = 1, (#KEYS - 1) / 2 do
-  local zkey, tkey = KEYS[2 * i], KEYS[2 * i + 1]
+for i = 1, (#KEYS - 1) / 3 do
+  local zkey, tkey, okey = KEYS[3 * i - 1], KEYS[3 * i], KEYS[3 * i + 1]
   local window = tonumber(ARGV[2 * i - 1])
   local want_entries = ARGV[2 * i] == '1'
   local cutoff = now - window
   local after = '(' .. string.format('%d', cutoff)
-  local used, oldest = h.state_of(redis.call('GET', tkey))
+  local stored = redis.call('MGET', tkey, okey)
+  local used, oldest = tonumber(stored[1]), h.oldest_of(stored[2])
   if not used then
     used = 0
     for _, m in ipairs(redis.call('ZRANGEBYSCORE', zkey, after, '+inf')) do
       used = used + h.units_of(m)
     end
     oldest = nil
-  elseif oldest <= cutoff then
+  elseif not oldest or oldest <= cutoff then
     -- Not yet evicted, but no longer counted.
     used = used - h.units_until(zkey, cutoff)
     oldest = nil
