@@ -48,15 +48,21 @@ end
 -- The common path: a live charge, not blocked, every part's total and oldest time
 -- readable, nothing to evict, and room for it in every part. The last part's
 -- values stay in these locals; with several parts, the writes read the others again.
+-- The oldest key is split with find and sub, a third of what string.match costs;
+-- the older layout's bare number has no colon and goes the general way. (Text that
+-- is not a number, which only a hand could write there, stops the script with an
+-- error rather than count wrong.)
 local common = not age and not (stored[1] and stored[1] - now > 0)
+local find, sub = string.find, string.sub
 local oldest, expires, window
 for i = 1, n do
   if not common then break end
   local total, kept = stored[2 + i], stored[2 + n + i]
-  if kept then oldest, expires = string.match(kept, '^(%d+):(%d+)$') end
-  if not (total and kept and oldest) then
+  local colon = kept and find(kept, ':', 1, true)
+  if not (total and colon) then
     common = false
   else
+    oldest, expires = sub(kept, 1, colon - 1), sub(kept, colon + 1)
     window = ARGV[3 * i - 1] + 0
     common = oldest - now + window > 0 and total + ARGV[3 * i + 1] <= ARGV[3 * i] + 0
   end
@@ -72,10 +78,12 @@ for i = 1, n do
   end
 end
 if common then
-  local out = GRANTED_NOW .. ' ' .. epoch .. ' ' .. t[1] .. ' ' .. t[2]
+  local out = ''
   for i = 1, n do
     if n > 1 then
-      oldest, expires = string.match(stored[2 + n + i], '^(%d+):(%d+)$')
+      local kept = stored[2 + n + i]
+      local colon = find(kept, ':', 1, true)
+      oldest, expires = sub(kept, 1, colon - 1), sub(kept, colon + 1)
       window = ARGV[3 * i - 1] + 0
     end
     if expires - window < now then
@@ -87,9 +95,14 @@ if common then
       redis.call('PEXPIRE', KEYS[2 + 2 * n + i], ttl)
     end
     redis.call('INCRBY', KEYS[2 + i], ARGV[3 * i + 1])
+    if n == 1 then
+      -- One concatenation, one new string.
+      return GRANTED_NOW .. ' ' .. epoch .. ' ' .. t[1] .. ' ' .. t[2] .. ' ' .. stored[3]
+        .. ' ' .. stored[4]
+    end
     out = out .. ' ' .. stored[2 + i] .. ' ' .. stored[2 + n + i]
   end
-  return out
+  return GRANTED_NOW .. ' ' .. epoch .. ' ' .. t[1] .. ' ' .. t[2] .. out
 end
 
 -- Every other case: eviction, a first entry, a denial, a duplicate, a replay.
