@@ -16,7 +16,9 @@
 -- a window plus SLACK after the grant: so keys expire by themselves between one
 -- window and one window plus SLACK after their newest entry (the last grant), and
 -- most grants write no expiry at all. SLACK is a tenth of the window, at most a
--- second.
+-- second. (One gap: a set deleted by hand while its total and oldest keys remain is
+-- made again by the next grant without an expiry, and gets one when the expiry next
+-- moves, or when those keys have expired and a later charge counts the set again.)
 --
 -- The layout before this one kept a bare time in `:oldest`, expiring when that entry
 -- left. Each reads the other's `:oldest` as missing and finds the oldest entry again
