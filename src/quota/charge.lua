@@ -1,94 +1,129 @@
 -- Decides one weighted charge against one or more sliding-window logs, atomically
--- (the key layout and helpers are in prelude.lua, prepended to this file).
+-- (the key layout, the expiry rule and the helpers are in prelude.lua, prepended to
+-- this file).
 --
 -- KEYS[1], KEYS[2]   the budget's block key and its epoch marker
--- KEYS[2+i]          part i's running total  } each kind together, so that
--- KEYS[2+n+i]        part i's oldest time    } one MGET reads them all
+-- KEYS[2+i]          part i's total          } each kind together, so that one
+-- KEYS[2+n+i]        part i's oldest time    } MGET reads block, epoch and all these
 -- KEYS[2+2n+i]       part i's sorted set of entries
 -- ARGV[1]            "|<method>|<id>": the member's tail (the id is unique per call)
--- ARGV[2]            -1 for a live charge; otherwise the age in microseconds of a call
---                    already made (journalled or in the ledger): recorded whatever the
+-- ARGV[3i-1 .. 3i+1] part i: window (us), max, units
+-- ARGV[3n+2]         only when replaying a call already made (journalled or in the
+--                    ledger): its age in microseconds; it is recorded whatever the
 --                    window holds
--- ARGV[3i .. 3i+2]   part i: window (us), max, units
 --
--- Returns {code, blocked_wait_us, epoch, now_us, part...}: code GRANTED, DENIED, DUPLICATE
--- (already recorded) or BLOCKED; each part is used, fit (FIT_NOW, FIT_AFTER,
--- FIT_NEVER), wait_us, next_free_us, empty_in_us (-1 for none).
+-- Returns {code, blocked_wait_us, epoch, now_us, part...}: code GRANTED, DENIED,
+-- DUPLICATE (already recorded) or BLOCKED; each part is used, fit (FIT_NOW,
+-- FIT_AFTER, FIT_NEVER), wait_us, next_free_us, empty_in_us (-1 for none).
 --
--- The common path, a live charge that is granted, makes five calls for one part:
+-- The common grant answers briefly, in one string: "GRANTED_NOW epoch secs micros"
+-- (the epoch, and TIME as Redis gave it), then per part " total oldest:expires" as
+-- the script read them, before this charge. Every part fitted now, so the reader
+-- knows the rest: used = total + units, next_free = oldest + window - now, empty_in =
+-- window. The script joins only text it already has: no number becomes text.
+--
+-- The common path, a live charge that is granted, makes four calls for one part:
 -- TIME, one MGET (block, epoch, every total and oldest time), ZADD NX (the duplicate
--- check and the insert in one), SET of the total with its expiry, PEXPIRE; and runs
--- as little Lua as it can, since at 20 clients the script's own work is what limits
--- throughput (BENCHMARKS.md). Eviction, denial, duplicates, replays and a first
--- entry read or write more.
+-- check and the insert in one), and INCRBY of the total, which keeps its expiry; the
+-- expiry is moved (PEXPIRE, PEXPIRE, SET) only when it falls short of a window after
+-- the grant, about once per SLACK while charges keep coming. It runs as little Lua
+-- as it can, since at 20 clients the script's own work is what limits throughput
+-- (BENCHMARKS.md): no table, and no number turned into text. Eviction, denial,
+-- duplicates, replays and a first entry read or write more.
 
-local now = clock()
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
 local tail = ARGV[1]
-local age = tonumber(ARGV[2])
-local forced = age >= 0
 local n = (#KEYS - 2) / 3
+local age = ARGV[3 * n + 2]
 
 local stored = redis.call('MGET', unpack(KEYS, 1, 2 + 2 * n))
-local epoch = tonumber(stored[2])
+local epoch = stored[2]
 if not epoch then
   -- A new window, or one this Redis lost: hosts that saw another epoch replay.
-  epoch = now
+  epoch = string.format('%d', now)
   redis.call('SET', KEYS[2], epoch)
 end
 
--- The common path, straight through with no tables but the reply: a live charge,
--- not blocked, every part's total and oldest entry known, nothing to evict, and
--- room for it in every part.
-local common = not forced and (tonumber(stored[1]) or 0) <= now
+-- The common path: a live charge, not blocked, every part's total and oldest time
+-- readable, nothing to evict, and room for it in every part. The last part's
+-- values stay in these locals; with several parts, the writes read the others again.
+-- The oldest key is split with find and sub, a third of what string.match costs;
+-- the older layout's bare number has no colon and goes the general way. (Text that
+-- is not a number, which only a hand could write there, stops the script with an
+-- error rather than count wrong.)
+local common = not age and not (stored[1] and stored[1] - now > 0)
+local find, sub = string.find, string.sub
+local oldest, expires, window
 for i = 1, n do
   if not common then break end
-  local total, oldest = tonumber(stored[2 + i]), tonumber(stored[2 + n + i])
-  common = total and oldest and oldest > now - tonumber(ARGV[3 * i])
-    and total + tonumber(ARGV[3 * i + 2]) <= tonumber(ARGV[3 * i + 1])
+  local total, kept = stored[2 + i], stored[2 + n + i]
+  local colon = kept and find(kept, ':', 1, true)
+  if not (total and colon) then
+    common = false
+  else
+    oldest, expires = sub(kept, 1, colon - 1), sub(kept, colon + 1)
+    window = ARGV[3 * i - 1] + 0
+    common = oldest - now + window > 0 and total + ARGV[3 * i + 1] <= ARGV[3 * i] + 0
+  end
 end
-if common then
-  for i = 1, n do
-    if redis.call('ZADD', KEYS[2 + 2 * n + i], 'NX', now, ARGV[3 * i + 2] .. tail) == 0 then
-      -- Recorded before: undo, and let the general path below answer.
-      for j = 1, i - 1 do
-        redis.call('ZREM', KEYS[2 + 2 * n + j], ARGV[3 * j + 2] .. tail)
-      end
-      common = false
-      break
+for i = 1, n do
+  if not common then break end
+  if redis.call('ZADD', KEYS[2 + 2 * n + i], 'NX', now, ARGV[3 * i + 1] .. tail) == 0 then
+    -- Recorded before: undo, and let the general path below answer.
+    for j = 1, i - 1 do
+      redis.call('ZREM', KEYS[2 + 2 * n + j], ARGV[3 * j + 1] .. tail)
     end
+    common = false
   end
 end
 if common then
-  local out = {GRANTED, 0, epoch, now}
+  local out = ''
   for i = 1, n do
-    local window = tonumber(ARGV[3 * i])
-    local total = tonumber(stored[2 + i]) + tonumber(ARGV[3 * i + 2])
-    local ttl = math.ceil(window / 1000)
-    redis.call('SET', KEYS[2 + i], total, 'PX', ttl)
-    redis.call('PEXPIRE', KEYS[2 + 2 * n + i], ttl)
-    local k = 4 + 5 * (i - 1)
-    out[k + 1], out[k + 2], out[k + 3] = total, FIT_NOW, 0
-    out[k + 4], out[k + 5] = tonumber(stored[2 + n + i]) + window - now, window
+    if n > 1 then
+      local kept = stored[2 + n + i]
+      local colon = find(kept, ':', 1, true)
+      oldest, expires = sub(kept, 1, colon - 1), sub(kept, colon + 1)
+      window = ARGV[3 * i - 1] + 0
+    end
+    if expires - window < now then
+      -- The expiry rule of prelude.lua, for a newest entry at now.
+      local slack = math.min(math.floor(window / 10), SLACK_MAX)
+      local ttl = math.ceil((window + slack) / 1000)
+      redis.call('PEXPIRE', KEYS[2 + i], ttl)
+      redis.call('SET', KEYS[2 + n + i], string.format('%s:%d', oldest, now + window + slack), 'PX', ttl)
+      redis.call('PEXPIRE', KEYS[2 + 2 * n + i], ttl)
+    end
+    redis.call('INCRBY', KEYS[2 + i], ARGV[3 * i + 1])
+    if n == 1 then
+      -- One concatenation, one new string.
+      return GRANTED_NOW .. ' ' .. epoch .. ' ' .. t[1] .. ' ' .. t[2] .. ' ' .. stored[3]
+        .. ' ' .. stored[4]
+    end
+    out = out .. ' ' .. stored[2 + i] .. ' ' .. stored[2 + n + i]
   end
-  return out
+  return GRANTED_NOW .. ' ' .. epoch .. ' ' .. t[1] .. ' ' .. t[2] .. out
 end
 
 -- Every other case: eviction, a first entry, a denial, a duplicate, a replay.
 local h = helpers()
 local units_of, oldest_in, newest_in = h.units_of, h.oldest_in, h.newest_in
-local units_until, ttl_ms = h.units_until, h.ttl_ms
+local units_until, keep, oldest_of = h.units_until, h.keep, h.oldest_of
+local forced = age ~= nil
+age = tonumber(age)
 local parts = {}
 for i = 1, n do
-  local b = 3 * i
+  local b = 3 * i - 1
   local p = {
     tkey = KEYS[2 + i], okey = KEYS[2 + n + i], zkey = KEYS[2 + 2 * n + i],
     window = tonumber(ARGV[b]), max = tonumber(ARGV[b + 1]), units = tonumber(ARGV[b + 2]),
   }
-  local total, oldest = tonumber(stored[2 + i]), tonumber(stored[2 + n + i])
+  local total, oldest = tonumber(stored[2 + i]), oldest_of(stored[2 + n + i])
   local cutoff = now - p.window
   if not (total and oldest and oldest > cutoff) then
     -- Something left the window, or the keys beside the set are gone (first entry,
-    -- idle expiry, or deleted by hand): evict, and count again what is left.
+    -- idle expiry, deleted by hand) or of the older layout: evict, and count again
+    -- what is left.
     if not total and oldest_in(p.zkey) then
       -- The total is gone while entries remain: count them once.
       total = 0
@@ -100,13 +135,7 @@ for i = 1, n do
     redis.call('ZREMRANGEBYSCORE', p.zkey, '-inf', cutoff)
     oldest = oldest_in(p.zkey)
     if oldest and total > 0 then
-      local ttl = redis.call('PTTL', p.zkey)
-      if ttl > 0 then
-        redis.call('SET', p.tkey, total, 'PX', ttl)
-      else
-        redis.call('SET', p.tkey, total)
-      end
-      redis.call('SET', p.okey, oldest, 'PX', ttl_ms(oldest, p.window, now))
+      keep(p.tkey, p.okey, p.zkey, total, oldest, newest_in(p.zkey), p.window, now)
     else
       total, oldest = 0, nil
       redis.call('DEL', p.zkey, p.tkey, p.okey)
@@ -219,15 +248,10 @@ for i = 1, n do
 end
 for _, p in ipairs(added) do
   p.total = p.total + p.units
-  if not p.oldest or at < p.oldest then
-    p.oldest = at
-    redis.call('SET', p.okey, at, 'PX', ttl_ms(at, p.window, now))
-  end
-  -- A live entry is the newest; a replayed one may not be. The set and its total
-  -- live exactly as long as the newest entry counts.
-  local ttl = ttl_ms(forced and newest_in(p.zkey) or now, p.window, now)
-  redis.call('SET', p.tkey, p.total, 'PX', ttl)
-  redis.call('PEXPIRE', p.zkey, ttl)
+  if not p.oldest or at < p.oldest then p.oldest = at end
+  -- A live entry is the newest; a replayed one may not be.
+  keep(p.tkey, p.okey, p.zkey, p.total, p.oldest, forced and newest_in(p.zkey) or now,
+    p.window, now)
 end
 if forced then return reply(GRANTED, 0, nil, nil) end
 return reply(GRANTED, 0, nil, now)

@@ -6,29 +6,55 @@
 --   :epoch            when this window was created (us), without expiry: a Redis that
 --                     lost the window lost it too, and hosts then replay their ledgers
 --   :<policy>         sorted set of entries, member "<units>|<method>|<id>", score = us
---   :<policy>:total   the units in the set, expiring with it
---   :<policy>:oldest  the oldest entry's time, expiring (to the millisecond) when that
---                     entry leaves the window: while it is there and inside the
---                     window, nothing needs evicting
+--   :<policy>:total   the units in the set, a bare integer (a grant adds with INCRBY)
+--   :<policy>:oldest  "<oldest>:<expires>": the set's oldest entry's time, and when
+--                     the set, its total and this key expire (us). Nothing needs
+--                     evicting while oldest + window > now
+--
+-- Expiry: the three keys of a policy expire together, at <expires>. A grant leaves
+-- it alone while it is at least a window after the grant, and otherwise moves it to
+-- a window plus SLACK after the grant: so keys expire by themselves between one
+-- window and one window plus SLACK after their newest entry (the last grant), and
+-- most grants write no expiry at all. SLACK is a tenth of the window, at most a
+-- second. (One gap: a set deleted by hand while its total and oldest keys remain is
+-- made again by the next grant without an expiry, and gets one when the expiry next
+-- moves, or when those keys have expired and a later charge counts the set again.)
+--
+-- The layout before this one kept a bare time in `:oldest`, expiring when that entry
+-- left. Each reads the other's `:oldest` as missing and finds the oldest entry again
+-- from the set; both keep `:total` the same way.
 --
 -- The clock is Redis TIME, never a client's, so hosts with skewed clocks share one
 -- window truthfully. Lua numbers are doubles: every count and time here stays below
--- 2^53, and redis.call sends numbers in full (only tostring and `..` would round them).
+-- 2^53, and redis.call sends numbers in full; only tostring and `..` would round them
+-- (past 14 digits), so numbers become text through string.format.
 
--- Reply codes, named alike in src/quota/redis.rs.
-local GRANTED, DENIED, DUPLICATE, BLOCKED = 0, 1, 2, 3
+-- Reply codes, named alike in src/quota/redis.rs. GRANTED_NOW is the common grant
+-- told briefly: a live charge that fitted now in every part, whose newest entry is
+-- therefore now. Its reply is one string that only joins text the script already
+-- has (see charge.lua); it is text itself for that reason. Turning a number into
+-- text costs a Lua script more than a Redis call, and a table reply costs Redis an
+-- array whose length it learns only at the end: a reply block of its own per call.
+local GRANTED, DENIED, DUPLICATE, BLOCKED, GRANTED_NOW = 0, 1, 2, 3, '4'
 local FIT_NOW, FIT_AFTER, FIT_NEVER = 0, 1, 2
 
-local function clock()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+-- The most a key outlives the newest entry of its window by (us).
+local SLACK_MAX = 1000000
 
 -- The helpers of the less common paths, made only when one is taken: every `local
 -- function` costs an allocation each time the script runs, and the common charge
 -- path needs none of them.
 local function helpers()
   local h = {}
+
+  -- The oldest time and expiry of a policy's `:oldest` key, as numbers; nil for a
+  -- missing key or one of the older layout.
+  function h.oldest_of(value)
+    if not value then return nil end
+    local oldest, expires = string.match(value, '^(%d+):(%d+)$')
+    if not oldest then return nil end
+    return tonumber(oldest), tonumber(expires)
+  end
 
   function h.units_of(member)
     return tonumber(string.match(member, '^(%d+)|')) or 0
@@ -56,10 +82,14 @@ local function helpers()
     return units
   end
 
-  -- Milliseconds until `at` leaves a window of `window` us, rounded up: a key given
-  -- this expiry outlives the entry's count by less than a millisecond, never more.
-  function h.ttl_ms(at, window, now)
-    return math.ceil((at + window - now) / 1000)
+  -- Writes a policy's total and oldest time, and gives them and its set the expiry
+  -- of the rule above for a newest entry at `newest`.
+  function h.keep(tkey, okey, zkey, total, oldest, newest, window, now)
+    local expires = newest + window + math.min(math.floor(window / 10), SLACK_MAX)
+    local ttl = math.ceil((expires - now) / 1000)
+    redis.call('SET', tkey, total, 'PX', ttl)
+    redis.call('SET', okey, string.format('%d:%d', oldest, expires), 'PX', ttl)
+    redis.call('PEXPIRE', zkey, ttl)
   end
 
   return h

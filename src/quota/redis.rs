@@ -63,6 +63,8 @@ enum Verdict {
     Denied,
     Duplicate,
     Blocked,
+    /// Granted, told briefly: a live charge that fitted now in every part.
+    GrantedNow,
 }
 
 impl Verdict {
@@ -72,6 +74,7 @@ impl Verdict {
             1 => Verdict::Denied,
             2 => Verdict::Duplicate,
             3 => Verdict::Blocked,
+            4 => Verdict::GrantedNow,
             _ => return None,
         })
     }
@@ -89,6 +92,8 @@ fn fit_from_reply(code: i64, wait_us: i64) -> Option<Fit> {
 
 /// Values per part in the charge script's reply: used, fit, wait, next_free, empty_in.
 const PART_REPLY: usize = 5;
+/// Values per part in its brief reply (GRANTED_NOW): total, oldest, expires.
+const BRIEF_PART_REPLY: usize = 3;
 
 impl std::fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -158,7 +163,8 @@ impl RedisLimiter {
         format!("{}:blocked", self.prefix)
     }
 
-    /// A policy's sorted set of entries, its running total, and its oldest entry's time.
+    /// A policy's sorted set of entries, its running total, and its oldest entry's time
+    /// with the three keys' expiry (`prelude.lua`).
     fn policy_keys(&self, policy: &str) -> [String; 3] {
         [
             format!("{}:{policy}", self.prefix),
@@ -216,18 +222,36 @@ impl RedisLimiter {
             }
         }
         // Every member ends the same way; the script puts each part's units before it.
-        inv.arg(format!("|{}|{}", charge.method, charge.id))
-            .arg(age.map_or(-1, micros));
+        inv.arg(format!("|{}|{}", charge.method, charge.id));
         for part in &charge.parts {
             inv.arg(micros(part.window)).arg(part.max).arg(part.units);
         }
+        // Only a replay carries an age: a live charge spares the script an argument.
+        if let Some(age) = age {
+            inv.arg(micros(age));
+        }
         let inv = &inv;
-        let reply: Vec<i64> = self
+        let reply: redis::Value = self
             .through_failover("charging the budget", |mut conn| async move {
                 inv.invoke_async(&mut conn).await
             })
             .await?;
-        self.decode_charge(charge, &reply)
+        let numbers = match &reply {
+            // The brief answer of the common grant: decimal numbers separated by spaces
+            // (and colons, within each part's oldest time and expiry).
+            redis::Value::BulkString(text) => std::str::from_utf8(text).ok().and_then(|t| {
+                t.split([' ', ':'])
+                    .map(|n| n.parse().ok())
+                    .collect::<Option<Vec<i64>>>()
+            }),
+            other => redis::from_redis_value_ref(other).ok(),
+        };
+        let numbers = numbers.ok_or_else(|| LimiterError::Failed {
+            endpoint: self.endpoint.clone(),
+            doing: "reading the charge script's answer",
+            reason: format!("unexpected reply {reply:?}"),
+        })?;
+        self.decode_charge(charge, &numbers)
     }
 
     fn decode_charge(&self, charge: &Charge, reply: &[i64]) -> Result<Decided, LimiterError> {
@@ -236,13 +260,57 @@ impl RedisLimiter {
             doing: "reading the charge script's answer",
             reason: format!("unexpected reply {reply:?}"),
         };
-        let ([code, blocked_wait, epoch, now_us], rest) =
+        let opt = |us: i64| (us >= 0).then(|| from_micros(us));
+        let verdict = reply
+            .first()
+            .and_then(|&code| Verdict::from_reply(code))
+            .ok_or_else(bad)?;
+        if verdict == Verdict::GrantedNow {
+            // GRANTED_NOW, epoch, TIME's seconds and microseconds, then per part the
+            // total and oldest time the script read before adding this charge (and
+            // the expiry, not needed here). Every part fitted now, and the new entry,
+            // the newest, leaves a window from now.
+            let ([_, epoch, secs, micros_part], rest) =
+                reply.split_first_chunk::<4>().ok_or_else(bad)?;
+            if rest.len() != BRIEF_PART_REPLY * charge.parts.len() {
+                return Err(bad());
+            }
+            let now_us = secs
+                .checked_mul(1_000_000)
+                .and_then(|us| us.checked_add(*micros_part))
+                .ok_or_else(bad)?;
+            let parts = charge
+                .parts
+                .iter()
+                .zip(rest.chunks_exact(BRIEF_PART_REPLY))
+                .map(|(part, v)| {
+                    let window = micros(part.window);
+                    Some(PartOutcome {
+                        policy: part.policy.clone(),
+                        used: u64::try_from(v[0]).ok()?.checked_add(part.units)?,
+                        max: part.max,
+                        fit: Fit::Now,
+                        next_free: opt(v[1].checked_add(window)?.checked_sub(now_us)?),
+                        empty_in: Some(from_micros(window)),
+                    })
+                })
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(bad)?;
+            let decision = model::decide(charge, parts, false);
+            if !decision.granted {
+                return Err(bad());
+            }
+            return Ok(Decided {
+                decision,
+                epoch: Epoch(*epoch),
+                now_us,
+            });
+        }
+        let ([_, blocked_wait, epoch, now_us], rest) =
             reply.split_first_chunk::<4>().ok_or_else(bad)?;
-        let verdict = Verdict::from_reply(*code).ok_or_else(bad)?;
         if rest.len() != PART_REPLY * charge.parts.len() {
             return Err(bad());
         }
-        let opt = |us: i64| (us >= 0).then(|| from_micros(us));
         let parts = charge
             .parts
             .iter()
@@ -262,7 +330,9 @@ impl RedisLimiter {
         let decision = match verdict {
             Verdict::Blocked => model::blocked(charge, parts, from_micros(*blocked_wait)),
             Verdict::Duplicate => model::decide(charge, parts, true),
-            Verdict::Granted | Verdict::Denied => model::decide(charge, parts, false),
+            Verdict::Granted | Verdict::Denied | Verdict::GrantedNow => {
+                model::decide(charge, parts, false)
+            }
         };
         if matches!(verdict, Verdict::Granted | Verdict::Duplicate) != decision.granted {
             return Err(bad());

@@ -8,7 +8,8 @@
 -- Returns {now_us, blocked_until_us (0 for none), {policy...}} where each policy is
 -- {used, next_free_us, empty_in_us (-1 for none), {member, score, ...}}.
 
-local now = clock()
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
 local h = helpers()
 
 local blocked = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -21,7 +22,7 @@ for i = 1, (#KEYS - 1) / 3 do
   local cutoff = now - window
   local after = '(' .. string.format('%d', cutoff)
   local stored = redis.call('MGET', tkey, okey)
-  local used, oldest = tonumber(stored[1]), tonumber(stored[2])
+  local used, oldest = tonumber(stored[1]), h.oldest_of(stored[2])
   if not used then
     used = 0
     for _, m in ipairs(redis.call('ZRANGEBYSCORE', zkey, after, '+inf')) do
