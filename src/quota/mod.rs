@@ -58,6 +58,16 @@ pub enum Allowance {
     Quota,
 }
 
+impl Allowance {
+    /// The budget's own word for the limit: `ceiling` or `quota`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Allowance::Ceiling => "ceiling",
+            Allowance::Quota => "quota",
+        }
+    }
+}
+
 /// A narrower policy charged atomically with the budget.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limit {

@@ -334,10 +334,7 @@ impl RunReport {
 
     /// The final one-line summary.
     fn summary(&self, kind: &str, allowance: Allowance) -> String {
-        let allowance = match allowance {
-            Allowance::Ceiling => "ceiling",
-            Allowance::Quota => "quota",
-        };
+        let allowance = allowance.as_str();
         let count = |s: Status| self.regions.iter().filter(|r| r.status == s).count();
         let pages: u32 = self.regions.iter().map(|r| r.pages).sum();
         let videos: u64 = self.regions.iter().map(|r| r.videos).sum();

@@ -12,7 +12,6 @@ use crate::clock::now_s;
 use crate::cmd::{Access, open_limiter, read_status};
 use crate::config::Config;
 use crate::error::{SilentExit, after_output};
-use crate::quota::Allowance;
 use crate::report::{human, print_json, seconds};
 use crate::runner::{self, Simulation, Status};
 use crate::youtube;
@@ -72,10 +71,7 @@ pub(super) async fn run(global: &Global, config: &Config, job: &Job<'_>) -> Resu
 /// The plan as a table, one line per call, with the line where the run would stop.
 fn print_plan(job: &Job<'_>, max: u64, sim: &Simulation, limiter: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    let what = match job.allowance {
-        Allowance::Ceiling => "ceiling",
-        Allowance::Quota => "quota",
-    };
+    let what = job.allowance.as_str();
     writeln!(
         out,
         "{} plan against {limiter} ({what} {max}); nothing is called, charged or written",
