@@ -366,15 +366,20 @@ fn print_decision(
     let about = report
         .policy
         .map_or(String::new(), |p| format!(" in policy \"{p}\""));
+    let (units, verb) = if report.units == 1 {
+        ("unit", "does")
+    } else {
+        ("units", "do")
+    };
+    let what = format!("{} {units} ({count} × {method})", report.units);
+    let after = format!(
+        "{} used, {} remaining{about}",
+        report.used.unwrap_or(0),
+        report.remaining.unwrap_or(0)
+    );
     let mut out = std::io::stdout().lock();
     if decision.granted {
-        writeln!(
-            out,
-            "granted {} units ({count} × {method}); {} used, {} remaining{about}",
-            report.units,
-            report.used.unwrap_or(0),
-            report.remaining.unwrap_or(0)
-        )?;
+        writeln!(out, "granted {what}; {after}")?;
     } else {
         let policy = report.denied_by.unwrap_or("the budget");
         let wait = match decision.retry_after {
@@ -383,10 +388,7 @@ fn print_decision(
         };
         writeln!(
             out,
-            "denied by {policy}: {} units ({count} × {method}) do not fit; {wait}; {} used, {} remaining{about}",
-            report.units,
-            report.used.unwrap_or(0),
-            report.remaining.unwrap_or(0)
+            "denied by {policy}: {what} {verb} not fit; {wait}; {after}"
         )?;
     }
     Ok(())
