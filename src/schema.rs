@@ -184,13 +184,22 @@ pub(crate) fn migrate(
             // Another process upgraded it meanwhile (or went beyond this build).
             return Ok(current);
         }
+        // A new file gets one line; an existing one a line per step, since a step may
+        // take minutes on a long history.
+        let empty: bool =
+            tx.query_row("SELECT count(*) = 0 FROM sqlite_schema", [], |r| r.get(0))?;
+        if empty {
+            tracing::info!(version = latest, path = %path.display(), "creating the database");
+        }
         for (at, migration) in (current..latest).zip(&migrations[current as usize..]) {
             next = at + 1;
-            tracing::info!(
-                version = next,
-                description = migration.description,
-                "upgrading database schema"
-            );
+            if !empty {
+                tracing::info!(
+                    version = next,
+                    description = migration.description,
+                    "upgrading database schema"
+                );
+            }
             tx.execute_batch(migration.sql)?;
             if let Some(data) = migration.data {
                 data(&tx)?;
