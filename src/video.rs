@@ -30,3 +30,30 @@ pub struct VideoRecord {
     pub like_count: Option<i64>,
     pub comment_count: Option<i64>,
 }
+
+#[cfg(test)]
+impl VideoRecord {
+    /// A video with only what the upstream always sends: every optional field left
+    /// out. Tests start their own records from it.
+    pub(crate) fn bare(id: &str) -> VideoRecord {
+        VideoRecord {
+            id: id.to_owned(),
+            title: format!("title of {id}"),
+            description: String::new(),
+            channel_id: format!("UC{id}"),
+            channel_title: "Some Channel".to_owned(),
+            published_at: "2024-05-01T12:00:00Z".to_owned(),
+            category_id: None,
+            tags: None,
+            default_language: None,
+            default_audio_language: None,
+            duration_s: None,
+            live_broadcast_content: None,
+            thumbnail_url: None,
+            region_restriction: None,
+            view_count: None,
+            like_count: None,
+            comment_count: None,
+        }
+    }
+}

@@ -945,25 +945,7 @@ mod tests {
 
     #[test]
     fn search_details_keep_the_search_rank() {
-        let v = |id: &str| VideoRecord {
-            id: id.into(),
-            title: String::new(),
-            description: String::new(),
-            channel_id: String::new(),
-            channel_title: String::new(),
-            published_at: String::new(),
-            category_id: None,
-            tags: None,
-            default_language: None,
-            default_audio_language: None,
-            duration_s: None,
-            live_broadcast_content: None,
-            thumbnail_url: None,
-            region_restriction: None,
-            view_count: None,
-            like_count: None,
-            comment_count: None,
-        };
+        let v = VideoRecord::bare;
         let ids: Vec<String> = ["b", "a", "c"].iter().map(|s| (*s).to_owned()).collect();
         let got: Vec<String> = in_rank_order(&ids, vec![v("a"), v("c"), v("b")])
             .into_iter()

@@ -105,23 +105,8 @@ fn old_quota_rows(path: &Path) {
 
 fn video(id: &str) -> VideoRecord {
     VideoRecord {
-        id: id.to_string(),
-        title: format!("title of {id}"),
-        description: String::new(),
-        channel_id: "UCx".to_string(),
-        channel_title: "channel".to_string(),
-        published_at: "2024-05-01T12:00:00Z".to_string(),
-        category_id: None,
-        tags: None,
-        default_language: None,
-        default_audio_language: None,
-        duration_s: None,
-        live_broadcast_content: None,
-        thumbnail_url: None,
-        region_restriction: None,
         view_count: Some(7),
-        like_count: None,
-        comment_count: None,
+        ..VideoRecord::bare(id)
     }
 }
 
