@@ -139,12 +139,6 @@ fn embedded_leg(steps: &[Step]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// One Redis for every case; each case charges a budget of its own.
-fn shared_redis() -> &'static RedisServer {
-    static SERVER: std::sync::OnceLock<RedisServer> = std::sync::OnceLock::new();
-    SERVER.get_or_init(RedisServer::start)
-}
-
 /// An age for the Redis leg: `age_s` seconds, or, for odd ones, an entry that leaves
 /// one of the windows within about `age_s` milliseconds of real time, so that Redis
 /// evicts during the case as the model does.
@@ -160,7 +154,7 @@ fn redis_age(s: &Step) -> Option<Duration> {
 /// Runs `steps` through Redis, which decides by its own clock; each decision says
 /// when, and the model then decides the same charge at that very time, so everything
 /// compares exactly.
-fn redis_leg(steps: &[Step]) -> Result<(), TestCaseError> {
+fn redis_leg(server: &RedisServer, steps: &[Step]) -> Result<(), TestCaseError> {
     static CASE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let key = format!(
         "diff{}",
@@ -168,7 +162,7 @@ fn redis_leg(steps: &[Step]) -> Result<(), TestCaseError> {
     );
     let rt = runtime();
     let redis = rt
-        .block_on(RedisLimiter::connect(&shared_redis().url(), &key))
+        .block_on(RedisLimiter::connect(&server.url(), &key))
         .expect("connecting");
     let mut model = Model::new();
     let mut calls = HashMap::new();
@@ -185,21 +179,36 @@ fn redis_leg(steps: &[Step]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// The cases of each leg, and where proptest keeps the seeds that found something.
+fn cases() -> ProptestConfig {
+    ProptestConfig {
+        cases: 48,
+        source_file: Some(file!()),
+        ..ProptestConfig::default()
+    }
+}
+
+fn steps() -> impl Strategy<Value = Vec<Step>> {
+    proptest::collection::vec(step(), 1..60)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(cases())]
 
     #[test]
-    fn the_embedded_limiter_decides_exactly_as_the_model(
-        steps in proptest::collection::vec(step(), 1..60)
-    ) {
+    fn the_embedded_limiter_decides_exactly_as_the_model(steps in steps()) {
         embedded_leg(&steps)?;
     }
+}
 
-    #[test]
-    fn redis_decides_exactly_as_the_model(
-        steps in proptest::collection::vec(step(), 1..60)
-    ) {
-        redis_leg(&steps)?;
+/// Written out rather than in `proptest!`, so that the one Redis every case shares is
+/// the test's own and stops with it.
+#[test]
+fn redis_decides_exactly_as_the_model() {
+    let server = RedisServer::start();
+    let mut runner = proptest::test_runner::TestRunner::new(cases());
+    if let Err(e) = runner.run(&steps(), |steps| redis_leg(&server, &steps)) {
+        panic!("{e}\n{runner}");
     }
 }
 
@@ -223,8 +232,9 @@ fn found(steps: &[(u8, u64, Option<u16>)]) -> Vec<Step> {
 #[test]
 fn a_replay_too_old_for_its_windows_of_a_recorded_charge_is_a_duplicate() {
     let steps = found(&[(6, 1, None), (6, 1, Some(628))]);
-    for leg in [embedded_leg, redis_leg] {
-        if let Err(e) = leg(&steps) {
+    let server = RedisServer::start();
+    for result in [embedded_leg(&steps), redis_leg(&server, &steps)] {
+        if let Err(e) = result {
             panic!("{e}");
         }
     }
