@@ -248,10 +248,11 @@ fn a_run_cut_short_by_the_ceiling_is_resumed_by_the_next(redis: Option<&RedisSer
     let mut h = Harness::new(redis);
     h.costs(&unit_costs_toml(1000, 5));
     // One region at a time, so which calls fit is the plan's order, not a race.
-    let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
-    assert_eq!(ran.code, 75, "{}", ran.stderr);
-    let report = ran.json();
-    assert_eq!(report["status"], "budget_exhausted", "{report}");
+    let (report, calls, ran) = h.run_to(
+        &["run", "--json", "--concurrency", "1"],
+        75,
+        "budget_exhausted",
+    );
     assert_eq!(report["remaining"], 0, "{report}");
     let retry = report["retry_after_s"].as_f64().expect("retry_after_s");
     assert!(retry > 86_000.0 && retry <= 86_400.0, "{report}");
@@ -300,10 +301,7 @@ fn a_run_cut_short_by_the_ceiling_is_resumed_by_the_next(redis: Option<&RedisSer
 
     // More room: the next run starts with the regions this one missed, and finishes.
     h.costs(&unit_costs_toml(1000, 100));
-    let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
-    let report = ran.json();
-    assert_eq!(report["status"], "complete", "{report}");
+    let (report, calls, _) = h.run_to(&["run", "--json", "--concurrency", "1"], 0, "complete");
     let mut expected = complete_calls(&REGIONS[1..]);
     // US was complete: it goes last, and its category names are still fresh.
     expected.extend(["US p1".to_owned(), "US p2".to_owned()]);
@@ -326,10 +324,11 @@ fn an_upstream_quota_verdict_blocks_the_budget_until_pacific_midnight(redis: Opt
         page2("US"),
         answer_fixture(403, "error_quota_exceeded.json"),
     );
-    let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
-    assert_eq!(ran.code, 75, "{}", ran.stderr);
-    let report = ran.json();
-    assert_eq!(report["status"], "upstream_quota_exhausted", "{report}");
+    let (report, calls, ran) = h.run_to(
+        &["run", "--json", "--concurrency", "1"],
+        75,
+        "upstream_quota_exhausted",
+    );
     assert_eq!(
         shorts(&calls),
         ["US p1", "US p2"],
@@ -410,10 +409,7 @@ fn a_call_answered_503_twice_is_charged_for_all_three_attempts() {
             .up_to_n_times(2)
             .with_priority(OVERRIDE),
     );
-    let (ran, calls) = h.run(&["run", "--json", "--region", "US"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
-    let report = ran.json();
-    assert_eq!(report["status"], "complete", "{report}");
+    let (report, calls, ran) = h.run_to(&["run", "--json", "--region", "US"], 0, "complete");
     assert_eq!(
         shorts(&calls),
         [
@@ -454,10 +450,7 @@ fn a_rate_limited_call_is_retried_and_the_run_completes() {
             .up_to_n_times(1)
             .with_priority(OVERRIDE),
     );
-    let (ran, calls) = h.run(&["run", "--json", "--region", "US"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
-    let report = ran.json();
-    assert_eq!(report["status"], "complete", "{report}");
+    let (report, calls, _) = h.run_to(&["run", "--json", "--region", "US"], 0, "complete");
     assert_eq!(shorts(&calls), ["US p1", "US p1", "US p2", "US categories"]);
     assert_report_matches_calls(&h, &report, &calls);
     assert_eq!(trending_rows(&h.db(), "US").len(), 10);
@@ -472,10 +465,7 @@ fn a_call_that_keeps_failing_fails_its_region_after_three_charged_attempts() {
         page1("GB"),
         wiremock::ResponseTemplate::new(502).set_body_raw(html, "text/html"),
     );
-    let (ran, calls) = h.run(&["run", "--json"]);
-    assert_eq!(ran.code, 1, "{}", ran.stderr);
-    let report = ran.json();
-    assert_eq!(report["status"], "failed", "{report}");
+    let (report, calls, _) = h.run_to(&["run", "--json"], 1, "failed");
     let regions = regions_of(&report);
     let gb = &regions["GB"];
     assert_eq!(gb["status"], "failed");
@@ -507,10 +497,7 @@ fn malformed_answers_fail_their_region_and_the_others_complete() {
     bad_count["items"][1]["statistics"]["viewCount"] = "12a".into();
     h.fake
         .answer_instead(page2("DE"), answer(200, &bad_count.to_string()));
-    let (ran, calls) = h.run(&["run", "--json"]);
-    assert_eq!(ran.code, 1, "{}", ran.stderr);
-    let report = ran.json();
-    assert_eq!(report["status"], "failed", "{report}");
+    let (report, calls, ran) = h.run_to(&["run", "--json"], 1, "failed");
     let regions = regions_of(&report);
     let (gb, de) = (&regions["GB"], &regions["DE"]);
     assert_eq!((&gb["status"], &gb["pages"]), (&"failed".into(), &0.into()));
@@ -565,10 +552,7 @@ fn an_invalid_key_fails_the_run_and_never_leaks(redis: Option<&RedisServer>) {
     let fake = FakeUpstream::empty();
     fake.mount(Mock::given(any()).respond_with(answer_fixture(400, "error_key_invalid.json")));
     let h = Harness::with(fake, redis);
-    let (ran, calls) = h.run(&["run", "--json"]);
-    assert_eq!(ran.code, 1, "{}", ran.stderr);
-    let report = ran.json();
-    assert_eq!(report["status"], "failed", "{report}");
+    let (report, calls, ran) = h.run_to(&["run", "--json"], 1, "failed");
     assert!(
         ran.stderr.contains("API key not valid")
             && ran.stderr.contains("check the key in YOUTUBE_API_KEY"),
@@ -795,10 +779,7 @@ fn backfill_fills_what_a_cut_run_missed_from_the_reserve() {
     assert_eq!(ran.code, 75, "{}", ran.stderr);
     assert_eq!(calls.len(), 5);
 
-    let (ran, calls) = h.run(&["backfill", "--json", "--concurrency", "1"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
-    let report = ran.json();
-    assert_eq!(report["status"], "complete", "{report}");
+    let (report, calls, _) = h.run_to(&["backfill", "--json", "--concurrency", "1"], 0, "complete");
     // US was completed a moment ago: not stale.
     assert_eq!(shorts(&calls), complete_calls(&REGIONS[1..]));
     assert!(!regions_of(&report).contains_key("US"), "{report}");
@@ -822,10 +803,11 @@ fn backfill_fills_what_a_cut_run_missed_from_the_reserve() {
 fn a_ceiling_cut_with_regions_in_parallel_charges_exactly_what_was_called() {
     let mut h = Harness::new(None);
     h.costs(&unit_costs_toml(1000, 5));
-    let (ran, calls) = h.run(&["run", "--json", "--concurrency", "8"]);
-    assert_eq!(ran.code, 75, "{}", ran.stderr);
-    let report = ran.json();
-    assert_eq!(report["status"], "budget_exhausted", "{report}");
+    let (report, calls, _) = h.run_to(
+        &["run", "--json", "--concurrency", "8"],
+        75,
+        "budget_exhausted",
+    );
     assert_eq!(calls.len(), 5, "{calls:?}");
     assert_report_matches_calls(&h, &report, &calls);
     // Whatever raced, each page that was called was stored whole.
@@ -849,10 +831,7 @@ fn a_retry_is_charged_like_any_call_and_stops_at_the_ceiling() {
     h.costs(&unit_costs_toml(1000, 2));
     h.fake
         .answer_instead(page1("US"), answer_fixture(500, "error_backend.json"));
-    let (ran, calls) = h.run(&["run", "--json", "--region", "US"]);
-    assert_eq!(ran.code, 75, "{}", ran.stderr);
-    let report = ran.json();
-    assert_eq!(report["status"], "budget_exhausted", "{report}");
+    let (report, calls, _) = h.run_to(&["run", "--json", "--region", "US"], 75, "budget_exhausted");
     assert_eq!(
         shorts(&calls),
         ["US p1", "US p1"],
@@ -874,10 +853,7 @@ fn a_missing_chart_or_an_oversized_answer_fails_only_its_region() {
     huge["items"][0]["snippet"]["description"] = "x".repeat(9 * 1024 * 1024).into();
     h.fake
         .answer_instead(page2("BR"), answer(200, &huge.to_string()));
-    let (ran, calls) = h.run(&["run", "--json"]);
-    assert_eq!(ran.code, 1, "{}", ran.stderr);
-    let report = ran.json();
-    assert_eq!(report["status"], "failed", "{report}");
+    let (report, calls, _) = h.run_to(&["run", "--json"], 1, "failed");
     let regions = regions_of(&report);
     assert_eq!(regions["IN"]["status"], "failed");
     assert_error_mentions(&regions["IN"], "videoChartNotFound");
@@ -945,10 +921,7 @@ fn pages_that_break_the_protocol_stop_only_their_region() {
     twice["items"][3]["id"] = twice["items"][1]["id"].clone();
     h.fake
         .answer_instead(page1("DE"), answer(200, &twice.to_string()));
-    let (ran, calls) = h.run(&["run", "--json"]);
-    assert_eq!(ran.code, 1, "{}", ran.stderr);
-    let report = ran.json();
-    assert_eq!(report["status"], "failed", "{report}");
+    let (report, calls, _) = h.run_to(&["run", "--json"], 1, "failed");
     let regions = regions_of(&report);
     assert_eq!(
         (&regions["US"]["status"], &regions["US"]["pages"]),

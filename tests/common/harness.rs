@@ -137,6 +137,17 @@ impl<'r> Harness<'r> {
         (ran, calls)
     }
 
+    /// Runs trendsync with `args` (which ask for `--json`), checks that it ended with
+    /// exit `code` and the run status `status`, and returns the report, the calls and
+    /// the process's outcome (for what it logged).
+    pub fn run_to(&self, args: &[&str], code: i32, status: &str) -> (Value, Vec<Call>, Ran) {
+        let (ran, calls) = self.run(args);
+        assert_eq!(ran.code, code, "{}", ran.stderr);
+        let report = ran.json();
+        assert_eq!(report["status"], status, "{report}");
+        (report, calls, ran)
+    }
+
     /// `budget --json`.
     pub fn budget(&self) -> Value {
         let ran = self.bare().args(["budget", "--json"]).run();
