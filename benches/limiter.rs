@@ -298,10 +298,11 @@ fn bench_budget() -> Budget {
         key: BUDGET_KEY.to_owned(),
         quota: HUGE,
         ceiling: HUGE,
-        window: DAY,
+        window: DAY.into(),
         costs: BTreeMap::from([(SMALL.to_owned(), 1), (LARGE.to_owned(), 100)]),
         when_limiter_down: BTreeMap::new(),
         limits: Vec::new(),
+        buckets: Vec::new(),
     }
 }
 

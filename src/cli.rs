@@ -233,6 +233,9 @@ pub enum BudgetAction {
     },
     /// Lift an upstream block (quotaExceeded) before its reset, once the key's quota was raised or reset
     Unblock {
+        /// The bucket to unblock (`budget` for the main one); every bucket when none is named
+        #[arg(value_name = "BUCKET")]
+        bucket: Option<String>,
         /// Print one JSON object on stdout
         #[arg(long)]
         json: bool,

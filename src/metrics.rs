@@ -207,6 +207,19 @@ pub struct LastRun {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BudgetNumbers {
     pub key: String,
+    /// The main bucket's numbers.
+    pub used: u64,
+    pub ceiling: u64,
+    pub quota: u64,
+    pub blocked_until_us: Option<i64>,
+    /// Every bucket, the main one first (DESIGN.md 3.9).
+    pub buckets: Vec<BucketNumbers>,
+}
+
+/// One bucket's numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketNumbers {
+    pub name: String,
     pub used: u64,
     pub ceiling: u64,
     pub quota: u64,
@@ -215,13 +228,28 @@ pub struct BudgetNumbers {
 
 impl BudgetNumbers {
     /// `budget`'s numbers with its window as a run found it.
-    pub fn of(budget: &Budget, window: BudgetWindow) -> BudgetNumbers {
+    pub fn of(budget: &Budget, window: &BudgetWindow) -> BudgetNumbers {
+        let buckets = budget
+            .buckets()
+            .iter()
+            .map(|b| {
+                let seen = window.buckets.iter().find(|w| w.name == b.name);
+                BucketNumbers {
+                    name: b.name.to_owned(),
+                    used: seen.map_or(0, |w| w.used),
+                    ceiling: b.ceiling,
+                    quota: b.quota,
+                    blocked_until_us: seen.and_then(|w| w.blocked_until_us),
+                }
+            })
+            .collect();
         BudgetNumbers {
             key: budget.key.clone(),
             used: window.used,
             ceiling: budget.ceiling,
             quota: budget.quota,
             blocked_until_us: window.blocked_until_us,
+            buckets,
         }
     }
 }
@@ -372,6 +400,7 @@ impl Picture {
                 &[("budget", key)],
                 b.blocked_until_us.map_or(0.0, |us| (us / 1_000_000) as f64),
             );
+            bucket_families(&mut exp, key, &b.buckets);
         }
         exp
     }
@@ -475,6 +504,56 @@ pub enum MetricsError {
     Write(#[source] WriteError),
 }
 
+/// A per-bucket gauge: its name, its help, and its value for a bucket.
+type BucketNumber = (&'static str, &'static str, fn(&BucketNumbers) -> f64);
+
+/// Per bucket (DESIGN.md 3.9), with a `bucket` label: used, remaining, ceiling,
+/// quota and blocked-until, so that an alert on a nearly spent bucket needs no join.
+/// The `trendsync_budget_*` families above stay as they were, the main bucket's, so
+/// the rules and dashboards built on them keep working.
+fn bucket_families(exp: &mut Exposition, key: &str, buckets: &[BucketNumbers]) {
+    let numbers: [BucketNumber; 4] = [
+        (
+            "trendsync_bucket_used_units",
+            "Units in each bucket's window when this file was written.",
+            |b| b.used as f64,
+        ),
+        (
+            "trendsync_bucket_ceiling_units",
+            "Each bucket's ceiling: where scheduled runs stop.",
+            |b| b.ceiling as f64,
+        ),
+        (
+            "trendsync_bucket_quota_units",
+            "Each bucket's quota: what the upstream grants per window.",
+            |b| b.quota as f64,
+        ),
+        (
+            "trendsync_bucket_blocked_until_timestamp_seconds",
+            "Until when the upstream said the bucket's quota is spent (seconds since the Unix epoch); 0 when not blocked.",
+            |b| b.blocked_until_us.map_or(0.0, |us| (us / 1_000_000) as f64),
+        ),
+    ];
+    for (name, help, value) in numbers {
+        let family = exp.gauge(name, help);
+        for b in buckets {
+            family.sample(&[("budget", key), ("bucket", &b.name)], value(b));
+        }
+    }
+    let remaining = exp.gauge(
+        "trendsync_bucket_remaining_units",
+        "Units left in each bucket: to the ceiling (scheduled runs) and to the quota (backfill).",
+    );
+    for b in buckets {
+        for (to, max) in [("ceiling", b.ceiling), ("quota", b.quota)] {
+            remaining.sample(
+                &[("budget", key), ("bucket", &b.name), ("to", to)],
+                max.saturating_sub(b.used) as f64,
+            );
+        }
+    }
+}
+
 /// Writes `--metrics-file` after a run. Every run sharing the file writes the whole
 /// picture from the database at `db`, not only its own regions, so the file is right
 /// whoever wrote it last; the budget's window is the one `report` carries (none when
@@ -487,6 +566,7 @@ pub fn write_after_run(
 ) -> Result<(), MetricsError> {
     let numbers = report
         .budget
+        .as_ref()
         .map(|window| BudgetNumbers::of(budget, window));
     let read = |source| MetricsError::Read {
         db: db.to_path_buf(),

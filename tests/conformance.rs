@@ -237,7 +237,7 @@ impl Backend {
             .iter()
             .map(|(n, w)| PolicyRef {
                 name: (*n).into(),
-                window: *w,
+                window: (*w).into(),
             })
             .collect();
         let names: Vec<&str> = policies.iter().map(|(n, _)| *n).collect();
@@ -272,6 +272,7 @@ fn secs(s: u64) -> Duration {
 /// A charge with parts given as (policy, window, max, units).
 fn charge(id: &str, method: &str, parts: &[(&str, Duration, u64, u64)]) -> Charge {
     Charge {
+        bucket: "budget".into(),
         id: id.into(),
         method: method.into(),
         units: parts.first().map_or(0, |p| p.3),
@@ -279,7 +280,7 @@ fn charge(id: &str, method: &str, parts: &[(&str, Duration, u64, u64)]) -> Charg
             .iter()
             .map(|(policy, window, max, units)| Part {
                 policy: (*policy).into(),
-                window: *window,
+                window: (*window).into(),
                 max: *max,
                 units: *units,
             })
@@ -705,7 +706,7 @@ async fn the_window_slides_across_a_fixed_window_boundary(b: Backend) {
 async fn a_block_denies_every_charge_until_it_ends(b: Backend) {
     let now = b.status(&[("budget", secs(60))]).await.now_us;
     b.limiter
-        .block_until(now + 1_500_000)
+        .block_until("budget", now + 1_500_000)
         .await
         .expect("blocking");
     let d = b
@@ -719,7 +720,7 @@ async fn a_block_denies_every_charge_until_it_ends(b: Backend) {
             .is_some_and(|w| w <= Duration::from_millis(1500))
     );
     assert_eq!(
-        b.status(&[("budget", secs(60))]).await.blocked_until_us,
+        b.status(&[("budget", secs(60))]).await.blocked_until_us(),
         Some(now + 1_500_000)
     );
     b.wait(Duration::from_millis(1600)).await;
@@ -729,7 +730,7 @@ async fn a_block_denies_every_charge_until_it_ends(b: Backend) {
     )
     .await;
     assert_eq!(
-        b.status(&[("budget", secs(60))]).await.blocked_until_us,
+        b.status(&[("budget", secs(60))]).await.blocked_until_us(),
         None
     );
 }
@@ -943,7 +944,10 @@ async fn redis_keys_share_one_hash_tag_and_never_hold_the_api_key() {
     )
     .await;
     let now = b.status(&[("budget", secs(60))]).await.now_us;
-    b.limiter.block_until(now + 60 * S).await.expect("blocking");
+    b.limiter
+        .block_until("budget", now + 60 * S)
+        .await
+        .expect("blocking");
     let Store::Redis(server) = &b.store else {
         unreachable!()
     };

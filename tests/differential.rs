@@ -1,6 +1,8 @@
 //! The reference `Model` against the backends: random sequences of charges (weights,
-//! several policies, two with equal windows, repeated ids, replays at ages, time
-//! moving) must get the same decisions from the model and from each limiter.
+//! several policies, two with equal windows, two buckets with limits across them, one
+//! of them the calendar day of the upstream, repeated ids, replays at ages, a bucket
+//! blocked by the upstream, time moving across a Pacific midnight) must get the same
+//! decisions from the model and from each limiter.
 //!
 //! A charge id names one call, so a repeated id here repeats the whole charge (its
 //! method, units and policies). The first version of this test let an id come back
@@ -26,7 +28,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use trendsync::clock::ManualClock;
 use trendsync::quota::model::Model;
-use trendsync::quota::{Charge, EmbeddedLimiter, Limiter, Part, RedisLimiter};
+use trendsync::quota::{Charge, EmbeddedLimiter, Limiter, Part, RedisLimiter, Window, Zone};
 
 use crate::common::{RedisServer, Scratch};
 
@@ -40,6 +42,13 @@ const POLICIES: [(&str, u64, u64); 4] = [
     ("calls", 60, 8),
 ];
 
+/// A second bucket, over the upstream's own day (DESIGN.md 3.9): 0 for its window.
+const SEARCH: (&str, u64, u64) = ("search", 0, 700);
+
+fn pacific_day() -> Window {
+    Window::Day(Zone::get("America/Los_Angeles").expect("a known zone"))
+}
+
 #[derive(Debug, Clone)]
 struct Step {
     /// Seconds the clock moves first (embedded leg only).
@@ -51,6 +60,11 @@ struct Step {
     with: [bool; 3],
     /// Some(age in seconds): a replayed call; None: a live charge.
     age_s: Option<u16>,
+    /// Charged to the second bucket, "search", instead of the main one.
+    search: bool,
+    /// Before the charge, the upstream blocks the charge's bucket for this many
+    /// seconds (0: lifts any block).
+    block_s: Option<u8>,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -60,18 +74,24 @@ fn step() -> impl Strategy<Value = Step> {
         prop_oneof![Just(1u64), Just(100), 1u64..300],
         any::<[bool; 3]>(),
         prop_oneof![4 => Just(None), 1 => (0u16..700).prop_map(Some)],
+        any::<bool>(),
+        prop_oneof![12 => Just(None), 1 => (0u8..60).prop_map(Some)],
     )
-        .prop_map(|(gap_s, id, units, with, age_s)| Step {
+        .prop_map(|(gap_s, id, units, with, age_s, search, block_s)| Step {
             gap_s,
             id,
             units,
             with,
             age_s,
+            // The id decides the bucket, so that a repeated id repeats the charge.
+            search: search && id % 2 == 0,
+            block_s,
         })
 }
 
 fn charge_of(s: &Step, equal_windows: bool) -> Charge {
-    let mut parts = vec![part(POLICIES[0], s.units)];
+    let bucket = if s.search { SEARCH } else { POLICIES[0] };
+    let mut parts = vec![part(bucket, s.units)];
     for (i, on) in s.with.iter().enumerate() {
         let p = POLICIES[i + 1];
         if *on && (equal_windows || p.0 != "b") {
@@ -80,6 +100,7 @@ fn charge_of(s: &Step, equal_windows: bool) -> Charge {
         }
     }
     Charge {
+        bucket: bucket.0.into(),
         id: format!("c{}", s.id),
         method: "m".into(),
         units: s.units,
@@ -90,9 +111,28 @@ fn charge_of(s: &Step, equal_windows: bool) -> Charge {
 fn part((name, window_s, max): (&str, u64, u64), units: u64) -> Part {
     Part {
         policy: name.into(),
-        window: Duration::from_secs(window_s),
+        window: match window_s {
+            0 => pacific_day(),
+            s => Duration::from_secs(s).into(),
+        },
         max,
         units,
+    }
+}
+
+/// The step's block, if it has one, on the model and on the limiter, at `now`.
+async fn block(s: &Step, c: &Charge, model: &mut Model, limiter: &Limiter, now: i64) {
+    let Some(secs) = s.block_s else { return };
+    if secs == 0 {
+        model.block_until(&c.bucket, 0);
+        limiter.unblock(&c.bucket).await.expect("unblocking");
+    } else {
+        let until = now + i64::from(secs) * S;
+        model.block_until(&c.bucket, until);
+        limiter
+            .block_until(&c.bucket, until)
+            .await
+            .expect("blocking");
     }
 }
 
@@ -108,7 +148,8 @@ fn runtime() -> tokio::runtime::Runtime {
 fn embedded_leg(steps: &[Step]) -> Result<(), TestCaseError> {
     let rt = runtime();
     let scratch = Scratch::new();
-    let start = 1_700_000_000 * S;
+    // 23:45 Pacific (2023-11-14T07:45Z): a case of many steps crosses midnight.
+    let start = 1_699_947_900 * S;
     let clock = Arc::new(ManualClock::starting_at(start));
     let limiter = Limiter::Embedded(
         EmbeddedLimiter::open_with_clock(&scratch.file("t.db"), "diff", clock.clone())
@@ -125,6 +166,7 @@ fn embedded_leg(steps: &[Step]) -> Result<(), TestCaseError> {
             .or_insert_with(|| charge_of(s, true))
             .clone();
         let age = s.age_s.map(|a| Duration::from_secs(u64::from(a)));
+        rt.block_on(block(s, &c, &mut model, &limiter, now));
         let want = model.charge(&c, now, age);
         let got = rt
             .block_on(async {
@@ -164,6 +206,10 @@ fn redis_leg(server: &RedisServer, steps: &[Step]) -> Result<(), TestCaseError> 
     let redis = rt
         .block_on(RedisLimiter::connect(&server.url(), &key))
         .expect("connecting");
+    let limiter = Limiter::Redis(
+        rt.block_on(RedisLimiter::connect(&server.url(), &key))
+            .expect("connecting"),
+    );
     let mut model = Model::new();
     let mut calls = HashMap::new();
     for s in steps {
@@ -172,6 +218,15 @@ fn redis_leg(server: &RedisServer, steps: &[Step]) -> Result<(), TestCaseError> 
             .or_insert_with(|| charge_of(s, true))
             .clone();
         let age = redis_age(s);
+        // A block's end is counted from the Redis clock of the last answer: the model
+        // and Redis both compare it with the time of the next decision.
+        if s.block_s.is_some() {
+            let now = rt
+                .block_on(limiter.status(&[], &[]))
+                .expect("redis answers")
+                .now_us;
+            rt.block_on(block(s, &c, &mut model, &limiter, now));
+        }
         let got = rt.block_on(redis.decide(&c, age)).expect("redis answers");
         let want = model.charge(&c, got.now_us, age);
         prop_assert_eq!(&got.decision, &want, "for {:?} aged {:?}", s, age);
@@ -222,6 +277,8 @@ fn found(steps: &[(u8, u64, Option<u16>)]) -> Vec<Step> {
             units,
             with: [false; 3],
             age_s,
+            search: false,
+            block_s: None,
         })
         .collect()
 }

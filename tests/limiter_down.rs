@@ -17,12 +17,13 @@ const WINDOW: Duration = Duration::from_secs(3600);
 
 fn one_unit(id: &str) -> Charge {
     Charge {
+        bucket: "budget".into(),
         id: id.into(),
         method: "videos.list".into(),
         units: 1,
         parts: vec![Part {
             policy: "budget".into(),
-            window: WINDOW,
+            window: WINDOW.into(),
             max: 100,
             units: 1,
         }],
@@ -34,7 +35,7 @@ async fn used(limiter: &Limiter) -> u64 {
         .status(
             &[PolicyRef {
                 name: "budget".into(),
-                window: WINDOW,
+                window: WINDOW.into(),
             }],
             &[],
         )

@@ -32,7 +32,7 @@ fn used(server: &RedisServer) -> u64 {
             .status(
                 &[PolicyRef {
                     name: "budget".into(),
-                    window: Duration::from_secs(86_400),
+                    window: Duration::from_secs(86_400).into(),
                 }],
                 &[],
             )
@@ -106,12 +106,13 @@ async fn the_first_charge_into_a_lost_window_restores_the_ledger() {
     );
     limiter.keep_ledger(Arc::clone(&journal), "mid").await;
     let one = |id: &str| Charge {
+        bucket: "budget".into(),
         id: id.into(),
         method: "videos.list".into(),
         units: 1,
         parts: vec![Part {
             policy: "budget".into(),
-            window: HOUR,
+            window: HOUR.into(),
             max: 100,
             units: 1,
         }],
@@ -121,7 +122,7 @@ async fn the_first_charge_into_a_lost_window_restores_the_ledger() {
             .status(
                 &[PolicyRef {
                     name: "budget".into(),
-                    window: HOUR,
+                    window: HOUR.into(),
                 }],
                 &[],
             )
@@ -169,17 +170,18 @@ async fn a_window_that_kept_its_epoch_but_lost_the_newest_grants_is_restored() {
     };
     let budget = [PolicyRef {
         name: "budget".into(),
-        window: HOUR,
+        window: HOUR.into(),
     }];
     let first = connect().await;
     for id in ["c1", "c2", "c3"] {
         let c = Charge {
+            bucket: "budget".into(),
             id: id.into(),
             method: "videos.list".into(),
             units: 2,
             parts: vec![Part {
                 policy: "budget".into(),
-                window: HOUR,
+                window: HOUR.into(),
                 max: 100,
                 units: 2,
             }],

@@ -10,7 +10,9 @@ use serde::Serialize;
 use super::{Access, load_budget, open_limiter, read_status};
 use crate::cli::{BudgetAction, BudgetArgs, Global};
 use crate::error::{ExitCode, SilentExit, UsageError, after_output};
-use crate::quota::{Allowance, BUDGET_POLICY, Budget, ChargeError, Decision, Entry, Status};
+use crate::quota::{
+    Allowance, BUDGET_POLICY, BucketRef, Budget, ChargeError, Decision, Entry, Status, Window,
+};
 use crate::report::{human, print_json, rfc3339, seconds};
 
 pub async fn run(global: &Global, args: &BudgetArgs) -> Result<()> {
@@ -22,60 +24,113 @@ pub async fn run(global: &Global, args: &BudgetArgs) -> Result<()> {
             reserve,
             json,
         }) => charge(global, method, *count, *reserve, *json).await,
-        Some(BudgetAction::Unblock { json }) => unblock(global, *json).await,
+        Some(BudgetAction::Unblock { bucket, json }) => {
+            unblock(global, bucket.as_deref(), *json).await
+        }
     }
 }
 
 /// The JSON of `budget unblock --json`.
 #[derive(Debug, Serialize)]
 struct UnblockJson {
-    /// Whether a block was in force and was lifted.
+    /// Whether a block was in force and was lifted, in any bucket asked for.
     unblocked: bool,
-    /// When the lifted block would have ended.
+    /// When the lifted block would have ended (the latest, when several were).
+    was_blocked_until: Option<String>,
+    /// Each bucket asked for.
+    buckets: Vec<UnblockedJson>,
+}
+
+#[derive(Debug, Serialize)]
+struct UnblockedJson {
+    name: String,
+    unblocked: bool,
     was_blocked_until: Option<String>,
 }
 
+/// The bucket `name`, or a usage error naming the buckets there are.
+fn bucket_named<'a>(budget: &'a Budget, name: &str) -> Result<BucketRef<'a>> {
+    budget.bucket(name).ok_or_else(|| {
+        let known: Vec<&str> = budget.buckets().iter().map(|b| b.name).collect();
+        UsageError(format!(
+            "there is no bucket \"{name}\" in the costs file; its buckets are: {}",
+            known.join(", ")
+        ))
+        .into()
+    })
+}
+
 /// Lifts an upstream block before its reset, for the operator who knows the key's
-/// quota was raised or reset. Logged, so the cron log shows who let calls through.
-async fn unblock(global: &Global, json: bool) -> Result<()> {
+/// quota was raised or reset: of one bucket, or of every bucket. Logged, so the cron
+/// log shows who let calls through.
+async fn unblock(global: &Global, bucket: Option<&str>, json: bool) -> Result<()> {
     let budget = load_budget(global)?;
-    let limiter = open_limiter(global, &budget, Access::Charge).await?;
-    let until = limiter.unblock().await.with_context(|| {
-        format!(
-            "lifting the upstream block of budget \"{}\" on {}",
-            budget.key,
-            limiter.describe()
-        )
-    })?;
-    let report = UnblockJson {
-        unblocked: until.is_some(),
-        was_blocked_until: until.map(rfc3339),
+    let buckets = match bucket {
+        Some(name) => vec![bucket_named(&budget, name)?],
+        None => budget.buckets(),
     };
-    match &report.was_blocked_until {
-        Some(was) => tracing::warn!(
-            budget = %budget.key,
-            "lifted the upstream block of budget \"{}\" on {} (it would have lasted until {was}); runs may call the upstream again",
-            budget.key,
-            limiter.describe()
-        ),
-        None => tracing::info!(
-            budget = %budget.key,
-            "budget \"{}\" on {} was not blocked; nothing changed",
-            budget.key,
-            limiter.describe()
-        ),
+    let limiter = open_limiter(global, &budget, Access::Charge).await?;
+    let mut lifted = Vec::with_capacity(buckets.len());
+    for b in &buckets {
+        let until = limiter.unblock(b.name).await.with_context(|| {
+            format!(
+                "lifting the upstream block of bucket \"{}\" of budget \"{}\" on {}",
+                b.name,
+                budget.key,
+                limiter.describe()
+            )
+        })?;
+        match until {
+            Some(until) => tracing::warn!(
+                budget = %budget.key,
+                bucket = b.name,
+                "lifted the upstream block of bucket \"{}\" of budget \"{}\" on {} (it would have lasted until {}); runs may call the upstream again",
+                b.name,
+                budget.key,
+                limiter.describe(),
+                rfc3339(until)
+            ),
+            None => tracing::info!(
+                budget = %budget.key,
+                bucket = b.name,
+                "bucket \"{}\" of budget \"{}\" on {} was not blocked; nothing changed",
+                b.name,
+                budget.key,
+                limiter.describe()
+            ),
+        }
+        lifted.push((b.name.to_owned(), until));
     }
+    let report = UnblockJson {
+        unblocked: lifted.iter().any(|(_, u)| u.is_some()),
+        was_blocked_until: lifted.iter().filter_map(|(_, u)| *u).max().map(rfc3339),
+        buckets: lifted
+            .iter()
+            .map(|(name, until)| UnblockedJson {
+                name: name.clone(),
+                unblocked: until.is_some(),
+                was_blocked_until: until.map(rfc3339),
+            })
+            .collect(),
+    };
     if json {
         return print_json(&report);
     }
     let mut out = std::io::stdout().lock();
-    match &report.was_blocked_until {
-        Some(was) => writeln!(
-            out,
-            "unblocked budget \"{}\" (the block would have lasted until {was})",
-            budget.key
-        )?,
-        None => writeln!(out, "budget \"{}\" was not blocked", budget.key)?,
+    for b in &report.buckets {
+        // The main bucket is the budget itself, as it was before there were others.
+        let what = if b.name == BUDGET_POLICY {
+            format!("budget \"{}\"", budget.key)
+        } else {
+            format!("bucket \"{}\" of budget \"{}\"", b.name, budget.key)
+        };
+        match &b.was_blocked_until {
+            Some(was) => writeln!(
+                out,
+                "unblocked {what} (the block would have lasted until {was})"
+            )?,
+            None => writeln!(out, "{what} was not blocked")?,
+        }
     }
     Ok(())
 }
@@ -89,7 +144,27 @@ struct LimitJson {
     next_free_s: Option<f64>,
 }
 
-/// The JSON of `budget --json` (DESIGN.md section 2).
+/// One bucket in `budget --json` (DESIGN.md section 2).
+#[derive(Debug, Serialize)]
+struct BucketJson {
+    name: String,
+    used: u64,
+    ceiling: u64,
+    quota: u64,
+    remaining: u64,
+    remaining_to_quota: u64,
+    /// As configured: `"24h"` or `"day@America/Los_Angeles"`.
+    window: String,
+    /// The window's length now; a calendar day's is that day's (82,800 to 90,000).
+    window_s: f64,
+    next_free_s: Option<f64>,
+    empty_in_s: Option<f64>,
+    by_method: BTreeMap<String, u64>,
+    blocked_until: Option<String>,
+}
+
+/// The JSON of `budget --json` (DESIGN.md section 2): the main bucket's numbers at
+/// the top, as before there were other buckets, and every bucket in `buckets`.
 #[derive(Debug, Serialize)]
 struct BudgetJson {
     used: u64,
@@ -103,15 +178,39 @@ struct BudgetJson {
     by_method: BTreeMap<String, u64>,
     limits: Vec<LimitJson>,
     blocked_until: Option<String>,
+    buckets: Vec<BucketJson>,
+}
+
+fn bucket_json(bucket: &BucketRef<'_>, status: &Status) -> BucketJson {
+    let state = status.policy(bucket.name);
+    let used = state.map_or(0, |p| p.used);
+    let mut by_method = BTreeMap::new();
+    for e in state.and_then(|p| p.entries.as_deref()).unwrap_or_default() {
+        *by_method.entry(e.method.clone()).or_insert(0) += e.units;
+    }
+    BucketJson {
+        name: bucket.name.to_owned(),
+        used,
+        ceiling: bucket.ceiling,
+        quota: bucket.quota,
+        remaining: bucket.ceiling.saturating_sub(used),
+        remaining_to_quota: bucket.quota.saturating_sub(used),
+        window: bucket.window.to_string(),
+        window_s: seconds(bucket.window.length_at(status.now_us)),
+        next_free_s: state.and_then(|p| p.next_free).map(seconds),
+        empty_in_s: state.and_then(|p| p.empty_in).map(seconds),
+        by_method,
+        blocked_until: status.blocked_until(bucket.name).map(rfc3339),
+    }
 }
 
 fn summarize(budget: &Budget, status: &Status) -> BudgetJson {
-    let main = status.policies.iter().find(|p| p.name == BUDGET_POLICY);
-    let used = main.map_or(0, |p| p.used);
-    let mut by_method = BTreeMap::new();
-    for e in main.and_then(|p| p.entries.as_deref()).unwrap_or_default() {
-        *by_method.entry(e.method.clone()).or_insert(0) += e.units;
-    }
+    let buckets: Vec<BucketJson> = budget
+        .buckets()
+        .iter()
+        .map(|b| bucket_json(b, status))
+        .collect();
+    let main = &buckets[0];
     let limits = budget
         .limits
         .iter()
@@ -121,70 +220,102 @@ fn summarize(budget: &Budget, status: &Status) -> BudgetJson {
                 name: l.name.clone(),
                 used: p.used,
                 max: l.max,
-                window_s: seconds(l.window),
+                window_s: seconds(l.window.length_at(status.now_us)),
                 next_free_s: p.next_free.map(seconds),
             })
         })
         .collect();
     BudgetJson {
-        used,
-        ceiling: budget.ceiling,
-        quota: budget.quota,
-        remaining: budget.ceiling.saturating_sub(used),
-        remaining_to_quota: budget.quota.saturating_sub(used),
-        window_s: seconds(budget.window),
-        next_free_s: main.and_then(|p| p.next_free).map(seconds),
-        empty_in_s: main.and_then(|p| p.empty_in).map(seconds),
-        by_method,
+        used: main.used,
+        ceiling: main.ceiling,
+        quota: main.quota,
+        remaining: main.remaining,
+        remaining_to_quota: main.remaining_to_quota,
+        window_s: main.window_s,
+        next_free_s: main.next_free_s,
+        empty_in_s: main.empty_in_s,
+        by_method: main.by_method.clone(),
         limits,
-        blocked_until: status.blocked_until_us.map(rfc3339),
+        blocked_until: main.blocked_until.clone(),
+        buckets,
+    }
+}
+
+/// "over the last 24h", or "today (day@America/Los_Angeles)".
+fn over(window: &str, window_s: f64) -> String {
+    if window.starts_with(Window::DAY_PREFIX) {
+        format!(
+            "today ({window}, a day of {})",
+            human(Duration::from_secs_f64(window_s))
+        )
+    } else {
+        format!("over the last {}", human(Duration::from_secs_f64(window_s)))
+    }
+}
+
+/// One bucket's lines of `budget`.
+fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::Result<()> {
+    let opt = |d: Option<f64>, what: &str| match d {
+        Some(s) => format!("in {} ({what})", human(Duration::from_secs_f64(s))),
+        None => "now (the window is empty)".to_owned(),
+    };
+    if !alone {
+        writeln!(out, "  bucket {}", b.name)?;
+    }
+    writeln!(
+        out,
+        "  used        {} of ceiling {} (quota {}) {}",
+        b.used,
+        b.ceiling,
+        b.quota,
+        over(&b.window, b.window_s)
+    )?;
+    writeln!(
+        out,
+        "  remaining   {} to the ceiling, {} to the quota",
+        b.remaining, b.remaining_to_quota
+    )?;
+    writeln!(
+        out,
+        "  next free   {}",
+        opt(b.next_free_s, "the oldest units leave the window")
+    )?;
+    writeln!(
+        out,
+        "  empty       {}",
+        opt(b.empty_in_s, "the newest units leave the window")
+    )?;
+    if !b.by_method.is_empty() {
+        let methods: Vec<String> = b
+            .by_method
+            .iter()
+            .map(|(m, u)| format!("{m} {u}"))
+            .collect();
+        writeln!(out, "  by method   {}", methods.join(", "))?;
+    }
+    match &b.blocked_until {
+        Some(until) => writeln!(
+            out,
+            "  blocked     until {until}: the upstream said this bucket's quota is spent"
+        ),
+        None => writeln!(out, "  blocked     no"),
     }
 }
 
 async fn show(global: &Global, json: bool) -> Result<()> {
     let budget = load_budget(global)?;
     let limiter = open_limiter(global, &budget, Access::ReadReplayed).await?;
-    let status = read_status(&limiter, &budget, &[BUDGET_POLICY]).await?;
+    let names: Vec<&str> = budget.buckets().iter().map(|b| b.name).collect();
+    let status = read_status(&limiter, &budget, &names).await?;
     let report = summarize(&budget, &status);
     if json {
         return print_json(&report);
     }
     let mut out = std::io::stdout().lock();
-    let opt = |d: Option<f64>, what: &str| match d {
-        Some(s) => format!("in {} ({what})", human(Duration::from_secs_f64(s))),
-        None => "now (the window is empty)".to_owned(),
-    };
     writeln!(out, "budget \"{}\" on {}", budget.key, limiter.describe())?;
-    writeln!(
-        out,
-        "  used        {} of ceiling {} (quota {}) over the last {}",
-        report.used,
-        report.ceiling,
-        report.quota,
-        human(budget.window)
-    )?;
-    writeln!(
-        out,
-        "  remaining   {} to the ceiling, {} to the quota",
-        report.remaining, report.remaining_to_quota
-    )?;
-    writeln!(
-        out,
-        "  next free   {}",
-        opt(report.next_free_s, "the oldest units leave the window")
-    )?;
-    writeln!(
-        out,
-        "  empty       {}",
-        opt(report.empty_in_s, "the newest units leave the window")
-    )?;
-    if !report.by_method.is_empty() {
-        let methods: Vec<String> = report
-            .by_method
-            .iter()
-            .map(|(m, u)| format!("{m} {u}"))
-            .collect();
-        writeln!(out, "  by method   {}", methods.join(", "))?;
+    let alone = report.buckets.len() == 1;
+    for b in &report.buckets {
+        print_bucket(&mut out, b, alone)?;
     }
     for l in &report.limits {
         let free = l.next_free_s.map_or(String::new(), |s| {
@@ -199,23 +330,14 @@ async fn show(global: &Global, json: bool) -> Result<()> {
             human(Duration::from_secs_f64(l.window_s))
         )?;
     }
-    match &report.blocked_until {
-        Some(until) => writeln!(
-            out,
-            "  blocked     until {until}: the upstream said the key's quota is spent"
-        )?,
-        None => writeln!(out, "  blocked     no")?,
-    }
     if std::io::stdout().is_terminal() {
         let entries = status
-            .policies
-            .iter()
-            .find(|p| p.name == BUDGET_POLICY)
+            .policy(BUDGET_POLICY)
             .and_then(|p| p.entries.as_deref());
         chart(
             &mut out,
             entries.unwrap_or_default(),
-            budget.window,
+            budget.window.length_at(status.now_us),
             status.now_us,
         )?;
     }
@@ -289,7 +411,7 @@ async fn charge(
         .charge(&id, method, count, allowance)
         .map_err(|e| match e {
             ChargeError::UnknownMethod(_) => {
-                let known: Vec<&str> = budget.costs.keys().map(String::as_str).collect();
+                let known: Vec<&str> = budget.all_costs().into_keys().collect();
                 UsageError(format!(
                     "{e}; the methods with a cost are: {}",
                     known.join(", ")
@@ -331,10 +453,10 @@ async fn charge(
         }
     };
     // The numbers are those of the policy that said no or is next to; while the
-    // upstream block says no, which no policy's numbers describe, the budget's own.
+    // upstream block says no, which no policy's numbers describe, the bucket's own.
     let applied = decision
         .applied()
-        .or_else(|| decision.parts.iter().find(|p| p.policy == BUDGET_POLICY));
+        .or_else(|| decision.parts.iter().find(|p| p.policy == charge.bucket));
     let report = ChargeJson {
         granted: decision.granted,
         units: decision.units,

@@ -57,7 +57,7 @@ fn wants_json(command: &Command) -> bool {
         Command::Backfill(args) => args.fetch.json,
         Command::Budget(args) => match &args.action {
             None => args.json,
-            Some(BudgetAction::Charge { json, .. } | BudgetAction::Unblock { json }) => *json,
+            Some(BudgetAction::Charge { json, .. } | BudgetAction::Unblock { json, .. }) => *json,
         },
         Command::Search(args) => args.json,
         Command::Status(args) => args.json,

@@ -46,8 +46,19 @@ struct RunJson {
     started_at: String,
 }
 
+/// The main bucket's numbers, and every bucket's (DESIGN.md 3.9).
 #[derive(Debug, Serialize)]
 struct BudgetJson {
+    used: u64,
+    ceiling: u64,
+    remaining: u64,
+    blocked_until: Option<String>,
+    buckets: Vec<BucketJson>,
+}
+
+#[derive(Debug, Serialize)]
+struct BucketJson {
+    name: String,
     used: u64,
     ceiling: u64,
     remaining: u64,
@@ -174,16 +185,27 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
     let limiter = open_limiter(global, budget, Access::Read).await?;
     let window = match read_status(&limiter, budget, &[]).await {
         Ok(st) => {
-            let used = st
-                .policies
+            let buckets: Vec<BucketJson> = budget
+                .buckets()
                 .iter()
-                .find(|p| p.name == BUDGET_POLICY)
-                .map_or(0, |p| p.used);
+                .map(|b| {
+                    let used = st.policy(b.name).map_or(0, |p| p.used);
+                    BucketJson {
+                        name: b.name.to_owned(),
+                        used,
+                        ceiling: b.ceiling,
+                        remaining: b.ceiling.saturating_sub(used),
+                        blocked_until: st.blocked_until(b.name).map(rfc3339),
+                    }
+                })
+                .collect();
+            let main = &buckets[0];
             Some(BudgetJson {
-                used,
-                ceiling: budget.ceiling,
-                remaining: budget.ceiling.saturating_sub(used),
-                blocked_until: st.blocked_until_us.map(rfc3339),
+                used: main.used,
+                ceiling: main.ceiling,
+                remaining: main.remaining,
+                blocked_until: main.blocked_until.clone(),
+                buckets,
             })
         }
         Err(e) => {
@@ -291,18 +313,29 @@ fn print_text(
         )?;
     }
     match &report.budget {
-        Some(b) => writeln!(
-            out,
-            "budget \"{budget_key}\": {} used of ceiling {}, {} remaining; {}",
-            b.used,
-            b.ceiling,
-            b.remaining,
-            b.blocked_until
-                .as_ref()
-                .map_or("not blocked".to_owned(), |u| format!(
-                    "blocked until {u} (the upstream said the key's quota is spent)"
-                ))
-        )?,
+        Some(b) => {
+            // The main bucket is the budget's line, as it was before there were others.
+            for bucket in &b.buckets {
+                let what = if bucket.name == BUDGET_POLICY {
+                    format!("budget \"{budget_key}\"")
+                } else {
+                    format!("bucket \"{}\"", bucket.name)
+                };
+                writeln!(
+                    out,
+                    "{what}: {} used of ceiling {}, {} remaining; {}",
+                    bucket.used,
+                    bucket.ceiling,
+                    bucket.remaining,
+                    bucket
+                        .blocked_until
+                        .as_ref()
+                        .map_or("not blocked".to_owned(), |u| format!(
+                            "blocked until {u} (the upstream said this quota is spent)"
+                        ))
+                )?;
+            }
+        }
         None => writeln!(
             out,
             "budget \"{budget_key}\": the limiter cannot be read (see the warning above)"

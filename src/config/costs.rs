@@ -1,5 +1,5 @@
-//! `quota-costs.toml`: the budget, what each method costs, what to do while the
-//! limiter is down, and the narrower limits.
+//! `quota-costs.toml`: the budget, what each method costs, any buckets of their own
+//! (DESIGN.md 3.9), what to do while the limiter is down, and the narrower limits.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -8,7 +8,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::{ConfigError, SourceText, parse_duration};
-use crate::quota::{Budget, DownPolicy, Limit, MAX_UNITS, Per, RESERVED_POLICY_NAMES};
+use crate::quota::{
+    Bucket, Budget, DownPolicy, Limit, MAX_UNITS, Per, RESERVED_POLICY_NAMES, Window, Zone,
+};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -19,6 +21,18 @@ struct RawFile {
     when_limiter_down: BTreeMap<Spanned<String>, RawDown>,
     #[serde(default, rename = "limit")]
     limits: Vec<RawLimit>,
+    #[serde(default, rename = "bucket")]
+    buckets: Vec<RawBucket>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBucket {
+    name: Spanned<String>,
+    quota: Spanned<u64>,
+    ceiling: Spanned<u64>,
+    window: Spanned<String>,
+    costs: Spanned<BTreeMap<String, Spanned<u64>>>,
 }
 
 #[derive(Deserialize)]
@@ -64,12 +78,18 @@ pub const MIN_WINDOW: Duration = Duration::from_secs(1);
 /// years overflowed the expiry arithmetic.
 pub const MAX_WINDOW: Duration = Duration::from_secs(31 * 86_400);
 
-/// A policy's window, within [`MIN_WINDOW`]..=[`MAX_WINDOW`].
+/// A policy's window: a duration within [`MIN_WINDOW`]..=[`MAX_WINDOW`], or the
+/// calendar day of a time zone, `day@America/Los_Angeles`.
 fn window_of(
     src: &SourceText<'_>,
     value: &Spanned<String>,
     what: &str,
-) -> Result<Duration, ConfigError> {
+) -> Result<Window, ConfigError> {
+    if let Some(zone) = value.get_ref().trim().strip_prefix(Window::DAY_PREFIX) {
+        return Zone::get(zone)
+            .map(Window::Day)
+            .map_err(|e| src.error_at(Some(value.span()), format!("{what}: {e}")));
+    }
     let d = parse_duration(value.get_ref())
         .map_err(|e| src.error_at(Some(value.span()), format!("{what}: {e}")))?;
     if d < MIN_WINDOW || d > MAX_WINDOW {
@@ -81,7 +101,7 @@ fn window_of(
             ),
         ));
     }
-    Ok(d)
+    Ok(Window::Sliding(d))
 }
 
 /// A unit count, at most [`MAX_UNITS`]: the limiter could not count more exactly.
@@ -106,6 +126,104 @@ fn plain_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
+/// A bucket's quota and ceiling: both at least 1, the ceiling at most the quota.
+/// `what` names the table (`budget`, `bucket "search"`).
+fn quota_and_ceiling(
+    src: &SourceText<'_>,
+    quota: &Spanned<u64>,
+    ceiling: &Spanned<u64>,
+    what: &str,
+) -> Result<(u64, u64), ConfigError> {
+    let q = units(src, quota, &format!("{what}.quota"))?;
+    let c = units(src, ceiling, &format!("{what}.ceiling"))?;
+    if q == 0 {
+        return Err(src.error_at(
+            Some(quota.span()),
+            format!("{what}.quota must be at least 1"),
+        ));
+    }
+    if c == 0 {
+        return Err(src.error_at(
+            Some(ceiling.span()),
+            format!("{what}.ceiling must be at least 1"),
+        ));
+    }
+    if c > q {
+        return Err(src.error_at(
+            Some(ceiling.span()),
+            format!("{what}.ceiling ({c}) is above {what}.quota ({q}); the ceiling must leave the reserve below the quota"),
+        ));
+    }
+    Ok((q, c))
+}
+
+/// A bucket's `costs`: not empty, each cost at most the bucket's ceiling, and no
+/// method already in another bucket (`taken`, which this adds to).
+fn bucket_costs(
+    src: &SourceText<'_>,
+    raw: &Spanned<BTreeMap<String, Spanned<u64>>>,
+    (ceiling, ceiling_name): (u64, &str),
+    what: &str,
+    taken: &mut BTreeMap<String, String>,
+) -> Result<BTreeMap<String, u64>, ConfigError> {
+    if raw.get_ref().is_empty() {
+        return Err(src.error_at(
+            Some(raw.span()),
+            format!("{what} is empty; list every method it bills, e.g. \"videos.list\" = 1"),
+        ));
+    }
+    let mut costs = BTreeMap::new();
+    for (method, cost) in raw.get_ref() {
+        if *cost.get_ref() > ceiling {
+            return Err(src.error_at(
+                Some(cost.span()),
+                format!(
+                    "the cost of \"{method}\" ({}) is above {ceiling_name} ({ceiling}): such a call could never be made",
+                    cost.get_ref()
+                ),
+            ));
+        }
+        if let Some(other) = taken.get(method) {
+            return Err(src.error_at(
+                Some(cost.span()),
+                format!(
+                    "\"{method}\" is in {other} already; every method belongs to exactly one bucket, so list it in one place only"
+                ),
+            ));
+        }
+        taken.insert(method.clone(), what.to_owned());
+        costs.insert(method.clone(), *cost.get_ref());
+    }
+    Ok(costs)
+}
+
+/// A `[[limit]]` or `[[bucket]]` name: plain, not reserved, not used before.
+fn policy_name(
+    src: &SourceText<'_>,
+    name: &Spanned<String>,
+    kind: &str,
+    used: &mut Vec<String>,
+) -> Result<String, ConfigError> {
+    let n = name.get_ref();
+    if !plain_name(n) || RESERVED_POLICY_NAMES.contains(&n.as_str()) {
+        return Err(src.error_at(
+            Some(name.span()),
+            format!(
+                "{kind} name \"{n}\" must be 1 to 64 letters, digits, '_', '-' or '.', and not one of {}",
+                RESERVED_POLICY_NAMES.join(", ")
+            ),
+        ));
+    }
+    if used.contains(n) {
+        return Err(src.error_at(
+            Some(name.span()),
+            format!("a second [[limit]] or [[bucket]] is named \"{n}\"; names must be unique"),
+        ));
+    }
+    used.push(n.clone());
+    Ok(n.clone())
+}
+
 /// Parses and validates `quota-costs.toml`.
 pub fn parse_costs(src: &SourceText<'_>) -> Result<Budget, ConfigError> {
     let raw: RawFile = src.parse()?;
@@ -124,20 +242,7 @@ pub fn parse_costs(src: &SourceText<'_>) -> Result<Budget, ConfigError> {
             "budget.key looks like an API key; it must only name the pool (e.g. \"key1\"): the key itself goes in YOUTUBE_API_KEY",
         ));
     }
-    let quota = units(src, &b.quota, "budget.quota")?;
-    let ceiling = units(src, &b.ceiling, "budget.ceiling")?;
-    if quota == 0 {
-        return Err(src.error_at(Some(b.quota.span()), "budget.quota must be at least 1"));
-    }
-    if ceiling == 0 {
-        return Err(src.error_at(Some(b.ceiling.span()), "budget.ceiling must be at least 1"));
-    }
-    if ceiling > quota {
-        return Err(src.error_at(
-            Some(b.ceiling.span()),
-            format!("budget.ceiling ({ceiling}) is above budget.quota ({quota}); the ceiling must leave the reserve below the quota"),
-        ));
-    }
+    let (quota, ceiling) = quota_and_ceiling(src, &b.quota, &b.ceiling, "budget")?;
     let window = window_of(src, &b.window, "budget.window")?;
 
     if raw.costs.get_ref().is_empty() {
@@ -146,28 +251,53 @@ pub fn parse_costs(src: &SourceText<'_>) -> Result<Budget, ConfigError> {
             "[costs] is empty; list every method trendsync calls, e.g. \"videos.list\" = 1",
         ));
     }
-    let mut costs = BTreeMap::new();
-    for (method, cost) in raw.costs.get_ref() {
-        if *cost.get_ref() > ceiling {
-            return Err(src.error_at(
-                Some(cost.span()),
-                format!(
-                    "the cost of \"{method}\" ({}) is above budget.ceiling ({ceiling}): such a call could never be made",
-                    cost.get_ref()
-                ),
-            ));
-        }
-        costs.insert(method.clone(), *cost.get_ref());
+    // Which bucket holds each method, to refuse one in two.
+    let mut taken = BTreeMap::new();
+    let costs = bucket_costs(
+        src,
+        &raw.costs,
+        (ceiling, "budget.ceiling"),
+        "[costs]",
+        &mut taken,
+    )?;
+
+    let mut names = Vec::new();
+    let mut buckets = Vec::new();
+    for rb in &raw.buckets {
+        let name = policy_name(src, &rb.name, "bucket", &mut names)?;
+        let what = format!("bucket \"{name}\"");
+        let (quota, ceiling) = quota_and_ceiling(src, &rb.quota, &rb.ceiling, &what)?;
+        let window = window_of(src, &rb.window, &format!("{what} window"))?;
+        let costs = bucket_costs(
+            src,
+            &rb.costs,
+            (ceiling, &format!("{what}.ceiling")),
+            &format!("{what} costs"),
+            &mut taken,
+        )?;
+        buckets.push(Bucket {
+            name,
+            quota,
+            ceiling,
+            window,
+            costs,
+        });
     }
+    // Every method's cost, whichever bucket bills it.
+    let all_costs: BTreeMap<&str, u64> = costs
+        .iter()
+        .chain(buckets.iter().flat_map(|b| b.costs.iter()))
+        .map(|(m, c)| (m.as_str(), *c))
+        .collect();
 
     let known = |m: &Spanned<String>, what: &str| -> Result<(), ConfigError> {
-        if costs.contains_key(m.get_ref()) {
+        if all_costs.contains_key(m.get_ref().as_str()) {
             Ok(())
         } else {
             Err(src.error_at(
                 Some(m.span()),
                 format!(
-                    "{what} names \"{}\", which has no entry in [costs]; add its cost there",
+                    "{what} names \"{}\", which has no entry in [costs] or in any [[bucket]]; add its cost there",
                     m.get_ref()
                 ),
             ))
@@ -186,22 +316,7 @@ pub fn parse_costs(src: &SourceText<'_>) -> Result<Budget, ConfigError> {
 
     let mut limits: Vec<Limit> = Vec::new();
     for raw_limit in &raw.limits {
-        let name = raw_limit.name.get_ref();
-        if !plain_name(name) || RESERVED_POLICY_NAMES.contains(&name.as_str()) {
-            return Err(src.error_at(
-                Some(raw_limit.name.span()),
-                format!(
-                    "limit name \"{name}\" must be 1 to 64 letters, digits, '_', '-' or '.', and not one of {}",
-                    RESERVED_POLICY_NAMES.join(", ")
-                ),
-            ));
-        }
-        if limits.iter().any(|l| &l.name == name) {
-            return Err(src.error_at(
-                Some(raw_limit.name.span()),
-                format!("a second [[limit]] is named \"{name}\"; names must be unique"),
-            ));
-        }
+        let name = &policy_name(src, &raw_limit.name, "limit", &mut names)?;
         if raw_limit.methods.is_empty() {
             return Err(src.error_at(
                 Some(raw_limit.name.span()),
@@ -216,7 +331,10 @@ pub fn parse_costs(src: &SourceText<'_>) -> Result<Budget, ConfigError> {
         for method in &raw_limit.methods {
             known(method, &format!("limit \"{name}\""))?;
             let charged = match per {
-                Per::Unit => costs[method.get_ref()],
+                Per::Unit => all_costs
+                    .get(method.get_ref().as_str())
+                    .copied()
+                    .unwrap_or(0),
                 Per::Call => 1,
             };
             if charged > max {
@@ -250,5 +368,6 @@ pub fn parse_costs(src: &SourceText<'_>) -> Result<Budget, ConfigError> {
         costs,
         when_limiter_down,
         limits,
+        buckets,
     })
 }

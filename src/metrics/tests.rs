@@ -157,6 +157,7 @@ fn picture() -> Picture {
             ceiling: 9_500,
             quota: 10_000,
             blocked_until_us: Some(1_700_086_400_000_000),
+            buckets: vec![],
         }),
     }
 }
@@ -356,8 +357,9 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
     let window = BudgetWindow {
         used: 1234,
         blocked_until_us: Some(1_700_086_400_000_000),
+        buckets: vec![],
     };
-    write_after_run(&path, &db, &budget, &report_with(Some(window))).expect("writing");
+    write_after_run(&path, &db, &budget, &report_with(Some(window.clone()))).expect("writing");
     let text = fs::read_to_string(&path).expect("reading");
     let key = &budget.key;
     assert!(text.contains(&format!(

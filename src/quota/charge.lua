@@ -7,7 +7,8 @@
 -- KEYS[2+n+i]        part i's oldest time    } MGET reads block, epoch and all these
 -- KEYS[2+2n+i]       part i's sorted set of entries
 -- ARGV[1]            "|<method>|<id>": the member's tail (the id is unique per call)
--- ARGV[3i-1 .. 3i+1] part i: window (us), max, units
+-- ARGV[3i-1 .. 3i+1] part i: window (us, or a calendar day: see `span` in
+--                    prelude.lua), max, units
 -- ARGV[3n+2]         only when replaying a call already made (journalled or in the
 --                    ledger): its age in microseconds; it is recorded whatever the
 --                    window holds
@@ -19,8 +20,9 @@
 -- The common grant answers briefly, in one string: "GRANTED_NOW epoch secs micros"
 -- (the epoch, and TIME as Redis gave it), then per part " total oldest:expires" as
 -- the script read them, before this charge. Every part fitted now, so the reader
--- knows the rest: used = total + units, next_free = oldest + window - now, empty_in =
--- window. The script joins only text it already has: no number becomes text.
+-- knows the rest: used = total + units, next_free = when the oldest entry leaves,
+-- empty_in = when an entry made now leaves (a window from now, or the day's end).
+-- The script joins only text it already has: no number becomes text.
 --
 -- The common path, a live charge that is granted, makes four calls for one part:
 -- TIME, one MGET (block, epoch, every total and oldest time), ZADD NX (the duplicate
@@ -54,7 +56,7 @@ end
 -- error rather than count wrong.)
 local common = not age and not (stored[1] and stored[1] - now > 0)
 local find, sub = string.find, string.sub
-local oldest, expires, window
+local oldest, expires, cutoff, leaves
 for i = 1, n do
   if not common then break end
   local total, kept = stored[2 + i], stored[2 + n + i]
@@ -63,8 +65,8 @@ for i = 1, n do
     common = false
   else
     oldest, expires = sub(kept, 1, colon - 1), sub(kept, colon + 1)
-    window = ARGV[3 * i - 1] + 0
-    common = oldest - now + window > 0 and total + ARGV[3 * i + 1] <= ARGV[3 * i] + 0
+    cutoff, leaves = span(ARGV[3 * i - 1], now)
+    common = oldest - cutoff > 0 and total + ARGV[3 * i + 1] <= ARGV[3 * i] + 0
   end
 end
 for i = 1, n do
@@ -84,14 +86,14 @@ if common then
       local kept = stored[2 + n + i]
       local colon = find(kept, ':', 1, true)
       oldest, expires = sub(kept, 1, colon - 1), sub(kept, colon + 1)
-      window = ARGV[3 * i - 1] + 0
+      cutoff, leaves = span(ARGV[3 * i - 1], now)
     end
-    if expires - window < now then
+    if expires - leaves < 0 then
       -- The expiry rule of prelude.lua, for a newest entry at now.
-      local slack = math.min(math.floor(window / 10), SLACK_MAX)
-      local ttl = math.ceil((window + slack) / 1000)
+      local slack = math.min(math.floor((leaves - now) / 10), SLACK_MAX)
+      local ttl = math.ceil((leaves - now + slack) / 1000)
       redis.call('PEXPIRE', KEYS[2 + i], ttl)
-      redis.call('SET', KEYS[2 + n + i], string.format('%s:%d', oldest, now + window + slack), 'PX', ttl)
+      redis.call('SET', KEYS[2 + n + i], string.format('%s:%d', oldest, leaves + slack), 'PX', ttl)
       redis.call('PEXPIRE', KEYS[2 + 2 * n + i], ttl)
     end
     redis.call('INCRBY', KEYS[2 + i], ARGV[3 * i + 1])
@@ -116,10 +118,13 @@ for i = 1, n do
   local b = 3 * i - 1
   local p = {
     tkey = KEYS[2 + i], okey = KEYS[2 + n + i], zkey = KEYS[2 + 2 * n + i],
-    window = tonumber(ARGV[b]), max = tonumber(ARGV[b + 1]), units = tonumber(ARGV[b + 2]),
+    max = tonumber(ARGV[b + 1]), units = tonumber(ARGV[b + 2]),
   }
+  -- An entry made at `at` leaves at p.stop (a calendar day) or at + p.window.
+  local _
+  p.cutoff, _, p.stop, p.window = span(ARGV[b], now)
   local total, oldest = tonumber(stored[2 + i]), oldest_of(stored[2 + n + i])
-  local cutoff = now - p.window
+  local cutoff = p.cutoff
   if not (total and oldest and oldest > cutoff) then
     -- Something left the window, or the keys beside the set are gone (first entry,
     -- idle expiry, deleted by hand) or of the older layout: evict, and count again
@@ -135,7 +140,7 @@ for i = 1, n do
     redis.call('ZREMRANGEBYSCORE', p.zkey, '-inf', cutoff)
     oldest = oldest_in(p.zkey)
     if oldest and total > 0 then
-      keep(p.tkey, p.okey, p.zkey, total, oldest, newest_in(p.zkey), p.window, now)
+      keep(p, total, oldest, newest_in(p.zkey), now)
     else
       total, oldest = 0, nil
       redis.call('DEL', p.zkey, p.tkey, p.okey)
@@ -153,8 +158,8 @@ local function reply(code, blocked_wait, fits, newest)
     local f = fits and fits[i]
     local next_free, empty_in = -1, -1
     if p.oldest then
-      next_free = p.oldest + p.window - now
-      empty_in = (newest or newest_in(p.zkey)) + p.window - now
+      next_free = (p.stop or p.oldest + p.window) - now
+      empty_in = (p.stop or (newest or newest_in(p.zkey)) + p.window) - now
     end
     local k = #out
     out[k + 1], out[k + 2], out[k + 3] = p.total, f and f[1] or FIT_NOW, f and f[2] or 0
@@ -177,11 +182,11 @@ local function wait_for(p)
   local freed, start = 0, 0
   while true do
     local batch = redis.call('ZRANGE', p.zkey, start, start + 99, 'WITHSCORES')
-    if #batch == 0 then return p.window end
+    if #batch == 0 then return (p.stop or now + p.window) - now end
     for j = 1, #batch, 2 do
       freed = freed + units_of(batch[j])
       if freed >= need then
-        return tonumber(batch[j + 1]) + p.window - now
+        return (p.stop or tonumber(batch[j + 1]) + p.window) - now
       end
     end
     start = start + 100
@@ -225,7 +230,7 @@ if forced then
   -- they hold this charge already. Ask them first.
   for i = 1, n do
     local p = parts[i]
-    if at <= now - p.window and p.oldest and redis.call('ZSCORE', p.zkey, p.units .. tail) then
+    if at <= p.cutoff and p.oldest and redis.call('ZSCORE', p.zkey, p.units .. tail) then
       return reply(DUPLICATE, 0, nil, nil)
     end
   end
@@ -233,7 +238,7 @@ end
 local added = {}
 for i = 1, n do
   local p = parts[i]
-  if at > now - p.window then
+  if at > p.cutoff then
     local member = p.units .. tail
     if redis.call('ZADD', p.zkey, 'NX', at, member) == 0 then
       -- Recorded before: undo what this call added to the other parts.
@@ -250,8 +255,7 @@ for _, p in ipairs(added) do
   p.total = p.total + p.units
   if not p.oldest or at < p.oldest then p.oldest = at end
   -- A live entry is the newest; a replayed one may not be.
-  keep(p.tkey, p.okey, p.zkey, p.total, p.oldest, forced and newest_in(p.zkey) or now,
-    p.window, now)
+  keep(p, p.total, p.oldest, forced and newest_in(p.zkey) or now, now)
 end
 if forced then return reply(GRANTED, 0, nil, nil) end
 return reply(GRANTED, 0, nil, now)

@@ -12,7 +12,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::model::{self, Fit, PartOutcome};
 use super::{
-    Charge, Decision, Entry, LimiterError, PolicyRef, PolicyStatus, Status, from_micros, micros,
+    BUDGET_POLICY, Charge, Decision, Entry, LimiterError, PolicyRef, PolicyStatus, Status, Window,
+    from_micros, micros,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::schema::MIGRATIONS;
@@ -176,14 +177,14 @@ impl EmbeddedLimiter {
                 .iter()
                 .map(|(p, list)| PolicyStatus {
                     name: p.name.clone(),
-                    window: p.window,
+                    window: p.window.clone(),
                     used: 0,
                     next_free: None,
                     empty_in: None,
                     entries: list.then(Vec::new),
                 })
                 .collect(),
-            blocked_until_us: None,
+            blocked: Default::default(),
         };
         let read = self
             .with_conn("reading the budget", move |conn| {
@@ -194,8 +195,12 @@ impl EmbeddedLimiter {
         Ok(read.flatten().unwrap_or(empty))
     }
 
-    pub(super) async fn block_until(&self, until_us: i64) -> Result<(), LimiterError> {
-        let key = self.budget_key.clone();
+    pub(super) async fn block_until(
+        &self,
+        bucket: &str,
+        until_us: i64,
+    ) -> Result<(), LimiterError> {
+        let key = block_id(&self.budget_key, bucket);
         self.with_conn("blocking the budget", move |conn| {
             conn.execute(
                 "INSERT INTO quota_block (budget, until_us) VALUES (?1, ?2)
@@ -208,8 +213,8 @@ impl EmbeddedLimiter {
         .map(|_| ())
     }
 
-    pub(super) async fn unblock(&self) -> Result<Option<i64>, LimiterError> {
-        let key = self.budget_key.clone();
+    pub(super) async fn unblock(&self, bucket: &str) -> Result<Option<i64>, LimiterError> {
+        let key = block_id(&self.budget_key, bucket);
         let now = self.clock.now_us();
         let until = self
             .with_conn("lifting the budget's block", move |conn| {
@@ -227,6 +232,30 @@ impl EmbeddedLimiter {
 
 fn policy_id(budget_key: &str, policy: &str) -> String {
     format!("{budget_key}:{policy}")
+}
+
+/// The row of `quota_block` that blocks `bucket`: the main bucket's is the budget's
+/// own key, as before there were other buckets.
+fn block_id(budget_key: &str, bucket: &str) -> String {
+    if bucket == BUDGET_POLICY {
+        budget_key.to_owned()
+    } else {
+        format!("{budget_key}:{bucket}")
+    }
+}
+
+/// Until when `bucket` is blocked, if it still is at `now`.
+fn blocked_until(
+    conn: &Connection,
+    budget_key: &str,
+    bucket: &str,
+    now: i64,
+) -> rusqlite::Result<Option<i64>> {
+    let until: Option<i64> = conn
+        .prepare_cached("SELECT until_us FROM quota_block WHERE budget = ?1")?
+        .query_row([block_id(budget_key, bucket)], |r| r.get(0))
+        .optional()?;
+    Ok(until.filter(|u| *u > now))
 }
 
 /// Drops every entry that has left its window and subtracts it from its total.
@@ -279,17 +308,18 @@ fn evict_policy(conn: &Connection, policy: &str, cutoff: i64) -> rusqlite::Resul
 fn edges(
     conn: &Connection,
     policy: &str,
-    window_us: i64,
+    window: &Window,
     now: i64,
 ) -> rusqlite::Result<(Option<Duration>, Option<Duration>)> {
+    let span = window.at(now);
     let (oldest, newest): (Option<i64>, Option<i64>) = conn
         .prepare_cached(
             "SELECT MIN(at_us), MAX(at_us) FROM quota_entry WHERE policy = ?1 AND at_us > ?2",
         )?
-        .query_row(params![policy, now - window_us], |r| {
+        .query_row(params![policy, span.cutoff_us], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })?;
-    let left = |at: i64| from_micros(at + window_us - now);
+    let left = |at: i64| from_micros(span.leaves(at, window) - now);
     Ok((oldest.map(left), newest.map(left)))
 }
 
@@ -306,7 +336,7 @@ fn outcomes(
         .zip(fits)
         .map(|(p, fit)| {
             let id = policy_id(budget_key, &p.policy);
-            let (next_free, empty_in) = edges(conn, &id, micros(p.window), now)?;
+            let (next_free, empty_in) = edges(conn, &id, &p.window, now)?;
             Ok(PartOutcome {
                 policy: p.policy.clone(),
                 used: total_of(conn, &id)?,
@@ -334,22 +364,16 @@ fn charge_in(
         evict_policy(
             &tx,
             &policy_id(budget_key, &p.policy),
-            now - micros(p.window),
+            p.window.at(now).cutoff_us,
         )?;
     }
     let all_fit = vec![Fit::Now; charge.parts.len()];
     let forced = age.is_some();
 
-    if !forced {
-        let until: Option<i64> = tx
-            .prepare_cached("SELECT until_us FROM quota_block WHERE budget = ?1")?
-            .query_row([budget_key], |r| r.get(0))
-            .optional()?;
-        if let Some(until) = until.filter(|u| *u > now) {
-            let parts = outcomes(&tx, budget_key, charge, &all_fit, now)?;
-            tx.commit()?;
-            return Ok(model::blocked(charge, parts, from_micros(until - now)));
-        }
+    if !forced && let Some(until) = blocked_until(&tx, budget_key, &charge.bucket, now)? {
+        let parts = outcomes(&tx, budget_key, charge, &all_fit, now)?;
+        tx.commit()?;
+        return Ok(model::blocked(charge, parts, from_micros(until - now)));
     }
 
     let mut seen =
@@ -381,21 +405,14 @@ fn charge_in(
         let entries = entries
             .map_while(Result::ok)
             .map(|(at, u)| (at, u64::try_from(u).unwrap_or(0)));
-        fits.push(model::fit(
-            entries,
-            used,
-            p.units,
-            p.max,
-            micros(p.window),
-            now,
-        ));
+        fits.push(model::fit_in(entries, used, p.units, p.max, &p.window, now));
     }
 
     if fits.iter().all(|f| *f == Fit::Now) {
         let at = now - age.map_or(0, micros);
         for p in &charge.parts {
-            let window_us = micros(p.window);
-            if at <= now - window_us {
+            let span = p.window.at(now);
+            if at <= span.cutoff_us {
                 continue; // already out of the window: nothing left to count
             }
             let id = policy_id(budget_key, &p.policy);
@@ -403,7 +420,7 @@ fn charge_in(
             tx.prepare_cached(
                 "INSERT INTO quota_entry (policy, member, at_us, expires_us, units, method) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
-            .execute(params![id, charge.id, at, at.saturating_add(window_us), units, charge.method])?;
+            .execute(params![id, charge.id, at, span.leaves(at, &p.window), units, charge.method])?;
             tx.prepare_cached(
                 "INSERT INTO quota_total (policy, total) VALUES (?1, ?2)
                  ON CONFLICT (policy) DO UPDATE SET total = total + excluded.total",
@@ -432,28 +449,26 @@ fn status_in(
         return Ok(None);
     }
     let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
-    let blocked: Option<i64> = tx
-        .query_row(
-            "SELECT until_us FROM quota_block WHERE budget = ?1",
-            [budget_key],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let mut blocked = std::collections::BTreeMap::new();
     let mut policies = Vec::with_capacity(wanted.len());
     for (p, list) in wanted {
+        // Only buckets are ever blocked; a limit's name finds no row.
+        if let Some(until) = blocked_until(&tx, budget_key, &p.name, now)? {
+            blocked.insert(p.name.clone(), until);
+        }
         let id = policy_id(budget_key, &p.name);
-        let window_us = micros(p.window);
+        let cutoff = p.window.at(now).cutoff_us;
         let used: i64 = tx.query_row(
             "SELECT COALESCE(SUM(units), 0) FROM quota_entry WHERE policy = ?1 AND at_us > ?2",
-            params![id, now - window_us],
+            params![id, cutoff],
             |r| r.get(0),
         )?;
-        let (next_free, empty_in) = edges(&tx, &id, window_us, now)?;
+        let (next_free, empty_in) = edges(&tx, &id, &p.window, now)?;
         let entries = if *list {
             let mut q = tx.prepare(
                 "SELECT at_us, units, method FROM quota_entry WHERE policy = ?1 AND at_us > ?2 ORDER BY at_us, member",
             )?;
-            let rows = q.query_map(params![id, now - window_us], |r| {
+            let rows = q.query_map(params![id, cutoff], |r| {
                 Ok(Entry {
                     at_us: r.get(0)?,
                     units: u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
@@ -466,7 +481,7 @@ fn status_in(
         };
         policies.push(PolicyStatus {
             name: p.name.clone(),
-            window: p.window,
+            window: p.window.clone(),
             used: u64::try_from(used).unwrap_or(0),
             next_free,
             empty_in,
@@ -476,6 +491,6 @@ fn status_in(
     Ok(Some(Status {
         now_us: now,
         policies,
-        blocked_until_us: blocked.filter(|u| *u > now),
+        blocked,
     }))
 }

@@ -24,7 +24,9 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
-use super::{Charge, Limiter, LimiterError, Part, from_micros, micros};
+use super::{
+    BUDGET_POLICY, Charge, Limiter, LimiterError, Part, Window, Zone, from_micros, micros,
+};
 use crate::clock::now_us;
 use crate::schema::{MIGRATIONS, SchemaError};
 use crate::sqlite::{Durability, OpenError};
@@ -77,9 +79,39 @@ impl JournalError {
 #[derive(Debug, Serialize, Deserialize)]
 struct PartRow {
     policy: String,
+    /// A sliding window's length; for a calendar day, the longest day.
     window_us: i64,
     max: u64,
     units: u64,
+    /// The time zone of a calendar-day window (rows before them have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    zone: Option<String>,
+}
+
+impl PartRow {
+    fn of(p: &Part) -> PartRow {
+        PartRow {
+            policy: p.policy.clone(),
+            window_us: micros(p.window.longest()),
+            max: p.max,
+            units: p.units,
+            zone: p.window.zone().map(|z| z.name().to_owned()),
+        }
+    }
+
+    /// The part again; `None` for a zone this build does not know.
+    fn part(self) -> Option<Part> {
+        let window = match &self.zone {
+            None => Window::Sliding(from_micros(self.window_us)),
+            Some(name) => Window::Day(Zone::get(name).ok()?),
+        };
+        Some(Part {
+            policy: self.policy,
+            window,
+            max: self.max,
+            units: self.units,
+        })
+    }
 }
 
 /// A charge waiting to be replayed, and when its call was made.
@@ -240,16 +272,7 @@ impl Journal {
         made_at_us: i64,
         keep_until_us: Option<i64>,
     ) -> Result<(), JournalError> {
-        let parts: Vec<PartRow> = charge
-            .parts
-            .iter()
-            .map(|p| PartRow {
-                policy: p.policy.clone(),
-                window_us: micros(p.window),
-                max: p.max,
-                units: p.units,
-            })
-            .collect();
+        let parts: Vec<PartRow> = charge.parts.iter().map(PartRow::of).collect();
         let parts = serde_json::to_string(&parts).unwrap_or_else(|_| "[]".to_owned());
         let units = i64::try_from(charge.units).unwrap_or(i64::MAX);
         self.with_conn("journalling a call", |conn| {
@@ -303,7 +326,14 @@ impl Journal {
         let mut out = Vec::with_capacity(rows.len());
         let mut unreadable = 0;
         for (id, method, units, parts, made_at_us) in rows {
-            let Ok(parts) = serde_json::from_str::<Vec<PartRow>>(&parts) else {
+            let parts = serde_json::from_str::<Vec<PartRow>>(&parts)
+                .ok()
+                .and_then(|rows| {
+                    rows.into_iter()
+                        .map(PartRow::part)
+                        .collect::<Option<Vec<_>>>()
+                });
+            let Some(parts) = parts else {
                 unreadable += 1;
                 continue;
             };
@@ -311,16 +341,13 @@ impl Journal {
                 charge: Charge {
                     id,
                     method,
+                    // A replay records the call whatever blocks its bucket, so the
+                    // bucket is not kept; the first part names it when it has units.
+                    bucket: parts
+                        .first()
+                        .map_or_else(|| BUDGET_POLICY.to_owned(), |p| p.policy.clone()),
                     units: u64::try_from(units).unwrap_or(0),
-                    parts: parts
-                        .into_iter()
-                        .map(|p| Part {
-                            policy: p.policy,
-                            window: from_micros(p.window_us),
-                            max: p.max,
-                            units: p.units,
-                        })
-                        .collect(),
+                    parts,
                 },
                 made_at_us,
             });
@@ -474,13 +501,12 @@ impl Journal {
 
 /// When a call made at `made_at_us` has left every window it was charged to.
 fn keep_until(charge: &Charge, made_at_us: i64) -> i64 {
-    let longest = charge
+    charge
         .parts
         .iter()
-        .map(|p| micros(p.window))
+        .map(|p| p.window.leaves(made_at_us, made_at_us))
         .max()
-        .unwrap_or(0);
-    made_at_us.saturating_add(longest)
+        .unwrap_or(made_at_us)
 }
 
 /// The epoch marker of a budget's window in Redis: the Redis time, in microseconds,
@@ -567,19 +593,20 @@ mod tests {
 
     fn charge(id: &str, units: u64) -> Charge {
         Charge {
+            bucket: "budget".into(),
             id: id.into(),
             method: "videos.list".into(),
             units,
             parts: vec![
                 Part {
                     policy: "budget".into(),
-                    window: HOUR,
+                    window: HOUR.into(),
                     max: 9_500,
                     units,
                 },
                 Part {
                     policy: "calls".into(),
-                    window: Duration::from_secs(60),
+                    window: Duration::from_secs(60).into(),
                     max: 50,
                     units: 1,
                 },
@@ -598,7 +625,7 @@ mod tests {
             .status(
                 &[PolicyRef {
                     name: policy.into(),
-                    window,
+                    window: window.into(),
                 }],
                 &[],
             )

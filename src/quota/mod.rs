@@ -13,6 +13,7 @@ pub mod model;
 mod redis;
 mod redis_connect;
 pub(crate) mod schema;
+mod window;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -24,14 +25,17 @@ pub use journal::{Epoch, Journal, JournalError, Journalled, Ledger, Replayed};
 pub use model::{Fit, PartOutcome};
 pub use redis::{Decided, RedisLimiter};
 pub use redis_connect::{RedisConfigError, TlsFiles, mask_url};
+pub use window::{Span, Window, Zone};
 
-/// The name of the main policy: the budget's own window. Limits may not use it.
+/// The name of the main policy: the budget's own window, the main bucket. Limits and
+/// other buckets may not use it.
 pub const BUDGET_POLICY: &str = "budget";
 
-/// Names a `[[limit]]` may not take because the budget's own keys use them.
+/// Names a `[[limit]]` or `[[bucket]]` may not take because the budget's own keys use
+/// them.
 pub const RESERVED_POLICY_NAMES: &[&str] = &[BUDGET_POLICY, "blocked", "journal", "epoch"];
 
-/// The policy that denies while the upstream has said its quota is spent (3.5).
+/// The policy that denies while the upstream has said a bucket's quota is spent (3.5).
 pub const UPSTREAM_POLICY: &str = "upstream";
 
 /// How a `[[limit]]` counts a call.
@@ -74,21 +78,71 @@ pub struct Limit {
     pub name: String,
     pub methods: Vec<String>,
     pub max: u64,
-    pub window: Duration,
+    pub window: Window,
     pub per: Per,
 }
 
-/// One upstream credential's quota pool and the narrower limits inside it.
+/// A bucket of its own beside the main one (DESIGN.md 3.9): the upstream bills its
+/// methods from a separate daily quota.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bucket {
+    pub name: String,
+    pub quota: u64,
+    pub ceiling: u64,
+    pub window: Window,
+    /// Units per call of each of its methods.
+    pub costs: BTreeMap<String, u64>,
+}
+
+/// One upstream credential's quota: its main bucket (`[budget]` with `[costs]`), any
+/// other buckets, and the narrower limits across them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Budget {
     /// Names the shared pool (not the API key itself).
     pub key: String,
+    /// The main bucket's quota, ceiling and window.
     pub quota: u64,
     pub ceiling: u64,
-    pub window: Duration,
+    pub window: Window,
+    /// The main bucket's methods.
     pub costs: BTreeMap<String, u64>,
     pub when_limiter_down: BTreeMap<String, DownPolicy>,
     pub limits: Vec<Limit>,
+    /// The other buckets; every method is in exactly one bucket.
+    pub buckets: Vec<Bucket>,
+}
+
+/// A bucket, the main one included, as charges and reports see it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BucketRef<'a> {
+    /// The bucket's policy name: [`BUDGET_POLICY`] for the main one.
+    pub name: &'a str,
+    pub quota: u64,
+    pub ceiling: u64,
+    pub window: &'a Window,
+    pub costs: &'a BTreeMap<String, u64>,
+}
+
+impl BucketRef<'_> {
+    /// The most a caller may fill this bucket to.
+    pub fn max_for(&self, allowance: Allowance) -> u64 {
+        match allowance {
+            Allowance::Ceiling => self.ceiling,
+            Allowance::Quota => self.quota,
+        }
+    }
+
+    pub fn is_main(&self) -> bool {
+        self.name == BUDGET_POLICY
+    }
+
+    /// The bucket's policy, enough to read its state.
+    pub fn policy(&self) -> PolicyRef {
+        PolicyRef {
+            name: self.name.to_owned(),
+            window: self.window.clone(),
+        }
+    }
 }
 
 /// The most units a quota, ceiling, cost, limit maximum or single charge may be.
@@ -123,18 +177,58 @@ pub enum ChargeError {
 
 impl Budget {
     pub fn cost(&self, method: &str) -> Result<u64, UnknownMethod> {
-        self.costs
-            .get(method)
-            .copied()
+        self.bucket_of(method)
+            .and_then(|b| b.costs.get(method).copied())
             .ok_or_else(|| UnknownMethod(method.to_owned()))
     }
 
-    /// The maximum of the budget's own window for a caller.
+    /// The maximum of the main bucket's window for a caller.
     pub fn max_for(&self, allowance: Allowance) -> u64 {
-        match allowance {
-            Allowance::Ceiling => self.ceiling,
-            Allowance::Quota => self.quota,
+        self.main().max_for(allowance)
+    }
+
+    /// The main bucket.
+    pub fn main(&self) -> BucketRef<'_> {
+        BucketRef {
+            name: BUDGET_POLICY,
+            quota: self.quota,
+            ceiling: self.ceiling,
+            window: &self.window,
+            costs: &self.costs,
         }
+    }
+
+    /// Every bucket, the main one first.
+    pub fn buckets(&self) -> Vec<BucketRef<'_>> {
+        std::iter::once(self.main())
+            .chain(self.buckets.iter().map(|b| BucketRef {
+                name: &b.name,
+                quota: b.quota,
+                ceiling: b.ceiling,
+                window: &b.window,
+                costs: &b.costs,
+            }))
+            .collect()
+    }
+
+    /// The bucket `name`, the main one as [`BUDGET_POLICY`].
+    pub fn bucket(&self, name: &str) -> Option<BucketRef<'_>> {
+        self.buckets().into_iter().find(|b| b.name == name)
+    }
+
+    /// The bucket `method` is charged to.
+    pub fn bucket_of(&self, method: &str) -> Option<BucketRef<'_>> {
+        self.buckets()
+            .into_iter()
+            .find(|b| b.costs.contains_key(method))
+    }
+
+    /// Every method of every bucket, with its cost.
+    pub fn all_costs(&self) -> BTreeMap<&str, u64> {
+        self.buckets()
+            .into_iter()
+            .flat_map(|b| b.costs.iter().map(|(m, c)| (m.as_str(), *c)))
+            .collect()
     }
 
     /// Unlisted methods are denied while the limiter is down.
@@ -145,22 +239,22 @@ impl Budget {
             .unwrap_or(DownPolicy::Deny)
     }
 
-    /// Every policy of this budget, the budget's own window first.
+    /// Every policy of this budget: the main bucket's window first, then the other
+    /// buckets', then the limits'.
     pub fn policies(&self) -> Vec<PolicyRef> {
-        std::iter::once(PolicyRef {
-            name: BUDGET_POLICY.to_owned(),
-            window: self.window,
-        })
-        .chain(self.limits.iter().map(|l| PolicyRef {
-            name: l.name.clone(),
-            window: l.window,
-        }))
-        .collect()
+        self.buckets()
+            .iter()
+            .map(BucketRef::policy)
+            .chain(self.limits.iter().map(|l| PolicyRef {
+                name: l.name.clone(),
+                window: l.window.clone(),
+            }))
+            .collect()
     }
 
     /// The charge for `count` calls of `method` as one all-or-nothing step: the
-    /// budget's window gets `count × cost` units (unless the cost is 0), and so does
-    /// every limit that lists the method (`count` for a per-call limit).
+    /// window of the method's bucket gets `count × cost` units (unless the cost is 0),
+    /// and so does every limit that lists the method (`count` for a per-call limit).
     pub fn charge(
         &self,
         id: &str,
@@ -168,7 +262,10 @@ impl Budget {
         count: u64,
         allowance: Allowance,
     ) -> Result<Charge, ChargeError> {
-        let cost = self.cost(method)?;
+        let bucket = self
+            .bucket_of(method)
+            .ok_or_else(|| UnknownMethod(method.to_owned()))?;
+        let cost = bucket.costs.get(method).copied().unwrap_or(0);
         let units = cost
             .checked_mul(count)
             .filter(|u| *u <= MAX_UNITS && count <= MAX_UNITS)
@@ -180,9 +277,9 @@ impl Budget {
         let mut parts = Vec::with_capacity(1 + self.limits.len());
         if units > 0 {
             parts.push(Part {
-                policy: BUDGET_POLICY.to_owned(),
-                window: self.window,
-                max: self.max_for(allowance),
+                policy: bucket.name.to_owned(),
+                window: bucket.window.clone(),
+                max: bucket.max_for(allowance),
                 units,
             });
         }
@@ -198,7 +295,7 @@ impl Budget {
             if units > 0 {
                 parts.push(Part {
                     policy: limit.name.clone(),
-                    window: limit.window,
+                    window: limit.window.clone(),
                     max: limit.max,
                     units,
                 });
@@ -207,6 +304,7 @@ impl Budget {
         Ok(Charge {
             id: id.to_owned(),
             method: method.to_owned(),
+            bucket: bucket.name.to_owned(),
             units,
             parts,
         })
@@ -217,14 +315,14 @@ impl Budget {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyRef {
     pub name: String,
-    pub window: Duration,
+    pub window: Window,
 }
 
 /// What one charge asks of one policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Part {
     pub policy: String,
-    pub window: Duration,
+    pub window: Window,
     pub max: u64,
     pub units: u64,
 }
@@ -236,7 +334,10 @@ pub struct Part {
 pub struct Charge {
     pub id: String,
     pub method: String,
-    /// Units charged to the budget's own window.
+    /// The bucket the method belongs to: while the upstream has blocked it, the
+    /// charge is denied (3.5).
+    pub bucket: String,
+    /// Units charged to the bucket's window.
     pub units: u64,
     pub parts: Vec<Part>,
 }
@@ -251,7 +352,7 @@ pub struct Decision {
     /// Each part's state after the decision, in the charge's order.
     pub parts: Vec<PartOutcome>,
     /// The policy that said no (the one with the longest wait), or `upstream` while
-    /// the budget is blocked.
+    /// the charge's bucket is blocked.
     pub denied_by: Option<String>,
     /// When this charge would fit; `None` when granted, or when it can never fit.
     pub retry_after: Option<Duration>,
@@ -289,7 +390,7 @@ pub struct Entry {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PolicyStatus {
     pub name: String,
-    pub window: Duration,
+    pub window: Window,
     pub used: u64,
     /// When the oldest entry leaves the window.
     pub next_free: Option<Duration>,
@@ -305,8 +406,26 @@ pub struct Status {
     /// The limiter's clock, microseconds since the Unix epoch.
     pub now_us: i64,
     pub policies: Vec<PolicyStatus>,
-    /// Microseconds since the Unix epoch until which the upstream said no (3.5).
-    pub blocked_until_us: Option<i64>,
+    /// Per bucket among the policies asked for, microseconds since the Unix epoch
+    /// until which the upstream said no (3.5); only buckets blocked now.
+    pub blocked: BTreeMap<String, i64>,
+}
+
+impl Status {
+    /// Until when the upstream blocked `bucket`, if it still does.
+    pub fn blocked_until(&self, bucket: &str) -> Option<i64> {
+        self.blocked.get(bucket).copied()
+    }
+
+    /// Until when the upstream blocked the main bucket, if it still does.
+    pub fn blocked_until_us(&self) -> Option<i64> {
+        self.blocked_until(BUDGET_POLICY)
+    }
+
+    /// The state of the policy `name`, when it was asked for.
+    pub fn policy(&self, name: &str) -> Option<&PolicyStatus> {
+        self.policies.iter().find(|p| p.name == name)
+    }
 }
 
 /// The limiter could not decide.
@@ -432,22 +551,22 @@ impl Limiter {
         }
     }
 
-    /// Denies every charge until `until_us` (microseconds since the Unix epoch), for
-    /// every process sharing this limiter.
-    pub async fn block_until(&self, until_us: i64) -> Result<(), LimiterError> {
+    /// Denies every charge to `bucket` until `until_us` (microseconds since the Unix
+    /// epoch), for every process sharing this limiter. Other buckets are not touched.
+    pub async fn block_until(&self, bucket: &str, until_us: i64) -> Result<(), LimiterError> {
         match self {
-            Limiter::Redis(l) => l.block_until(until_us).await,
-            Limiter::Embedded(l) => l.block_until(until_us).await,
+            Limiter::Redis(l) => l.block_until(bucket, until_us).await,
+            Limiter::Embedded(l) => l.block_until(bucket, until_us).await,
             Limiter::Down { endpoint, reason } => Err(unavailable(endpoint, reason)),
         }
     }
 
-    /// Lifts a block set by [`Limiter::block_until`] before it ends. Returns when it
-    /// would have ended, or `None` when the budget was not blocked.
-    pub async fn unblock(&self) -> Result<Option<i64>, LimiterError> {
+    /// Lifts a block of `bucket` set by [`Limiter::block_until`] before it ends.
+    /// Returns when it would have ended, or `None` when the bucket was not blocked.
+    pub async fn unblock(&self, bucket: &str) -> Result<Option<i64>, LimiterError> {
         match self {
-            Limiter::Redis(l) => l.unblock().await,
-            Limiter::Embedded(l) => l.unblock().await,
+            Limiter::Redis(l) => l.unblock(bucket).await,
+            Limiter::Embedded(l) => l.unblock(bucket).await,
             Limiter::Down { endpoint, reason } => Err(unavailable(endpoint, reason)),
         }
     }
@@ -528,13 +647,11 @@ impl Limiter {
         };
         let Some(newest) = newest else { return };
         // A part whose window still counts it, by a margin no clock step undoes.
-        let age = crate::clock::now_us() - newest.made_at_us;
-        let Some(part) = newest
-            .charge
-            .parts
-            .iter()
-            .find(|p| micros(p.window) > age + 60_000_000)
-        else {
+        let (now, made) = (crate::clock::now_us(), newest.made_at_us);
+        let Some(part) = newest.charge.parts.iter().find(|p| {
+            made > p.window.at(now).cutoff_us + 60_000_000
+                && p.window.leaves(made, now) > now + 60_000_000
+        }) else {
             return;
         };
         match l.holds(&newest.charge, part).await {

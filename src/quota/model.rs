@@ -9,12 +9,13 @@
 //! Times are microseconds on the limiter's clock.
 //!
 //! An entry charged at `at` counts while `at > now - window`, and leaves the window at
-//! exactly `at + window`.
+//! exactly `at + window`; in a calendar-day window it counts while it was made that
+//! day, and leaves at the next local midnight ([`Window`]).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use super::{Charge, Decision, Status, UPSTREAM_POLICY, from_micros, micros};
+use super::{Charge, Decision, Span, Status, UPSTREAM_POLICY, Window, from_micros};
 
 /// Whether, and when, a charge fits a policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +42,21 @@ pub fn fit(
     window_us: i64,
     now_us: i64,
 ) -> Fit {
+    let window = Window::Sliding(from_micros(window_us));
+    fit_in(entries, used, units, max, &window, now_us)
+}
+
+/// [`fit`] in any window: an entry leaves at [`Window::leaves`], so in a calendar
+/// day nothing frees before the next local midnight.
+pub fn fit_in(
+    entries: impl IntoIterator<Item = (i64, u64)>,
+    used: u64,
+    units: u64,
+    max: u64,
+    window: &Window,
+    now_us: i64,
+) -> Fit {
+    let span = window.at(now_us);
     if units > max {
         return Fit::Never;
     }
@@ -55,12 +71,12 @@ pub fn fit(
     for (at, entry_units) in entries {
         freed += entry_units;
         if freed >= need {
-            return Fit::After(from_micros(at + window_us - now_us));
+            return Fit::After(from_micros(span.leaves(at, window) - now_us));
         }
     }
     // The totals say more is used than the entries hold; only a damaged store gets
-    // here, and waiting a whole window is the safe answer.
-    Fit::After(from_micros(window_us))
+    // here, and waiting a whole window (or the rest of the day) is the safe answer.
+    Fit::After(from_micros(span.leaves(now_us, window) - now_us))
 }
 
 /// One policy's state after a decision.
@@ -114,7 +130,7 @@ pub fn decide(charge: &Charge, parts: Vec<PartOutcome>, duplicate: bool) -> Deci
     }
 }
 
-/// The decision while the upstream has said its quota is spent.
+/// The decision while the upstream has said the charge's bucket is spent.
 pub fn blocked(charge: &Charge, parts: Vec<PartOutcome>, wait: Duration) -> Decision {
     Decision {
         granted: false,
@@ -128,16 +144,16 @@ pub fn blocked(charge: &Charge, parts: Vec<PartOutcome>, wait: Duration) -> Deci
 
 /// One policy's window in memory.
 #[derive(Debug, Default, Clone)]
-struct Window {
+struct Log {
     /// (at, units, id), oldest first.
     entries: VecDeque<(i64, u64, String)>,
     total: u64,
 }
 
-impl Window {
-    fn evict(&mut self, now_us: i64, window_us: i64) {
+impl Log {
+    fn evict(&mut self, span: Span) {
         while let Some((at, units, _)) = self.entries.front() {
-            if *at > now_us - window_us {
+            if *at > span.cutoff_us {
                 break;
             }
             self.total -= units;
@@ -151,21 +167,17 @@ impl Window {
         max: u64,
         fit: Fit,
         now_us: i64,
-        window_us: i64,
+        window: &Window,
     ) -> PartOutcome {
+        let span = window.at(now_us);
+        let left = |at: i64| from_micros(span.leaves(at, window) - now_us);
         PartOutcome {
             policy: policy.to_owned(),
             used: self.total,
             max,
             fit,
-            next_free: self
-                .entries
-                .front()
-                .map(|e| from_micros(e.0 + window_us - now_us)),
-            empty_in: self
-                .entries
-                .back()
-                .map(|e| from_micros(e.0 + window_us - now_us)),
+            next_free: self.entries.front().map(|e| left(e.0)),
+            empty_in: self.entries.back().map(|e| left(e.0)),
         }
     }
 }
@@ -174,8 +186,9 @@ impl Window {
 /// in. The backends are tested to decide as this does (`tests/differential.rs`).
 #[derive(Debug, Default, Clone)]
 pub struct Model {
-    windows: BTreeMap<String, Window>,
-    blocked_until_us: Option<i64>,
+    windows: BTreeMap<String, Log>,
+    /// Per bucket, until when the upstream said no.
+    blocked: BTreeMap<String, i64>,
 }
 
 impl Model {
@@ -183,8 +196,9 @@ impl Model {
         Model::default()
     }
 
-    pub fn block_until(&mut self, until_us: i64) {
-        self.blocked_until_us = Some(until_us);
+    /// Denies every charge to `bucket` until `until_us`.
+    pub fn block_until(&mut self, bucket: &str, until_us: i64) {
+        self.blocked.insert(bucket.to_owned(), until_us);
     }
 
     /// The window a limiter reported: every policy's entries and any block, so that
@@ -195,8 +209,8 @@ impl Model {
     /// is a whole window, never shorter than the limiter's.
     pub fn from_status(status: &Status) -> Model {
         let mut model = Model::new();
-        if let Some(until) = status.blocked_until_us {
-            model.block_until(until);
+        for (bucket, until) in &status.blocked {
+            model.block_until(bucket, *until);
         }
         for policy in &status.policies {
             let window = model.windows.entry(policy.name.clone()).or_default();
@@ -216,15 +230,15 @@ impl Model {
                     .insert(pos, (at, units, format!("seeded-{i}")));
                 window.total += units;
             }
-            window.evict(status.now_us, micros(policy.window));
+            window.evict(policy.window.at(status.now_us));
         }
         model
     }
 
     /// Units in `policy`'s window at `now_us`.
-    pub fn used(&mut self, policy: &str, window: Duration, now_us: i64) -> u64 {
+    pub fn used(&mut self, policy: &str, window: &Window, now_us: i64) -> u64 {
         let w = self.windows.entry(policy.to_owned()).or_default();
-        w.evict(now_us, micros(window));
+        w.evict(window.at(now_us));
         w.total
     }
 
@@ -232,25 +246,25 @@ impl Model {
     /// whatever the window holds (a journalled call being replayed).
     pub fn charge(&mut self, charge: &Charge, now_us: i64, age: Option<Duration>) -> Decision {
         let forced = age.is_some();
-        let at = now_us - age.map_or(0, micros);
+        let at = now_us - age.map_or(0, super::micros);
         for part in &charge.parts {
             self.windows
                 .entry(part.policy.clone())
                 .or_default()
-                .evict(now_us, micros(part.window));
+                .evict(part.window.at(now_us));
         }
-        let snapshot =
-            |m: &Model, fit: &dyn Fn(&Window, &super::Part) -> Fit| -> Vec<PartOutcome> {
-                charge
-                    .parts
-                    .iter()
-                    .map(|p| {
-                        let w = m.windows.get(&p.policy).cloned().unwrap_or_default();
-                        w.outcome(&p.policy, p.max, fit(&w, p), now_us, micros(p.window))
-                    })
-                    .collect()
-            };
-        if let Some(until) = self.blocked_until_us.filter(|u| *u > now_us && !forced) {
+        let snapshot = |m: &Model, fit: &dyn Fn(&Log, &super::Part) -> Fit| -> Vec<PartOutcome> {
+            charge
+                .parts
+                .iter()
+                .map(|p| {
+                    let w = m.windows.get(&p.policy).cloned().unwrap_or_default();
+                    w.outcome(&p.policy, p.max, fit(&w, p), now_us, &p.window)
+                })
+                .collect()
+        };
+        let block = self.blocked.get(&charge.bucket).copied();
+        if let Some(until) = block.filter(|u| *u > now_us && !forced) {
             let parts = snapshot(self, &|_, _| Fit::Now);
             return blocked(charge, parts, from_micros(until - now_us));
         }
@@ -263,16 +277,16 @@ impl Model {
             let parts = snapshot(self, &|_, _| Fit::Now);
             return decide(charge, parts, true);
         }
-        let fits = |w: &Window, p: &super::Part| {
+        let fits = |w: &Log, p: &super::Part| {
             if forced {
                 Fit::Now
             } else {
-                fit(
+                fit_in(
                     w.entries.iter().map(|e| (e.0, e.1)),
                     w.total,
                     p.units,
                     p.max,
-                    micros(p.window),
+                    &p.window,
                     now_us,
                 )
             }
@@ -280,7 +294,7 @@ impl Model {
         let probe = snapshot(self, &fits);
         if probe.iter().all(|p| p.fit == Fit::Now) {
             for part in &charge.parts {
-                if at <= now_us - micros(part.window) {
+                if at <= part.window.at(now_us).cutoff_us {
                     continue; // already out of the window: nothing left to count
                 }
                 let w = self.windows.entry(part.policy.clone()).or_default();
@@ -308,7 +322,7 @@ mod tests {
     fn part(policy: &str, window_s: u64, max: u64, units: u64) -> Part {
         Part {
             policy: policy.into(),
-            window: Duration::from_secs(window_s),
+            window: Duration::from_secs(window_s).into(),
             max,
             units,
         }
@@ -318,6 +332,7 @@ mod tests {
         let units = parts.first().map_or(0, |p| p.units);
         Charge {
             id: id.into(),
+            bucket: "budget".into(),
             method: "m".into(),
             units,
             parts,
@@ -404,8 +419,14 @@ mod tests {
         assert!(!d.granted);
         assert_eq!(d.denied_by.as_deref(), Some("budget"));
         assert_eq!(d.retry_after, Some(from_micros(94 * S)));
-        assert_eq!(m.used("budget", Duration::from_secs(100), 6 * S), 950);
-        assert_eq!(m.used("search", Duration::from_secs(10), 6 * S), 100);
+        assert_eq!(
+            m.used("budget", &Window::Sliding(Duration::from_secs(100)), 6 * S),
+            950
+        );
+        assert_eq!(
+            m.used("search", &Window::Sliding(Duration::from_secs(10)), 6 * S),
+            100
+        );
         // Only the narrow limit says no once the budget has room.
         let c4 = charge(
             "d",
@@ -414,7 +435,10 @@ mod tests {
         let d = m.charge(&c4, 7 * S, None);
         assert_eq!(d.denied_by.as_deref(), Some("search"));
         assert_eq!(d.retry_after, Some(from_micros(3 * S)));
-        assert_eq!(m.used("budget", Duration::from_secs(100), 7 * S), 950);
+        assert_eq!(
+            m.used("budget", &Window::Sliding(Duration::from_secs(100)), 7 * S),
+            950
+        );
     }
 
     #[test]
@@ -454,7 +478,7 @@ mod tests {
         assert!(m.charge(&c, 0, None).granted);
         let d = m.charge(&c, S, None);
         assert!(d.granted && d.duplicate);
-        assert_eq!(m.used("b", Duration::from_secs(60), S), 4);
+        assert_eq!(m.used("b", &Window::Sliding(Duration::from_secs(60)), S), 4);
     }
 
     #[test]
@@ -471,22 +495,31 @@ mod tests {
             Some(Duration::from_secs(40)),
         );
         assert!(d.granted);
-        assert_eq!(m.used("b", Duration::from_secs(60), 50 * S), 15);
+        assert_eq!(
+            m.used("b", &Window::Sliding(Duration::from_secs(60)), 50 * S),
+            15
+        );
         // It leaves the window 60 s after it was made, at t=70.
-        assert_eq!(m.used("b", Duration::from_secs(60), 70 * S), 10);
+        assert_eq!(
+            m.used("b", &Window::Sliding(Duration::from_secs(60)), 70 * S),
+            10
+        );
         // Older than the window: nothing to count.
         m.charge(
             &charge("ancient", vec![part("b", 60, 10, 5)]),
             70 * S,
             Some(Duration::from_secs(61)),
         );
-        assert_eq!(m.used("b", Duration::from_secs(60), 70 * S), 10);
+        assert_eq!(
+            m.used("b", &Window::Sliding(Duration::from_secs(60)), 70 * S),
+            10
+        );
     }
 
     #[test]
     fn a_block_denies_until_it_ends() {
         let mut m = Model::new();
-        m.block_until(30 * S);
+        m.block_until("budget", 30 * S);
         let d = m.charge(&charge("a", vec![part("b", 60, 10, 1)]), 10 * S, None);
         assert_eq!(d.denied_by.as_deref(), Some(UPSTREAM_POLICY));
         assert_eq!(d.retry_after, Some(from_micros(20 * S)));
@@ -512,7 +545,7 @@ mod tests {
         );
         let policy = |entries| PolicyStatus {
             name: "b".into(),
-            window: Duration::from_secs(60),
+            window: Duration::from_secs(60).into(),
             used: 10,
             next_free: None,
             empty_in: None,
@@ -526,7 +559,7 @@ mod tests {
         let status = |entries| Status {
             now_us: 30 * S,
             policies: vec![policy(entries)],
-            blocked_until_us: None,
+            blocked: Default::default(),
         };
         let mut seeded = Model::from_status(&status(Some(vec![entry(0, 6), entry(20 * S, 4)])));
         let next = charge("c", vec![part("b", 60, 10, 5)]);
@@ -554,9 +587,9 @@ mod tests {
                 if narrow {
                     parts.push(part("narrow", 20, 150, units));
                 }
-                let before = (m.used("budget", Duration::from_secs(60), now), m.used("narrow", Duration::from_secs(20), now));
+                let before = (m.used("budget", &Window::Sliding(Duration::from_secs(60)), now), m.used("narrow", &Window::Sliding(Duration::from_secs(20)), now));
                 let d = m.charge(&charge(&format!("c{i}"), parts), now, None);
-                let after = (m.used("budget", Duration::from_secs(60), now), m.used("narrow", Duration::from_secs(20), now));
+                let after = (m.used("budget", &Window::Sliding(Duration::from_secs(60)), now), m.used("narrow", &Window::Sliding(Duration::from_secs(20)), now));
                 proptest::prop_assert!(after.0 <= 500 && after.1 <= 150);
                 if d.granted {
                     proptest::prop_assert_eq!(after.0, before.0 + units);
@@ -564,7 +597,7 @@ mod tests {
                     proptest::prop_assert_eq!(after, before);
                     // The promised wait is exact: at that moment the charge fits.
                     if let Some(wait) = d.retry_after {
-                        let later = now + micros(wait);
+                        let later = now + crate::quota::micros(wait);
                         let mut probe = m.clone();
                         let mut parts = vec![part("budget", 60, 500, units)];
                         if narrow { parts.push(part("narrow", 20, 150, units)); }

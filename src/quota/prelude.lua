@@ -2,7 +2,9 @@
 -- (src/quota/redis.rs), so both read the keys the same way.
 --
 -- Keys of one budget, all under one hash tag `trendsync:{<budget.key>}`:
---   :blocked          until when the upstream said no (us), expiring then
+--   :blocked          until when the upstream said no to the main bucket (us),
+--                     expiring then
+--   :<bucket>:blocked the same for another bucket (DESIGN.md 3.9)
 --   :epoch            when this window was created (us), without expiry: a Redis that
 --                     lost the window lost it too, and hosts then replay their ledgers
 --   :<policy>         sorted set of entries, member "<units>|<method>|<id>", score = us
@@ -11,12 +13,20 @@
 --                     the set, its total and this key expire (us). Nothing needs
 --                     evicting while oldest + window > now
 --
+-- Windows: a policy's window argument is either a number, the microseconds of a
+-- sliding window (an entry made at `at` counts while at > now - window, and leaves at
+-- at + window), or a calendar day, "d<m0>,<m1>,<m2>,<m3>": four local midnights the
+-- client computed around its own clock. The day is the one that TIME falls in; an
+-- entry counts while it was made that day, and leaves at the day's end. `span` reads
+-- either: the cutoff (entries at or before it no longer count), when an entry made now
+-- leaves, and for a day its end (nil for a sliding window, whose length comes fourth).
+--
 -- Expiry: the three keys of a policy expire together, at <expires>. A grant leaves
--- it alone while it is at least a window after the grant, and otherwise moves it to
--- a window plus SLACK after the grant: so keys expire by themselves between one
--- window and one window plus SLACK after their newest entry (the last grant), and
--- most grants write no expiry at all. SLACK is a tenth of the window, at most a
--- second. (One gap: a set deleted by hand while its total and oldest keys remain is
+-- it alone while it is at least as late as the grant's own entry leaves, and
+-- otherwise moves it there plus SLACK: so keys expire by themselves between one
+-- window and one window plus SLACK after their newest entry (the last grant; in a
+-- calendar day, at the day's end), and most grants write no expiry at all. SLACK is a
+-- tenth of the window (of what is left of the day), at most a second. (One gap: a set deleted by hand while its total and oldest keys remain is
 -- made again by the next grant without an expiry, and gets one when the expiry next
 -- moves, or when those keys have expired and a later charge counts the set again.)
 --
@@ -40,6 +50,19 @@ local FIT_NOW, FIT_AFTER, FIT_NEVER = 0, 1, 2
 
 -- The most a key outlives the newest entry of its window by (us).
 local SLACK_MAX = 1000000
+
+local function span(w, now)
+  local window = tonumber(w)
+  if window then return now - window, now + window, nil, window end
+  local a, b, c, d = string.match(w, '^d(%d+),(%d+),(%d+),(%d+)$')
+  a, b, c, d = tonumber(a), tonumber(b), tonumber(c), tonumber(d)
+  if not (a and now >= a and now < d) then
+    return error({err = 'ERR the limiter clock (Redis TIME) is more than a day from the client clock, or a calendar-day window is malformed; check both clocks'})
+  end
+  if now < b then return a - 1, b, b, nil end
+  if now < c then return b - 1, c, c, nil end
+  return c - 1, d, d, nil
+end
 
 -- The helpers of the less common paths, made only when one is taken: every `local
 -- function` costs an allocation each time the script runs, and the common charge
@@ -82,10 +105,12 @@ local function helpers()
     return units
   end
 
-  -- Writes a policy's total and oldest time, and gives them and its set the expiry
-  -- of the rule above for a newest entry at `newest`.
-  function h.keep(tkey, okey, zkey, total, oldest, newest, window, now)
-    local expires = newest + window + math.min(math.floor(window / 10), SLACK_MAX)
+  -- Writes part p's total and oldest time, and gives them and its set the expiry of
+  -- the rule above for a newest entry at `newest`.
+  function h.keep(p, total, oldest, newest, now)
+    local tkey, okey, zkey = p.tkey, p.okey, p.zkey
+    local leaves = p.stop or newest + p.window
+    local expires = leaves + math.min(math.floor(((p.stop or now + p.window) - now) / 10), SLACK_MAX)
     local ttl = math.ceil((expires - now) / 1000)
     redis.call('SET', tkey, total, 'PX', ttl)
     redis.call('SET', okey, string.format('%d:%d', oldest, expires), 'PX', ttl)

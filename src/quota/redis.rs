@@ -14,8 +14,8 @@ use super::redis_connect::{
     Conn, Connector, TlsFiles, is_failover, masked_detail, permission_error, worth_once_more,
 };
 use super::{
-    Charge, Decision, Entry, LimiterError, Part, PolicyRef, PolicyStatus, Status, from_micros,
-    micros,
+    BUDGET_POLICY, Charge, Decision, Entry, LimiterError, Part, PolicyRef, PolicyStatus, Status,
+    from_micros, micros,
 };
 
 /// How long a failover may take before the limiter counts as down (DESIGN.md 3.6):
@@ -159,8 +159,14 @@ impl RedisLimiter {
         &self.endpoint
     }
 
-    fn blocked_key(&self) -> String {
-        format!("{}:blocked", self.prefix)
+    /// Where the upstream's block of `bucket` is kept: the main bucket's is
+    /// `:blocked`, as before there were other buckets; another's sits beside its set.
+    fn blocked_key(&self, bucket: &str) -> String {
+        if bucket == BUDGET_POLICY {
+            format!("{}:blocked", self.prefix)
+        } else {
+            format!("{}:{bucket}:blocked", self.prefix)
+        }
     }
 
     /// A policy's sorted set of entries, its running total, and its oldest entry's time
@@ -208,7 +214,8 @@ impl RedisLimiter {
         age: Option<Duration>,
     ) -> Result<Decided, LimiterError> {
         let mut inv = self.charge.prepare_invoke();
-        inv.key(self.blocked_key()).key(self.epoch_key());
+        inv.key(self.blocked_key(&charge.bucket))
+            .key(self.epoch_key());
         // Totals, then oldest times, then sets: the script reads the first two kinds
         // with the block and the epoch in one MGET.
         let keys: Vec<[String; 3]> = charge
@@ -223,8 +230,13 @@ impl RedisLimiter {
         }
         // Every member ends the same way; the script puts each part's units before it.
         inv.arg(format!("|{}|{}", charge.method, charge.id));
+        // A calendar day goes as the midnights around this host's clock; the script
+        // takes the day that Redis's own clock falls in.
+        let now = crate::clock::now_us();
         for part in &charge.parts {
-            inv.arg(micros(part.window)).arg(part.max).arg(part.units);
+            inv.arg(part.window.script_arg(now))
+                .arg(part.max)
+                .arg(part.units);
         }
         // Only a replay carries an age: a live charge spares the script an argument.
         if let Some(age) = age {
@@ -269,7 +281,8 @@ impl RedisLimiter {
             // GRANTED_NOW, epoch, TIME's seconds and microseconds, then per part the
             // total and oldest time the script read before adding this charge (and
             // the expiry, not needed here). Every part fitted now, and the new entry,
-            // the newest, leaves a window from now.
+            // the newest, leaves as one made now does (a window from now, or at the
+            // end of the day).
             let ([_, epoch, secs, micros_part], rest) =
                 reply.split_first_chunk::<4>().ok_or_else(bad)?;
             if rest.len() != BRIEF_PART_REPLY * charge.parts.len() {
@@ -284,14 +297,15 @@ impl RedisLimiter {
                 .iter()
                 .zip(rest.chunks_exact(BRIEF_PART_REPLY))
                 .map(|(part, v)| {
-                    let window = micros(part.window);
+                    let span = part.window.at(now_us);
+                    let left = |at: i64| span.leaves(at, &part.window).checked_sub(now_us);
                     Some(PartOutcome {
                         policy: part.policy.clone(),
                         used: u64::try_from(v[0]).ok()?.checked_add(part.units)?,
                         max: part.max,
                         fit: Fit::Now,
-                        next_free: opt(v[1].checked_add(window)?.checked_sub(now_us)?),
-                        empty_in: Some(from_micros(window)),
+                        next_free: opt(left(v[1])?),
+                        empty_in: Some(from_micros(left(now_us)?)),
                     })
                 })
                 .collect::<Option<Vec<_>>>()
@@ -380,28 +394,35 @@ impl RedisLimiter {
         with_entries: &[&str],
     ) -> Result<Status, LimiterError> {
         let mut inv = self.status.prepare_invoke();
-        inv.key(self.blocked_key());
+        let now = crate::clock::now_us();
         for p in policies {
             for key in self.policy_keys(&p.name) {
                 inv.key(key);
             }
-            inv.arg(micros(p.window))
+            inv.key(self.blocked_key(&p.name));
+            inv.arg(p.window.script_arg(now))
                 .arg(u8::from(with_entries.contains(&p.name.as_str())));
         }
-        type Reply = (i64, i64, Vec<(i64, i64, i64, Vec<String>)>);
+        type Reply = (i64, Vec<(i64, i64, i64, Vec<String>, i64)>);
         let inv = &inv;
-        let (now_us, blocked, states): Reply = self
+        let (now_us, states): Reply = self
             .through_failover("reading the budget", |mut conn| async move {
                 inv.invoke_async(&mut conn).await
             })
             .await?;
         let opt = |us: i64| (us >= 0).then(|| from_micros(us));
+        let blocked = policies
+            .iter()
+            .zip(&states)
+            .filter(|(_, state)| state.4 > 0)
+            .map(|(p, state)| (p.name.clone(), state.4))
+            .collect();
         let policies = policies
             .iter()
             .zip(states)
-            .map(|(p, (used, next_free, empty_in, raw))| PolicyStatus {
+            .map(|(p, (used, next_free, empty_in, raw, _))| PolicyStatus {
                 name: p.name.clone(),
-                window: p.window,
+                window: p.window.clone(),
                 used: u64::try_from(used).unwrap_or(0),
                 next_free: opt(next_free),
                 empty_in: opt(empty_in),
@@ -413,14 +434,18 @@ impl RedisLimiter {
         Ok(Status {
             now_us,
             policies,
-            blocked_until_us: (blocked > 0).then_some(blocked),
+            blocked,
         })
     }
 
-    pub(super) async fn block_until(&self, until_us: i64) -> Result<(), LimiterError> {
+    pub(super) async fn block_until(
+        &self,
+        bucket: &str,
+        until_us: i64,
+    ) -> Result<(), LimiterError> {
         let until_ms = u64::try_from(until_us / 1000).unwrap_or(0);
         let mut set = redis::cmd("SET");
-        set.arg(self.blocked_key())
+        set.arg(self.blocked_key(bucket))
             .arg(until_us)
             .arg("PXAT")
             .arg(until_ms);
@@ -431,9 +456,9 @@ impl RedisLimiter {
         .await
     }
 
-    pub(super) async fn unblock(&self) -> Result<Option<i64>, LimiterError> {
+    pub(super) async fn unblock(&self, bucket: &str) -> Result<Option<i64>, LimiterError> {
         let mut getdel = redis::cmd("GETDEL");
-        getdel.arg(self.blocked_key());
+        getdel.arg(self.blocked_key(bucket));
         let getdel = &getdel;
         let until: Option<i64> = self
             .through_failover("lifting the budget's block", |mut conn| async move {

@@ -1,27 +1,24 @@
--- Reads the state of one or more sliding-window logs without changing them (the key
--- layout and helpers are in prelude.lua, prepended to this file).
+-- Reads the state of one or more windows without changing them (the key layout and
+-- helpers are in prelude.lua, prepended to this file).
 --
--- KEYS[1]                      the budget's block key
--- KEYS[3i-1], [3i], [3i+1]     policy i: its sorted set, its total, its oldest time
--- ARGV[2i-1], [2i]             policy i: window (us), and 1 to list its entries
+-- KEYS[4i-3 .. 4i]     policy i: its sorted set, its total, its oldest time, and its
+--                      block key (a bucket's; a limit's is never written)
+-- ARGV[2i-1], [2i]     policy i: window (see `span`), and 1 to list its entries
 --
--- Returns {now_us, blocked_until_us (0 for none), {policy...}} where each policy is
--- {used, next_free_us, empty_in_us (-1 for none), {member, score, ...}}.
+-- Returns {now_us, {policy...}} where each policy is {used, next_free_us, empty_in_us
+-- (-1 for none), {member, score, ...}, blocked_until_us (0 for none)}.
 
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 local h = helpers()
 
-local blocked = tonumber(redis.call('GET', KEYS[1]) or '0')
-if blocked <= now then blocked = 0 end
 local policies = {}
-for i = 1, (#KEYS - 1) / 3 do
-  local zkey, tkey, okey = KEYS[3 * i - 1], KEYS[3 * i], KEYS[3 * i + 1]
-  local window = tonumber(ARGV[2 * i - 1])
+for i = 1, #KEYS / 4 do
+  local zkey, tkey, okey, bkey = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
+  local cutoff, _, stop, window = span(ARGV[2 * i - 1], now)
   local want_entries = ARGV[2 * i] == '1'
-  local cutoff = now - window
   local after = '(' .. string.format('%d', cutoff)
-  local stored = redis.call('MGET', tkey, okey)
+  local stored = redis.call('MGET', tkey, okey, bkey)
   local used, oldest = tonumber(stored[1]), h.oldest_of(stored[2])
   if not used then
     used = 0
@@ -40,13 +37,15 @@ for i = 1, (#KEYS - 1) / 3 do
   end
   local next_free, empty_in = -1, -1
   if oldest then
-    next_free = oldest + window - now
-    empty_in = h.newest_in(zkey) + window - now
+    next_free = (stop or oldest + window) - now
+    empty_in = (stop or h.newest_in(zkey) + window) - now
   end
   local entries = {}
   if want_entries then
     entries = redis.call('ZRANGEBYSCORE', zkey, after, '+inf', 'WITHSCORES')
   end
-  policies[#policies + 1] = {used, next_free, empty_in, entries}
+  local blocked = tonumber(stored[3] or '0')
+  if blocked <= now then blocked = 0 end
+  policies[#policies + 1] = {used, next_free, empty_in, entries, blocked}
 end
-return {now, blocked, policies}
+return {now, policies}

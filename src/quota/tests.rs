@@ -8,7 +8,7 @@ fn budget() -> Budget {
         key: "key1".into(),
         quota: 10_000,
         ceiling: 9_500,
-        window: Duration::from_secs(86_400),
+        window: Duration::from_secs(86_400).into(),
         costs: BTreeMap::from([
             ("videos.list".into(), 1),
             ("search.list".into(), 100),
@@ -20,17 +20,18 @@ fn budget() -> Budget {
                 name: "search".into(),
                 methods: vec!["search.list".into()],
                 max: 2000,
-                window: Duration::from_secs(600),
+                window: Duration::from_secs(600).into(),
                 per: Per::Unit,
             },
             Limit {
                 name: "calls".into(),
                 methods: vec!["search.list".into(), "free.list".into()],
                 max: 50,
-                window: Duration::from_secs(60),
+                window: Duration::from_secs(60).into(),
                 per: Per::Call,
             },
         ],
+        buckets: vec![],
     }
 }
 

@@ -1,6 +1,7 @@
 //! Making a run's calls: each charged to the budget right before it is made, regions
-//! in parallel with their pages in order, and one shared stop that ends every task's
-//! calls as soon as the budget (or the upstream) says no.
+//! in parallel with their pages in order, and shared stops: one per bucket, that ends
+//! every task's calls of that bucket as soon as it (or the upstream, for it) says no
+//! (DESIGN.md 3.9), and one that ends every call (a fatal error, a signal).
 
 use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
@@ -15,7 +16,8 @@ use tokio::task::JoinSet;
 use super::error::RunError;
 use super::lock::{self, RegionLock};
 use super::outcome::{
-    Attempts, BudgetWindow, CallOutcome, RegionReport, RunReport, Status, Stop, overall,
+    Attempts, BucketWindow, BudgetWindow, CallOutcome, RegionReport, RunReport, Status, Stop,
+    overall,
 };
 use super::plan::{self, Freshness, Step};
 use crate::config::Region;
@@ -75,7 +77,7 @@ struct RunState {
     units_unmetered: AtomicU64,
     calls: AtomicU64,
     attempts: Mutex<Attempts>,
-    stop: Mutex<Option<Stop>>,
+    stop: Mutex<Stops>,
     /// Why the limiter was found unreachable. Once set, it stays down for the rest of
     /// the run: asking again would cost every call a connect timeout, and the calls
     /// journalled meanwhile reach the window at the next command's replay anyway.
@@ -94,12 +96,24 @@ impl RunState {
             units_unmetered: AtomicU64::new(0),
             calls: AtomicU64::new(0),
             attempts: Mutex::new(Attempts::new()),
-            stop: Mutex::new(None),
+            stop: Mutex::new(Stops::default()),
             limiter_down: OnceLock::new(),
             journal: OnceCell::new(),
             abandon: watch::Sender::new(false),
         }
     }
+}
+
+/// Where a run stands on stopping.
+#[derive(Debug, Default)]
+struct Stops {
+    /// The first stop of any kind: the one the run reports.
+    first: Option<Stop>,
+    /// A stop of every call: a fatal error or a signal.
+    all: Option<Stop>,
+    /// Per bucket, the stop of the calls charged to it (spent, blocked by the
+    /// upstream, or the limiter down and the method denied).
+    buckets: BTreeMap<String, Stop>,
 }
 
 /// Everything a run needs, shared by its region tasks: its settings, its
@@ -186,8 +200,27 @@ impl Run {
         let _ = rx.changed().await;
     }
 
+    /// Whether every call has stopped.
     fn stopped(&self) -> bool {
-        self.state.stop.lock().map_or(true, |s| s.is_some())
+        self.state.stop.lock().map_or(true, |s| s.all.is_some())
+    }
+
+    /// Whether the calls of `method` have stopped: every call, or its bucket's.
+    fn stopped_for(&self, method: &str) -> bool {
+        let bucket = self.bucket_of(method);
+        self.state
+            .stop
+            .lock()
+            .map_or(true, |s| s.all.is_some() || s.buckets.contains_key(bucket))
+    }
+
+    /// The bucket `method` is charged to (the main one for a method without a cost,
+    /// which the charge refuses anyway).
+    fn bucket_of(&self, method: &str) -> &str {
+        self.settings
+            .budget
+            .bucket_of(method)
+            .map_or(crate::quota::BUDGET_POLICY, |b| b.name)
     }
 
     fn stop_status(&self) -> Status {
@@ -195,21 +228,43 @@ impl Run {
             .stop
             .lock()
             .ok()
-            .and_then(|s| s.as_ref().map(Stop::status))
+            .and_then(|s| s.first.as_ref().map(Stop::status))
             .unwrap_or(Status::BudgetExhausted)
     }
 
-    /// Records the run's stop; the first one wins. The final summary line says why
-    /// the run stopped (DESIGN.md: one line), so the moment itself is only a debug
-    /// event.
+    /// Stops every call. The final summary line says why the run stopped
+    /// (DESIGN.md: one line), so the moment itself is only a debug event.
     fn halt(&self, stop: Stop) {
-        let Ok(mut slot) = self.state.stop.lock() else {
+        self.record_stop(None, stop);
+    }
+
+    /// Stops the calls charged to `bucket`; the others go on (DESIGN.md 3.9).
+    fn halt_bucket(&self, bucket: &str, stop: Stop) {
+        self.record_stop(Some(bucket), stop);
+    }
+
+    /// Records a stop of every call (`bucket` none) or of one bucket's calls; the
+    /// first of each kind wins, and the first of all is what the run reports.
+    fn record_stop(&self, bucket: Option<&str>, stop: Stop) {
+        let Ok(mut stops) = self.state.stop.lock() else {
             return;
         };
-        if slot.is_none() {
-            tracing::debug!(run_id = %self.settings.run_id, "stopping: {}; no further calls", stop.describe(now_us()));
-            *slot = Some(stop);
+        let fresh = bucket.map_or(stops.all.is_none(), |b| !stops.buckets.contains_key(b));
+        if !fresh {
+            return;
         }
+        let why = stop.describe(now_us());
+        match bucket {
+            None => {
+                tracing::debug!(run_id = %self.settings.run_id, "stopping: {why}; no further calls");
+                stops.all = Some(stop.clone());
+            }
+            Some(b) => {
+                tracing::debug!(run_id = %self.settings.run_id, "stopping the calls of bucket {b}: {why}");
+                stops.buckets.insert(b.to_owned(), stop.clone());
+            }
+        }
+        stops.first.get_or_insert(stop);
     }
 
     /// Counts one attempt at `method` that ended as `outcome`.
@@ -222,7 +277,7 @@ impl Run {
 
     /// Charges one call of `method` to the budget before it is made.
     async fn charge(&self, method: &'static str, report: &mut RegionReport) -> Result<(), Failed> {
-        if self.stopped() {
+        if self.stopped_for(method) {
             return Err(Failed::NotReached);
         }
         let id = format!(
@@ -253,7 +308,8 @@ impl Run {
                 Ok(())
             }
             Ok(d) => {
-                self.halt(Stop::denied(method, &d, now_us()));
+                let stop = Stop::denied(method, &charge.bucket, &d, now_us());
+                self.halt_bucket(&charge.bucket, stop);
                 Err(Failed::Stopped)
             }
             Err(e) if e.is_unavailable() => {
@@ -291,10 +347,13 @@ impl Run {
         report: &mut RegionReport,
     ) -> Result<(), Failed> {
         if self.settings.budget.when_down(method) == DownPolicy::Deny {
-            self.halt(Stop::LimiterDown {
-                method,
-                reason: reason.to_owned(),
-            });
+            self.halt_bucket(
+                &charge.bucket,
+                Stop::LimiterDown {
+                    method,
+                    reason: reason.to_owned(),
+                },
+            );
             return Err(Failed::Stopped);
         }
         // The row is written before the call is made, as a charge would be: a call
@@ -397,27 +456,31 @@ impl Run {
                     )));
                 }
                 ErrorClass::QuotaExhausted => {
+                    // Only the bucket of the method called is spent (DESIGN.md 3.5).
+                    let bucket = self.bucket_of(method).to_owned();
                     let until_us = crate::youtube::quota_reset_after(now_us());
                     // A limiter already found down is not asked again (its timeout
-                    // would be paid once more); this run stops either way.
+                    // would be paid once more); this bucket stops either way.
                     let blocked = match self.state.limiter_down.get() {
                         Some(reason) => Err(format!("the limiter is down: {reason}")),
                         None => self
                             .limiter
-                            .block_until(until_us)
+                            .block_until(&bucket, until_us)
                             .await
                             .map_err(|e| e.to_string()),
                     };
                     if let Err(e) = blocked {
                         tracing::error!(
                             region = %report.code,
-                            "could not block the budget until the upstream's reset: {e}"
+                            "could not block bucket \"{bucket}\" until the upstream's reset: {e}"
                         );
                     }
-                    self.halt(Stop::UpstreamQuota {
+                    let stop = Stop::UpstreamQuota {
                         until_us,
                         reason: err,
-                    });
+                        bucket: bucket.clone(),
+                    };
+                    self.halt_bucket(&bucket, stop);
                     return Err(Failed::Stopped);
                 }
                 ErrorClass::Fatal => {
@@ -775,10 +838,10 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
             tracing::error!(region = %r.code, "{}", chain(&e));
         }
     }
-    let stop = run.state.stop.lock().ok().and_then(|s| s.clone());
+    let stop = run.state.stop.lock().ok().and_then(|s| s.first.clone());
     let status = overall(&regions, stop.as_ref());
     let budget = budget_window(&run).await;
-    let remaining = budget.map(|window| {
+    let remaining = budget.as_ref().map(|window| {
         run.settings
             .budget
             .max_for(run.settings.allowance)
@@ -858,14 +921,26 @@ async fn budget_window(run: &Run) -> Option<BudgetWindow> {
     if run.state.limiter_down.get().is_some() {
         return None;
     }
-    match run
-        .limiter
-        .status(&run.settings.budget.policies()[..1], &[])
-        .await
-    {
-        Ok(st) => st.policies.first().map(|p| BudgetWindow {
-            used: p.used,
-            blocked_until_us: st.blocked_until_us,
+    let buckets: Vec<_> = run
+        .settings
+        .budget
+        .buckets()
+        .iter()
+        .map(|b| b.policy())
+        .collect();
+    match run.limiter.status(&buckets, &[]).await {
+        Ok(st) => st.policies.first().map(|main| BudgetWindow {
+            used: main.used,
+            blocked_until_us: st.blocked_until_us(),
+            buckets: st
+                .policies
+                .iter()
+                .map(|p| BucketWindow {
+                    name: p.name.clone(),
+                    used: p.used,
+                    blocked_until_us: st.blocked_until(&p.name),
+                })
+                .collect(),
         }),
         Err(e) => {
             tracing::debug!("the budget's window after the run: {e}");

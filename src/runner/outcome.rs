@@ -9,19 +9,26 @@ use serde::Serialize;
 use crate::error::ExitCode;
 use crate::quota::{Allowance, BUDGET_POLICY, Decision, UPSTREAM_POLICY, micros};
 
-/// Why a run stopped before its plan was done. The first stop wins.
+/// Why a run, or the calls of one bucket (DESIGN.md 3.9), stopped before the plan was
+/// done. The first stop is what the run reports.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stop {
-    /// The budget (or a narrower limit) said no.
+    /// The method's bucket (or a narrower limit) said no.
     Budget {
         method: &'static str,
         units: u64,
         denied_by: String,
         retry_after: Option<Duration>,
+        /// Units left in the method's bucket.
         remaining: u64,
     },
-    /// The upstream said the key's quota is spent, now or earlier (the budget is blocked).
-    UpstreamQuota { until_us: i64, reason: String },
+    /// The upstream said a bucket's quota is spent, now or earlier (the bucket is
+    /// blocked).
+    UpstreamQuota {
+        until_us: i64,
+        reason: String,
+        bucket: String,
+    },
     /// The limiter could not be reached and the call's policy is `deny`.
     LimiterDown {
         method: &'static str,
@@ -34,19 +41,21 @@ pub enum Stop {
 }
 
 impl Stop {
-    /// The stop a denied charge for `method` makes at `now_us`. The real run and the
-    /// dry run both stop here, so they name the same policy and the same wait.
-    pub fn denied(method: &'static str, d: &Decision, now_us: i64) -> Stop {
+    /// The stop a denied charge for `method` (of `bucket`) makes at `now_us`. The
+    /// real run and the dry run both stop here, so they name the same policy and the
+    /// same wait.
+    pub fn denied(method: &'static str, bucket: &str, d: &Decision, now_us: i64) -> Stop {
         if d.denied_by.as_deref() == Some(UPSTREAM_POLICY) {
             return Stop::UpstreamQuota {
                 until_us: now_us + d.retry_after.map_or(0, micros),
                 reason: "blocked by an earlier quotaExceeded".into(),
+                bucket: bucket.to_owned(),
             };
         }
         let remaining = d
             .parts
             .iter()
-            .find(|p| p.policy == BUDGET_POLICY)
+            .find(|p| p.policy == bucket)
             .map_or(d.remaining(), |p| p.remaining());
         Stop::Budget {
             method,
@@ -111,8 +120,20 @@ impl Stop {
                 if *units == 1 { "" } else { "s" },
                 frees(*retry_after)
             ),
-            Stop::UpstreamQuota { until_us, reason } => format!(
+            Stop::UpstreamQuota {
+                until_us,
+                reason,
+                bucket,
+            } if bucket == BUDGET_POLICY => format!(
                 "the upstream says the key's quota is spent ({reason}); the budget is blocked until {} (midnight Pacific)",
+                crate::report::rfc3339(*until_us)
+            ),
+            Stop::UpstreamQuota {
+                until_us,
+                reason,
+                bucket,
+            } => format!(
+                "the upstream says the key's \"{bucket}\" bucket is spent ({reason}); its calls are blocked until {} (midnight Pacific), the other buckets' calls go on",
                 crate::report::rfc3339(*until_us)
             ),
             Stop::LimiterDown { method, reason } => format!(
@@ -252,11 +273,22 @@ impl RegionReport {
 
 /// The budget's own window as the limiter reported it at the end of a run: what the
 /// report's `remaining` and the metrics file's budget numbers are computed from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BudgetWindow {
-    /// Units in the window.
+    /// Units in the main bucket's window.
     pub used: u64,
-    /// Microseconds since the Unix epoch until which the upstream said no.
+    /// Microseconds since the Unix epoch until which the upstream said no to the main
+    /// bucket.
+    pub blocked_until_us: Option<i64>,
+    /// Every bucket, the main one first (DESIGN.md 3.9).
+    pub buckets: Vec<BucketWindow>,
+}
+
+/// One bucket's window at the end of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketWindow {
+    pub name: String,
+    pub used: u64,
     pub blocked_until_us: Option<i64>,
 }
 

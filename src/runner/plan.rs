@@ -131,8 +131,10 @@ pub fn plan(regions: &[&Region], fresh: &BTreeMap<String, Freshness>, now_s: i64
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimulatedCall {
     pub call: Planned,
+    /// The bucket the call is charged to (DESIGN.md 3.9).
+    pub bucket: String,
     pub units: u64,
-    /// Units of the plan up to and including this call.
+    /// Units of the plan in this call's bucket up to and including this call.
     pub total: u64,
     pub fits: bool,
 }
@@ -141,10 +143,14 @@ pub struct SimulatedCall {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Simulation {
     pub calls: Vec<SimulatedCall>,
-    /// Where the run would stop and why: the stop the real run would record there.
+    /// Where the run would first stop and why: the stop the real run would record.
     pub stop: Option<Stop>,
-    /// Units left to the allowance after the calls that fit.
+    /// Per bucket that would stop, its stop; the calls of the other buckets go on.
+    pub bucket_stops: BTreeMap<String, Stop>,
+    /// Units left to the allowance of the main bucket after the calls that fit.
     pub remaining: u64,
+    /// Per bucket, units left to its allowance after the calls that fit.
+    pub remaining_by_bucket: BTreeMap<String, u64>,
     /// The limiter's clock the plan was charged at, microseconds since the epoch.
     pub now_us: i64,
 }
@@ -152,8 +158,9 @@ pub struct Simulation {
 /// Charges the plan, call by call, to the reference [`Model`] seeded with the window
 /// as the limiter reported it: the decisions of the backends, without touching the
 /// limiter. `status` should list the entries of every policy (without them a
-/// policy's waits come out a whole window). A denied call stops the plan as it would
-/// stop the run, with the same [`Stop`].
+/// policy's waits come out a whole window). A denied call stops the calls of its
+/// bucket as it would in the run, with the same [`Stop`]; the details of a search that
+/// was not made are not fetched either.
 pub fn simulate(
     plan: &[Planned],
     budget: &Budget,
@@ -163,17 +170,30 @@ pub fn simulate(
     let now = status.now_us;
     let mut model = Model::from_status(status);
     let mut calls = Vec::with_capacity(plan.len());
-    let mut stop = None;
-    let mut total = 0;
+    let mut stop: Option<Stop> = None;
+    let mut fatal = false;
+    let mut bucket_stops: BTreeMap<String, Stop> = BTreeMap::new();
+    let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+    // Whether the search before a SearchDetails step was made.
+    let mut searched = false;
     for (i, call) in plan.iter().enumerate() {
         let method = call.step.method();
         let units = budget.cost(method).unwrap_or(0);
+        let bucket = budget
+            .bucket_of(method)
+            .map_or(BUDGET_POLICY, |b| b.name)
+            .to_owned();
         let mut fits = false;
-        if stop.is_none() {
+        let wanted = match call.step {
+            Step::SearchDetails(_) => searched,
+            _ => true,
+        };
+        if wanted && !fatal && !bucket_stops.contains_key(&bucket) {
             match budget.charge(&format!("dry-run-{i}"), method, 1, allowance) {
                 // The real run stops at a method without a cost too.
                 Err(e) => {
-                    stop = Some(Stop::Fatal {
+                    fatal = true;
+                    stop.get_or_insert(Stop::Fatal {
                         message: e.to_string(),
                     });
                 }
@@ -181,25 +201,40 @@ pub fn simulate(
                     let decision = model.charge(&charge, now, None);
                     if decision.granted {
                         fits = true;
-                        total += units;
+                        *totals.entry(bucket.clone()).or_default() += units;
                     } else {
-                        stop = Some(Stop::denied(method, &decision, now));
+                        let denied = Stop::denied(method, &charge.bucket, &decision, now);
+                        stop.get_or_insert(denied.clone());
+                        bucket_stops.insert(bucket.clone(), denied);
                     }
                 }
             }
         }
+        if matches!(call.step, Step::Search { .. }) {
+            searched = fits;
+        }
         calls.push(SimulatedCall {
             call: call.clone(),
+            total: totals.get(&bucket).copied().unwrap_or(0),
+            bucket,
             units,
-            total,
             fits,
         });
     }
-    let used = model.used(BUDGET_POLICY, budget.window, now);
+    let remaining_by_bucket: BTreeMap<String, u64> = budget
+        .buckets()
+        .iter()
+        .map(|b| {
+            let used = model.used(b.name, b.window, now);
+            (b.name.to_owned(), b.max_for(allowance).saturating_sub(used))
+        })
+        .collect();
     Simulation {
         calls,
         stop,
-        remaining: budget.max_for(allowance).saturating_sub(used),
+        bucket_stops,
+        remaining: remaining_by_bucket.get(BUDGET_POLICY).copied().unwrap_or(0),
+        remaining_by_bucket,
         now_us: now,
     }
 }
@@ -242,7 +277,7 @@ mod tests {
             policies: vec![
                 PolicyStatus {
                     name: "budget".into(),
-                    window: Duration::from_secs(86_400),
+                    window: Duration::from_secs(86_400).into(),
                     used,
                     next_free: None,
                     empty_in: None,
@@ -258,14 +293,14 @@ mod tests {
                 },
                 PolicyStatus {
                     name: "search".into(),
-                    window: Duration::from_secs(600),
+                    window: Duration::from_secs(600).into(),
                     used: 0,
                     next_free: None,
                     empty_in: None,
                     entries: Some(vec![]),
                 },
             ],
-            blocked_until_us: None,
+            blocked: Default::default(),
         }
     }
 
@@ -370,7 +405,7 @@ mod tests {
         let us = region("US", 1, &[]);
         let calls = plan(&[&us], &BTreeMap::new(), 0);
         let mut st = status(0, 0, 2_000_000);
-        st.blocked_until_us = Some(9_000_000);
+        st.blocked.insert("budget".into(), 9_000_000);
         let sim = simulate(&calls, &budget(100), Allowance::Ceiling, &st);
         assert!(sim.calls.iter().all(|c| !c.fits));
         let stop = sim.stop.expect("blocked");
@@ -389,7 +424,7 @@ mod tests {
             name: name.into(),
             methods: vec!["videos.list".into()],
             max: 2,
-            window: Duration::from_secs(3600),
+            window: Duration::from_secs(3600).into(),
             per: crate::quota::Per::Unit,
         };
         b.limits = vec![limit("pages-a"), limit("pages-b")];
@@ -397,7 +432,7 @@ mod tests {
         for name in ["pages-a", "pages-b"] {
             st.policies.push(PolicyStatus {
                 name: name.into(),
-                window: Duration::from_secs(3600),
+                window: Duration::from_secs(3600).into(),
                 used: 1,
                 next_free: None,
                 empty_in: None,

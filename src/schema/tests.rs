@@ -236,7 +236,7 @@ async fn assert_old_quota_rows_read_back(path: &Path, what: &str) {
         .status(
             &[PolicyRef {
                 name: "budget".into(),
-                window: HOUR,
+                window: HOUR.into(),
             }],
             &[],
         )
@@ -286,7 +286,7 @@ async fn a_file_only_the_embedded_limiter_used_is_versioned_without_loss() {
         Limiter::Embedded(EmbeddedLimiter::open_read_only(&path, "key1").expect("limiter"));
     let window = [PolicyRef {
         name: "budget".into(),
-        window: HOUR,
+        window: HOUR.into(),
     }];
     let status = limiter.status(&window, &[]).await.expect("status");
     assert_eq!(status.policies[0].used, OLD_UNITS);
@@ -361,12 +361,13 @@ fn openers_of_every_kind_on_a_fresh_file_together_all_succeed() {
                             Opener::Journal => {
                                 let journal = Journal::open(path).map_err(|e| chain(&e))?;
                                 let charge = Charge {
+                                    bucket: "budget".into(),
                                     id: format!("j{i}"),
                                     method: "videos.list".into(),
                                     units: 1,
                                     parts: vec![Part {
                                         policy: "budget".into(),
-                                        window: HOUR,
+                                        window: HOUR.into(),
                                         max: 10,
                                         units: 1,
                                     }],

@@ -12,6 +12,7 @@ use crate::clock::now_s;
 use crate::cmd::{Access, open_limiter, read_status};
 use crate::config::Config;
 use crate::error::{SilentExit, after_output};
+use crate::quota::Budget;
 use crate::report::{human, print_json, seconds};
 use crate::runner::{self, Simulation, Status};
 use crate::youtube;
@@ -32,12 +33,7 @@ pub(super) async fn run(global: &Global, config: &Config, job: &Job<'_>) -> Resu
     let printed = if job.json {
         print_dry_run_json(job, &sim)
     } else {
-        print_plan(
-            job,
-            budget.max_for(job.allowance),
-            &sim,
-            &limiter.describe(),
-        )
+        print_plan(job, budget, &sim, &limiter.describe())
     };
     let summary = match &sim.stop {
         None => format!(
@@ -48,7 +44,10 @@ pub(super) async fn run(global: &Global, config: &Config, job: &Job<'_>) -> Resu
         Some(stop) => format!(
             "{} dry run: would stop at call {} of {}: {}",
             job.kind.as_str(),
-            sim.calls.iter().filter(|c| c.fits).count() + 1,
+            sim.calls
+                .iter()
+                .position(|c| !c.fits)
+                .map_or(sim.calls.len(), |i| i + 1),
             sim.calls.len(),
             stop.describe(sim.now_us)
         ),
@@ -68,25 +67,46 @@ pub(super) async fn run(global: &Global, config: &Config, job: &Job<'_>) -> Resu
     after_output(printed, outcome)
 }
 
-/// The plan as a table, one line per call, with the line where the run would stop.
-fn print_plan(job: &Job<'_>, max: u64, sim: &Simulation, limiter: &str) -> Result<()> {
+/// The plan as a table, one line per call, with the line where the run would stop;
+/// with several buckets (DESIGN.md 3.9), each call's bucket, and totals per bucket.
+fn print_plan(job: &Job<'_>, budget: &Budget, sim: &Simulation, limiter: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let what = job.allowance.as_str();
+    let buckets = budget.buckets();
+    let several = buckets.len() > 1;
+    let maxima: Vec<String> = buckets
+        .iter()
+        .map(|b| match several {
+            true => format!("{} {}", b.name, b.max_for(job.allowance)),
+            false => b.max_for(job.allowance).to_string(),
+        })
+        .collect();
     writeln!(
         out,
-        "{} plan against {limiter} ({what} {max}); nothing is called, charged or written",
-        job.kind.as_str()
+        "{} plan against {limiter} ({what} {}); nothing is called, charged or written",
+        job.kind.as_str(),
+        maxima.join(", ")
     )?;
+    let bucket_column = |name: &str| match several {
+        true => format!(" {name:<8}"),
+        false => String::new(),
+    };
     writeln!(
         out,
-        "{:>4}  {:<6} {:<28} {:<22} {:>5} {:>6}",
-        "#", "region", "call", "method", "units", "total"
+        "{:>4}  {:<6} {:<28} {:<22}{} {:>5} {:>6}",
+        "#",
+        "region",
+        "call",
+        "method",
+        bucket_column("bucket"),
+        "units",
+        "total"
     )?;
     let mut stop_shown = false;
     for (i, c) in sim.calls.iter().enumerate() {
         if !c.fits && !stop_shown {
             stop_shown = true;
-            if let Some(stop) = &sim.stop {
+            if let Some(stop) = sim.bucket_stops.get(&c.bucket).or(sim.stop.as_ref()) {
                 let why = match stop.denied_by() {
                     Some(policy) => {
                         let wait = stop.retry_after(sim.now_us).map_or(
@@ -107,11 +127,12 @@ fn print_plan(job: &Job<'_>, max: u64, sim: &Simulation, limiter: &str) -> Resul
         };
         writeln!(
             out,
-            "{:>4}  {:<6} {:<28} {:<22} {:>5} {:>6}",
+            "{:>4}  {:<6} {:<28} {:<22}{} {:>5} {:>6}",
             i + 1,
             c.call.region,
             c.call.step.describe(),
             c.call.step.method(),
+            bucket_column(&c.bucket),
             c.units,
             total
         )?;
@@ -123,12 +144,37 @@ fn print_plan(job: &Job<'_>, max: u64, sim: &Simulation, limiter: &str) -> Resul
         .filter(|c| c.fits)
         .map(|c| c.units)
         .sum::<u64>();
+    if !several {
+        writeln!(
+            out,
+            "{fitting} of {} calls fit, {units} units; {} would remain to the {what}",
+            sim.calls.len(),
+            sim.remaining
+        )?;
+        return Ok(());
+    }
     writeln!(
         out,
-        "{fitting} of {} calls fit, {units} units; {} would remain to the {what}",
+        "{fitting} of {} calls fit, {units} units; would remain to the {what}:",
         sim.calls.len(),
-        sim.remaining
     )?;
+    for b in &buckets {
+        let planned: u64 = sim
+            .calls
+            .iter()
+            .filter(|c| c.fits && c.bucket == b.name)
+            .map(|c| c.units)
+            .sum();
+        let left = sim.remaining_by_bucket.get(b.name).copied().unwrap_or(0);
+        let stop = sim.bucket_stops.get(b.name).map_or(String::new(), |s| {
+            format!(" (stops: {})", s.describe(sim.now_us))
+        });
+        writeln!(
+            out,
+            "  {:<8} {planned} units planned, {left} left{stop}",
+            b.name
+        )?;
+    }
     Ok(())
 }
 
@@ -148,7 +194,10 @@ struct PlanJson {
     region: String,
     call: String,
     method: &'static str,
+    /// The bucket the call is charged to (DESIGN.md 3.9).
+    bucket: String,
     units: u64,
+    /// The running total of the call's bucket.
     total: u64,
     fits: bool,
 }
@@ -166,6 +215,8 @@ struct DryRunJson {
     /// The policy that would say no (`upstream` while the budget is blocked).
     denied_by: Option<String>,
     units_planned: u64,
+    /// Per bucket, units left to the allowance after the calls that fit.
+    remaining_by_bucket: std::collections::BTreeMap<String, u64>,
     regions: Vec<RegionJson>,
     plan: Vec<PlanJson>,
 }
@@ -222,6 +273,7 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
             .as_ref()
             .and_then(|s| s.denied_by().map(str::to_owned)),
         units_planned: sim.calls.iter().filter(|c| c.fits).map(|c| c.units).sum(),
+        remaining_by_bucket: sim.remaining_by_bucket.clone(),
         regions,
         plan: sim
             .calls
@@ -230,6 +282,7 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
                 region: c.call.region.clone(),
                 call: c.call.step.describe(),
                 method: c.call.step.method(),
+                bucket: c.bucket.clone(),
                 units: c.units,
                 total: c.total,
                 fits: c.fits,
