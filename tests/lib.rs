@@ -4,6 +4,9 @@
 mod common;
 
 mod budget_cli;
+// An LD_PRELOAD shim: Linux (glibc) only.
+#[cfg(target_os = "linux")]
+mod clock_shift;
 mod config_bounds;
 mod config_errors;
 mod conformance;
