@@ -29,4 +29,5 @@ mod run_e2e;
 mod search_e2e;
 mod secrets_e2e;
 mod store_e2e;
+mod upstream_billing;
 mod window_loss;
