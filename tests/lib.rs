@@ -4,6 +4,9 @@
 mod common;
 
 mod budget_cli;
+// An LD_PRELOAD shim: Linux (glibc) only.
+#[cfg(target_os = "linux")]
+mod clock_shift;
 mod config_bounds;
 mod config_errors;
 mod conformance;
@@ -26,4 +29,5 @@ mod run_e2e;
 mod search_e2e;
 mod secrets_e2e;
 mod store_e2e;
+mod upstream_billing;
 mod window_loss;

@@ -4,13 +4,15 @@
 //! It can be stopped and started again on the same port to play a restart or an outage,
 //! and can require a password, listen on a unix socket, speak TLS, replicate another
 //! server or be a Cluster node (the deployments built from it are in
-//! `redis_deployments.rs`).
+//! `redis_deployments.rs`). Its wall clock can be moved ([`RedisServer::start_at`],
+//! [`ClockShift`]), to put the limiter's clock (Redis `TIME`) where a test needs it.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime};
 
 pub struct RedisServer {
     child: Option<Child>,
@@ -28,6 +30,8 @@ pub struct RedisServer {
     extra: Vec<String>,
     /// Killed through a shared reference ([`RedisServer::kill`]).
     killed: std::sync::atomic::AtomicBool,
+    /// Its wall clock, moved by the clock-shift shim (every start, restarts too).
+    clock: Option<ClockShift>,
 }
 
 /// How to start a [`RedisServer`].
@@ -40,6 +44,9 @@ pub struct Options {
     /// The TLS port, when it must be known before the server starts [default: a free one].
     pub tls_port: Option<u16>,
     pub extra: Vec<String>,
+    /// Its wall clock moved by this many microseconds from the start, and movable
+    /// later through [`RedisServer::clock`] [default: the real clock, no shim].
+    pub clock_shift_us: Option<i64>,
 }
 
 pub fn redis_server_binary() -> PathBuf {
@@ -110,8 +117,24 @@ impl RedisServer {
         })
     }
 
+    /// A server whose clock reads `unix_us` (microseconds since the Unix epoch) now,
+    /// and goes on from there; [`RedisServer::clock`] moves it.
+    pub fn start_at(unix_us: i64) -> RedisServer {
+        RedisServer::start_with(Options {
+            clock_shift_us: Some(unix_us - real_now_us()),
+            ..Options::default()
+        })
+    }
+
     pub fn start_with(options: Options) -> RedisServer {
         let dir = tempfile::tempdir().expect("creating a directory for redis-server");
+        let clock = options.clock_shift_us.map(|shift_us| {
+            let clock = ClockShift {
+                file: dir.path().join("clock-shift-us"),
+            };
+            clock.write(shift_us);
+            clock
+        });
         let mut server = RedisServer {
             child: None,
             port: free_port(),
@@ -124,6 +147,7 @@ impl RedisServer {
                 .map(|certs| (options.tls_port.unwrap_or_else(free_port), certs)),
             extra: options.extra,
             killed: Default::default(),
+            clock,
         };
         server.spawn();
         server
@@ -153,6 +177,10 @@ impl RedisServer {
                 .args(["--tls-auth-clients", "yes"]);
         }
         cmd.args(&self.extra);
+        if let Some(clock) = &self.clock {
+            cmd.env("LD_PRELOAD", clock_shift_library())
+                .env(CLOCK_SHIFT_FILE_VAR, &clock.file);
+        }
         let child = cmd
             .args([
                 "--port",
@@ -203,6 +231,14 @@ impl RedisServer {
         };
         let mut buf = vec![0u8; expect.len()];
         s.write_all(&ask).is_ok() && s.read_exact(&mut buf).is_ok() && buf == expect
+    }
+
+    /// The handle that moves this server's clock.
+    pub fn clock(&self) -> ClockShift {
+        self.clock.clone().expect(
+            "a server started with a movable clock (RedisServer::start_at, or \
+             Options::clock_shift_us)",
+        )
     }
 
     /// The plain TCP port (which every server has, for the tests' own checks).
@@ -378,6 +414,110 @@ impl RedisServer {
             })
             .collect()
     }
+}
+
+/// The environment variable naming the file the shim reads the shift from.
+pub const CLOCK_SHIFT_FILE_VAR: &str = "TRENDSYNC_TEST_CLOCK_SHIFT_FILE";
+
+/// How long the shim may go on with a shift it has read (it re-reads the file at most
+/// every millisecond, sparing the server a file read on every clock read), with room.
+const CLOCK_SHIFT_REREAD: Duration = Duration::from_millis(3);
+
+/// Moves the wall clock of one [`RedisServer`] (CLOCK_REALTIME, hence `TIME`, script
+/// time and key expiry; not its monotonic clock) through the LD_PRELOAD shim of
+/// `clock_shift.c`. Clones move the same clock. Each setter returns once the server's
+/// next clock read shows the new time.
+#[derive(Clone, Debug)]
+pub struct ClockShift {
+    /// A signed decimal number of microseconds, in the server's directory.
+    file: PathBuf,
+}
+
+impl ClockShift {
+    /// The server's clock reads the real one plus `shift_us` microseconds.
+    pub fn set_shift_us(&self, shift_us: i64) {
+        self.write(shift_us);
+        std::thread::sleep(CLOCK_SHIFT_REREAD);
+    }
+
+    /// The server's clock reads `unix_us` (microseconds since the Unix epoch) now.
+    pub fn set_now_us(&self, unix_us: i64) {
+        self.set_shift_us(unix_us - real_now_us());
+    }
+
+    /// Jumps the server's clock by `by_us` microseconds (back, if negative).
+    pub fn advance_us(&self, by_us: i64) {
+        self.set_shift_us(self.shift_us() + by_us);
+    }
+
+    pub fn shift_us(&self) -> i64 {
+        let file = &self.file;
+        let text = std::fs::read_to_string(file)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+        text.trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{} holds {text:?}: {e}", file.display()))
+    }
+
+    /// What the server's clock reads now, in microseconds since the Unix epoch.
+    pub fn now_us(&self) -> i64 {
+        real_now_us() + self.shift_us()
+    }
+
+    /// Replaces the file whole (the shim may read it at any moment), by a rename.
+    fn write(&self, shift_us: i64) {
+        let partial = self.file.with_extension("partial");
+        std::fs::write(&partial, format!("{shift_us}\n"))
+            .and_then(|()| std::fs::rename(&partial, &self.file))
+            .unwrap_or_else(|e| panic!("writing {}: {e}", self.file.display()));
+    }
+}
+
+/// Microseconds since the Unix epoch, by this process's (real) clock.
+pub fn real_now_us() -> i64 {
+    let since = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .expect("the clock is after 1970");
+    i64::try_from(since.as_micros()).expect("microseconds since 1970 fit in an i64")
+}
+
+/// `2026-03-08T07:59:58Z` in microseconds since the Unix epoch.
+pub fn unix_us(rfc3339: &str) -> i64 {
+    let at: jiff::Timestamp = rfc3339
+        .parse()
+        .unwrap_or_else(|e| panic!("{rfc3339:?} is not an RFC 3339 time: {e}"));
+    at.as_microsecond()
+}
+
+/// The shim, built from `clock_shift.c` once per test process.
+fn clock_shift_library() -> &'static Path {
+    static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
+    LIBRARY.get_or_init(|| {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/clock_shift.c");
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("clock-shift");
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+        let library = dir.join("libclockshift.so");
+        // Another test process may be building the same file: each builds its own and
+        // renames it into place, and a server already started keeps the one it loaded.
+        let partial = dir.join(format!("libclockshift.{}.so", std::process::id()));
+        let status = Command::new("cc")
+            .args(["-shared", "-fPIC", "-O2", "-o"])
+            .arg(&partial)
+            .arg(&source)
+            .status()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "running cc ({e}): the tests that move a redis-server's clock build \
+                     an LD_PRELOAD shim from {} and need a C compiler (on Debian, the \
+                     build-essential package)",
+                    source.display()
+                )
+            });
+        assert!(status.success(), "cc could not build {}", source.display());
+        std::fs::rename(&partial, &library)
+            .unwrap_or_else(|e| panic!("moving the shim to {}: {e}", library.display()));
+        library
+    })
 }
 
 impl Drop for RedisServer {

@@ -1,15 +1,18 @@
 //! A fake YouTube Data API v3 on loopback, answering with the fixtures, and what it
-//! received, call by call.
+//! received, call by call; optionally billing the key's calls to daily quota pools
+//! as the upstream does ([`FakeUpstream::billing`]).
 //!
 //! The mock server runs on its own thread; the small runtime kept here only drives
 //! wiremock's async API (mounting mocks, reading what was received), so the tests
 //! themselves stay synchronous and run the binary as a plain child process.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use wiremock::matchers::{header, method, path, query_param, query_param_is_missing};
-use wiremock::{Mock, MockBuilder, MockServer, Request, ResponseTemplate};
+use wiremock::{Mock, MockBuilder, MockServer, Request, Respond, ResponseTemplate};
 
 /// A distinctive fake key: it must never show up anywhere but the request header.
 pub const API_KEY: &str = "AIzaTEST-secret-key-123";
@@ -76,7 +79,8 @@ pub fn categories(region: &str) -> MockBuilder {
 /// One request the fake received, as the quota sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Call {
-    /// The quota method: `videos.list`, `videoCategories.list`, `search.list`.
+    /// The quota method: `videos.list`, `videoCategories.list`, `search.list`,
+    /// `channels.list`, `videos.batchGetStats`.
     pub method: String,
     pub region: Option<String>,
     pub page_token: Option<String>,
@@ -94,6 +98,8 @@ impl Call {
             "/videos" => "videos.list",
             "/search" => "search.list",
             "/videoCategories" => "videoCategories.list",
+            "/channels" => "channels.list",
+            "/videos:batchGetStats" => "videos.batchGetStats",
             other => panic!("the fake received a request for {other}, no upstream method"),
         };
         Call {
@@ -130,10 +136,190 @@ pub fn complete_calls(regions: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// How the upstream bills one key's calls: daily quota pools (*buckets*), and the
+/// bucket and units of each method's call.
+#[derive(Clone, Debug)]
+pub struct Billing {
+    /// Each bucket's daily quota.
+    quotas: BTreeMap<String, u64>,
+    /// Each method's bucket, and the units one call costs.
+    costs: BTreeMap<String, (String, u64)>,
+}
+
+impl Billing {
+    /// The upstream's scheme since June 2026 (DESIGN.md 3.9), with the quotas the test
+    /// chooses: `budget` (videos.list, videoCategories.list, channels.list), `search`
+    /// (search.list) and `stats` (videos.batchGetStats), 1 unit a call in each.
+    pub fn granular(budget: u64, search: u64, stats: u64) -> Billing {
+        Billing {
+            quotas: BTreeMap::from([
+                ("budget".to_owned(), budget),
+                ("search".to_owned(), search),
+                ("stats".to_owned(), stats),
+            ]),
+            costs: [
+                ("videos.list", "budget"),
+                ("videoCategories.list", "budget"),
+                ("channels.list", "budget"),
+                ("search.list", "search"),
+                ("videos.batchGetStats", "stats"),
+            ]
+            .into_iter()
+            .map(|(m, bucket)| (m.to_owned(), (bucket.to_owned(), 1)))
+            .collect(),
+        }
+    }
+
+    /// The scheme until May 2026, which the default cost file still follows: one pool,
+    /// `budget`, of `quota` units; a search.list call costs 100, any other call 1.
+    pub fn single(quota: u64) -> Billing {
+        Billing {
+            quotas: BTreeMap::from([("budget".to_owned(), quota)]),
+            costs: [
+                ("videos.list", 1),
+                ("videoCategories.list", 1),
+                ("channels.list", 1),
+                ("search.list", 100),
+                ("videos.batchGetStats", 1),
+            ]
+            .into_iter()
+            .map(|(m, units)| (m.to_owned(), ("budget".to_owned(), units)))
+            .collect(),
+        }
+    }
+
+    /// The bucket a call of `method` is billed to, and its units.
+    pub fn cost(&self, method: &str) -> Option<(&str, u64)> {
+        self.costs
+            .get(method)
+            .map(|(bucket, units)| (bucket.as_str(), *units))
+    }
+
+    /// Every bucket, with a zero.
+    fn zeros(&self) -> BTreeMap<String, u64> {
+        self.quotas.keys().map(|b| (b.clone(), 0)).collect()
+    }
+}
+
+/// What the upstream billed, bucket by bucket.
+#[derive(Debug)]
+struct Ledger {
+    billing: Billing,
+    /// Since the upstream's last midnight ([`FakeUpstream::midnight`]).
+    today: BTreeMap<String, u64>,
+    /// Since the fake started.
+    total: BTreeMap<String, u64>,
+    /// Calls answered quotaExceeded, since the fake started.
+    denied: BTreeMap<String, u64>,
+}
+
+impl Ledger {
+    fn new(billing: Billing) -> Ledger {
+        Ledger {
+            today: billing.zeros(),
+            total: billing.zeros(),
+            denied: billing.zeros(),
+            billing,
+        }
+    }
+
+    fn room(&self, bucket: &str) -> u64 {
+        let quota = self.billing.quotas.get(bucket).unwrap_or_else(|| {
+            panic!(
+                "the upstream bills no bucket {bucket:?}, only {:?}",
+                self.billing.quotas.keys()
+            )
+        });
+        quota.saturating_sub(self.today[bucket])
+    }
+
+    fn add(&mut self, bucket: &str, units: u64) {
+        *self.today.entry(bucket.to_owned()).or_default() += units;
+        *self.total.entry(bucket.to_owned()).or_default() += units;
+    }
+
+    /// Bills one call of `method` if its bucket has room for it, as the upstream does;
+    /// false (and counted as a denial) if not.
+    fn bill(&mut self, method: &str) -> bool {
+        let (bucket, units) = self
+            .billing
+            .cost(method)
+            .map(|(b, u)| (b.to_owned(), u))
+            .unwrap_or_else(|| panic!("the billing scheme has no cost for {method}"));
+        if self.room(&bucket) < units {
+            *self.denied.entry(bucket).or_default() += 1;
+            return false;
+        }
+        self.add(&bucket, units);
+        true
+    }
+}
+
+/// The fixtures' YouTube, billing every call with the key to its method's bucket and
+/// answering quotaExceeded, unbilled, once that bucket has no room for it.
+struct BilledYoutube {
+    ledger: Arc<Mutex<Ledger>>,
+}
+
+impl Respond for BilledYoutube {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let Some((method, body)) = fixture_answer(req) else {
+            // As the fixtures' YouTube does for what it does not know; nothing billed.
+            return ResponseTemplate::new(404);
+        };
+        if !lock(&self.ledger).bill(method) {
+            return answer_fixture(403, "error_quota_exceeded.json");
+        }
+        answer(200, &body)
+    }
+}
+
+/// The quota method of a request and the fixtures' answer to it, if they have one.
+fn fixture_answer(req: &Request) -> Option<(&'static str, String)> {
+    let param = |name: &str| {
+        req.url
+            .query_pairs()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
+    };
+    let get = req.method == wiremock::http::Method::GET;
+    match req.url.path() {
+        "/videos" if get && param("chart").as_deref() == Some("mostPopular") => {
+            match param("pageToken").as_deref() {
+                None => Some(("videos.list", fixture("videos_page1.json"))),
+                Some(PAGE2_TOKEN) => Some(("videos.list", fixture("videos_last_page.json"))),
+                Some(_) => None,
+            }
+        }
+        "/videos" if get && param("id").is_some() => {
+            Some(("videos.list", fixture("videos_by_id.json")))
+        }
+        "/videoCategories" if get => Some(("videoCategories.list", fixture("categories.json"))),
+        "/search" if get => Some(("search.list", fixture("search.json"))),
+        // No fixture holds these yet: an empty answer of the right kind.
+        "/channels" if get => Some((
+            "channels.list",
+            r#"{"kind": "youtube#channelListResponse", "items": []}"#.to_owned(),
+        )),
+        "/videos:batchGetStats" => Some((
+            "videos.batchGetStats",
+            r#"{"kind": "youtube#videoBatchGetStatsResponse", "items": []}"#.to_owned(),
+        )),
+        _ => None,
+    }
+}
+
+/// The ledger, even if a test thread panicked while holding it.
+fn lock(ledger: &Mutex<Ledger>) -> MutexGuard<'_, Ledger> {
+    ledger.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 pub struct FakeUpstream {
     // Declared before the runtime so it is dropped first.
     server: MockServer,
     rt: tokio::runtime::Runtime,
+    /// What it billed, when it bills ([`FakeUpstream::billing`]).
+    ledger: Option<Arc<Mutex<Ledger>>>,
 }
 
 impl FakeUpstream {
@@ -145,7 +331,11 @@ impl FakeUpstream {
             .expect("building a runtime for the fake upstream");
         // A fresh server (not wiremock's pool), bound to 127.0.0.1 on a free port.
         let server = rt.block_on(MockServer::builder().start());
-        FakeUpstream { server, rt }
+        FakeUpstream {
+            server,
+            rt,
+            ledger: None,
+        }
     }
 
     /// The YouTube of the fixtures, for every region: page 1 (with a nextPageToken),
@@ -183,6 +373,74 @@ impl FakeUpstream {
                 .respond_with(slow(answer_fixture(200, "categories.json"))),
         );
         fake
+    }
+
+    /// The fixtures' YouTube (as [`FakeUpstream::youtube`], plus `search.json` for any
+    /// search, `videos_by_id.json` for `videos?id=…`, and empty answers for
+    /// channels.list and `/videos:batchGetStats`), billing as the upstream does:
+    /// every call with the key goes to its method's bucket if the bucket has room for
+    /// it today, and is otherwise answered 403 quotaExceeded and not billed. A
+    /// scenario's own answers ([`FakeUpstream::answer_instead`]) stand in for the
+    /// upstream entirely: their calls are neither billed nor denied.
+    pub fn billing(billing: Billing) -> FakeUpstream {
+        let mut fake = FakeUpstream::empty();
+        let ledger = Arc::new(Mutex::new(Ledger::new(billing)));
+        fake.mount(
+            Mock::given(header(KEY_HEADER, API_KEY)).respond_with(BilledYoutube {
+                ledger: Arc::clone(&ledger),
+            }),
+        );
+        fake.ledger = Some(ledger);
+        fake
+    }
+
+    fn ledger(&self) -> MutexGuard<'_, Ledger> {
+        lock(
+            self.ledger
+                .as_ref()
+                .expect("a fake upstream that bills (FakeUpstream::billing)"),
+        )
+    }
+
+    /// Units billed per bucket since the upstream's last midnight (every bucket).
+    pub fn billed(&self) -> BTreeMap<String, u64> {
+        self.ledger().today.clone()
+    }
+
+    /// Units billed per bucket since the fake started, across midnights.
+    pub fn billed_total(&self) -> BTreeMap<String, u64> {
+        self.ledger().total.clone()
+    }
+
+    /// Calls answered 403 quotaExceeded per bucket since the fake started.
+    pub fn denied(&self) -> BTreeMap<String, u64> {
+        self.ledger().denied.clone()
+    }
+
+    /// Units each bucket has left today.
+    pub fn remaining(&self) -> BTreeMap<String, u64> {
+        let ledger = self.ledger();
+        ledger
+            .billing
+            .quotas
+            .keys()
+            .map(|b| (b.clone(), ledger.room(b)))
+            .collect()
+    }
+
+    /// Another consumer of the key spends `units` of `bucket` today: as many as the
+    /// bucket has left, which it returns (the upstream bills nobody past its quota).
+    pub fn spend(&self, bucket: &str, units: u64) -> u64 {
+        let mut ledger = self.ledger();
+        let spent = units.min(ledger.room(bucket));
+        ledger.add(bucket, spent);
+        spent
+    }
+
+    /// The upstream's day turns: every bucket starts again from its whole quota.
+    pub fn midnight(&self) {
+        let mut ledger = self.ledger();
+        ledger.today = ledger.billing.zeros();
     }
 
     /// `http://127.0.0.1:PORT`, for `--api-base`.
