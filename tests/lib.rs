@@ -4,6 +4,9 @@
 mod common;
 
 mod budget_cli;
+// The Redis scenarios move a server's clock with an LD_PRELOAD shim: Linux only.
+#[cfg(target_os = "linux")]
+mod buckets;
 // An LD_PRELOAD shim: Linux (glibc) only.
 #[cfg(target_os = "linux")]
 mod clock_shift;

@@ -156,7 +156,7 @@ impl Config {
         let regions = parse_regions(&regions_src)?;
 
         for method in called {
-            if !budget.costs.contains_key(*method) {
+            if budget.bucket_of(method).is_none() {
                 return Err(costs_src.error_at(
                     None,
                     format!("[costs] has no entry for \"{method}\", which trendsync calls; add e.g. \"{method}\" = 1"),
@@ -164,7 +164,7 @@ impl Config {
             }
         }
         if let Some(region) = regions.regions.iter().find(|r| !r.searches.is_empty())
-            && !budget.costs.contains_key(search_method)
+            && budget.bucket_of(search_method).is_none()
         {
             return Err(costs_src.error_at(
                 None,

@@ -2,7 +2,7 @@
 //! clock, for every host and cron job that spends from one API key.
 
 use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use rand::Rng;
@@ -17,6 +17,7 @@ use super::{
     BUDGET_POLICY, Charge, Decision, Entry, LimiterError, Part, PolicyRef, PolicyStatus, Status,
     from_micros, micros,
 };
+use crate::clock::{Clock, SystemClock};
 
 /// How long a failover may take before the limiter counts as down (DESIGN.md 3.6):
 /// long enough for a Sentinel or Cluster election with short timeouts, short enough
@@ -40,6 +41,9 @@ pub struct RedisLimiter {
     /// This host's record of its grants, replayed when Redis loses the window (3.7).
     /// Boxed: set once per process, it need not make every `Limiter` larger.
     ledger: Box<OnceLock<Ledger>>,
+    /// This host's clock, read only for the local midnights a calendar-day window
+    /// sends along (3.9): Redis's own TIME decides.
+    clock: Arc<dyn Clock>,
 }
 
 /// A charge script's answer.
@@ -152,7 +156,13 @@ impl RedisLimiter {
             charge: Script::new(CHARGE_LUA),
             status: Script::new(STATUS_LUA),
             ledger: Box::new(OnceLock::new()),
+            clock: Arc::new(SystemClock),
         })
+    }
+
+    /// Reads this host's time from `clock` for the midnights of calendar-day windows.
+    pub fn with_clock(self, clock: Arc<dyn Clock>) -> RedisLimiter {
+        RedisLimiter { clock, ..self }
     }
 
     pub fn endpoint(&self) -> &str {
@@ -232,7 +242,7 @@ impl RedisLimiter {
         inv.arg(format!("|{}|{}", charge.method, charge.id));
         // A calendar day goes as the midnights around this host's clock; the script
         // takes the day that Redis's own clock falls in.
-        let now = crate::clock::now_us();
+        let now = self.clock.now_us();
         for part in &charge.parts {
             inv.arg(part.window.script_arg(now))
                 .arg(part.max)
@@ -394,7 +404,7 @@ impl RedisLimiter {
         with_entries: &[&str],
     ) -> Result<Status, LimiterError> {
         let mut inv = self.status.prepare_invoke();
-        let now = crate::clock::now_us();
+        let now = self.clock.now_us();
         for p in policies {
             for key in self.policy_keys(&p.name) {
                 inv.key(key);
