@@ -301,6 +301,108 @@ fn racing_processes_on_redis_grant_exactly_what_fits() {
     racing_processes_grant_exactly_ten(Some(&server));
 }
 
+/// Two buckets (DESIGN.md 3.9): the main one, videos.list at 2 units under a ceiling
+/// of 20, and `search`, search.list at 1 under a ceiling of 7 with a per-call limit.
+fn two_bucket_costs(key: &str) -> String {
+    format!(
+        r#"[budget]
+key = "{key}"
+quota = 20
+ceiling = 20
+window = "24h"
+
+[costs]
+"videos.list" = 2
+"videoCategories.list" = 1
+
+[[bucket]]
+name = "search"
+quota = 7
+ceiling = 7
+window = "day@America/Los_Angeles"
+costs = {{ "search.list" = 1 }}
+
+[[limit]]
+name = "search-calls"
+methods = ["search.list"]
+max = 100
+window = "10m"
+per = "call"
+"#
+    )
+}
+
+/// Thirty processes at once, half charging each bucket: in each bucket exactly
+/// ceiling ÷ cost charges are granted (10 and 7), and neither loses anything to the
+/// other.
+pub fn racing_processes_fill_each_bucket_exactly_through(
+    key: &str,
+    limiter_args: impl Fn(usize) -> Vec<String>,
+) {
+    let s = Scratch::new();
+    let costs = s.write("c.toml", &two_bucket_costs(key));
+    let bin = assert_cmd::cargo::cargo_bin("trendsync");
+    let method = |i: usize| {
+        if i.is_multiple_of(2) {
+            "videos.list"
+        } else {
+            "search.list"
+        }
+    };
+    let children: Vec<_> = (0..30)
+        .map(|i| {
+            let mut cmd = Command::new(&bin);
+            cmd.current_dir(s.path()).arg("--costs").arg(&costs).args([
+                "-q",
+                "budget",
+                "charge",
+                method(i),
+            ]);
+            cmd.env_remove("TRENDSYNC_REDIS_URL")
+                .env_remove("TRENDSYNC_DB");
+            cmd.args(limiter_args(i));
+            cmd.stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawning trendsync")
+        })
+        .collect();
+    let mut granted = std::collections::BTreeMap::new();
+    for (i, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().expect("waiting for trendsync");
+        let code = out.status.code();
+        assert!(
+            matches!(code, Some(0 | 75)),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        *granted.entry(method(i)).or_insert(0) += usize::from(code == Some(0));
+    }
+    assert_eq!(granted["videos.list"], 10, "20 ÷ 2 in the main bucket");
+    assert_eq!(granted["search.list"], 7, "7 ÷ 1 in the search bucket");
+    let ran = s
+        .cmd()
+        .costs(&costs)
+        .args(limiter_args(0))
+        .args(["budget", "--json"])
+        .run();
+    let budget = ran.json();
+    assert_eq!(budget["used"], 20, "{}", ran.stderr);
+    assert_eq!(budget["buckets"][1]["name"], "search", "{budget}");
+    assert_eq!(budget["buckets"][1]["used"], 7, "{budget}");
+}
+
+#[test]
+fn racing_processes_on_the_embedded_limiter_fill_each_bucket_exactly() {
+    racing_processes_fill_each_bucket_exactly_through("test", |_| Vec::new());
+}
+
+#[test]
+fn racing_processes_on_redis_fill_each_bucket_exactly() {
+    let server = RedisServer::start();
+    racing_processes_fill_each_bucket_exactly_through("test", |_| server.client_args());
+}
+
 #[test]
 fn completions_are_printed() {
     let ran = Scratch::new().cmd().args(["completions", "bash"]).run();

@@ -354,6 +354,10 @@ macro_rules! conformance {
                     "race",
                     |i| d.client_args(i),
                 );
+                crate::budget_cli::racing_processes_fill_each_bucket_exactly_through(
+                    "bucket-race",
+                    |i| d.client_args(i),
+                );
             })
             .await
             .expect("the race");
@@ -413,6 +417,9 @@ conformance!(
         the_window_slides_across_a_fixed_window_boundary,
         a_block_denies_every_charge_until_it_ends,
         concurrent_charges_grant_exactly_what_fits,
+        buckets_fill_apart_with_a_limit_across_them,
+        a_block_stops_only_its_own_bucket,
+        concurrent_charges_to_two_buckets_grant_exactly_what_fits_in_each,
     ],
     redis: [charges_survive_a_script_flush],
 );
@@ -765,6 +772,128 @@ async fn concurrent_charges_grant_exactly_what_fits(b: Backend) {
         b.status(&[("budget", secs(60))]).await.policies[0].used,
         1000
     );
+}
+
+/// A charge to bucket `bucket` with parts given as (policy, window, max, units).
+fn charge_to(bucket: &str, id: &str, method: &str, parts: &[(&str, Duration, u64, u64)]) -> Charge {
+    Charge {
+        bucket: bucket.into(),
+        ..charge(id, method, parts)
+    }
+}
+
+/// Two buckets (DESIGN.md 3.9), with a per-call limit over both: each bucket fills
+/// on its own, the limit across them says no for either, and all or nothing holds.
+async fn buckets_fill_apart_with_a_limit_across_them(b: Backend) {
+    let main = |id: &str, units| {
+        charge(
+            id,
+            "videos.list",
+            &[("budget", secs(60), 10, units), ("calls", secs(60), 4, 1)],
+        )
+    };
+    let search = |id: &str| {
+        charge_to(
+            "search",
+            id,
+            "search.list",
+            &[("search", secs(60), 2, 1), ("calls", secs(60), 4, 1)],
+        )
+    };
+    grant(&b, &main("m1", 9)).await;
+    grant(&b, &search("s1")).await;
+    grant(&b, &search("s2")).await;
+    // The search bucket is full; the main one is not, and is not touched.
+    let d = b.limiter.charge(&search("s3")).await.expect("answer");
+    assert_eq!(d.denied_by.as_deref(), Some("search"), "{d:?}");
+    grant(&b, &main("m2", 1)).await;
+    // Four calls in all: the limit across the buckets says no to either.
+    let d = b.limiter.charge(&main("m3", 0)).await.expect("answer");
+    assert!(!d.granted);
+    assert_eq!(d.denied_by.as_deref(), Some("calls"), "{d:?}");
+    let st = b
+        .status(&[
+            ("budget", secs(60)),
+            ("search", secs(60)),
+            ("calls", secs(60)),
+        ])
+        .await;
+    let used: Vec<u64> = st.policies.iter().map(|p| p.used).collect();
+    assert_eq!(used, [10, 2, 4], "nothing of a denied charge was kept");
+}
+
+/// The upstream's block of one bucket denies its charges and no other bucket's.
+async fn a_block_stops_only_its_own_bucket(b: Backend) {
+    let now = b.status(&[("budget", secs(60))]).await.now_us;
+    b.limiter
+        .block_until("search", now + 60 * S)
+        .await
+        .expect("blocking");
+    let blocked = charge_to("search", "s", "search.list", &[("search", secs(60), 10, 1)]);
+    let d = b.limiter.charge(&blocked).await.expect("answer");
+    assert_eq!(d.denied_by.as_deref(), Some("upstream"), "{d:?}");
+    grant(
+        &b,
+        &charge("v", "videos.list", &[("budget", secs(60), 10, 1)]),
+    )
+    .await;
+    let st = b
+        .status(&[("budget", secs(60)), ("search", secs(60))])
+        .await;
+    assert_eq!(st.blocked_until("search"), Some(now + 60 * S));
+    assert_eq!(
+        st.blocked_until_us(),
+        None,
+        "the main bucket is not blocked"
+    );
+    assert_eq!(
+        b.limiter.unblock("search").await.expect("unblocking"),
+        Some(now + 60 * S)
+    );
+    grant(&b, &blocked).await;
+}
+
+/// Thirty clients at once, half charging each bucket: each bucket grants exactly what
+/// fits in it, and neither loses anything to the other.
+async fn concurrent_charges_to_two_buckets_grant_exactly_what_fits_in_each(b: Backend) {
+    let mut clients = Vec::new();
+    for i in 0..30 {
+        clients.push(b.another(i).await);
+    }
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, limiter)| {
+            tokio::spawn(async move {
+                let c = if i % 2 == 0 {
+                    charge(
+                        &format!("v{i}"),
+                        "videos.list",
+                        &[("budget", secs(60), 20, 2)],
+                    )
+                } else {
+                    charge_to(
+                        "search",
+                        &format!("s{i}"),
+                        "search.list",
+                        &[("search", secs(60), 7, 1)],
+                    )
+                };
+                limiter.charge(&c).await.map(|d| (i % 2, d.granted))
+            })
+        })
+        .collect();
+    let mut granted = [0, 0];
+    for t in tasks {
+        let (bucket, yes) = t.await.expect("task").expect("answer");
+        granted[bucket] += usize::from(yes);
+    }
+    assert_eq!(granted, [10, 7], "grants per bucket: 20 ÷ 2 and 7 ÷ 1");
+    let st = b
+        .status(&[("budget", secs(60)), ("search", secs(60))])
+        .await;
+    assert_eq!(st.policies[0].used, 20);
+    assert_eq!(st.policies[1].used, 7);
 }
 
 /// On a Cluster, the script is loaded again on the primary that holds the budget.

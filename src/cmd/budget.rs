@@ -262,6 +262,17 @@ fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::R
     if !alone {
         writeln!(out, "  bucket {}", b.name)?;
     }
+    // A calendar day's units all leave together, at its end.
+    let (oldest, newest) = match b.window.strip_prefix(Window::DAY_PREFIX) {
+        Some(zone) => {
+            let at = format!("the day ends: midnight in {zone}");
+            (at.clone(), at)
+        }
+        None => (
+            "the oldest units leave the window".to_owned(),
+            "the newest units leave the window".to_owned(),
+        ),
+    };
     writeln!(
         out,
         "  used        {} of ceiling {} (quota {}) {}",
@@ -275,16 +286,8 @@ fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::R
         "  remaining   {} to the ceiling, {} to the quota",
         b.remaining, b.remaining_to_quota
     )?;
-    writeln!(
-        out,
-        "  next free   {}",
-        opt(b.next_free_s, "the oldest units leave the window")
-    )?;
-    writeln!(
-        out,
-        "  empty       {}",
-        opt(b.empty_in_s, "the newest units leave the window")
-    )?;
+    writeln!(out, "  next free   {}", opt(b.next_free_s, &oldest))?;
+    writeln!(out, "  empty       {}", opt(b.empty_in_s, &newest))?;
     if !b.by_method.is_empty() {
         let methods: Vec<String> = b
             .by_method

@@ -169,9 +169,10 @@ fn print_plan(job: &Job<'_>, budget: &Budget, sim: &Simulation, limiter: &str) -
         let stop = sim.bucket_stops.get(b.name).map_or(String::new(), |s| {
             format!(" (stops: {})", s.describe(sim.now_us))
         });
+        let units = if planned == 1 { "unit" } else { "units" };
         writeln!(
             out,
-            "  {:<8} {planned} units planned, {left} left{stop}",
+            "  {:<8} {planned} {units} planned, {left} left{stop}",
             b.name
         )?;
     }
