@@ -555,3 +555,113 @@ on_both_clocks!(
     the_upstream_day_turns_at_pacific_midnight,
     a_day_is_23_or_25_hours_across_daylight_saving,
 );
+
+// The calendar day through the binary: its clock moved with faketime (Debian's
+// libfaketime), a Redis's with the shim, each set to the same instant.
+
+/// `faketime`, which moves the binary's clock.
+fn faketime_binary() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("TRENDSYNC_TEST_FAKETIME") {
+        return p.into();
+    }
+    for dir in std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .chain([std::path::PathBuf::from("/usr/bin")])
+    {
+        if dir.join("faketime").is_file() {
+            return dir.join("faketime");
+        }
+    }
+    panic!(
+        "faketime is not installed, and the tests move the binary's clock with it: run \
+         scripts/test (it installs Debian's faketime package as root), install the \
+         faketime package, or point TRENDSYNC_TEST_FAKETIME at a faketime binary"
+    );
+}
+
+/// The binary of `h`, its clock (and the Redis's, if any) at `at` (RFC 3339, UTC).
+fn at_time(h: &Harness<'_>, redis: Option<&RedisServer>, at: &str) -> crate::common::Trendsync {
+    if let Some(server) = redis {
+        server.clock().set_now_us(unix_us(at));
+    }
+    let stamp = at.trim_end_matches('Z').replace('T', " ");
+    let mut cmd = h.bare();
+    let program = cmd.cmd.get_program().to_owned();
+    let args: Vec<std::ffi::OsString> = cmd.cmd.get_args().map(ToOwned::to_owned).collect();
+    let mut wrapped = std::process::Command::new(faketime_binary());
+    wrapped
+        .current_dir(h.scratch.path())
+        .env("TZ", "UTC")
+        .arg(stamp)
+        .arg(program)
+        .args(args);
+    for (k, v) in cmd.cmd.get_envs() {
+        match v {
+            Some(v) => wrapped.env(k, v),
+            None => wrapped.env_remove(k),
+        };
+    }
+    cmd.cmd = wrapped;
+    cmd
+}
+
+/// Through the binary: 95 searches at 23:59:50 Pacific fill the search bucket, the
+/// 96th waits exactly until midnight, and after midnight the day starts empty; the
+/// days of the daylight-saving changes are 23 and 25 hours.
+fn the_upstream_day_through_the_binary(redis: Option<&RedisServer>) {
+    let mut h = Harness::with(FakeUpstream::empty(), redis);
+    h.costs(GRANULAR);
+    let before = "2026-11-24T07:59:50Z";
+    let ran = at_time(&h, redis, before)
+        .args(["budget", "charge", "search.list", "--count", "95", "--json"])
+        .run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let ran = at_time(&h, redis, before)
+        .args(["budget", "charge", "search.list", "--json"])
+        .run();
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let denied = ran.json();
+    assert_eq!(denied["denied_by"], "search", "{denied}");
+    let wait = denied["retry_after_s"].as_f64().expect("a retry-after");
+    assert!(wait > 8.0 && wait <= 10.0, "the time to midnight: {denied}");
+    // The main bucket lost nothing to it.
+    let ran = at_time(&h, redis, before)
+        .args(["budget", "charge", "videos.list", "--json"])
+        .run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+
+    let ran = at_time(&h, redis, "2026-11-24T08:00:02Z")
+        .args(["budget", "--json"])
+        .run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let after = buckets(&ran.json());
+    assert_eq!(after["search"]["used"], 0, "a new day: {after:?}");
+    assert_eq!(after["budget"]["used"], 0, "a new day: {after:?}");
+
+    for (at, length) in [
+        ("2026-03-08T20:00:00Z", 82_800.0),
+        ("2026-11-01T20:00:00Z", 90_000.0),
+    ] {
+        let ran = at_time(&h, redis, at).args(["budget", "--json"]).run();
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        let budget = ran.json();
+        assert_eq!(budget["window_s"], length, "{at}: {budget}");
+        assert_eq!(buckets(&budget)["search"]["window_s"], length, "{at}");
+    }
+}
+
+mod the_upstream_day_through_the_binary {
+    #[test]
+    fn embedded() {
+        super::the_upstream_day_through_the_binary(None);
+    }
+
+    #[test]
+    fn redis() {
+        let server = crate::common::RedisServer::start_at(crate::common::redis_server::unix_us(
+            "2026-11-24T07:59:50Z",
+        ));
+        super::the_upstream_day_through_the_binary(Some(&server));
+    }
+}
