@@ -665,3 +665,75 @@ mod the_upstream_day_through_the_binary {
         super::the_upstream_day_through_the_binary(Some(&server));
     }
 }
+
+/// Redis restarted without persistence loses every bucket's window; the host's next
+/// run replays its ledger into each of them, so each bucket again holds what the
+/// upstream billed in it.
+#[test]
+fn a_lost_window_is_restored_in_every_bucket() {
+    let mut server = RedisServer::start();
+    let h = granular(
+        FakeUpstream::billing(Billing::granular(10_000, 100, 10_000)),
+        None,
+    );
+    let run = |server: &RedisServer| {
+        let ran = h
+            .cmd()
+            .redis(server)
+            .args(["run", "--region", "US", "--region", "GB"])
+            .run();
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        ran.stderr
+    };
+    let used = |server: &RedisServer| -> BTreeMap<String, u64> {
+        let ran = h.bare().redis(server).args(["budget", "--json"]).run();
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        buckets(&ran.json())
+            .into_iter()
+            .map(|(name, b)| (name, b["used"].as_u64().expect("used")))
+            .collect()
+    };
+    run(&server);
+    assert_eq!(h.fake.billed()["search"], 4);
+    assert_eq!(used(&server), h.fake.billed());
+
+    server.restart();
+    let log = run(&server);
+    assert!(log.contains("Redis lost it"), "{log}");
+    assert_eq!(
+        used(&server),
+        h.fake.billed(),
+        "every bucket holds what the upstream billed in it again"
+    );
+}
+
+/// Scheduled runs stop at each bucket's ceiling; `--reserve` may go on to its quota.
+fn each_bucket_has_its_own_ceiling_and_reserve(redis: Option<&RedisServer>) {
+    let mut h = Harness::with(FakeUpstream::empty(), redis);
+    h.costs(GRANULAR);
+    let charge = |args: &[&str]| {
+        let ran = h
+            .bare()
+            .args(["budget", "charge", "search.list", "--json"])
+            .args(args)
+            .run();
+        (ran.code, ran.json())
+    };
+    assert_eq!(charge(&["--count", "95"]).0, 0);
+    let (code, denied) = charge(&[]);
+    assert_eq!(
+        (code, &denied["policy"]),
+        (75, &Value::from("search")),
+        "{denied}"
+    );
+    assert_eq!(charge(&["--count", "5", "--reserve"]).0, 0);
+    let (code, denied) = charge(&["--reserve"]);
+    assert_eq!(code, 75, "{denied}");
+    assert_eq!(denied["used"], 100, "{denied}");
+    // The main bucket's ceiling is untouched by all of it.
+    let budget = h.budget();
+    assert_eq!(budget["used"], 0, "{budget}");
+    assert_eq!(budget["remaining"], 9500, "{budget}");
+}
+
+on_both_limiters!(each_bucket_has_its_own_ceiling_and_reserve);
