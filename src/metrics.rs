@@ -299,6 +299,11 @@ impl Picture {
     /// called, so that "none" reads as 0 rather than as a missing series.
     pub fn exposition(&self, methods: &[&str]) -> Exposition {
         let mut exp = Exposition::new();
+        exp.gauge(
+            "trendsync_build_info",
+            "1, with the version of trendsync that wrote this file.",
+        )
+        .sample(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);
         let outcomes = CallOutcome::ALL.map(CallOutcome::as_str);
         for last in &self.last_runs {
             let run = &last.run;
@@ -323,7 +328,7 @@ impl Picture {
                 status.sample(&[("kind", kind), ("status", s.as_str())], value);
             }
             exp.gauge(
-                "trendsync_last_run_units_charged",
+                "trendsync_last_run_charged_units",
                 "Quota units the last run of this kind charged to the budget.",
             )
             .sample(&[("kind", kind)], run.units.unwrap_or(0) as f64);

@@ -22,6 +22,7 @@ mod failover;
 mod hardening;
 mod limiter_down;
 mod metrics_e2e;
+mod monitoring;
 // Signals, kill -9, cron's shell and systemd: Unix only.
 #[cfg(unix)]
 mod operations;

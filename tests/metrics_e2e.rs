@@ -171,7 +171,7 @@ fn a_complete_run_writes_every_metric(redis: Option<&RedisServer>) {
 
     let units: u64 = h.units_sent(&calls).values().sum();
     assert_eq!(
-        get(&m, "trendsync_last_run_units_charged{kind=\"run\"}"),
+        get(&m, "trendsync_last_run_charged_units{kind=\"run\"}"),
         units as f64
     );
     assert_eq!(
@@ -237,12 +237,12 @@ fn a_complete_run_writes_every_metric(redis: Option<&RedisServer>) {
     assert_eq!(
         get(
             &after,
-            "trendsync_last_run_units_charged{kind=\"backfill\"}"
+            "trendsync_last_run_charged_units{kind=\"backfill\"}"
         ),
         0.0
     );
     for key in [
-        "trendsync_last_run_units_charged{kind=\"run\"}",
+        "trendsync_last_run_charged_units{kind=\"run\"}",
         "trendsync_last_run_calls{kind=\"run\"}",
         "trendsync_last_run_end_timestamp_seconds{kind=\"run\"}",
     ] {
@@ -265,7 +265,7 @@ fn a_run_stopped_by_the_budget_still_writes_its_metrics(redis: Option<&RedisServ
     let m = read_metrics(&dir);
     assert_status(&m, "run", "budget_exhausted");
     assert_eq!(
-        get(&m, "trendsync_last_run_units_charged{kind=\"run\"}"),
+        get(&m, "trendsync_last_run_charged_units{kind=\"run\"}"),
         5.0
     );
     assert_eq!(get(&m, "trendsync_last_run_calls{kind=\"run\"}"), 5.0);

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-fn promtool_binary() -> PathBuf {
+pub fn promtool_binary() -> PathBuf {
     if let Some(p) = std::env::var_os("TRENDSYNC_TEST_PROMTOOL") {
         return PathBuf::from(p);
     }
