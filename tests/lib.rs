@@ -29,6 +29,7 @@ mod operations;
 mod plan_e2e;
 mod redis_acl;
 mod redis_config_errors;
+mod region_names;
 mod run_e2e;
 mod search_e2e;
 mod secrets_e2e;

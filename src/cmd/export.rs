@@ -73,6 +73,7 @@ pub fn run(global: &Global, args: &ExportArgs) -> Result<()> {
                 db.display()
             )
         })?;
+    super::check_read_regions(global, &args.regions, &store.regions()?)?;
     let regions = if args.regions.is_empty() {
         store.regions()?
     } else {

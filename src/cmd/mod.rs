@@ -286,6 +286,54 @@ pub(crate) async fn read_status(
         })
 }
 
+/// The regions a read command was asked for, checked: each must be in regions.toml
+/// or in the database (a region fetched once and since removed from the file still
+/// reads). An unknown one is a usage error naming the nearest known code, rather than
+/// an empty answer that looks like "no data".
+pub(crate) fn check_read_regions(
+    global: &Global,
+    asked: &[String],
+    in_store: &[String],
+) -> Result<()> {
+    if asked.is_empty() {
+        return Ok(());
+    }
+    let configured: Vec<String> = load_config(global)
+        .map(|c| c.regions.regions.iter().map(|r| r.code.clone()).collect())
+        .unwrap_or_default();
+    let mut known: Vec<&str> = configured
+        .iter()
+        .chain(in_store)
+        .map(String::as_str)
+        .collect();
+    known.sort_unstable();
+    known.dedup();
+    for code in asked {
+        let upper = code.trim().to_ascii_uppercase();
+        if known.contains(&upper.as_str()) {
+            continue;
+        }
+        let hint = config::nearest_region(code, &known)
+            .map_or(String::new(), |near| format!("did you mean {near}? "));
+        return Err(UsageError(format!(
+            "--region {code} is neither in regions.toml nor in the database; {hint}known: {}",
+            known.join(", ")
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// The regions the database at `db` knows, for [`check_read_regions`]; none when it
+/// cannot say (the command's own open reports why).
+pub(crate) fn stored_regions(db: &Path) -> Vec<String> {
+    crate::store::Store::open_read_only(db)
+        .ok()
+        .flatten()
+        .and_then(|s| s.regions().ok())
+        .unwrap_or_default()
+}
+
 /// The regions a command was asked for, in the configuration's order: all of them
 /// when none was named.
 pub(crate) fn select_regions<'a>(
@@ -304,8 +352,10 @@ pub(crate) fn select_regions<'a>(
                 .iter()
                 .map(|r| r.code.as_str())
                 .collect();
+            let hint = config::nearest_region(code, &known)
+                .map_or(String::new(), |near| format!("did you mean {near}? "));
             UsageError(format!(
-                "--region {code} is not in regions.toml; configured: {}",
+                "--region {code} is not in regions.toml; {hint}configured: {}",
                 known.join(", ")
             ))
         })?;

@@ -5,6 +5,7 @@
 mod costs;
 mod duration;
 mod region_codes;
+pub use region_codes::nearest as nearest_region;
 mod regions;
 
 use std::fmt;

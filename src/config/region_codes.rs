@@ -24,9 +24,68 @@ pub fn is_region_code(code: &str) -> bool {
     CODES.binary_search(&code).is_ok()
 }
 
+/// Codes people write for a country whose ISO code is another.
+const ALIASES: [(&str, &str); 4] = [("UK", "GB"), ("EN", "GB"), ("EL", "GR"), ("JA", "JP")];
+
+/// The code among `known` that `code` most likely meant: its own spelling in capitals,
+/// a well-known alias ("UK" for "GB"), its letters swapped, or the only one a single
+/// letter away. `None` when nothing is that close, or more than one is.
+pub fn nearest<'a>(code: &str, known: &[&'a str]) -> Option<&'a str> {
+    let upper = code.trim().to_ascii_uppercase();
+    if let Some(k) = known.iter().find(|k| **k == upper) {
+        return Some(k);
+    }
+    if let Some((_, to)) = ALIASES.iter().find(|(from, _)| *from == upper)
+        && let Some(k) = known.iter().find(|k| *k == to)
+    {
+        return Some(k);
+    }
+    let a = upper.as_bytes();
+    if a.len() != 2 {
+        return None;
+    }
+    // Its two letters swapped, then the only code one letter away.
+    let swapped = [a[1], a[0]];
+    if let Some(k) = known.iter().find(|k| k.as_bytes() == swapped) {
+        return Some(k);
+    }
+    let close = |k: &&&str| {
+        let b = k.as_bytes();
+        b.len() == 2 && (a[0] == b[0]) != (a[1] == b[1])
+    };
+    let mut near = known.iter().filter(close);
+    match (near.next(), near.next()) {
+        (Some(only), None) => Some(only),
+        _ => None,
+    }
+}
+
+/// [`nearest`] among every assigned code.
+pub fn nearest_code(code: &str) -> Option<&'static str> {
+    nearest(code, &CODES)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_nearest_code_is_an_alias_a_capital_or_the_only_one_a_letter_away() {
+        assert_eq!(nearest_code("UK"), Some("GB"));
+        assert_eq!(nearest_code("us"), Some("US"));
+        let configured = ["US", "GB", "DE", "FR", "IN", "BR", "AU", "CA"];
+        assert_eq!(nearest("UK", &configured), Some("GB"));
+        assert_eq!(nearest("BZ", &configured), Some("BR"));
+        assert_eq!(
+            nearest("DU", &configured),
+            None,
+            "DE and AU are both a letter away"
+        );
+        assert_eq!(nearest("SU", &configured), Some("US"));
+        // Several a letter away: no guess.
+        assert_eq!(nearest("GX", &CODES), None);
+        assert_eq!(nearest("XX", &configured), None);
+    }
 
     #[test]
     fn codes_are_sorted_for_binary_search() {

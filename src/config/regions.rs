@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::region_codes::is_region_code;
+use super::region_codes::{is_region_code, nearest_code};
 use super::{ConfigError, SourceText, parse_duration};
 use crate::youtube::SearchOrder;
 
@@ -127,7 +127,10 @@ pub fn parse_regions(src: &SourceText<'_>) -> Result<Regions, ConfigError> {
         if !is_region_code(code) {
             return Err(src.error_at(
                 Some(r.code.span()),
-                format!("\"{code}\" is not an ISO 3166-1 alpha-2 region code; expected two capital letters such as \"US\" or \"GB\""),
+                match nearest_code(code) {
+                    Some(near) => format!("\"{code}\" is not an ISO 3166-1 alpha-2 region code; did you mean \"{near}\"?"),
+                    None => format!("\"{code}\" is not an ISO 3166-1 alpha-2 region code; expected two capital letters such as \"US\" or \"GB\""),
+                },
             ));
         }
         if regions.iter().any(|x| &x.code == code) {
