@@ -340,43 +340,57 @@ async fn show(global: &Global, json: bool) -> Result<()> {
         chart(
             &mut out,
             entries.unwrap_or_default(),
-            budget.window.length_at(status.now_us),
+            budget.window.at(status.now_us).cutoff_us + 1,
             status.now_us,
+            bar_width(),
         )?;
     }
     Ok(())
 }
 
-/// Units spent per hour across the window, oldest hour first, as horizontal bars.
+/// Units spent per clock hour across the window, oldest first, as horizontal bars
+/// labelled with each hour's start (UTC), scaled so that the busiest hour fills `width`
+/// columns of bar, the scale said in the heading. The window starts at `start_us`: a
+/// window's length before now, or a calendar day's midnight.
 fn chart(
     out: &mut impl Write,
     entries: &[Entry],
-    window: Duration,
+    start_us: i64,
     now_us: i64,
+    width: usize,
 ) -> std::io::Result<()> {
-    const WIDTH: u64 = 40;
-    let buckets = usize::try_from(window.as_secs().div_ceil(3600).clamp(1, 48)).unwrap_or(24);
-    let bucket_us = i64::try_from(window.as_micros()).unwrap_or(i64::MAX) / buckets as i64;
-    let start = now_us - bucket_us * buckets as i64;
-    let mut sums = vec![0u64; buckets];
+    const HOUR: i64 = 3_600_000_000;
+    // Whole clock hours, from the one holding the window's start to the one holding
+    // now; at most two days of them.
+    let first = start_us.div_euclid(HOUR).max(now_us.div_euclid(HOUR) - 47);
+    let last = now_us.div_euclid(HOUR);
+    let mut sums = vec![0u64; usize::try_from(last - first + 1).unwrap_or(1)];
     for e in entries {
-        let i = usize::try_from((e.at_us - start).max(0) / bucket_us.max(1))
-            .unwrap_or(0)
-            .min(buckets - 1);
-        sums[i] += e.units;
+        let hour = e.at_us.div_euclid(HOUR).clamp(first, last);
+        sums[usize::try_from(hour - first).unwrap_or(0)] += e.units;
     }
-    let top = sums.iter().copied().max().unwrap_or(0).max(1);
+    let top = sums.iter().copied().max().unwrap_or(0);
+    let per_mark = top.div_ceil(width.max(1) as u64).max(1);
     writeln!(
         out,
-        "\n  units per {} (oldest first)",
-        human(Duration::from_micros(bucket_us.unsigned_abs()))
+        "\n  units per hour (UTC); # = {per_mark} unit{}",
+        if per_mark == 1 { "" } else { "s" }
     )?;
     for (i, units) in sums.iter().enumerate() {
-        let ago = Duration::from_micros((bucket_us * (buckets - i) as i64).unsigned_abs());
-        let bar = "#".repeat(usize::try_from(units * WIDTH / top).unwrap_or(0));
-        writeln!(out, "  -{:>6} {bar} {units}", human(ago))?;
+        let hour = first + i as i64;
+        let label = jiff::Timestamp::from_microsecond(hour * HOUR)
+            .map_or_else(|_| "??:??".to_owned(), |t| t.strftime("%H:%M").to_string());
+        let bar = "#".repeat(usize::try_from(units.div_ceil(per_mark)).unwrap_or(0));
+        writeln!(out, "  {label} {bar} {units}")?;
     }
     Ok(())
+}
+
+/// The columns a bar may take on this terminal: what is left of its width after the
+/// label and the count, at most 40.
+fn bar_width() -> usize {
+    let columns = terminal_size::terminal_size().map_or(80, |(w, _)| usize::from(w.0));
+    columns.saturating_sub(16).clamp(8, 40)
 }
 
 /// `denied_by` when the limiter cannot be reached.
@@ -534,18 +548,29 @@ mod tests {
     }
 
     #[test]
-    fn the_chart_has_one_bar_per_hour_oldest_first_scaled_to_the_busiest() {
-        let now = 100 * H;
-        // 100 units half an hour ago, 25 units 23.5 hours ago.
+    fn the_chart_has_one_bar_per_clock_hour_labelled_and_scaled() {
+        // 2023-11-14T22:13:20Z; the window starts 24 h before.
+        let now = 1_700_000_000_000_000;
         let entries = [entry(now - 23 * H - H / 2, 25), entry(now - H / 2, 100)];
         let mut out = Vec::new();
-        chart(&mut out, &entries, Duration::from_secs(24 * 3600), now).expect("writing to memory");
+        chart(&mut out, &entries, now - 24 * H, now, 40).expect("writing to memory");
         let text = String::from_utf8(out).expect("utf-8");
-        let bars: Vec<&str> = text.lines().filter(|l| l.starts_with("  -")).collect();
-        assert!(text.contains("units per 1h (oldest first)"), "{text}");
-        assert_eq!(bars.len(), 24, "{text}");
-        assert_eq!(bars[0], format!("  -   24h {} 25", "#".repeat(10)));
-        assert_eq!(bars[23], format!("  -    1h {} 100", "#".repeat(40)));
-        assert!(bars[1..23].iter().all(|b| b.ends_with(" 0")), "{text}");
+        let bars: Vec<&str> = text.lines().skip(2).collect();
+        assert!(
+            text.contains("units per hour (UTC); # = 3 units"),
+            "{text}"
+        );
+        // 22:00 yesterday to 22:00 today: 25 clock hours.
+        assert_eq!(bars.len(), 25, "{text}");
+        assert_eq!(bars[0], format!("  22:00 {} 25", "#".repeat(9)), "{text}");
+        assert_eq!(bars[1], "  23:00  0", "{text}");
+        assert_eq!(bars[23], format!("  21:00 {} 100", "#".repeat(34)));
+        assert_eq!(bars[24], "  22:00  0", "{text}");
+        // Narrow terminals get narrow bars; the count stays.
+        let mut out = Vec::new();
+        chart(&mut out, &entries, now - 24 * H, now, 10).expect("writing to memory");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(text.lines().all(|l| l.len() <= 40), "{text}");
+        assert!(text.contains("# = 10 units"), "{text}");
     }
 }
