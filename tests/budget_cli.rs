@@ -239,6 +239,50 @@ fn racing_processes_grant_exactly_ten(redis: Option<&RedisServer>) {
     });
 }
 
+/// Thirty `budget charge` processes at once in `s`, the `i`th charging
+/// `method(i)` with `limiter_args(i)` (none: the embedded limiter); each one's exit
+/// code, which must be 0 or 75.
+fn thirty_charges_at_once(
+    s: &Scratch,
+    costs: &std::path::Path,
+    method: impl Fn(usize) -> &'static str,
+    limiter_args: &impl Fn(usize) -> Vec<String>,
+) -> Vec<(&'static str, Option<i32>)> {
+    let bin = assert_cmd::cargo::cargo_bin("trendsync");
+    let children: Vec<_> = (0..30)
+        .map(|i| {
+            let mut cmd = Command::new(&bin);
+            cmd.current_dir(s.path()).arg("--costs").arg(costs).args([
+                "-q",
+                "budget",
+                "charge",
+                method(i),
+            ]);
+            cmd.env_remove("TRENDSYNC_REDIS_URL")
+                .env_remove("TRENDSYNC_DB");
+            cmd.args(limiter_args(i));
+            let child = cmd
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawning trendsync");
+            (method(i), child)
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|(method, child)| {
+            let out = child.wait_with_output().expect("waiting for trendsync");
+            assert!(
+                matches!(out.status.code(), Some(0 | 75)),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (method, out.status.code())
+        })
+        .collect()
+}
+
 /// The race on budget `key`, the `i`th process given `limiter_args(i)` (none: the
 /// embedded limiter).
 pub fn racing_processes_grant_exactly_ten_through(
@@ -250,37 +294,9 @@ pub fn racing_processes_grant_exactly_ten_through(
         "c.toml",
         &costs_toml(1000, 1000, "24h").replace(r#"key = "test""#, &format!("key = \"{key}\"")),
     );
-    let bin = assert_cmd::cargo::cargo_bin("trendsync");
-    let children: Vec<_> = (0..30)
-        .map(|i| {
-            let mut cmd = Command::new(&bin);
-            cmd.current_dir(s.path()).arg("--costs").arg(&costs).args([
-                "-q",
-                "budget",
-                "charge",
-                "search.list",
-            ]);
-            cmd.env_remove("TRENDSYNC_REDIS_URL")
-                .env_remove("TRENDSYNC_DB");
-            cmd.args(limiter_args(i));
-            cmd.stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawning trendsync")
-        })
-        .collect();
-    let mut codes = Vec::new();
-    for child in children {
-        let out = child.wait_with_output().expect("waiting for trendsync");
-        assert!(
-            matches!(out.status.code(), Some(0 | 75)),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        codes.push(out.status.code());
-    }
-    assert_eq!(codes.iter().filter(|c| **c == Some(0)).count(), 10);
-    assert_eq!(codes.iter().filter(|c| **c == Some(75)).count(), 20);
+    let codes = thirty_charges_at_once(&s, &costs, |_| "search.list", &limiter_args);
+    assert_eq!(codes.iter().filter(|c| c.1 == Some(0)).count(), 10);
+    assert_eq!(codes.iter().filter(|c| c.1 == Some(75)).count(), 20);
     let ran = s
         .cmd()
         .costs(&costs)
@@ -341,7 +357,6 @@ pub fn racing_processes_fill_each_bucket_exactly_through(
 ) {
     let s = Scratch::new();
     let costs = s.write("c.toml", &two_bucket_costs(key));
-    let bin = assert_cmd::cargo::cargo_bin("trendsync");
     let method = |i: usize| {
         if i.is_multiple_of(2) {
             "videos.list"
@@ -349,34 +364,9 @@ pub fn racing_processes_fill_each_bucket_exactly_through(
             "search.list"
         }
     };
-    let children: Vec<_> = (0..30)
-        .map(|i| {
-            let mut cmd = Command::new(&bin);
-            cmd.current_dir(s.path()).arg("--costs").arg(&costs).args([
-                "-q",
-                "budget",
-                "charge",
-                method(i),
-            ]);
-            cmd.env_remove("TRENDSYNC_REDIS_URL")
-                .env_remove("TRENDSYNC_DB");
-            cmd.args(limiter_args(i));
-            cmd.stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawning trendsync")
-        })
-        .collect();
     let mut granted = std::collections::BTreeMap::new();
-    for (i, child) in children.into_iter().enumerate() {
-        let out = child.wait_with_output().expect("waiting for trendsync");
-        let code = out.status.code();
-        assert!(
-            matches!(code, Some(0 | 75)),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        *granted.entry(method(i)).or_insert(0) += usize::from(code == Some(0));
+    for (method, code) in thirty_charges_at_once(&s, &costs, method, &limiter_args) {
+        *granted.entry(method).or_insert(0) += usize::from(code == Some(0));
     }
     assert_eq!(granted["videos.list"], 10, "20 ÷ 2 in the main bucket");
     assert_eq!(granted["search.list"], 7, "7 ÷ 1 in the search bucket");

@@ -747,12 +747,18 @@ async fn a_block_denies_every_charge_until_it_ends(b: Backend) {
     );
 }
 
-async fn concurrent_charges_grant_exactly_what_fits(b: Backend) {
+/// Thirty clients of `b`'s store, as thirty processes would have.
+async fn thirty_clients(b: &Backend) -> Vec<Limiter> {
     let mut clients = Vec::new();
     for i in 0..30 {
         clients.push(b.another(i).await);
     }
-    let tasks: Vec<_> = clients
+    clients
+}
+
+async fn concurrent_charges_grant_exactly_what_fits(b: Backend) {
+    let tasks: Vec<_> = thirty_clients(&b)
+        .await
         .into_iter()
         .enumerate()
         .map(|(i, limiter)| {
@@ -861,11 +867,8 @@ async fn a_block_stops_only_its_own_bucket(b: Backend) {
 /// Thirty clients at once, half charging each bucket: each bucket grants exactly what
 /// fits in it, and neither loses anything to the other.
 async fn concurrent_charges_to_two_buckets_grant_exactly_what_fits_in_each(b: Backend) {
-    let mut clients = Vec::new();
-    for i in 0..30 {
-        clients.push(b.another(i).await);
-    }
-    let tasks: Vec<_> = clients
+    let tasks: Vec<_> = thirty_clients(&b)
+        .await
         .into_iter()
         .enumerate()
         .map(|(i, limiter)| {

@@ -556,10 +556,7 @@ mod tests {
         chart(&mut out, &entries, now - 24 * H, now, 40).expect("writing to memory");
         let text = String::from_utf8(out).expect("utf-8");
         let bars: Vec<&str> = text.lines().skip(2).collect();
-        assert!(
-            text.contains("units per hour (UTC); # = 3 units"),
-            "{text}"
-        );
+        assert!(text.contains("units per hour (UTC); # = 3 units"), "{text}");
         // 22:00 yesterday to 22:00 today: 25 clock hours.
         assert_eq!(bars.len(), 25, "{text}");
         assert_eq!(bars[0], format!("  22:00 {} 25", "#".repeat(9)), "{text}");
