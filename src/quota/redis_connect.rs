@@ -419,6 +419,14 @@ impl Connector {
     /// What a failure to connect says about the configuration, if it cannot be a
     /// passing outage: a message that says what to fix.
     pub(super) async fn diagnose(&self, e: &RedisError) -> Option<RedisConfigError> {
+        // The Sentinels find no primary of the name: a typo in the URL, unless they
+        // know the name and are electing a new primary for it (DESIGN.md 8), which is
+        // a failover to wait out.
+        if e.kind() == ErrorKind::MasterNameNotFoundBySentinel
+            && self.sentinels_know_service().await
+        {
+            return None;
+        }
         let (problem, fix) = match config_problem(e) {
             Some(p) => p,
             None if self.form.tls() && !e.is_connection_refusal() => {
@@ -434,6 +442,39 @@ impl Connector {
             problem,
             fix,
         })
+    }
+
+    /// Whether any Sentinel of the URL monitors its service name (`SENTINEL
+    /// GET-MASTER-ADDR-BY-NAME` answers with an address, the old primary's while an
+    /// election goes on). Sentinels that cannot be reached say nothing either way.
+    async fn sentinels_know_service(&self) -> bool {
+        let Form::Sentinel {
+            sentinels, service, ..
+        } = &self.form
+        else {
+            return false;
+        };
+        for addr in sentinels {
+            let client = match (&self.certs, addr) {
+                (Some(certs), ConnectionAddr::TcpTls { .. }) => {
+                    redis::Client::build_with_tls(addr.clone(), certs.clone())
+                }
+                _ => redis::Client::open(addr.clone()),
+            };
+            let Ok(client) = client else { continue };
+            let ask = async {
+                let mut conn = client.get_multiplexed_async_connection().await?;
+                redis::cmd("SENTINEL")
+                    .arg("GET-MASTER-ADDR-BY-NAME")
+                    .arg(service)
+                    .query_async::<Option<Vec<String>>>(&mut conn)
+                    .await
+            };
+            if let Ok(Ok(Some(_))) = tokio::time::timeout(CONNECT_TIMEOUT, ask).await {
+                return true;
+            }
+        }
+        false
     }
 
     /// A TLS handshake that got nowhere may have reached a plain port: a Redis there
