@@ -49,7 +49,8 @@ end
 
 -- The common path: a live charge, not blocked, every part's total and oldest time
 -- readable, nothing to evict, and room for it in every part. The last part's
--- values stay in these locals; with several parts, the writes read the others again.
+-- values stay in these locals; `moves` says whether any part's expiry falls short,
+-- and only then, with several parts, do the writes read the others again.
 -- The oldest key is split with find and sub, a third of what string.match costs;
 -- the older layout's bare number has no colon and goes the general way. (Text that
 -- is not a number, which only a hand could write there, stops the script with an
@@ -57,6 +58,7 @@ end
 local common = not age and not (stored[1] and stored[1] - now > 0)
 local find, sub = string.find, string.sub
 local oldest, expires, cutoff, leaves
+local moves = false
 for i = 1, n do
   if not common then break end
   local total, kept = stored[2 + i], stored[2 + n + i]
@@ -67,6 +69,7 @@ for i = 1, n do
     oldest, expires = sub(kept, 1, colon - 1), sub(kept, colon + 1)
     cutoff, leaves = span(ARGV[3 * i - 1], now)
     common = oldest - cutoff > 0 and total + ARGV[3 * i + 1] <= ARGV[3 * i] + 0
+    moves = moves or expires - leaves < 0
   end
 end
 for i = 1, n do
@@ -80,31 +83,38 @@ for i = 1, n do
   end
 end
 if common then
-  local out = ''
   for i = 1, n do
-    if n > 1 then
-      local kept = stored[2 + n + i]
-      local colon = find(kept, ':', 1, true)
-      oldest, expires = sub(kept, 1, colon - 1), sub(kept, colon + 1)
-      cutoff, leaves = span(ARGV[3 * i - 1], now)
-    end
-    if expires - leaves < 0 then
-      -- The expiry rule of prelude.lua, for a newest entry at now.
-      local slack = math.min(math.floor((leaves - now) / 10), SLACK_MAX)
-      local ttl = math.ceil((leaves - now + slack) / 1000)
-      redis.call('PEXPIRE', KEYS[2 + i], ttl)
-      redis.call('SET', KEYS[2 + n + i], string.format('%s:%d', oldest, leaves + slack), 'PX', ttl)
-      redis.call('PEXPIRE', KEYS[2 + 2 * n + i], ttl)
+    if moves then
+      if n > 1 then
+        local kept = stored[2 + n + i]
+        local colon = find(kept, ':', 1, true)
+        oldest, expires = sub(kept, 1, colon - 1), sub(kept, colon + 1)
+        cutoff, leaves = span(ARGV[3 * i - 1], now)
+      end
+      if expires - leaves < 0 then
+        -- The expiry rule of prelude.lua, for a newest entry at now.
+        local slack = math.min(math.floor((leaves - now) / 10), SLACK_MAX)
+        local ttl = math.ceil((leaves - now + slack) / 1000)
+        redis.call('PEXPIRE', KEYS[2 + i], ttl)
+        redis.call('SET', KEYS[2 + n + i], string.format('%s:%d', oldest, leaves + slack), 'PX', ttl)
+        redis.call('PEXPIRE', KEYS[2 + 2 * n + i], ttl)
+      end
     end
     redis.call('INCRBY', KEYS[2 + i], ARGV[3 * i + 1])
-    if n == 1 then
-      -- One concatenation, one new string.
-      return GRANTED_NOW .. ' ' .. epoch .. ' ' .. t[1] .. ' ' .. t[2] .. ' ' .. stored[3]
-        .. ' ' .. stored[4]
-    end
+  end
+  -- One concatenation, one new string, for one part or two (a bucket with a limit).
+  if n == 1 then
+    return GRANTED_NOW .. ' ' .. epoch .. ' ' .. t[1] .. ' ' .. t[2] .. ' ' .. stored[3]
+      .. ' ' .. stored[4]
+  elseif n == 2 then
+    return GRANTED_NOW .. ' ' .. epoch .. ' ' .. t[1] .. ' ' .. t[2] .. ' ' .. stored[3]
+      .. ' ' .. stored[5] .. ' ' .. stored[4] .. ' ' .. stored[6]
+  end
+  local out = GRANTED_NOW .. ' ' .. epoch .. ' ' .. t[1] .. ' ' .. t[2]
+  for i = 1, n do
     out = out .. ' ' .. stored[2 + i] .. ' ' .. stored[2 + n + i]
   end
-  return GRANTED_NOW .. ' ' .. epoch .. ' ' .. t[1] .. ' ' .. t[2] .. out
+  return out
 end
 
 -- Every other case: eviction, a first entry, a denial, a duplicate, a replay.
