@@ -15,6 +15,7 @@
 //! A `Store` is `Send` but not `Sync`: give each thread or task its own (opening is
 //! cheap once the schema is current).
 
+mod charts;
 mod compact;
 mod error;
 mod export;

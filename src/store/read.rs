@@ -18,6 +18,21 @@ impl Store {
             )))
     }
 
+    /// The categories of `region` whose chart the upstream said it does not have, since
+    /// its category names were last stored ([`Store::mark_chart_missing`]).
+    pub fn missing_charts(&self, region: &str) -> Result<Vec<u32>, StoreError> {
+        (|| {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT m.category FROM missing_charts AS m
+                 JOIN regions AS g ON g.num = m.region
+                 WHERE g.code = ?1 ORDER BY m.category",
+            )?;
+            let rows = stmt.query_map([region], |row| row.get(0))?;
+            rows.collect::<rusqlite::Result<Vec<u32>>>()
+        })()
+        .map_err(self.err(format!("reading the missing charts of {region}")))
+    }
+
     /// The category names (id, title) stored for `region`, by id.
     pub fn categories(&self, region: &str) -> Result<Vec<(String, String)>, StoreError> {
         (|| {
@@ -60,7 +75,7 @@ impl Store {
     pub fn trending_count(&self, run_id: &str) -> Result<u64, StoreError> {
         self.count(
             "SELECT count(*) FROM run_nums AS r
-             JOIN fetches AS f ON f.run = r.num AND f.search = 0
+             JOIN fetches AS f ON f.run = r.num AND f.search = 0 AND f.chart = 0
              JOIN places AS p ON p.fetch = f.num
              WHERE r.run_id = ?1",
             [run_id],

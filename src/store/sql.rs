@@ -40,14 +40,14 @@ JOIN places AS p ON p.fetch = f.num
 JOIN videos AS v ON v.num = p.video
 WHERE f.num = (SELECT f2.num FROM fetches AS f2
                WHERE f2.region = (SELECT num FROM regions WHERE code = ?1)
-                 AND f2.search = 0 AND f2.fetched_at <= ?2
+                 AND f2.search = 0 AND f2.chart = 0 AND f2.fetched_at <= ?2
                ORDER BY f2.fetched_at DESC LIMIT 1)
 ORDER BY p.rank";
 
 /// The newest trending fetch of every region.
 pub(crate) const NEWEST_FETCHES: &str = "
 SELECT g.code, (SELECT max(f.fetched_at) FROM fetches AS f
-                WHERE f.region = g.num AND f.search = 0) AS newest
+                WHERE f.region = g.num AND f.search = 0 AND f.chart = 0) AS newest
 FROM regions AS g
 ORDER BY g.code";
 
@@ -102,7 +102,7 @@ JOIN places AS p ON p.fetch = f.num
 JOIN videos AS v ON v.num = p.video
 LEFT JOIN categories AS c ON c.region = ?1 AND c.id = v.category_id
 WHERE f.region = (SELECT num FROM regions WHERE code = ?1)
-  AND f.search = 0 AND f.fetched_at >= ?2 AND f.fetched_at <= ?3
+  AND f.search = 0 AND f.chart = 0 AND f.fetched_at >= ?2 AND f.fetched_at <= ?3
 ORDER BY f.fetched_at, f.num, p.rank";
 
 /// Every product read above, with a name, for the query-plan test.

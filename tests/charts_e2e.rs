@@ -1,0 +1,201 @@
+//! Category charts end to end (DESIGN.md sections 4 to 6): the upgrade of a file
+//! from before category charts, killed and restarted.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, params};
+
+use crate::common::Scratch;
+
+// ---- the upgrade from the layout before category charts ----
+
+/// The version before category charts: the compact layout and the limiter's tables.
+const BEFORE_CHARTS: u32 = 4;
+
+/// Rows of every table and view a reader of version 4 knows, counted, and the whole
+/// of the trending view as a sample of the snapshots.
+fn picture(db: &Path) -> (u32, Vec<String>) {
+    let conn = Connection::open(db).expect("opening");
+    let version: u32 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("version");
+    let mut rows = Vec::new();
+    for table in [
+        "runs",
+        "run_nums",
+        "regions",
+        "searches",
+        "fetches",
+        "places",
+        "extra_counts",
+        "video_regions",
+        "videos",
+        "trending",
+        "search_results",
+        "video_stats",
+    ] {
+        let n: i64 = conn
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .expect("counting");
+        rows.push(format!("{table}: {n}"));
+    }
+    let mut stmt = conn
+        .prepare(
+            "SELECT run_id || region || rank || video_id || fetched_at FROM trending
+             UNION ALL SELECT num || '/' || run || '/' || region || '/' || search || '/' || fetched_at
+             FROM fetches",
+        )
+        .expect("preparing");
+    let mut sample: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .expect("querying")
+        .collect::<rusqlite::Result<_>>()
+        .expect("reading");
+    sample.sort();
+    rows.extend(sample);
+    (version, rows)
+}
+
+/// A version 4 file with `runs` hourly runs of two regions' 50-place charts and a
+/// search, written in that layout's own SQL.
+fn v4_file(db: &Path, runs: i64) {
+    trendsync::store::Store::create_at_version(db, BEFORE_CHARTS).expect("a version 4 file");
+    let mut conn = Connection::open(db).expect("opening");
+    let tx = conn.transaction().expect("a transaction");
+    tx.execute_batch(
+        "INSERT INTO regions (num, code) VALUES (1, 'US'), (2, 'GB');
+         INSERT INTO searches (num, region, name) VALUES (1, 1, 'fresh');",
+    )
+    .expect("regions");
+    for v in 0..(runs + 50) {
+        tx.execute(
+            "INSERT INTO videos (num, id, title, description, channel_id, channel_title,
+                 published_at, view_count, first_seen_at, last_seen_at)
+             VALUES (?1, ?2, ?3, '', 'UC', 'channel', '2024-01-01T00:00:00Z', ?4, 0, 0)",
+            params![
+                v + 1,
+                format!("v{v:06}"),
+                format!("title {v}"),
+                (v % 3 != 0).then_some(v)
+            ],
+        )
+        .expect("a video");
+    }
+    let mut fetch = 0i64;
+    for run in 0..runs {
+        let at = 1_000_000 + run * 3600;
+        tx.execute(
+            "INSERT INTO runs (run_id, kind, started_at, status) VALUES (?1, 'run', ?2, 'complete')",
+            params![format!("run{run:05}"), at],
+        )
+        .expect("a run");
+        tx.execute(
+            "INSERT INTO run_nums (num, run_id) VALUES (?1, ?2)",
+            params![run + 1, format!("run{run:05}")],
+        )
+        .expect("a run number");
+        for (region, search) in [(1, 0), (2, 0), (1, 1)] {
+            // Gaps in the numbers, as a prune leaves them.
+            fetch += 1 + run % 2;
+            tx.execute(
+                "INSERT INTO fetches (num, run, region, search, fetched_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![fetch, run + 1, region, search, at],
+            )
+            .expect("a fetch");
+            for rank in 1..=50i64 {
+                tx.execute(
+                    "INSERT INTO places (fetch, rank, video, offset_s, views) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![fetch, rank, run + rank, rank / 25, (rank % 7 != 0).then_some(run * rank)],
+                )
+                .expect("a place");
+            }
+        }
+    }
+    tx.execute_batch(
+        "INSERT INTO video_regions (video, region)
+         SELECT DISTINCT p.video, f.region FROM places AS p JOIN fetches AS f ON f.num = p.fetch;
+         INSERT INTO extra_counts (video, run, fetched_at, views) VALUES (1, 1, 1000000, 5);",
+    )
+    .expect("the summary");
+    tx.commit().expect("committing");
+}
+
+#[test]
+fn a_file_from_before_category_charts_upgrades_losslessly_even_killed_midway() {
+    let scratch = Scratch::new();
+    let db = scratch.file("trendsync.db");
+    v4_file(&db, 400);
+    let (version, original) = picture(&db);
+    assert_eq!(version, BEFORE_CHARTS);
+    let latest = trendsync::store::schema_version();
+    assert!(latest > BEFORE_CHARTS);
+    let wal = scratch.file("trendsync.db-wal");
+
+    // Kills pinned by what the process visibly did (it started; its WAL has grown),
+    // then at fixed delays that land in between on a slow or fast machine.
+    let mut outcomes = Vec::new();
+    for (trigger, delay) in [
+        (0u64, 0u64),
+        (1, 0),
+        (16 * 1024, 0),
+        (0, 20),
+        (0, 60),
+        (0, 200),
+    ] {
+        let mut child = scratch
+            .cmd()
+            .args(["--db"])
+            .arg(&db)
+            .args(["prune", "--older-than", "36500d", "--json"])
+            .spawn();
+        let started = Instant::now();
+        loop {
+            let grown = std::fs::metadata(&wal).map_or(0, |m| m.len()) >= trigger;
+            let due = started.elapsed() >= Duration::from_millis(delay);
+            let exited = child.try_wait().expect("polling the child").is_some();
+            if exited || (grown && due) || started.elapsed() > Duration::from_secs(60) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let _ = child.kill();
+        let status = child.wait().expect("reaping");
+        let (version, rows) = picture(&db);
+        assert!(
+            version == BEFORE_CHARTS || version == latest,
+            "a kill left version {version}"
+        );
+        assert_eq!(
+            rows, original,
+            "a kill at version {version} lost or changed rows"
+        );
+        outcomes.push((version, status.code()));
+    }
+    eprintln!("versions and exit codes after each kill: {outcomes:?}");
+
+    let ran = scratch
+        .cmd()
+        .args(["--db"])
+        .arg(&db)
+        .args(["prune", "--older-than", "36500d", "--json"])
+        .run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let (version, rows) = picture(&db);
+    assert_eq!(version, latest, "kills: {outcomes:?}");
+    assert_eq!(rows, original);
+    let conn = Connection::open(&db).expect("opening");
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .expect("integrity_check");
+    assert_eq!(check, "ok");
+    let overall: i64 = conn
+        .query_row("SELECT count(*) FROM fetches WHERE chart <> 0", [], |r| {
+            r.get(0)
+        })
+        .expect("counting");
+    assert_eq!(
+        overall, 0,
+        "every old fetch is the overall chart or a search"
+    );
+}
