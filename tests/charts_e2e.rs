@@ -1,5 +1,7 @@
-//! Category charts end to end (DESIGN.md sections 4 to 6): the upgrade of a file
-//! from before category charts, killed and restarted.
+//! Category charts end to end (DESIGN.md sections 4 to 6): the binary against the fake
+//! upstream, each region's overall chart and the charts of its categories, from
+//! `[defaults]` or its own list; a category the upstream has no chart for; and the
+//! upgrade of a file from before category charts, killed and restarted.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -7,6 +9,171 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, params};
 
 use crate::common::Scratch;
+use crate::common::harness::{Harness, assert_budget_matches_requests, regions_of, shorts};
+use crate::common::upstream::{answer_fixture, category_chart};
+
+/// US takes the defaults' categories, GB its own, DE none.
+const CHARTED: &str = r#"
+[defaults]
+pages = 2
+categories = ["17", "25"]
+
+[[region]]
+code = "US"
+offset = 0
+
+[[region]]
+code = "GB"
+offset = 7
+categories = ["10"]
+
+[[region]]
+code = "DE"
+offset = 14
+categories = []
+"#;
+
+/// (region, chart or 0, places) of every chart fetch of the database, sorted.
+fn chart_fetches(h: &Harness<'_>) -> Vec<(String, i64, i64)> {
+    let db = h.db();
+    let mut stmt = db
+        .prepare(
+            "SELECT region, ifnull(chart, 0), count(*) FROM chart_places
+             GROUP BY run_id, region, chart ORDER BY region, 2",
+        )
+        .expect("preparing");
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .expect("querying")
+        .collect::<Result<_, _>>()
+        .expect("reading")
+}
+
+#[test]
+fn category_charts_come_from_the_defaults_or_the_region_after_every_overall_chart() {
+    let mut h = Harness::new(None);
+    h.regions(CHARTED);
+    let (report, calls, _) = h.run_to(&["run", "--json", "--concurrency", "1"], 0, "complete");
+    assert_eq!(
+        shorts(&calls),
+        [
+            "US p1",
+            "US p2",
+            "US categories",
+            "GB p1",
+            "GB p2",
+            "GB categories",
+            "DE p1",
+            "DE p2",
+            "DE categories",
+            "US c17 p1",
+            "US c17 p2",
+            "US c25 p1",
+            "US c25 p2",
+            "GB c10 p1",
+            "GB c10 p2",
+        ]
+    );
+    let regions = regions_of(&report);
+    assert_eq!(regions["US"]["pages"], 6, "{report}");
+    assert_eq!(regions["GB"]["pages"], 4, "{report}");
+    assert_eq!(regions["DE"]["pages"], 2, "{report}");
+    // The fixtures' chart holds 10 videos, whichever chart is asked for.
+    let fetches = chart_fetches(&h);
+    let want: Vec<(String, i64, i64)> = [
+        ("DE", 0),
+        ("GB", 0),
+        ("GB", 10),
+        ("US", 0),
+        ("US", 17),
+        ("US", 25),
+    ]
+    .iter()
+    .map(|(r, c)| ((*r).to_owned(), *c, 10))
+    .collect();
+    assert_eq!(fetches, want);
+    // The overall chart alone is what `trending` (the version 1 view) holds.
+    let trending: i64 = h
+        .db()
+        .query_row("SELECT count(*) FROM trending", [], |r| r.get(0))
+        .expect("counting");
+    assert_eq!(trending, 3 * 10);
+    assert_budget_matches_requests(&h);
+
+    // The dry run plans the same calls in the same order, now without the names.
+    let ran = h.cmd().args(["run", "--dry-run"]).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let us17 = ran.stdout.find("category 17 page 1").expect(&ran.stdout);
+    let gb10 = ran.stdout.find("category 10 page 2").expect(&ran.stdout);
+    let de2 = ran.stdout.find("trending page 2").expect(&ran.stdout);
+    assert!(de2 < us17 && us17 < gb10, "{}", ran.stdout);
+}
+
+#[test]
+fn a_category_without_a_chart_fails_alone_and_is_not_asked_again_until_the_names_are() {
+    let mut h = Harness::new(None);
+    h.regions(
+        r#"
+[defaults]
+pages = 2
+
+[[region]]
+code = "US"
+offset = 0
+categories = ["30", "17"]
+"#,
+    );
+    h.fake.answer_instead(
+        category_chart("US", "30"),
+        answer_fixture(404, "error_video_chart_not_found.json"),
+    );
+    let (report, calls, ran) = h.run_to(&["run", "--json"], 0, "complete");
+    assert_eq!(
+        shorts(&calls),
+        [
+            "US p1",
+            "US p2",
+            "US categories",
+            "US c30 p1",
+            "US c17 p1",
+            "US c17 p2"
+        ]
+    );
+    assert_eq!(regions_of(&report)["US"]["status"], "complete", "{report}");
+    assert!(
+        ran.stderr.contains("WARN") && ran.stderr.contains("no chart of category 30"),
+        "{}",
+        ran.stderr
+    );
+
+    // The next run leaves it out (and the names, fetched today).
+    let (_, calls, _) = h.run_to(&["run", "--json"], 0, "complete");
+    assert_eq!(shorts(&calls), ["US p1", "US p2", "US c17 p1", "US c17 p2"]);
+    let ran = h.cmd().args(["run", "--dry-run"]).run();
+    assert!(!ran.stdout.contains("category 30"), "{}", ran.stdout);
+
+    // A day after the names were fetched they are fetched again, and the chart asked
+    // for again after them.
+    let db = Connection::open(h.db_path()).expect("opening");
+    db.execute(
+        "UPDATE region_state SET categories_fetched_at = categories_fetched_at - 86400",
+        [],
+    )
+    .expect("a day passes");
+    drop(db);
+    let (_, calls, _) = h.run_to(&["run", "--json"], 0, "complete");
+    assert_eq!(
+        shorts(&calls),
+        [
+            "US p1",
+            "US p2",
+            "US categories",
+            "US c30 p1",
+            "US c17 p1",
+            "US c17 p2"
+        ]
+    );
+    assert_budget_matches_requests(&h);
+}
 
 // ---- the upgrade from the layout before category charts ----
 

@@ -139,6 +139,9 @@ enum Failed {
     NotReached,
     /// This region failed; the others go on.
     Region(String),
+    /// The upstream has no such chart (`videoChartNotFound`): a category's chart
+    /// fails alone; for the overall chart, the region fails.
+    ChartNotFound(String),
 }
 
 impl From<RunError> for Failed {
@@ -433,6 +436,7 @@ impl Run {
                 Err(e) => e,
             };
             let class = err.class();
+            let chart_not_found = err.is_chart_not_found();
             self.count_attempt(method, outcome_of(class));
             // Every message quotes what the upstream sent: never the key, never a raw
             // terminal control (DESIGN.md section 5).
@@ -490,6 +494,9 @@ impl Run {
                     self.halt(Stop::Fatal { message });
                     return Err(Failed::Stopped);
                 }
+                ErrorClass::RegionFailed if chart_not_found => {
+                    return Err(Failed::ChartNotFound(err));
+                }
                 ErrorClass::RegionFailed => return Err(Failed::Region(err)),
             }
         }
@@ -528,7 +535,7 @@ impl Run {
                 report.status = Status::NotAttempted;
             }
             Failed::NotReached => report.status = stop_status,
-            Failed::Region(message) => {
+            Failed::Region(message) | Failed::ChartNotFound(message) => {
                 tracing::error!(region = %report.code, "{message}");
                 report.status = Status::Failed;
                 report.error = Some(message);
@@ -546,67 +553,17 @@ impl Run {
     ) -> RegionReport {
         let bar = RegionBar::new(
             &region.code,
-            steps.iter().filter(|s| !s.is_search()).count() as u64,
+            steps
+                .iter()
+                .filter(|s| s.phase() == plan::Phase::Core)
+                .count() as u64,
         );
         let result = async {
-            let mut token: Option<String> = None;
-            // The chart position of the next video. A page may hold fewer than 50
-            // videos, so ranks continue from the videos actually received, not from
-            // the page number (which left gaps: 1..7, then 51..).
-            let mut next_rank: u32 = 1;
-            // Every token sent in this fetch: one coming back means the upstream is
-            // looping, and following it would store the same videos as new ranks.
-            let mut tokens_seen: HashSet<String> = HashSet::new();
-            // The chart may end before the planned pages do: no nextPageToken.
-            for _ in steps.iter().filter(|s| matches!(s, Step::TrendingPage(_))) {
-                let got = self
-                    .call(VIDEOS_LIST, &mut report, || {
-                        self.client.trending_page(
-                            &region.code,
-                            region.hl.as_deref(),
-                            token.as_deref(),
-                        )
-                    })
-                    .await?;
-                let (run_id, code, items) = (self.settings.run_id.clone(), region.code.clone(), got.items);
-                let first_rank = next_rank;
-                let last_rank = first_rank as usize + items.len().saturating_sub(1);
-                if !items.is_empty() && last_rank > MAX_RANK {
-                    return Err(Failed::Region(format!(
-                        "{VIDEOS_LIST} for region {}: page {} would hold chart positions up to {last_rank}, past the chart's {MAX_RANK}; the upstream broke the protocol, the region stops here",
-                        region.code,
-                        report.pages + 1
-                    )));
-                }
-                next_rank =
-                    next_rank.saturating_add(u32::try_from(items.len()).unwrap_or(u32::MAX));
-                let doing = format!(
-                    "storing trending page {} of region {}",
-                    report.pages + 1,
-                    region.code
-                );
-                let stored = self
-                    .with_store(doing, move |s| {
-                        s.store_trending_page(&run_id, &code, first_rank, &items, now_s())
-                    })
-                    .await?;
-                report.pages += 1;
-                report.videos += stored as u64;
-                bar.step(&format!("page {}", report.pages));
-                if let Some(sent) = token.take() {
-                    tokens_seen.insert(sent);
-                }
-                match got.next_page_token {
-                    Some(t) if tokens_seen.contains(&t) => {
-                        return Err(Failed::Region(self.client.scrub(&format!(
-                            "{VIDEOS_LIST} for region {}: page {} gave page token {t:?} again, already followed in this fetch; the upstream broke the protocol, the region stops here",
-                            region.code, report.pages
-                        ))));
-                    }
-                    Some(t) => token = Some(t),
-                    None => break,
-                }
-            }
+            let pages = steps
+                .iter()
+                .filter(|s| matches!(s, Step::TrendingPage(_)))
+                .count();
+            self.chart(&region, None, pages, &mut report, &bar).await?;
             if steps.contains(&Step::Categories) {
                 let got = self
                     .call(VIDEO_CATEGORIES_LIST, &mut report, || {
@@ -625,6 +582,139 @@ impl Run {
             let doing = format!("marking region {} complete", region.code);
             self.with_store(doing, move |s| s.mark_region_complete(&code, now_s()))
                 .await?;
+            Ok::<(), Failed>(())
+        }
+        .await;
+        if let Err(failed) = result {
+            Self::end_region(&mut report, failed, self.stop_status());
+        }
+        bar.finish(report.status.as_str());
+        report
+    }
+
+    /// Up to `pages` pages of one of the region's charts (the overall one when
+    /// `category` is none), each stored as it arrives. The chart may end before the
+    /// planned pages do: no nextPageToken.
+    async fn chart(
+        &self,
+        region: &Region,
+        category: Option<u32>,
+        pages: usize,
+        report: &mut RegionReport,
+        bar: &RegionBar,
+    ) -> Result<(), Failed> {
+        let chart = match category {
+            Some(c) => format!("the chart of category {c}"),
+            None => "the trending chart".to_owned(),
+        };
+        let mut token: Option<String> = None;
+        // The chart position of the next video. A page may hold fewer than 50
+        // videos, so ranks continue from the videos actually received, not from
+        // the page number (which left gaps: 1..7, then 51..).
+        let mut next_rank: u32 = 1;
+        // Every token sent in this fetch: one coming back means the upstream is
+        // looping, and following it would store the same videos as new ranks.
+        let mut tokens_seen: HashSet<String> = HashSet::new();
+        for page in 1..=pages {
+            let got = self
+                .call(VIDEOS_LIST, report, || {
+                    self.client.chart_page(
+                        &region.code,
+                        category,
+                        region.hl.as_deref(),
+                        token.as_deref(),
+                    )
+                })
+                .await?;
+            let (run_id, code, items) =
+                (self.settings.run_id.clone(), region.code.clone(), got.items);
+            let first_rank = next_rank;
+            let last_rank = first_rank as usize + items.len().saturating_sub(1);
+            if !items.is_empty() && last_rank > MAX_RANK {
+                return Err(Failed::Region(format!(
+                    "{VIDEOS_LIST} for region {}: page {page} of {chart} would hold chart positions up to {last_rank}, past the chart's {MAX_RANK}; the upstream broke the protocol, the region stops here",
+                    region.code,
+                )));
+            }
+            next_rank = next_rank.saturating_add(u32::try_from(items.len()).unwrap_or(u32::MAX));
+            let doing = format!("storing page {page} of {chart} of region {}", region.code);
+            let stored = self
+                .with_store(doing, move |s| {
+                    s.store_chart_page(&run_id, &code, category, first_rank, &items, now_s())
+                })
+                .await?;
+            report.pages += 1;
+            report.videos += stored as u64;
+            bar.step(&match category {
+                Some(c) => format!("category {c} page {page}"),
+                None => format!("page {page}"),
+            });
+            if let Some(sent) = token.take() {
+                tokens_seen.insert(sent);
+            }
+            match got.next_page_token {
+                Some(t) if tokens_seen.contains(&t) => {
+                    return Err(Failed::Region(self.client.scrub(&format!(
+                        "{VIDEOS_LIST} for region {}: page {page} of {chart} gave page token {t:?} again, already followed in this fetch; the upstream broke the protocol, the region stops here",
+                        region.code
+                    ))));
+                }
+                Some(t) => token = Some(t),
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// The category charts `steps` list, each up to its planned pages. A category
+    /// the upstream has no chart for fails alone, with a warning, and is left out of
+    /// the next runs until the region's category names are next fetched.
+    async fn charts(
+        self: Arc<Self>,
+        region: Region,
+        steps: Vec<Step>,
+        mut report: RegionReport,
+    ) -> RegionReport {
+        let mut planned: Vec<(u32, usize)> = Vec::new();
+        for step in &steps {
+            if let Step::ChartPage { category, .. } = step {
+                match planned.last_mut() {
+                    Some((c, pages)) if c == category => *pages += 1,
+                    _ => planned.push((*category, 1)),
+                }
+            }
+        }
+        if planned.is_empty() {
+            return report;
+        }
+        let bar = RegionBar::new(&region.code, planned.iter().map(|(_, n)| *n as u64).sum());
+        let result = async {
+            for (category, pages) in planned {
+                match self
+                    .chart(&region, Some(category), pages, &mut report, &bar)
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(Failed::ChartNotFound(message)) => {
+                        tracing::warn!(
+                            region = %region.code,
+                            category,
+                            "{message}; region {} has no chart of category {category}: not asked again until its category names are next fetched",
+                            region.code
+                        );
+                        let code = region.code.clone();
+                        let doing = format!(
+                            "noting that region {} has no chart of category {category}",
+                            region.code
+                        );
+                        self.with_store(doing, move |s| {
+                            s.mark_chart_missing(&code, category, now_s())
+                        })
+                        .await?;
+                    }
+                    Err(other) => return Err(other),
+                }
+            }
             Ok::<(), Failed>(())
         }
         .await;
@@ -811,11 +901,16 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         reports.push((region, report));
     }
 
-    // Both phases walk the steps the dry run plans, taken at one moment.
+    // Every phase walks the steps the dry run plans, taken at one moment.
     let now = now_s();
     let reports = each_region(&run, reports, |run, region, report| {
         let steps = plan::steps(&region, fresh.get(&region.code), now);
         run.core(region, steps, report)
+    })
+    .await;
+    let reports = each_region(&run, reports, |run, region, report| {
+        let steps = plan::steps(&region, fresh.get(&region.code), now);
+        run.charts(region, steps, report)
     })
     .await;
     let reports = each_region(&run, reports, |run, region, report| {
@@ -987,11 +1082,13 @@ pub fn read_freshness(store: &Store) -> Result<BTreeMap<String, Freshness>, Stor
     let mut out = BTreeMap::new();
     for state in store.region_states()? {
         let categories_fetched_at = store.categories_fetched_at(&state.region)?;
+        let missing_charts = store.missing_charts(&state.region)?.into_iter().collect();
         out.insert(
             state.region.clone(),
             Freshness {
                 last_complete_at: state.last_complete_at,
                 categories_fetched_at,
+                missing_charts,
             },
         );
     }

@@ -241,6 +241,18 @@ impl Client {
         hl: Option<&str>,
         page_token: Option<&str>,
     ) -> Result<VideoPage, CallError> {
+        self.chart_page(region, None, hl, page_token).await
+    }
+
+    /// One page of one of the region's `mostPopular` charts: the overall one
+    /// (`category` none) or a category's (`videoCategoryId`). Items in rank order.
+    pub async fn chart_page(
+        &self,
+        region: &str,
+        category: Option<u32>,
+        hl: Option<&str>,
+        page_token: Option<&str>,
+    ) -> Result<VideoPage, CallError> {
         let call = CallContext::new(VIDEOS_LIST)
             .region(region)
             .page_token(page_token);
@@ -252,6 +264,9 @@ impl Client {
                 .append_pair("chart", "mostPopular")
                 .append_pair("regionCode", region)
                 .append_pair("maxResults", "50");
+            if let Some(category) = category {
+                query.append_pair("videoCategoryId", &category.to_string());
+            }
             if let Some(token) = page_token {
                 query.append_pair("pageToken", token);
             }

@@ -68,6 +68,13 @@ pub fn page2(region: &str) -> MockBuilder {
         .and(query_param("pageToken", PAGE2_TOKEN))
 }
 
+/// Any page of the chart of `category` in `region`.
+pub fn category_chart(region: &str, category: &str) -> MockBuilder {
+    trending()
+        .and(query_param("regionCode", region))
+        .and(query_param("videoCategoryId", category))
+}
+
 /// `region`'s category names.
 pub fn categories(region: &str) -> MockBuilder {
     Mock::given(method("GET"))
@@ -84,6 +91,10 @@ pub struct Call {
     pub method: String,
     pub region: Option<String>,
     pub page_token: Option<String>,
+    /// `videoCategoryId`: the chart of a category.
+    pub category: Option<String>,
+    /// `id`: the videos asked for, comma-separated.
+    pub ids: Option<String>,
 }
 
 impl Call {
@@ -106,12 +117,23 @@ impl Call {
             method: method.to_owned(),
             region: param("regionCode"),
             page_token: param("pageToken"),
+            category: param("videoCategoryId"),
+            ids: param("id"),
         }
     }
 
-    /// `US p1`, `US p2`, `US categories`: short enough to compare whole sequences.
+    /// `US p1`, `US p2`, `US categories`, `US c17 p1` (the chart of category 17):
+    /// short enough to compare whole sequences.
     pub fn short(&self) -> String {
         let region = self.region.as_deref().unwrap_or("-");
+        if let Some(category) = &self.category {
+            let page = if self.page_token.is_some() {
+                "p2"
+            } else {
+                "p1"
+            };
+            return format!("{region} c{category} {page}");
+        }
         match (self.method.as_str(), self.page_token.as_deref()) {
             ("videos.list", None) => format!("{region} p1"),
             ("videos.list", Some(PAGE2_TOKEN)) => format!("{region} p2"),

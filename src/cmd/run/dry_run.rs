@@ -246,7 +246,13 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
                 // The pages the plan would fetch (a chart that ends early has fewer).
                 pages: mine
                     .clone()
-                    .filter(|c| c.fits && matches!(c.call.step, runner::Step::TrendingPage(_)))
+                    .filter(|c| {
+                        c.fits
+                            && matches!(
+                                c.call.step,
+                                runner::Step::TrendingPage(_) | runner::Step::ChartPage { .. }
+                            )
+                    })
                     .count() as u32,
                 videos: 0,
                 units: mine.filter(|c| c.fits).map(|c| c.units).sum(),
