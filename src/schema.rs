@@ -81,6 +81,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     crate::store::schema::COMPACT,
     crate::quota::schema::TABLES,
     crate::store::schema::CHARTS,
+    crate::store::schema::FOLLOW_UPS,
 ];
 
 /// The highest schema version this build knows: what every writer brings the file to.

@@ -20,6 +20,7 @@ mod crash;
 mod differential;
 #[cfg(unix)]
 mod failover;
+mod follow_e2e;
 mod hardening;
 mod limiter_down;
 mod metrics_e2e;

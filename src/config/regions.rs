@@ -20,6 +20,14 @@ struct RawFile {
     defaults: RawDefaults,
     #[serde(default, rename = "region")]
     regions: Vec<RawRegion>,
+    follow: Option<RawFollow>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFollow {
+    days: Spanned<u32>,
+    every: Spanned<String>,
 }
 
 #[derive(Deserialize)]
@@ -93,9 +101,23 @@ pub struct Region {
     pub searches: Vec<Search>,
 }
 
+/// The most days `[follow]` may look back: a month.
+pub const MAX_FOLLOW_DAYS: u32 = 31;
+
+/// `[follow]`: keep counting videos after they left the charts (DESIGN.md 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Follow {
+    /// Videos seen on any chart in this many last days are followed.
+    pub days: u32,
+    /// None is refreshed more often than this.
+    pub every: Duration,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Regions {
     pub regions: Vec<Region>,
+    /// Follow-ups, when configured.
+    pub follow: Option<Follow>,
 }
 
 impl Regions {
@@ -272,7 +294,22 @@ pub fn parse_regions(src: &SourceText<'_>) -> Result<Regions, ConfigError> {
             searches,
         });
     }
-    Ok(Regions { regions })
+    let follow = match &raw.follow {
+        None => None,
+        Some(f) => {
+            let days = *f.days.get_ref();
+            if !(1..=MAX_FOLLOW_DAYS).contains(&days) {
+                return Err(src.error_at(
+                    Some(f.days.span()),
+                    format!("follow.days is {days}; expected 1 to {MAX_FOLLOW_DAYS} days"),
+                ));
+            }
+            let every = parse_duration(f.every.get_ref())
+                .map_err(|e| src.error_at(Some(f.every.span()), format!("follow.every: {e}")))?;
+            Some(Follow { days, every })
+        }
+    };
+    Ok(Regions { regions, follow })
 }
 
 #[cfg(test)]
@@ -313,6 +350,27 @@ categories = []
         assert_eq!(of("US"), Some(vec![17, 25]));
         assert_eq!(of("GB"), Some(vec![10]));
         assert_eq!(of("DE"), Some(vec![]));
+        assert_eq!(regions.follow, None);
+    }
+
+    #[test]
+    fn follow_ups_take_days_and_a_duration() {
+        let region = "[[region]]\ncode = \"US\"\noffset = 0\n";
+        let regions =
+            parse(&format!("{region}[follow]\ndays = 7\nevery = \"6h\"\n")).expect("a valid file");
+        assert_eq!(
+            regions.follow,
+            Some(Follow {
+                days: 7,
+                every: Duration::from_secs(6 * 3600)
+            })
+        );
+        let e =
+            parse(&format!("{region}[follow]\ndays = 0\nevery = \"6h\"\n")).expect_err("no days");
+        assert_eq!(e.position.map(|p| p.0), Some(5), "{e}");
+        let e = parse(&format!("{region}[follow]\ndays = 7\nevery = \"often\"\n"))
+            .expect_err("not a duration");
+        assert_eq!(e.position.map(|p| p.0), Some(6), "{e}");
     }
 
     #[test]

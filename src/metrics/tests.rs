@@ -327,6 +327,7 @@ fn a_file_that_cannot_be_written_says_where() {
 
 fn report_with(budget: Option<BudgetWindow>) -> RunReport {
     RunReport {
+        follow: None,
         run_id: "r1".into(),
         status: Status::Complete,
         units_charged: 0,

@@ -16,18 +16,20 @@ use tokio::task::JoinSet;
 use super::error::RunError;
 use super::lock::{self, RegionLock};
 use super::outcome::{
-    Attempts, BucketWindow, BudgetWindow, CallOutcome, RegionReport, RunReport, Status, Stop,
-    overall,
+    Attempts, BucketWindow, BudgetWindow, CallOutcome, FollowReport, RegionReport, RunReport,
+    Status, Stop, overall,
 };
 use super::plan::{self, Freshness, Step};
-use crate::config::Region;
+use crate::config::{Follow, Region};
 use crate::error::chain;
 use crate::progress::RegionBar;
 use crate::quota::{Allowance, Budget, Charge, DownPolicy, Journal, Limiter, LimiterError, micros};
-use crate::store::{CallCount, RegionOutcome, RunKind, RunOutcome, Store, StoreError};
+use crate::store::{
+    CallCount, FollowCounts, RegionOutcome, RunKind, RunOutcome, Store, StoreError,
+};
 use crate::youtube::{
-    CallError, Client, ErrorClass, SEARCH_LIST, SearchRequest, VIDEO_CATEGORIES_LIST, VIDEOS_LIST,
-    VideoRecord,
+    CallError, Client, ErrorClass, MAX_RESULTS, SEARCH_LIST, SearchRequest, VIDEO_CATEGORIES_LIST,
+    VIDEOS_BATCH_GET_STATS, VIDEOS_LIST, VideoRecord,
 };
 
 /// The upstream methods a run calls.
@@ -57,6 +59,8 @@ pub struct RunSettings {
     pub allowance: Allowance,
     /// How many regions are fetched at once; at least one.
     pub concurrency: usize,
+    /// The follow-ups after every region's calls, when configured.
+    pub follow: Option<Follow>,
 }
 
 /// What a run works through: the budget's limiter, the upstream, and the database
@@ -637,7 +641,13 @@ impl Run {
                 )));
             }
             next_rank = next_rank.saturating_add(u32::try_from(items.len()).unwrap_or(u32::MAX));
-            let doing = format!("storing page {page} of {chart} of region {}", region.code);
+            let doing = match category {
+                Some(c) => format!(
+                    "storing page {page} of the chart of category {c} of region {}",
+                    region.code
+                ),
+                None => format!("storing trending page {page} of region {}", region.code),
+            };
             let stored = self
                 .with_store(doing, move |s| {
                     s.store_chart_page(&run_id, &code, category, first_rank, &items, now_s())
@@ -723,6 +733,69 @@ impl Run {
         }
         bar.finish(report.status.as_str());
         report
+    }
+
+    /// The follow-ups (DESIGN.md section 5): the counts of the videos on any chart
+    /// in the last `follow.days` and not counted for `follow.every`, stalest first, 50
+    /// a call, until none is due or their bucket says no (which stops only these).
+    async fn follow_ups(self: Arc<Self>, follow: Follow, now: i64) -> FollowReport {
+        let mut report = RegionReport::new("follow-ups");
+        let mut removed = 0u64;
+        let days = i64::from(follow.days) * 86_400;
+        let every = i64::try_from(follow.every.as_secs()).unwrap_or(i64::MAX);
+        let result = async {
+            let due = self
+                .with_store(
+                    "choosing the videos due for a follow-up".to_owned(),
+                    move |s| s.due_for_follow_up(now - days, now.saturating_sub(every)),
+                )
+                .await?;
+            for batch in due.chunks(MAX_RESULTS) {
+                let ids = batch.to_vec();
+                let counts = self
+                    .call(VIDEOS_BATCH_GET_STATS, &mut report, || {
+                        self.client.video_counts(&ids)
+                    })
+                    .await?;
+                let counts: Vec<FollowCounts> = counts
+                    .into_iter()
+                    .map(|c| FollowCounts {
+                        video_id: c.id,
+                        view_count: c.view_count,
+                        like_count: c.like_count,
+                        comment_count: c.comment_count,
+                    })
+                    .collect();
+                let stored = self
+                    .with_store("storing a follow-up's counts".to_owned(), move |s| {
+                        s.store_follow_ups(&ids, &counts, now_s())
+                    })
+                    .await?;
+                report.pages += 1;
+                report.videos += stored.counted as u64;
+                removed += stored.removed as u64;
+            }
+            Ok::<(), Failed>(())
+        }
+        .await;
+        if let Err(failed) = result {
+            Self::end_region(&mut report, failed, self.stop_status());
+        }
+        if removed > 0 {
+            tracing::info!(
+                run_id = %self.settings.run_id,
+                "follow-ups: {removed} videos are no longer shown by the upstream (removed or private); marked so"
+            );
+        }
+        FollowReport {
+            status: report.status,
+            calls: u64::from(report.pages),
+            videos: report.videos,
+            removed,
+            units: report.units,
+            units_unmetered: report.units_unmetered,
+            error: report.error,
+        }
     }
 
     /// The searches `steps` list: one search.list each, then one videos.list for the
@@ -919,6 +992,10 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     })
     .await;
     drop(locks);
+    let follow = match run.settings.follow {
+        Some(follow) => Some(Arc::clone(&run).follow_ups(follow, now).await),
+        None => None,
+    };
 
     let regions: Vec<RegionReport> = reports.into_iter().map(|(_, r)| r).collect();
     for r in &regions {
@@ -934,7 +1011,15 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         }
     }
     let stop = run.state.stop.lock().ok().and_then(|s| s.first.clone());
-    let status = overall(&regions, stop.as_ref());
+    // Failed follow-ups fail the run as a failed region does.
+    let status = match (&follow, overall(&regions, stop.as_ref())) {
+        (Some(f), Status::Complete | Status::BudgetExhausted | Status::UpstreamQuotaExhausted)
+            if f.status == Status::Failed =>
+        {
+            Status::Failed
+        }
+        (_, status) => status,
+    };
     let budget = budget_window(&run).await;
     let remaining = budget.as_ref().map(|window| {
         run.settings
@@ -957,6 +1042,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
             .map(crate::report::seconds),
         denied_by: stop.as_ref().and_then(|s| s.denied_by().map(str::to_owned)),
         regions,
+        follow,
         stop_reason: stop.as_ref().map(|s| s.describe(now)),
         ended_at,
         budget,

@@ -10,7 +10,9 @@ use std::time::Duration;
 use super::outcome::Stop;
 use crate::config::Region;
 use crate::quota::{Allowance, BUDGET_POLICY, Budget, Status, model::Model};
-use crate::youtube::{SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_LIST};
+use crate::youtube::{
+    MAX_RESULTS, SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_BATCH_GET_STATS, VIDEOS_LIST,
+};
 
 /// Category names are fetched at most once a day per region.
 pub const CATEGORIES_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
@@ -28,6 +30,8 @@ pub enum Step {
     Search { index: usize, name: String },
     /// The details of the videos the search found.
     SearchDetails(String),
+    /// The counts of `videos` videos due for a follow-up (at most 50), of no region.
+    FollowUp { videos: usize },
 }
 
 impl Step {
@@ -36,6 +40,7 @@ impl Step {
             Step::TrendingPage(_) | Step::ChartPage { .. } | Step::SearchDetails(_) => VIDEOS_LIST,
             Step::Categories => VIDEO_CATEGORIES_LIST,
             Step::Search { .. } => SEARCH_LIST,
+            Step::FollowUp { .. } => VIDEOS_BATCH_GET_STATS,
         }
     }
 
@@ -46,6 +51,7 @@ impl Step {
             Step::ChartPage { category, page } => format!("category {category} page {page}"),
             Step::Search { name, .. } => format!("search \"{name}\""),
             Step::SearchDetails(name) => format!("details for \"{name}\""),
+            Step::FollowUp { videos } => format!("follow-up of {videos} videos"),
         }
     }
 
@@ -55,6 +61,7 @@ impl Step {
             Step::TrendingPage(_) | Step::Categories => Phase::Core,
             Step::ChartPage { .. } => Phase::Charts,
             Step::Search { .. } | Step::SearchDetails(_) => Phase::Searches,
+            Step::FollowUp { .. } => Phase::FollowUps,
         }
     }
 
@@ -75,10 +82,31 @@ pub enum Phase {
     Charts,
     /// The configured searches and their details.
     Searches,
+    /// The follow-ups: counts of videos that were on a chart, of no region.
+    FollowUps,
 }
 
 impl Phase {
-    pub const ALL: [Phase; 3] = [Phase::Core, Phase::Charts, Phase::Searches];
+    pub const ALL: [Phase; 4] = [
+        Phase::Core,
+        Phase::Charts,
+        Phase::Searches,
+        Phase::FollowUps,
+    ];
+}
+
+/// The follow-up calls of a run that finds `due` videos due: 50 a call, stalest
+/// first, after every region's calls. They belong to no region (`region` is empty).
+pub fn follow_ups(due: usize) -> Vec<Planned> {
+    (0..due)
+        .step_by(MAX_RESULTS)
+        .map(|first| Planned {
+            region: String::new(),
+            step: Step::FollowUp {
+                videos: (due - first).min(MAX_RESULTS),
+            },
+        })
+        .collect()
 }
 
 /// A call of the plan.
@@ -469,6 +497,22 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn follow_ups_take_50_videos_a_call() {
+        let sizes = |due| -> Vec<usize> {
+            follow_ups(due)
+                .into_iter()
+                .map(|p| match p.step {
+                    Step::FollowUp { videos } => videos,
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        assert_eq!(sizes(0), Vec::<usize>::new());
+        assert_eq!(sizes(50), vec![50]);
+        assert_eq!(sizes(101), vec![50, 50, 1]);
     }
 
     #[test]

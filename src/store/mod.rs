@@ -19,6 +19,7 @@ mod charts;
 mod compact;
 mod error;
 mod export;
+mod follow;
 mod history;
 mod prune;
 mod read;
@@ -36,6 +37,7 @@ use std::path::{Path, PathBuf};
 
 pub use error::StoreError;
 pub use export::{ExportRow, ExportSpan};
+pub use follow::{FollowCounts, FollowStored};
 pub use history::{CallCount, HistoryFilter, HistoryRow, RegionOutcome, RunStart};
 pub use prune::PruneReport;
 pub use read::{ChartPlace, VideoPlace};

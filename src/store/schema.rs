@@ -1,4 +1,4 @@
-//! The store's steps of the file's schema: versions 1 to 3 and 5 of the one list in
+//! The store's steps of the file's schema: versions 1 to 3, 5 and 6 of the one list in
 //! [`crate::schema`], which applies them (and the steps of the other owners of the
 //! file) and explains how `PRAGMA user_version` counts them.
 //!
@@ -45,6 +45,14 @@ pub(crate) const CHARTS: Migration = Migration {
 fn charts_data(conn: &Connection) -> Result<(), StepError> {
     super::charts::migrate_to_charts(conn)
 }
+
+/// Step 6.
+pub(crate) const FOLLOW_UPS: Migration = Migration {
+    description: "follow-ups: counts after the charts, and whom to refresh next",
+    owner: Owner::Store,
+    sql: super::follow::CREATE,
+    data: Some(super::follow::fill_state),
+};
 
 fn compact_data(conn: &Connection) -> Result<(), StepError> {
     Ok(super::compact::migrate_from_v1(conn)?)

@@ -6,7 +6,7 @@
 
 use rusqlite::{Transaction, TransactionBehavior, params};
 
-use super::{RunKind, RunOutcome, Store, StoreError, VideoRecord, compact};
+use super::{RunKind, RunOutcome, Store, StoreError, VideoRecord, compact, follow};
 
 /// Which list a page of videos belongs to.
 enum Listing<'a> {
@@ -183,7 +183,8 @@ impl Store {
                      view_count = excluded.view_count,
                      like_count = excluded.like_count,
                      comment_count = excluded.comment_count,
-                     last_seen_at = excluded.last_seen_at
+                     last_seen_at = excluded.last_seen_at,
+                     removed_at = NULL
                  WHERE excluded.last_seen_at >= videos.last_seen_at",
             )?;
             let region_num = compact::region_num(&tx, region)?;
@@ -265,6 +266,7 @@ impl Store {
                     video.comment_count,
                 ])?;
                 seen.execute(params![num, region_num])?;
+                follow::seen(&tx, num, fetched_at, search == 0)?;
             }
         }
         tx.commit()?;

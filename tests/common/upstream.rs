@@ -318,17 +318,60 @@ fn fixture_answer(req: &Request) -> Option<(&'static str, String)> {
         }
         "/videoCategories" if get => Some(("videoCategories.list", fixture("categories.json"))),
         "/search" if get => Some(("search.list", fixture("search.json"))),
-        // No fixture holds these yet: an empty answer of the right kind.
+        // No fixture holds this yet: an empty answer of the right kind.
         "/channels" if get => Some((
             "channels.list",
             r#"{"kind": "youtube#channelListResponse", "items": []}"#.to_owned(),
         )),
-        "/videos:batchGetStats" => Some((
+        "/videos:batchGetStats" if get => Some((
             "videos.batchGetStats",
-            r#"{"kind": "youtube#videoBatchGetStatsResponse", "items": []}"#.to_owned(),
+            video_stats(&param("id").unwrap_or_default()).to_string(),
         )),
         _ => None,
     }
+}
+
+/// Ids a follow-up's answer leaves out, as the upstream does for a video gone or
+/// private: those starting with this.
+pub const GONE_PREFIX: &str = "gone";
+
+/// `videos:batchGetStats`' answer for the comma-separated `ids`, in their order:
+/// video_stats.json's item for each fixture video it holds (it leaves one chart video
+/// out, gone since), a made-up item of the same shape for any other id, and nothing
+/// for ids starting with [`GONE_PREFIX`].
+pub fn video_stats(ids: &str) -> serde_json::Value {
+    let mut answer = fixture_json("video_stats.json");
+    let known: Vec<serde_json::Value> = answer["items"].as_array().cloned().unwrap_or_default();
+    let charted: Vec<String> = ["videos_page1.json", "videos_last_page.json"]
+        .iter()
+        .flat_map(|f| {
+            fixture_json(f)["items"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|v| v["id"].as_str().map(str::to_owned))
+        .collect();
+    let items: Vec<serde_json::Value> = ids
+        .split(',')
+        .filter(|id| !id.is_empty() && !id.starts_with(GONE_PREFIX))
+        .filter_map(|id| match known.iter().find(|v| v["id"] == id) {
+            Some(item) => Some(item.clone()),
+            None if charted.iter().any(|c| c == id) => None,
+            None => Some(serde_json::json!({
+                "kind": "youtube#videoStats",
+                "etag": format!("made-up-{id}"),
+                "id": id,
+                "statistics": {
+                    "viewCount": (id.len() * 1000).to_string(),
+                    "likeCount": "7",
+                    "commentCount": "3"
+                }
+            })),
+        })
+        .collect();
+    answer["items"] = serde_json::Value::Array(items);
+    answer
 }
 
 /// The ledger, even if a test thread panicked while holding it.
@@ -398,8 +441,9 @@ impl FakeUpstream {
     }
 
     /// The fixtures' YouTube (as [`FakeUpstream::youtube`], plus `search.json` for any
-    /// search, `videos_by_id.json` for `videos?id=…`, and empty answers for
-    /// channels.list and `/videos:batchGetStats`), billing as the upstream does:
+    /// search, `videos_by_id.json` for `videos?id=…`, [`video_stats`] for
+    /// `/videos:batchGetStats` and an empty answer for channels.list), billing as the
+    /// upstream does:
     /// every call with the key goes to its method's bucket if the bucket has room for
     /// it today, and is otherwise answered 403 quotaExceeded and not billed. A
     /// scenario's own answers ([`FakeUpstream::answer_instead`]) stand in for the
