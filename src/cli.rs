@@ -149,6 +149,8 @@ pub enum Command {
     Budget(BudgetArgs),
     /// Full-text search of the ingested videos (local; never calls the upstream)
     Search(SearchArgs),
+    /// Everything known about one video: its metadata, its places per chart, its counts over time
+    Video(VideoArgs),
     /// Per region the last attempt, its reason and the age of the last complete fetch; runs in progress or abandoned; the budget
     Status(StatusArgs),
     /// The run history, one line per run and region: which region failed, and why
@@ -288,6 +290,16 @@ pub struct SearchArgs {
     /// At most this many results
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub limit: u32,
+
+    /// Print one JSON object on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct VideoArgs {
+    /// The video's id, e.g. dQw4w9WgXcQ
+    pub video_id: String,
 
     /// Print one JSON object on stdout
     #[arg(long)]

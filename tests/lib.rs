@@ -35,4 +35,5 @@ mod search_e2e;
 mod secrets_e2e;
 mod store_e2e;
 mod upstream_billing;
+mod video_e2e;
 mod window_loss;

@@ -40,7 +40,7 @@ pub use export::{ExportRow, ExportSpan};
 pub use follow::{FollowCounts, FollowStored};
 pub use history::{CallCount, HistoryFilter, HistoryRow, RegionOutcome, RunStart};
 pub use prune::PruneReport;
-pub use read::{ChartPlace, VideoPlace};
+pub use read::{ChartPlace, ChartSpan, CountPoint, CountSource, VideoPlace};
 
 use crate::schema::{MIGRATIONS, Migration};
 use crate::sqlite::{Durability, OpenError};

@@ -105,6 +105,44 @@ WHERE f.region = (SELECT num FROM regions WHERE code = ?1)
   AND f.search = 0 AND f.chart = 0 AND f.fetched_at >= ?2 AND f.fetched_at <= ?3
 ORDER BY f.fetched_at, f.num, p.rank";
 
+/// A video's places per (region, chart) for `trendsync video`: first and last seen,
+/// best rank, number of fetches. Charts only (a search is not a chart).
+pub(crate) const VIDEO_CHART_PLACES: &str = "
+SELECT g.code, f.chart, min(f.fetched_at + p.offset_s), max(f.fetched_at + p.offset_s),
+       min(p.rank), count(DISTINCT p.fetch)
+FROM videos AS v
+JOIN places AS p ON p.video = v.num
+JOIN fetches AS f ON f.num = p.fetch
+JOIN regions AS g ON g.num = f.region
+WHERE v.id = ?1 AND f.search = 0
+GROUP BY g.code, f.chart
+ORDER BY g.code, f.chart";
+
+/// A video's counts over time with their source (`chart`, `search`, `follow`), oldest
+/// first. The counts a version 1 file kept beyond its places (a page stored twice)
+/// came from the trending chart or a search; they are shown as `chart`.
+pub(crate) const VIDEO_COUNTS: &str = "
+SELECT at, views, likes, comments, source FROM (
+    SELECT f.fetched_at + p.offset_s AS at, p.views, p.likes, p.comments,
+           CASE WHEN f.search = 0 THEN 'chart' ELSE 'search' END AS source,
+           p.fetch AS k1, p.rank AS k2
+    FROM videos AS v
+    JOIN places AS p ON p.video = v.num
+    JOIN fetches AS f ON f.num = p.fetch
+    WHERE v.id = ?1
+    UNION ALL
+    SELECT e.fetched_at, e.views, e.likes, e.comments, 'chart', 0, e.rowid
+    FROM videos AS v
+    JOIN extra_counts AS e ON e.video = v.num
+    WHERE v.id = ?1
+    UNION ALL
+    -- A run's follow-ups come after its charts: last within the same second.
+    SELECT c.at, c.views, c.likes, c.comments, 'follow', 9223372036854775807, 0
+    FROM videos AS v
+    JOIN follow_counts AS c ON c.video = v.num
+    WHERE v.id = ?1)
+ORDER BY at, k1, k2";
+
 /// Every product read above, with a name, for the query-plan test.
 #[cfg(test)]
 pub(crate) const ALL: &[(&str, &str)] = &[
@@ -117,4 +155,6 @@ pub(crate) const ALL: &[(&str, &str)] = &[
     ("search matches", SEARCH_MATCHES_UP_TO),
     ("search hit", SEARCH_HIT),
     ("export region", EXPORT_REGION),
+    ("video chart places", VIDEO_CHART_PLACES),
+    ("video counts", VIDEO_COUNTS),
 ];
