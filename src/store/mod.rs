@@ -36,7 +36,7 @@ use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 
 pub use error::StoreError;
-pub use export::{ExportRow, ExportSpan};
+pub use export::{CountRow, ExportGrain, ExportRow, ExportSpan};
 pub use follow::{FollowCounts, FollowStored};
 pub use history::{CallCount, HistoryFilter, HistoryRow, RegionOutcome, RunStart};
 pub use prune::PruneReport;
