@@ -3,10 +3,12 @@
 //! `[defaults]` or its own list; a category the upstream has no chart for; and the
 //! upgrade of a file from before category charts, killed and restarted.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, params};
+use serde_json::Value;
 
 use crate::common::Scratch;
 use crate::common::harness::{Harness, assert_budget_matches_requests, regions_of, shorts};
@@ -98,6 +100,43 @@ fn category_charts_come_from_the_defaults_or_the_region_after_every_overall_char
         .expect("counting");
     assert_eq!(trending, 3 * 10);
     assert_budget_matches_requests(&h);
+
+    // The history and the dashboard name each region's charts.
+    let charts =
+        |region: &Value| -> Vec<Value> { region["charts"].as_array().expect("charts").clone() };
+    let ran = h.bare().args(["runs", "--json"]).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let runs = ran.json();
+    let lines: BTreeMap<String, Vec<Value>> = runs["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|r| (r["region"].as_str().expect("region").to_owned(), charts(r)))
+        .collect();
+    assert_eq!(
+        lines["US"],
+        [Value::Null, "17".into(), "25".into()],
+        "{runs}"
+    );
+    assert_eq!(lines["GB"], [Value::Null, "10".into()], "{runs}");
+    assert_eq!(lines["DE"], [Value::Null], "{runs}");
+    let ran = h.bare().args(["status", "--json"]).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let status = ran.json();
+    let us = status["regions"]
+        .as_array()
+        .expect("regions")
+        .iter()
+        .find(|r| r["code"] == "US")
+        .expect("US")
+        .clone();
+    assert_eq!(
+        charts(&us),
+        [Value::Null, "17".into(), "25".into()],
+        "{status}"
+    );
+    let ran = h.bare().args(["runs"]).run();
+    assert!(ran.stdout.contains("overall+17+25"), "{}", ran.stdout);
 
     // The dry run plans the same calls in the same order, now without the names.
     let ran = h.cmd().args(["run", "--dry-run"]).run();

@@ -106,6 +106,7 @@ fn attempt(region: &str, started_at: i64, status: &str, ended: bool) -> HistoryR
         videos: 100,
         units: 3,
         reason: None,
+        charts: vec![0],
     }
 }
 
