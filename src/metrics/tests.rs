@@ -208,6 +208,15 @@ fn every_region_and_both_kinds_are_in_the_file() {
         lines_of(&text, "trendsync_region_last_run_status").len(),
         3 * REGION_STATUSES.len()
     );
+    // Each region's charts by name.
+    assert_eq!(
+        lines_of(&text, "trendsync_region_last_run_charts"),
+        [
+            "trendsync_region_last_run_charts{region=\"DE\",chart=\"overall\"} 1",
+            "trendsync_region_last_run_charts{region=\"GB\",chart=\"overall\"} 1",
+            "trendsync_region_last_run_charts{region=\"US\",chart=\"overall\"} 1"
+        ]
+    );
     assert_eq!(
         lines_of(&text, "trendsync_region_last_run_duration_seconds"),
         [
