@@ -149,6 +149,8 @@ pub enum Command {
     Budget(BudgetArgs),
     /// Full-text search of the ingested videos (local; never calls the upstream)
     Search(SearchArgs),
+    /// Everything known about one video: its metadata, its places per chart, its counts over time
+    Video(VideoArgs),
     /// Per region the last attempt, its reason and the age of the last complete fetch; runs in progress or abandoned; the budget
     Status(StatusArgs),
     /// The run history, one line per run and region: which region failed, and why
@@ -295,6 +297,16 @@ pub struct SearchArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct VideoArgs {
+    /// The video's id, e.g. dQw4w9WgXcQ
+    pub video_id: String,
+
+    /// Print one JSON object on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct PruneArgs {
     /// Delete snapshots whose fetch began longer ago than this: 90d, 52w, ...
     #[arg(long, value_parser = parse_duration_arg, value_name = "DURATION")]
@@ -319,6 +331,12 @@ pub enum ExportFormat {
     Jsonl,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportPer {
+    Fetch,
+    Day,
+}
+
 #[derive(Debug, Args)]
 pub struct ExportArgs {
     /// Only this region (repeatable) [default: every region stored]
@@ -332,6 +350,18 @@ pub struct ExportArgs {
     /// Only fetches at or before this time, e.g. 2025-01-31T00:00:00Z
     #[arg(long, value_parser = parse_timestamp_arg, value_name = "RFC3339")]
     pub until: Option<jiff::Timestamp>,
+
+    /// Only this chart (repeatable): a category id, or "overall" [default: every chart]
+    #[arg(long = "chart", id = "chart", value_parser = parse_chart_arg, value_name = "ID")]
+    pub charts: Vec<u32>,
+
+    /// One row per fetch, or per (video, region, chart, UTC day): that day's last fetch
+    #[arg(long, value_enum, default_value_t = ExportPer::Fetch)]
+    pub per: ExportPer,
+
+    /// The counts time series instead, one row per sample: video_id, at, views, likes, comment_count, source
+    #[arg(long, conflicts_with_all = ["chart", "per"])]
+    pub counts: bool,
 
     /// Output format
     #[arg(long, value_enum, default_value_t = ExportFormat::Csv)]
@@ -355,6 +385,20 @@ pub struct CrontabArgs {
 
 fn parse_duration_arg(s: &str) -> Result<Duration, String> {
     crate::config::parse_duration(s)
+}
+
+/// A chart as `--chart` takes it: "overall" (0) or a category id from 1.
+fn parse_chart_arg(s: &str) -> Result<u32, String> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("overall") {
+        return Ok(0);
+    }
+    s.parse::<u32>()
+        .ok()
+        .filter(|n| *n >= 1 && s.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| {
+            format!("\"{s}\" is not a chart; expected a category id such as 17, or overall")
+        })
 }
 
 fn parse_timestamp_arg(s: &str) -> Result<jiff::Timestamp, String> {

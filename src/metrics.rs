@@ -427,6 +427,22 @@ impl Picture {
                 status.sample(&[("region", code), ("status", s)], value);
             }
         }
+        for a in &attempts {
+            let Some(code) = a.region.as_deref().filter(|_| !a.charts.is_empty()) else {
+                continue;
+            };
+            let charts = exp.gauge(
+                "trendsync_region_last_run_charts",
+                "1 for each chart the region's last attempt stored (overall, or a category id).",
+            );
+            for chart in &a.charts {
+                let chart = match chart {
+                    0 => "overall".to_owned(),
+                    c => c.to_string(),
+                };
+                charts.sample(&[("region", code), ("chart", &chart)], 1.0);
+            }
+        }
         let numbers: [RegionNumber; 5] = [
             (
                 "trendsync_region_last_run_timestamp_seconds",

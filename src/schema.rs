@@ -80,6 +80,8 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     crate::store::schema::RUN_OUTCOMES,
     crate::store::schema::COMPACT,
     crate::quota::schema::TABLES,
+    crate::store::schema::CHARTS,
+    crate::store::schema::FOLLOW_UPS,
 ];
 
 /// The highest schema version this build knows: what every writer brings the file to.
@@ -175,6 +177,41 @@ pub(crate) fn migrate(
         // The common case: no write lock taken on every open.
         return Ok(before);
     }
+    // A step may rebuild a table that others refer to (SQLite's only way to change a
+    // table's constraints), and with foreign keys on, dropping the old table would
+    // delete every row referring to it through ON DELETE CASCADE. The pragma does
+    // nothing inside a transaction, so it is switched off around the upgrade's and back
+    // on after it, whatever the outcome. A step that rebuilds a table keeps the rows'
+    // keys, so every reference stays true.
+    let enforced: bool = conn
+        .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+        .map_err(|e| failed(latest)(e.into()))?;
+    if enforced {
+        conn.execute_batch("PRAGMA foreign_keys = OFF")
+            .map_err(|e| failed(latest)(e.into()))?;
+    }
+    let upgraded = apply(conn, path, migrations, latest);
+    if enforced {
+        // The connection goes on without enforcement only if this fails, which SQLite
+        // does not do outside a transaction.
+        if let Err(e) = conn.execute_batch("PRAGMA foreign_keys = ON") {
+            tracing::warn!(error = %e, "turning foreign keys back on after the upgrade");
+        }
+    }
+    match upgraded {
+        Ok(current) => check_readable(path, current, latest).map(|()| before),
+        Err((next, source)) => Err(failed(next)(source)),
+    }
+}
+
+/// Applies the pending steps of `migrations` in one transaction; on failure, the
+/// version that was being applied and why.
+fn apply(
+    conn: &Connection,
+    path: &Path,
+    migrations: &[Migration],
+    latest: u32,
+) -> Result<u32, (u32, StepError)> {
     // The version being applied, used to label an error.
     let mut next = latest;
     let upgraded = (|| -> Result<u32, StepError> {
@@ -210,10 +247,7 @@ pub(crate) fn migrate(
         tx.commit()?;
         Ok(latest)
     })();
-    match upgraded {
-        Ok(current) => check_readable(path, current, latest).map(|()| before),
-        Err(source) => Err(failed(next)(source)),
-    }
+    upgraded.map_err(|source| (next, source))
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 mod common;
 
 mod budget_cli;
+mod charts_e2e;
 // The Redis scenarios move a server's clock with an LD_PRELOAD shim: Linux only.
 #[cfg(target_os = "linux")]
 mod buckets;
@@ -17,8 +18,10 @@ mod conformance;
 #[cfg(unix)]
 mod crash;
 mod differential;
+mod export_charts_e2e;
 #[cfg(unix)]
 mod failover;
+mod follow_e2e;
 mod hardening;
 mod limiter_down;
 mod metrics_e2e;
@@ -35,4 +38,5 @@ mod search_e2e;
 mod secrets_e2e;
 mod store_e2e;
 mod upstream_billing;
+mod video_e2e;
 mod window_loss;

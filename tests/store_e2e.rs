@@ -138,7 +138,8 @@ fn export_csv_reads_back_as_the_store_row_for_row() {
             "rank",
             "fetched_at",
             "category_title",
-            "duration_s"
+            "duration_s",
+            "chart"
         ]
     );
     let col = |name: &str| header.iter().position(|h| h == name).expect("a column");
@@ -166,6 +167,7 @@ fn export_csv_reads_back_as_the_store_row_for_row() {
         assert_eq!(&record[col("title")], title);
         assert_eq!(&record[col("description")], description);
         assert!(secs(&record[col("publish_time")]) > 0);
+        assert_eq!(&record[col("chart")], "", "the overall chart");
     }
 
     // JSON lines: the same rows, hidden counts as null.

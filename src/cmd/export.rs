@@ -1,6 +1,7 @@
 //! `trendsync export`: the trending snapshots for analysts, one row per (fetch,
-//! region, rank), as CSV in the column layout of the public trending-video datasets or
-//! as JSON lines. Streamed: memory stays flat however long the history.
+//! region, chart, rank) or per (video, region, chart, UTC day), as CSV in the column
+//! layout of the public trending-video datasets or as JSON lines; or the counts time
+//! series. Streamed: memory stays flat however long the history.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -9,11 +10,32 @@ use std::path::Path;
 use anyhow::{Context, Result, anyhow};
 use serde::Serialize;
 
-use crate::cli::{ExportArgs, ExportFormat, Global};
-use crate::store::{ExportRow, ExportSpan, Store};
+use crate::cli::{ExportArgs, ExportFormat, ExportPer, Global};
+use crate::store::{CountRow, ExportGrain, ExportRow, ExportSpan, Store};
+
+/// The CSV header of `--counts`.
+pub const COUNTS_COLUMNS: [&str; 6] = [
+    "video_id",
+    "at",
+    "views",
+    "likes",
+    "comment_count",
+    "source",
+];
+
+/// What an export writes: which rows, at which grain.
+#[derive(Debug, Clone, Copy)]
+struct Selection<'a> {
+    span: ExportSpan,
+    /// Only these charts (0: the overall chart); every chart when `None`.
+    charts: Option<&'a [u32]>,
+    grain: ExportGrain,
+    /// The counts series instead of the chart places.
+    counts: bool,
+}
 
 /// The CSV header: the datasets' columns, then ours.
-pub const CSV_COLUMNS: [&str; 21] = [
+pub const CSV_COLUMNS: [&str; 22] = [
     "video_id",
     "trending_date",
     "title",
@@ -35,6 +57,7 @@ pub const CSV_COLUMNS: [&str; 21] = [
     "fetched_at",
     "category_title",
     "duration_s",
+    "chart",
 ];
 
 /// One JSON line: the CSV's columns with JSON types (null for hidden counts).
@@ -61,6 +84,19 @@ struct RowJson<'a> {
     fetched_at: String,
     category_title: Option<&'a str>,
     duration_s: Option<i64>,
+    /// The category id of the chart; null for the overall chart.
+    chart: Option<String>,
+}
+
+/// One JSON line of `--counts`.
+#[derive(Serialize)]
+struct CountJson<'a> {
+    video_id: &'a str,
+    at: String,
+    views: Option<i64>,
+    likes: Option<i64>,
+    comment_count: Option<i64>,
+    source: &'a str,
 }
 
 pub fn run(global: &Global, args: &ExportArgs) -> Result<()> {
@@ -89,6 +125,15 @@ pub fn run(global: &Global, args: &ExportArgs) -> Result<()> {
         }),
         until: args.until.map_or(i64::MAX, |t| t.as_second()),
     };
+    let span = Selection {
+        span,
+        charts: (!args.charts.is_empty()).then_some(args.charts.as_slice()),
+        grain: match args.per {
+            ExportPer::Fetch => ExportGrain::Fetch,
+            ExportPer::Day => ExportGrain::Day,
+        },
+        counts: args.counts,
+    };
     match &args.output {
         None => {
             let out = std::io::stdout().lock();
@@ -107,7 +152,7 @@ pub fn run(global: &Global, args: &ExportArgs) -> Result<()> {
 fn write_file(
     store: &Store,
     regions: &[String],
-    span: ExportSpan,
+    span: Selection<'_>,
     format: ExportFormat,
     path: &Path,
 ) -> Result<()> {
@@ -136,32 +181,80 @@ fn write_file(
 fn write_rows<W: Write>(
     store: &Store,
     regions: &[String],
-    span: ExportSpan,
+    span: Selection<'_>,
     format: ExportFormat,
     out: W,
 ) -> Result<W> {
     let out = BufWriter::with_capacity(256 * 1024, out);
+    let places = |each: &mut dyn FnMut(&ExportRow) -> Result<()>| {
+        store.export_charts(regions, span.charts, span.span, span.grain, each)
+    };
+    let counts = |each: &mut dyn FnMut(&CountRow) -> Result<()>| {
+        store.export_counts(regions, span.span, each)
+    };
     let out = match format {
         ExportFormat::Csv => {
             let mut csv = csv::Writer::from_writer(out);
-            csv.write_record(CSV_COLUMNS)?;
-            store.export(regions, span, |row| -> Result<()> {
-                write_csv(&mut csv, row)?;
-                Ok(())
-            })?;
+            if span.counts {
+                csv.write_record(COUNTS_COLUMNS)?;
+                counts(&mut |row| Ok(write_count_csv(&mut csv, row)?))?;
+            } else {
+                csv.write_record(CSV_COLUMNS)?;
+                places(&mut |row| Ok(write_csv(&mut csv, row)?))?;
+            }
             csv.into_inner().map_err(|e| anyhow!("{}", e.error()))?
         }
         ExportFormat::Jsonl => {
             let mut out = out;
-            store.export(regions, span, |row| -> Result<()> {
-                serde_json::to_writer(&mut out, &json_row(row))?;
+            let mut line = |value: &dyn erased::Line| -> Result<()> {
+                value.write_to(&mut out)?;
                 out.write_all(b"\n")?;
                 Ok(())
-            })?;
+            };
+            if span.counts {
+                counts(&mut |row| line(&count_json(row)))?;
+            } else {
+                places(&mut |row| line(&json_row(row)))?;
+            }
             out
         }
     };
     out.into_inner().map_err(|e| anyhow!(e.into_error()))
+}
+
+/// A JSON line of either kind, written without knowing which.
+mod erased {
+    pub trait Line {
+        fn write_to(&self, out: &mut dyn std::io::Write) -> serde_json::Result<()>;
+    }
+
+    impl<T: serde::Serialize> Line for T {
+        fn write_to(&self, out: &mut dyn std::io::Write) -> serde_json::Result<()> {
+            serde_json::to_writer(out, self)
+        }
+    }
+}
+
+fn write_count_csv<W: Write>(csv: &mut csv::Writer<W>, row: &CountRow) -> csv::Result<()> {
+    let int = |n: Option<i64>| n.map(|n| n.to_string()).unwrap_or_default();
+    csv.write_field(&row.video_id)?;
+    csv.write_field(utc_time(row.at))?;
+    csv.write_field(int(row.views))?;
+    csv.write_field(int(row.likes))?;
+    csv.write_field(int(row.comments))?;
+    csv.write_field(row.source)?;
+    csv.write_record(None::<&[u8]>)
+}
+
+fn count_json(row: &CountRow) -> CountJson<'_> {
+    CountJson {
+        video_id: &row.video_id,
+        at: utc_time(row.at),
+        views: row.views,
+        likes: row.likes,
+        comment_count: row.comments,
+        source: row.source,
+    }
 }
 
 fn write_csv<W: Write>(csv: &mut csv::Writer<W>, row: &ExportRow) -> csv::Result<()> {
@@ -182,14 +275,15 @@ fn write_csv<W: Write>(csv: &mut csv::Writer<W>, row: &ExportRow) -> csv::Result
     csv.write_field(row.thumbnail_url.as_deref().unwrap_or(""))?;
     csv.write_field(flag(row.comment_count.is_none()))?;
     csv.write_field(flag(row.like_count.is_none()))?;
-    // Only videos the upstream returned are stored.
-    csv.write_field(flag(false))?;
+    // A follow-up found it gone or private.
+    csv.write_field(flag(row.removed))?;
     csv.write_field(&row.description)?;
     csv.write_field(&row.region)?;
     csv.write_field(row.rank.to_string())?;
     csv.write_field(utc_time(row.fetched_at))?;
     csv.write_field(row.category_title.as_deref().unwrap_or(""))?;
     csv.write_field(int(row.duration_s))?;
+    csv.write_field(row.chart.map(|c| c.to_string()).unwrap_or_default())?;
     csv.write_record(None::<&[u8]>)
 }
 
@@ -209,13 +303,14 @@ fn json_row(row: &ExportRow) -> RowJson<'_> {
         thumbnail_link: row.thumbnail_url.as_deref(),
         comments_disabled: row.comment_count.is_none(),
         ratings_disabled: row.like_count.is_none(),
-        video_error_or_removed: false,
+        video_error_or_removed: row.removed,
         description: &row.description,
         region: &row.region,
         rank: row.rank,
         fetched_at: utc_time(row.fetched_at),
         category_title: row.category_title.as_deref(),
         duration_s: row.duration_s,
+        chart: row.chart.map(|c| c.to_string()),
     }
 }
 

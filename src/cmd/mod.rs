@@ -11,6 +11,7 @@ mod run;
 mod runs;
 mod search;
 mod status;
+mod video;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -34,6 +35,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Budget(args) => budget::run(global, args).await,
         Command::Completions { shell } => completions::run(*shell),
         Command::Search(args) => search::run(global, args),
+        Command::Video(args) => video::run(global, args),
         Command::Crontab(args) => crontab::run(global, args),
         Command::Status(args) => status::run(global, args).await,
         Command::Runs(args) => runs::run(global, args),
@@ -60,6 +62,7 @@ fn wants_json(command: &Command) -> bool {
             Some(BudgetAction::Charge { json, .. } | BudgetAction::Unblock { json, .. }) => *json,
         },
         Command::Search(args) => args.json,
+        Command::Video(args) => args.json,
         Command::Status(args) => args.json,
         Command::Runs(args) => args.json,
         Command::Prune(args) => args.json,

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use super::{Access, key, load_config, open_limiter, select_regions};
 use crate::cli::{BackfillArgs, Global, RunArgs};
 use crate::clock::now_s;
-use crate::config::{Config, Region};
+use crate::config::{Config, Follow, Region};
 use crate::error::{SilentExit, after_output};
 use crate::metrics;
 use crate::quota::Allowance;
@@ -103,6 +103,24 @@ fn freshness(global: &Global) -> Result<BTreeMap<String, Freshness>> {
         .with_context(|| format!("reading the regions' state from {}", global.db.display()))
 }
 
+/// How many videos are due for a follow-up at `now_s`, read without writing; none when
+/// the database does not exist or predates follow-ups.
+fn due_for_follow_up(global: &Global, follow: Follow, now_s: i64) -> Result<usize> {
+    let store = match Store::open_read_only(&global.db) {
+        Ok(Some(store)) => store,
+        Ok(None) | Err(StoreError::OlderSchema { .. }) => return Ok(0),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", global.db.display())),
+    };
+    let every = i64::try_from(follow.every.as_secs()).unwrap_or(i64::MAX);
+    let due = store
+        .due_for_follow_up(
+            now_s - i64::from(follow.days) * 86_400,
+            now_s.saturating_sub(every),
+        )
+        .with_context(|| format!("reading the follow-ups due in {}", global.db.display()))?;
+    Ok(due.len())
+}
+
 async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     if job.dry_run {
         dry_run::run(global, config, &job).await
@@ -139,6 +157,7 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
         budget: config.budget.clone(),
         allowance: job.allowance,
         concurrency: usize::from(job.concurrency),
+        follow: config.regions.follow,
     };
     let deps = RunDeps {
         limiter,

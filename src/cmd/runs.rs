@@ -26,6 +26,8 @@ struct RunJson<'a> {
     videos: u64,
     units: u64,
     reason: Option<&'a str>,
+    /// The charts stored of the region: null for the overall chart, else the category id.
+    charts: Vec<Option<String>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -63,6 +65,11 @@ pub fn run(global: &Global, args: &RunsArgs) -> Result<()> {
                 videos: r.videos,
                 units: r.units,
                 reason: r.reason.as_deref(),
+                charts: r
+                    .charts
+                    .iter()
+                    .map(|c| (*c != 0).then(|| c.to_string()))
+                    .collect(),
             })
             .collect();
         return print_json(&RunsJson { runs });
@@ -74,13 +81,22 @@ pub fn run(global: &Global, args: &RunsArgs) -> Result<()> {
     }
     writeln!(
         out,
-        "{:<20} {:<14} {:<8} {:<6} {:<24} {:>5} {:>6} {:>5}  {:<20} reason",
-        "started (UTC)", "age", "kind", "region", "status", "pages", "videos", "units", "run"
+        "{:<20} {:<14} {:<8} {:<6} {:<24} {:>5} {:>6} {:>5}  {:<20} {:<16} reason",
+        "started (UTC)",
+        "age",
+        "kind",
+        "region",
+        "status",
+        "pages",
+        "videos",
+        "units",
+        "run",
+        "charts"
     )?;
     for r in &rows {
         writeln!(
             out,
-            "{:<20} {:<14} {:<8} {:<6} {:<24} {:>5} {:>6} {:>5}  {:<20} {}",
+            "{:<20} {:<14} {:<8} {:<6} {:<24} {:>5} {:>6} {:>5}  {:<20} {:<16} {}",
             at(r.started_at).replace('T', " "),
             ago(now, r.started_at),
             r.kind.as_str(),
@@ -90,6 +106,7 @@ pub fn run(global: &Global, args: &RunsArgs) -> Result<()> {
             r.videos,
             r.units,
             r.run_id,
+            charts_text(&r.charts),
             r.reason.as_deref().map_or(String::new(), one_line)
         )?;
     }
@@ -135,4 +152,19 @@ fn read(db: &std::path::Path, filter: &HistoryFilter) -> Result<Vec<HistoryRow>>
     });
     rows.truncate(usize::try_from(filter.limit).unwrap_or(usize::MAX));
     Ok(rows)
+}
+
+/// The charts of a history line for people: `overall+17+25`, `-` for none.
+pub(crate) fn charts_text(charts: &[u32]) -> String {
+    if charts.is_empty() {
+        return "-".to_owned();
+    }
+    charts
+        .iter()
+        .map(|c| match c {
+            0 => "overall".to_owned(),
+            c => c.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("+")
 }

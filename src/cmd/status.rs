@@ -38,6 +38,9 @@ struct RegionJson {
     pages: Option<u64>,
     videos: Option<u64>,
     units: Option<u64>,
+    /// The charts its last attempt stored: null for the overall chart, else the
+    /// category id.
+    charts: Vec<Option<String>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -177,6 +180,12 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
                 pages: attempt.map(|a| a.pages),
                 videos: attempt.map(|a| a.videos),
                 units: attempt.map(|a| a.units),
+                charts: attempt.map_or_else(Vec::new, |a| {
+                    a.charts
+                        .iter()
+                        .map(|c| (*c != 0).then(|| c.to_string()))
+                        .collect()
+                }),
             }
         })
         .collect();
@@ -260,8 +269,8 @@ fn print_text(
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "{:<6} {:<14} {:<24} {:>5} {:>6} {:>5}  {:<20} reason",
-        "region", "last attempt", "status", "pages", "videos", "units", "last complete"
+        "{:<6} {:<14} {:<24} {:>5} {:>6} {:>5}  {:<20} {:<16} reason",
+        "region", "last attempt", "status", "pages", "videos", "units", "last complete", "charts"
     )?;
     for r in &report.regions {
         let attempt = stored.attempts.get(&r.code);
@@ -274,7 +283,7 @@ fn print_text(
         let num = |n: Option<u64>| n.map_or("-".to_owned(), |n| n.to_string());
         writeln!(
             out,
-            "{:<6} {:<14} {:<24} {:>5} {:>6} {:>5}  {:<20} {}",
+            "{:<6} {:<14} {:<24} {:>5} {:>6} {:>5}  {:<20} {:<16} {}",
             r.code,
             attempt.map_or("never".to_owned(), |a| ago(now, a.started_at)),
             r.last_status.as_deref().unwrap_or("-"),
@@ -282,6 +291,7 @@ fn print_text(
             num(r.videos),
             num(r.units),
             format!("{complete}{mark}"),
+            attempt.map_or("-".to_owned(), |a| super::runs::charts_text(&a.charts)),
             r.last_reason.as_deref().map_or(String::new(), one_line)
         )?;
     }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 pub use costs::parse_costs;
 pub use duration::parse_duration;
-pub use regions::{Region, Regions, Search, parse_regions};
+pub use regions::{Follow, MAX_FOLLOW_DAYS, Region, Regions, Search, parse_regions};
 
 use crate::quota::Budget;
 
@@ -172,6 +172,16 @@ impl Config {
                 format!(
                     "[costs] has no entry for \"{search_method}\", but region {} in {} configures searches; add \"{search_method}\" = 100",
                     region.code, regions_src.name
+                ),
+            ));
+        }
+        let follow_method = crate::youtube::VIDEOS_BATCH_GET_STATS;
+        if regions.follow.is_some() && budget.bucket_of(follow_method).is_none() {
+            return Err(costs_src.error_at(
+                None,
+                format!(
+                    "[costs] has no entry for \"{follow_method}\", but {} configures [follow]; add \"{follow_method}\" = 1",
+                    regions_src.name
                 ),
             ));
         }

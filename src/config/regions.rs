@@ -20,6 +20,14 @@ struct RawFile {
     defaults: RawDefaults,
     #[serde(default, rename = "region")]
     regions: Vec<RawRegion>,
+    follow: Option<RawFollow>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFollow {
+    days: Spanned<u32>,
+    every: Spanned<String>,
 }
 
 #[derive(Deserialize)]
@@ -27,12 +35,15 @@ struct RawFile {
 struct RawDefaults {
     #[serde(default = "default_pages")]
     pages: Spanned<u32>,
+    #[serde(default)]
+    categories: Vec<Spanned<String>>,
 }
 
 impl Default for RawDefaults {
     fn default() -> Self {
         RawDefaults {
             pages: default_pages(),
+            categories: Vec::new(),
         }
     }
 }
@@ -48,6 +59,7 @@ struct RawRegion {
     offset: Spanned<u32>,
     hl: Option<Spanned<String>>,
     pages: Option<Spanned<u32>>,
+    categories: Option<Vec<Spanned<String>>>,
     #[serde(default, rename = "search")]
     searches: Vec<RawSearch>,
 }
@@ -81,14 +93,31 @@ pub struct Region {
     /// The crontab minute.
     pub offset: u32,
     pub hl: Option<String>,
-    /// Chart pages of 50 to fetch.
+    /// Chart pages of 50 to fetch, of the overall chart and of each category's.
     pub pages: u32,
+    /// The categories (`videoCategoryId`) whose charts are fetched beside the overall
+    /// chart, in the configured order.
+    pub categories: Vec<u32>,
     pub searches: Vec<Search>,
+}
+
+/// The most days `[follow]` may look back: a month.
+pub const MAX_FOLLOW_DAYS: u32 = 31;
+
+/// `[follow]`: keep counting videos after they left the charts (DESIGN.md 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Follow {
+    /// Videos seen on any chart in this many last days are followed.
+    pub days: u32,
+    /// None is refreshed more often than this.
+    pub every: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Regions {
     pub regions: Vec<Region>,
+    /// Follow-ups, when configured.
+    pub follow: Option<Follow>,
 }
 
 impl Regions {
@@ -114,10 +143,46 @@ fn pages(src: &SourceText<'_>, p: &Spanned<u32>, what: &str) -> Result<u32, Conf
     }
 }
 
+/// The category ids of a `categories` list: whole numbers from 1 written as strings
+/// (the upstream's ids, e.g. "17" for Sports), each listed once.
+fn categories(
+    src: &SourceText<'_>,
+    ids: &[Spanned<String>],
+    what: &str,
+) -> Result<Vec<u32>, ConfigError> {
+    let mut out: Vec<u32> = Vec::with_capacity(ids.len());
+    for id in ids {
+        let text = id.get_ref();
+        let number = text
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| text.parse::<u32>().ok())
+            .flatten()
+            .filter(|n| *n >= 1);
+        let Some(n) = number else {
+            return Err(src.error_at(
+                Some(id.span()),
+                format!(
+                    "{what}: \"{text}\" is not a category id; expected a whole number from 1 written as a string, such as \"17\""
+                ),
+            ));
+        };
+        if out.contains(&n) {
+            return Err(src.error_at(
+                Some(id.span()),
+                format!("{what}: category {n} is listed twice"),
+            ));
+        }
+        out.push(n);
+    }
+    Ok(out)
+}
+
 /// Parses and validates `regions.toml`.
 pub fn parse_regions(src: &SourceText<'_>) -> Result<Regions, ConfigError> {
     let raw: RawFile = src.parse()?;
     let default_pages = pages(src, &raw.defaults.pages, "defaults.pages")?;
+    let default_categories = categories(src, &raw.defaults.categories, "defaults.categories")?;
     if raw.regions.is_empty() {
         return Err(src.error_at(None, "no [[region]] is configured; add at least one, e.g. [[region]] code = \"US\" offset = 0"));
     }
@@ -170,6 +235,10 @@ pub fn parse_regions(src: &SourceText<'_>) -> Result<Regions, ConfigError> {
         let region_pages = match &r.pages {
             Some(p) => pages(src, p, &format!("region {code} pages"))?,
             None => default_pages,
+        };
+        let region_categories = match &r.categories {
+            Some(ids) => categories(src, ids, &format!("region {code} categories"))?,
+            None => default_categories.clone(),
         };
         let mut searches: Vec<Search> = Vec::new();
         for s in &r.searches {
@@ -224,8 +293,110 @@ pub fn parse_regions(src: &SourceText<'_>) -> Result<Regions, ConfigError> {
             offset,
             hl,
             pages: region_pages,
+            categories: region_categories,
             searches,
         });
     }
-    Ok(Regions { regions })
+    let follow = match &raw.follow {
+        None => None,
+        Some(f) => {
+            let days = *f.days.get_ref();
+            if !(1..=MAX_FOLLOW_DAYS).contains(&days) {
+                return Err(src.error_at(
+                    Some(f.days.span()),
+                    format!("follow.days is {days}; expected 1 to {MAX_FOLLOW_DAYS} days"),
+                ));
+            }
+            let every = parse_duration(f.every.get_ref())
+                .map_err(|e| src.error_at(Some(f.every.span()), format!("follow.every: {e}")))?;
+            Some(Follow { days, every })
+        }
+    };
+    Ok(Regions { regions, follow })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Regions, ConfigError> {
+        parse_regions(&SourceText {
+            name: "regions.toml".into(),
+            text,
+        })
+    }
+
+    #[test]
+    fn categories_come_from_the_defaults_unless_a_region_says_otherwise() {
+        let regions = parse(
+            r#"
+[defaults]
+categories = ["17", "25"]
+
+[[region]]
+code = "US"
+offset = 0
+
+[[region]]
+code = "GB"
+offset = 7
+categories = ["10"]
+
+[[region]]
+code = "DE"
+offset = 14
+categories = []
+"#,
+        )
+        .expect("a valid file");
+        let of = |code: &str| regions.get(code).map(|r| r.categories.clone());
+        assert_eq!(of("US"), Some(vec![17, 25]));
+        assert_eq!(of("GB"), Some(vec![10]));
+        assert_eq!(of("DE"), Some(vec![]));
+        assert_eq!(regions.follow, None);
+    }
+
+    #[test]
+    fn follow_ups_take_days_and_a_duration() {
+        let region = "[[region]]\ncode = \"US\"\noffset = 0\n";
+        let regions =
+            parse(&format!("{region}[follow]\ndays = 7\nevery = \"6h\"\n")).expect("a valid file");
+        assert_eq!(
+            regions.follow,
+            Some(Follow {
+                days: 7,
+                every: Duration::from_secs(6 * 3600)
+            })
+        );
+        let e =
+            parse(&format!("{region}[follow]\ndays = 0\nevery = \"6h\"\n")).expect_err("no days");
+        assert_eq!(e.position.map(|p| p.0), Some(5), "{e}");
+        let e = parse(&format!("{region}[follow]\ndays = 7\nevery = \"often\"\n"))
+            .expect_err("not a duration");
+        assert_eq!(e.position.map(|p| p.0), Some(6), "{e}");
+    }
+
+    #[test]
+    fn a_category_that_is_not_a_number_is_placed_in_the_file() {
+        for (bad, line) in [
+            ("\"sports\"", 5),
+            ("\"0\"", 5),
+            ("\"-3\"", 5),
+            ("\"1e3\"", 5),
+        ] {
+            let text =
+                format!("[[region]]\ncode = \"US\"\noffset = 0\ncategories = [\n  {bad},\n]\n");
+            let e = parse(&text).expect_err(bad);
+            assert_eq!(e.position.map(|p| p.0), Some(line), "{bad}: {e}");
+            assert!(e.message.contains("such as \"17\""), "{e}");
+        }
+        let e = parse(
+            "[defaults]\ncategories = [\"17\", \"17\"]\n[[region]]\ncode = \"US\"\noffset = 0\n",
+        )
+        .expect_err("twice");
+        assert!(e.message.contains("listed twice"), "{e}");
+        let e = parse("[[region]]\ncode = \"US\"\noffset = 0\ncategories = [17]\n")
+            .expect_err("a bare number");
+        assert_eq!(e.position.map(|p| p.0), Some(4), "{e}");
+    }
 }

@@ -106,6 +106,7 @@ fn attempt(region: &str, started_at: i64, status: &str, ended: bool) -> HistoryR
         videos: 100,
         units: 3,
         reason: None,
+        charts: vec![0],
     }
 }
 
@@ -206,6 +207,15 @@ fn every_region_and_both_kinds_are_in_the_file() {
     assert_eq!(
         lines_of(&text, "trendsync_region_last_run_status").len(),
         3 * REGION_STATUSES.len()
+    );
+    // Each region's charts by name.
+    assert_eq!(
+        lines_of(&text, "trendsync_region_last_run_charts"),
+        [
+            "trendsync_region_last_run_charts{region=\"DE\",chart=\"overall\"} 1",
+            "trendsync_region_last_run_charts{region=\"GB\",chart=\"overall\"} 1",
+            "trendsync_region_last_run_charts{region=\"US\",chart=\"overall\"} 1"
+        ]
     );
     assert_eq!(
         lines_of(&text, "trendsync_region_last_run_duration_seconds"),
@@ -327,6 +337,7 @@ fn a_file_that_cannot_be_written_says_where() {
 
 fn report_with(budget: Option<BudgetWindow>) -> RunReport {
     RunReport {
+        follow: None,
         run_id: "r1".into(),
         status: Status::Complete,
         units_charged: 0,

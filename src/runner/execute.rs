@@ -16,18 +16,20 @@ use tokio::task::JoinSet;
 use super::error::RunError;
 use super::lock::{self, RegionLock};
 use super::outcome::{
-    Attempts, BucketWindow, BudgetWindow, CallOutcome, RegionReport, RunReport, Status, Stop,
-    overall,
+    Attempts, BucketWindow, BudgetWindow, CallOutcome, FollowReport, RegionReport, RunReport,
+    Status, Stop, overall,
 };
 use super::plan::{self, Freshness, Step};
-use crate::config::Region;
+use crate::config::{Follow, Region};
 use crate::error::chain;
 use crate::progress::RegionBar;
 use crate::quota::{Allowance, Budget, Charge, DownPolicy, Journal, Limiter, LimiterError, micros};
-use crate::store::{CallCount, RegionOutcome, RunKind, RunOutcome, Store, StoreError};
+use crate::store::{
+    CallCount, FollowCounts, RegionOutcome, RunKind, RunOutcome, Store, StoreError,
+};
 use crate::youtube::{
-    CallError, Client, ErrorClass, SEARCH_LIST, SearchRequest, VIDEO_CATEGORIES_LIST, VIDEOS_LIST,
-    VideoRecord,
+    CallError, Client, ErrorClass, MAX_RESULTS, SEARCH_LIST, SearchRequest, VIDEO_CATEGORIES_LIST,
+    VIDEOS_BATCH_GET_STATS, VIDEOS_LIST, VideoRecord,
 };
 
 /// The upstream methods a run calls.
@@ -57,6 +59,8 @@ pub struct RunSettings {
     pub allowance: Allowance,
     /// How many regions are fetched at once; at least one.
     pub concurrency: usize,
+    /// The follow-ups after every region's calls, when configured.
+    pub follow: Option<Follow>,
 }
 
 /// What a run works through: the budget's limiter, the upstream, and the database
@@ -139,6 +143,9 @@ enum Failed {
     NotReached,
     /// This region failed; the others go on.
     Region(String),
+    /// The upstream has no such chart (`videoChartNotFound`): a category's chart
+    /// fails alone; for the overall chart, the region fails.
+    ChartNotFound(String),
 }
 
 impl From<RunError> for Failed {
@@ -433,6 +440,7 @@ impl Run {
                 Err(e) => e,
             };
             let class = err.class();
+            let chart_not_found = err.is_chart_not_found();
             self.count_attempt(method, outcome_of(class));
             // Every message quotes what the upstream sent: never the key, never a raw
             // terminal control (DESIGN.md section 5).
@@ -490,6 +498,9 @@ impl Run {
                     self.halt(Stop::Fatal { message });
                     return Err(Failed::Stopped);
                 }
+                ErrorClass::RegionFailed if chart_not_found => {
+                    return Err(Failed::ChartNotFound(err));
+                }
                 ErrorClass::RegionFailed => return Err(Failed::Region(err)),
             }
         }
@@ -528,7 +539,7 @@ impl Run {
                 report.status = Status::NotAttempted;
             }
             Failed::NotReached => report.status = stop_status,
-            Failed::Region(message) => {
+            Failed::Region(message) | Failed::ChartNotFound(message) => {
                 tracing::error!(region = %report.code, "{message}");
                 report.status = Status::Failed;
                 report.error = Some(message);
@@ -546,67 +557,17 @@ impl Run {
     ) -> RegionReport {
         let bar = RegionBar::new(
             &region.code,
-            steps.iter().filter(|s| !s.is_search()).count() as u64,
+            steps
+                .iter()
+                .filter(|s| s.phase() == plan::Phase::Core)
+                .count() as u64,
         );
         let result = async {
-            let mut token: Option<String> = None;
-            // The chart position of the next video. A page may hold fewer than 50
-            // videos, so ranks continue from the videos actually received, not from
-            // the page number (which left gaps: 1..7, then 51..).
-            let mut next_rank: u32 = 1;
-            // Every token sent in this fetch: one coming back means the upstream is
-            // looping, and following it would store the same videos as new ranks.
-            let mut tokens_seen: HashSet<String> = HashSet::new();
-            // The chart may end before the planned pages do: no nextPageToken.
-            for _ in steps.iter().filter(|s| matches!(s, Step::TrendingPage(_))) {
-                let got = self
-                    .call(VIDEOS_LIST, &mut report, || {
-                        self.client.trending_page(
-                            &region.code,
-                            region.hl.as_deref(),
-                            token.as_deref(),
-                        )
-                    })
-                    .await?;
-                let (run_id, code, items) = (self.settings.run_id.clone(), region.code.clone(), got.items);
-                let first_rank = next_rank;
-                let last_rank = first_rank as usize + items.len().saturating_sub(1);
-                if !items.is_empty() && last_rank > MAX_RANK {
-                    return Err(Failed::Region(format!(
-                        "{VIDEOS_LIST} for region {}: page {} would hold chart positions up to {last_rank}, past the chart's {MAX_RANK}; the upstream broke the protocol, the region stops here",
-                        region.code,
-                        report.pages + 1
-                    )));
-                }
-                next_rank =
-                    next_rank.saturating_add(u32::try_from(items.len()).unwrap_or(u32::MAX));
-                let doing = format!(
-                    "storing trending page {} of region {}",
-                    report.pages + 1,
-                    region.code
-                );
-                let stored = self
-                    .with_store(doing, move |s| {
-                        s.store_trending_page(&run_id, &code, first_rank, &items, now_s())
-                    })
-                    .await?;
-                report.pages += 1;
-                report.videos += stored as u64;
-                bar.step(&format!("page {}", report.pages));
-                if let Some(sent) = token.take() {
-                    tokens_seen.insert(sent);
-                }
-                match got.next_page_token {
-                    Some(t) if tokens_seen.contains(&t) => {
-                        return Err(Failed::Region(self.client.scrub(&format!(
-                            "{VIDEOS_LIST} for region {}: page {} gave page token {t:?} again, already followed in this fetch; the upstream broke the protocol, the region stops here",
-                            region.code, report.pages
-                        ))));
-                    }
-                    Some(t) => token = Some(t),
-                    None => break,
-                }
-            }
+            let pages = steps
+                .iter()
+                .filter(|s| matches!(s, Step::TrendingPage(_)))
+                .count();
+            self.chart(&region, None, pages, &mut report, &bar).await?;
             if steps.contains(&Step::Categories) {
                 let got = self
                     .call(VIDEO_CATEGORIES_LIST, &mut report, || {
@@ -633,6 +594,208 @@ impl Run {
         }
         bar.finish(report.status.as_str());
         report
+    }
+
+    /// Up to `pages` pages of one of the region's charts (the overall one when
+    /// `category` is none), each stored as it arrives. The chart may end before the
+    /// planned pages do: no nextPageToken.
+    async fn chart(
+        &self,
+        region: &Region,
+        category: Option<u32>,
+        pages: usize,
+        report: &mut RegionReport,
+        bar: &RegionBar,
+    ) -> Result<(), Failed> {
+        let chart = match category {
+            Some(c) => format!("the chart of category {c}"),
+            None => "the trending chart".to_owned(),
+        };
+        let mut token: Option<String> = None;
+        // The chart position of the next video. A page may hold fewer than 50
+        // videos, so ranks continue from the videos actually received, not from
+        // the page number (which left gaps: 1..7, then 51..).
+        let mut next_rank: u32 = 1;
+        // Every token sent in this fetch: one coming back means the upstream is
+        // looping, and following it would store the same videos as new ranks.
+        let mut tokens_seen: HashSet<String> = HashSet::new();
+        for page in 1..=pages {
+            let got = self
+                .call(VIDEOS_LIST, report, || {
+                    self.client.chart_page(
+                        &region.code,
+                        category,
+                        region.hl.as_deref(),
+                        token.as_deref(),
+                    )
+                })
+                .await?;
+            let (run_id, code, items) =
+                (self.settings.run_id.clone(), region.code.clone(), got.items);
+            let first_rank = next_rank;
+            let last_rank = first_rank as usize + items.len().saturating_sub(1);
+            if !items.is_empty() && last_rank > MAX_RANK {
+                return Err(Failed::Region(format!(
+                    "{VIDEOS_LIST} for region {}: page {page} of {chart} would hold chart positions up to {last_rank}, past the chart's {MAX_RANK}; the upstream broke the protocol, the region stops here",
+                    region.code,
+                )));
+            }
+            next_rank = next_rank.saturating_add(u32::try_from(items.len()).unwrap_or(u32::MAX));
+            let doing = match category {
+                Some(c) => format!(
+                    "storing page {page} of the chart of category {c} of region {}",
+                    region.code
+                ),
+                None => format!("storing trending page {page} of region {}", region.code),
+            };
+            let stored = self
+                .with_store(doing, move |s| {
+                    s.store_chart_page(&run_id, &code, category, first_rank, &items, now_s())
+                })
+                .await?;
+            report.pages += 1;
+            report.videos += stored as u64;
+            bar.step(&match category {
+                Some(c) => format!("category {c} page {page}"),
+                None => format!("page {page}"),
+            });
+            if let Some(sent) = token.take() {
+                tokens_seen.insert(sent);
+            }
+            match got.next_page_token {
+                Some(t) if tokens_seen.contains(&t) => {
+                    return Err(Failed::Region(self.client.scrub(&format!(
+                        "{VIDEOS_LIST} for region {}: page {page} of {chart} gave page token {t:?} again, already followed in this fetch; the upstream broke the protocol, the region stops here",
+                        region.code
+                    ))));
+                }
+                Some(t) => token = Some(t),
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// The category charts `steps` list, each up to its planned pages. A category
+    /// the upstream has no chart for fails alone, with a warning, and is left out of
+    /// the next runs until the region's category names are next fetched.
+    async fn charts(
+        self: Arc<Self>,
+        region: Region,
+        steps: Vec<Step>,
+        mut report: RegionReport,
+    ) -> RegionReport {
+        let mut planned: Vec<(u32, usize)> = Vec::new();
+        for step in &steps {
+            if let Step::ChartPage { category, .. } = step {
+                match planned.last_mut() {
+                    Some((c, pages)) if c == category => *pages += 1,
+                    _ => planned.push((*category, 1)),
+                }
+            }
+        }
+        if planned.is_empty() {
+            return report;
+        }
+        let bar = RegionBar::new(&region.code, planned.iter().map(|(_, n)| *n as u64).sum());
+        let result = async {
+            for (category, pages) in planned {
+                match self
+                    .chart(&region, Some(category), pages, &mut report, &bar)
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(Failed::ChartNotFound(message)) => {
+                        tracing::warn!(
+                            region = %region.code,
+                            category,
+                            "{message}; region {} has no chart of category {category}: not asked again until its category names are next fetched",
+                            region.code
+                        );
+                        let code = region.code.clone();
+                        let doing = format!(
+                            "noting that region {} has no chart of category {category}",
+                            region.code
+                        );
+                        self.with_store(doing, move |s| {
+                            s.mark_chart_missing(&code, category, now_s())
+                        })
+                        .await?;
+                    }
+                    Err(other) => return Err(other),
+                }
+            }
+            Ok::<(), Failed>(())
+        }
+        .await;
+        if let Err(failed) = result {
+            Self::end_region(&mut report, failed, self.stop_status());
+        }
+        bar.finish(report.status.as_str());
+        report
+    }
+
+    /// The follow-ups (DESIGN.md section 5): the counts of the videos on any chart
+    /// in the last `follow.days` and not counted for `follow.every`, stalest first, 50
+    /// a call, until none is due or their bucket says no (which stops only these).
+    async fn follow_ups(self: Arc<Self>, follow: Follow, now: i64) -> FollowReport {
+        let mut report = RegionReport::new("follow-ups");
+        let mut removed = 0u64;
+        let days = i64::from(follow.days) * 86_400;
+        let every = i64::try_from(follow.every.as_secs()).unwrap_or(i64::MAX);
+        let result = async {
+            let due = self
+                .with_store(
+                    "choosing the videos due for a follow-up".to_owned(),
+                    move |s| s.due_for_follow_up(now - days, now.saturating_sub(every)),
+                )
+                .await?;
+            for batch in due.chunks(MAX_RESULTS) {
+                let ids = batch.to_vec();
+                let counts = self
+                    .call(VIDEOS_BATCH_GET_STATS, &mut report, || {
+                        self.client.video_counts(&ids)
+                    })
+                    .await?;
+                let counts: Vec<FollowCounts> = counts
+                    .into_iter()
+                    .map(|c| FollowCounts {
+                        video_id: c.id,
+                        view_count: c.view_count,
+                        like_count: c.like_count,
+                        comment_count: c.comment_count,
+                    })
+                    .collect();
+                let stored = self
+                    .with_store("storing a follow-up's counts".to_owned(), move |s| {
+                        s.store_follow_ups(&ids, &counts, now_s())
+                    })
+                    .await?;
+                report.pages += 1;
+                report.videos += stored.counted as u64;
+                removed += stored.removed as u64;
+            }
+            Ok::<(), Failed>(())
+        }
+        .await;
+        if let Err(failed) = result {
+            Self::end_region(&mut report, failed, self.stop_status());
+        }
+        if removed > 0 {
+            tracing::info!(
+                run_id = %self.settings.run_id,
+                "follow-ups: {removed} videos are no longer shown by the upstream (removed or private); marked so"
+            );
+        }
+        FollowReport {
+            status: report.status,
+            calls: u64::from(report.pages),
+            videos: report.videos,
+            removed,
+            units: report.units,
+            units_unmetered: report.units_unmetered,
+            error: report.error,
+        }
     }
 
     /// The searches `steps` list: one search.list each, then one videos.list for the
@@ -811,7 +974,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         reports.push((region, report));
     }
 
-    // Both phases walk the steps the dry run plans, taken at one moment.
+    // Every phase walks the steps the dry run plans, taken at one moment.
     let now = now_s();
     let reports = each_region(&run, reports, |run, region, report| {
         let steps = plan::steps(&region, fresh.get(&region.code), now);
@@ -820,10 +983,19 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     .await;
     let reports = each_region(&run, reports, |run, region, report| {
         let steps = plan::steps(&region, fresh.get(&region.code), now);
+        run.charts(region, steps, report)
+    })
+    .await;
+    let reports = each_region(&run, reports, |run, region, report| {
+        let steps = plan::steps(&region, fresh.get(&region.code), now);
         run.searches(region, steps, report)
     })
     .await;
     drop(locks);
+    let follow = match run.settings.follow {
+        Some(follow) => Some(Arc::clone(&run).follow_ups(follow, now).await),
+        None => None,
+    };
 
     let regions: Vec<RegionReport> = reports.into_iter().map(|(_, r)| r).collect();
     for r in &regions {
@@ -839,7 +1011,15 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         }
     }
     let stop = run.state.stop.lock().ok().and_then(|s| s.first.clone());
-    let status = overall(&regions, stop.as_ref());
+    // Failed follow-ups fail the run as a failed region does.
+    let status = match (&follow, overall(&regions, stop.as_ref())) {
+        (Some(f), Status::Complete | Status::BudgetExhausted | Status::UpstreamQuotaExhausted)
+            if f.status == Status::Failed =>
+        {
+            Status::Failed
+        }
+        (_, status) => status,
+    };
     let budget = budget_window(&run).await;
     let remaining = budget.as_ref().map(|window| {
         run.settings
@@ -862,6 +1042,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
             .map(crate::report::seconds),
         denied_by: stop.as_ref().and_then(|s| s.denied_by().map(str::to_owned)),
         regions,
+        follow,
         stop_reason: stop.as_ref().map(|s| s.describe(now)),
         ended_at,
         budget,
@@ -987,11 +1168,13 @@ pub fn read_freshness(store: &Store) -> Result<BTreeMap<String, Freshness>, Stor
     let mut out = BTreeMap::new();
     for state in store.region_states()? {
         let categories_fetched_at = store.categories_fetched_at(&state.region)?;
+        let missing_charts = store.missing_charts(&state.region)?.into_iter().collect();
         out.insert(
             state.region.clone(),
             Freshness {
                 last_complete_at: state.last_complete_at,
                 categories_fetched_at,
+                missing_charts,
             },
         );
     }

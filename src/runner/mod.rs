@@ -10,6 +10,7 @@ pub mod plan;
 pub use error::RunError;
 pub use execute::{METHODS, Run, RunDeps, RunSettings, execute, read_freshness};
 pub use outcome::{
-    Attempts, BucketWindow, BudgetWindow, CallOutcome, RegionReport, RunReport, Status, Stop,
+    Attempts, BucketWindow, BudgetWindow, CallOutcome, FollowReport, RegionReport, RunReport,
+    Status, Stop,
 };
-pub use plan::{Freshness, Planned, Simulation, Step, plan, simulate};
+pub use plan::{Freshness, Phase, Planned, Simulation, Step, plan, simulate};

@@ -271,6 +271,22 @@ impl RegionReport {
     }
 }
 
+/// What the follow-ups of a run did (`follow` in `run --json`): they belong to no
+/// region, so their units are in `units_charged` and here, not in a region's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FollowReport {
+    pub status: Status,
+    /// Calls made, each of up to 50 videos.
+    pub calls: u64,
+    /// Videos whose counts were stored.
+    pub videos: u64,
+    /// Videos the upstream left out, marked removed.
+    pub removed: u64,
+    pub units: u64,
+    pub units_unmetered: u64,
+    pub error: Option<String>,
+}
+
 /// The budget's own window as the limiter reported it at the end of a run: what the
 /// report's `remaining` and the metrics file's budget numbers are computed from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -308,6 +324,9 @@ pub struct RunReport {
     /// The policy that stopped the run (`upstream` while the budget is blocked).
     pub denied_by: Option<String>,
     pub regions: Vec<RegionReport>,
+    /// The follow-ups, when `[follow]` is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub follow: Option<FollowReport>,
     #[serde(skip)]
     pub stop_reason: Option<String>,
     /// Unix seconds, as recorded in the store's `runs.ended_at`.
@@ -393,6 +412,14 @@ impl RunReport {
             if n > 0 {
                 line.push_str(&format!(", {n} {word}"));
             }
+        }
+        if let Some(f) = &self.follow {
+            line.push_str(&format!(
+                "; follow-ups {}: {} videos in {} calls",
+                f.status.as_str(),
+                f.videos,
+                f.calls
+            ));
         }
         if let Some(r) = self.remaining {
             line.push_str(&format!("; {r} units left to the {allowance}"));

@@ -1,16 +1,18 @@
 //! The plan of a run: every upstream call it would make, in the order DESIGN.md
-//! section 6 gives. Cheap core data first (each region's trending pages and category
-//! names), then the expensive searches; regions whose last complete fetch is oldest go
-//! first, so a run cut short by the budget is resumed by the next one with the regions
-//! it missed.
+//! section 6 gives. Cheap core data first (each region's overall trending pages and
+//! category names), then the category charts, then the expensive searches; regions
+//! whose last complete fetch is oldest go first, so a run cut short by the budget is
+//! resumed by the next one with the regions it missed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::outcome::Stop;
 use crate::config::Region;
 use crate::quota::{Allowance, BUDGET_POLICY, Budget, Status, model::Model};
-use crate::youtube::{SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_LIST};
+use crate::youtube::{
+    MAX_RESULTS, SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_BATCH_GET_STATS, VIDEOS_LIST,
+};
 
 /// Category names are fetched at most once a day per region.
 pub const CATEGORIES_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
@@ -22,18 +24,23 @@ pub enum Step {
     TrendingPage(u32),
     /// The region's category names.
     Categories,
+    /// Page `page` (from 1) of the chart of category `category`.
+    ChartPage { category: u32, page: u32 },
     /// The region's search number `index` (from 0, in the configuration's order).
     Search { index: usize, name: String },
     /// The details of the videos the search found.
     SearchDetails(String),
+    /// The counts of `videos` videos due for a follow-up (at most 50), of no region.
+    FollowUp { videos: usize },
 }
 
 impl Step {
     pub fn method(&self) -> &'static str {
         match self {
-            Step::TrendingPage(_) | Step::SearchDetails(_) => VIDEOS_LIST,
+            Step::TrendingPage(_) | Step::ChartPage { .. } | Step::SearchDetails(_) => VIDEOS_LIST,
             Step::Categories => VIDEO_CATEGORIES_LIST,
             Step::Search { .. } => SEARCH_LIST,
+            Step::FollowUp { .. } => VIDEOS_BATCH_GET_STATS,
         }
     }
 
@@ -41,15 +48,65 @@ impl Step {
         match self {
             Step::TrendingPage(n) => format!("trending page {n}"),
             Step::Categories => "category names".to_owned(),
+            Step::ChartPage { category, page } => format!("category {category} page {page}"),
             Step::Search { name, .. } => format!("search \"{name}\""),
             Step::SearchDetails(name) => format!("details for \"{name}\""),
+            Step::FollowUp { videos } => format!("follow-up of {videos} videos"),
         }
     }
 
-    /// A search or its details: made after every region's core data.
-    pub fn is_search(&self) -> bool {
-        matches!(self, Step::Search { .. } | Step::SearchDetails(_))
+    /// Which part of the run makes this call.
+    pub fn phase(&self) -> Phase {
+        match self {
+            Step::TrendingPage(_) | Step::Categories => Phase::Core,
+            Step::ChartPage { .. } => Phase::Charts,
+            Step::Search { .. } | Step::SearchDetails(_) => Phase::Searches,
+            Step::FollowUp { .. } => Phase::FollowUps,
+        }
     }
+
+    /// A search or its details: made after every region's charts.
+    pub fn is_search(&self) -> bool {
+        self.phase() == Phase::Searches
+    }
+}
+
+/// The parts of a run, in the order they are made: each part of every region before
+/// the next part of any (DESIGN.md section 6), so the core data is in before the
+/// optional calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    /// The overall chart's pages and the category names.
+    Core,
+    /// The category charts.
+    Charts,
+    /// The configured searches and their details.
+    Searches,
+    /// The follow-ups: counts of videos that were on a chart, of no region.
+    FollowUps,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 4] = [
+        Phase::Core,
+        Phase::Charts,
+        Phase::Searches,
+        Phase::FollowUps,
+    ];
+}
+
+/// The follow-up calls of a run that finds `due` videos due: 50 a call, stalest
+/// first, after every region's calls. They belong to no region (`region` is empty).
+pub fn follow_ups(due: usize) -> Vec<Planned> {
+    (0..due)
+        .step_by(MAX_RESULTS)
+        .map(|first| Planned {
+            region: String::new(),
+            step: Step::FollowUp {
+                videos: (due - first).min(MAX_RESULTS),
+            },
+        })
+        .collect()
 }
 
 /// A call of the plan.
@@ -60,10 +117,14 @@ pub struct Planned {
 }
 
 /// What the store knows of a region, in Unix seconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Freshness {
     pub last_complete_at: Option<i64>,
     pub categories_fetched_at: Option<i64>,
+    /// Categories whose chart the upstream said it does not have
+    /// (`videoChartNotFound`) since the category names were last fetched: not asked
+    /// again until they are fetched anew.
+    pub missing_charts: BTreeSet<u32>,
 }
 
 /// The regions in the order a run takes them: never fetched first, then oldest
@@ -80,7 +141,10 @@ pub fn order<'a>(regions: &[&'a Region], fresh: &BTreeMap<String, Freshness>) ->
 }
 
 /// The calls a run makes for `region` at `now_s`, in order: its trending pages, its
-/// category names when they are stale, then each search and its details.
+/// category names when they are stale, its category charts, then each search and its
+/// details. A category chart the upstream said it does not have is left out until the
+/// category names are fetched again (so, in the run that fetches them, it is asked
+/// again after them).
 ///
 /// The dry run plans these and the real run walks them; the real run may make fewer
 /// (a chart that ends before its last page, a search that finds nothing), never others.
@@ -91,6 +155,13 @@ pub fn steps(region: &Region, fresh: Option<&Freshness>, now_s: i64) -> Vec<Step
         .is_none_or(|at| now_s - at >= max_age);
     let pages = (1..=region.pages).map(Step::TrendingPage);
     let categories = categories_stale.then_some(Step::Categories);
+    let charts = region
+        .categories
+        .iter()
+        .filter(|c| categories_stale || fresh.is_none_or(|f| !f.missing_charts.contains(c)))
+        .flat_map(|&category| {
+            (1..=region.pages).map(move |page| Step::ChartPage { category, page })
+        });
     let searches = region.searches.iter().enumerate().flat_map(|(index, s)| {
         [
             Step::Search {
@@ -100,23 +171,27 @@ pub fn steps(region: &Region, fresh: Option<&Freshness>, now_s: i64) -> Vec<Step
             Step::SearchDetails(s.name.clone()),
         ]
     });
-    pages.chain(categories).chain(searches).collect()
+    pages
+        .chain(categories)
+        .chain(charts)
+        .chain(searches)
+        .collect()
 }
 
-/// Every call of a run over `regions`, at `now_s`: each region's [`steps`], the core
-/// data of every region before any search.
+/// Every call of a run over `regions`, at `now_s`: each region's [`steps`], phase by
+/// phase: the core data of every region, then every category chart, then every search.
 pub fn plan(regions: &[&Region], fresh: &BTreeMap<String, Freshness>, now_s: i64) -> Vec<Planned> {
     let per_region: Vec<(&Region, Vec<Step>)> = order(regions, fresh)
         .into_iter()
         .map(|r| (r, steps(r, fresh.get(&r.code), now_s)))
         .collect();
     let mut calls = Vec::new();
-    for searches in [false, true] {
+    for phase in Phase::ALL {
         for (r, steps) in &per_region {
             calls.extend(
                 steps
                     .iter()
-                    .filter(|s| s.is_search() == searches)
+                    .filter(|s| s.phase() == phase)
                     .map(|step| Planned {
                         region: r.code.clone(),
                         step: step.clone(),
@@ -252,6 +327,7 @@ mod tests {
             offset: 0,
             hl: None,
             pages,
+            categories: Vec::new(),
             searches: searches
                 .iter()
                 .map(|n| Search {
@@ -314,6 +390,7 @@ mod tests {
                 Freshness {
                     last_complete_at: Some(500),
                     categories_fetched_at: Some(1000),
+                    ..Freshness::default()
                 },
             ),
             (
@@ -321,6 +398,7 @@ mod tests {
                 Freshness {
                     last_complete_at: Some(100),
                     categories_fetched_at: None,
+                    ..Freshness::default()
                 },
             ),
         ]);
@@ -348,6 +426,96 @@ mod tests {
     }
 
     #[test]
+    fn category_charts_come_after_every_overall_chart_and_before_any_search() {
+        let mut us = region("US", 2, &["fresh"]);
+        us.categories = vec![17, 25];
+        let mut gb = region("GB", 1, &[]);
+        gb.categories = vec![10];
+        let got: Vec<String> = plan(&[&us, &gb], &BTreeMap::new(), 0)
+            .into_iter()
+            .map(|p| format!("{} {}", p.region, p.step.describe()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "US trending page 1",
+                "US trending page 2",
+                "US category names",
+                "GB trending page 1",
+                "GB category names",
+                "US category 17 page 1",
+                "US category 17 page 2",
+                "US category 25 page 1",
+                "US category 25 page 2",
+                "GB category 10 page 1",
+                "US search \"fresh\"",
+                "US details for \"fresh\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_missing_chart_is_left_out_until_the_category_names_are_fetched_again() {
+        let mut us = region("US", 1, &[]);
+        us.categories = vec![17, 25];
+        let fresh = BTreeMap::from([(
+            "US".to_owned(),
+            Freshness {
+                last_complete_at: Some(0),
+                categories_fetched_at: Some(0),
+                missing_charts: BTreeSet::from([17]),
+            },
+        )]);
+        let steps = |now| -> Vec<Step> {
+            plan(&[&us], &fresh, now)
+                .into_iter()
+                .map(|p| p.step)
+                .collect()
+        };
+        assert_eq!(
+            steps(3600),
+            vec![
+                Step::TrendingPage(1),
+                Step::ChartPage {
+                    category: 25,
+                    page: 1
+                }
+            ]
+        );
+        assert_eq!(
+            steps(86_400),
+            vec![
+                Step::TrendingPage(1),
+                Step::Categories,
+                Step::ChartPage {
+                    category: 17,
+                    page: 1
+                },
+                Step::ChartPage {
+                    category: 25,
+                    page: 1
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn follow_ups_take_50_videos_a_call() {
+        let sizes = |due| -> Vec<usize> {
+            follow_ups(due)
+                .into_iter()
+                .map(|p| match p.step {
+                    Step::FollowUp { videos } => videos,
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        assert_eq!(sizes(0), Vec::<usize>::new());
+        assert_eq!(sizes(50), vec![50]);
+        assert_eq!(sizes(101), vec![50, 50, 1]);
+    }
+
+    #[test]
     fn categories_are_fetched_again_after_a_day() {
         let us = region("US", 1, &[]);
         let day = 86_400;
@@ -356,6 +524,7 @@ mod tests {
             Freshness {
                 last_complete_at: Some(0),
                 categories_fetched_at: Some(0),
+                ..Freshness::default()
             },
         )]);
         assert_eq!(plan(&[&us], &fresh, day - 1).len(), 1);

@@ -14,7 +14,7 @@ use super::*;
 use crate::clock::now_us;
 use crate::error::chain;
 use crate::quota::{Charge, EmbeddedLimiter, Journal, Limiter, Part, PolicyRef};
-use crate::store::{RunKind, Store, VideoRecord};
+use crate::store::{RunKind, Store};
 
 /// The limiter's tables exactly as every build before step 4 created them on open,
 /// with its own version table.
@@ -103,20 +103,25 @@ fn old_quota_rows(path: &Path) {
     }
 }
 
-fn video(id: &str) -> VideoRecord {
-    VideoRecord {
-        view_count: Some(7),
-        ..VideoRecord::bare(id)
-    }
-}
-
-/// A file as the build that introduced store version 3 left it, with a run stored.
+/// A file as the build that introduced store version 3 left it, with a run stored
+/// (written in that layout's own SQL: this build's write path needs later steps).
 fn store_v3(path: &Path) {
     let store = Store::open_with(path, &MIGRATIONS[..3]).expect("a version 3 store");
     store.begin_run("r1", RunKind::Run, 100).expect("a run");
-    store
-        .store_trending_page("r1", "US", 1, &[video("a"), video("b")], 100)
-        .expect("a page");
+    drop(store);
+    raw(path)
+        .execute_batch(
+            "INSERT INTO videos (num, id, title, description, channel_id, channel_title,
+                 published_at, view_count, first_seen_at, last_seen_at)
+             VALUES (1, 'a', 'title of a', '', 'UCa', 'A', '2024-01-01T00:00:00Z', 7, 100, 100),
+                    (2, 'b', 'title of b', '', 'UCb', 'B', '2024-01-01T00:00:00Z', 7, 100, 100);
+             INSERT INTO run_nums (num, run_id) VALUES (1, 'r1');
+             INSERT INTO regions (num, code) VALUES (1, 'US');
+             INSERT INTO fetches (num, run, region, search, fetched_at) VALUES (1, 1, 1, 0, 100);
+             INSERT INTO places (fetch, rank, video, offset_s, views) VALUES (1, 1, 1, 0, 7), (1, 2, 2, 0, 7);
+             INSERT INTO video_regions (video, region) VALUES (1, 1), (2, 1);",
+        )
+        .expect("a page in the version 3 layout");
 }
 
 /// A file at store version 1 or 2 with rows in every table a version 1 reader knows.

@@ -1,6 +1,9 @@
-//! Reading the trending snapshots out, one row per (fetch, region, rank), streamed: a
-//! row is handed to the caller as SQLite steps to it, so a year exports in the memory
-//! of one row.
+//! Reading the trending snapshots out, one row per (fetch, region, chart, rank), or
+//! one per (video, region, chart, UTC day), or the counts series, streamed: a row is
+//! handed to the caller as SQLite steps to it, so a year exports in the memory of one
+//! row (of one day of one chart, per day).
+
+use std::collections::HashMap;
 
 use rusqlite::params;
 
@@ -37,6 +40,39 @@ pub struct ExportRow {
     pub fetched_at: i64,
     pub category_title: Option<String>,
     pub duration_s: Option<i64>,
+    /// The category id of the chart; `None` for the overall chart.
+    pub chart: Option<u32>,
+    /// A follow-up found the video gone or private (and it has not charted since).
+    pub removed: bool,
+}
+
+/// How many rows of a chart an export keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExportGrain {
+    /// Every place of every fetch.
+    #[default]
+    Fetch,
+    /// One row per (video, region, chart, UTC day): the day's last fetch of the video,
+    /// the grain of the public trending datasets.
+    Day,
+}
+
+/// One sample of a video's counts, for `export --counts`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CountRow {
+    pub video_id: String,
+    /// Unix seconds.
+    pub at: i64,
+    pub views: Option<i64>,
+    pub likes: Option<i64>,
+    pub comments: Option<i64>,
+    /// `chart`, `search` or `follow`.
+    pub source: &'static str,
+}
+
+/// The UTC day of unix seconds, as a day number.
+fn day_of(secs: i64) -> i64 {
+    secs.div_euclid(86_400)
 }
 
 impl Store {
@@ -52,52 +88,180 @@ impl Store {
         .map_err(self.err("listing the regions"))
     }
 
-    /// Hands each trending place of `regions` (in that order; each region's fetches
-    /// oldest first, ranks in order) within `span` to `each`, and returns how many.
-    /// Stops at the first error `each` returns.
+    /// Hands each chart place of `regions` (in that order; each region's overall chart
+    /// first, then its category charts by id; each chart's fetches oldest first, ranks
+    /// in order) within `span` to `each`, and returns how many. Stops at the first
+    /// error `each` returns.
     pub fn export<E: From<StoreError>>(
         &self,
         regions: &[String],
         span: ExportSpan,
+        each: impl FnMut(&ExportRow) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        self.export_charts(regions, None, span, ExportGrain::Fetch, each)
+    }
+
+    /// The (search, chart) lists `region` has snapshots of.
+    fn region_lists(&self, region: &str) -> Result<Vec<(i64, u32)>, StoreError> {
+        (|| {
+            let mut stmt = self.conn.prepare_cached(sql::REGION_LISTS)?;
+            let rows = stmt.query_map([region], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })()
+        .map_err(self.err(format!("listing the charts of {region}")))
+    }
+
+    /// [`Store::export`] of the charts `charts` only (0 for the overall chart, else a
+    /// category id; all when `None`), at `grain`.
+    pub fn export_charts<E: From<StoreError>>(
+        &self,
+        regions: &[String],
+        charts: Option<&[u32]>,
+        span: ExportSpan,
+        grain: ExportGrain,
         mut each: impl FnMut(&ExportRow) -> Result<(), E>,
     ) -> Result<u64, E> {
         let mut count = 0u64;
         for region in regions {
-            let context = format!("exporting the trending places of {region}");
-            let mut stmt = self
-                .conn
-                .prepare_cached(sql::EXPORT_REGION)
-                .map_err(self.err(context.clone()))?;
-            let mut rows = stmt
-                .query(params![region, span.since, span.until])
-                .map_err(self.err(context.clone()))?;
-            while let Some(row) = rows.next().map_err(self.err(context.clone()))? {
-                let export = (|| {
-                    let tags = super::read::tags_at(row, 6)?;
-                    Ok(ExportRow {
-                        video_id: row.get(0)?,
-                        fetch_started_at: row.get(1)?,
-                        title: row.get(2)?,
-                        channel_title: row.get(3)?,
-                        category_id: row.get(4)?,
-                        published_at: row.get(5)?,
-                        tags,
-                        view_count: row.get(7)?,
-                        like_count: row.get(8)?,
-                        comment_count: row.get(9)?,
-                        thumbnail_url: row.get(10)?,
-                        description: row.get(11)?,
-                        region: region.clone(),
-                        rank: row.get(12)?,
-                        fetched_at: row.get(13)?,
-                        category_title: row.get(14)?,
-                        duration_s: row.get(15)?,
-                    })
-                })()
-                .map_err(self.err(context.clone()))?;
-                each(&export)?;
-                count += 1;
+            let lists = self.region_lists(region)?;
+            let wanted = lists
+                .iter()
+                .filter(|(search, chart)| *search == 0 && charts.is_none_or(|c| c.contains(chart)))
+                .map(|(_, chart)| *chart);
+            for chart in wanted {
+                count += self.export_chart(region, chart, span, grain, &mut each)?;
             }
+        }
+        Ok(count)
+    }
+
+    fn export_chart<E: From<StoreError>>(
+        &self,
+        region: &str,
+        chart: u32,
+        span: ExportSpan,
+        grain: ExportGrain,
+        each: &mut impl FnMut(&ExportRow) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        let context = format!("exporting the chart places of {region}");
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql::EXPORT_REGION)
+            .map_err(self.err(context.clone()))?;
+        let mut rows = stmt
+            .query(params![region, span.since, span.until, chart])
+            .map_err(self.err(context.clone()))?;
+        let mut count = 0u64;
+        // Per day: the day being read, and each video's row of its last fetch so far.
+        let mut day: Option<i64> = None;
+        let mut kept: HashMap<String, ExportRow> = HashMap::new();
+        let flush = |kept: &mut HashMap<String, ExportRow>,
+                     each: &mut dyn FnMut(&ExportRow) -> Result<(), E>|
+         -> Result<u64, E> {
+            let mut rows: Vec<ExportRow> = kept.drain().map(|(_, r)| r).collect();
+            rows.sort_by_key(|r| (r.fetch_started_at, r.rank));
+            for row in &rows {
+                each(row)?;
+            }
+            Ok(rows.len() as u64)
+        };
+        while let Some(row) = rows.next().map_err(self.err(context.clone()))? {
+            let export = (|| {
+                let tags = super::read::tags_at(row, 6)?;
+                Ok(ExportRow {
+                    video_id: row.get(0)?,
+                    fetch_started_at: row.get(1)?,
+                    title: row.get(2)?,
+                    channel_title: row.get(3)?,
+                    category_id: row.get(4)?,
+                    published_at: row.get(5)?,
+                    tags,
+                    view_count: row.get(7)?,
+                    like_count: row.get(8)?,
+                    comment_count: row.get(9)?,
+                    thumbnail_url: row.get(10)?,
+                    description: row.get(11)?,
+                    region: region.to_owned(),
+                    rank: row.get(12)?,
+                    fetched_at: row.get(13)?,
+                    category_title: row.get(14)?,
+                    duration_s: row.get(15)?,
+                    chart: (chart != 0).then_some(chart),
+                    removed: row.get::<_, Option<i64>>(16)?.is_some(),
+                })
+            })()
+            .map_err(self.err(context.clone()))?;
+            match grain {
+                ExportGrain::Fetch => {
+                    each(&export)?;
+                    count += 1;
+                }
+                ExportGrain::Day => {
+                    let today = day_of(export.fetch_started_at);
+                    if day.is_some_and(|d| d != today) {
+                        count += flush(&mut kept, each)?;
+                    }
+                    day = Some(today);
+                    // Fetches come oldest first: the last one of the day wins.
+                    kept.insert(export.video_id.clone(), export);
+                }
+            }
+        }
+        count += flush(&mut kept, each)?;
+        Ok(count)
+    }
+
+    /// Hands every counts sample within `span` to `each`: the places of `regions`'
+    /// charts and searches (region by region, list by list, oldest first), then the
+    /// follow-ups of the videos seen in those regions. Returns how many.
+    pub fn export_counts<E: From<StoreError>>(
+        &self,
+        regions: &[String],
+        span: ExportSpan,
+        mut each: impl FnMut(&CountRow) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        let mut count = 0u64;
+        let sample = |row: &rusqlite::Row<'_>, source: &'static str| {
+            Ok(CountRow {
+                video_id: row.get(0)?,
+                at: row.get(1)?,
+                views: row.get(2)?,
+                likes: row.get(3)?,
+                comments: row.get(4)?,
+                source,
+            })
+        };
+        for region in regions {
+            let context = format!("exporting the counts of {region}");
+            for (search, chart) in self.region_lists(region)? {
+                let source = if search == 0 { "chart" } else { "search" };
+                let mut stmt = self
+                    .conn
+                    .prepare_cached(sql::EXPORT_LIST_COUNTS)
+                    .map_err(self.err(context.clone()))?;
+                let mut rows = stmt
+                    .query(params![region, span.since, span.until, search, chart])
+                    .map_err(self.err(context.clone()))?;
+                while let Some(row) = rows.next().map_err(self.err(context.clone()))? {
+                    let row = sample(row, source).map_err(self.err(context.clone()))?;
+                    each(&row)?;
+                    count += 1;
+                }
+            }
+        }
+        let context = "exporting the follow-ups' counts";
+        let codes = serde_json::Value::from(regions.to_vec()).to_string();
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql::EXPORT_FOLLOW_COUNTS)
+            .map_err(self.err(context))?;
+        let mut rows = stmt
+            .query(params![span.since, span.until, codes])
+            .map_err(self.err(context))?;
+        while let Some(row) = rows.next().map_err(self.err(context))? {
+            let row = sample(row, "follow").map_err(self.err(context))?;
+            each(&row)?;
+            count += 1;
         }
         Ok(count)
     }

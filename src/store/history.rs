@@ -42,7 +42,18 @@ pub struct HistoryRow {
     pub units: u64,
     /// The region's reason, or else the run's stop reason.
     pub reason: Option<String>,
+    /// The charts the run stored of the region: 0 for the overall chart, else the
+    /// category id; in that order.
+    pub charts: Vec<u32>,
 }
+
+/// The charts a history line's run stored of its region, comma-separated: one seek of
+/// the fetches' key per line.
+const CHARTS_OF_LINE: &str = "
+(SELECT group_concat(f.chart, ',' ORDER BY f.chart) FROM fetches AS f
+ WHERE f.run = (SELECT n.num FROM run_nums AS n WHERE n.run_id = r.run_id)
+   AND f.region = (SELECT g.num FROM regions AS g WHERE g.code = rr.region)
+   AND f.search = 0)";
 
 /// Which history lines to read; newest first.
 #[derive(Debug, Clone, Default)]
@@ -219,19 +230,19 @@ impl Store {
         let regions = (!filter.regions.is_empty())
             .then(|| serde_json::Value::from(filter.regions.clone()).to_string());
         (|| {
-            let mut stmt = self.conn.prepare_cached(
+            let mut stmt = self.conn.prepare_cached(&format!(
                 "SELECT r.run_id, r.kind, rr.region, r.started_at, r.ended_at,
                         coalesce(rr.status, r.status),
                         coalesce(rr.pages, 0), coalesce(rr.videos, 0),
                         coalesce(rr.units, r.units, 0),
-                        coalesce(rr.reason, r.stop_reason)
+                        coalesce(rr.reason, r.stop_reason), {CHARTS_OF_LINE}
                  FROM runs AS r LEFT JOIN run_regions AS rr ON rr.run_id = r.run_id
                  WHERE (?1 IS NULL OR r.started_at >= ?1)
                    AND (?2 IS NULL OR rr.region IN (SELECT value FROM json_each(?2)))
                    AND (?3 IS NULL OR coalesce(rr.status, r.status) = ?3)
                  ORDER BY r.started_at DESC, r.run_id DESC, rr.region
                  LIMIT ?4",
-            )?;
+            ))?;
             let rows = stmt.query_map(
                 params![
                     filter.since,
@@ -252,9 +263,10 @@ impl Store {
         (|| {
             // One index probe per region (run_regions_by_region), however long the
             // history: the metrics file reads this after every run.
-            let mut stmt = self.conn.prepare_cached(
+            let mut stmt = self.conn.prepare_cached(&format!(
                 "SELECT r.run_id, r.kind, rr.region, r.started_at, r.ended_at, rr.status,
-                        rr.pages, rr.videos, rr.units, coalesce(rr.reason, r.stop_reason)
+                        rr.pages, rr.videos, rr.units, coalesce(rr.reason, r.stop_reason),
+                        {CHARTS_OF_LINE}
                  FROM (SELECT DISTINCT region FROM run_regions) AS g
                  JOIN run_regions AS rr
                    ON rr.region = g.region
@@ -263,7 +275,7 @@ impl Store {
                                    ORDER BY x.started_at DESC, x.run_id DESC LIMIT 1)
                  JOIN runs AS r ON r.run_id = rr.run_id
                  ORDER BY rr.region",
-            )?;
+            ))?;
             let rows = stmt.query_map([], history_row)?;
             rows.collect::<rusqlite::Result<Vec<_>>>()
         })()
@@ -327,9 +339,10 @@ impl Store {
 }
 
 /// A history line from the columns both history queries select, in their order:
-/// run id, kind, region, start, end, status, pages, videos, units, reason.
+/// run id, kind, region, start, end, status, pages, videos, units, reason, charts.
 fn history_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<HistoryRow> {
     let kind: String = row.get(1)?;
+    let charts: Option<String> = row.get(10)?;
     Ok(HistoryRow {
         run_id: row.get(0)?,
         kind: RunKind::from_db(&kind).unwrap_or(RunKind::Run),
@@ -341,6 +354,11 @@ fn history_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<HistoryRow> {
         videos: to_u64(row.get(7)?),
         units: to_u64(row.get(8)?),
         reason: row.get(9)?,
+        charts: charts
+            .iter()
+            .flat_map(|c| c.split(','))
+            .filter_map(|c| c.parse().ok())
+            .collect(),
     })
 }
 

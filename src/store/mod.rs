@@ -15,9 +15,11 @@
 //! A `Store` is `Send` but not `Sync`: give each thread or task its own (opening is
 //! cheap once the schema is current).
 
+mod charts;
 mod compact;
 mod error;
 mod export;
+mod follow;
 mod history;
 mod prune;
 mod read;
@@ -34,10 +36,11 @@ use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 
 pub use error::StoreError;
-pub use export::{ExportRow, ExportSpan};
+pub use export::{CountRow, ExportGrain, ExportRow, ExportSpan};
+pub use follow::{FollowCounts, FollowStored};
 pub use history::{CallCount, HistoryFilter, HistoryRow, RegionOutcome, RunStart};
 pub use prune::PruneReport;
-pub use read::{ChartPlace, VideoPlace};
+pub use read::{ChartPlace, ChartSpan, CountPoint, CountSource, VideoPlace};
 
 use crate::schema::{MIGRATIONS, Migration};
 use crate::sqlite::{Durability, OpenError};

@@ -18,6 +18,21 @@ impl Store {
             )))
     }
 
+    /// The categories of `region` whose chart the upstream said it does not have, since
+    /// its category names were last stored ([`Store::mark_chart_missing`]).
+    pub fn missing_charts(&self, region: &str) -> Result<Vec<u32>, StoreError> {
+        (|| {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT m.category FROM missing_charts AS m
+                 JOIN regions AS g ON g.num = m.region
+                 WHERE g.code = ?1 ORDER BY m.category",
+            )?;
+            let rows = stmt.query_map([region], |row| row.get(0))?;
+            rows.collect::<rusqlite::Result<Vec<u32>>>()
+        })()
+        .map_err(self.err(format!("reading the missing charts of {region}")))
+    }
+
     /// The category names (id, title) stored for `region`, by id.
     pub fn categories(&self, region: &str) -> Result<Vec<(String, String)>, StoreError> {
         (|| {
@@ -60,7 +75,7 @@ impl Store {
     pub fn trending_count(&self, run_id: &str) -> Result<u64, StoreError> {
         self.count(
             "SELECT count(*) FROM run_nums AS r
-             JOIN fetches AS f ON f.run = r.num AND f.search = 0
+             JOIN fetches AS f ON f.run = r.num AND f.search = 0 AND f.chart = 0
              JOIN places AS p ON p.fetch = f.num
              WHERE r.run_id = ?1",
             [run_id],
@@ -375,6 +390,106 @@ impl Store {
             rows.collect::<rusqlite::Result<Vec<_>>>()
         })()
         .map_err(self.err("reading the newest fetch of each region"))
+    }
+}
+
+/// A video's places in one chart of one region, as [`Store::video_chart_places`]
+/// reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChartSpan {
+    pub region: String,
+    /// The category id; `None` for the overall chart.
+    pub chart: Option<u32>,
+    /// Unix seconds.
+    pub first_seen: i64,
+    pub last_seen: i64,
+    pub best_rank: u32,
+    /// Fetches of the chart that held the video.
+    pub fetches: u64,
+}
+
+/// Where a point of a video's counts came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CountSource {
+    Chart,
+    Search,
+    Follow,
+}
+
+impl CountSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CountSource::Chart => "chart",
+            CountSource::Search => "search",
+            CountSource::Follow => "follow",
+        }
+    }
+}
+
+/// One point of a video's counts over time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CountPoint {
+    /// Unix seconds.
+    pub at: i64,
+    pub views: Option<i64>,
+    pub likes: Option<i64>,
+    pub comments: Option<i64>,
+    pub source: CountSource,
+}
+
+impl Store {
+    /// A video's places per region and chart (the overall chart first in each
+    /// region, then categories by id): first and last seen, best rank, fetches.
+    pub fn video_chart_places(&self, video_id: &str) -> Result<Vec<ChartSpan>, StoreError> {
+        (|| {
+            let mut stmt = self.conn.prepare_cached(sql::VIDEO_CHART_PLACES)?;
+            let rows = stmt.query_map([video_id], |row| {
+                let chart: u32 = row.get(1)?;
+                Ok(ChartSpan {
+                    region: row.get(0)?,
+                    chart: (chart != 0).then_some(chart),
+                    first_seen: row.get(2)?,
+                    last_seen: row.get(3)?,
+                    best_rank: row.get(4)?,
+                    fetches: row.get::<_, i64>(5)?.max(0) as u64,
+                })
+            })?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })()
+        .map_err(self.err(format!("reading the chart places of video {video_id}")))
+    }
+
+    /// A video's counts over time, oldest first, each with its source.
+    pub fn video_counts(&self, video_id: &str) -> Result<Vec<CountPoint>, StoreError> {
+        (|| {
+            let mut stmt = self.conn.prepare_cached(sql::VIDEO_COUNTS)?;
+            let rows = stmt.query_map([video_id], |row| {
+                let source: String = row.get(4)?;
+                Ok(CountPoint {
+                    at: row.get(0)?,
+                    views: row.get(1)?,
+                    likes: row.get(2)?,
+                    comments: row.get(3)?,
+                    source: match source.as_str() {
+                        "search" => CountSource::Search,
+                        "follow" => CountSource::Follow,
+                        _ => CountSource::Chart,
+                    },
+                })
+            })?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })()
+        .map_err(self.err(format!("reading the counts of video {video_id}")))
+    }
+
+    /// When a follow-up last found `video_id` missing upstream (gone or private), if
+    /// it is marked so.
+    pub fn video_removed_at(&self, video_id: &str) -> Result<Option<i64>, StoreError> {
+        self.conn
+            .prepare_cached("SELECT removed_at FROM videos WHERE id = ?1")
+            .and_then(|mut stmt| stmt.query_row([video_id], |row| row.get(0)).optional())
+            .map(Option::flatten)
+            .map_err(self.err(format!("reading whether video {video_id} was removed")))
     }
 }
 

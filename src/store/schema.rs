@@ -1,4 +1,4 @@
-//! The store's steps of the file's schema: versions 1 to 3 of the one list in
+//! The store's steps of the file's schema: versions 1 to 3, 5 and 6 of the one list in
 //! [`crate::schema`], which applies them (and the steps of the other owners of the
 //! file) and explains how `PRAGMA user_version` counts them.
 //!
@@ -32,6 +32,26 @@ pub(crate) const COMPACT: Migration = Migration {
     owner: Owner::Store,
     sql: super::compact::CREATE,
     data: Some(compact_data),
+};
+
+/// Step 5.
+pub(crate) const CHARTS: Migration = Migration {
+    description: "category charts: each fetch's chart, and the charts the upstream lacks",
+    owner: Owner::Store,
+    sql: super::charts::CREATE,
+    data: Some(charts_data),
+};
+
+fn charts_data(conn: &Connection) -> Result<(), StepError> {
+    super::charts::migrate_to_charts(conn)
+}
+
+/// Step 6.
+pub(crate) const FOLLOW_UPS: Migration = Migration {
+    description: "follow-ups: counts after the charts, and whom to refresh next",
+    owner: Owner::Store,
+    sql: super::follow::CREATE,
+    data: Some(super::follow::fill_state),
 };
 
 fn compact_data(conn: &Connection) -> Result<(), StepError> {

@@ -40,14 +40,14 @@ JOIN places AS p ON p.fetch = f.num
 JOIN videos AS v ON v.num = p.video
 WHERE f.num = (SELECT f2.num FROM fetches AS f2
                WHERE f2.region = (SELECT num FROM regions WHERE code = ?1)
-                 AND f2.search = 0 AND f2.fetched_at <= ?2
+                 AND f2.search = 0 AND f2.chart = 0 AND f2.fetched_at <= ?2
                ORDER BY f2.fetched_at DESC LIMIT 1)
 ORDER BY p.rank";
 
 /// The newest trending fetch of every region.
 pub(crate) const NEWEST_FETCHES: &str = "
 SELECT g.code, (SELECT max(f.fetched_at) FROM fetches AS f
-                WHERE f.region = g.num AND f.search = 0) AS newest
+                WHERE f.region = g.num AND f.search = 0 AND f.chart = 0) AS newest
 FROM regions AS g
 ORDER BY g.code";
 
@@ -91,19 +91,91 @@ FROM videos_fts
 JOIN videos AS v ON v.num = videos_fts.rowid
 WHERE videos_fts MATCH ?1 AND videos_fts.rowid = ?2";
 
-/// A region's trending places between two times (inclusive), fetch by fetch and rank
-/// by rank, for `export`.
+/// The lists a region has snapshots of: (search, chart), each one walk of the fetch
+/// index, for the exports that go list by list.
+pub(crate) const REGION_LISTS: &str = "
+SELECT DISTINCT f.search, f.chart FROM fetches AS f
+WHERE f.region = (SELECT num FROM regions WHERE code = ?1)
+ORDER BY f.search, f.chart";
+
+/// One chart of a region (?4: 0 for the overall chart, else the category id): its
+/// places between two times (inclusive), fetch by fetch and rank by rank, for
+/// `export`.
 pub(crate) const EXPORT_REGION: &str = "
 SELECT v.id, f.fetched_at, v.title, v.channel_title, v.category_id, v.published_at,
        v.tags, p.views, p.likes, p.comments, v.thumbnail_url, v.description,
-       p.rank, f.fetched_at + p.offset_s, c.title, v.duration_s
+       p.rank, f.fetched_at + p.offset_s, c.title, v.duration_s, v.removed_at
 FROM fetches AS f
 JOIN places AS p ON p.fetch = f.num
 JOIN videos AS v ON v.num = p.video
 LEFT JOIN categories AS c ON c.region = ?1 AND c.id = v.category_id
 WHERE f.region = (SELECT num FROM regions WHERE code = ?1)
-  AND f.search = 0 AND f.fetched_at >= ?2 AND f.fetched_at <= ?3
+  AND f.search = 0 AND f.chart = ?4 AND f.fetched_at >= ?2 AND f.fetched_at <= ?3
 ORDER BY f.fetched_at, f.num, p.rank";
+
+/// The counts samples of one list of a region (?4 search, ?5 chart) between two
+/// times, for `export --counts`.
+pub(crate) const EXPORT_LIST_COUNTS: &str = "
+SELECT v.id, f.fetched_at + p.offset_s, p.views, p.likes, p.comments
+FROM fetches AS f
+JOIN places AS p ON p.fetch = f.num
+JOIN videos AS v ON v.num = p.video
+WHERE f.region = (SELECT num FROM regions WHERE code = ?1)
+  AND f.search = ?4 AND f.chart = ?5 AND f.fetched_at >= ?2 AND f.fetched_at <= ?3
+ORDER BY f.fetched_at, f.num, p.rank";
+
+/// The follow-ups' samples between two times, video by video, of the videos seen in
+/// any of the regions of the JSON array ?3. Exporting every sample reads the whole
+/// series, so this one walks the table (in key order, streamed) and is not in
+/// [`ALL`].
+pub(crate) const EXPORT_FOLLOW_COUNTS: &str = "
+SELECT v.id, c.at, c.views, c.likes, c.comments
+FROM follow_counts AS c
+JOIN videos AS v ON v.num = c.video
+WHERE c.at >= ?1 AND c.at <= ?2
+  AND EXISTS (SELECT 1 FROM video_regions AS vr
+              WHERE vr.video = c.video
+                AND vr.region IN (SELECT g.num FROM regions AS g
+                                  JOIN json_each(?3) AS j ON g.code = j.value))
+ORDER BY c.video, c.at";
+
+/// A video's places per (region, chart) for `trendsync video`: first and last seen,
+/// best rank, number of fetches. Charts only (a search is not a chart).
+pub(crate) const VIDEO_CHART_PLACES: &str = "
+SELECT g.code, f.chart, min(f.fetched_at + p.offset_s), max(f.fetched_at + p.offset_s),
+       min(p.rank), count(DISTINCT p.fetch)
+FROM videos AS v
+JOIN places AS p ON p.video = v.num
+JOIN fetches AS f ON f.num = p.fetch
+JOIN regions AS g ON g.num = f.region
+WHERE v.id = ?1 AND f.search = 0
+GROUP BY g.code, f.chart
+ORDER BY g.code, f.chart";
+
+/// A video's counts over time with their source (`chart`, `search`, `follow`), oldest
+/// first. The counts a version 1 file kept beyond its places (a page stored twice)
+/// came from the trending chart or a search; they are shown as `chart`.
+pub(crate) const VIDEO_COUNTS: &str = "
+SELECT at, views, likes, comments, source FROM (
+    SELECT f.fetched_at + p.offset_s AS at, p.views, p.likes, p.comments,
+           CASE WHEN f.search = 0 THEN 'chart' ELSE 'search' END AS source,
+           p.fetch AS k1, p.rank AS k2
+    FROM videos AS v
+    JOIN places AS p ON p.video = v.num
+    JOIN fetches AS f ON f.num = p.fetch
+    WHERE v.id = ?1
+    UNION ALL
+    SELECT e.fetched_at, e.views, e.likes, e.comments, 'chart', 0, e.rowid
+    FROM videos AS v
+    JOIN extra_counts AS e ON e.video = v.num
+    WHERE v.id = ?1
+    UNION ALL
+    -- A run's follow-ups come after its charts: last within the same second.
+    SELECT c.at, c.views, c.likes, c.comments, 'follow', 9223372036854775807, 0
+    FROM videos AS v
+    JOIN follow_counts AS c ON c.video = v.num
+    WHERE v.id = ?1)
+ORDER BY at, k1, k2";
 
 /// Every product read above, with a name, for the query-plan test.
 #[cfg(test)]
@@ -116,5 +188,9 @@ pub(crate) const ALL: &[(&str, &str)] = &[
     ("search rank, few matches", SEARCH_RANK_FEW),
     ("search matches", SEARCH_MATCHES_UP_TO),
     ("search hit", SEARCH_HIT),
+    ("region lists", REGION_LISTS),
     ("export region", EXPORT_REGION),
+    ("export list counts", EXPORT_LIST_COUNTS),
+    ("video chart places", VIDEO_CHART_PLACES),
+    ("video counts", VIDEO_COUNTS),
 ];

@@ -1070,22 +1070,31 @@ fn read_only_open_of_an_unmigrated_or_older_file() {
 
 #[test]
 fn read_only_open_needs_only_the_steps_that_shape_the_stores_tables() {
-    // A file as this build's store steps leave it, before the limiter's step: what an
-    // upgraded trendsync finds until its first writing command. `status` must read it.
-    let store_steps = MIGRATIONS
+    // A file as this build's store steps leave it, before a later step of the
+    // limiter's: what an upgraded trendsync finds until its first writing command.
+    // `status` must read it. (This build's last step may be the store's own; a
+    // limiter's step after it is made up.)
+    let mut migrations: Vec<Migration> = MIGRATIONS.to_vec();
+    migrations.push(Migration {
+        description: "a later step of the limiter's",
+        owner: Owner::Quota,
+        sql: "CREATE TABLE quota_later (x INTEGER);",
+        data: None,
+    });
+    let store_steps = migrations
         .iter()
         .rposition(|m| m.owner == Owner::Store)
         .expect("the store has steps")
         + 1;
     assert!(
-        store_steps < MIGRATIONS.len(),
+        store_steps < migrations.len(),
         "a later step is another owner's"
     );
     let (_dir, path) = temp_db();
-    let store = Store::open_with(&path, &MIGRATIONS[..store_steps]).unwrap();
+    let store = Store::open_with(&path, &migrations[..store_steps]).unwrap();
     store.begin_run("r1", RunKind::Run, 1).unwrap();
     drop(store);
-    let read = Store::open_read_only(&path)
+    let read = Store::open_read_only_with(&path, &migrations)
         .unwrap()
         .expect("the store's tables are there");
     let runs: i64 = read
@@ -1101,9 +1110,9 @@ fn read_only_open_needs_only_the_steps_that_shape_the_stores_tables() {
 
     // One store step fewer is a file whose store tables are older: refused.
     let (_dir2, path2) = temp_db();
-    drop(Store::open_with(&path2, &MIGRATIONS[..store_steps - 1]).unwrap());
+    drop(Store::open_with(&path2, &migrations[..store_steps - 1]).unwrap());
     assert!(matches!(
-        Store::open_read_only(&path2),
+        Store::open_read_only_with(&path2, &migrations),
         Err(StoreError::OlderSchema { .. })
     ));
 }

@@ -100,7 +100,11 @@ const VIEWS: &[&str] = &[
     "SELECT run_id, region, rank, video_id, fetched_at FROM trending",
     "SELECT run_id, region, search_name, rank, video_id, fetched_at FROM search_results",
     "SELECT video_id, fetched_at, run_id, view_count, like_count, comment_count FROM video_stats",
-    "SELECT * FROM videos",
+    // Version 1's columns: later steps add their own.
+    "SELECT num, id, title, description, channel_id, channel_title, published_at, category_id,
+            tags, tags_text, default_language, default_audio_language, duration_s,
+            live_broadcast_content, thumbnail_url, region_restriction, view_count, like_count,
+            comment_count, first_seen_at, last_seen_at FROM videos",
     "SELECT * FROM runs",
     "SELECT * FROM categories",
     "SELECT * FROM region_state",

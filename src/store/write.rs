@@ -6,12 +6,17 @@
 
 use rusqlite::{Transaction, TransactionBehavior, params};
 
-use super::{RunKind, RunOutcome, Store, StoreError, VideoRecord, compact};
+use super::{RunKind, RunOutcome, Store, StoreError, VideoRecord, compact, follow};
 
 /// Which list a page of videos belongs to.
 enum Listing<'a> {
-    Trending,
-    Search { name: &'a str },
+    /// A chart: the overall one (`category` none) or a category's.
+    Chart {
+        category: Option<u32>,
+    },
+    Search {
+        name: &'a str,
+    },
 }
 
 impl Store {
@@ -89,16 +94,35 @@ impl Store {
         videos: &[VideoRecord],
         fetched_at: i64,
     ) -> Result<usize, StoreError> {
+        self.store_chart_page(run_id, region, None, first_rank, videos, fetched_at)
+    }
+
+    /// Stores one page of one of a region's charts: the overall chart (`category`
+    /// none) or the chart of a category, each its own fetch in the run. Otherwise as
+    /// [`Store::store_trending_page`].
+    pub fn store_chart_page(
+        &self,
+        run_id: &str,
+        region: &str,
+        category: Option<u32>,
+        first_rank: u32,
+        videos: &[VideoRecord],
+        fetched_at: i64,
+    ) -> Result<usize, StoreError> {
+        let chart = match category {
+            Some(c) => format!("category {c} chart"),
+            None => "trending".to_owned(),
+        };
         self.store_page(
             run_id,
             region,
-            Listing::Trending,
+            Listing::Chart { category },
             first_rank,
             videos,
             fetched_at,
         )
         .map_err(self.err(format!(
-            "storing trending page from rank {first_rank} of {region} for run {run_id}"
+            "storing {chart} page from rank {first_rank} of {region} for run {run_id}"
         )))
     }
 
@@ -159,27 +183,32 @@ impl Store {
                      view_count = excluded.view_count,
                      like_count = excluded.like_count,
                      comment_count = excluded.comment_count,
-                     last_seen_at = excluded.last_seen_at
+                     last_seen_at = excluded.last_seen_at,
+                     removed_at = NULL
                  WHERE excluded.last_seen_at >= videos.last_seen_at",
             )?;
             let region_num = compact::region_num(&tx, region)?;
-            let search = match listing {
-                Listing::Trending => 0,
-                Listing::Search { name } => compact::search_num(&tx, region_num, name)?,
+            let (search, chart) = match listing {
+                Listing::Chart { category } => (0, category.unwrap_or(0)),
+                Listing::Search { name } => (compact::search_num(&tx, region_num, name)?, 0),
             };
             let run = compact::run_num(&tx, run_id)?;
             // The first page stored opens the fetch; later pages (and a retried page)
             // join it, their places keeping their own time as an offset from its start.
             tx.prepare_cached(
-                "INSERT INTO fetches (run, region, search, fetched_at) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (run, region, search) DO NOTHING",
+                "INSERT INTO fetches (run, region, search, chart, fetched_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (run, region, search, chart) DO NOTHING",
             )?
-            .execute(params![run, region_num, search, fetched_at])?;
+            .execute(params![run, region_num, search, chart, fetched_at])?;
             let (fetch, start): (i64, i64) = tx
                 .prepare_cached(
-                    "SELECT num, fetched_at FROM fetches WHERE run = ?1 AND region = ?2 AND search = ?3",
+                    "SELECT num, fetched_at FROM fetches
+                     WHERE run = ?1 AND region = ?2 AND search = ?3 AND chart = ?4",
                 )?
-                .query_row(params![run, region_num, search], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                .query_row(params![run, region_num, search, chart], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?;
             let mut video_num = tx.prepare_cached("SELECT num FROM videos WHERE id = ?1")?;
             // Storing a page again in the same run (a retry) replaces its places.
             let mut place = tx.prepare_cached(
@@ -237,6 +266,7 @@ impl Store {
                     video.comment_count,
                 ])?;
                 seen.execute(params![num, region_num])?;
+                follow::seen(&tx, num, fetched_at, search == 0)?;
             }
         }
         tx.commit()?;
@@ -254,6 +284,12 @@ impl Store {
         (|| {
             let tx = self.write_tx()?;
             tx.execute("DELETE FROM categories WHERE region = ?1", [region])?;
+            // New category names are when a chart the upstream lacked is asked again.
+            tx.execute(
+                "DELETE FROM missing_charts
+                 WHERE region = (SELECT num FROM regions WHERE code = ?1)",
+                [region],
+            )?;
             {
                 let mut insert = tx.prepare_cached(
                     "INSERT INTO categories (region, id, title, fetched_at) VALUES (?1, ?2, ?3, ?4)
@@ -271,6 +307,30 @@ impl Store {
             tx.commit()
         })()
         .map_err(self.err(format!("storing the categories of {region}")))
+    }
+
+    /// Notes that the upstream has no chart for `category` in `region` (it answered
+    /// `videoChartNotFound`), so that runs leave it out until the region's category
+    /// names are next stored ([`Store::store_categories`]).
+    pub fn mark_chart_missing(
+        &self,
+        region: &str,
+        category: u32,
+        at: i64,
+    ) -> Result<(), StoreError> {
+        (|| {
+            let tx = self.write_tx()?;
+            let region_num = compact::region_num(&tx, region)?;
+            tx.execute(
+                "INSERT INTO missing_charts (region, category, since) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (region, category) DO NOTHING",
+                params![region_num, category, at],
+            )?;
+            tx.commit()
+        })()
+        .map_err(self.err(format!(
+            "noting that {region} has no chart of category {category}"
+        )))
     }
 
     /// Notes that every planned page of `region` was stored at `at`: the last

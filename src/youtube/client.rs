@@ -12,8 +12,8 @@ use super::key::ApiKey;
 use super::mask::mask_url;
 use super::raw::{self, MalformedResponse};
 use super::text::visible;
-use super::types::{Category, SearchPage, VideoPage};
-use super::{SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_LIST};
+use super::types::{Category, SearchPage, VideoCounts, VideoPage};
+use super::{SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_BATCH_GET_STATS, VIDEOS_LIST};
 use crate::error::{Exit, ExitCode};
 
 /// The upstream's page size limit, and the most ids one `videos.list` call takes.
@@ -241,6 +241,18 @@ impl Client {
         hl: Option<&str>,
         page_token: Option<&str>,
     ) -> Result<VideoPage, CallError> {
+        self.chart_page(region, None, hl, page_token).await
+    }
+
+    /// One page of one of the region's `mostPopular` charts: the overall one
+    /// (`category` none) or a category's (`videoCategoryId`). Items in rank order.
+    pub async fn chart_page(
+        &self,
+        region: &str,
+        category: Option<u32>,
+        hl: Option<&str>,
+        page_token: Option<&str>,
+    ) -> Result<VideoPage, CallError> {
         let call = CallContext::new(VIDEOS_LIST)
             .region(region)
             .page_token(page_token);
@@ -252,6 +264,9 @@ impl Client {
                 .append_pair("chart", "mostPopular")
                 .append_pair("regionCode", region)
                 .append_pair("maxResults", "50");
+            if let Some(category) = category {
+                query.append_pair("videoCategoryId", &category.to_string());
+            }
             if let Some(token) = page_token {
                 query.append_pair("pageToken", token);
             }
@@ -337,6 +352,38 @@ impl Client {
         raw::video_page(&body)
             .map(|page| self.scrub_page(page))
             .map_err(|problem| malformed(call, status, problem))
+    }
+
+    /// The counts of up to [`MAX_RESULTS`] videos (`videos.batchGetStats`), in the
+    /// upstream's order; a video it no longer shows is missing. Ids are checked as in
+    /// [`Client::videos_by_id`]; no ids means no request.
+    pub async fn video_counts(&self, ids: &[String]) -> Result<Vec<VideoCounts>, CallError> {
+        let call = CallContext::new(VIDEOS_BATCH_GET_STATS).id_count(ids.len());
+        if ids.len() > MAX_RESULTS {
+            return Err(CallError::InvalidArgument {
+                call,
+                problem: format!(
+                    "{} ids in one call, but the upstream takes at most {MAX_RESULTS}",
+                    ids.len()
+                ),
+            });
+        }
+        if let Some(bad) = ids.iter().find(|id| !raw::is_plausible_video_id(id)) {
+            let shown: String = bad.chars().take(32).collect();
+            return Err(CallError::InvalidArgument {
+                call,
+                problem: format!("{shown:?} is not a video id"),
+            });
+        }
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut url = self.endpoint("videos:batchGetStats");
+        url.query_pairs_mut()
+            .append_pair("part", "statistics")
+            .append_pair("id", &ids.join(","));
+        let (status, body) = self.fetch(&call, url).await?;
+        raw::video_counts(&body).map_err(|problem| malformed(call, status, problem))
     }
 
     /// The region's video categories, localized by `hl` when given.

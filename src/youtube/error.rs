@@ -261,6 +261,12 @@ impl CallError {
         }
     }
 
+    /// The upstream has no such chart (`videoChartNotFound`): for a category's chart,
+    /// that chart alone fails (DESIGN.md section 5).
+    pub fn is_chart_not_found(&self) -> bool {
+        self.class() == ErrorClass::RegionFailed && self.reason() == Some("videoChartNotFound")
+    }
+
     /// The HTTP status, when the upstream answered at all.
     pub fn status(&self) -> Option<u16> {
         match self {

@@ -26,7 +26,7 @@ pub use key::ApiKey;
 pub use mask::mask_url;
 pub use raw::MalformedResponse;
 pub use text::{is_unsafe_for_terminal, visible};
-pub use types::{Category, SearchPage, VideoPage, VideoRecord};
+pub use types::{Category, SearchPage, VideoCounts, VideoPage, VideoRecord};
 
 /// Quota method of [`Client::trending_page`] and [`Client::videos_by_id`].
 pub const VIDEOS_LIST: &str = "videos.list";
@@ -34,6 +34,8 @@ pub const VIDEOS_LIST: &str = "videos.list";
 pub const SEARCH_LIST: &str = "search.list";
 /// Quota method of [`Client::categories`].
 pub const VIDEO_CATEGORIES_LIST: &str = "videoCategories.list";
+/// Quota method of [`Client::video_counts`].
+pub const VIDEOS_BATCH_GET_STATS: &str = "videos.batchGetStats";
 
 /// When the upstream's daily quota resets after `now_us`: the next midnight in
 /// America/Los_Angeles, in microseconds since the Unix epoch.

@@ -5,7 +5,7 @@
 use serde::Deserialize;
 
 use super::duration::parse_duration_secs;
-use super::types::{Category, SearchPage, VideoPage, VideoRecord};
+use super::types::{Category, SearchPage, VideoCounts, VideoPage, VideoRecord};
 
 /// Deeper than any real response (those stop at about six levels); a body nested past
 /// this is refused before serde sees it, so that the limit holds also for values serde
@@ -289,6 +289,69 @@ pub(crate) fn categories(body: &[u8]) -> Result<Vec<Category>, MalformedResponse
         .collect())
 }
 
+/// What a count must look like, for the error that says it did not.
+const COUNT_EXPECTED: &str = "a non-negative integer in a string";
+
+/// A count as the upstream sends it ("1234"), absent as `None`; the text back when it
+/// is not a count.
+fn parse_count(value: Option<String>) -> Result<Option<i64>, String> {
+    match value {
+        None => Ok(None),
+        // u64's parser takes a leading '+'; the upstream never sends one.
+        Some(text) => Some(&text)
+            .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|t| t.parse::<u64>().ok())
+            .and_then(|n| i64::try_from(n).ok())
+            .map(Some)
+            .ok_or(text),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct BatchGetStatsResponse {
+    #[serde(default)]
+    pub items: Vec<VideoStat>,
+}
+
+/// One `youtube#videoStats` item; only its id and statistics are asked for.
+#[derive(Debug, Deserialize)]
+pub(crate) struct VideoStat {
+    pub id: String,
+    pub statistics: Option<Statistics>,
+}
+
+/// `videos.batchGetStats`' answer: each video's counts, in the upstream's order. The
+/// same checks as a page of videos (at most 50, real ids, none twice): a video left
+/// out is one the upstream no longer shows, so one invented would hide that.
+pub(crate) fn video_counts(body: &[u8]) -> Result<Vec<VideoCounts>, MalformedResponse> {
+    let raw: BatchGetStatsResponse = parse(body)?;
+    check_ids(raw.items.iter().map(|v| v.id.as_str()))?;
+    raw.items
+        .into_iter()
+        .map(|item| {
+            let stats = item.statistics.unwrap_or(Statistics {
+                view_count: None,
+                like_count: None,
+                comment_count: None,
+            });
+            let count = |field: &'static str, value: Option<String>| {
+                parse_count(value).map_err(|text| MalformedResponse::BadField {
+                    video_id: item.id.clone(),
+                    field,
+                    value: excerpt(&text),
+                    expected: COUNT_EXPECTED,
+                })
+            };
+            Ok(VideoCounts {
+                view_count: count("statistics.viewCount", stats.view_count)?,
+                like_count: count("statistics.likeCount", stats.like_count)?,
+                comment_count: count("statistics.commentCount", stats.comment_count)?,
+                id: item.id.clone(),
+            })
+        })
+        .collect()
+}
+
 /// Bad values are echoed in errors; this keeps an absurd one from flooding a log line.
 fn excerpt(value: &str) -> String {
     const MAX_CHARS: usize = 64;
@@ -342,15 +405,8 @@ impl Video {
             None => (None, None),
         };
 
-        let count = |field: &'static str, value: Option<String>| match value {
-            None => Ok(None),
-            // u64's parser takes a leading '+'; the upstream never sends one.
-            Some(text) => Some(&text)
-                .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|t| t.parse::<u64>().ok())
-                .and_then(|n| i64::try_from(n).ok())
-                .map(Some)
-                .ok_or_else(|| bad(field, &text, "a non-negative integer in a string")),
+        let count = |field: &'static str, value: Option<String>| {
+            parse_count(value).map_err(|text| bad(field, &text, COUNT_EXPECTED))
         };
         let (view_count, like_count, comment_count) = match self.statistics {
             Some(stats) => (

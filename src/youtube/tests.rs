@@ -456,6 +456,65 @@ async fn trending_page_asks_for_the_chart() {
 }
 
 #[tokio::test]
+async fn a_category_chart_asks_for_its_category() {
+    let (server, client) = serve(200, fixture!("videos_page1.json"), "application/json").await;
+    client
+        .chart_page("GB", Some(17), None, None)
+        .await
+        .expect("first page");
+    let request = only_request(&server).await;
+    assert_eq!(
+        query_pairs(&request),
+        pairs(&[
+            ("part", "snippet,statistics,contentDetails"),
+            ("chart", "mostPopular"),
+            ("regionCode", "GB"),
+            ("maxResults", "50"),
+            ("videoCategoryId", "17"),
+        ])
+    );
+}
+
+#[tokio::test]
+async fn video_counts_asks_batch_get_stats_for_the_ids() {
+    let (server, client) = serve(200, fixture!("video_stats.json"), "application/json").await;
+    let ids = strings(&["Zq3vT8mKpLw", "b7RkQw2XnE0"]);
+    let counts = client.video_counts(&ids).await.expect("counts");
+    assert_eq!(counts.len(), 9);
+    assert_eq!(
+        counts[1],
+        VideoCounts {
+            id: "b7RkQw2XnE0".into(),
+            view_count: Some(2_291_456),
+            like_count: None,
+            comment_count: Some(9_422),
+        }
+    );
+    let request = only_request(&server).await;
+    assert_eq!(request.url.path(), "/youtube/v3/videos:batchGetStats");
+    assert_eq!(
+        query_pairs(&request),
+        pairs(&[("part", "statistics"), ("id", "Zq3vT8mKpLw,b7RkQw2XnE0")])
+    );
+    let too_many: Vec<String> = (0..51).map(|i| format!("v{i}")).collect();
+    assert!(matches!(
+        client.video_counts(&too_many).await,
+        Err(CallError::InvalidArgument { .. })
+    ));
+}
+
+#[test]
+fn counts_that_are_not_strings_of_digits_are_malformed() {
+    let body = br#"{"items": [{"id": "Zq3vT8mKpLw", "statistics": {"viewCount": 12}}]}"#;
+    assert!(raw::video_counts(body).is_err());
+    let body = br#"{"items": [{"id": "Zq3vT8mKpLw", "statistics": {"viewCount": "-1"}}]}"#;
+    assert!(raw::video_counts(body).is_err());
+    let body = br#"{"items": [{"id": "Zq3vT8mKpLw"}]}"#;
+    let counts = raw::video_counts(body).expect("no statistics is hidden counts");
+    assert_eq!(counts[0].view_count, None);
+}
+
+#[tokio::test]
 async fn trending_page_passes_page_token_and_hl() {
     let (server, client) = serve(200, fixture!("videos_last_page.json"), "application/json").await;
     let page = client

@@ -27,3 +27,12 @@ pub struct Category {
     pub id: String,
     pub title: String,
 }
+
+/// One video's counts from `videos.batchGetStats` (`None`: hidden or absent upstream).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VideoCounts {
+    pub id: String,
+    pub view_count: Option<i64>,
+    pub like_count: Option<i64>,
+    pub comment_count: Option<i64>,
+}

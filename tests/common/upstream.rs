@@ -68,6 +68,13 @@ pub fn page2(region: &str) -> MockBuilder {
         .and(query_param("pageToken", PAGE2_TOKEN))
 }
 
+/// Any page of the chart of `category` in `region`.
+pub fn category_chart(region: &str, category: &str) -> MockBuilder {
+    trending()
+        .and(query_param("regionCode", region))
+        .and(query_param("videoCategoryId", category))
+}
+
 /// `region`'s category names.
 pub fn categories(region: &str) -> MockBuilder {
     Mock::given(method("GET"))
@@ -84,6 +91,10 @@ pub struct Call {
     pub method: String,
     pub region: Option<String>,
     pub page_token: Option<String>,
+    /// `videoCategoryId`: the chart of a category.
+    pub category: Option<String>,
+    /// `id`: the videos asked for, comma-separated.
+    pub ids: Option<String>,
 }
 
 impl Call {
@@ -106,12 +117,23 @@ impl Call {
             method: method.to_owned(),
             region: param("regionCode"),
             page_token: param("pageToken"),
+            category: param("videoCategoryId"),
+            ids: param("id"),
         }
     }
 
-    /// `US p1`, `US p2`, `US categories`: short enough to compare whole sequences.
+    /// `US p1`, `US p2`, `US categories`, `US c17 p1` (the chart of category 17):
+    /// short enough to compare whole sequences.
     pub fn short(&self) -> String {
         let region = self.region.as_deref().unwrap_or("-");
+        if let Some(category) = &self.category {
+            let page = if self.page_token.is_some() {
+                "p2"
+            } else {
+                "p1"
+            };
+            return format!("{region} c{category} {page}");
+        }
         match (self.method.as_str(), self.page_token.as_deref()) {
             ("videos.list", None) => format!("{region} p1"),
             ("videos.list", Some(PAGE2_TOKEN)) => format!("{region} p2"),
@@ -296,17 +318,60 @@ fn fixture_answer(req: &Request) -> Option<(&'static str, String)> {
         }
         "/videoCategories" if get => Some(("videoCategories.list", fixture("categories.json"))),
         "/search" if get => Some(("search.list", fixture("search.json"))),
-        // No fixture holds these yet: an empty answer of the right kind.
+        // No fixture holds this yet: an empty answer of the right kind.
         "/channels" if get => Some((
             "channels.list",
             r#"{"kind": "youtube#channelListResponse", "items": []}"#.to_owned(),
         )),
-        "/videos:batchGetStats" => Some((
+        "/videos:batchGetStats" if get => Some((
             "videos.batchGetStats",
-            r#"{"kind": "youtube#videoBatchGetStatsResponse", "items": []}"#.to_owned(),
+            video_stats(&param("id").unwrap_or_default()).to_string(),
         )),
         _ => None,
     }
+}
+
+/// Ids a follow-up's answer leaves out, as the upstream does for a video gone or
+/// private: those starting with this.
+pub const GONE_PREFIX: &str = "gone";
+
+/// `videos:batchGetStats`' answer for the comma-separated `ids`, in their order:
+/// video_stats.json's item for each fixture video it holds (it leaves one chart video
+/// out, gone since), a made-up item of the same shape for any other id, and nothing
+/// for ids starting with [`GONE_PREFIX`].
+pub fn video_stats(ids: &str) -> serde_json::Value {
+    let mut answer = fixture_json("video_stats.json");
+    let known: Vec<serde_json::Value> = answer["items"].as_array().cloned().unwrap_or_default();
+    let charted: Vec<String> = ["videos_page1.json", "videos_last_page.json"]
+        .iter()
+        .flat_map(|f| {
+            fixture_json(f)["items"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|v| v["id"].as_str().map(str::to_owned))
+        .collect();
+    let items: Vec<serde_json::Value> = ids
+        .split(',')
+        .filter(|id| !id.is_empty() && !id.starts_with(GONE_PREFIX))
+        .filter_map(|id| match known.iter().find(|v| v["id"] == id) {
+            Some(item) => Some(item.clone()),
+            None if charted.iter().any(|c| c == id) => None,
+            None => Some(serde_json::json!({
+                "kind": "youtube#videoStats",
+                "etag": format!("made-up-{id}"),
+                "id": id,
+                "statistics": {
+                    "viewCount": (id.len() * 1000).to_string(),
+                    "likeCount": "7",
+                    "commentCount": "3"
+                }
+            })),
+        })
+        .collect();
+    answer["items"] = serde_json::Value::Array(items);
+    answer
 }
 
 /// The ledger, even if a test thread panicked while holding it.
@@ -376,8 +441,9 @@ impl FakeUpstream {
     }
 
     /// The fixtures' YouTube (as [`FakeUpstream::youtube`], plus `search.json` for any
-    /// search, `videos_by_id.json` for `videos?id=…`, and empty answers for
-    /// channels.list and `/videos:batchGetStats`), billing as the upstream does:
+    /// search, `videos_by_id.json` for `videos?id=…`, [`video_stats`] for
+    /// `/videos:batchGetStats` and an empty answer for channels.list), billing as the
+    /// upstream does:
     /// every call with the key goes to its method's bucket if the bucket has room for
     /// it today, and is otherwise answered 403 quotaExceeded and not billed. A
     /// scenario's own answers ([`FakeUpstream::answer_instead`]) stand in for the

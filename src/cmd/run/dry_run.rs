@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::Result;
 use serde::Serialize;
 
-use super::{Job, freshness};
+use super::{Job, due_for_follow_up, freshness};
 use crate::cli::Global;
 use crate::clock::now_s;
 use crate::cmd::{Access, open_limiter, read_status};
@@ -23,7 +23,13 @@ pub(super) async fn run(global: &Global, config: &Config, job: &Job<'_>) -> Resu
     // No call is made, but a base the real run would refuse is refused here too (78).
     youtube::parse_api_base(&global.api_base)?;
     let fresh = freshness(global)?;
-    let plan = runner::plan(&job.regions, &fresh, now_s());
+    let now = now_s();
+    let mut plan = runner::plan(&job.regions, &fresh, now);
+    if let Some(follow) = config.regions.follow {
+        plan.extend(runner::plan::follow_ups(due_for_follow_up(
+            global, follow, now,
+        )?));
+    }
     let budget = &config.budget;
     let limiter = open_limiter(global, budget, Access::Read).await?;
     let names: Vec<String> = budget.policies().into_iter().map(|p| p.name).collect();
@@ -247,7 +253,13 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
                 // The pages the plan would fetch (a chart that ends early has fewer).
                 pages: mine
                     .clone()
-                    .filter(|c| c.fits && matches!(c.call.step, runner::Step::TrendingPage(_)))
+                    .filter(|c| {
+                        c.fits
+                            && matches!(
+                                c.call.step,
+                                runner::Step::TrendingPage(_) | runner::Step::ChartPage { .. }
+                            )
+                    })
                     .count() as u32,
                 videos: 0,
                 units: mine.filter(|c| c.fits).map(|c| c.units).sum(),

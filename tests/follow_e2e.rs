@@ -1,0 +1,218 @@
+//! Follow-ups end to end (DESIGN.md section 5): after every region's calls a run
+//! refreshes, through `videos:batchGetStats`, the counts of the videos that were on a
+//! chart in the last `days` and not counted for `every`, stalest first, 50 ids a
+//! call, charged to their own bucket; a video the answer leaves out is marked removed.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{Connection, params};
+use serde_json::Value;
+
+use crate::common::harness::Harness;
+use crate::common::upstream::{Billing, FakeUpstream, GONE_PREFIX};
+
+/// One region, both pages of the fixtures' chart, and follow-ups.
+const FOLLOWING: &str = r#"
+[defaults]
+pages = 2
+
+[[region]]
+code = "US"
+offset = 0
+
+[follow]
+days = 7
+every = "6h"
+"#;
+
+/// The shipped cost files.
+const DEFAULT_COSTS: &str = include_str!("../quota-costs.toml");
+const GRANULAR: &str = include_str!("../quota-costs.granular.toml");
+
+/// Each bucket's `used` from `budget --json`, by name.
+fn used(h: &Harness<'_>) -> BTreeMap<String, u64> {
+    h.budget()["buckets"]
+        .as_array()
+        .expect("buckets")
+        .iter()
+        .map(|b| {
+            (
+                b["name"].as_str().expect("name").to_owned(),
+                b["used"].as_u64().expect("used"),
+            )
+        })
+        .collect()
+}
+
+/// `n` videos that were on a chart a day ago and last counted `hours` ago (each a
+/// minute apart, the first the stalest), as a long history leaves them; `gone` of them
+/// are ones the upstream no longer shows. Returns their ids, stalest first.
+fn seed(h: &Harness<'_>, n: usize, gone: usize, hours: i64) -> Vec<String> {
+    let db = Connection::open(h.db_path()).expect("opening");
+    let now: i64 = db
+        .query_row("SELECT max(last_seen_at) FROM videos", [], |r| r.get(0))
+        .expect("the first run stored videos");
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let id = if i < gone {
+            format!("{GONE_PREFIX}{i:07}")
+        } else {
+            format!("seed{i:07}")
+        };
+        db.execute(
+            "INSERT INTO videos (id, title, description, channel_id, channel_title,
+                 published_at, view_count, first_seen_at, last_seen_at)
+             VALUES (?1, 'seeded', '', 'UC', 'C', '2026-01-01T00:00:00Z', 1, ?2, ?2)",
+            params![id, now - 86_400],
+        )
+        .expect("a video");
+        db.execute(
+            "INSERT INTO follow_state (video, charted_at, counted_at)
+             SELECT num, ?2, ?3 FROM videos WHERE id = ?1",
+            params![id, now - 86_400, now - hours * 3600 - (n - i) as i64 * 60],
+        )
+        .expect("its follow state");
+        ids.push(id);
+    }
+    ids
+}
+
+/// The ids each follow-up call asked for, in order.
+fn follow_batches(h: &Harness<'_>, from: usize) -> Vec<Vec<String>> {
+    h.fake.calls()[from..]
+        .iter()
+        .filter(|c| c.method == "videos.batchGetStats")
+        .map(|c| {
+            c.ids
+                .as_deref()
+                .expect("ids")
+                .split(',')
+                .map(str::to_owned)
+                .collect()
+        })
+        .collect()
+}
+
+fn count(h: &Harness<'_>, sql: &str) -> i64 {
+    h.db().query_row(sql, [], |r| r.get(0)).expect(sql)
+}
+
+/// Both cost files: the follow-ups go 50 ids a call, stalest first, every due video
+/// once; removed videos are marked; each bucket's `used` is what the upstream billed.
+fn follow_ups_under(costs: &str, billing: Billing) -> Harness<'static> {
+    let mut h = Harness::with(FakeUpstream::billing(billing), None);
+    h.costs(costs).regions(FOLLOWING);
+    // The first run charts ten videos, counted just now: none is due yet.
+    let (report, _, _) = h.run_to(&["run", "--json"], 0, "complete");
+    assert_eq!(report["follow"]["calls"], 0, "{report}");
+    let due = seed(&h, 120, 2, 7);
+
+    let ran = h.cmd().args(["run", "--dry-run"]).run();
+    assert_eq!(
+        ran.stdout.matches("follow-up of 50 videos").count(),
+        2,
+        "{}",
+        ran.stdout
+    );
+    assert_eq!(
+        ran.stdout.matches("follow-up of 20 videos").count(),
+        1,
+        "{}",
+        ran.stdout
+    );
+
+    let before = h.fake.calls().len();
+    let (report, _, _) = h.run_to(&["run", "--json"], 0, "complete");
+    let batches = follow_batches(&h, before);
+    assert_eq!(
+        batches.iter().map(Vec::len).collect::<Vec<_>>(),
+        [50, 50, 20],
+        "50 ids a call at most"
+    );
+    assert_eq!(batches.concat(), due, "every due video once, stalest first");
+    assert_eq!(report["follow"]["status"], "complete", "{report}");
+    assert_eq!(report["follow"]["calls"], 3, "{report}");
+    assert_eq!(report["follow"]["videos"], 118, "{report}");
+    assert_eq!(report["follow"]["removed"], 2, "{report}");
+    assert_eq!(
+        count(&h, "SELECT count(*) FROM follow_counts"),
+        118,
+        "a point of each video's series"
+    );
+    assert_eq!(
+        count(
+            &h,
+            "SELECT count(*) FROM videos WHERE removed_at IS NOT NULL AND id LIKE 'gone%'"
+        ),
+        2
+    );
+    // The follow-ups of a run come after every chart call.
+    let calls = h.fake.calls();
+    let first_follow = calls[before..]
+        .iter()
+        .position(|c| c.method == "videos.batchGetStats")
+        .expect("a follow-up");
+    assert!(
+        calls[before + first_follow..]
+            .iter()
+            .all(|c| c.method == "videos.batchGetStats")
+    );
+
+    // Refreshed now: none is due again before six hours.
+    let before = h.fake.calls().len();
+    let (report, _, _) = h.run_to(&["run", "--json"], 0, "complete");
+    assert!(follow_batches(&h, before).is_empty());
+    assert_eq!(report["follow"]["calls"], 0, "{report}");
+    let billed = h.fake.billed();
+    let used = used(&h);
+    assert_eq!(
+        used, billed,
+        "each bucket's used (left) against what the upstream billed (right)"
+    );
+    h
+}
+
+#[test]
+fn follow_ups_batch_50_ids_and_are_charged_as_billed_under_the_default_costs() {
+    let h = follow_ups_under(DEFAULT_COSTS, Billing::single(10_000));
+    // One pool: 3 runs of 2 pages (the category names in the first), 3 follow-ups.
+    assert_eq!(h.fake.billed()["budget"], 10);
+}
+
+#[test]
+fn follow_ups_batch_50_ids_and_are_charged_to_their_own_bucket_under_the_granular_costs() {
+    let h = follow_ups_under(GRANULAR, Billing::granular(10_000, 100, 10_000));
+    assert_eq!(h.fake.billed()["budget"], 7);
+    assert_eq!(h.fake.billed()["stats"], 3);
+}
+
+#[test]
+fn a_spent_stats_bucket_stops_only_the_follow_ups() {
+    let costs = GRANULAR.replace(
+        "name = \"stats\"\nquota = 10000\nceiling = 9500",
+        "name = \"stats\"\nquota = 3\nceiling = 2",
+    );
+    assert_ne!(costs, GRANULAR, "the stats bucket made small");
+    let mut h = Harness::with(
+        FakeUpstream::billing(Billing::granular(10_000, 100, 10_000)),
+        None,
+    );
+    h.costs(&costs).regions(FOLLOWING);
+    h.run_to(&["run", "--json"], 0, "complete");
+    seed(&h, 120, 0, 7);
+    let before = h.fake.calls().len();
+    let (report, _, _): (Value, _, _) = h.run_to(&["run", "--json"], 75, "budget_exhausted");
+    assert_eq!(report["regions"][0]["status"], "complete", "{report}");
+    assert_eq!(report["follow"]["status"], "budget_exhausted", "{report}");
+    assert_eq!(report["follow"]["calls"], 2, "{report}");
+    assert_eq!(follow_batches(&h, before).len(), 2);
+    assert_eq!(used(&h), h.fake.billed());
+    // The 20 left are the freshest of the due: the next run with room takes them.
+    assert_eq!(
+        count(
+            &h,
+            "SELECT count(*) FROM follow_state WHERE counted_at < (SELECT max(counted_at) - 3600 FROM follow_state)"
+        ),
+        20
+    );
+}

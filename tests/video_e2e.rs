@@ -1,0 +1,142 @@
+//! `trendsync video VIDEO_ID` end to end: a video's places per region and chart, and
+//! its counts over time from charts, searches and follow-ups, each with its source.
+
+use serde_json::Value;
+
+use crate::common::harness::Harness;
+use crate::common::upstream::{Billing, FakeUpstream};
+
+/// US with the chart of category 17 and a search, and follow-ups; `pages` of each chart.
+fn regions(pages: u32) -> String {
+    format!(
+        r#"
+[defaults]
+pages = {pages}
+
+[[region]]
+code = "US"
+offset = 0
+categories = ["17"]
+
+[[region.search]]
+name = "fresh"
+q = ""
+order = "viewCount"
+
+[follow]
+days = 7
+every = "6h"
+"#
+    )
+}
+
+/// On the fixtures' second chart page (rank 8): charted in the first run only.
+const LEFT_THE_CHART: &str = "Tq9wErTyU1o";
+/// Found by the fixtures' search only.
+const SEARCHED: &str = "Wf5gH2jKl8E";
+
+fn video(h: &Harness<'_>, id: &str) -> Value {
+    let ran = h.bare().args(["video", id, "--json"]).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    ran.json()
+}
+
+fn sources(v: &Value) -> Vec<&str> {
+    v["counts"]
+        .as_array()
+        .expect("counts")
+        .iter()
+        .map(|c| c["source"].as_str().expect("source"))
+        .collect()
+}
+
+#[test]
+fn a_video_shows_its_places_and_its_counts_with_their_sources() {
+    let mut h = Harness::with(FakeUpstream::billing(Billing::single(10_000)), None);
+    h.regions(&regions(2));
+    h.run_to(&["run", "--json"], 0, "complete");
+
+    // The next runs fetch one page of each chart: the second page's videos have left
+    // the charts. Six hours on, they are due for a follow-up.
+    h.regions(&regions(1));
+    let db = rusqlite::Connection::open(h.db_path()).expect("opening");
+    db.execute(
+        "UPDATE follow_state SET counted_at = counted_at - 7 * 3600
+         WHERE video IN (SELECT num FROM videos WHERE id IN ('Tq9wErTyU1o', 'Nb3vC6xZ8aS', 'Jd7kL2mNp4Q'))",
+        [],
+    )
+    .expect("time passes");
+    drop(db);
+    let (report, _, _) = h.run_to(&["run", "--json"], 0, "complete");
+    assert_eq!(report["follow"]["calls"], 1, "{report}");
+
+    let v = video(&h, LEFT_THE_CHART);
+    assert_eq!(v["video_id"], LEFT_THE_CHART);
+    assert_eq!(v["title"], "Midnight Ramen Speedrun in Osaka", "{v}");
+    assert!(
+        v["channel_title"].is_string() && v["published_at"].is_string(),
+        "{v}"
+    );
+    let places = v["places"].as_array().expect("places");
+    assert_eq!(places.len(), 2, "{v}");
+    assert_eq!(places[0]["region"], "US");
+    assert_eq!(
+        places[0]["chart"],
+        Value::Null,
+        "the overall chart first: {v}"
+    );
+    assert_eq!(places[1]["chart"], "17", "{v}");
+    for p in places {
+        assert_eq!(p["best_rank"], 8, "{v}");
+        assert_eq!(p["fetches"], 1, "{v}");
+        assert_eq!(p["first_seen"], p["last_seen"], "{v}");
+        assert!(
+            p["first_seen"].as_str().is_some_and(|t| t.ends_with('Z')),
+            "{v}"
+        );
+    }
+    assert_eq!(sources(&v), ["chart", "chart", "follow"], "{v}");
+    let follow = &v["counts"][2];
+    assert_eq!(follow["views"], 311_784, "the counts went on: {v}");
+    assert!(follow.get("comments").is_some() && follow.get("likes").is_some());
+
+    let v = video(&h, SEARCHED);
+    assert_eq!(
+        v["places"],
+        Value::Array(vec![]),
+        "a search is not a chart: {v}"
+    );
+    assert_eq!(sources(&v), ["search", "search"], "{v}");
+
+    // Text for people names the charts and the sources.
+    let ran = h.bare().args(["video", LEFT_THE_CHART]).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(ran.stdout.contains("category 17"), "{}", ran.stdout);
+    assert!(ran.stdout.contains("follow"), "{}", ran.stdout);
+
+    // The video the follow-up found gone says so.
+    let ran = h.bare().args(["video", "Jd7kL2mNp4Q"]).run();
+    assert!(ran.stdout.contains("no longer shown"), "{}", ran.stdout);
+}
+
+#[test]
+fn an_unknown_video_or_a_missing_database_is_an_error() {
+    let mut h = Harness::with(FakeUpstream::billing(Billing::single(10_000)), None);
+    h.regions(&regions(1));
+    let ran = h.bare().args(["video", "NoSuchVideo"]).run();
+    assert_eq!(ran.code, 78, "no database yet: {}", ran.stderr);
+    assert!(ran.stderr.contains("trendsync.db"), "{}", ran.stderr);
+    assert!(!h.db_path().exists(), "nothing created");
+
+    h.run_to(&["run", "--json"], 0, "complete");
+    let ran = h.bare().args(["video", "NoSuchVideo"]).run();
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("NoSuchVideo was never seen"),
+        "{}",
+        ran.stderr
+    );
+    let ran = h.bare().args(["video", "NoSuchVideo", "--json"]).run();
+    assert_eq!(ran.code, 1);
+    assert_eq!(ran.json()["status"], "failed");
+}
