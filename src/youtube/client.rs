@@ -316,21 +316,8 @@ impl Client {
         hl: Option<&str>,
     ) -> Result<VideoPage, CallError> {
         let call = CallContext::new(VIDEOS_LIST).id_count(ids.len());
-        if ids.len() > MAX_RESULTS {
-            return Err(CallError::InvalidArgument {
-                call,
-                problem: format!(
-                    "{} ids in one call, but the upstream takes at most {MAX_RESULTS}",
-                    ids.len()
-                ),
-            });
-        }
-        if let Some(bad) = ids.iter().find(|id| !raw::is_plausible_video_id(id)) {
-            let shown: String = bad.chars().take(32).collect();
-            return Err(CallError::InvalidArgument {
-                call,
-                problem: format!("{shown:?} is not a video id"),
-            });
+        if let Some(problem) = id_problem(ids) {
+            return Err(CallError::InvalidArgument { call, problem });
         }
         if ids.is_empty() {
             return Ok(VideoPage {
@@ -359,21 +346,8 @@ impl Client {
     /// [`Client::videos_by_id`]; no ids means no request.
     pub async fn video_counts(&self, ids: &[String]) -> Result<Vec<VideoCounts>, CallError> {
         let call = CallContext::new(VIDEOS_BATCH_GET_STATS).id_count(ids.len());
-        if ids.len() > MAX_RESULTS {
-            return Err(CallError::InvalidArgument {
-                call,
-                problem: format!(
-                    "{} ids in one call, but the upstream takes at most {MAX_RESULTS}",
-                    ids.len()
-                ),
-            });
-        }
-        if let Some(bad) = ids.iter().find(|id| !raw::is_plausible_video_id(id)) {
-            let shown: String = bad.chars().take(32).collect();
-            return Err(CallError::InvalidArgument {
-                call,
-                problem: format!("{shown:?} is not a video id"),
-            });
+        if let Some(problem) = id_problem(ids) {
+            return Err(CallError::InvalidArgument { call, problem });
         }
         if ids.is_empty() {
             return Ok(Vec::new());
@@ -574,4 +548,19 @@ fn rfc3339_seconds(at: jiff::Timestamp) -> String {
         Ok(truncated) => truncated.to_string(),
         Err(_) => at.to_string(),
     }
+}
+
+/// Why `ids` cannot go in one request: more than [`MAX_RESULTS`], or one that could
+/// not be a video id (it would corrupt the comma-separated list). A caller bug, refused
+/// before any request.
+fn id_problem(ids: &[String]) -> Option<String> {
+    if ids.len() > MAX_RESULTS {
+        return Some(format!(
+            "{} ids in one call, but the upstream takes at most {MAX_RESULTS}",
+            ids.len()
+        ));
+    }
+    let bad = ids.iter().find(|id| !raw::is_plausible_video_id(id))?;
+    let shown: String = bad.chars().take(32).collect();
+    Some(format!("{shown:?} is not a video id"))
 }
