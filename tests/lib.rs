@@ -14,6 +14,9 @@ mod differential;
 #[cfg(unix)]
 mod failover;
 mod hardening;
+// Closed and full streams, signals, FIFOs and symlinks: Unix only.
+#[cfg(unix)]
+mod hostile;
 mod limiter_down;
 mod metrics_e2e;
 // Signals, kill -9, cron's shell and systemd: Unix only.

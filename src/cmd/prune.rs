@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use crate::cli::{Global, PruneArgs};
+use crate::error::after_output;
 use crate::store::{PruneReport, Store};
 
 #[derive(Serialize)]
@@ -53,7 +54,12 @@ pub fn run(global: &Global, args: &PruneArgs) -> Result<()> {
     };
     let cutoff_text =
         jiff::Timestamp::from_second(cutoff).map_or_else(|_| cutoff.to_string(), |t| t.to_string());
-    if args.json {
+    // The prune is done whether or not its summary can be written.
+    after_output(print_report(&report, &cutoff_text, args.json), Ok(()))
+}
+
+fn print_report(report: &PruneReport, cutoff_text: &str, json: bool) -> Result<()> {
+    if json {
         let deleted = report
             .deleted
             .iter()
@@ -61,7 +67,7 @@ pub fn run(global: &Global, args: &PruneArgs) -> Result<()> {
             .collect();
         return crate::report::print_json(&PruneJson {
             dry_run: report.dry_run,
-            cutoff: cutoff_text,
+            cutoff: cutoff_text.to_owned(),
             deleted,
             videos_deleted: report.videos_deleted,
             bytes_freed: report.bytes_freed,

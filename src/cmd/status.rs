@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::{Access, load_config, open_limiter, read_status};
 use crate::cli::{Global, StatusArgs};
-use crate::error::{ExitCode, SilentExit};
+use crate::error::{ExitCode, SilentExit, after_output};
 use crate::quota::BUDGET_POLICY;
 use crate::report::{human, print_json, rfc3339};
 use crate::runner::lock;
@@ -205,10 +205,15 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
         regions,
         budget: window,
     };
-    if args.json {
-        print_json(&report)?;
+    let printed = if args.json {
+        print_json(&report)
     } else {
-        print_text(&report, &stored, now, stale_after, &budget.key)?;
+        print_text(&report, &stored, now, stale_after, &budget.key)
+    };
+    // Without --stale-after the dashboard is the whole point, so failing to print it
+    // fails the command; as a health check, the health decides the exit code.
+    if args.stale_after.is_none() {
+        return printed;
     }
     let stale: Vec<&str> = report
         .regions
@@ -223,9 +228,9 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
             stale.join(", "),
             human(stale_after)
         );
-        return Err(SilentExit(ExitCode::Failed).into());
+        return after_output(printed, Err(SilentExit(ExitCode::Failed).into()));
     }
-    Ok(())
+    after_output(printed, Ok(()))
 }
 
 fn print_text(
