@@ -182,3 +182,161 @@ fn a_fatal_error_is_printed_whatever_rust_log_says() {
         }
     }
 }
+
+/// Old snapshots for prune to delete: `fetches` fetches of 50 places each, 100 days
+/// old, every place a video of its own whose title holds "Zyzzogeton", added beside
+/// what a real run stored. Then the damage a prune of an older version left when it
+/// was killed between its phases: the snapshots of a few fetches gone, their videos
+/// (and full-text entries) still there.
+fn fill_with_old_snapshots(db: &std::path::Path, fetches: i64) {
+    let conn = rusqlite::Connection::open(db).expect("opening the database to fill it");
+    let old = jiff::Timestamp::now().as_second() - 100 * 86_400;
+    conn.execute_batch(&format!(
+        "BEGIN;
+         INSERT INTO videos (id, title, description, channel_id, channel_title, published_at,
+                             tags, tags_text, first_seen_at, last_seen_at)
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {videos})
+         SELECT printf('old%08d', i), printf('Zyzzogeton number %d', i), 'gone soon',
+                'UCold', 'Old Channel', '2020-01-01T00:00:00Z', NULL, NULL, {old}, {old}
+         FROM n;
+         INSERT INTO runs (run_id, kind, started_at, ended_at, status, units, calls)
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {fetches})
+         SELECT printf('old-run-%d', i), 'run', {old} + i, {old} + i, 'complete', 1, 1 FROM n;
+         INSERT INTO run_nums (run_id) SELECT run_id FROM runs WHERE run_id LIKE 'old-run-%';
+         INSERT INTO fetches (run, region, search, fetched_at)
+         SELECT r.num, (SELECT min(num) FROM regions), 0, {old} + CAST(substr(r.run_id, 9) AS INTEGER)
+         FROM run_nums AS r WHERE r.run_id LIKE 'old-run-%';
+         INSERT INTO places (fetch, rank, video, offset_s)
+         SELECT f.num, v.k % 50 + 1, v.num, 0
+         FROM (SELECT num, row_number() OVER (ORDER BY num) - 1 AS k FROM videos
+               WHERE id LIKE 'old%') AS v
+         JOIN (SELECT num, row_number() OVER (ORDER BY num) - 1 AS j FROM fetches
+               WHERE fetched_at < {old} + 1000000) AS f
+           ON f.j = v.k / 50;
+         INSERT OR IGNORE INTO video_regions (video, region)
+         SELECT num, (SELECT min(num) FROM regions) FROM videos WHERE id LIKE 'old%';
+         DELETE FROM places WHERE fetch IN (SELECT num FROM fetches WHERE fetched_at < {old} + 4);
+         DELETE FROM fetches WHERE fetched_at < {old} + 4;
+         COMMIT;",
+        videos = fetches * 50,
+    ))
+    .expect("filling the database with old snapshots");
+}
+
+/// Prunes interrupted at random points by SIGTERM, SIGINT or `kill -9`, then one
+/// clean prune: no video is left that no snapshot refers to, the full-text index is
+/// whole, and `search` finds nothing pruned. A signal stops a prune cleanly (143 or
+/// 130, its summary printed), never kills it.
+#[test]
+fn interrupted_prunes_leave_nothing_behind_for_the_next() {
+    let mut h = Harness::new(None);
+    h.costs(&unit_costs_toml(100_000, 90_000));
+    let first = h.cmd().args(["run", "--region", "US"]).run();
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    fill_with_old_snapshots(&h.db_path(), 300);
+    let orphans = |conn: &rusqlite::Connection| -> i64 {
+        conn.query_row(
+            "SELECT count(*) FROM videos AS v
+             WHERE NOT EXISTS (SELECT 1 FROM places WHERE video = v.num)
+               AND NOT EXISTS (SELECT 1 FROM extra_counts WHERE video = v.num)",
+            [],
+            |r| r.get(0),
+        )
+        .expect("counting orphan videos")
+    };
+    assert_eq!(orphans(&h.db()), 150, "the older prune's leftovers");
+
+    let signals = [("TERM", 143), ("INT", 130), ("KILL", -9)];
+    let mut seen = Vec::new();
+    for round in 0..12 {
+        let (name, code) = signals[round % signals.len()];
+        let mut child = h.bare().args(["prune", "--older-than", "45d"]).spawn();
+        std::thread::sleep(std::time::Duration::from_millis(rand::random_range(
+            40..250,
+        )));
+        let killed = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(child.id().to_string())
+            .status()
+            .expect("running kill");
+        assert!(killed.success());
+        let out = child.wait_with_output().expect("waiting for prune");
+        let got = {
+            use std::os::unix::process::ExitStatusExt;
+            out.status
+                .code()
+                .unwrap_or_else(|| -out.status.signal().unwrap_or(0))
+        };
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            got == code || got == 0,
+            "prune after SIG{name}: exit {got}, want {code} (or 0 when done first): {stderr}"
+        );
+        if got > 0 {
+            assert!(
+                stdout.contains("deleted snapshots"),
+                "a stopped prune prints its summary: {stdout:?} {stderr}"
+            );
+            assert!(stderr.contains(&format!("SIG{name}")), "{stderr}");
+        }
+        seen.push(got);
+    }
+    eprintln!("exits of the interrupted prunes: {seen:?}");
+    assert!(
+        seen.iter().any(|&c| c != 0),
+        "no prune was interrupted: {seen:?}"
+    );
+
+    let clean = h
+        .bare()
+        .args(["prune", "--older-than", "45d", "--json"])
+        .run();
+    assert_eq!(clean.code, 0, "{}", clean.stderr);
+    assert_eq!(clean.json()["interrupted"], false);
+
+    let conn = rusqlite::Connection::open(h.db_path()).expect("opening the database");
+    assert_eq!(orphans(&conn), 0, "videos no snapshot refers to");
+    let old: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM videos WHERE id LIKE 'old%'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("counting old videos");
+    assert_eq!(old, 0, "every old video went");
+    let kept: i64 = conn
+        .query_row("SELECT count(*) FROM videos", [], |r| r.get(0))
+        .expect("counting videos");
+    assert!(kept > 0, "the recent run's videos stay");
+    conn.execute(
+        "INSERT INTO videos_fts (videos_fts, rank) VALUES ('integrity-check', 1)",
+        [],
+    )
+    .expect("the full-text index agrees with the videos");
+    let stale_regions: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM video_regions AS vr
+             WHERE NOT EXISTS (SELECT 1 FROM places AS p JOIN fetches AS f ON f.num = p.fetch
+                               WHERE p.video = vr.video AND f.region = vr.region)",
+            [],
+            |r| r.get(0),
+        )
+        .expect("counting stale video regions");
+    assert_eq!(stale_regions, 0);
+    drop(conn);
+
+    let found = h.bare().args(["search", "Zyzzogeton", "--json"]).run();
+    assert_eq!(found.code, 0, "{}", found.stderr);
+    assert_eq!(
+        found.json()["results"],
+        serde_json::json!([]),
+        "{}",
+        found.stdout
+    );
+    let dry = h
+        .bare()
+        .args(["prune", "--older-than", "45d", "--dry-run", "--json"])
+        .run();
+    assert_eq!(dry.json()["videos_deleted"], 0, "{}", dry.stdout);
+}

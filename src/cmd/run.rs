@@ -21,7 +21,7 @@ use crate::store::{RunKind, Store, StoreError};
 use crate::youtube::Client;
 
 mod dry_run;
-mod signals;
+pub(super) mod signals;
 
 use signals::Signals;
 
