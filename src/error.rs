@@ -177,6 +177,7 @@ coded![
     crate::config::ConfigError,
     crate::youtube::ClientError,
     crate::quota::LimiterError,
+    crate::atomic::AtomicError,
 ];
 
 /// The exit code of one link of an error chain, when its type carries one.

@@ -250,7 +250,7 @@ fn interrupted_prunes_leave_nothing_behind_for_the_next() {
     let mut seen = Vec::new();
     for round in 0..12 {
         let (name, code) = signals[round % signals.len()];
-        let mut child = h.bare().args(["prune", "--older-than", "45d"]).spawn();
+        let child = h.bare().args(["prune", "--older-than", "45d"]).spawn();
         std::thread::sleep(std::time::Duration::from_millis(rand::random_range(
             40..250,
         )));
@@ -339,4 +339,166 @@ fn interrupted_prunes_leave_nothing_behind_for_the_next() {
         .args(["prune", "--older-than", "45d", "--dry-run", "--json"])
         .run();
     assert_eq!(dry.json()["videos_deleted"], 0, "{}", dry.stdout);
+}
+
+/// Permission bits of `path`.
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).expect("stat").permissions().mode() & 0o7777
+}
+
+/// Names in `dir` that look like a temporary file.
+fn temps(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .expect("listing")
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter(|n| n.ends_with(".tmp"))
+        .collect()
+}
+
+/// `--output` and `--metrics-file` replace a regular file keeping its mode, and refuse
+/// anything else at the path with 78, saying what it is, leaving it as it was: a FIFO
+/// (whose reader would hang), a symbolic link, a directory, a device.
+#[test]
+fn output_files_replace_only_regular_files_and_keep_their_mode() {
+    let mut h = Harness::new(None);
+    h.costs(&unit_costs_toml(100_000, 90_000));
+    let first = h.cmd().args(["run", "--region", "US"]).run();
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let dir = h.scratch.path().to_path_buf();
+
+    // A regular file keeps its mode, through both writers.
+    for (name, args) in [
+        ("out.csv", &["export", "--output"][..]),
+        ("trendsync.prom", &["--metrics-file"][..]),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, "old\n").expect("an earlier file");
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+        }
+        let t = h.cmd().args(args).arg(&path);
+        let t = if name.ends_with(".prom") {
+            t.args(["run", "--region", "US"])
+        } else {
+            t
+        };
+        let ran = t.run();
+        assert_eq!(ran.code, 0, "{name}: {}", ran.stderr);
+        assert_ne!(std::fs::read_to_string(&path).expect("reading"), "old\n");
+        assert_eq!(mode(&path), 0o640, "{name} keeps its mode");
+    }
+
+    let fifo = dir.join("fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let target = dir.join("target.csv");
+    std::fs::write(&target, "kept\n").expect("a link's target");
+    let link = dir.join("link.csv");
+    std::os::unix::fs::symlink(&target, &link).expect("a symlink");
+    let subdir = dir.join("subdir");
+    std::fs::create_dir(&subdir).expect("a directory");
+    let cases: [(&std::path::Path, &str); 4] = [
+        (&fifo, "a FIFO"),
+        (&link, "a symbolic link"),
+        (&subdir, "a directory"),
+        (std::path::Path::new("/dev/null"), "a character device"),
+    ];
+    let calls_before = h.fake.calls().len();
+    for (path, what) in cases {
+        for t in [
+            h.bare().args(["export", "--output"]).arg(path),
+            h.cmd()
+                .arg("--metrics-file")
+                .arg(path)
+                .args(["run", "--region", "US"]),
+            h.cmd()
+                .arg("--metrics-file")
+                .arg(path)
+                .args(["run", "--region", "US", "--dry-run"]),
+            h.bare().arg("--metrics-file").arg(path).arg("crontab"),
+        ] {
+            let ran = t.run();
+            assert_eq!(ran.code, 78, "{}: {}", path.display(), ran.stderr);
+            assert!(
+                ran.stderr.contains(what),
+                "{}: stderr does not say {what:?}: {}",
+                path.display(),
+                ran.stderr
+            );
+        }
+    }
+    assert_eq!(h.fake.calls().len(), calls_before, "no call made");
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .expect("fifo")
+            .file_type()
+            .is_fifo()
+    );
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .expect("link")
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(std::fs::read_to_string(&target).expect("reading"), "kept\n");
+    assert!(temps(&dir).is_empty(), "{:?}", temps(&dir));
+}
+
+/// An export to a file stopped by SIGTERM leaves the old file and no temporary file;
+/// one killed by `kill -9` leaves its temporary file, which the next export removes.
+#[test]
+fn an_export_stopped_or_killed_leaves_no_temporary_file_behind() {
+    let mut h = Harness::new(None);
+    h.costs(&unit_costs_toml(100_000, 90_000));
+    let first = h.cmd().args(["run", "--region", "US"]).run();
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    fill_with_old_snapshots(&h.db_path(), 1000);
+    let dir = h.scratch.path().to_path_buf();
+    let out = dir.join("out.csv");
+    std::fs::write(&out, "old\n").expect("an earlier export");
+
+    for (signal, code) in [("TERM", 143), ("INT", 130), ("KILL", -9)] {
+        let child = h.bare().args(["export", "--output"]).arg(&out).spawn();
+        let started = std::time::Instant::now();
+        while temps(&dir).is_empty() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "the export never began writing"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let killed = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()
+            .expect("running kill");
+        assert!(killed.success());
+        let ended = child.wait_with_output().expect("waiting for export");
+        let got = {
+            use std::os::unix::process::ExitStatusExt;
+            ended
+                .status
+                .code()
+                .unwrap_or_else(|| -ended.status.signal().unwrap_or(0))
+        };
+        let stderr = String::from_utf8_lossy(&ended.stderr);
+        assert_eq!(got, code, "export after SIG{signal}: {stderr}");
+        assert_eq!(std::fs::read_to_string(&out).expect("reading"), "old\n");
+        if signal == "KILL" {
+            assert_eq!(temps(&dir).len(), 1, "kill -9 leaves its temp");
+        } else {
+            assert!(temps(&dir).is_empty(), "SIG{signal}: {:?}", temps(&dir));
+        }
+    }
+    let ran = h.bare().args(["export", "--output"]).arg(&out).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(temps(&dir).is_empty(), "{:?}", temps(&dir));
+    let rows = std::fs::read_to_string(&out)
+        .expect("reading")
+        .lines()
+        .count();
+    assert!(rows > 40_000, "{rows} rows");
 }

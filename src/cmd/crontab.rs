@@ -124,6 +124,7 @@ pub fn run(global: &Global, args: &CrontabArgs) -> Result<()> {
         }
     }
     if let Some(p) = &global.metrics_file {
+        crate::atomic::check(p).context("--metrics-file")?;
         let p = absolute(p)?;
         if let Some(parent) = p.parent() {
             existing(parent, "the directory of --metrics-file")?;

@@ -2,14 +2,14 @@
 //! region, rank), as CSV in the column layout of the public trending-video datasets or
 //! as JSON lines. Streamed: memory stays flat however long the history.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::Path;
 
 use anyhow::{Context, Result, anyhow};
 use serde::Serialize;
 
+use super::run::signals::{Signals, StopRequest};
 use crate::cli::{ExportArgs, ExportFormat, Global};
+use crate::error::SilentExit;
 use crate::store::{ExportRow, ExportSpan, Store};
 
 /// The CSV header: the datasets' columns, then ours.
@@ -64,6 +64,9 @@ struct RowJson<'a> {
 }
 
 pub fn run(global: &Global, args: &ExportArgs) -> Result<()> {
+    // First, so that SIGINT/SIGTERM stop the export between two rows (the file at
+    // --output left as it was, no temporary file beside it) instead of killing it.
+    let stop = Signals::listen()?.stop_request("the export");
     let db = &global.db;
     let store = Store::open_read_only(db)
         .with_context(|| format!("opening {} to export", db.display()))?
@@ -88,48 +91,36 @@ pub fn run(global: &Global, args: &ExportArgs) -> Result<()> {
         }),
         until: args.until.map_or(i64::MAX, |t| t.as_second()),
     };
-    match &args.output {
+    let result = match &args.output {
         None => {
             let out = std::io::stdout().lock();
-            match write_rows(&store, &regions, span, args.format, out) {
+            match write_rows(&store, &regions, span, args.format, &stop, out) {
                 // A reader that stopped early (`| head`) is not a failure of the export.
                 Err(e) if is_broken_pipe(&e) => Ok(()),
                 other => other.map(|_| ()),
             }
         }
-        Some(path) => write_file(&store, &regions, span, args.format, path),
+        Some(path) => crate::atomic::write(path, None, |file| -> Result<()> {
+            write_rows(&store, &regions, span, args.format, &stop, file)?;
+            Ok(())
+        })
+        .with_context(|| format!("exporting to {}", path.display())),
+    };
+    match (result, stop.finish()) {
+        (Err(e), Some(code)) if e.chain().any(|c| c.is::<Stopped>()) => {
+            if let Some(path) = &args.output {
+                tracing::warn!("export stopped; {} is as it was", path.display());
+            }
+            Err(SilentExit(code).into())
+        }
+        (result, _) => result,
     }
 }
 
-/// Writes the export beside `path` and renames it into place, so a reader never sees
-/// half a file and a failed export leaves the previous one.
-fn write_file(
-    store: &Store,
-    regions: &[String],
-    span: ExportSpan,
-    format: ExportFormat,
-    path: &Path,
-) -> Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| anyhow!("--output {} names no file", path.display()))?;
-    let mut temp_name = std::ffi::OsString::from(".");
-    temp_name.push(name);
-    temp_name.push(format!(".{}.tmp", std::process::id()));
-    let temp = path.with_file_name(temp_name);
-    let result = (|| {
-        let file = File::create(&temp).with_context(|| format!("creating {}", temp.display()))?;
-        let file = write_rows(store, regions, span, format, file)?;
-        file.sync_all()
-            .with_context(|| format!("writing {}", temp.display()))?;
-        std::fs::rename(&temp, path)
-            .with_context(|| format!("renaming {} to {}", temp.display(), path.display()))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result.with_context(|| format!("exporting to {}", path.display()))
-}
+/// The export stopped between two rows because a signal asked it to.
+#[derive(Debug, thiserror::Error)]
+#[error("stopped by a signal")]
+struct Stopped;
 
 /// Streams every row into `out` and hands it back flushed.
 fn write_rows<W: Write>(
@@ -137,14 +128,23 @@ fn write_rows<W: Write>(
     regions: &[String],
     span: ExportSpan,
     format: ExportFormat,
+    stop: &StopRequest,
     out: W,
 ) -> Result<W> {
+    let go_on = || {
+        if stop.asked() {
+            Err(anyhow::Error::new(Stopped))
+        } else {
+            Ok(())
+        }
+    };
     let out = BufWriter::with_capacity(256 * 1024, out);
     let out = match format {
         ExportFormat::Csv => {
             let mut csv = csv::Writer::from_writer(out);
             csv.write_record(CSV_COLUMNS)?;
             store.export(regions, span, |row| -> Result<()> {
+                go_on()?;
                 write_csv(&mut csv, row)?;
                 Ok(())
             })?;
@@ -153,6 +153,7 @@ fn write_rows<W: Write>(
         ExportFormat::Jsonl => {
             let mut out = out;
             store.export(regions, span, |row| -> Result<()> {
+                go_on()?;
                 serde_json::to_writer(&mut out, &json_row(row))?;
                 out.write_all(b"\n")?;
                 Ok(())

@@ -104,6 +104,12 @@ fn freshness(global: &Global) -> Result<BTreeMap<String, Freshness>> {
 }
 
 async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
+    // Something other than a file at --metrics-file is a mistake in the crontab (78),
+    // refused before any call; once the run is under way, a file that cannot be
+    // written is only logged.
+    if let Some(path) = &global.metrics_file {
+        crate::atomic::check(path).context("--metrics-file")?;
+    }
     if job.dry_run {
         dry_run::run(global, config, &job).await
     } else {
