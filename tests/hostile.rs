@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 use crate::common::Trendsync;
 use crate::common::harness::{Harness, unit_costs_toml};
-use crate::common::upstream::API_KEY;
+use crate::common::upstream::{API_KEY, answer, page1};
 
 /// How stdout and stderr are broken for one invocation.
 #[derive(Debug, Clone, Copy)]
@@ -501,4 +501,37 @@ fn an_export_stopped_or_killed_leaves_no_temporary_file_behind() {
         .lines()
         .count();
     assert!(rows > 40_000, "{rows} rows");
+}
+
+/// A region that completed shows no reason in `runs` and `status`, even when another
+/// region of its run failed and the run's stop reason is that failure.
+#[test]
+fn a_completed_region_never_shows_another_regions_failure() {
+    let mut h = Harness::new(None);
+    h.costs(&unit_costs_toml(100_000, 90_000));
+    h.fake
+        .answer_instead(page1("GB"), answer(200, "{\"items\": ["));
+    let ran = h
+        .cmd()
+        .args(["run", "--region", "US", "--region", "GB"])
+        .run();
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let runs = h.bare().args(["runs", "--json"]).run().json();
+    let reason_of = |rows: &serde_json::Value, key: &str, code: &str| {
+        rows.as_array()
+            .expect("an array")
+            .iter()
+            .find(|r| r[key] == code)
+            .unwrap_or_else(|| panic!("no {code} in {rows}"))
+            .clone()
+    };
+    let us = reason_of(&runs["runs"], "region", "US");
+    let gb = reason_of(&runs["runs"], "region", "GB");
+    assert_eq!(us["status"], "complete", "{runs}");
+    assert_eq!(us["reason"], serde_json::Value::Null, "{runs}");
+    assert!(gb["reason"].is_string(), "{runs}");
+    let status = h.bare().args(["status", "--json"]).run().json();
+    let us = reason_of(&status["regions"], "code", "US");
+    assert_eq!(us["last_status"], "complete", "{status}");
+    assert_eq!(us["last_reason"], serde_json::Value::Null, "{status}");
 }
