@@ -535,3 +535,114 @@ fn a_completed_region_never_shows_another_regions_failure() {
     assert_eq!(us["last_status"], "complete", "{status}");
     assert_eq!(us["last_reason"], serde_json::Value::Null, "{status}");
 }
+
+/// Runs `t` with stdout and stderr on a terminal (a pty from `script`), and returns
+/// what the terminal received.
+fn on_terminal(t: Trendsync) -> Vec<u8> {
+    let cmd = &t.cmd;
+    let quote = |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"));
+    let mut line = quote(cmd.get_program());
+    for arg in cmd.get_args() {
+        line.push(' ');
+        line.push_str(&quote(arg));
+    }
+    let mut script = Command::new("script");
+    script.args(["-qec", &line, "/dev/null"]);
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => script.env(k, v),
+            None => script.env_remove(k),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        script.current_dir(dir);
+    }
+    let out = script
+        .stdin(Stdio::null())
+        .output()
+        .expect("running script");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// Titles that a spreadsheet would run, and titles that would act on a terminal.
+fn hostile_titles(db: &std::path::Path) {
+    let conn = rusqlite::Connection::open(db).expect("opening the database");
+    let titles = [
+        "=HYPERLINK(\"http://evil.example\",\"click\")",
+        "+1",
+        "@SUM(1)",
+        "-2+3",
+        "\u{1b}]0;owned\u{7}\u{1b}[2JTitle \u{202e}reversed",
+    ];
+    for (i, title) in titles.iter().enumerate() {
+        let changed = conn
+            .execute(
+                "UPDATE videos SET title = ?1, channel_title = ?1
+                 WHERE num = (SELECT num FROM videos ORDER BY num LIMIT 1 OFFSET ?2)",
+                rusqlite::params![title, i64::try_from(i).expect("small")],
+            )
+            .expect("setting a title");
+        assert_eq!(changed, 1);
+    }
+}
+
+/// `export` to a terminal shows the upstream's control characters escaped, as
+/// `search` does; to a file it keeps the text as it is. CSV cells a spreadsheet would
+/// run as formulas start with a single quote, wherever they go.
+#[test]
+fn export_shows_control_characters_on_a_terminal_and_no_formula_runs() {
+    let mut h = Harness::new(None);
+    h.costs(&unit_costs_toml(100_000, 90_000));
+    let first = h.cmd().args(["run", "--region", "US"]).run();
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    hostile_titles(&h.db_path());
+
+    for format in ["csv", "jsonl"] {
+        let shown = on_terminal(h.bare().args(["export", "--format", format]));
+        let text = String::from_utf8_lossy(&shown);
+        assert!(
+            !shown.contains(&0x1b) && !text.contains('\u{202e}') && !text.contains('\u{7}'),
+            "{format}: raw control characters reached the terminal: {text:?}"
+        );
+        assert!(text.contains("owned"), "{format}: {text}");
+    }
+
+    let out = h.scratch.file("out.csv");
+    let ran = h.bare().args(["export", "--output"]).arg(&out).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let mut reader = csv::Reader::from_path(&out).expect("reading the CSV");
+    let headers = reader.headers().expect("a header").clone();
+    let col = |name: &str| {
+        headers
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no column {name}"))
+    };
+    let (title, channel) = (col("title"), col("channel_title"));
+    let mut seen = Vec::new();
+    for record in reader.records() {
+        let record = record.expect("a CSV record");
+        for cell in [&record[title], &record[channel]] {
+            assert!(
+                !cell.starts_with(['=', '+', '-', '@', '\t', '\r']),
+                "a cell a spreadsheet would run: {cell:?}"
+            );
+        }
+        seen.push(record[title].to_owned());
+    }
+    for want in [
+        "'=HYPERLINK(\"http://evil.example\",\"click\")",
+        "'+1",
+        "'@SUM(1)",
+        "'-2+3",
+        // To a file, the text is kept as it is.
+        "\u{1b}]0;owned\u{7}\u{1b}[2JTitle \u{202e}reversed",
+    ] {
+        assert!(seen.iter().any(|t| t == want), "{want:?} not in {seen:?}");
+    }
+}

@@ -2,7 +2,8 @@
 //! region, rank), as CSV in the column layout of the public trending-video datasets or
 //! as JSON lines. Streamed: memory stays flat however long the history.
 
-use std::io::{BufWriter, Write};
+use std::borrow::Cow;
+use std::io::{BufWriter, IsTerminal, Write};
 
 use anyhow::{Context, Result, anyhow};
 use serde::Serialize;
@@ -11,6 +12,7 @@ use super::run::signals::{Signals, StopRequest};
 use crate::cli::{ExportArgs, ExportFormat, Global};
 use crate::error::SilentExit;
 use crate::store::{ExportRow, ExportSpan, Store};
+use crate::youtube::visible;
 
 /// The CSV header: the datasets' columns, then ours.
 pub const CSV_COLUMNS: [&str; 21] = [
@@ -94,14 +96,20 @@ pub fn run(global: &Global, args: &ExportArgs) -> Result<()> {
     let result = match &args.output {
         None => {
             let out = std::io::stdout().lock();
-            match write_rows(&store, &regions, span, args.format, &stop, out) {
+            // Titles and descriptions are the upstream's text: on a terminal a screen
+            // clear or a right-to-left override in one is shown escaped, never acted on.
+            let shown = Shown {
+                terminal: out.is_terminal(),
+            };
+            match write_rows(&store, &regions, span, args.format, &stop, shown, out) {
                 // A reader that stopped early (`| head`) is not a failure of the export.
                 Err(e) if is_broken_pipe(&e) => Ok(()),
                 other => other.map(|_| ()),
             }
         }
         Some(path) => crate::atomic::write(path, None, |file| -> Result<()> {
-            write_rows(&store, &regions, span, args.format, &stop, file)?;
+            let shown = Shown { terminal: false };
+            write_rows(&store, &regions, span, args.format, &stop, shown, file)?;
             Ok(())
         })
         .with_context(|| format!("exporting to {}", path.display())),
@@ -129,6 +137,7 @@ fn write_rows<W: Write>(
     span: ExportSpan,
     format: ExportFormat,
     stop: &StopRequest,
+    shown: Shown,
     out: W,
 ) -> Result<W> {
     let go_on = || {
@@ -145,7 +154,7 @@ fn write_rows<W: Write>(
             csv.write_record(CSV_COLUMNS)?;
             store.export(regions, span, |row| -> Result<()> {
                 go_on()?;
-                write_csv(&mut csv, row)?;
+                write_csv(&mut csv, row, shown)?;
                 Ok(())
             })?;
             csv.into_inner().map_err(|e| anyhow!("{}", e.error()))?
@@ -154,7 +163,12 @@ fn write_rows<W: Write>(
             let mut out = out;
             store.export(regions, span, |row| -> Result<()> {
                 go_on()?;
-                serde_json::to_writer(&mut out, &json_row(row))?;
+                if shown.terminal {
+                    let line = serde_json::to_string(&json_row(row))?;
+                    out.write_all(crate::report::terminal_safe_json(&line).as_bytes())?;
+                } else {
+                    serde_json::to_writer(&mut out, &json_row(row))?;
+                }
                 out.write_all(b"\n")?;
                 Ok(())
             })?;
@@ -164,31 +178,69 @@ fn write_rows<W: Write>(
     out.into_inner().map_err(|e| anyhow!(e.into_error()))
 }
 
-fn write_csv<W: Write>(csv: &mut csv::Writer<W>, row: &ExportRow) -> csv::Result<()> {
+/// Where the rows go, which decides how upstream text is written.
+#[derive(Debug, Clone, Copy)]
+struct Shown {
+    /// A terminal: control characters are shown escaped ([`visible`]).
+    terminal: bool,
+}
+
+/// A text cell as a spreadsheet will show it: one that it would run as a formula
+/// (starting with `=`, `+`, `-`, `@`, a tab or a carriage return) gets a single quote
+/// in front, the OWASP convention, so that it is shown as text.
+fn inert_cell(text: &str) -> Cow<'_, str> {
+    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        Cow::Owned(format!("'{text}"))
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+fn write_csv<W: Write>(csv: &mut csv::Writer<W>, row: &ExportRow, shown: Shown) -> csv::Result<()> {
     let int = |n: Option<i64>| n.map(|n| n.to_string()).unwrap_or_default();
     let flag = |b: bool| if b { "true" } else { "false" };
-    csv.write_field(&row.video_id)?;
+    // The upstream's text. Not the video id: its alphabet ([A-Za-z0-9_-]) can spell no
+    // formula that calls anything, and a quote in front of an id that starts with `-`
+    // would break every join with it.
+    let text = |t: &str| -> String {
+        let cell = inert_cell(t);
+        if shown.terminal {
+            visible(&cell).into_owned()
+        } else {
+            cell.into_owned()
+        }
+    };
+    csv.write_field(
+        if shown.terminal {
+            visible(&row.video_id)
+        } else {
+            Cow::Borrowed(row.video_id.as_str())
+        }
+        .as_bytes(),
+    )?;
     csv.write_field(utc_date(row.fetch_started_at))?;
-    csv.write_field(&row.title)?;
-    csv.write_field(&row.channel_title)?;
-    csv.write_field(row.category_id.as_deref().unwrap_or(""))?;
-    csv.write_field(utc_time_text(&row.published_at))?;
-    csv.write_field(row.tags.as_ref().map(|t| t.join("|")).unwrap_or_default())?;
+    csv.write_field(text(&row.title))?;
+    csv.write_field(text(&row.channel_title))?;
+    csv.write_field(text(row.category_id.as_deref().unwrap_or("")))?;
+    csv.write_field(text(&utc_time_text(&row.published_at)))?;
+    csv.write_field(text(
+        &row.tags.as_ref().map(|t| t.join("|")).unwrap_or_default(),
+    ))?;
     csv.write_field(int(row.view_count))?;
     csv.write_field(int(row.like_count))?;
     // The API no longer returns dislikes.
     csv.write_field("")?;
     csv.write_field(int(row.comment_count))?;
-    csv.write_field(row.thumbnail_url.as_deref().unwrap_or(""))?;
+    csv.write_field(text(row.thumbnail_url.as_deref().unwrap_or("")))?;
     csv.write_field(flag(row.comment_count.is_none()))?;
     csv.write_field(flag(row.like_count.is_none()))?;
     // Only videos the upstream returned are stored.
     csv.write_field(flag(false))?;
-    csv.write_field(&row.description)?;
+    csv.write_field(text(&row.description))?;
     csv.write_field(&row.region)?;
     csv.write_field(row.rank.to_string())?;
     csv.write_field(utc_time(row.fetched_at))?;
-    csv.write_field(row.category_title.as_deref().unwrap_or(""))?;
+    csv.write_field(text(row.category_title.as_deref().unwrap_or("")))?;
     csv.write_field(int(row.duration_s))?;
     csv.write_record(None::<&[u8]>)
 }
@@ -246,4 +298,26 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
                 matches!(csv.kind(), csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::BrokenPipe)
             })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inert_cell;
+
+    #[test]
+    fn cells_a_spreadsheet_would_run_are_quoted() {
+        for formula in [
+            "=HYPERLINK(\"http://x\",\"y\")",
+            "+1",
+            "-2+3",
+            "@SUM(A1)",
+            "\t=1",
+            "\r=1",
+        ] {
+            assert_eq!(inert_cell(formula), format!("'{formula}"), "{formula:?}");
+        }
+        for text in ["plain", "1+1", "a=b", "", " =1", "'quoted"] {
+            assert_eq!(inert_cell(text), text, "{text:?}");
+        }
+    }
 }
