@@ -646,3 +646,28 @@ fn export_shows_control_characters_on_a_terminal_and_no_formula_runs() {
         assert!(seen.iter().any(|t| t == want), "{want:?} not in {seen:?}");
     }
 }
+
+/// A run whose start cannot be recorded stops before its first charge (exit 1): no
+/// call, no unit spent that no history would show.
+#[test]
+fn a_run_whose_start_cannot_be_recorded_charges_and_calls_nothing() {
+    let mut h = Harness::new(None);
+    h.costs(&unit_costs_toml(100_000, 90_000));
+    let first = h.cmd().args(["run", "--region", "US"]).run();
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let used = h.budget()["used"].clone();
+    let calls = h.fake.calls().len();
+    rusqlite::Connection::open(h.db_path())
+        .expect("opening the database")
+        .execute_batch(
+            "CREATE TRIGGER refuse_runs BEFORE INSERT ON runs
+             BEGIN SELECT RAISE(ABORT, 'the disk says no'); END;",
+        )
+        .expect("a trigger that refuses new runs");
+    let ran = h.cmd().args(["run", "--region", "US", "--json"]).run();
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(ran.stderr.contains("the disk says no"), "{}", ran.stderr);
+    assert_eq!(ran.json()["status"], "failed");
+    assert_eq!(h.fake.calls().len(), calls, "no call made");
+    assert_eq!(h.budget()["used"], used, "nothing charged");
+}

@@ -180,9 +180,13 @@ impl Run {
         let _ = rx.wait_for(|gone| *gone).await;
     }
 
-    /// Resolves at the next change of the stop or abandon state.
+    /// Resolves at the next change of the stop or abandon state, or at once when the
+    /// run has already stopped (checked after subscribing, so no stop slips between).
     async fn woken(&self) {
         let mut rx = self.state.abandon.subscribe();
+        if self.stopped() {
+            return;
+        }
         let _ = rx.changed().await;
     }
 
@@ -209,6 +213,10 @@ impl Run {
         if slot.is_none() {
             tracing::debug!(run_id = %self.settings.run_id, "stopping: {}; no further calls", stop.describe(now_us()));
             *slot = Some(stop);
+            drop(slot);
+            // Wakes the regions waiting out a retry's backoff (`woken`): a budget stop
+            // cuts the wait short as a signal does.
+            self.state.abandon.send_modify(|_| {});
         }
     }
 
@@ -663,6 +671,8 @@ where
 {
     let permits = Arc::new(Semaphore::new(run.settings.concurrency));
     let mut tasks = JoinSet::new();
+    // Which region each task fetches, to report one that panicked.
+    let mut regions_of = std::collections::HashMap::new();
     let mut done: Vec<Option<(Region, RegionReport)>> = Vec::with_capacity(reports.len());
     for (i, (region, report)) in reports.into_iter().enumerate() {
         if !report.going() {
@@ -675,15 +685,31 @@ where
         // are first polled in any order, and the plan's order (oldest region first)
         // decides which regions a run cut short by the budget gets to.
         let permit = Arc::clone(&permits).acquire_owned().await;
-        tasks.spawn(async move {
-            let _permit = permit;
-            (i, region, fut.await)
+        let task = tasks.spawn({
+            let region = region.clone();
+            async move {
+                let _permit = permit;
+                (i, region, fut.await)
+            }
         });
+        regions_of.insert(task.id(), (i, region));
     }
     while let Some(joined) = tasks.join_next().await {
         match joined {
             Ok((i, region, report)) => done[i] = Some((region, report)),
-            Err(e) => tracing::error!("a region task failed: {e}"),
+            // A panic is a bug, not a reason to drop the region: it ends `failed`,
+            // and so does the run (exit 1). The units it charged stay in the run's.
+            Err(e) => {
+                let Some((i, region)) = regions_of.remove(&e.id()) else {
+                    tracing::error!("a region task failed: {e}");
+                    continue;
+                };
+                let mut report = RegionReport::new(&region.code);
+                report.status = Status::Failed;
+                report.error = Some(format!("the region's task failed: {e}"));
+                tracing::error!(region = %region.code, "{}: the region's task failed: {e}", region.code);
+                done[i] = Some((region, report));
+            }
         }
     }
     done.into_iter().flatten().collect()
@@ -706,7 +732,11 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         })
         .await
     {
-        tracing::error!(run_id = %run_id, "{}", chain(&e));
+        // A run that cannot be recorded would spend units no history shows and that
+        // no later process could mark abandoned: it stops before its first charge.
+        run.halt(Stop::Fatal {
+            message: format!("{}; no call made", chain(&e)),
+        });
     }
 
     let fresh = match freshness(&run).await {
@@ -941,6 +971,106 @@ mod tests {
         let waits: Vec<Duration> = (0..500).map(|_| backoff(3)).collect();
         assert!(waits.iter().any(|w| *w < Duration::from_millis(100)));
         assert!(waits.iter().any(|w| *w > Duration::from_millis(800)));
+    }
+
+    /// A run over a scratch database, its upstream never answering.
+    fn scratch_run(dir: &std::path::Path) -> Arc<Run> {
+        let db = dir.join("t.db");
+        let budget = crate::config::load_budget(&crate::config::Origin::BuiltIn)
+            .expect("built-in costs load");
+        let settings = RunSettings {
+            run_id: "r1".into(),
+            kind: RunKind::Run,
+            budget: budget.clone(),
+            allowance: Allowance::Ceiling,
+            concurrency: 2,
+        };
+        let deps = RunDeps {
+            limiter: Limiter::Embedded(
+                crate::quota::EmbeddedLimiter::open(&db, &budget.key).expect("limiter"),
+            ),
+            client: Client::new(
+                "http://127.0.0.1:9",
+                crate::youtube::ApiKey::new("AIzaTEST-key".into()),
+                Duration::from_secs(1),
+            )
+            .expect("client"),
+            store: Store::open(&db).expect("store"),
+            db,
+        };
+        Arc::new(Run::new(settings, deps))
+    }
+
+    fn region(code: &str) -> Region {
+        Region {
+            code: code.into(),
+            offset: 0,
+            hl: None,
+            pages: 1,
+            searches: Vec::new(),
+        }
+    }
+
+    /// A region whose task panics ends `failed`, in its place, and fails the run; the
+    /// others are not affected.
+    #[tokio::test]
+    async fn a_panicking_region_task_fails_its_region_and_the_run() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let run = scratch_run(dir.path());
+        let reports: Vec<(Region, RegionReport)> = ["US", "GB", "DE"]
+            .iter()
+            .map(|c| (region(c), RegionReport::new(c)))
+            .collect();
+        let done = each_region(&run, reports, |_run, region, mut report| async move {
+            assert_ne!(region.code, "GB", "a bug in the region's code");
+            report.pages = 1;
+            report
+        })
+        .await;
+        let got: Vec<(&str, Status)> = done
+            .iter()
+            .map(|(r, rep)| (r.code.as_str(), rep.status))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("US", Status::Complete),
+                ("GB", Status::Failed),
+                ("DE", Status::Complete)
+            ]
+        );
+        let gb = &done[1].1;
+        assert!(
+            gb.error.as_deref().is_some_and(|e| e.contains("panicked")),
+            "{:?}",
+            gb.error
+        );
+        let regions: Vec<RegionReport> = done.into_iter().map(|(_, r)| r).collect();
+        assert_eq!(overall(&regions, None), Status::Failed);
+    }
+
+    /// A stop of any kind wakes a region waiting out a retry's backoff, and one that
+    /// came before the wait began ends it at once.
+    #[tokio::test]
+    async fn a_budget_stop_cuts_a_backoff_short() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let run = scratch_run(dir.path());
+        let waiting = tokio::spawn({
+            let run = Arc::clone(&run);
+            async move { run.woken().await }
+        });
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        run.halt(Stop::Fatal {
+            message: "stands in for the budget".into(),
+        });
+        tokio::time::timeout(Duration::from_secs(2), waiting)
+            .await
+            .expect("woken by the stop")
+            .expect("no panic");
+        tokio::time::timeout(Duration::from_millis(100), run.woken())
+            .await
+            .expect("already stopped: no wait at all");
     }
 
     #[test]
