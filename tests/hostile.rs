@@ -671,3 +671,25 @@ fn a_run_whose_start_cannot_be_recorded_charges_and_calls_nothing() {
     assert_eq!(h.fake.calls().len(), calls, "no call made");
     assert_eq!(h.budget()["used"], used, "nothing charged");
 }
+
+/// A read command on a file of an older layout names the command that upgrades it,
+/// and that command works.
+#[test]
+fn a_read_command_on_an_old_file_names_the_command_that_upgrades_it() {
+    let s = crate::common::Scratch::new();
+    let db = s.file("trendsync.db");
+    trendsync::store::Store::create_at_version(&db, 1).expect("creating a version 1 file");
+    let ran = s.cmd().arg("--db").arg(&db).arg("status").run();
+    assert_ne!(ran.code, 0, "{}", ran.stderr);
+    let advice = ran
+        .stderr
+        .split('`')
+        .find(|part| part.starts_with("trendsync ") && part.contains("prune"))
+        .unwrap_or_else(|| panic!("no command to run in {}", ran.stderr))
+        .to_owned();
+    let words: Vec<&str> = advice.split_whitespace().skip(1).collect();
+    let upgraded = s.cmd().args(&words).run();
+    assert_eq!(upgraded.code, 0, "`{advice}`: {}", upgraded.stderr);
+    let ran = s.cmd().arg("--db").arg(&db).arg("status").run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+}
