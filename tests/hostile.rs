@@ -693,3 +693,46 @@ fn a_read_command_on_an_old_file_names_the_command_that_upgrades_it() {
     let ran = s.cmd().arg("--db").arg(&db).arg("status").run();
     assert_eq!(ran.code, 0, "{}", ran.stderr);
 }
+
+/// A Redis that can never serve the URL as written is a configuration error (78)
+/// saying what to fix: a database the server does not have, a Cluster URL pointed at
+/// a lone server. A URL without a scheme is never echoed (it may be a password), and
+/// a password or database given as a query parameter the client ignores is named.
+#[test]
+fn redis_urls_that_cannot_work_are_configuration_errors_that_say_why() {
+    let server = crate::common::RedisServer::start();
+    let s = crate::common::Scratch::new();
+    let costs = s.write("c.toml", &crate::common::costs_toml(1000, 1000, "24h"));
+    let charge = |url: &str| {
+        s.cmd()
+            .costs(&costs)
+            .args(["--redis-url", url, "budget", "charge", "videos.list"])
+            .run()
+    };
+    let port = server.port();
+    for (url, says) in [
+        (format!("redis://127.0.0.1:{port}/99"), "database below"),
+        (
+            format!("redis+cluster://127.0.0.1:{port}"),
+            "is not a Redis Cluster",
+        ),
+    ] {
+        let ran = charge(&url);
+        assert_eq!(ran.code, 78, "{url}: {}", ran.stderr);
+        assert!(ran.stderr.contains(says), "{url}: {}", ran.stderr);
+    }
+
+    let ran = charge("s3cretpw");
+    assert_eq!(ran.code, 78, "{}", ran.stderr);
+    assert!(ran.stderr.contains("no scheme"), "{}", ran.stderr);
+    assert!(!ran.stderr.contains("s3cretpw"), "{}", ran.stderr);
+
+    let ran = charge(&format!("redis://127.0.0.1:{port}/0?password=s3cret"));
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("?password= is ignored"),
+        "{}",
+        ran.stderr
+    );
+    assert!(!ran.stderr.contains("s3cret\""), "{}", ran.stderr);
+}
