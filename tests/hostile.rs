@@ -736,3 +736,58 @@ fn redis_urls_that_cannot_work_are_configuration_errors_that_say_why() {
     );
     assert!(!ran.stderr.contains("s3cret\""), "{}", ran.stderr);
 }
+
+/// The command of a crontab line as cron hands it to the shell (crontab(5)): `\%`
+/// becomes `%`, and an unescaped `%` ends the command.
+fn as_cron_runs_it(line: &str) -> String {
+    let mut rest = line;
+    for _ in 0..5 {
+        rest = rest.trim_start();
+        let end = rest.find(char::is_whitespace).expect("a schedule field");
+        rest = &rest[end..];
+    }
+    let mut command = String::new();
+    let mut chars = rest.trim_start().chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'%') => {
+                command.push('%');
+                chars.next();
+            }
+            '%' => break,
+            c => command.push(c),
+        }
+    }
+    command
+}
+
+/// A `%` in a path reaches the shell whole: crontab escapes it, and the line runs
+/// where it should, its log beside the database.
+#[test]
+fn crontab_escapes_percent_signs_for_cron() {
+    let s = crate::common::Scratch::new();
+    let dir = s.file("at 100% capacity");
+    std::fs::create_dir(&dir).expect("a directory with a percent sign");
+    let db = dir.join("trendsync.db");
+    let ran = s.cmd().arg("--db").arg(&db).arg("crontab").run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let line = ran
+        .stdout
+        .lines()
+        .find(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .expect("a crontab line");
+    let command = as_cron_runs_it(line);
+    assert!(
+        command.ends_with("2>&1"),
+        "cron cuts the command: {command:?}"
+    );
+    let ran = Command::new("sh")
+        .args(["-c", &command])
+        .env_remove("YOUTUBE_API_KEY")
+        .env_remove("TRENDSYNC_DB")
+        .output()
+        .expect("running the line");
+    assert_eq!(ran.status.code(), Some(78), "no key: {command}");
+    let log = std::fs::read_to_string(dir.join("trendsync.log")).expect("the log beside the db");
+    assert!(log.contains("API key"), "{log}");
+}
