@@ -791,3 +791,47 @@ fn crontab_escapes_percent_signs_for_cron() {
     let log = std::fs::read_to_string(dir.join("trendsync.log")).expect("the log beside the db");
     assert!(log.contains("API key"), "{log}");
 }
+
+/// A run recorded by a clock a day ahead (`faketime`) is not a fresh fetch: `status`
+/// says it is in the future, calls the region stale, and the health check fails
+/// instead of passing for as long as the clocks disagree.
+#[test]
+fn a_run_dated_in_the_future_is_stale_and_says_so() {
+    let mut h = Harness::new(None);
+    h.costs(&unit_costs_toml(100_000, 90_000));
+    h.regions("[defaults]\npages = 2\n\n[[region]]\ncode = \"US\"\noffset = 0\n");
+    let fresh = h.cmd().args(["run"]).run();
+    assert_eq!(fresh.code, 0, "{}", fresh.stderr);
+    let healthy = h.bare().args(["status", "--stale-after", "2h"]).run();
+    assert_eq!(healthy.code, 0, "{}", healthy.stderr);
+    let mut ahead = h.cmd().args(["run"]);
+    let program = ahead.cmd.get_program().to_owned();
+    let args: Vec<std::ffi::OsString> = ahead.cmd.get_args().map(ToOwned::to_owned).collect();
+    let mut faked = Command::new("faketime");
+    faked.args(["-f", "+1d"]).arg(program).args(args);
+    for (k, v) in ahead.cmd.get_envs() {
+        match v {
+            Some(v) => faked.env(k, v),
+            None => faked.env_remove(k),
+        };
+    }
+    faked.current_dir(h.scratch.path());
+    ahead.cmd = faked;
+    let ran = ahead.run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+
+    let health = h.bare().args(["status", "--stale-after", "2h"]).run();
+    assert_eq!(health.code, 1, "{}{}", health.stdout, health.stderr);
+    let text = h.bare().arg("status").run();
+    assert!(text.stdout.contains("in the future"), "{}", text.stdout);
+    assert!(!text.stdout.contains("0s ago"), "{}", text.stdout);
+    let json = h.bare().args(["status", "--json"]).run().json();
+    let us = json["regions"]
+        .as_array()
+        .expect("regions")
+        .iter()
+        .find(|r| r["code"] == "US")
+        .expect("US")
+        .clone();
+    assert_eq!(us["stale"], true, "{json}");
+}

@@ -63,10 +63,8 @@ pub async fn backfill(global: &Global, args: &BackfillArgs) -> Result<()> {
     let stale: Vec<&Region> = regions
         .into_iter()
         .filter(|r| {
-            fresh
-                .get(&r.code)
-                .and_then(|f| f.last_complete_at)
-                .is_none_or(|at| now - at > stale_after)
+            let last = fresh.get(&r.code).and_then(|f| f.last_complete_at);
+            super::status::is_stale(now, last, stale_after)
         })
         .collect();
     if stale.is_empty() {
