@@ -835,3 +835,43 @@ fn a_run_dated_in_the_future_is_stale_and_says_so() {
         .clone();
     assert_eq!(us["stale"], true, "{json}");
 }
+
+/// A run killed mid-way (`kill -9`) shows the units it charged, in `runs` and
+/// `status`, not 0: they were spent whether or not it lived to record its end.
+#[test]
+fn a_killed_run_shows_the_units_it_charged() {
+    let mut h = Harness::with(
+        crate::common::upstream::FakeUpstream::youtube_after(std::time::Duration::from_secs(30)),
+        None,
+    );
+    h.costs(&unit_costs_toml(100_000, 90_000));
+    let mut child = h
+        .cmd()
+        .args(["run", "--region", "US", "--region", "GB"])
+        .spawn();
+    let started = std::time::Instant::now();
+    while h.fake.received() < 2 {
+        assert!(
+            child.try_wait().expect("polling").is_none(),
+            "the run ended"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().expect("kill -9");
+    child.wait().expect("reaping");
+
+    let used = h.budget()["used"].as_u64().expect("used");
+    assert!(used >= 2, "{used}");
+    let runs = h.bare().args(["runs", "--json"]).run().json();
+    let rows = runs["runs"].as_array().expect("runs");
+    let units: u64 = rows.iter().map(|r| r["units"].as_u64().unwrap_or(0)).sum();
+    assert_eq!(
+        units, used,
+        "the regions' units add up to what was charged: {runs}"
+    );
+    for r in rows {
+        assert_eq!(r["status"], "abandoned", "{runs}");
+        assert!(r["units"].as_u64().unwrap_or(0) >= 1, "{runs}");
+    }
+}

@@ -256,8 +256,25 @@ impl Run {
         }
         match self.limiter.charge(&charge).await {
             Ok(d) if d.granted => {
-                self.state.units.fetch_add(charge.units, Ordering::Relaxed);
+                let run_units =
+                    self.state.units.fetch_add(charge.units, Ordering::Relaxed) + charge.units;
                 report.units += charge.units;
+                // Before the call: a process killed from here on leaves rows that show
+                // the units it spent, not 0.
+                let (run_id, code, units) = (
+                    self.settings.run_id.clone(),
+                    report.code.clone(),
+                    report.units,
+                );
+                let doing = format!("recording the units of region {code}");
+                if let Err(e) = self
+                    .with_store(doing, move |s| {
+                        s.record_units(&run_id, &code, units, run_units)
+                    })
+                    .await
+                {
+                    tracing::debug!(region = %report.code, "{}", chain(&e));
+                }
                 Ok(())
             }
             Ok(d) => {

@@ -109,6 +109,35 @@ impl Store {
         .map_err(self.err(format!("recording the regions of run {run_id}")))
     }
 
+    /// Records the units a run still `running` has charged so far, in all and for
+    /// `region`, so that a process killed mid-run leaves rows that show what it spent
+    /// (the end of the run records the final numbers). Never lowers them: concurrent
+    /// regions may report out of order.
+    pub fn record_units(
+        &self,
+        run_id: &str,
+        region: &str,
+        region_units: u64,
+        run_units: u64,
+    ) -> Result<(), StoreError> {
+        let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        (|| {
+            let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
+            tx.prepare_cached(
+                "UPDATE run_regions SET units = max(coalesce(units, 0), ?3)
+                 WHERE run_id = ?1 AND region = ?2 AND status = 'running'",
+            )?
+            .execute(params![run_id, region, as_i64(region_units)])?;
+            tx.prepare_cached(
+                "UPDATE runs SET units = max(coalesce(units, 0), ?2)
+                 WHERE run_id = ?1 AND status = 'running'",
+            )?
+            .execute(params![run_id, as_i64(run_units)])?;
+            tx.commit()
+        })()
+        .map_err(self.err(format!("recording the units run {run_id} has charged")))
+    }
+
     /// Records how each region of a run went and the run's attempts by method and
     /// outcome, in one transaction. Called once per run: the attempts are also added
     /// to the totals of every run.
