@@ -875,3 +875,69 @@ fn a_killed_run_shows_the_units_it_charged() {
         assert!(r["units"].as_u64().unwrap_or(0) >= 1, "{runs}");
     }
 }
+
+/// One database under two names: through a symbolic link a second run of a region
+/// being fetched is skipped (the locks go by the file's canonical path) and does not
+/// take the live run for an abandoned one; a hard-linked file is refused (78).
+#[test]
+fn one_database_under_two_names_shares_its_locks_and_a_hard_link_is_refused() {
+    let mut h = Harness::with(
+        crate::common::upstream::FakeUpstream::youtube_after(std::time::Duration::from_millis(600)),
+        None,
+    );
+    h.costs(&unit_costs_toml(100_000, 90_000));
+    let link = h.scratch.file("other-name.db");
+    let first = h.cmd().args(["run", "--region", "US"]).run();
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    std::os::unix::fs::symlink(h.db_path(), &link).expect("a symlink");
+
+    let mut child = h.cmd().args(["run", "--region", "US", "--json"]).spawn();
+    let before = h.fake.received();
+    let started = std::time::Instant::now();
+    while h.fake.received() == before {
+        assert!(
+            child.try_wait().expect("polling").is_none(),
+            "the run ended"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let calls = h.fake.received();
+    let second = h
+        .cmd()
+        .arg("--db")
+        .arg(&link)
+        .args(["run", "--region", "US", "--json"])
+        .run();
+    assert_eq!(second.code, 75, "{}", second.stderr);
+    assert_eq!(second.json()["status"], "skipped", "{}", second.stdout);
+    let out = child.wait_with_output().expect("the first run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(h.fake.received() >= calls);
+    let runs = h.bare().args(["runs", "--json"]).run().json();
+    assert!(
+        runs["runs"]
+            .as_array()
+            .expect("runs")
+            .iter()
+            .all(|r| r["status"] != "abandoned"),
+        "{runs}"
+    );
+
+    let hard = h.scratch.file("hard-link.db");
+    std::fs::hard_link(h.db_path(), &hard).expect("a hard link");
+    for t in [
+        h.bare().arg("--db").arg(&hard).arg("status"),
+        h.bare().arg("status"),
+        h.cmd().args(["run", "--region", "US"]),
+    ] {
+        let ran = t.run();
+        assert_eq!(ran.code, 78, "{}", ran.stderr);
+        assert!(ran.stderr.contains("hard links"), "{}", ran.stderr);
+    }
+}
