@@ -82,6 +82,18 @@ impl Exit for MissingConfig {
     }
 }
 
+/// A command that stopped cleanly before doing anything, for a reason the next cron
+/// tick will not have (exit 75), with what it found.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct TryLater(pub String);
+
+impl Exit for TryLater {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::TryLater
+    }
+}
+
 /// Whether the error is, at bottom, a write to a reader that went away (`| head`,
 /// `| true`): not a failure of ours.
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
@@ -174,6 +186,7 @@ coded![
     SilentExit,
     UsageError,
     MissingConfig,
+    TryLater,
     crate::config::ConfigError,
     crate::youtube::ClientError,
     crate::quota::LimiterError,

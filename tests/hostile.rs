@@ -667,6 +667,11 @@ fn a_run_whose_start_cannot_be_recorded_charges_and_calls_nothing() {
     let ran = h.cmd().args(["run", "--region", "US", "--json"]).run();
     assert_eq!(ran.code, 1, "{}", ran.stderr);
     assert!(ran.stderr.contains("the disk says no"), "{}", ran.stderr);
+    assert!(
+        !ran.stderr.contains("NOT NULL"),
+        "no second, unrelated error: {}",
+        ran.stderr
+    );
     assert_eq!(ran.json()["status"], "failed");
     assert_eq!(h.fake.calls().len(), calls, "no call made");
     assert_eq!(h.budget()["used"], used, "nothing charged");
@@ -939,5 +944,64 @@ fn one_database_under_two_names_shares_its_locks_and_a_hard_link_is_refused() {
         let ran = t.run();
         assert_eq!(ran.code, 78, "{}", ran.stderr);
         assert!(ran.stderr.contains("hard links"), "{}", ran.stderr);
+    }
+}
+
+/// Writers wait for a `prune --vacuum` (here its lock, held longer than a small
+/// file's vacuum takes) instead of failing on SQLite's busy timeout, then do their
+/// work: exit 0, never 1. A real vacuum alongside them leaves every exit 0.
+#[test]
+fn writers_wait_for_a_vacuum_and_never_fail_for_it() {
+    let mut h = Harness::new(None);
+    h.costs(&unit_costs_toml(100_000, 90_000));
+    let first = h.cmd().args(["run", "--region", "US"]).run();
+    assert_eq!(first.code, 0, "{}", first.stderr);
+
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(h.scratch.file("trendsync.db.maintenance.lock"))
+        .expect("the vacuum's lock file");
+    lock.lock().expect("holding it as a vacuum does");
+    let held = std::time::Duration::from_millis(1500);
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(held);
+        drop(lock);
+    });
+    let started = std::time::Instant::now();
+    let charge = h.bare().args(["budget", "charge", "videos.list"]).spawn();
+    let run = h.cmd().args(["run", "--region", "GB"]).spawn();
+    for child in [charge, run] {
+        let out = child.wait_with_output().expect("a writer");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(
+        started.elapsed() >= held,
+        "the writers waited for the vacuum"
+    );
+    release.join().expect("releasing");
+
+    fill_with_old_snapshots(&h.db_path(), 300);
+    let prune = h
+        .bare()
+        .args(["prune", "--older-than", "45d", "--vacuum", "--json"])
+        .spawn();
+    let writers: Vec<_> = (0..3)
+        .map(|_| h.bare().args(["budget", "charge", "videos.list"]).spawn())
+        .collect();
+    for child in std::iter::once(prune).chain(writers) {
+        let out = child.wait_with_output().expect("a command");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }

@@ -39,6 +39,8 @@ struct UnblockJson {
 /// quota was raised or reset. Logged, so the cron log shows who let calls through.
 async fn unblock(global: &Global, json: bool) -> Result<()> {
     let budget = load_budget(global)?;
+    let _writing =
+        super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
     let limiter = open_limiter(global, &budget, Access::Charge).await?;
     let until = limiter.unblock().await.with_context(|| {
         format!(
@@ -297,6 +299,8 @@ async fn charge(
             }
             ChargeError::TooLarge { .. } => UsageError(e.to_string()),
         })?;
+    let _writing =
+        super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
     let limiter = open_limiter(global, &budget, Access::Charge).await?;
     let decision: Decision = match limiter.charge(&charge).await {
         Ok(d) => d,

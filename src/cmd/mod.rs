@@ -6,6 +6,7 @@ mod completions;
 mod crontab;
 mod export;
 mod key;
+mod maintenance;
 mod prune;
 mod run;
 mod runs;

@@ -6,6 +6,7 @@ use std::io::Write;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
+use super::maintenance;
 use super::run::signals::Signals;
 use crate::cli::{Global, PruneArgs};
 use crate::error::{SilentExit, after_output};
@@ -53,11 +54,22 @@ pub fn run(global: &Global, args: &PruneArgs) -> Result<()> {
                 db.display()
             );
         }
+        let writing = maintenance::for_writing(db, maintenance::WRITER_PATIENCE)?;
         let store =
             Store::open(db).with_context(|| format!("opening {} to prune", db.display()))?;
-        store
-            .prune_until(cutoff, args.vacuum, &|| stop.asked())
-            .with_context(|| format!("pruning {}", db.display()))?
+        let bytes_before = store.file_bytes()?;
+        let mut report = store
+            .prune_until(cutoff, false, &|| stop.asked())
+            .with_context(|| format!("pruning {}", db.display()))?;
+        drop(writing);
+        if args.vacuum && !report.interrupted {
+            // Writers that start meanwhile wait for it instead of failing on SQLite's
+            // busy timeout.
+            let _vacuum = maintenance::for_vacuum(db)?;
+            store.vacuum()?;
+            report.bytes_freed = bytes_before.saturating_sub(store.file_bytes()?);
+        }
+        report
     };
     let cutoff_text =
         jiff::Timestamp::from_second(cutoff).map_or_else(|_| cutoff.to_string(), |t| t.to_string());

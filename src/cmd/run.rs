@@ -121,6 +121,10 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     // too instead of killing the process.
     let signals = Signals::listen()?;
     let key = key::for_calls(global)?;
+    // Held for the whole run: a `prune --vacuum` under way is waited for here, before
+    // anything is recorded or charged.
+    let _writing =
+        super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
     // The error names the base itself, masked and without the key.
     let client = Client::new(&global.api_base, key, REQUEST_TIMEOUT)
         .context("setting up the upstream client (--api-base, the API key)")?;

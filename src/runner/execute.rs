@@ -739,6 +739,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     let run_id = run.settings.run_id.clone();
     let kind = run.settings.kind;
     let codes: Vec<String> = regions.iter().map(|r| r.code.clone()).collect();
+    let mut start_recorded = true;
     if let Err(e) = run
         .with_store(format!("recording the start of run {run_id}"), {
             let run_id = run_id.clone();
@@ -754,6 +755,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         run.halt(Stop::Fatal {
             message: format!("{}; no call made", chain(&e)),
         });
+        start_recorded = false;
     }
 
     let fresh = match freshness(&run).await {
@@ -883,6 +885,11 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         })
         .collect();
     let run_id = run.settings.run_id.clone();
+    // A run whose start is not in the database has no rows to finish (and made no
+    // call): trying would only add a second, unrelated error to the first.
+    if !start_recorded {
+        return report;
+    }
     if let Err(e) = run
         .with_store(format!("recording the end of run {run_id}"), {
             let run_id = run_id.clone();
