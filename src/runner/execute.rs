@@ -743,10 +743,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     if let Err(e) = run
         .with_store(format!("recording the start of run {run_id}"), {
             let run_id = run_id.clone();
-            move |s| {
-                s.begin_run(&run_id, kind, started)?;
-                s.begin_run_regions(&run_id, started, &codes)
-            }
+            move |s| s.begin_run(&run_id, kind, started)
         })
         .await
     {
@@ -756,6 +753,15 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
             message: format!("{}; no call made", chain(&e)),
         });
         start_recorded = false;
+    } else if let Err(e) = run
+        .with_store(format!("recording the regions of run {run_id}"), {
+            let run_id = run_id.clone();
+            move |s| s.begin_run_regions(&run_id, started, &codes)
+        })
+        .await
+    {
+        // The run's row is there, and its end records the regions' outcomes.
+        tracing::error!(run_id = %run_id, "{}", chain(&e));
     }
 
     let fresh = match freshness(&run).await {
