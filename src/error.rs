@@ -82,6 +82,18 @@ impl Exit for MissingConfig {
     }
 }
 
+/// A command that stopped cleanly before doing anything, for a reason the next cron
+/// tick will not have (exit 75), with what it found.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct TryLater(pub String);
+
+impl Exit for TryLater {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::TryLater
+    }
+}
+
 /// Whether the error is, at bottom, a write to a reader that went away (`| head`,
 /// `| true`): not a failure of ours.
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
@@ -97,17 +109,20 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
     })
 }
 
-/// A command's result once it has printed what it had to say: the outcome decides, also
-/// when stdout was a closed pipe (a script reading `$?` after `| true` must still see
-/// 75 for a denial). Any other failure to print is the command's failure.
+/// A command's result once it has printed what it had to say: the outcome decides,
+/// also when stdout was a closed pipe or a full disk (a script reading `$?` after
+/// `| true` must still see 75 for a denial, and cron must see a run's 0 when its log
+/// file could not grow). What was lost is said on stderr, as far as it can be.
 pub fn after_output(
     printed: anyhow::Result<()>,
     outcome: anyhow::Result<()>,
 ) -> anyhow::Result<()> {
-    match printed {
-        Err(e) if !is_broken_pipe(&e) => Err(e),
-        _ => outcome,
+    if let Err(e) = &printed
+        && !is_broken_pipe(e)
+    {
+        tracing::warn!("the result could not be printed: {}", report(e));
     }
+    outcome
 }
 
 /// Whether the error carries its own exit code and was already reported.
@@ -171,9 +186,11 @@ coded![
     SilentExit,
     UsageError,
     MissingConfig,
+    TryLater,
     crate::config::ConfigError,
     crate::youtube::ClientError,
     crate::quota::LimiterError,
+    crate::atomic::AtomicError,
 ];
 
 /// The exit code of one link of an error chain, when its type carries one.

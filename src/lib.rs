@@ -4,6 +4,7 @@
 //! The binary (`src/main.rs`) is a thin shell over this library; the library exists so
 //! that benchmarks and integration tests can reach the limiter and the store directly.
 
+pub mod atomic;
 pub mod cli;
 pub mod clock;
 pub mod cmd;

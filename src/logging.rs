@@ -3,12 +3,19 @@
 
 use std::io::IsTerminal;
 
+use tracing::{Level, Metadata};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::{FilterExt, filter_fn};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{Layer, fmt};
 
 use crate::cli::LogFormat;
 
 /// `RUST_LOG` wins when set; otherwise `info`, shifted by `-v` and `-q`. Errors are
-/// never silenced: `-qq` and beyond still show them.
+/// never silenced: `-qq` and beyond still show them, and so does a `RUST_LOG` that
+/// turns trendsync off (`off`, `trendsync=off`, `reqwest=debug`), since a failing
+/// command must say why on stderr (DESIGN.md section 2).
 pub fn init(format: LogFormat, verbose: u8, quiet: u8) {
     let level = match i16::from(verbose) - i16::from(quiet) {
         i16::MIN..=-2 => "error",
@@ -17,19 +24,50 @@ pub fn init(format: LogFormat, verbose: u8, quiet: u8) {
         1 => "debug",
         _ => "trace",
     };
-    let filter = EnvFilter::try_from_default_env()
+    let asked = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(format!("trendsync={level},warn")));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let filter = asked.or(filter_fn(is_own_error));
+    // Internal errors off: on a failed write (stderr on a full disk, a pipe closed by
+    // `| head`) the subscriber would report it with `eprintln!`, which panics when
+    // stderr is the very stream that failed. A log line that cannot be written is lost;
+    // the exit code stays the outcome's.
+    let layer = fmt::layer()
         .with_writer(crate::progress::LogWriter)
-        .with_target(false);
+        .with_target(false)
+        .log_internal_errors(false);
     // Ignoring the error: a subscriber already set (in tests) is fine.
     let _ = match format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Json => tracing_subscriber::registry()
+            .with(layer.json().flatten_event(true).with_filter(filter))
+            .try_init(),
         LogFormat::Text => {
             crate::progress::enable(true);
             let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            builder.with_ansi(color).try_init()
+            tracing_subscriber::registry()
+                .with(layer.with_ansi(color).with_filter(filter))
+                .try_init()
         }
     };
+}
+
+/// An error that trendsync itself reports: shown whatever the filter says.
+fn is_own_error(meta: &Metadata<'_>) -> bool {
+    *meta.level() == Level::ERROR && is_own_target(meta.target())
+}
+
+fn is_own_target(target: &str) -> bool {
+    target == "trendsync" || target.starts_with("trendsync::")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_own_target;
+
+    #[test]
+    fn only_trendsync_targets_are_its_own() {
+        assert!(is_own_target("trendsync"));
+        assert!(is_own_target("trendsync::runner::execute"));
+        assert!(!is_own_target("trendsync_extra"));
+        assert!(!is_own_target("reqwest::connect"));
+    }
 }

@@ -12,8 +12,7 @@
 //! sees the previous run's file or this one's, never half of one.
 
 use std::fmt::Write as _;
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::quota::Budget;
@@ -603,76 +602,20 @@ pub fn write_after_run(
 }
 
 /// Writing the metrics file failed.
-#[derive(Debug, thiserror::Error)]
-pub enum WriteError {
-    #[error("{} names no file", .0.display())]
-    NoFileName(PathBuf),
-    #[error("{doing} {}: {source}", .path.display())]
-    Io {
-        doing: &'static str,
-        path: PathBuf,
-        source: io::Error,
-    },
-}
+pub type WriteError = crate::atomic::AtomicError;
 
-/// Replaces `path` with `text` atomically: a temporary file in the same directory
-/// (so the rename cannot cross file systems), synced, mode 0644, renamed over `path`.
+/// Replaces `path` with `text` atomically ([`crate::atomic::write`]): a new file gets
+/// mode 0644, since the collector runs as another user and must read it whatever the
+/// umask; a file already there keeps its own mode.
 pub fn write_atomically(path: &Path, text: &str) -> Result<(), WriteError> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| WriteError::NoFileName(path.to_path_buf()))?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    // A leading dot and no `.prom` ending: the textfile collector reads only `*.prom`,
-    // so it never picks up a half-written file. The random part keeps two writers (and
-    // a file left by one that was killed) apart.
-    let tmp = dir.join(format!(
-        ".{}.{}-{:08x}.tmp",
-        name.to_string_lossy(),
-        std::process::id(),
-        rand::random::<u32>()
-    ));
-    let io_err = |doing: &'static str, path: &Path| {
-        let path = path.to_path_buf();
-        move |source| WriteError::Io {
-            doing,
-            path,
-            source,
-        }
-    };
-    let written = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(io_err("creating", &tmp))?;
-        // The umask decides the mode a file is created with; the collector runs as
-        // another user and must be able to read the file whatever the umask is.
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            file.set_permissions(fs::Permissions::from_mode(0o644))
-                .map_err(io_err("setting the mode of", &tmp))?;
-        }
+    crate::atomic::write(path, Some(0o644), |file| {
         file.write_all(text.as_bytes())
-            .map_err(io_err("writing", &tmp))?;
-        // Without it, a crash after the rename may leave an empty file in its place.
-        file.sync_all().map_err(io_err("syncing", &tmp))?;
-        drop(file);
-        fs::rename(&tmp, path).map_err(io_err("renaming the new metrics file over", path))
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp);
-        return written;
-    }
-    // Makes the rename itself durable; the file is already complete either way, so a
-    // directory that cannot be synced is no reason to fail.
-    if let Ok(d) = fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+            .map_err(|source| WriteError::Io {
+                doing: "writing",
+                path: path.to_path_buf(),
+                source,
+            })
+    })
 }
 
 #[cfg(test)]

@@ -40,7 +40,7 @@ pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
 /// serde_json escapes the ASCII controls but writes the others (C1 controls, bidi
 /// overrides from upstream titles) raw; as `\uXXXX` escapes they are the same JSON
 /// value and inert on a terminal. Outside strings JSON is ASCII, so only strings change.
-fn terminal_safe_json(json: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn terminal_safe_json(json: &str) -> std::borrow::Cow<'_, str> {
     let unsafe_char = |c: char| !c.is_ascii() && crate::youtube::is_unsafe_for_terminal(c);
     if !json.chars().any(unsafe_char) {
         return std::borrow::Cow::Borrowed(json);

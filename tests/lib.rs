@@ -23,6 +23,9 @@ mod export_charts_e2e;
 mod failover;
 mod follow_e2e;
 mod hardening;
+// Closed and full streams, signals, FIFOs and symlinks: Unix only.
+#[cfg(unix)]
+mod hostile;
 mod limiter_down;
 mod metrics_e2e;
 mod monitoring;

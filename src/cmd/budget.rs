@@ -69,6 +69,8 @@ async fn unblock(global: &Global, bucket: Option<&str>, json: bool) -> Result<()
         Some(name) => vec![bucket_named(&budget, name)?],
         None => budget.buckets(),
     };
+    let _writing =
+        super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
     let limiter = open_limiter(global, &budget, Access::Charge).await?;
     let mut lifted = Vec::with_capacity(buckets.len());
     for b in &buckets {
@@ -436,6 +438,8 @@ async fn charge(
             }
             ChargeError::TooLarge { .. } => UsageError(e.to_string()),
         })?;
+    let _writing =
+        super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
     let limiter = open_limiter(global, &budget, Access::Charge).await?;
     let decision: Decision = match limiter.charge(&charge).await {
         Ok(d) => d,

@@ -59,6 +59,13 @@ fn sh(word: &Path) -> String {
     }
 }
 
+/// A command as crontab(5) must hold it: cron ends the command at an unescaped `%`
+/// (the rest becomes its standard input) and turns `\%` into `%` before the shell
+/// sees it, quotes or not.
+fn cron_escape(command: &str) -> String {
+    command.replace('%', r"\%")
+}
+
 /// Quotes a text word for /bin/sh.
 fn sh_text(word: &str) -> String {
     sh(Path::new(word))
@@ -124,6 +131,7 @@ pub fn run(global: &Global, args: &CrontabArgs) -> Result<()> {
         }
     }
     if let Some(p) = &global.metrics_file {
+        crate::atomic::check(p).context("--metrics-file")?;
         let p = absolute(p)?;
         if let Some(parent) = p.parent() {
             existing(parent, "the directory of --metrics-file")?;
@@ -171,11 +179,12 @@ pub fn run(global: &Global, args: &CrontabArgs) -> Result<()> {
          # (budget spent, upstream quota exhausted, region busy) and the next one resumes.\n",
     );
     for (when, code) in schedules {
-        text.push_str(&format!(
-            "{when} * * * cd {} && {fixed} run --region {code} >> {} 2>&1\n",
+        let command = format!(
+            "cd {} && {fixed} run --region {code} >> {} 2>&1",
             sh(&dir),
             sh(&log)
-        ));
+        );
+        text.push_str(&format!("{when} * * * {}\n", cron_escape(&command)));
     }
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(())
@@ -204,6 +213,15 @@ mod tests {
         assert!(schedule(m(300), 0).is_err());
         assert!(schedule(m(48 * 60), 0).is_err());
         assert!(schedule(Duration::from_secs(90), 0).is_err());
+    }
+
+    #[test]
+    fn percent_signs_are_escaped_for_cron() {
+        assert_eq!(
+            cron_escape("cd '/srv/50%' && t --db '/srv/50%/t.db'"),
+            r"cd '/srv/50\%' && t --db '/srv/50\%/t.db'"
+        );
+        assert_eq!(cron_escape("cd /srv && t"), "cd /srv && t");
     }
 
     #[test]

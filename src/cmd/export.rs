@@ -3,15 +3,17 @@
 //! layout of the public trending-video datasets or as JSON lines; or the counts time
 //! series. Streamed: memory stays flat however long the history.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::borrow::Cow;
+use std::io::{BufWriter, IsTerminal, Write};
 
 use anyhow::{Context, Result, anyhow};
 use serde::Serialize;
 
+use super::run::signals::{Signals, StopRequest};
 use crate::cli::{ExportArgs, ExportFormat, ExportPer, Global};
+use crate::error::SilentExit;
 use crate::store::{CountRow, ExportGrain, ExportRow, ExportSpan, Store};
+use crate::youtube::visible;
 
 /// The CSV header of `--counts`.
 pub const COUNTS_COLUMNS: [&str; 6] = [
@@ -100,6 +102,9 @@ struct CountJson<'a> {
 }
 
 pub fn run(global: &Global, args: &ExportArgs) -> Result<()> {
+    // First, so that SIGINT/SIGTERM stop the export between two rows (the file at
+    // --output left as it was, no temporary file beside it) instead of killing it.
+    let stop = Signals::listen()?.stop_request("the export");
     let db = &global.db;
     let store = Store::open_read_only(db)
         .with_context(|| format!("opening {} to export", db.display()))?
@@ -134,48 +139,42 @@ pub fn run(global: &Global, args: &ExportArgs) -> Result<()> {
         },
         counts: args.counts,
     };
-    match &args.output {
+    let result = match &args.output {
         None => {
             let out = std::io::stdout().lock();
-            match write_rows(&store, &regions, span, args.format, out) {
+            // Titles and descriptions are the upstream's text: on a terminal a screen
+            // clear or a right-to-left override in one is shown escaped, never acted on.
+            let shown = Shown {
+                terminal: out.is_terminal(),
+            };
+            match write_rows(&store, &regions, span, args.format, &stop, shown, out) {
                 // A reader that stopped early (`| head`) is not a failure of the export.
                 Err(e) if is_broken_pipe(&e) => Ok(()),
                 other => other.map(|_| ()),
             }
         }
-        Some(path) => write_file(&store, &regions, span, args.format, path),
+        Some(path) => crate::atomic::write(path, None, |file| -> Result<()> {
+            let shown = Shown { terminal: false };
+            write_rows(&store, &regions, span, args.format, &stop, shown, file)?;
+            Ok(())
+        })
+        .with_context(|| format!("exporting to {}", path.display())),
+    };
+    match (result, stop.finish()) {
+        (Err(e), Some(code)) if e.chain().any(|c| c.is::<Stopped>()) => {
+            if let Some(path) = &args.output {
+                tracing::warn!("export stopped; {} is as it was", path.display());
+            }
+            Err(SilentExit(code).into())
+        }
+        (result, _) => result,
     }
 }
 
-/// Writes the export beside `path` and renames it into place, so a reader never sees
-/// half a file and a failed export leaves the previous one.
-fn write_file(
-    store: &Store,
-    regions: &[String],
-    span: Selection<'_>,
-    format: ExportFormat,
-    path: &Path,
-) -> Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| anyhow!("--output {} names no file", path.display()))?;
-    let mut temp_name = std::ffi::OsString::from(".");
-    temp_name.push(name);
-    temp_name.push(format!(".{}.tmp", std::process::id()));
-    let temp = path.with_file_name(temp_name);
-    let result = (|| {
-        let file = File::create(&temp).with_context(|| format!("creating {}", temp.display()))?;
-        let file = write_rows(store, regions, span, format, file)?;
-        file.sync_all()
-            .with_context(|| format!("writing {}", temp.display()))?;
-        std::fs::rename(&temp, path)
-            .with_context(|| format!("renaming {} to {}", temp.display(), path.display()))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result.with_context(|| format!("exporting to {}", path.display()))
-}
+/// The export stopped between two rows because a signal asked it to.
+#[derive(Debug, thiserror::Error)]
+#[error("stopped by a signal")]
+struct Stopped;
 
 /// Streams every row into `out` and hands it back flushed.
 fn write_rows<W: Write>(
@@ -183,8 +182,17 @@ fn write_rows<W: Write>(
     regions: &[String],
     span: Selection<'_>,
     format: ExportFormat,
+    stop: &StopRequest,
+    shown: Shown,
     out: W,
 ) -> Result<W> {
+    let go_on = || {
+        if stop.asked() {
+            Err(anyhow::Error::new(Stopped))
+        } else {
+            Ok(())
+        }
+    };
     let out = BufWriter::with_capacity(256 * 1024, out);
     let places = |each: &mut dyn FnMut(&ExportRow) -> Result<()>| {
         store.export_charts(regions, span.charts, span.span, span.grain, each)
@@ -197,17 +205,31 @@ fn write_rows<W: Write>(
             let mut csv = csv::Writer::from_writer(out);
             if span.counts {
                 csv.write_record(COUNTS_COLUMNS)?;
-                counts(&mut |row| Ok(write_count_csv(&mut csv, row)?))?;
+                counts(&mut |row| {
+                    go_on()?;
+                    Ok(write_count_csv(&mut csv, row)?)
+                })?;
             } else {
                 csv.write_record(CSV_COLUMNS)?;
-                places(&mut |row| Ok(write_csv(&mut csv, row)?))?;
+                places(&mut |row| {
+                    go_on()?;
+                    Ok(write_csv(&mut csv, row, shown)?)
+                })?;
             }
             csv.into_inner().map_err(|e| anyhow!("{}", e.error()))?
         }
         ExportFormat::Jsonl => {
             let mut out = out;
             let mut line = |value: &dyn erased::Line| -> Result<()> {
-                value.write_to(&mut out)?;
+                go_on()?;
+                if shown.terminal {
+                    let mut text = Vec::new();
+                    value.write_to(&mut text)?;
+                    let text = String::from_utf8_lossy(&text);
+                    out.write_all(crate::report::terminal_safe_json(&text).as_bytes())?;
+                } else {
+                    value.write_to(&mut out)?;
+                }
                 out.write_all(b"\n")?;
                 Ok(())
             };
@@ -257,31 +279,69 @@ fn count_json(row: &CountRow) -> CountJson<'_> {
     }
 }
 
-fn write_csv<W: Write>(csv: &mut csv::Writer<W>, row: &ExportRow) -> csv::Result<()> {
+/// Where the rows go, which decides how upstream text is written.
+#[derive(Debug, Clone, Copy)]
+struct Shown {
+    /// A terminal: control characters are shown escaped ([`visible`]).
+    terminal: bool,
+}
+
+/// A text cell as a spreadsheet will show it: one that it would run as a formula
+/// (starting with `=`, `+`, `-`, `@`, a tab or a carriage return) gets a single quote
+/// in front, the OWASP convention, so that it is shown as text.
+fn inert_cell(text: &str) -> Cow<'_, str> {
+    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        Cow::Owned(format!("'{text}"))
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+fn write_csv<W: Write>(csv: &mut csv::Writer<W>, row: &ExportRow, shown: Shown) -> csv::Result<()> {
     let int = |n: Option<i64>| n.map(|n| n.to_string()).unwrap_or_default();
     let flag = |b: bool| if b { "true" } else { "false" };
-    csv.write_field(&row.video_id)?;
+    // The upstream's text. Not the video id: its alphabet ([A-Za-z0-9_-]) can spell no
+    // formula that calls anything, and a quote in front of an id that starts with `-`
+    // would break every join with it.
+    let text = |t: &str| -> String {
+        let cell = inert_cell(t);
+        if shown.terminal {
+            visible(&cell).into_owned()
+        } else {
+            cell.into_owned()
+        }
+    };
+    csv.write_field(
+        if shown.terminal {
+            visible(&row.video_id)
+        } else {
+            Cow::Borrowed(row.video_id.as_str())
+        }
+        .as_bytes(),
+    )?;
     csv.write_field(utc_date(row.fetch_started_at))?;
-    csv.write_field(&row.title)?;
-    csv.write_field(&row.channel_title)?;
-    csv.write_field(row.category_id.as_deref().unwrap_or(""))?;
-    csv.write_field(utc_time_text(&row.published_at))?;
-    csv.write_field(row.tags.as_ref().map(|t| t.join("|")).unwrap_or_default())?;
+    csv.write_field(text(&row.title))?;
+    csv.write_field(text(&row.channel_title))?;
+    csv.write_field(text(row.category_id.as_deref().unwrap_or("")))?;
+    csv.write_field(text(&utc_time_text(&row.published_at)))?;
+    csv.write_field(text(
+        &row.tags.as_ref().map(|t| t.join("|")).unwrap_or_default(),
+    ))?;
     csv.write_field(int(row.view_count))?;
     csv.write_field(int(row.like_count))?;
     // The API no longer returns dislikes.
     csv.write_field("")?;
     csv.write_field(int(row.comment_count))?;
-    csv.write_field(row.thumbnail_url.as_deref().unwrap_or(""))?;
+    csv.write_field(text(row.thumbnail_url.as_deref().unwrap_or("")))?;
     csv.write_field(flag(row.comment_count.is_none()))?;
     csv.write_field(flag(row.like_count.is_none()))?;
     // A follow-up found it gone or private.
     csv.write_field(flag(row.removed))?;
-    csv.write_field(&row.description)?;
+    csv.write_field(text(&row.description))?;
     csv.write_field(&row.region)?;
     csv.write_field(row.rank.to_string())?;
     csv.write_field(utc_time(row.fetched_at))?;
-    csv.write_field(row.category_title.as_deref().unwrap_or(""))?;
+    csv.write_field(text(row.category_title.as_deref().unwrap_or("")))?;
     csv.write_field(int(row.duration_s))?;
     csv.write_field(row.chart.map(|c| c.to_string()).unwrap_or_default())?;
     csv.write_record(None::<&[u8]>)
@@ -341,4 +401,26 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
                 matches!(csv.kind(), csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::BrokenPipe)
             })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inert_cell;
+
+    #[test]
+    fn cells_a_spreadsheet_would_run_are_quoted() {
+        for formula in [
+            "=HYPERLINK(\"http://x\",\"y\")",
+            "+1",
+            "-2+3",
+            "@SUM(A1)",
+            "\t=1",
+            "\r=1",
+        ] {
+            assert_eq!(inert_cell(formula), format!("'{formula}"), "{formula:?}");
+        }
+        for text in ["plain", "1+1", "a=b", "", " =1", "'quoted"] {
+            assert_eq!(inert_cell(text), text, "{text:?}");
+        }
+    }
 }

@@ -6,6 +6,7 @@ mod completions;
 mod crontab;
 mod export;
 mod key;
+mod maintenance;
 mod prune;
 mod run;
 mod runs;
@@ -29,18 +30,30 @@ use crate::youtube;
 pub async fn run(cli: Cli) -> Result<()> {
     crate::logging::init(cli.global.log_format, cli.global.verbose, cli.global.quiet);
     let global = &cli.global;
-    let result = match &cli.command {
-        Command::Run(args) => run::run(global, args).await,
-        Command::Backfill(args) => run::backfill(global, args).await,
-        Command::Budget(args) => budget::run(global, args).await,
-        Command::Completions { shell } => completions::run(*shell),
-        Command::Search(args) => search::run(global, args),
-        Command::Video(args) => video::run(global, args),
-        Command::Crontab(args) => crontab::run(global, args),
-        Command::Status(args) => status::run(global, args).await,
-        Command::Runs(args) => runs::run(global, args),
-        Command::Prune(args) => prune::run(global, args),
-        Command::Export(args) => export::run(global, args),
+    let uses_db = !matches!(
+        cli.command,
+        Command::Completions { .. } | Command::Crontab(_)
+    );
+    let checked = if uses_db {
+        refuse_hard_linked(&global.db)
+    } else {
+        Ok(())
+    };
+    let result = match checked {
+        Err(e) => Err(e),
+        Ok(()) => match &cli.command {
+            Command::Run(args) => run::run(global, args).await,
+            Command::Backfill(args) => run::backfill(global, args).await,
+            Command::Budget(args) => budget::run(global, args).await,
+            Command::Completions { shell } => completions::run(*shell),
+            Command::Search(args) => search::run(global, args),
+            Command::Video(args) => video::run(global, args),
+            Command::Crontab(args) => crontab::run(global, args),
+            Command::Status(args) => status::run(global, args).await,
+            Command::Runs(args) => runs::run(global, args),
+            Command::Prune(args) => prune::run(global, args),
+            Command::Export(args) => export::run(global, args),
+        },
     };
     if let Err(err) = &result
         && wants_json(&cli.command)
@@ -50,6 +63,30 @@ pub async fn run(cli: Cli) -> Result<()> {
         print_failure_json(err);
     }
     result
+}
+
+/// A database file with more than one hard link is refused (78): each name gets its
+/// own WAL and shared-memory file, and SQLite cannot keep the file consistent across
+/// them (its documented hazard; the file ends "malformed").
+fn refuse_hard_linked(db: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(meta) = std::fs::metadata(db)
+            && meta.is_file()
+            && meta.nlink() > 1
+        {
+            return Err(MissingConfig(format!(
+                "--db {}: the file has {} hard links; SQLite cannot keep a database \
+                 consistent under several names (each gets its own WAL). Keep one name \
+                 (remove the other links), or use a symbolic link instead",
+                db.display(),
+                meta.nlink()
+            ))
+            .into());
+        }
+    }
+    Ok(())
 }
 
 /// Whether the command was asked for one JSON object on stdout.

@@ -6,12 +6,17 @@ use std::io::Write;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
+use super::maintenance;
+use super::run::signals::Signals;
 use crate::cli::{Global, PruneArgs};
+use crate::error::{SilentExit, after_output};
 use crate::store::{PruneReport, Store};
 
 #[derive(Serialize)]
 struct PruneJson {
     dry_run: bool,
+    /// The prune stopped early, on a signal; the next one finishes it.
+    interrupted: bool,
     cutoff: String,
     deleted: serde_json::Map<String, serde_json::Value>,
     videos_deleted: u64,
@@ -19,6 +24,9 @@ struct PruneJson {
 }
 
 pub fn run(global: &Global, args: &PruneArgs) -> Result<()> {
+    // First, so that a signal from now on stops the prune between transactions
+    // instead of killing it.
+    let stop = Signals::listen()?.stop_request("the prune");
     let now = jiff::Timestamp::now().as_second();
     let older_than = i64::try_from(args.older_than.as_secs()).unwrap_or(i64::MAX);
     let cutoff = now.saturating_sub(older_than);
@@ -34,6 +42,7 @@ pub fn run(global: &Global, args: &PruneArgs) -> Result<()> {
                 deleted: vec![("fetches", 0), ("places", 0), ("extra_counts", 0)],
                 videos_deleted: 0,
                 bytes_freed: 0,
+                interrupted: false,
             },
         }
     } else {
@@ -45,15 +54,36 @@ pub fn run(global: &Global, args: &PruneArgs) -> Result<()> {
                 db.display()
             );
         }
+        let writing = maintenance::for_writing(db, maintenance::WRITER_PATIENCE)?;
         let store =
             Store::open(db).with_context(|| format!("opening {} to prune", db.display()))?;
-        store
-            .prune(cutoff, false, args.vacuum)
-            .with_context(|| format!("pruning {}", db.display()))?
+        let bytes_before = store.file_bytes()?;
+        let mut report = store
+            .prune_until(cutoff, false, &|| stop.asked())
+            .with_context(|| format!("pruning {}", db.display()))?;
+        drop(writing);
+        if args.vacuum && !report.interrupted {
+            // Writers that start meanwhile wait for it instead of failing on SQLite's
+            // busy timeout.
+            let _vacuum = maintenance::for_vacuum(db)?;
+            store.vacuum()?;
+            report.bytes_freed = bytes_before.saturating_sub(store.file_bytes()?);
+        }
+        report
     };
     let cutoff_text =
         jiff::Timestamp::from_second(cutoff).map_or_else(|_| cutoff.to_string(), |t| t.to_string());
-    if args.json {
+    let printed = print_report(&report, &cutoff_text, args.json);
+    // The prune is done (or stopped cleanly) whether or not its summary can be written.
+    let outcome = match stop.finish() {
+        Some(code) => Err(SilentExit(code).into()),
+        None => Ok(()),
+    };
+    after_output(printed, outcome)
+}
+
+fn print_report(report: &PruneReport, cutoff_text: &str, json: bool) -> Result<()> {
+    if json {
         let deleted = report
             .deleted
             .iter()
@@ -61,7 +91,8 @@ pub fn run(global: &Global, args: &PruneArgs) -> Result<()> {
             .collect();
         return crate::report::print_json(&PruneJson {
             dry_run: report.dry_run,
-            cutoff: cutoff_text,
+            interrupted: report.interrupted,
+            cutoff: cutoff_text.to_owned(),
             deleted,
             videos_deleted: report.videos_deleted,
             bytes_freed: report.bytes_freed,
@@ -79,6 +110,12 @@ pub fn run(global: &Global, args: &PruneArgs) -> Result<()> {
             out,
             "would delete snapshots fetched before {cutoff_text}: {rows}, and {} videos",
             report.videos_deleted
+        )?;
+    } else if report.interrupted {
+        writeln!(
+            out,
+            "stopped early: deleted snapshots fetched before {cutoff_text}: {rows}, and {} videos; {} bytes freed; the next prune finishes the rest",
+            report.videos_deleted, report.bytes_freed
         )?;
     } else {
         writeln!(

@@ -21,7 +21,7 @@ use crate::store::{RunKind, Store, StoreError};
 use crate::youtube::Client;
 
 mod dry_run;
-mod signals;
+pub(super) mod signals;
 
 use signals::Signals;
 
@@ -63,10 +63,8 @@ pub async fn backfill(global: &Global, args: &BackfillArgs) -> Result<()> {
     let stale: Vec<&Region> = regions
         .into_iter()
         .filter(|r| {
-            fresh
-                .get(&r.code)
-                .and_then(|f| f.last_complete_at)
-                .is_none_or(|at| now - at > stale_after)
+            let last = fresh.get(&r.code).and_then(|f| f.last_complete_at);
+            super::status::is_stale(now, last, stale_after)
         })
         .collect();
     if stale.is_empty() {
@@ -122,6 +120,12 @@ fn due_for_follow_up(global: &Global, follow: Follow, now_s: i64) -> Result<usiz
 }
 
 async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
+    // Something other than a file at --metrics-file is a mistake in the crontab (78),
+    // refused before any call; once the run is under way, a file that cannot be
+    // written is only logged.
+    if let Some(path) = &global.metrics_file {
+        crate::atomic::check(path).context("--metrics-file")?;
+    }
     if job.dry_run {
         dry_run::run(global, config, &job).await
     } else {
@@ -135,6 +139,10 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     // too instead of killing the process.
     let signals = Signals::listen()?;
     let key = key::for_calls(global)?;
+    // Held for the whole run: a `prune --vacuum` under way is waited for here, before
+    // anything is recorded or charged.
+    let _writing =
+        super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
     // The error names the base itself, masked and without the key.
     let client = Client::new(&global.api_base, key, REQUEST_TIMEOUT)
         .context("setting up the upstream client (--api-base, the API key)")?;

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::{Access, load_config, open_limiter, read_status};
 use crate::cli::{Global, StatusArgs};
-use crate::error::{ExitCode, SilentExit};
+use crate::error::{ExitCode, SilentExit, after_output};
 use crate::quota::BUDGET_POLICY;
 use crate::report::{human, print_json, rfc3339};
 use crate::runner::lock;
@@ -91,8 +91,28 @@ pub(crate) fn at(s: i64) -> String {
     rfc3339(s.saturating_mul(1_000_000))
 }
 
-/// How long ago, for people: "3h 2m ago".
+/// How far ahead of this host's clock a time may be before it is taken for a wrong
+/// clock (the clock-skew bound of DESIGN.md 6).
+const FUTURE_TOLERANCE_S: i64 = 300;
+
+/// Whether a region whose last complete fetch was at `last_complete` (unix seconds)
+/// is stale at `now`: never fetched, fetched longer than `stale_s` ago, or fetched at
+/// a time still in the future, which only a wrong clock (here or on the host that
+/// wrote it) explains and which would otherwise keep a health check passing for as
+/// long as the clocks disagree.
+pub(crate) fn is_stale(now: i64, last_complete: Option<i64>, stale_s: i64) -> bool {
+    last_complete.is_none_or(|c| now.saturating_sub(c) > stale_s || c > now + FUTURE_TOLERANCE_S)
+}
+
+/// How long ago, for people: "3h 2m ago"; a time ahead of this host's clock says so
+/// ("in the future, 2h 5m ahead").
 pub(crate) fn ago(now: i64, then: i64) -> String {
+    if then > now {
+        return format!(
+            "in the future, {} ahead of this host's clock",
+            human(Duration::from_secs(u64::try_from(then - now).unwrap_or(0)))
+        );
+    }
     let secs = u64::try_from(now - then).unwrap_or(0);
     const DAY: u64 = 86_400;
     if secs >= 2 * DAY {
@@ -176,7 +196,7 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
                 last_status: attempt.map(|a| a.status.clone()),
                 last_reason: attempt.and_then(|a| a.reason.clone()),
                 last_complete_at: complete.map(at),
-                stale: complete.is_none_or(|c| now - c > stale_s),
+                stale: is_stale(now, complete, stale_s),
                 pages: attempt.map(|a| a.pages),
                 videos: attempt.map(|a| a.videos),
                 units: attempt.map(|a| a.units),
@@ -236,10 +256,15 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
         regions,
         budget: window,
     };
-    if args.json {
-        print_json(&report)?;
+    let printed = if args.json {
+        print_json(&report)
     } else {
-        print_text(&report, &stored, now, stale_after, &budget.key)?;
+        print_text(&report, &stored, now, stale_after, &budget.key)
+    };
+    // Without --stale-after the dashboard is the whole point, so failing to print it
+    // fails the command; as a health check, the health decides the exit code.
+    if args.stale_after.is_none() {
+        return printed;
     }
     let stale: Vec<&str> = report
         .regions
@@ -254,9 +279,9 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
             stale.join(", "),
             human(stale_after)
         );
-        return Err(SilentExit(ExitCode::Failed).into());
+        return after_output(printed, Err(SilentExit(ExitCode::Failed).into()));
     }
-    Ok(())
+    after_output(printed, Ok(()))
 }
 
 fn print_text(
@@ -363,7 +388,19 @@ mod tests {
         assert_eq!(ago(1000, 1000), "0s ago");
         assert_eq!(ago(7_200 + 60, 0), "2h 1m ago");
         assert_eq!(ago(3 * 86_400 + 5 * 3600 + 7, 0), "3d 5h ago");
-        assert_eq!(ago(0, 10), "0s ago", "a clock that went back");
+        assert_eq!(
+            ago(0, 7_260),
+            "in the future, 2h 1m ahead of this host's clock",
+            "a clock that went back, or a writer's that was ahead"
+        );
+        assert!(is_stale(1_000, None, 60));
+        assert!(!is_stale(1_000, Some(990), 60));
+        assert!(is_stale(1_000, Some(900), 60));
+        assert!(
+            !is_stale(1_000, Some(1_100), 60),
+            "within the skew tolerance"
+        );
+        assert!(is_stale(1_000, Some(1_000 + 86_400), 60), "a day ahead");
     }
 
     #[test]

@@ -1,3 +1,5 @@
+use std::fs;
+
 use super::*;
 
 #[test]
@@ -310,7 +312,16 @@ fn the_file_is_replaced_whole_and_no_temporary_file_is_left() {
     write_atomically(&path, "new 1\n").expect("writing");
     assert_eq!(fs::read_to_string(&path).expect("reading"), "new 1\n");
     #[cfg(unix)]
-    assert_eq!(mode(&path), 0o644, "the new file's mode, not the old one's");
+    assert_eq!(mode(&path), 0o600, "a file replaced keeps its mode");
+    let fresh = dir.path().join("fresh.prom");
+    write_atomically(&fresh, "new 1\n").expect("writing a new file");
+    #[cfg(unix)]
+    assert_eq!(
+        mode(&fresh),
+        0o644,
+        "a new file is readable by the collector"
+    );
+    fs::remove_file(&fresh).expect("removing the new file");
     let names: Vec<_> = fs::read_dir(dir.path())
         .expect("listing")
         .map(|e| e.expect("entry").file_name())

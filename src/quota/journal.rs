@@ -57,6 +57,14 @@ pub enum JournalError {
     /// its cause, since a command that goes on without the journal logs only this.
     #[error("{}", crate::error::chain(.0))]
     Schema(#[from] SchemaError),
+    /// A charge's parts could not be written down; a row without them would replay as
+    /// 0 units, fewer than the upstream billed.
+    #[error("the parts of charge {id} could not be encoded for the journal: {source}")]
+    Encode {
+        id: String,
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 impl JournalError {
@@ -273,7 +281,10 @@ impl Journal {
         keep_until_us: Option<i64>,
     ) -> Result<(), JournalError> {
         let parts: Vec<PartRow> = charge.parts.iter().map(PartRow::of).collect();
-        let parts = serde_json::to_string(&parts).unwrap_or_else(|_| "[]".to_owned());
+        let parts = serde_json::to_string(&parts).map_err(|source| JournalError::Encode {
+            id: charge.id.clone(),
+            source,
+        })?;
         let units = i64::try_from(charge.units).unwrap_or(i64::MAX);
         self.with_conn("journalling a call", |conn| {
             conn.prepare_cached(
@@ -326,6 +337,8 @@ impl Journal {
         let mut out = Vec::with_capacity(rows.len());
         let mut unreadable = 0;
         for (id, method, units, parts, made_at_us) in rows {
+            // Negative units are a damaged row, not 0 units: left in place and counted;
+            // so is a zone this build does not know.
             let parts = serde_json::from_str::<Vec<PartRow>>(&parts)
                 .ok()
                 .and_then(|rows| {
@@ -333,7 +346,7 @@ impl Journal {
                         .map(PartRow::part)
                         .collect::<Option<Vec<_>>>()
                 });
-            let Some(parts) = parts else {
+            let (Some(parts), Ok(units)) = (parts, u64::try_from(units)) else {
                 unreadable += 1;
                 continue;
             };
@@ -346,7 +359,7 @@ impl Journal {
                     bucket: parts
                         .first()
                         .map_or_else(|| BUDGET_POLICY.to_owned(), |p| p.policy.clone()),
-                    units: u64::try_from(units).unwrap_or(0),
+                    units,
                     parts,
                 },
                 made_at_us,
@@ -667,6 +680,29 @@ mod tests {
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].charge.id, "r-2");
         assert_eq!(j.pending("other").expect("pending").0.len(), 1);
+    }
+
+    /// A row whose units went negative is damaged: left in place and counted, never
+    /// replayed as 0 units (fewer than the upstream billed).
+    #[test]
+    fn negative_units_read_back_as_unreadable_not_zero() {
+        let (_dir, path) = scratch();
+        let j = Journal::open(&path).expect("open");
+        j.record_at("key1", &charge("r-1", 7), 1_000)
+            .expect("record");
+        j.record_at("key1", &charge("r-2", 3), 2_000)
+            .expect("record");
+        rusqlite::Connection::open(&path)
+            .expect("open")
+            .execute(
+                "UPDATE quota_journal SET units = -7 WHERE charge_id = 'r-1'",
+                [],
+            )
+            .expect("damaging a row");
+        let (rows, unreadable) = j.pending("key1").expect("pending");
+        assert_eq!(unreadable, 1);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].charge.id, "r-2");
     }
 
     #[test]

@@ -60,11 +60,9 @@ pub struct RedisConfigError {
 /// parameter that may carry one (`unix:///…?pass=…`).
 pub fn mask_url(raw: &str) -> String {
     let Some((scheme, rest)) = raw.split_once("://") else {
-        return if raw.contains(['@', '?', ':']) {
-            "(a Redis URL that is not shown because it may hold a password)".to_owned()
-        } else {
-            raw.to_owned()
-        };
+        // Without a scheme there is no telling a host from a password pasted in the
+        // wrong place (`--redis-url s3cretpw`): it is never shown.
+        return "(a Redis URL without a scheme, not shown because it may be a password)".to_owned();
     };
     let (before_fragment, fragment) = match rest.split_once('#') {
         Some((b, f)) => (b, Some(f)),
@@ -183,6 +181,29 @@ fn parse(url: &str) -> Result<Form, Problem> {
             format!("use {SCHEMES} (DESIGN and README list each form)"),
         )),
     }
+}
+
+/// Query parameters of a one-server URL that the client never reads, so that a
+/// password or a database given there would be dropped without a word: a TCP URL
+/// reads none of them, a unix socket only `db`, `user` and `pass`.
+fn ignored_parameters(url: &str) -> Vec<String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Vec::new();
+    };
+    let ignored: &[&str] = match scheme.to_ascii_lowercase().as_str() {
+        "redis" | "rediss" => &["password", "pass", "pwd", "user", "username", "db"],
+        "unix" | "redis+unix" => &["password", "pwd", "username"],
+        _ => return Vec::new(),
+    };
+    let Some((_, query)) = rest.split('#').next().unwrap_or("").split_once('?') else {
+        return Vec::new();
+    };
+    query
+        .split('&')
+        .filter_map(|pair| pair.split('=').next())
+        .filter(|k| ignored.iter().any(|i| k.eq_ignore_ascii_case(i)))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// `[user:pass@]h1:p1[,h2:p2…][/service[/db]]` of a Sentinel or Cluster URL.
@@ -326,6 +347,13 @@ impl Connector {
             fix,
         };
         let form = parse(url).map_err(config_error)?;
+        for key in ignored_parameters(url) {
+            tracing::warn!(
+                "--redis-url {endpoint}: the parameter ?{key}= is ignored in this form of URL; \
+                 put credentials before the host (redis://[user]:PASSWORD@host:6379/0) and \
+                 the database after it (/0); a unix socket takes ?db=, ?user= and ?pass="
+            );
+        }
         if !tls.is_empty() && !form.tls() {
             return Err(config_error((
                 "is not a TLS URL, yet TLS files were given (--redis-ca-file, --redis-client-cert, --redis-client-key)".to_owned(),
@@ -634,6 +662,19 @@ fn config_problem(e: &RedisError) -> Option<Problem> {
     }
     let text = e.to_string();
     let lower = text.to_ascii_lowercase();
+    if lower.contains("db index is out of range") || lower.contains("invalid db index") {
+        return Some((
+            "has no database of the number in the URL (DB index is out of range)".to_owned(),
+            "use a database below the server's `databases` setting (16 unless changed), e.g. /0"
+                .to_owned(),
+        ));
+    }
+    if lower.contains("cluster support disabled") {
+        return Some((
+            "is not a Redis Cluster (cluster support is disabled on it)".to_owned(),
+            "use redis:// (rediss://) for a single server, or point redis+cluster:// at a node of a Cluster".to_owned(),
+        ));
+    }
     if lower.contains("notvalidforname") || lower.contains("not valid for name") {
         return Some((
             "presented a TLS certificate that does not name the host in the URL".to_owned(),
@@ -951,6 +992,8 @@ mod tests {
             assert_eq!(mask_url(raw), shown, "{raw}");
         }
         assert!(!mask_url("h:s3cret@x").contains("s3cret"));
+        assert!(!mask_url("s3cretpw").contains("s3cret"));
+        assert!(!mask_url("127.0.0.1").contains("127"));
         assert!(!mask_url("not a url ?pass=s3cret").contains("s3cret"));
     }
 
@@ -1007,6 +1050,25 @@ mod tests {
             assert!(problem.contains(says), "{url}: {problem}");
             assert!(!fix.is_empty());
         }
+    }
+
+    #[test]
+    fn parameters_the_client_would_drop_are_named() {
+        assert_eq!(
+            ignored_parameters("redis://h:6379/0?password=x&protocol=resp3"),
+            ["password"]
+        );
+        assert_eq!(
+            ignored_parameters("rediss://h/?db=2&user=u"),
+            ["db", "user"]
+        );
+        assert!(ignored_parameters("unix:///r.sock?db=1&user=u&pass=x").is_empty());
+        assert_eq!(
+            ignored_parameters("unix:///r.sock?password=x"),
+            ["password"]
+        );
+        assert!(ignored_parameters("redis://:pw@h:6379/0").is_empty());
+        assert!(ignored_parameters("s3cretpw").is_empty());
     }
 
     #[test]

@@ -201,15 +201,17 @@ impl Run {
         let _ = rx.wait_for(|gone| *gone).await;
     }
 
-    /// Resolves at the next change of the stop or abandon state.
-    async fn woken(&self) {
+    /// Resolves once the calls of `method` have stopped (its bucket's, or every call),
+    /// at once when they already have (checked after subscribing, so no stop slips
+    /// between).
+    async fn woken(&self, method: &str) {
         let mut rx = self.state.abandon.subscribe();
-        let _ = rx.changed().await;
-    }
-
-    /// Whether every call has stopped.
-    fn stopped(&self) -> bool {
-        self.state.stop.lock().map_or(true, |s| s.all.is_some())
+        // Another bucket's stop wakes every waiter; only one of `method`'s ends the wait.
+        while !self.stopped_for(method) {
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
     }
 
     /// Whether the calls of `method` have stopped: every call, or its bucket's.
@@ -272,6 +274,10 @@ impl Run {
             }
         }
         stops.first.get_or_insert(stop);
+        drop(stops);
+        // Wakes the regions waiting out a retry's backoff (`woken`): a budget stop
+        // cuts the wait short as a signal does.
+        self.state.abandon.send_modify(|_| {});
     }
 
     /// Counts one attempt at `method` that ended as `outcome`.
@@ -310,8 +316,25 @@ impl Run {
         }
         match self.limiter.charge(&charge).await {
             Ok(d) if d.granted => {
-                self.state.units.fetch_add(charge.units, Ordering::Relaxed);
+                let run_units =
+                    self.state.units.fetch_add(charge.units, Ordering::Relaxed) + charge.units;
                 report.units += charge.units;
+                // Before the call: a process killed from here on leaves rows that show
+                // the units it spent, not 0.
+                let (run_id, code, units) = (
+                    self.settings.run_id.clone(),
+                    report.code.clone(),
+                    report.units,
+                );
+                let doing = format!("recording the units of region {code}");
+                if let Err(e) = self
+                    .with_store(doing, move |s| {
+                        s.record_units(&run_id, &code, units, run_units)
+                    })
+                    .await
+                {
+                    tracing::debug!(region = %report.code, "{}", chain(&e));
+                }
                 Ok(())
             }
             Ok(d) => {
@@ -451,10 +474,10 @@ impl Run {
                     tracing::warn!(region = %report.code, "{err}; attempt {n} of {MAX_ATTEMPTS}, trying again in {wait:?}");
                     // A stop (a signal) cuts the wait short; the next charge sees it
                     // and makes no call.
-                    if !self.stopped() {
+                    if !self.stopped_for(method) {
                         tokio::select! {
                             () = tokio::time::sleep(wait) => {}
-                            () = self.woken() => {}
+                            () = self.woken(method) => {}
                         }
                     }
                 }
@@ -889,6 +912,8 @@ where
 {
     let permits = Arc::new(Semaphore::new(run.settings.concurrency));
     let mut tasks = JoinSet::new();
+    // Which region each task fetches, to report one that panicked.
+    let mut regions_of = std::collections::HashMap::new();
     let mut done: Vec<Option<(Region, RegionReport)>> = Vec::with_capacity(reports.len());
     for (i, (region, report)) in reports.into_iter().enumerate() {
         if !report.going() {
@@ -901,15 +926,31 @@ where
         // are first polled in any order, and the plan's order (oldest region first)
         // decides which regions a run cut short by the budget gets to.
         let permit = Arc::clone(&permits).acquire_owned().await;
-        tasks.spawn(async move {
-            let _permit = permit;
-            (i, region, fut.await)
+        let task = tasks.spawn({
+            let region = region.clone();
+            async move {
+                let _permit = permit;
+                (i, region, fut.await)
+            }
         });
+        regions_of.insert(task.id(), (i, region));
     }
     while let Some(joined) = tasks.join_next().await {
         match joined {
             Ok((i, region, report)) => done[i] = Some((region, report)),
-            Err(e) => tracing::error!("a region task failed: {e}"),
+            // A panic is a bug, not a reason to drop the region: it ends `failed`,
+            // and so does the run (exit 1). The units it charged stay in the run's.
+            Err(e) => {
+                let Some((i, region)) = regions_of.remove(&e.id()) else {
+                    tracing::error!("a region task failed: {e}");
+                    continue;
+                };
+                let mut report = RegionReport::new(&region.code);
+                report.status = Status::Failed;
+                report.error = Some(format!("the region's task failed: {e}"));
+                tracing::error!(region = %region.code, "{}: the region's task failed: {e}", region.code);
+                done[i] = Some((region, report));
+            }
         }
     }
     done.into_iter().flatten().collect()
@@ -922,16 +963,28 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     let run_id = run.settings.run_id.clone();
     let kind = run.settings.kind;
     let codes: Vec<String> = regions.iter().map(|r| r.code.clone()).collect();
+    let mut start_recorded = true;
     if let Err(e) = run
         .with_store(format!("recording the start of run {run_id}"), {
             let run_id = run_id.clone();
-            move |s| {
-                s.begin_run(&run_id, kind, started)?;
-                s.begin_run_regions(&run_id, started, &codes)
-            }
+            move |s| s.begin_run(&run_id, kind, started)
         })
         .await
     {
+        // A run that cannot be recorded would spend units no history shows and that
+        // no later process could mark abandoned: it stops before its first charge.
+        run.halt(Stop::Fatal {
+            message: format!("{}; no call made", chain(&e)),
+        });
+        start_recorded = false;
+    } else if let Err(e) = run
+        .with_store(format!("recording the regions of run {run_id}"), {
+            let run_id = run_id.clone();
+            move |s| s.begin_run_regions(&run_id, started, &codes)
+        })
+        .await
+    {
+        // The run's row is there, and its end records the regions' outcomes.
         tracing::error!(run_id = %run_id, "{}", chain(&e));
     }
 
@@ -1080,6 +1133,11 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         })
         .collect();
     let run_id = run.settings.run_id.clone();
+    // A run whose start is not in the database has no rows to finish (and made no
+    // call): trying would only add a second, unrelated error to the first.
+    if !start_recorded {
+        return report;
+    }
     if let Err(e) = run
         .with_store(format!("recording the end of run {run_id}"), {
             let run_id = run_id.clone();
@@ -1199,6 +1257,111 @@ mod tests {
         let waits: Vec<Duration> = (0..500).map(|_| backoff(3)).collect();
         assert!(waits.iter().any(|w| *w < Duration::from_millis(100)));
         assert!(waits.iter().any(|w| *w > Duration::from_millis(800)));
+    }
+
+    /// A run over a scratch database, its upstream never answering.
+    fn scratch_run(dir: &std::path::Path) -> Arc<Run> {
+        let db = dir.join("t.db");
+        let budget = crate::config::load_budget(&crate::config::Origin::BuiltIn)
+            .expect("built-in costs load");
+        let settings = RunSettings {
+            run_id: "r1".into(),
+            kind: RunKind::Run,
+            budget: budget.clone(),
+            allowance: Allowance::Ceiling,
+            concurrency: 2,
+            follow: None,
+        };
+        let deps = RunDeps {
+            limiter: Limiter::Embedded(
+                crate::quota::EmbeddedLimiter::open(&db, &budget.key).expect("limiter"),
+            ),
+            client: Client::new(
+                "http://127.0.0.1:9",
+                crate::youtube::ApiKey::new("AIzaTEST-key".into()),
+                Duration::from_secs(1),
+            )
+            .expect("client"),
+            store: Store::open(&db).expect("store"),
+            db,
+        };
+        Arc::new(Run::new(settings, deps))
+    }
+
+    fn region(code: &str) -> Region {
+        Region {
+            code: code.into(),
+            offset: 0,
+            hl: None,
+            pages: 1,
+            searches: Vec::new(),
+            categories: Vec::new(),
+        }
+    }
+
+    /// A region whose task panics ends `failed`, in its place, and fails the run; the
+    /// others are not affected.
+    #[tokio::test]
+    async fn a_panicking_region_task_fails_its_region_and_the_run() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let run = scratch_run(dir.path());
+        let reports: Vec<(Region, RegionReport)> = ["US", "GB", "DE"]
+            .iter()
+            .map(|c| (region(c), RegionReport::new(c)))
+            .collect();
+        let done = each_region(&run, reports, |_run, region, mut report| async move {
+            assert_ne!(region.code, "GB", "a bug in the region's code");
+            report.pages = 1;
+            report
+        })
+        .await;
+        let got: Vec<(&str, Status)> = done
+            .iter()
+            .map(|(r, rep)| (r.code.as_str(), rep.status))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("US", Status::Complete),
+                ("GB", Status::Failed),
+                ("DE", Status::Complete)
+            ]
+        );
+        let gb = &done[1].1;
+        assert!(
+            gb.error.as_deref().is_some_and(|e| e.contains("panicked")),
+            "{:?}",
+            gb.error
+        );
+        let regions: Vec<RegionReport> = done.into_iter().map(|(_, r)| r).collect();
+        assert_eq!(overall(&regions, None), Status::Failed);
+    }
+
+    /// A stop of any kind wakes a region waiting out a retry's backoff, and one that
+    /// came before the wait began ends it at once.
+    #[tokio::test]
+    async fn a_budget_stop_cuts_a_backoff_short() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let run = scratch_run(dir.path());
+        let waiting = tokio::spawn({
+            let run = Arc::clone(&run);
+            async move { run.woken(VIDEOS_LIST).await }
+        });
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        run.halt_bucket(
+            crate::quota::BUDGET_POLICY,
+            Stop::Fatal {
+                message: "stands in for the budget".into(),
+            },
+        );
+        tokio::time::timeout(Duration::from_secs(2), waiting)
+            .await
+            .expect("woken by the stop")
+            .expect("no panic");
+        tokio::time::timeout(Duration::from_millis(100), run.woken(VIDEOS_LIST))
+            .await
+            .expect("already stopped: no wait at all");
     }
 
     #[test]

@@ -17,8 +17,26 @@ pub struct RegionLock {
     _file: File,
 }
 
+/// The database's one name: symbolic links and other spellings (`./`, `..`) of the
+/// path resolved, so that every name of one file shares its locks (DESIGN.md 6). A
+/// file not created yet is named by its directory's canonical path.
+pub fn canonical(db: &Path) -> PathBuf {
+    if let Ok(path) = std::fs::canonicalize(db) {
+        return path;
+    }
+    let dir = match db.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match (std::fs::canonicalize(dir), db.file_name()) {
+        (Ok(dir), Some(name)) => dir.join(name),
+        _ => db.to_path_buf(),
+    }
+}
+
 /// The lock file of `region` for the database at `db`.
 pub fn lock_path(db: &Path, region: &str) -> PathBuf {
+    let db = &canonical(db);
     let mut name = db
         .file_name()
         .map(|n| n.to_os_string())
@@ -54,6 +72,7 @@ pub struct RunLock {
 
 /// The lock file of run `run_id` for the database at `db`.
 pub fn run_lock_path(db: &Path, run_id: &str) -> PathBuf {
+    let db = &canonical(db);
     let mut name = db
         .file_name()
         .map(|n| n.to_os_string())

@@ -34,12 +34,16 @@ pub enum StoreError {
     #[error(transparent)]
     Schema(#[from] crate::schema::SchemaError),
 
-    /// A read-only open (`--dry-run`) found a schema older than this build's. Read-only
-    /// opens never migrate, because a dry run writes nothing.
+    /// A read-only open (`status`, `runs`, `search`, `export`, `video`, `--dry-run`)
+    /// found a schema older than this build's. Read-only opens never migrate, because
+    /// those commands write nothing; the message names a command that upgrades.
     #[error(
         "the database {} has schema version {found}, older than this build's version \
-         {supported}, and a dry run does not upgrade it; run trendsync once without \
-         --dry-run to upgrade the database",
+         {supported}, and read-only commands (status, runs, search, export, video, dry \
+         runs) do not upgrade it; upgrade it with `trendsync --db {} prune --older-than \
+         36500d` (it calls nothing and deletes nothing younger than 100 years), or let \
+         the next `trendsync run` do it",
+        path.display(),
         path.display()
     )]
     OlderSchema {

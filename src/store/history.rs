@@ -40,7 +40,8 @@ pub struct HistoryRow {
     pub pages: u64,
     pub videos: u64,
     pub units: u64,
-    /// The region's reason, or else the run's stop reason.
+    /// The region's reason; for a region the run's stop cut short without one of its
+    /// own, the run's stop reason; for a run with no region, the run's.
     pub reason: Option<String>,
     /// The charts the run stored of the region: 0 for the overall chart, else the
     /// category id; in that order.
@@ -54,6 +55,14 @@ const CHARTS_OF_LINE: &str = "
  WHERE f.run = (SELECT n.num FROM run_nums AS n WHERE n.run_id = r.run_id)
    AND f.region = (SELECT g.num FROM regions AS g WHERE g.code = rr.region)
    AND f.search = 0)";
+
+/// A line's reason. A region that completed, failed or was skipped says its own (a
+/// complete region has none): the run's stop reason may be another region's failure.
+/// A region the run's stop cut short (budget, upstream quota, a signal, never
+/// reached) is explained by that stop when it has no reason of its own.
+const REGION_REASON: &str = "CASE WHEN rr.run_id IS NULL THEN r.stop_reason
+     WHEN rr.status IN ('complete', 'failed', 'skipped') THEN rr.reason
+     ELSE coalesce(rr.reason, r.stop_reason) END";
 
 /// Which history lines to read; newest first.
 #[derive(Debug, Clone, Default)]
@@ -109,6 +118,35 @@ impl Store {
             tx.commit()
         })()
         .map_err(self.err(format!("recording the regions of run {run_id}")))
+    }
+
+    /// Records the units a run still `running` has charged so far, in all and for
+    /// `region`, so that a process killed mid-run leaves rows that show what it spent
+    /// (the end of the run records the final numbers). Never lowers them: concurrent
+    /// regions may report out of order.
+    pub fn record_units(
+        &self,
+        run_id: &str,
+        region: &str,
+        region_units: u64,
+        run_units: u64,
+    ) -> Result<(), StoreError> {
+        let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        (|| {
+            let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
+            tx.prepare_cached(
+                "UPDATE run_regions SET units = max(coalesce(units, 0), ?3)
+                 WHERE run_id = ?1 AND region = ?2 AND status = 'running'",
+            )?
+            .execute(params![run_id, region, as_i64(region_units)])?;
+            tx.prepare_cached(
+                "UPDATE runs SET units = max(coalesce(units, 0), ?2)
+                 WHERE run_id = ?1 AND status = 'running'",
+            )?
+            .execute(params![run_id, as_i64(run_units)])?;
+            tx.commit()
+        })()
+        .map_err(self.err(format!("recording the units run {run_id} has charged")))
     }
 
     /// Records how each region of a run went and the run's attempts by method and
@@ -235,13 +273,13 @@ impl Store {
                         coalesce(rr.status, r.status),
                         coalesce(rr.pages, 0), coalesce(rr.videos, 0),
                         coalesce(rr.units, r.units, 0),
-                        coalesce(rr.reason, r.stop_reason), {CHARTS_OF_LINE}
+                        {REGION_REASON}, {CHARTS_OF_LINE}
                  FROM runs AS r LEFT JOIN run_regions AS rr ON rr.run_id = r.run_id
                  WHERE (?1 IS NULL OR r.started_at >= ?1)
                    AND (?2 IS NULL OR rr.region IN (SELECT value FROM json_each(?2)))
                    AND (?3 IS NULL OR coalesce(rr.status, r.status) = ?3)
                  ORDER BY r.started_at DESC, r.run_id DESC, rr.region
-                 LIMIT ?4",
+                 LIMIT ?4"
             ))?;
             let rows = stmt.query_map(
                 params![
@@ -265,7 +303,7 @@ impl Store {
             // history: the metrics file reads this after every run.
             let mut stmt = self.conn.prepare_cached(&format!(
                 "SELECT r.run_id, r.kind, rr.region, r.started_at, r.ended_at, rr.status,
-                        rr.pages, rr.videos, rr.units, coalesce(rr.reason, r.stop_reason),
+                        rr.pages, rr.videos, rr.units, {REGION_REASON},
                         {CHARTS_OF_LINE}
                  FROM (SELECT DISTINCT region FROM run_regions) AS g
                  JOIN run_regions AS rr
@@ -274,7 +312,7 @@ impl Store {
                                    WHERE x.region = g.region AND x.status <> 'skipped'
                                    ORDER BY x.started_at DESC, x.run_id DESC LIMIT 1)
                  JOIN runs AS r ON r.run_id = rr.run_id
-                 ORDER BY rr.region",
+                 ORDER BY rr.region"
             ))?;
             let rows = stmt.query_map([], history_row)?;
             rows.collect::<rusqlite::Result<Vec<_>>>()
@@ -392,6 +430,60 @@ mod tests {
                 },
             )
             .expect("finishing");
+    }
+
+    /// A completed region never shows the run's stop reason, which may be another
+    /// region's failure; a region the stop cut short is explained by it.
+    #[test]
+    fn a_completed_region_never_shows_someone_elses_failure() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path().join("t.db")).expect("opening");
+        let regions = ["US".to_owned(), "GB".to_owned(), "DE".to_owned()];
+        store.begin_run("r1", RunKind::Run, 100).expect("begin");
+        store
+            .begin_run_regions("r1", 100, &regions)
+            .expect("regions");
+        store
+            .record_run_details(
+                "r1",
+                &[
+                    outcome("US", "complete", None),
+                    outcome("GB", "failed", Some("GB: videoChartNotFound")),
+                    outcome("DE", "not_attempted", None),
+                ],
+                &[],
+            )
+            .expect("details");
+        store
+            .finish_run(
+                "r1",
+                &RunOutcome {
+                    status: "failed".into(),
+                    units: 6,
+                    calls: 6,
+                    stop_reason: Some("GB: videoChartNotFound".into()),
+                    ended_at: 140,
+                },
+            )
+            .expect("finishing");
+        let reasons = |rows: Vec<HistoryRow>| -> Vec<(String, Option<String>)> {
+            rows.into_iter()
+                .map(|h| (h.region.unwrap_or_default(), h.reason))
+                .collect()
+        };
+        let want = vec![
+            ("DE".to_owned(), Some("GB: videoChartNotFound".to_owned())),
+            ("GB".to_owned(), Some("GB: videoChartNotFound".to_owned())),
+            ("US".to_owned(), None),
+        ];
+        let history = store
+            .history(&HistoryFilter {
+                limit: 10,
+                ..HistoryFilter::default()
+            })
+            .expect("history");
+        assert_eq!(reasons(history), want);
+        assert_eq!(reasons(store.last_attempts().expect("last attempts")), want);
     }
 
     #[test]

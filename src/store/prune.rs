@@ -12,9 +12,9 @@ use super::{Store, StoreError, compact};
 /// Fetches deleted per transaction: about 5,000 places, a few tens of milliseconds.
 const FETCHES_PER_TX: usize = 25;
 
-/// Videos checked per transaction in the second phase: deleting one takes its
-/// full-text entries out too, a few hundred microseconds.
-const VIDEOS_PER_TX: usize = 200;
+/// Videos looked at per transaction by the sweep for videos nothing refers to: one
+/// index probe each, and a delete for the few that go.
+const SWEEP_PER_TX: i64 = 2_000;
 
 /// Pages of a fetch arrive minutes apart at most; a video last seen this long after
 /// the cutoff certainly has a place in a fetch that is kept (used by the dry run).
@@ -32,7 +32,21 @@ pub struct PruneReport {
     /// Bytes the file no longer uses: free pages inside it, or, after a vacuum, how
     /// much smaller the file is.
     pub bytes_freed: u64,
+    /// Whether the prune stopped early when asked to (a signal); what it deleted up to
+    /// then is committed, and the next prune finishes the rest.
+    pub interrupted: bool,
 }
+
+/// The videos a transaction took places or counts from: the regions they are no
+/// longer seen in go, and the videos themselves when nothing refers to them (the FTS
+/// trigger takes their index entries, the foreign keys their summary rows). Done in
+/// the transaction that deleted their snapshots, so no interruption leaves them behind.
+const DROP_REGIONS_UNSEEN: &str = "DELETE FROM video_regions WHERE video = ?1
+     AND NOT EXISTS (SELECT 1 FROM places AS p JOIN fetches AS f ON f.num = p.fetch
+                     WHERE p.video = ?1 AND f.region = video_regions.region)";
+const DROP_VIDEO_UNREFERENCED: &str = "DELETE FROM videos WHERE num = ?1
+     AND NOT EXISTS (SELECT 1 FROM places WHERE video = ?1)
+     AND NOT EXISTS (SELECT 1 FROM extra_counts WHERE video = ?1)";
 
 impl Store {
     /// Deletes the chart and search snapshots whose fetch began before `cutoff` (unix
@@ -49,6 +63,20 @@ impl Store {
         if dry_run {
             return self.prune_dry_run(cutoff);
         }
+        self.prune_until(cutoff, vacuum, &|| false)
+    }
+
+    /// [`Store::prune`] that asks `stop` before each transaction and, when it says so,
+    /// ends there (no vacuum) with `interrupted` set. Every transaction leaves the file
+    /// whole: the snapshots it deleted and the videos they alone referred to go
+    /// together. Videos an older prune left behind (killed between its phases) are
+    /// collected too, whichever prune removed their snapshots.
+    pub fn prune_until(
+        &self,
+        cutoff: i64,
+        vacuum: bool,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<PruneReport, StoreError> {
         let context = "pruning old snapshots";
         let page_size = self.pragma_i64("page_size")?;
         let (pages_before, free_before) = (
@@ -64,13 +92,18 @@ impl Store {
         })()
         .map_err(self.err(context))?;
         let bar = crate::progress::Task::new("pruning", old.len() as u64);
-        let mut affected = BTreeSet::new();
-        let (mut places, mut fetches) = (0u64, 0u64);
+        let (mut places, mut fetches, mut extra, mut videos_deleted) = (0u64, 0u64, 0u64, 0u64);
+        let mut interrupted = false;
         for chunk in old.chunks(FETCHES_PER_TX) {
-            let (p, f) = self
+            if stop() {
+                interrupted = true;
+                break;
+            }
+            let (p, f, v) = self
                 .yielding(|| {
                     let tx = self.write_tx()?;
                     let (mut p, mut f) = (0u64, 0u64);
+                    let mut affected = BTreeSet::new();
                     {
                         let mut videos =
                             tx.prepare_cached("SELECT video FROM places WHERE fetch = ?1")?;
@@ -87,63 +120,47 @@ impl Store {
                             f += del_fetch.execute([fetch])? as u64;
                         }
                     }
+                    let v = drop_unreferenced(&tx, &affected)?;
                     tx.commit()?;
-                    Ok((p, f))
+                    Ok((p, f, v))
                 })
                 .map_err(self.err(context))?;
             places += p;
             fetches += f;
+            videos_deleted += v;
             bar.inc(chunk.len() as u64);
         }
-        let extra = self
-            .yielding(|| {
-                let tx = self.write_tx()?;
-                {
-                    let mut stmt = tx
-                        .prepare("SELECT DISTINCT video FROM extra_counts WHERE fetched_at < ?1")?;
-                    let rows = stmt.query_map([cutoff], |r| r.get::<_, i64>(0))?;
-                    for video in rows {
-                        affected.insert(video?);
-                    }
-                }
-                let n = tx.execute("DELETE FROM extra_counts WHERE fetched_at < ?1", [cutoff])?;
-                tx.commit()?;
-                Ok(n as u64)
-            })
-            .map_err(self.err(context))?;
-        // The videos whose places went: drop the regions they are no longer seen in,
-        // and the videos themselves when nothing refers to them (the FTS trigger takes
-        // their index entries, the foreign keys their summary rows).
-        let affected: Vec<i64> = affected.into_iter().collect();
-        let mut videos_deleted = 0u64;
-        for chunk in affected.chunks(VIDEOS_PER_TX) {
-            videos_deleted += self
+        if !interrupted && stop() {
+            interrupted = true;
+        }
+        if !interrupted {
+            let (n, v) = self
                 .yielding(|| {
                     let tx = self.write_tx()?;
-                    let mut n = 0u64;
-                    {
-                        let mut regions = tx.prepare_cached(
-                            "DELETE FROM video_regions WHERE video = ?1
-                             AND NOT EXISTS (SELECT 1 FROM places AS p JOIN fetches AS f ON f.num = p.fetch
-                                             WHERE p.video = ?1 AND f.region = video_regions.region)",
+                    let affected = {
+                        let mut stmt = tx.prepare(
+                            "SELECT DISTINCT video FROM extra_counts WHERE fetched_at < ?1",
                         )?;
-                        let mut video = tx.prepare_cached(
-                            "DELETE FROM videos WHERE num = ?1
-                             AND NOT EXISTS (SELECT 1 FROM places WHERE video = ?1)
-                             AND NOT EXISTS (SELECT 1 FROM extra_counts WHERE video = ?1)",
-                        )?;
-                        for &num in chunk {
-                            regions.execute([num])?;
-                            n += video.execute([num])? as u64;
-                        }
-                    }
+                        let rows = stmt.query_map([cutoff], |r| r.get::<_, i64>(0))?;
+                        rows.collect::<rusqlite::Result<BTreeSet<i64>>>()?
+                    };
+                    let n =
+                        tx.execute("DELETE FROM extra_counts WHERE fetched_at < ?1", [cutoff])?;
+                    let v = drop_unreferenced(&tx, &affected)?;
                     tx.commit()?;
-                    Ok(n)
+                    Ok((n as u64, v))
                 })
                 .map_err(self.err(context))?;
+            extra = n;
+            videos_deleted += v;
+        }
+        if !interrupted {
+            let (v, stopped) = self.sweep_unreferenced(stop)?;
+            videos_deleted += v;
+            interrupted = stopped;
         }
         bar.finish();
-        let bytes_freed = if vacuum {
+        let bytes_freed = if vacuum && !interrupted {
             self.vacuum()?;
             (pages_before - self.pragma_i64("page_count")?).max(0) * page_size
         } else {
@@ -159,7 +176,52 @@ impl Store {
             ],
             videos_deleted,
             bytes_freed: bytes_freed as u64,
+            interrupted,
         })
+    }
+
+    /// Deletes every video no snapshot refers to, in order of their numbers, a batch
+    /// per transaction: what an older prune left when it was killed between deleting
+    /// snapshots and deleting their videos. One index probe per video. Returns the
+    /// videos deleted and whether `stop` ended the sweep early.
+    fn sweep_unreferenced(&self, stop: &dyn Fn() -> bool) -> Result<(u64, bool), StoreError> {
+        let context = "deleting the videos no snapshot refers to";
+        let mut after = i64::MIN;
+        let mut deleted = 0u64;
+        loop {
+            if stop() {
+                return Ok((deleted, true));
+            }
+            let batch: Option<(i64, u64)> = self
+                .yielding(|| {
+                    let tx = self.write_tx()?;
+                    let last: Option<i64> = tx.query_row(
+                        "SELECT max(num) FROM (SELECT num FROM videos WHERE num > ?1
+                                               ORDER BY num LIMIT ?2)",
+                        params![after, SWEEP_PER_TX],
+                        |r| r.get(0),
+                    )?;
+                    let Some(last) = last else {
+                        return Ok(None);
+                    };
+                    let n = tx.execute(
+                        "DELETE FROM videos WHERE num > ?1 AND num <= ?2
+                         AND NOT EXISTS (SELECT 1 FROM places WHERE video = videos.num)
+                         AND NOT EXISTS (SELECT 1 FROM extra_counts WHERE video = videos.num)",
+                        params![after, last],
+                    )?;
+                    tx.commit()?;
+                    Ok(Some((last, n as u64)))
+                })
+                .map_err(self.err(context))?;
+            match batch {
+                Some((last, n)) => {
+                    after = last;
+                    deleted += n;
+                }
+                None => return Ok((deleted, false)),
+            }
+        }
     }
 
     fn prune_dry_run(&self, cutoff: i64) -> Result<PruneReport, StoreError> {
@@ -179,7 +241,8 @@ impl Store {
         let extra = count("SELECT count(*) FROM extra_counts WHERE fetched_at < ?1 AND ?2 = ?2")?;
         let videos = count(
             "SELECT count(*) FROM videos AS v
-             WHERE v.last_seen_at < ?1 + ?2
+             WHERE (v.last_seen_at < ?1 + ?2
+                    OR NOT EXISTS (SELECT 1 FROM places WHERE video = v.num))
                AND NOT EXISTS (SELECT 1 FROM places AS p JOIN fetches AS f ON f.num = p.fetch
                                WHERE p.video = v.num AND f.fetched_at >= ?1)
                AND NOT EXISTS (SELECT 1 FROM extra_counts AS e
@@ -195,6 +258,7 @@ impl Store {
             ],
             videos_deleted: videos,
             bytes_freed: 0,
+            interrupted: false,
         })
     }
 
@@ -265,4 +329,20 @@ impl Store {
     pub fn file_bytes(&self) -> Result<u64, StoreError> {
         Ok((self.pragma_i64("page_count")? * self.pragma_i64("page_size")?).max(0) as u64)
     }
+}
+
+/// Within `tx`: the regions `videos` are no longer seen in, and the videos nothing
+/// refers to any more. Returns how many videos went.
+fn drop_unreferenced(
+    tx: &rusqlite::Transaction<'_>,
+    videos: &BTreeSet<i64>,
+) -> rusqlite::Result<u64> {
+    let mut regions = tx.prepare_cached(DROP_REGIONS_UNSEEN)?;
+    let mut video = tx.prepare_cached(DROP_VIDEO_UNREFERENCED)?;
+    let mut n = 0u64;
+    for &num in videos {
+        regions.execute([num])?;
+        n += video.execute([num])? as u64;
+    }
+    Ok(n)
 }

@@ -1065,7 +1065,11 @@ fn read_only_open_of_an_unmigrated_or_older_file() {
         }
         other => panic!("expected OlderSchema, got {other:?}"),
     }
-    assert!(err.to_string().contains("without --dry-run"), "{err}");
+    assert!(
+        err.to_string()
+            .contains(&format!("trendsync --db {} prune", path2.display())),
+        "{err}"
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! SIGINT and SIGTERM during a real run: the first stops the run cleanly (no new
 //! calls, a grace for the calls in flight), a second ends the process at once, and the
-//! signal that stopped the run picks its exit code (130 or 143).
+//! signal that stopped the run picks its exit code (130 or 143). A command that works
+//! in batches (prune) gets the same promise through [`StopRequest`].
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -41,7 +42,7 @@ const SIGNAL_GRACE: Duration = Duration::from_secs(3);
 
 /// SIGINT and SIGTERM, caught from the start of a run so that neither kills it
 /// mid-page.
-pub(super) struct Signals {
+pub(crate) struct Signals {
     #[cfg(unix)]
     int: tokio::signal::unix::Signal,
     #[cfg(unix)]
@@ -49,7 +50,7 @@ pub(super) struct Signals {
 }
 
 impl Signals {
-    pub(super) fn listen() -> Result<Signals> {
+    pub(crate) fn listen() -> Result<Signals> {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
@@ -105,6 +106,52 @@ impl Signals {
             }
             second = self.next() => exit_now(&run, second),
         }
+    }
+}
+
+impl Signals {
+    /// For a command that works in batches on its own thread: the first signal asks it
+    /// to stop after the batch at hand, the second ends the process at once.
+    pub(crate) fn stop_request(mut self, what: &'static str) -> StopRequest {
+        let received = Arc::new(OnceLock::new());
+        let set = Arc::clone(&received);
+        let task = tokio::spawn(async move {
+            let first = self.next().await;
+            let _ = set.set(first);
+            tracing::warn!(
+                signal = first.name(),
+                "{}: stopping {what} after the batch at hand; a second signal ends the process at once",
+                first.name()
+            );
+            let second = self.next().await;
+            tracing::error!(
+                signal = second.name(),
+                "{}: a second signal; ending {what} at once",
+                second.name()
+            );
+            std::process::exit(i32::from(second.exit_code().code()))
+        });
+        StopRequest { task, received }
+    }
+}
+
+/// Whether a signal asked a batch command to stop, and with which exit code.
+pub(crate) struct StopRequest {
+    task: JoinHandle<()>,
+    received: Arc<OnceLock<Signal>>,
+}
+
+impl StopRequest {
+    /// Whether a signal came: the command ends after the batch at hand.
+    pub(crate) fn asked(&self) -> bool {
+        self.received.get().is_some()
+    }
+
+    /// Stops listening; the exit code of the signal that stopped the command, if one
+    /// did.
+    pub(crate) fn finish(self) -> Option<ExitCode> {
+        self.task.abort();
+        self.received.get().map(|s| s.exit_code())
     }
 }
 

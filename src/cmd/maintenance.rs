@@ -1,0 +1,134 @@
+//! `prune --vacuum` rewrites the whole file and holds SQLite's write lock while it
+//! does: a minute or more on a year's file, far past the busy timeout of a writer's
+//! statements. So the vacuum announces itself: it holds an advisory lock beside the
+//! database exclusively, and every command that writes holds it shared for its whole
+//! life. A writer that finds a vacuum under way waits for it before it starts (no
+//! half-recorded run), and one that waits past [`WRITER_PATIENCE`] stops cleanly with
+//! 75, "database busy", for the next cron tick to resume.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::error::TryLater;
+use crate::report::human;
+use crate::runner::lock::canonical;
+
+/// How long a writer waits for a vacuum: longer than a year's file takes.
+pub(crate) const WRITER_PATIENCE: Duration = Duration::from_secs(15 * 60);
+
+/// Between two looks at the lock while waiting.
+const POLL: Duration = Duration::from_millis(100);
+
+/// The lock, held until dropped.
+#[derive(Debug)]
+pub(crate) struct Held(#[allow(dead_code)] File);
+
+/// The lock file of the database at `db`.
+fn path(db: &Path) -> PathBuf {
+    let db = canonical(db);
+    let mut name = db
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_else(|| "trendsync.db".into());
+    name.push(".maintenance.lock");
+    db.with_file_name(name)
+}
+
+fn open(db: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path(db))
+}
+
+/// Taken by a command that writes the database, before it opens it: waits while a
+/// vacuum holds the file, up to `patience`, then gives up with 75. `None` when there is
+/// no directory to put the lock in (opening the database says why).
+pub(crate) fn for_writing(db: &Path, patience: Duration) -> anyhow::Result<Option<Held>> {
+    let file = match open(db) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            tracing::warn!(
+                "cannot open {} ({e}); going on without waiting for a vacuum",
+                path(db).display()
+            );
+            return Ok(None);
+        }
+    };
+    let started = Instant::now();
+    let mut said = false;
+    loop {
+        match file.try_lock_shared() {
+            Ok(()) => return Ok(Some(Held(file))),
+            Err(TryLockError::WouldBlock) => {}
+            Err(TryLockError::Error(e)) => {
+                tracing::warn!(
+                    "cannot lock {} ({e}); going on without waiting for a vacuum",
+                    path(db).display()
+                );
+                return Ok(None);
+            }
+        }
+        if started.elapsed() >= patience {
+            return Err(TryLater(format!(
+                "database busy: {} has been held by `prune --vacuum` for {} and still is; \
+                 nothing was done, the next run resumes",
+                db.display(),
+                human(started.elapsed())
+            ))
+            .into());
+        }
+        if !said {
+            tracing::info!(
+                "waiting for `prune --vacuum` to finish with {} (up to {})",
+                db.display(),
+                human(patience)
+            );
+            said = true;
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Taken by `prune --vacuum` around the vacuum: waits for the writers under way to
+/// finish, then keeps new ones waiting until dropped.
+pub(crate) fn for_vacuum(db: &Path) -> anyhow::Result<Held> {
+    let file = open(db)?;
+    if let Err(TryLockError::WouldBlock) = file.try_lock() {
+        tracing::info!(
+            "waiting for the commands writing {} to finish before the vacuum",
+            db.display()
+        );
+        file.lock()?;
+    }
+    Ok(Held(file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{ExitCode, exit_code_for};
+
+    #[test]
+    fn a_writer_behind_a_vacuum_waits_then_stops_with_75() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("t.db");
+        let vacuum = for_vacuum(&db).expect("the vacuum's lock");
+        let started = Instant::now();
+        let err = for_writing(&db, Duration::from_millis(300)).expect_err("busy");
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        assert_eq!(exit_code_for(&err), ExitCode::TryLater);
+        assert!(err.to_string().contains("database busy"), "{err}");
+        drop(vacuum);
+        let first = for_writing(&db, Duration::ZERO)
+            .expect("free")
+            .expect("held");
+        let second = for_writing(&db, Duration::ZERO)
+            .expect("shared")
+            .expect("held");
+        drop((first, second));
+    }
+}
