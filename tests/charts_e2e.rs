@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, params};
 use serde_json::Value;
@@ -334,64 +333,16 @@ fn a_file_from_before_category_charts_upgrades_losslessly_even_killed_midway() {
     let scratch = Scratch::new();
     let db = scratch.file("trendsync.db");
     v4_file(&db, 400);
-    let (version, original) = picture(&db);
-    assert_eq!(version, BEFORE_CHARTS);
     let latest = trendsync::store::schema_version();
     assert!(latest > BEFORE_CHARTS);
-    let wal = scratch.file("trendsync.db-wal");
-
-    // Kills pinned by what the process visibly did (it started; its WAL has grown),
-    // then at fixed delays that land in between on a slow or fast machine.
-    let mut outcomes = Vec::new();
-    for (trigger, delay) in [
-        (0u64, 0u64),
-        (1, 0),
-        (16 * 1024, 0),
-        (0, 20),
-        (0, 60),
-        (0, 200),
-    ] {
-        let mut child = scratch
-            .cmd()
-            .args(["--db"])
-            .arg(&db)
-            .args(["prune", "--older-than", "36500d", "--json"])
-            .spawn();
-        let started = Instant::now();
-        loop {
-            let grown = std::fs::metadata(&wal).map_or(0, |m| m.len()) >= trigger;
-            let due = started.elapsed() >= Duration::from_millis(delay);
-            let exited = child.try_wait().expect("polling the child").is_some();
-            if exited || (grown && due) || started.elapsed() > Duration::from_secs(60) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let _ = child.kill();
-        let status = child.wait().expect("reaping");
-        let (version, rows) = picture(&db);
-        assert!(
-            version == BEFORE_CHARTS || version == latest,
-            "a kill left version {version}"
-        );
-        assert_eq!(
-            rows, original,
-            "a kill at version {version} lost or changed rows"
-        );
-        outcomes.push((version, status.code()));
-    }
-    eprintln!("versions and exit codes after each kill: {outcomes:?}");
-
-    let ran = scratch
-        .cmd()
-        .args(["--db"])
-        .arg(&db)
-        .args(["prune", "--older-than", "36500d", "--json"])
-        .run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
-    let (version, rows) = picture(&db);
-    assert_eq!(version, latest, "kills: {outcomes:?}");
-    assert_eq!(rows, original);
+    crate::common::upgrade_killed_at_six_moments(
+        &scratch,
+        &db,
+        (BEFORE_CHARTS, latest),
+        16 * 1024,
+        [20, 60, 200],
+        picture,
+    );
     let conn = Connection::open(&db).expect("opening");
     let check: String = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))

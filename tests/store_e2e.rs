@@ -4,7 +4,6 @@
 //! schema every writer of the file (store, limiter, journal) brings it to.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use serde_json::Value;
@@ -365,59 +364,15 @@ fn an_upgrade_killed_at_any_moment_leaves_one_version_and_the_next_start_finishe
     let scratch = Scratch::new();
     let db = scratch.file("trendsync.db");
     v1_year_slice(&db, 150);
-    let (v1, original) = snapshot(&db);
-    assert_eq!(v1, 1);
     let latest = trendsync::store::schema_version();
-    let wal = scratch.file("trendsync.db-wal");
-
-    // Kills at moments pinned by what the process visibly did (it started; its WAL
-    // has grown), then at fixed delays that land in between on a slow or fast machine.
-    let mut outcomes = Vec::new();
-    for trigger in [0u64, 1, 64 * 1024, 0, 0, 0] {
-        let delays = [0u64, 0, 0, 40, 150, 400];
-        let delay = delays[outcomes.len()];
-        let mut child = scratch
-            .cmd()
-            .args(["--db"])
-            .arg(&db)
-            .args(["prune", "--older-than", "36500d", "--json"])
-            .spawn();
-        let started = Instant::now();
-        loop {
-            let grown = std::fs::metadata(&wal).map_or(0, |m| m.len()) >= trigger;
-            let due = started.elapsed() >= Duration::from_millis(delay);
-            let exited = child.try_wait().expect("polling the child").is_some();
-            if exited || (grown && due) || started.elapsed() > Duration::from_secs(60) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let _ = child.kill();
-        let status = child.wait().expect("reaping");
-        let (version, rows) = snapshot(&db);
-        assert!(
-            version == 1 || version == latest,
-            "a kill left version {version}"
-        );
-        assert_eq!(
-            rows, original,
-            "a kill at version {version} lost or changed rows"
-        );
-        outcomes.push((version, status.code()));
-    }
-
-    eprintln!("versions and exit codes after each kill: {outcomes:?}");
-    // The next start finishes the job and the file is whole.
-    let ran = scratch
-        .cmd()
-        .args(["--db"])
-        .arg(&db)
-        .args(["prune", "--older-than", "36500d", "--json"])
-        .run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
-    let (version, rows) = snapshot(&db);
-    assert_eq!(version, latest, "kills: {outcomes:?}");
-    assert_eq!(rows, original);
+    crate::common::upgrade_killed_at_six_moments(
+        &scratch,
+        &db,
+        (1, latest),
+        64 * 1024,
+        [40, 150, 400],
+        snapshot,
+    );
     let conn = Connection::open(&db).expect("opening");
     let check: String = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))

@@ -169,3 +169,73 @@ window = "{window}"
 "#
     )
 }
+
+/// Upgrades the database at `db` with `prune --older-than 36500d`, killed at six
+/// moments: pinned by what the process visibly did (it started; its WAL has grown to
+/// `wal_trigger`), then after each of `delays` ms, which land in between on a slow or
+/// fast machine. After every kill `picture` must read `from` or `to` with the rows as
+/// they were; the next clean start must finish the job with them unchanged. Returns
+/// each kill's version and exit code.
+pub fn upgrade_killed_at_six_moments<R: PartialEq + std::fmt::Debug>(
+    scratch: &Scratch,
+    db: &Path,
+    (from, to): (u32, u32),
+    wal_trigger: u64,
+    delays: [u64; 3],
+    picture: impl Fn(&Path) -> (u32, R),
+) -> Vec<(u32, Option<i32>)> {
+    use std::time::{Duration, Instant};
+    let (version, original) = picture(db);
+    assert_eq!(version, from, "the file starts at version {from}");
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    let wal = PathBuf::from(wal);
+    let prune = || {
+        scratch
+            .cmd()
+            .args(["--db"])
+            .arg(db)
+            .args(["prune", "--older-than", "36500d", "--json"])
+    };
+    let mut outcomes = Vec::new();
+    for (trigger, delay) in [
+        (0, 0),
+        (1, 0),
+        (wal_trigger, 0),
+        (0, delays[0]),
+        (0, delays[1]),
+        (0, delays[2]),
+    ] {
+        let mut child = prune().spawn();
+        let started = Instant::now();
+        loop {
+            let grown = std::fs::metadata(&wal).map_or(0, |m| m.len()) >= trigger;
+            let due = started.elapsed() >= Duration::from_millis(delay);
+            let exited = child.try_wait().expect("polling the child").is_some();
+            if exited || (grown && due) || started.elapsed() > Duration::from_secs(60) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let _ = child.kill();
+        let status = child.wait().expect("reaping");
+        let (version, rows) = picture(db);
+        assert!(
+            version == from || version == to,
+            "a kill left version {version}"
+        );
+        assert_eq!(
+            rows, original,
+            "a kill at version {version} lost or changed rows"
+        );
+        outcomes.push((version, status.code()));
+    }
+    eprintln!("versions and exit codes after each kill: {outcomes:?}");
+    // The next start finishes the job and the file is whole.
+    let ran = prune().run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let (version, rows) = picture(db);
+    assert_eq!(version, to, "kills: {outcomes:?}");
+    assert_eq!(rows, original);
+    outcomes
+}
