@@ -395,3 +395,44 @@ fn windows_and_unit_counts_the_limiter_cannot_hold_are_refused_with_their_place(
     );
     expect_config_error(&limit, REGIONS_OK, "costs.toml", 22, "outside 1s to 31d");
 }
+
+/// Type mistakes are told in a person's words, not a type name (DESIGN.md 4).
+#[test]
+fn a_quoted_number_is_told_in_words() {
+    expect_config_error(
+        &costs_toml(10_000, 9_500, "24h").replace("ceiling = 9500", "ceiling = \"9500\""),
+        REGIONS_OK,
+        "costs.toml",
+        4,
+        "expected a whole number such as 9500 (write the number without quotes)",
+    );
+    expect_config_error(
+        &costs_toml(10_000, 9_500, "24h"),
+        "[defaults]\npages = \"two\"\n\n[[region]]\ncode = \"US\"\noffset = 0\n",
+        "regions.toml",
+        2,
+        "expected a whole number such as",
+    );
+}
+
+/// An --api-base without its scheme says to write it in full (exit 78).
+#[test]
+fn an_api_base_without_a_scheme_says_to_add_https() {
+    let s = Scratch::new();
+    let ran = s
+        .cmd()
+        .args([
+            "--api-base",
+            "www.googleapis.com/youtube/v3",
+            "run",
+            "--dry-run",
+        ])
+        .run();
+    assert_eq!(ran.code, 78, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("starting with https://"),
+        "{}",
+        ran.stderr
+    );
+    assert!(!ran.stderr.contains("relative URL"), "{}", ran.stderr);
+}

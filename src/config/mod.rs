@@ -68,8 +68,41 @@ impl SourceText<'_> {
 
     /// Deserializes the whole file, turning toml's error into ours.
     pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, ConfigError> {
-        toml::from_str(self.text).map_err(|e| self.error_at(e.span(), e.message().trim_end()))
+        toml::from_str(self.text)
+            .map_err(|e| self.error_at(e.span(), in_words(e.message().trim_end())))
     }
+}
+
+/// A deserializer's message in the words a person uses: "expected u64" says "a whole
+/// number such as 9500", and a number written in quotes says to drop them.
+fn in_words(message: &str) -> String {
+    const TYPES: [(&str, &str); 6] = [
+        ("expected u64", "expected a whole number such as 9500"),
+        ("expected u32", "expected a whole number such as 4"),
+        ("expected u16", "expected a whole number such as 30"),
+        ("expected u8", "expected a whole number such as 4"),
+        ("expected i64", "expected a whole number"),
+        (
+            "expected a sequence",
+            "expected a list such as [\"17\", \"25\"]",
+        ),
+    ];
+    let mut words = message.to_owned();
+    for (from, to) in TYPES {
+        if let Some(rest) = words.strip_suffix(from) {
+            words = format!("{rest}{to}");
+        }
+    }
+    let quoted_number = words.starts_with("invalid type: string \"")
+        && words.contains("expected a whole number")
+        && words
+            .split('"')
+            .nth(1)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    if quoted_number {
+        words.push_str(" (write the number without quotes)");
+    }
+    words
 }
 
 /// 1-based line and column (in characters) of a byte offset.

@@ -479,7 +479,13 @@ pub fn parse_api_base(base: &str) -> Result<Url, ClientError> {
         base: mask_url(base),
         problem: problem.to_owned(),
     };
-    let parsed = Url::parse(base).map_err(|e| base_error(&e.to_string()))?;
+    let parsed = Url::parse(base).map_err(|e| match e {
+        // A host and path without a scheme, e.g. www.googleapis.com/youtube/v3.
+        url::ParseError::RelativeUrlWithoutBase => base_error(
+            "it has no scheme; write it in full, starting with https:// (e.g. https://www.googleapis.com/youtube/v3)",
+        ),
+        e => base_error(&e.to_string()),
+    })?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(base_error("the scheme must be http or https"));
     }
