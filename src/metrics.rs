@@ -206,11 +206,6 @@ pub struct LastRun {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BudgetNumbers {
     pub key: String,
-    /// The main bucket's numbers.
-    pub used: u64,
-    pub ceiling: u64,
-    pub quota: u64,
-    pub blocked_until_us: Option<i64>,
     /// Every bucket, the main one first (DESIGN.md 3.9).
     pub buckets: Vec<BucketNumbers>,
 }
@@ -244,10 +239,6 @@ impl BudgetNumbers {
             .collect();
         BudgetNumbers {
             key: budget.key.clone(),
-            used: window.used,
-            ceiling: budget.ceiling,
-            quota: budget.quota,
-            blocked_until_us: window.blocked_until_us,
             buckets,
         }
     }
@@ -379,8 +370,10 @@ impl Picture {
             }
         }
 
-        if let Some(b) = &self.budget {
-            let key = b.key.as_str();
+        if let Some(budget) = &self.budget
+            && let Some(b) = budget.buckets.first()
+        {
+            let key = budget.key.as_str();
             exp.gauge(
                 "trendsync_budget_used_units",
                 "Units in the budget's sliding window when this file was written.",
@@ -404,7 +397,7 @@ impl Picture {
                 &[("budget", key)],
                 b.blocked_until_us.map_or(0.0, |us| (us / 1_000_000) as f64),
             );
-            bucket_families(&mut exp, key, &b.buckets);
+            bucket_families(&mut exp, key, &budget.buckets);
         }
         exp
     }

@@ -436,3 +436,60 @@ fn an_api_base_without_a_scheme_says_to_add_https() {
     );
     assert!(!ran.stderr.contains("relative URL"), "{}", ran.stderr);
 }
+
+/// Buckets (DESIGN.md 3.9 and 4): a method in two buckets, a bucket under a reserved
+/// name or a limit's name, and a day window in a zone nobody knows are each refused.
+#[test]
+fn bucket_mistakes_are_configuration_errors() {
+    let base = costs_toml(10_000, 9_500, "24h").replace("\"search.list\" = 100\n", "");
+    let bucket = |name: &str, window: &str, method: &str| {
+        format!(
+            "{base}\n[[bucket]]\nname = \"{name}\"\nquota = 100\nceiling = 95\nwindow = \"{window}\"\ncosts = {{ \"{method}\" = 1 }}\n"
+        )
+    };
+    let in_two = bucket("search", "24h", "videos.list");
+    let at = in_two.lines().count();
+    expect_config_error(
+        &in_two,
+        REGIONS_OK,
+        "costs.toml",
+        at,
+        "\"videos.list\" is in [costs] already; every method belongs to exactly one bucket",
+    );
+    let reserved = bucket("blocked", "24h", "search.list");
+    expect_config_error(
+        &reserved,
+        REGIONS_OK,
+        "costs.toml",
+        reserved.lines().count() - 4,
+        "bucket name \"blocked\"",
+    );
+    let zone = bucket("search", "day@Mars/Olympus_Mons", "search.list");
+    expect_config_error(
+        &zone,
+        REGIONS_OK,
+        "costs.toml",
+        zone.lines().count() - 1,
+        "\"Mars/Olympus_Mons\" is not a time zone",
+    );
+}
+
+/// `budget unblock` with a bucket the file does not have is a usage error (2)
+/// naming the buckets there are.
+#[test]
+fn unblocking_an_unknown_bucket_names_the_buckets() {
+    let s = Scratch::new();
+    let costs = s.write("costs.toml", include_str!("../quota-costs.granular.toml"));
+    let ran = s
+        .cmd()
+        .arg("--costs")
+        .arg(&costs)
+        .args(["budget", "unblock", "serach"])
+        .run();
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("budget, search, stats"),
+        "{}",
+        ran.stderr
+    );
+}

@@ -114,7 +114,9 @@ pub fn run(global: &Global, args: &ExportArgs) -> Result<()> {
                 db.display()
             )
         })?;
-    super::check_read_regions(global, &args.regions, &store.regions()?)?;
+    super::check_read_regions(global, &args.regions, || {
+        store.regions().unwrap_or_default()
+    })?;
     let regions = if args.regions.is_empty() {
         store.regions()?
     } else {

@@ -333,17 +333,18 @@ pub(crate) async fn read_status(
 pub(crate) fn check_read_regions(
     global: &Global,
     asked: &[String],
-    in_store: &[String],
+    in_store: impl FnOnce() -> Vec<String>,
 ) -> Result<()> {
     if asked.is_empty() {
         return Ok(());
     }
+    let in_store = in_store();
     let configured: Vec<String> = load_config(global)
         .map(|c| c.regions.regions.iter().map(|r| r.code.clone()).collect())
         .unwrap_or_default();
     let mut known: Vec<&str> = configured
         .iter()
-        .chain(in_store)
+        .chain(&in_store)
         .map(String::as_str)
         .collect();
     known.sort_unstable();

@@ -36,7 +36,7 @@ struct RunsJson<'a> {
 }
 
 pub fn run(global: &Global, args: &RunsArgs) -> Result<()> {
-    super::check_read_regions(global, &args.regions, &super::stored_regions(&global.db))?;
+    super::check_read_regions(global, &args.regions, || super::stored_regions(&global.db))?;
     let now = now_s();
     let filter = HistoryFilter {
         since: args

@@ -1,6 +1,7 @@
 use std::fs;
 
 use super::*;
+use crate::runner::BucketWindow;
 
 #[test]
 fn label_values_escape_backslash_quote_and_newline() {
@@ -156,11 +157,13 @@ fn picture() -> Picture {
         ]),
         budget: Some(BudgetNumbers {
             key: "key1".into(),
-            used: 9_600,
-            ceiling: 9_500,
-            quota: 10_000,
-            blocked_until_us: Some(1_700_086_400_000_000),
-            buckets: vec![],
+            buckets: vec![BucketNumbers {
+                name: "budget".into(),
+                used: 9_600,
+                ceiling: 9_500,
+                quota: 10_000,
+                blocked_until_us: Some(1_700_086_400_000_000),
+            }],
         }),
     }
 }
@@ -278,7 +281,7 @@ fn without_the_budget_or_any_run_those_lines_are_left_out() {
     let text = p.exposition(&[]).render();
     assert!(!text.contains("trendsync_budget_"), "{text}");
     let mut p = picture();
-    p.budget.as_mut().expect("a budget").blocked_until_us = None;
+    p.budget.as_mut().expect("a budget").buckets[0].blocked_until_us = None;
     assert!(
         p.exposition(&[])
             .render()
@@ -377,9 +380,11 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
     })
     .expect("the built-in costs");
     let window = BudgetWindow {
-        used: 1234,
-        blocked_until_us: Some(1_700_086_400_000_000),
-        buckets: vec![],
+        buckets: vec![BucketWindow {
+            name: "budget".into(),
+            used: 1234,
+            blocked_until_us: Some(1_700_086_400_000_000),
+        }],
     };
     write_after_run(&path, &db, &budget, &report_with(Some(window.clone()))).expect("writing");
     let text = fs::read_to_string(&path).expect("reading");

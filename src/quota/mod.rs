@@ -200,33 +200,33 @@ impl Budget {
 
     /// Every bucket, the main one first.
     pub fn buckets(&self) -> Vec<BucketRef<'_>> {
-        std::iter::once(self.main())
-            .chain(self.buckets.iter().map(|b| BucketRef {
-                name: &b.name,
-                quota: b.quota,
-                ceiling: b.ceiling,
-                window: &b.window,
-                costs: &b.costs,
-            }))
-            .collect()
+        self.each_bucket().collect()
+    }
+
+    /// [`Budget::buckets`] without collecting them: every charge looks its bucket up.
+    fn each_bucket(&self) -> impl Iterator<Item = BucketRef<'_>> {
+        std::iter::once(self.main()).chain(self.buckets.iter().map(|b| BucketRef {
+            name: &b.name,
+            quota: b.quota,
+            ceiling: b.ceiling,
+            window: &b.window,
+            costs: &b.costs,
+        }))
     }
 
     /// The bucket `name`, the main one as [`BUDGET_POLICY`].
     pub fn bucket(&self, name: &str) -> Option<BucketRef<'_>> {
-        self.buckets().into_iter().find(|b| b.name == name)
+        self.each_bucket().find(|b| b.name == name)
     }
 
     /// The bucket `method` is charged to.
     pub fn bucket_of(&self, method: &str) -> Option<BucketRef<'_>> {
-        self.buckets()
-            .into_iter()
-            .find(|b| b.costs.contains_key(method))
+        self.each_bucket().find(|b| b.costs.contains_key(method))
     }
 
     /// Every method of every bucket, with its cost.
     pub fn all_costs(&self) -> BTreeMap<&str, u64> {
-        self.buckets()
-            .into_iter()
+        self.each_bucket()
             .flat_map(|b| b.costs.iter().map(|(m, c)| (m.as_str(), *c)))
             .collect()
     }

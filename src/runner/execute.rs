@@ -1074,11 +1074,11 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         (_, status) => status,
     };
     let budget = budget_window(&run).await;
-    let remaining = budget.as_ref().map(|window| {
+    let remaining = budget.as_ref().and_then(BudgetWindow::main).map(|main| {
         run.settings
             .budget
             .max_for(run.settings.allowance)
-            .saturating_sub(window.used)
+            .saturating_sub(main.used)
     });
     let now = now_us();
     let ended_at = now / 1_000_000;
@@ -1168,9 +1168,7 @@ async fn budget_window(run: &Run) -> Option<BudgetWindow> {
         .map(|b| b.policy())
         .collect();
     match run.limiter.status(&buckets, &[]).await {
-        Ok(st) => st.policies.first().map(|main| BudgetWindow {
-            used: main.used,
-            blocked_until_us: st.blocked_until_us(),
+        Ok(st) => Some(BudgetWindow {
             buckets: st
                 .policies
                 .iter()

@@ -291,13 +291,15 @@ pub struct FollowReport {
 /// report's `remaining` and the metrics file's budget numbers are computed from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BudgetWindow {
-    /// Units in the main bucket's window.
-    pub used: u64,
-    /// Microseconds since the Unix epoch until which the upstream said no to the main
-    /// bucket.
-    pub blocked_until_us: Option<i64>,
     /// Every bucket, the main one first (DESIGN.md 3.9).
     pub buckets: Vec<BucketWindow>,
+}
+
+impl BudgetWindow {
+    /// The main bucket's window.
+    pub fn main(&self) -> Option<&BucketWindow> {
+        self.buckets.first()
+    }
 }
 
 /// One bucket's window at the end of a run.

@@ -222,12 +222,20 @@ pub struct Simulation {
     pub stop: Option<Stop>,
     /// Per bucket that would stop, its stop; the calls of the other buckets go on.
     pub bucket_stops: BTreeMap<String, Stop>,
-    /// Units left to the allowance of the main bucket after the calls that fit.
-    pub remaining: u64,
     /// Per bucket, units left to its allowance after the calls that fit.
     pub remaining_by_bucket: BTreeMap<String, u64>,
     /// The limiter's clock the plan was charged at, microseconds since the epoch.
     pub now_us: i64,
+}
+
+impl Simulation {
+    /// Units left to the allowance of the main bucket after the calls that fit.
+    pub fn remaining(&self) -> u64 {
+        self.remaining_by_bucket
+            .get(BUDGET_POLICY)
+            .copied()
+            .unwrap_or(0)
+    }
 }
 
 /// Charges the plan, call by call, to the reference [`Model`] seeded with the window
@@ -308,7 +316,6 @@ pub fn simulate(
         calls,
         stop,
         bucket_stops,
-        remaining: remaining_by_bucket.get(BUDGET_POLICY).copied().unwrap_or(0),
         remaining_by_bucket,
         now_us: now,
     }
@@ -544,12 +551,12 @@ mod tests {
         );
         let fits: Vec<bool> = sim.calls.iter().map(|c| c.fits).collect();
         assert_eq!(fits, vec![true, true, true, true, true, false, false]);
-        let stop = sim.stop.expect("the search does not fit");
+        let stop = sim.stop.clone().expect("the search does not fit");
         assert_eq!(stop.denied_by(), Some("budget"));
         // 95 used + 100 > 100: all 95 must leave, including the 5 this plan charges
         // now, so a whole window from now; not when the 90 from t=1 s leave.
         assert_eq!(stop.retry_after(0), Some(Duration::from_secs(86_400)));
-        assert_eq!(sim.remaining, 5);
+        assert_eq!(sim.remaining(), 5);
         assert_eq!(sim.calls[4].total, 5);
     }
 
@@ -577,11 +584,11 @@ mod tests {
         st.blocked.insert("budget".into(), 9_000_000);
         let sim = simulate(&calls, &budget(100), Allowance::Ceiling, &st);
         assert!(sim.calls.iter().all(|c| !c.fits));
-        let stop = sim.stop.expect("blocked");
+        let stop = sim.stop.clone().expect("blocked");
         assert_eq!(stop.status(), super::super::Status::UpstreamQuotaExhausted);
         assert_eq!(stop.denied_by(), Some(crate::quota::UPSTREAM_POLICY));
         assert_eq!(stop.retry_after(sim.now_us), Some(Duration::from_secs(7)));
-        assert_eq!(sim.remaining, 100);
+        assert_eq!(sim.remaining(), 100);
     }
 
     #[test]

@@ -155,7 +155,7 @@ fn print_plan(job: &Job<'_>, budget: &Budget, sim: &Simulation, limiter: &str) -
             out,
             "{fitting} of {} calls fit, {units} units; {} would remain to the {what}",
             sim.calls.len(),
-            sim.remaining
+            sim.remaining()
         )?;
         return Ok(());
     }
@@ -275,7 +275,7 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
         units_charged: 0,
         units_unmetered: 0,
         calls: 0,
-        remaining: sim.remaining,
+        remaining: sim.remaining(),
         retry_after_s: sim
             .stop
             .as_ref()
