@@ -57,6 +57,10 @@ pub(crate) enum Owner {
     Store,
     /// The embedded limiter's window and the journal (`quota`).
     Quota,
+    /// What people and their tools read (sqlite3, Datasette, pandas): views, and how
+    /// the full-text index is declared. Nothing trendsync reads changes shape, so a
+    /// read-only open does not need these steps (`store`).
+    Analysts,
 }
 
 /// The version at which `owner`'s tables took the shape this build reads: the steps
@@ -82,6 +86,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     crate::quota::schema::TABLES,
     crate::store::schema::CHARTS,
     crate::store::schema::FOLLOW_UPS,
+    crate::store::schema::ANALYSTS,
 ];
 
 /// The highest schema version this build knows: what every writer brings the file to.

@@ -17,6 +17,7 @@ mod conformance;
 // SIGKILL, exit statuses by signal, advisory locks: Unix only.
 #[cfg(unix)]
 mod crash;
+mod datasette;
 mod differential;
 mod export_charts_e2e;
 #[cfg(unix)]

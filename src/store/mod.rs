@@ -15,6 +15,7 @@
 //! A `Store` is `Send` but not `Sync`: give each thread or task its own (opening is
 //! cheap once the schema is current).
 
+mod analysts;
 mod charts;
 mod compact;
 mod error;
@@ -29,6 +30,8 @@ mod write;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_analysts;
 #[cfg(test)]
 mod tests_compact;
 

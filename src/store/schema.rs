@@ -1,4 +1,4 @@
-//! The store's steps of the file's schema: versions 1 to 3, 5 and 6 of the one list in
+//! The store's steps of the file's schema: versions 1 to 3, 5 to 7 of the one list in
 //! [`crate::schema`], which applies them (and the steps of the other owners of the
 //! file) and explains how `PRAGMA user_version` counts them.
 //!
@@ -52,6 +52,15 @@ pub(crate) const FOLLOW_UPS: Migration = Migration {
     owner: Owner::Store,
     sql: super::follow::CREATE,
     data: Some(super::follow::fill_state),
+};
+
+/// Step 7: changes no table the store reads, so it is the analysts' (a read-only
+/// open does not wait for it).
+pub(crate) const ANALYSTS: Migration = Migration {
+    description: "views with readable times; the full-text index declared for Datasette",
+    owner: Owner::Analysts,
+    sql: super::analysts::CREATE,
+    data: Some(super::analysts::reindex),
 };
 
 fn compact_data(conn: &Connection) -> Result<(), StepError> {
