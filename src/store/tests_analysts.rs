@@ -374,3 +374,22 @@ fn the_canned_queries_are_answered_from_indexes() {
         assert!(!details.is_empty(), "{name}");
     }
 }
+
+/// Step 7 changes nothing trendsync reads: `status` and `search` read a version 6
+/// file as it is, before any writer upgrades it.
+#[test]
+fn a_read_only_open_reads_a_version_6_file_without_step_7() {
+    let (_dir, path) = temp_db();
+    let old = Store::open_with(&path, &MIGRATIONS[..BEFORE]).unwrap();
+    fill(&old);
+    let before = matches(&old);
+    drop(old);
+    let read = Store::open_read_only(&path)
+        .unwrap()
+        .expect("the store's tables are there");
+    assert_eq!(matches(&read), before);
+    assert_eq!(
+        crate::schema::user_version(&read.conn).unwrap() as usize,
+        BEFORE
+    );
+}
