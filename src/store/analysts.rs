@@ -23,7 +23,7 @@
 //! to readable times by its table's name alone. The views of earlier steps keep their
 //! columns: SQL written against them reads the same rows.
 
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 
 use crate::schema::StepError;
 
@@ -144,24 +144,14 @@ const BATCH: i64 = 4096;
 /// batches, so a year's file shows progress. Inside the step's transaction: a kill
 /// at any moment leaves the old index as it was.
 pub(crate) fn reindex(conn: &Connection) -> Result<(), StepError> {
-    let (total, last): (i64, i64) = conn.query_row(
-        "SELECT count(*), ifnull(max(num), 0) FROM videos",
-        [],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
-    let bar = crate::progress::Task::new("upgrading the database", total.max(0) as u64);
-    let mut index = conn.prepare(
+    let (bar, _) = super::charts::in_batches(
+        conn,
+        "videos",
         "INSERT INTO videos_fts (rowid, title, description, tags_text, channel_title)
          SELECT num, title, description, tags_text, channel_title FROM videos
          WHERE num > ?1 AND num <= ?2 ORDER BY num",
+        BATCH,
     )?;
-    let mut from = 0i64;
-    while from < last {
-        let to = from.saturating_add(BATCH);
-        let indexed = index.execute(params![from, to])?;
-        bar.inc(indexed as u64);
-        from = to;
-    }
     bar.finish();
     Ok(())
 }

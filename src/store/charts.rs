@@ -95,31 +95,46 @@ JOIN videos AS v ON v.num = e.video;
 /// Fetches copied per statement: the progress bar moves between batches.
 const BATCH: i64 = 8192;
 
+/// Runs `sql`, whose `?1` and `?2` bound a range of `num` of `table` (above ?1, up to
+/// ?2), over every row of `table` in ranges of `batch`, with an "upgrading the
+/// database" progress bar moved by the rows each range wrote. Returns the bar (for
+/// the caller to finish when its step is done) and how many rows `table` has.
+pub(crate) fn in_batches(
+    conn: &Connection,
+    table: &str,
+    sql: &str,
+    batch: i64,
+) -> rusqlite::Result<(crate::progress::Task, i64)> {
+    let (total, last): (i64, i64) = conn.query_row(
+        &format!("SELECT count(*), ifnull(max(num), 0) FROM {table}"),
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let bar = crate::progress::Task::new("upgrading the database", total.max(0) as u64);
+    let mut run = conn.prepare(sql)?;
+    let mut from = 0i64;
+    while from < last {
+        let to = from.saturating_add(batch);
+        let wrote = run.execute(params![from, to])?;
+        bar.inc(wrote as u64);
+        from = to;
+    }
+    Ok((bar, total))
+}
+
 /// Copies every fetch into the new table as the overall chart or a search (all a
 /// version 4 file holds), then swaps the tables. Runs inside the migration's
 /// transaction, with foreign keys off ([`crate::schema::migrate`]), so dropping the
 /// old table deletes no place; a kill at any moment rolls all of it back.
 pub(crate) fn migrate_to_charts(conn: &Connection) -> Result<(), StepError> {
-    let (total, last): (i64, i64) = conn.query_row(
-        "SELECT count(*), ifnull(max(num), 0) FROM fetches",
-        [],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+    let (bar, total) = in_batches(
+        conn,
+        "fetches",
+        "INSERT INTO fetches_charted (num, run, region, search, chart, fetched_at)
+         SELECT num, run, region, search, 0, fetched_at FROM fetches
+         WHERE num > ?1 AND num <= ?2 ORDER BY num",
+        BATCH,
     )?;
-    let bar = crate::progress::Task::new("upgrading the database", total.max(0) as u64);
-    {
-        let mut copy = conn.prepare(
-            "INSERT INTO fetches_charted (num, run, region, search, chart, fetched_at)
-             SELECT num, run, region, search, 0, fetched_at FROM fetches
-             WHERE num > ?1 AND num <= ?2 ORDER BY num",
-        )?;
-        let mut from = 0i64;
-        while from < last {
-            let to = from.saturating_add(BATCH);
-            let copied = copy.execute(params![from, to])?;
-            bar.inc(copied as u64);
-            from = to;
-        }
-    }
     let copied: i64 = conn.query_row("SELECT count(*) FROM fetches_charted", [], |r| r.get(0))?;
     if copied != total {
         // Cannot happen with `num` the rowid; refusing beats dropping what was missed.

@@ -347,18 +347,7 @@ fn the_canned_queries_are_answered_from_indexes() {
     store.conn.execute_batch("ANALYZE").unwrap();
     for (name, query) in queries {
         let sql = query["sql"].as_str().unwrap();
-        let mut stmt = store
-            .conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .unwrap();
-        for i in 1..=stmt.parameter_count() {
-            stmt.raw_bind_parameter(i, "US").unwrap();
-        }
-        let mut plan = stmt.raw_query();
-        let mut details = Vec::new();
-        while let Some(row) = plan.next().unwrap() {
-            details.push(row.get::<_, String>(3).unwrap());
-        }
+        let details = super::tests_compact::query_plan(&store.conn, sql);
         // A view that is a UNION ALL runs as a co-routine, which yields only the rows
         // its own index searches found: reading those back is not a scan of a table.
         let coroutines: Vec<&str> = details

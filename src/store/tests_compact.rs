@@ -225,6 +225,20 @@ fn reads_of_charts_histories_and_newest_fetches() {
     );
 }
 
+/// The steps of `EXPLAIN QUERY PLAN sql`, every parameter bound to "US".
+pub(super) fn query_plan(conn: &Connection, sql: &str) -> Vec<String> {
+    let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+    for i in 1..=stmt.parameter_count() {
+        stmt.raw_bind_parameter(i, "US").unwrap();
+    }
+    let mut rows = stmt.raw_query();
+    let mut details = Vec::new();
+    while let Some(row) = rows.next().unwrap() {
+        details.push(row.get::<_, String>(3).unwrap());
+    }
+    details
+}
+
 /// EXPLAIN QUERY PLAN of every read the product makes: no step may walk a whole table
 /// or index of snapshots or videos; the scans allowed are FTS5's own MATCH and the
 /// list of regions (one row per region) for "every region".
@@ -235,18 +249,7 @@ fn every_product_read_is_answered_from_indexes() {
     // gets, not the one an almost empty file gets.
     store.conn.execute_batch("ANALYZE").unwrap();
     for (name, sql) in sql::ALL {
-        let mut stmt = store
-            .conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .unwrap();
-        for i in 1..=stmt.parameter_count() {
-            stmt.raw_bind_parameter(i, "US").unwrap();
-        }
-        let mut rows = stmt.raw_query();
-        let mut details = Vec::new();
-        while let Some(row) = rows.next().unwrap() {
-            details.push(row.get::<_, String>(3).unwrap());
-        }
+        let details = query_plan(&store.conn, sql);
         for detail in &details {
             let scan = detail.starts_with("SCAN ")
                 && !detail.starts_with("SCAN videos_fts VIRTUAL TABLE")
