@@ -598,8 +598,9 @@ impl Run {
                     skew.describe(),
                     clock.fix()
                 );
-                self.record_skew(skew).await;
+                // Stopped first, so that no region starts a call meanwhile.
                 self.halt(Stop::ClockSkew { skew });
+                self.record_skew(skew).await;
             }
             return Err(Failed::Stopped);
         }
