@@ -104,6 +104,13 @@ fn a_host_clock_a_day_ahead_stops_the_run_after_one_call_until_the_clocks_agree(
         skew_in_metrics(&metrics, "host"),
         DAY_AND_AN_HOUR_S,
     );
+    // Its calls were made and answered: counted, though nothing of them was stored.
+    assert!(
+        metrics.contains(&format!(
+            "trendsync_upstream_calls_total{{method=\"videos.list\",outcome=\"ok\"}} {first}\n"
+        )),
+        "{metrics}"
+    );
 
     // The next run on the wrong clock makes one call, not one per region at once.
     let ran = ahead();

@@ -481,15 +481,26 @@ impl Run {
                     return Err(Failed::Stopped);
                 }
             };
-            if let (Some(limiter_at_us), Some(date_s)) = (charged_at, date) {
-                self.check_clock(Reading {
-                    limiter_at_us,
-                    elapsed: charging.elapsed(),
-                    date_s,
-                })
-                .await?;
-            }
+            let clock = match (charged_at, date) {
+                (Some(limiter_at_us), Some(date_s)) => {
+                    self.check_clock(Reading {
+                        limiter_at_us,
+                        elapsed: charging.elapsed(),
+                        date_s,
+                    })
+                    .await
+                }
+                _ => Ok(()),
+            };
             drop(one_at_a_time);
+            if let Err(stopped) = clock {
+                // The call was made: counted as it ended, though nothing of it is kept.
+                let outcome = answered
+                    .as_ref()
+                    .map_or_else(|e| outcome_of(e.class()), |_| CallOutcome::Ok);
+                self.count_attempt(method, outcome);
+                return Err(stopped);
+            }
             let err = match answered {
                 Ok(v) => {
                     self.count_attempt(method, CallOutcome::Ok);
