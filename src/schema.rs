@@ -55,7 +55,8 @@ pub(crate) struct Migration {
 pub(crate) enum Owner {
     /// Runs, videos, snapshots, searches (`store`).
     Store,
-    /// The embedded limiter's window and the journal (`quota`).
+    /// The embedded limiter's window, the journal and the record of the limiter's
+    /// clock (`quota`).
     Quota,
 }
 
