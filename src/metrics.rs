@@ -16,6 +16,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::quota::Budget;
+use crate::quota::skew::Skew;
 use crate::runner::{BudgetWindow, CallOutcome, METHODS, RunReport, Status};
 use crate::store::{
     CallCount, HistoryRow, RegionOutcome, RegionState, RunKind, RunRecord, Store, StoreError,
@@ -259,6 +260,8 @@ pub struct Picture {
     pub calls: Vec<CallCount>,
     /// `None` when the limiter could not say.
     pub budget: Option<BudgetNumbers>,
+    /// The last skew seen on each limiter's clock (DESIGN.md 6).
+    pub skews: Vec<Skew>,
 }
 
 impl Picture {
@@ -282,6 +285,7 @@ impl Picture {
             regions: store.region_states()?,
             calls: store.call_counts(None)?,
             budget,
+            skews: Vec::new(),
         })
     }
 
@@ -399,6 +403,19 @@ impl Picture {
             );
             bucket_families(&mut exp, key, &budget.buckets);
         }
+        for skew in &self.skews {
+            let clock = skew.clock.as_str();
+            exp.gauge(
+                "trendsync_clock_skew_seconds",
+                "The last skew seen between the limiter's clock (host: the embedded limiter's; redis: Redis TIME) and the upstream's answers' Date, in seconds, positive when the limiter's is ahead. Over 300 either way, runs stop.",
+            )
+            .sample(&[("clock", clock)], skew.seconds());
+            exp.gauge(
+                "trendsync_clock_skew_measured_timestamp_seconds",
+                "When the skew was last seen, by the upstream's clock, in seconds since the Unix epoch.",
+            )
+            .sample(&[("clock", clock)], (skew.measured_at_us / 1_000_000) as f64);
+        }
         exp
     }
 
@@ -515,6 +532,8 @@ pub enum MetricsError {
     },
     #[error("writing the metrics file")]
     Write(#[source] WriteError),
+    #[error("reading the metrics")]
+    Skew(#[source] crate::quota::skew::SkewError),
 }
 
 /// A per-bucket gauge: its name, its help, and its value for a bucket.
@@ -585,10 +604,11 @@ pub fn write_after_run(
         db: db.to_path_buf(),
         source: Box::new(source),
     };
-    let picture = match Store::open_read_only(db).map_err(read)? {
+    let mut picture = match Store::open_read_only(db).map_err(read)? {
         Some(store) => Picture::read(&store, numbers).map_err(read)?,
         None => Picture::default(),
     };
+    picture.skews = crate::quota::skew::recorded(db).map_err(MetricsError::Skew)?;
     write_atomically(path, &picture.exposition(&METHODS).render()).map_err(MetricsError::Write)?;
     tracing::debug!(path = %path.display(), "metrics written");
     Ok(())

@@ -55,7 +55,8 @@ pub(crate) struct Migration {
 pub(crate) enum Owner {
     /// Runs, videos, snapshots, searches (`store`).
     Store,
-    /// The embedded limiter's window and the journal (`quota`).
+    /// The embedded limiter's window, the journal and the record of the limiter's
+    /// clock (`quota`).
     Quota,
     /// What people and their tools read (sqlite3, Datasette, pandas): views, and how
     /// the full-text index is declared. Nothing trendsync reads changes shape, so a
@@ -87,6 +88,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     crate::store::schema::CHARTS,
     crate::store::schema::FOLLOW_UPS,
     crate::store::schema::ANALYSTS,
+    crate::quota::schema::CLOCK_SKEW,
 ];
 
 /// The highest schema version this build knows: what every writer brings the file to.

@@ -559,51 +559,13 @@ on_both_clocks!(
 // The calendar day through the binary: its clock moved with faketime (Debian's
 // libfaketime), a Redis's with the shim, each set to the same instant.
 
-/// `faketime`, which moves the binary's clock.
-fn faketime_binary() -> std::path::PathBuf {
-    if let Some(p) = std::env::var_os("TRENDSYNC_TEST_FAKETIME") {
-        return p.into();
-    }
-    for dir in std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .chain([std::path::PathBuf::from("/usr/bin")])
-    {
-        if dir.join("faketime").is_file() {
-            return dir.join("faketime");
-        }
-    }
-    panic!(
-        "faketime is not installed, and the tests move the binary's clock with it: run \
-         scripts/test (it installs Debian's faketime package as root), install the \
-         faketime package, or point TRENDSYNC_TEST_FAKETIME at a faketime binary"
-    );
-}
-
 /// The binary of `h`, its clock (and the Redis's, if any) at `at` (RFC 3339, UTC).
 fn at_time(h: &Harness<'_>, redis: Option<&RedisServer>, at: &str) -> crate::common::Trendsync {
     if let Some(server) = redis {
         server.clock().set_now_us(unix_us(at));
     }
     let stamp = at.trim_end_matches('Z').replace('T', " ");
-    let mut cmd = h.bare();
-    let program = cmd.cmd.get_program().to_owned();
-    let args: Vec<std::ffi::OsString> = cmd.cmd.get_args().map(ToOwned::to_owned).collect();
-    let mut wrapped = std::process::Command::new(faketime_binary());
-    wrapped
-        .current_dir(h.scratch.path())
-        .env("TZ", "UTC")
-        .arg(stamp)
-        .arg(program)
-        .args(args);
-    for (k, v) in cmd.cmd.get_envs() {
-        match v {
-            Some(v) => wrapped.env(k, v),
-            None => wrapped.env_remove(k),
-        };
-    }
-    cmd.cmd = wrapped;
-    cmd
+    h.bare().env("TZ", "UTC").faketime(&[&stamp])
 }
 
 /// Through the binary: 95 searches at 23:59:50 Pacific fill the search bucket, the

@@ -11,6 +11,9 @@ mod buckets;
 // An LD_PRELOAD shim: Linux (glibc) only.
 #[cfg(target_os = "linux")]
 mod clock_shift;
+// faketime for the binary, the LD_PRELOAD shim for a Redis: Linux only.
+#[cfg(target_os = "linux")]
+mod clock_skew;
 mod config_bounds;
 mod config_errors;
 mod conformance;

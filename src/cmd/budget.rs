@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::{Access, load_budget, open_limiter, read_status};
 use crate::cli::{BudgetAction, BudgetArgs, Global};
 use crate::error::{ExitCode, SilentExit, UsageError, after_output};
+use crate::quota::skew::{self, Skew};
 use crate::quota::{
     Allowance, BUDGET_POLICY, BucketRef, Budget, ChargeError, Decision, Entry, Status, Window,
 };
@@ -398,6 +399,9 @@ fn bar_width() -> usize {
 /// `denied_by` when the limiter cannot be reached.
 const LIMITER_DOWN: &str = "limiter";
 
+/// `denied_by` while the limiter's clock is distrusted (DESIGN.md 6).
+const CLOCK_SKEW: &str = "clock";
+
 /// The JSON of `budget charge --json`.
 #[derive(Debug, Serialize)]
 struct ChargeJson<'a> {
@@ -441,6 +445,20 @@ async fn charge(
     let _writing =
         super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
     let limiter = open_limiter(global, &budget, Access::Charge).await?;
+    // A charge decided by a clock last seen far from the upstream's would count the
+    // window wrongly; only a run can check the clock (its calls' answers say the
+    // upstream's time), so until one has, nothing is charged here.
+    if let Some(clock) = limiter.clock()
+        && let Some(skew) = skew::recorded_for(&global.db, clock)?.filter(Skew::too_far)
+    {
+        tracing::error!(
+            "{} when last compared, at {}; nothing was charged: {}, then run `trendsync run` once, whose first call checks the clocks; once they agree, charging works again",
+            skew.describe(),
+            rfc3339(skew.measured_at_us),
+            skew.clock.fix()
+        );
+        return refused(json, charge.units, CLOCK_SKEW);
+    }
     let decision: Decision = match limiter.charge(&charge).await {
         Ok(d) => d,
         // Nothing can be granted while the limiter is down: a denial, as for a run.
@@ -448,20 +466,7 @@ async fn charge(
             tracing::error!(
                 "{e}; nothing was charged: make the calls when the limiter answers again"
             );
-            let printed = if json {
-                print_json(&ChargeJson {
-                    granted: false,
-                    units: charge.units,
-                    used: None,
-                    remaining: None,
-                    retry_after_s: None,
-                    denied_by: Some(LIMITER_DOWN),
-                    policy: None,
-                })
-            } else {
-                Ok(())
-            };
-            return after_output(printed, Err(SilentExit(ExitCode::TryLater).into()));
+            return refused(json, charge.units, LIMITER_DOWN);
         }
         Err(e) => {
             return Err(e).with_context(|| {
@@ -498,6 +503,25 @@ async fn charge(
         Err(SilentExit(ExitCode::TryLater).into())
     };
     after_output(printed, outcome)
+}
+
+/// A charge refused before the limiter decided it (`denied_by` says why): exit 75,
+/// with its JSON when asked for.
+fn refused(json: bool, units: u64, denied_by: &str) -> Result<()> {
+    let printed = if json {
+        print_json(&ChargeJson {
+            granted: false,
+            units,
+            used: None,
+            remaining: None,
+            retry_after_s: None,
+            denied_by: Some(denied_by),
+            policy: None,
+        })
+    } else {
+        Ok(())
+    };
+    after_output(printed, Err(SilentExit(ExitCode::TryLater).into()))
 }
 
 fn print_decision(

@@ -17,6 +17,7 @@ use super::{Access, load_config, open_limiter, read_status};
 use crate::cli::{Global, StatusArgs};
 use crate::error::{ExitCode, SilentExit, after_output};
 use crate::quota::BUDGET_POLICY;
+use crate::quota::skew::{self, LimiterClock, MAX_SKEW, Skew, amount};
 use crate::report::{human, print_json, rfc3339};
 use crate::runner::lock;
 use crate::store::{HistoryRow, RegionState, RunStart, Store};
@@ -68,6 +69,22 @@ struct BucketJson {
     blocked_until: Option<String>,
 }
 
+/// The last skew seen between a limiter's clock and the upstream's (DESIGN.md 6).
+#[derive(Debug, Serialize)]
+struct SkewJson {
+    /// `host` (the embedded limiter's) or `redis` (Redis `TIME`).
+    clock: &'static str,
+    /// That clock minus the upstream's, in seconds: positive when it is ahead.
+    skew_s: f64,
+    /// When it was seen, by the upstream's clock.
+    measured_at: String,
+    /// Over 5 minutes: runs check the clock with one call and `budget charge` is
+    /// refused until a run sees it agree.
+    too_far: bool,
+    /// The limiter this command is configured with decides by this clock.
+    in_use: bool,
+}
+
 #[derive(Debug, Serialize)]
 struct StatusJson {
     regions: Vec<RegionJson>,
@@ -75,6 +92,8 @@ struct StatusJson {
     abandoned: Vec<RunJson>,
     /// Null when the limiter could not be read.
     budget: Option<BudgetJson>,
+    /// Every clock ever compared, the one in use among them.
+    clock_skew: Vec<SkewJson>,
 }
 
 /// What the database says, read without writing anything.
@@ -242,6 +261,17 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
             None
         }
     };
+    let skews = skew::recorded(&global.db)?;
+    let clock_skew = skews
+        .iter()
+        .map(|s| SkewJson {
+            clock: s.clock.as_str(),
+            skew_s: s.seconds(),
+            measured_at: rfc3339(s.measured_at_us),
+            too_far: s.too_far(),
+            in_use: limiter.clock() == Some(s.clock),
+        })
+        .collect();
     let runs = |list: &[RunStart]| {
         list.iter()
             .map(|r| RunJson {
@@ -255,11 +285,19 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
         abandoned: runs(&stored.abandoned),
         regions,
         budget: window,
+        clock_skew,
     };
     let printed = if args.json {
         print_json(&report)
     } else {
-        print_text(&report, &stored, now, stale_after, &budget.key)
+        print_text(
+            &report,
+            &stored,
+            now,
+            stale_after,
+            &budget.key,
+            (&skews, limiter.clock()),
+        )
     };
     // Without --stale-after the dashboard is the whole point, so failing to print it
     // fails the command; as a health check, the health decides the exit code.
@@ -290,6 +328,7 @@ fn print_text(
     now: i64,
     stale_after: Duration,
     budget_key: &str,
+    (skews, in_use): (&[Skew], Option<LimiterClock>),
 ) -> Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(
@@ -375,6 +414,23 @@ fn print_text(
             out,
             "budget \"{budget_key}\": the limiter cannot be read (see the warning above)"
         )?,
+    }
+    for skew in skews.iter().filter(|s| Some(s.clock) == in_use) {
+        let verdict = if skew.too_far() {
+            format!(
+                "over {}: runs check it with one call and `budget charge` is refused until a run sees the clocks agree; {}",
+                amount(MAX_SKEW),
+                skew.clock.fix()
+            )
+        } else {
+            "within bounds".to_owned()
+        };
+        writeln!(
+            out,
+            "clock: {} (at {}); {verdict}",
+            skew.describe(),
+            rfc3339(skew.measured_at_us)
+        )?;
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 use std::fs;
 
 use super::*;
+use crate::quota::skew::LimiterClock;
 use crate::runner::BucketWindow;
 
 #[test]
@@ -165,6 +166,11 @@ fn picture() -> Picture {
                 blocked_until_us: Some(1_700_086_400_000_000),
             }],
         }),
+        skews: vec![Skew {
+            clock: LimiterClock::Host,
+            skew_us: -250_000,
+            measured_at_us: 1_700_000_001_500_000,
+        }],
     }
 }
 
@@ -268,6 +274,15 @@ fn every_region_and_both_kinds_are_in_the_file() {
     assert!(text.contains(
         "trendsync_budget_blocked_until_timestamp_seconds{budget=\"key1\"} 1700086400\n"
     ));
+    // The clock's skew in fractional seconds, and when it was seen.
+    assert_eq!(
+        lines_of(&text, "trendsync_clock_skew_seconds"),
+        ["trendsync_clock_skew_seconds{clock=\"host\"} -0.25"]
+    );
+    assert_eq!(
+        lines_of(&text, "trendsync_clock_skew_measured_timestamp_seconds"),
+        ["trendsync_clock_skew_measured_timestamp_seconds{clock=\"host\"} 1700000001"]
+    );
     // Each family's help and type once.
     for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
         assert_eq!(text.matches(&format!("{line}\n")).count(), 1, "{line}");

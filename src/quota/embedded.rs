@@ -11,6 +11,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::model::{self, Fit, PartOutcome};
+use super::skew::{self, LimiterClock};
 use super::{
     BUDGET_POLICY, Charge, Decision, Entry, LimiterError, PolicyRef, PolicyStatus, Status, Window,
     from_micros, micros,
@@ -140,11 +141,13 @@ impl EmbeddedLimiter {
         }
     }
 
+    /// Decides `charge` (or, with `age`, records a call already made), and says when,
+    /// by this limiter's clock.
     pub(super) async fn charge(
         &self,
         charge: &Charge,
         age: Option<Duration>,
-    ) -> Result<Decision, LimiterError> {
+    ) -> Result<(Decision, i64), LimiterError> {
         let charge_owned = charge.clone();
         let key = self.budget_key.clone();
         let clock = Arc::clone(&self.clock);
@@ -355,17 +358,17 @@ fn charge_in(
     charge: &Charge,
     age: Option<Duration>,
     clock: &dyn Clock,
-) -> rusqlite::Result<Decision> {
+) -> rusqlite::Result<(Decision, i64)> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     // Read inside the lock, so entries are written in the order of their times.
     let now = clock.now_us();
     evict(&tx, now)?;
     for p in &charge.parts {
-        evict_policy(
-            &tx,
-            &policy_id(budget_key, &p.policy),
-            p.window.at(now).cutoff_us,
-        )?;
+        let id = policy_id(budget_key, &p.policy);
+        evict_policy(&tx, &id, p.window.at(now).cutoff_us)?;
+        if let Some(newest) = newest_entry(&tx, &id)?.filter(|at| *at > now) {
+            skew::note_clock_went_back(LimiterClock::Host, &p.policy, newest, now);
+        }
     }
     let all_fit = vec![Fit::Now; charge.parts.len()];
     let forced = age.is_some();
@@ -373,7 +376,7 @@ fn charge_in(
     if !forced && let Some(until) = blocked_until(&tx, budget_key, &charge.bucket, now)? {
         let parts = outcomes(&tx, budget_key, charge, &all_fit, now)?;
         tx.commit()?;
-        return Ok(model::blocked(charge, parts, from_micros(until - now)));
+        return Ok((model::blocked(charge, parts, from_micros(until - now)), now));
     }
 
     let mut seen =
@@ -386,7 +389,7 @@ fn charge_in(
     if duplicate {
         let parts = outcomes(&tx, budget_key, charge, &all_fit, now)?;
         tx.commit()?;
-        return Ok(model::decide(charge, parts, true));
+        return Ok((model::decide(charge, parts, true), now));
     }
 
     let mut fits = Vec::with_capacity(charge.parts.len());
@@ -430,7 +433,13 @@ fn charge_in(
     }
     let parts = outcomes(&tx, budget_key, charge, &fits, now)?;
     tx.commit()?;
-    Ok(model::decide(charge, parts, false))
+    Ok((model::decide(charge, parts, false), now))
+}
+
+/// When the newest entry of `policy` was made.
+fn newest_entry(conn: &Connection, policy: &str) -> rusqlite::Result<Option<i64>> {
+    conn.prepare_cached("SELECT MAX(at_us) FROM quota_entry WHERE policy = ?1")?
+        .query_row([policy], |r| r.get(0))
 }
 
 /// Reads without writing: entries past their window are simply not counted. `None`

@@ -13,6 +13,7 @@ pub mod model;
 mod redis;
 mod redis_connect;
 pub(crate) mod schema;
+pub mod skew;
 mod window;
 
 use std::collections::BTreeMap;
@@ -501,9 +502,22 @@ impl Limiter {
     }
 
     pub async fn charge(&self, charge: &Charge) -> Result<Decision, LimiterError> {
+        self.charge_timed(charge)
+            .await
+            .map(|(decision, _)| decision)
+    }
+
+    /// [`Limiter::charge`], with the limiter's clock when it decided (microseconds
+    /// since the Unix epoch): what an upstream answer's own time is compared with
+    /// ([`skew`]).
+    pub async fn charge_timed(&self, charge: &Charge) -> Result<(Decision, i64), LimiterError> {
         match self {
             Limiter::Redis(l) => {
-                let (decision, epoch) = l.charge(charge, None).await?;
+                let Decided {
+                    decision,
+                    epoch,
+                    now_us,
+                } = l.decide(charge, None).await?;
                 if let Some(ledger) = l.ledger() {
                     if decision.granted
                         && let Err(e) = ledger.granted(charge).await
@@ -515,10 +529,19 @@ impl Limiter {
                     }
                     self.watch_epoch(ledger, Some(epoch)).await;
                 }
-                Ok(decision)
+                Ok((decision, now_us))
             }
             Limiter::Embedded(l) => l.charge(charge, None).await,
             Limiter::Down { endpoint, reason } => Err(unavailable(endpoint, reason)),
+        }
+    }
+
+    /// Whose clock this limiter decides by; `None` while it is down.
+    pub fn clock(&self) -> Option<skew::LimiterClock> {
+        match self {
+            Limiter::Redis(_) => Some(skew::LimiterClock::Redis),
+            Limiter::Embedded(_) => Some(skew::LimiterClock::Host),
+            Limiter::Down { .. } => None,
         }
     }
 
@@ -531,8 +554,8 @@ impl Limiter {
         age: Duration,
     ) -> Result<Decision, LimiterError> {
         match self {
-            Limiter::Redis(l) => l.charge(charge, Some(age)).await.map(|(d, _)| d),
-            Limiter::Embedded(l) => l.charge(charge, Some(age)).await,
+            Limiter::Redis(l) => l.decide(charge, Some(age)).await.map(|d| d.decision),
+            Limiter::Embedded(l) => l.charge(charge, Some(age)).await.map(|(d, _)| d),
             Limiter::Down { endpoint, reason } => Err(unavailable(endpoint, reason)),
         }
     }

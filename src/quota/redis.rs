@@ -202,18 +202,6 @@ impl RedisLimiter {
         self.ledger.get()
     }
 
-    /// Decides `charge` (or, with `age`, records a call already made), and says which
-    /// epoch of the window it was decided in.
-    pub(super) async fn charge(
-        &self,
-        charge: &Charge,
-        age: Option<Duration>,
-    ) -> Result<(Decision, Epoch), LimiterError> {
-        self.decide(charge, age)
-            .await
-            .map(|d| (d.decision, d.epoch))
-    }
-
     /// [`Limiter::charge`](super::Limiter::charge) (or, with `age`,
     /// [`Limiter::record_past`](super::Limiter::record_past)) on this Redis alone, with
     /// the Redis time it was decided at, for comparing with [`model::Model`]. Keeps no

@@ -1,5 +1,6 @@
 //! The tables of the embedded limiter and of the journal: step 4 of the file's one
-//! schema ([`crate::schema`], which applies it with every other step). The tables are
+//! schema ([`crate::schema`], which applies it with every other step), and the record
+//! of the limiter's clock against the upstream's: step 8. The tables are
 //! prefixed `quota_`; the limiter's belong to `embedded.rs`, the journal's to
 //! `journal.rs`, and neither creates them on its own.
 //!
@@ -62,6 +63,25 @@ CREATE INDEX IF NOT EXISTS quota_journal_by_time ON quota_journal (budget, made_
 CREATE TABLE IF NOT EXISTS quota_epoch (
     budget TEXT    PRIMARY KEY,
     epoch  INTEGER NOT NULL       -- the epoch marker of the window last charged into
+) WITHOUT ROWID;
+";
+
+/// Step 8.
+pub(crate) const CLOCK_SKEW: Migration = Migration {
+    description: "the last skew seen between the limiter's clock and the upstream's",
+    owner: Owner::Quota,
+    sql: CLOCK_SKEW_SQL,
+    data: None,
+};
+
+/// One row per clock a limiter decides by (`quota/skew.rs`): how far it was from the
+/// upstream's `Date` when last compared. A row over 5 minutes distrusts that clock
+/// until a run sees it agree again.
+const CLOCK_SKEW_SQL: &str = "
+CREATE TABLE quota_clock_skew (
+    clock          TEXT    PRIMARY KEY,   -- 'host' (the embedded limiter) | 'redis'
+    skew_us        INTEGER NOT NULL,      -- that clock minus the upstream's
+    measured_at_us INTEGER NOT NULL       -- the upstream's time when it was seen
 ) WITHOUT ROWID;
 ";
 

@@ -6,9 +6,9 @@
 use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OnceCell, Semaphore, watch};
 use tokio::task::JoinSet;
@@ -23,13 +23,14 @@ use super::plan::{self, Freshness, Step};
 use crate::config::{Follow, Region};
 use crate::error::chain;
 use crate::progress::RegionBar;
+use crate::quota::skew::{self, Reading, Skew};
 use crate::quota::{Allowance, Budget, Charge, DownPolicy, Journal, Limiter, LimiterError, micros};
 use crate::store::{
     CallCount, FollowCounts, RegionOutcome, RunKind, RunOutcome, Store, StoreError,
 };
 use crate::youtube::{
     CallError, Client, ErrorClass, MAX_RESULTS, SEARCH_LIST, SearchRequest, VIDEO_CATEGORIES_LIST,
-    VIDEOS_BATCH_GET_STATS, VIDEOS_LIST, VideoRecord,
+    VIDEOS_BATCH_GET_STATS, VIDEOS_LIST, VideoRecord, dated,
 };
 
 /// The upstream methods a run calls.
@@ -90,6 +91,23 @@ struct RunState {
     journal: OnceCell<Arc<Journal>>,
     /// Set when the calls in flight are to be given up (a signal's grace is over).
     abandon: watch::Sender<bool>,
+    /// The limiter's clock against the upstream's (DESIGN.md 6).
+    clock: ClockCheck,
+}
+
+/// What a run knows of the limiter's clock: each answer's `Date` is compared with the
+/// time of the charge before it.
+#[derive(Default)]
+struct ClockCheck {
+    /// The last skew recorded was too far: until an answer agrees, one call at a time,
+    /// so that at most one is made on a wrong clock.
+    distrusted: AtomicBool,
+    /// Held from a charge until its answer is checked while the clock is distrusted.
+    one_at_a_time: tokio::sync::Mutex<()>,
+    /// The run has recorded a reading (one a run is enough to show the skew).
+    recorded: AtomicBool,
+    /// The run stopped on a skew: said and recorded once.
+    stopped: AtomicBool,
 }
 
 impl RunState {
@@ -104,6 +122,7 @@ impl RunState {
             limiter_down: OnceLock::new(),
             journal: OnceCell::new(),
             abandon: watch::Sender::new(false),
+            clock: ClockCheck::default(),
         }
     }
 }
@@ -288,8 +307,13 @@ impl Run {
         }
     }
 
-    /// Charges one call of `method` to the budget before it is made.
-    async fn charge(&self, method: &'static str, report: &mut RegionReport) -> Result<(), Failed> {
+    /// Charges one call of `method` to the budget before it is made. Says the
+    /// limiter's clock when it granted the charge; `None` for a call made unmetered.
+    async fn charge(
+        &self,
+        method: &'static str,
+        report: &mut RegionReport,
+    ) -> Result<Option<i64>, Failed> {
         if self.stopped_for(method) {
             return Err(Failed::NotReached);
         }
@@ -314,8 +338,8 @@ impl Run {
         if let Some(reason) = self.state.limiter_down.get() {
             return self.unmetered(method, &charge, reason, report).await;
         }
-        match self.limiter.charge(&charge).await {
-            Ok(d) if d.granted => {
+        match self.limiter.charge_timed(&charge).await {
+            Ok((d, at_us)) if d.granted => {
                 let run_units =
                     self.state.units.fetch_add(charge.units, Ordering::Relaxed) + charge.units;
                 report.units += charge.units;
@@ -335,9 +359,9 @@ impl Run {
                 {
                     tracing::debug!(region = %report.code, "{}", chain(&e));
                 }
-                Ok(())
+                Ok(Some(at_us))
             }
-            Ok(d) => {
+            Ok((d, _)) => {
                 let stop = Stop::denied(method, &charge.bucket, &d, now_us());
                 self.halt_bucket(&charge.bucket, stop);
                 Err(Failed::Stopped)
@@ -375,7 +399,7 @@ impl Run {
         charge: &Charge,
         reason: &str,
         report: &mut RegionReport,
-    ) -> Result<(), Failed> {
+    ) -> Result<Option<i64>, Failed> {
         if self.settings.budget.when_down(method) == DownPolicy::Deny {
             self.halt_bucket(
                 &charge.bucket,
@@ -401,7 +425,7 @@ impl Run {
             .units_unmetered
             .fetch_add(charge.units, Ordering::Relaxed);
         report.units_unmetered += charge.units;
-        Ok(())
+        Ok(None)
     }
 
     /// Appends `charge` to the journal, opening it the first time.
@@ -446,15 +470,37 @@ impl Run {
         Fut: Future<Output = Result<T, CallError>>,
     {
         for n in 1..=MAX_ATTEMPTS {
-            self.charge(method, report).await?;
+            let one_at_a_time = self.clock_gate().await;
+            let charging = Instant::now();
+            let charged_at = self.charge(method, report).await?;
             self.state.calls.fetch_add(1, Ordering::Relaxed);
-            let answered = tokio::select! {
-                answered = attempt() => answered,
+            let (answered, date) = tokio::select! {
+                answered = dated(attempt()) => answered,
                 () = self.abandoned() => {
                     tracing::warn!(region = %report.code, "{method}: the call was given up, the run is stopping");
                     return Err(Failed::Stopped);
                 }
             };
+            let clock = match (charged_at, date) {
+                (Some(limiter_at_us), Some(date_s)) => {
+                    self.check_clock(Reading {
+                        limiter_at_us,
+                        elapsed: charging.elapsed(),
+                        date_s,
+                    })
+                    .await
+                }
+                _ => Ok(()),
+            };
+            drop(one_at_a_time);
+            if let Err(stopped) = clock {
+                // The call was made: counted as it ended, though nothing of it is kept.
+                let outcome = answered
+                    .as_ref()
+                    .map_or_else(|e| outcome_of(e.class()), |_| CallOutcome::Ok);
+                self.count_attempt(method, outcome);
+                return Err(stopped);
+            }
             let err = match answered {
                 Ok(v) => {
                     self.count_attempt(method, CallOutcome::Ok);
@@ -528,6 +574,73 @@ impl Run {
             }
         }
         Err(Failed::Region(format!("{method}: no attempt left")))
+    }
+
+    /// While the limiter's clock is distrusted, the turn to make the one call whose
+    /// answer says whether it agrees; the others wait for that answer. `None` once
+    /// it is trusted.
+    async fn clock_gate(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        let check = &self.state.clock;
+        if !check.distrusted.load(Ordering::SeqCst) {
+            return None;
+        }
+        let turn = check.one_at_a_time.lock().await;
+        check.distrusted.load(Ordering::SeqCst).then_some(turn)
+    }
+
+    /// Compares the limiter's clock at a charge with the `Date` of the call's answer:
+    /// too far apart, the run stops before its next call (the answer is not stored:
+    /// its times would be the wrong clock's); agreeing, a distrusted clock is trusted
+    /// again. Either way the skew is recorded, once a run.
+    async fn check_clock(&self, reading: Reading) -> Result<(), Failed> {
+        let Some(clock) = self.limiter.clock() else {
+            return Ok(());
+        };
+        let measured = reading.measure();
+        let skew = Skew::of(clock, &measured);
+        let check = &self.state.clock;
+        if measured.too_far() {
+            if !check.stopped.swap(true, Ordering::SeqCst) {
+                tracing::error!(
+                    run_id = %self.settings.run_id,
+                    clock = clock.as_str(),
+                    skew_s = skew.seconds(),
+                    "{} (the Date of its answers): {}. The budget's window cannot be trusted on it, so this run stops before its next call; until a run sees the clocks agree, each run makes one call to check them and `budget charge` is refused",
+                    skew.describe(),
+                    clock.fix()
+                );
+                // Stopped first, so that no region starts a call meanwhile.
+                self.halt(Stop::ClockSkew { skew });
+                self.record_skew(skew).await;
+            }
+            return Err(Failed::Stopped);
+        }
+        let was_distrusted = check.distrusted.swap(false, Ordering::SeqCst);
+        if was_distrusted {
+            tracing::info!(
+                run_id = %self.settings.run_id,
+                "{}: the clocks agree again; the run goes on",
+                skew.describe()
+            );
+        }
+        if !check.recorded.swap(true, Ordering::SeqCst) || was_distrusted {
+            self.record_skew(skew).await;
+        }
+        Ok(())
+    }
+
+    /// Records `skew` as the last seen on its clock; a failure is logged (the check
+    /// itself has already decided).
+    async fn record_skew(&self, skew: Skew) {
+        let db = self.db.clone();
+        let recorded = tokio::task::spawn_blocking(move || skew::record(&db, &skew)).await;
+        match recorded {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(run_id = %self.settings.run_id, "{e}"),
+            Err(e) => {
+                tracing::warn!(run_id = %self.settings.run_id, "recording the clock skew: {e}")
+            }
+        }
     }
 
     /// Runs `work` on the store off the async threads; `doing` says what for, in
@@ -988,6 +1101,8 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         tracing::error!(run_id = %run_id, "{}", chain(&e));
     }
 
+    distrust_a_skewed_clock(&run).await;
+
     let fresh = match freshness(&run).await {
         Ok(f) => f,
         Err(e) => {
@@ -1151,6 +1266,34 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         tracing::error!(run_id = %run_id, "{}", chain(&e));
     }
     report
+}
+
+/// Reads the last skew recorded on the limiter's clock: one too far makes the run
+/// check the clock with its first call before any other (DESIGN.md 6). A record that
+/// cannot be read is taken for one too far: the check costs only waiting for one call.
+async fn distrust_a_skewed_clock(run: &Run) {
+    let Some(clock) = run.limiter.clock() else {
+        return;
+    };
+    let db = run.db.clone();
+    let found = tokio::task::spawn_blocking(move || skew::recorded_for(&db, clock))
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|read| read.map_err(|e| e.to_string()));
+    let why = match found {
+        Ok(Some(skew)) if skew.too_far() => format!(
+            "{} when last compared, at {}",
+            skew.describe(),
+            crate::report::rfc3339(skew.measured_at_us)
+        ),
+        Ok(_) => return,
+        Err(e) => format!("{e}; taking the clock for a wrong one"),
+    };
+    tracing::warn!(
+        run_id = %run.settings.run_id,
+        "{why}: the first call checks the clocks, and the run goes on only if they agree"
+    );
+    run.state.clock.distrusted.store(true, Ordering::SeqCst);
 }
 
 /// The budget's own window once the run's calls are done, read once for the report

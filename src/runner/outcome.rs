@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::ExitCode;
+use crate::quota::skew::Skew;
 use crate::quota::{Allowance, BUDGET_POLICY, Decision, UPSTREAM_POLICY, micros};
 
 /// Why a run, or the calls of one bucket (DESIGN.md 3.9), stopped before the plan was
@@ -38,6 +39,9 @@ pub enum Stop {
     Fatal { message: String },
     /// SIGINT or SIGTERM: no new calls; what was fetched is committed.
     Interrupted { signal: &'static str },
+    /// The limiter's clock is too far from the upstream's for its window to be
+    /// trusted (DESIGN.md 6): no further calls until it is fixed.
+    ClockSkew { skew: Skew },
 }
 
 impl Stop {
@@ -74,13 +78,20 @@ impl Stop {
         match self {
             Stop::Budget { denied_by, .. } => Some(denied_by),
             Stop::UpstreamQuota { .. } => Some(UPSTREAM_POLICY),
-            Stop::LimiterDown { .. } | Stop::Fatal { .. } | Stop::Interrupted { .. } => None,
+            Stop::LimiterDown { .. }
+            | Stop::Fatal { .. }
+            | Stop::Interrupted { .. }
+            | Stop::ClockSkew { .. } => None,
         }
     }
 
     pub fn status(&self) -> Status {
         match self {
-            Stop::Budget { .. } | Stop::LimiterDown { .. } => Status::BudgetExhausted,
+            // A budget that cannot be counted rightly is one to stop at, as when the
+            // limiter is down: try later (75), once the clock is fixed.
+            Stop::Budget { .. } | Stop::LimiterDown { .. } | Stop::ClockSkew { .. } => {
+                Status::BudgetExhausted
+            }
             Stop::UpstreamQuota { .. } => Status::UpstreamQuotaExhausted,
             Stop::Fatal { .. } => Status::Failed,
             Stop::Interrupted { .. } => Status::Interrupted,
@@ -94,7 +105,10 @@ impl Stop {
             Stop::UpstreamQuota { until_us, .. } => {
                 Some(crate::quota::from_micros(until_us - now_us))
             }
-            Stop::LimiterDown { .. } | Stop::Fatal { .. } | Stop::Interrupted { .. } => None,
+            Stop::LimiterDown { .. }
+            | Stop::Fatal { .. }
+            | Stop::Interrupted { .. }
+            | Stop::ClockSkew { .. } => None,
         }
     }
 
@@ -143,6 +157,7 @@ impl Stop {
             Stop::Interrupted { signal } => {
                 format!("interrupted by {signal}: no new calls were made after it")
             }
+            Stop::ClockSkew { skew } => format!("{}; {}", skew.describe(), skew.clock.fix()),
         }
     }
 }

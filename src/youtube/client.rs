@@ -4,7 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use reqwest::header::{ACCEPT, HeaderValue, LOCATION};
+use reqwest::header::{ACCEPT, DATE, HeaderValue, LOCATION};
 use url::Url;
 
 use super::error::{CallContext, CallError, upstream_detail};
@@ -32,6 +32,34 @@ const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 const VIDEO_PARTS: &str = "snippet,statistics,contentDetails";
 const API_KEY_HEADER: &str = "X-Goog-Api-Key";
+
+tokio::task_local! {
+    /// The second named by the `Date` of the answer to the call [`dated`] awaits.
+    static ANSWER_DATE: std::cell::Cell<Option<i64>>;
+}
+
+/// Awaits `call` (one of a [`Client`]'s calls) and says what its answer's `Date`
+/// header named, in seconds since the Unix epoch: the upstream's own clock, for the
+/// limiter's to be compared with. `None` when no answer came (a timeout, a reset) or
+/// its `Date` was missing or unreadable. Each call's methods keep their results as
+/// they are; the date travels beside them, in this scope, to whoever asks.
+pub async fn dated<F: Future>(call: F) -> (F::Output, Option<i64>) {
+    ANSWER_DATE
+        .scope(std::cell::Cell::new(None), async move {
+            let out = call.await;
+            (out, ANSWER_DATE.with(std::cell::Cell::get))
+        })
+        .await
+}
+
+/// An HTTP date (RFC 9110's IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`) in seconds
+/// since the Unix epoch.
+pub fn parse_http_date(text: &str) -> Option<i64> {
+    jiff::fmt::rfc2822::DateTimeParser::new()
+        .parse_timestamp(text.trim())
+        .ok()
+        .map(|t| t.as_second())
+}
 
 /// Why a [`Client`] could not be built; all of these are configuration mistakes.
 #[derive(Debug, thiserror::Error)]
@@ -416,6 +444,15 @@ impl Client {
             .await
             .map_err(transport)?;
         let status = response.status().as_u16();
+        if let Some(date) = response
+            .headers()
+            .get(DATE)
+            .and_then(|d| d.to_str().ok())
+            .and_then(parse_http_date)
+        {
+            // Outside `dated` (a caller that does not ask) there is no one to tell.
+            let _ = ANSWER_DATE.try_with(|seen| seen.set(Some(date)));
+        }
 
         if response.status().is_redirection() {
             // Not followed (the key header would go along); where it pointed is the

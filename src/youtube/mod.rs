@@ -18,7 +18,7 @@ mod tests;
 
 pub use client::{
     Client, ClientError, DEFAULT_BODY_LIMIT, MAX_RESULTS, SearchOrder, SearchRequest,
-    UnknownSearchOrder, parse_api_base,
+    UnknownSearchOrder, dated, parse_api_base, parse_http_date,
 };
 pub use duration::parse_duration_secs;
 pub use error::{CallContext, CallError, ErrorClass, UpstreamDetail};

@@ -1309,3 +1309,46 @@ async fn gzip_is_asked_for_and_decoded() {
         .expect("ascii");
     assert!(accept.contains("gzip"), "{accept}");
 }
+
+#[test]
+fn http_dates_read_to_the_second() {
+    assert_eq!(
+        parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+        Some(784_111_777)
+    );
+    assert_eq!(parse_http_date("yesterday"), None);
+}
+
+/// Every answer says when the upstream made it, a refusal's too; `dated` hands the
+/// second to the caller, and the call itself is unchanged.
+#[tokio::test]
+async fn an_answers_date_reaches_the_caller_that_asks() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/youtube/v3/videoCategories"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_raw(fixture!("categories.json").to_vec(), "application/json")
+                .insert_header("Date", "Sun, 06 Nov 1994 08:49:37 GMT"),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/youtube/v3/videos"))
+        .respond_with(
+            ResponseTemplate::new(503).insert_header("Date", "Mon, 07 Nov 1994 08:49:37 GMT"),
+        )
+        .mount(&server)
+        .await;
+    let client = client_for(&server.uri(), Duration::from_secs(5));
+    let (got, date) = dated(client.categories("US", None)).await;
+    assert!(got.is_ok(), "{got:?}");
+    assert_eq!(date, Some(784_111_777));
+    let (got, date) = dated(client.trending_page("US", None, None)).await;
+    assert!(got.is_err());
+    assert_eq!(date, Some(784_111_777 + 86_400));
+    assert!(
+        client.categories("US", None).await.is_ok(),
+        "without asking"
+    );
+}

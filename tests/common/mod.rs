@@ -123,6 +123,28 @@ impl Trendsync {
         self.args(server.client_args())
     }
 
+    /// The same command under `faketime` with `args` (`["-f", "+25h"]`, or a moment
+    /// such as `["2026-11-24 07:59:50"]`): the binary's clock moved, and nothing else
+    /// of what it was given changed.
+    pub fn faketime(mut self, args: &[&str]) -> Self {
+        let mut wrapped = std::process::Command::new(faketime_binary());
+        wrapped
+            .args(args)
+            .arg(self.cmd.get_program())
+            .args(self.cmd.get_args());
+        if let Some(dir) = self.cmd.get_current_dir() {
+            wrapped.current_dir(dir);
+        }
+        for (k, v) in self.cmd.get_envs() {
+            match v {
+                Some(v) => wrapped.env(k, v),
+                None => wrapped.env_remove(k),
+            };
+        }
+        self.cmd = wrapped;
+        self
+    }
+
     /// Starts the binary and returns at once, its stdout and stderr piped.
     pub fn spawn(mut self) -> std::process::Child {
         self.cmd
@@ -145,6 +167,27 @@ impl Trendsync {
             stderr: String::from_utf8_lossy(&stderr).into_owned(),
         }
     }
+}
+
+/// `faketime`, which moves the binary's clock.
+fn faketime_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("TRENDSYNC_TEST_FAKETIME") {
+        return p.into();
+    }
+    for dir in std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .chain([PathBuf::from("/usr/bin")])
+    {
+        if dir.join("faketime").is_file() {
+            return dir.join("faketime");
+        }
+    }
+    panic!(
+        "faketime is not installed, and the tests move the binary's clock with it: run \
+         scripts/test (it installs Debian's faketime package as root), install the \
+         faketime package, or point TRENDSYNC_TEST_FAKETIME at a faketime binary"
+    );
 }
 
 /// A costs file with the shipped costs and the given budget numbers, no narrower limits.

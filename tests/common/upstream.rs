@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -379,12 +380,53 @@ fn lock(ledger: &Mutex<Ledger>) -> MutexGuard<'_, Ledger> {
     ledger.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The upstream's clock as its answers' `Date` says it: the test's own clock, moved
+/// by a shift that a scenario may change while the fake runs (seconds; 0 leaves the
+/// header to the HTTP server, which dates answers by the real clock).
+#[derive(Clone, Default)]
+struct DateShift(Arc<AtomicI64>);
+
+impl DateShift {
+    fn date_header(&self) -> Option<String> {
+        let shift = self.0.load(Ordering::SeqCst);
+        if shift == 0 {
+            return None;
+        }
+        let now = jiff::Timestamp::now()
+            .checked_add(jiff::SignedDuration::from_secs(shift))
+            .expect("a shifted time in range");
+        Some(
+            jiff::fmt::rfc2822::DateTimePrinter::new()
+                .timestamp_to_rfc9110_string(&now)
+                .expect("an HTTP date"),
+        )
+    }
+}
+
+/// `inner`'s answer, dated by `shift`.
+struct Dated<R> {
+    inner: R,
+    shift: DateShift,
+}
+
+impl<R: Respond> Respond for Dated<R> {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let answer = self.inner.respond(req);
+        match self.shift.date_header() {
+            Some(date) => answer.insert_header("Date", date.as_str()),
+            None => answer,
+        }
+    }
+}
+
 pub struct FakeUpstream {
     // Declared before the runtime so it is dropped first.
     server: MockServer,
     rt: tokio::runtime::Runtime,
     /// What it billed, when it bills ([`FakeUpstream::billing`]).
     ledger: Option<Arc<Mutex<Ledger>>>,
+    /// How its default answers are dated ([`FakeUpstream::shift_dates`]).
+    shift: DateShift,
 }
 
 impl FakeUpstream {
@@ -400,6 +442,7 @@ impl FakeUpstream {
             server,
             rt,
             ledger: None,
+            shift: DateShift::default(),
         }
     }
 
@@ -414,12 +457,13 @@ impl FakeUpstream {
     /// (the request is recorded at once): slow enough to kill a run at a chosen call.
     pub fn youtube_after(delay: Duration) -> FakeUpstream {
         let fake = FakeUpstream::empty();
-        let slow = |answer: ResponseTemplate| {
-            if delay.is_zero() {
+        let slow = |answer: ResponseTemplate| Dated {
+            inner: if delay.is_zero() {
                 answer
             } else {
                 answer.set_delay(delay)
-            }
+            },
+            shift: fake.shift.clone(),
         };
         fake.mount(
             trending()
@@ -452,8 +496,11 @@ impl FakeUpstream {
         let mut fake = FakeUpstream::empty();
         let ledger = Arc::new(Mutex::new(Ledger::new(billing)));
         fake.mount(
-            Mock::given(header(KEY_HEADER, API_KEY)).respond_with(BilledYoutube {
-                ledger: Arc::clone(&ledger),
+            Mock::given(header(KEY_HEADER, API_KEY)).respond_with(Dated {
+                inner: BilledYoutube {
+                    ledger: Arc::clone(&ledger),
+                },
+                shift: fake.shift.clone(),
             }),
         );
         fake.ledger = Some(ledger);
@@ -507,6 +554,14 @@ impl FakeUpstream {
     pub fn midnight(&self) {
         let mut ledger = self.ledger();
         ledger.today = ledger.billing.zeros();
+    }
+
+    /// From now on, the default answers ([`FakeUpstream::youtube`],
+    /// [`FakeUpstream::billing`]) are dated `secs` away from the real clock (ahead
+    /// when positive), as an upstream whose clock disagrees with the host's would
+    /// date them; 0 dates them by the real clock again.
+    pub fn shift_dates(&self, secs: i64) {
+        self.shift.0.store(secs, Ordering::SeqCst);
     }
 
     /// `http://127.0.0.1:PORT`, for `--api-base`.

@@ -1,0 +1,344 @@
+//! The limiter's clock checked against a second one (DESIGN.md 6): the limiter trusts
+//! its clock (the host's for the embedded limiter, Redis `TIME` otherwise), and a
+//! clock that stepped a day ahead would let a whole day's units through again. Each
+//! upstream answer says when it was made (HTTP `Date`, to the second), so every call
+//! is a reading of that second clock. This module holds the arithmetic of one reading
+//! and the record of the last skew seen per clock, in the `quota_clock_skew` table of
+//! the database (schema step 8, in `quota/schema.rs`). It knows nothing of HTTP:
+//! the caller hands it the answer's second.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rusqlite::params;
+
+use crate::schema::MIGRATIONS;
+use crate::sqlite::Durability;
+
+/// The most two clocks may disagree before the limiter's is taken for wrong.
+pub const MAX_SKEW: Duration = Duration::from_secs(300);
+
+const MAX_SKEW_US: i64 = 300_000_000;
+
+/// Whose clock a limiter decides by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LimiterClock {
+    /// The host's: the embedded limiter.
+    Host,
+    /// The Redis server's `TIME`.
+    Redis,
+}
+
+impl LimiterClock {
+    /// The word stored in the table and used as the metrics' label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimiterClock::Host => "host",
+            LimiterClock::Redis => "redis",
+        }
+    }
+
+    fn from_db(word: &str) -> Option<LimiterClock> {
+        match word {
+            "host" => Some(LimiterClock::Host),
+            "redis" => Some(LimiterClock::Redis),
+            _ => None,
+        }
+    }
+
+    /// The clock as a sentence names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LimiterClock::Host => "this host's clock",
+            LimiterClock::Redis => "the Redis server's clock (TIME)",
+        }
+    }
+
+    /// What to do about it.
+    pub fn fix(self) -> &'static str {
+        match self {
+            LimiterClock::Host => {
+                "fix this host's clock (NTP), since the embedded limiter counts its window by it"
+            }
+            LimiterClock::Redis => {
+                "fix the clock of the Redis server's host (NTP), since the limiter counts its window by Redis TIME"
+            }
+        }
+    }
+}
+
+/// One comparison: the limiter's clock when it decided the charge before a call, how
+/// long from just before that charge until the call's answer, and the second the
+/// answer's `Date` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reading {
+    pub limiter_at_us: i64,
+    pub elapsed: Duration,
+    pub date_s: i64,
+}
+
+impl Reading {
+    /// How far the limiter's clock is ahead of the other (behind when negative): the
+    /// answer was made between the charge and its arrival, at a time within the
+    /// second `Date` names, so the skew lies in `low_us..=high_us`.
+    pub fn measure(&self) -> Measured {
+        let date_us = self.date_s.saturating_mul(1_000_000);
+        let elapsed = super::micros(self.elapsed);
+        let low_us = self
+            .limiter_at_us
+            .saturating_sub(date_us.saturating_add(1_000_000));
+        let high_us = self
+            .limiter_at_us
+            .saturating_add(elapsed)
+            .saturating_sub(date_us);
+        Measured {
+            low_us,
+            high_us,
+            upstream_at_us: date_us.saturating_add(500_000),
+        }
+    }
+}
+
+/// The skew one reading allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Measured {
+    pub low_us: i64,
+    pub high_us: i64,
+    /// The other clock's time, as near as its second says.
+    pub upstream_at_us: i64,
+}
+
+impl Measured {
+    /// Over [`MAX_SKEW`] whichever moment of the interval the answer was made at:
+    /// neither latency nor the second's rounding can explain it.
+    pub fn too_far(&self) -> bool {
+        self.low_us > MAX_SKEW_US || self.high_us < -MAX_SKEW_US
+    }
+
+    /// The middle of what the reading allows, kept within [`MAX_SKEW`] when the
+    /// reading does not show more (a slow answer widens the interval, not the skew).
+    pub fn estimate_us(&self) -> i64 {
+        let middle = self.low_us / 2 + self.high_us / 2;
+        if self.too_far() {
+            middle
+        } else {
+            middle.clamp(-MAX_SKEW_US, MAX_SKEW_US)
+        }
+    }
+}
+
+/// The last skew seen on one clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Skew {
+    pub clock: LimiterClock,
+    /// The limiter's clock minus the upstream's, microseconds.
+    pub skew_us: i64,
+    /// The upstream's time when it was seen, microseconds since the Unix epoch.
+    pub measured_at_us: i64,
+}
+
+impl Skew {
+    pub fn of(clock: LimiterClock, measured: &Measured) -> Skew {
+        Skew {
+            clock,
+            skew_us: measured.estimate_us(),
+            measured_at_us: measured.upstream_at_us,
+        }
+    }
+
+    /// Over [`MAX_SKEW`]: this clock is not to be trusted until a run sees it agree.
+    pub fn too_far(&self) -> bool {
+        self.skew_us.unsigned_abs() > MAX_SKEW_US.unsigned_abs()
+    }
+
+    pub fn seconds(&self) -> f64 {
+        self.skew_us as f64 / 1e6
+    }
+
+    /// "this host's clock is 25h ahead of the upstream's", "… 0.2s behind …".
+    pub fn describe(&self) -> String {
+        let by = Duration::from_micros(self.skew_us.unsigned_abs());
+        let way = if self.skew_us < 0 {
+            "behind"
+        } else {
+            "ahead of"
+        };
+        format!(
+            "{} is {} {way} the upstream's",
+            self.clock.name(),
+            amount(by)
+        )
+    }
+}
+
+/// A skew for people: tenths of a second under a minute, else as durations read.
+pub fn amount(d: Duration) -> String {
+    if d < Duration::from_secs(60) {
+        format!("{:.1}s", d.as_secs_f64())
+    } else {
+        crate::report::human(d)
+    }
+}
+
+/// The record could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[error("{doing} in {}: {reason}", path.display())]
+pub struct SkewError {
+    path: PathBuf,
+    doing: &'static str,
+    reason: String,
+}
+
+fn fail(path: &Path, doing: &'static str) -> impl FnOnce(String) -> SkewError + use<> {
+    let path = path.to_path_buf();
+    move |reason| SkewError {
+        path,
+        doing,
+        reason,
+    }
+}
+
+/// Records `skew` as the last seen on its clock, in the database at `db` (brought up
+/// to this build's schema first, as every writer does).
+pub fn record(db: &Path, skew: &Skew) -> Result<(), SkewError> {
+    const DOING: &str = "recording the clock skew";
+    let conn = crate::sqlite::open_for_writing(db, Durability::Full)
+        .map_err(|e| fail(db, DOING)(crate::error::chain(&e)))?;
+    crate::schema::migrate(&conn, db, MIGRATIONS)
+        .map_err(|e| fail(db, DOING)(crate::error::chain(&e)))?;
+    conn.execute(
+        "INSERT INTO quota_clock_skew (clock, skew_us, measured_at_us) VALUES (?1, ?2, ?3)
+         ON CONFLICT (clock) DO UPDATE
+         SET skew_us = excluded.skew_us, measured_at_us = excluded.measured_at_us",
+        params![skew.clock.as_str(), skew.skew_us, skew.measured_at_us],
+    )
+    .map_err(|e| fail(db, DOING)(e.to_string()))?;
+    Ok(())
+}
+
+/// The last skew seen on each clock, read without writing: none when the database
+/// does not exist or predates the record.
+pub fn recorded(db: &Path) -> Result<Vec<Skew>, SkewError> {
+    const DOING: &str = "reading the clock skew";
+    if matches!(db.try_exists(), Ok(false)) {
+        return Ok(Vec::new());
+    }
+    let read = || -> rusqlite::Result<Vec<Skew>> {
+        let conn = crate::sqlite::open_for_reading(db)?;
+        let present = conn
+            .prepare(
+                "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'quota_clock_skew'",
+            )?
+            .exists([])?;
+        if !present {
+            return Ok(Vec::new());
+        }
+        let mut rows = conn.prepare(
+            "SELECT clock, skew_us, measured_at_us FROM quota_clock_skew ORDER BY clock",
+        )?;
+        let all = rows.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })?;
+        let mut skews = Vec::new();
+        for row in all {
+            let (clock, skew_us, measured_at_us) = row?;
+            // A clock this build does not know is another build's business.
+            if let Some(clock) = LimiterClock::from_db(&clock) {
+                skews.push(Skew {
+                    clock,
+                    skew_us,
+                    measured_at_us,
+                });
+            }
+        }
+        Ok(skews)
+    };
+    read().map_err(|e| fail(db, DOING)(e.to_string()))
+}
+
+/// The last skew seen on `clock`, if any.
+pub fn recorded_for(db: &Path, clock: LimiterClock) -> Result<Option<Skew>, SkewError> {
+    Ok(recorded(db)?.into_iter().find(|s| s.clock == clock))
+}
+
+/// The newest entry of a window was made at `newest_us`, after `now_us`: the
+/// limiter's clock went back past it. Logged, since the window counts that entry
+/// until it leaves by the clock that made it, and the next run's check of the clock
+/// says which one was wrong.
+/// Said once per process: every charge until that entry leaves would say it again.
+pub fn note_clock_went_back(clock: LimiterClock, policy: &str, newest_us: i64, now_us: i64) {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if SAID.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    tracing::warn!(
+        clock = clock.as_str(),
+        "{} went back: policy \"{policy}\" holds an entry made at {}, {} after now ({}); the window counts it until it leaves by the clock that made it. If the clock was wrong then, the budget was overspent: check the clocks",
+        clock.name(),
+        crate::report::rfc3339(newest_us),
+        amount(Duration::from_micros(newest_us.abs_diff(now_us))),
+        crate::report::rfc3339(now_us),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000;
+
+    fn reading(limiter_at_us: i64, elapsed_ms: u64, date_s: i64) -> Measured {
+        Reading {
+            limiter_at_us,
+            elapsed: Duration::from_millis(elapsed_ms),
+            date_s,
+        }
+        .measure()
+    }
+
+    #[test]
+    fn agreeing_clocks_agree_whatever_the_second_and_the_latency() {
+        // The limiter read 1000.9 s; the answer came 200 ms later, dated 1000 s.
+        let m = reading(1000 * S + 900_000, 200, 1000);
+        assert!(!m.too_far());
+        assert!(m.low_us <= 0 && m.high_us >= 0, "{m:?}");
+        assert!(m.estimate_us().abs() < S, "{m:?}");
+    }
+
+    #[test]
+    fn a_day_ahead_or_behind_is_too_far() {
+        let ahead = reading(1000 * S + 25 * 3600 * S, 50, 1000);
+        assert!(ahead.too_far());
+        let skew = Skew::of(LimiterClock::Host, &ahead);
+        assert!(skew.too_far());
+        assert!((skew.seconds() - 90_000.0).abs() < 1.0, "{skew:?}");
+        assert_eq!(
+            skew.describe(),
+            "this host's clock is 25h ahead of the upstream's"
+        );
+        let behind = Skew::of(LimiterClock::Redis, &reading(1000 * S - 400 * S, 50, 1000));
+        assert!(behind.too_far());
+        assert!(
+            behind.describe().ends_with("6m 41s behind the upstream's"),
+            "{behind:?}"
+        );
+    }
+
+    #[test]
+    fn five_minutes_is_the_edge_and_slow_answers_widen_it_rather_than_trip_it() {
+        // 5 min ahead at the earliest the answer can have been made: not yet too far.
+        assert!(!reading(1000 * S + 301 * S, 0, 1000).too_far());
+        assert!(reading(1000 * S + 301 * S + 1, 0, 1000).too_far());
+        // Behind: the answer came 30 s after the charge, dated 5 min 20 s later;
+        // it may have been made 30 s after the limiter read its clock.
+        let slow = reading(1000 * S, 30_000, 1320);
+        assert!(!slow.too_far(), "{slow:?}");
+        assert!(slow.estimate_us() >= -MAX_SKEW_US, "{slow:?}");
+        assert!(!Skew::of(LimiterClock::Host, &slow).too_far());
+    }
+}

@@ -1,0 +1,208 @@
+//! The limiter's clock against the upstream's (DESIGN.md 6, issue 16 item 7): each
+//! answer's `Date` is compared with the limiter's time at the charge before it. A
+//! clock stepped a day ahead (`faketime` for the binary, the shim for a Redis) stops
+//! the run after one call, is recorded and shown, keeps later runs to one call and
+//! `budget charge` refused, until a run sees the clocks agree.
+
+use serde_json::Value;
+
+use crate::common::RedisServer;
+use crate::common::harness::Harness;
+use crate::common::redis_server::real_now_us;
+
+const DAY_AND_AN_HOUR_S: f64 = 25.0 * 3600.0;
+
+/// The one skew record of `clock` that `status --json` shows.
+fn skew_in_status(h: &Harness<'_>, clock: &str) -> Value {
+    let ran = h.bare().args(["status", "--json"]).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let status = ran.json();
+    let found: Vec<&Value> = status["clock_skew"]
+        .as_array()
+        .expect("clock_skew is a list")
+        .iter()
+        .filter(|s| s["clock"] == clock)
+        .collect();
+    assert_eq!(found.len(), 1, "{status}");
+    found[0].clone()
+}
+
+/// The value of the `trendsync_clock_skew_seconds` sample of `clock` in `metrics`.
+fn skew_in_metrics(metrics: &str, clock: &str) -> f64 {
+    let prefix = format!("trendsync_clock_skew_seconds{{clock=\"{clock}\"}} ");
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no {prefix}in:\n{metrics}"));
+    line[prefix.len()..].parse().expect("a number")
+}
+
+fn assert_near(what: &str, seen: f64, expected: f64) {
+    assert!(
+        (seen - expected).abs() < 5.0,
+        "{what}: {seen}, expected about {expected}"
+    );
+}
+
+/// The issue's case on the embedded limiter: 9,000 units charged, then the host's
+/// clock 25 hours ahead. Before, the run spent a second day's units; now its first
+/// answer shows the skew and it stops there.
+#[test]
+fn a_host_clock_a_day_ahead_stops_the_run_after_one_call_until_the_clocks_agree() {
+    let h = Harness::new(None);
+    let ran = h
+        .bare()
+        .args(["budget", "charge", "videos.list", "--count", "9000"])
+        .run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+
+    let ahead = || {
+        h.cmd()
+            .args(["--metrics-file", "trendsync.prom", "run", "--json"])
+            .faketime(&["-f", "+25h"])
+            .run()
+    };
+    let ran = ahead();
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    // Nothing told this run the clock was wrong before its first answer: the calls
+    // already under way (one per region at once, 4) are all it made.
+    let first = h.fake.received();
+    assert!((1..=4).contains(&first), "{first} calls: {}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["status"], "budget_exhausted", "{report}");
+    assert_eq!(report["calls"], first, "{report}");
+    assert_eq!(report["units_charged"], first, "{report}");
+    let said: Vec<&str> = ran
+        .stderr
+        .lines()
+        .filter(|l| l.contains("this host's clock is 25h ahead of the upstream's"))
+        .collect();
+    assert!(!said.is_empty(), "{}", ran.stderr);
+    assert!(
+        said[0].contains("fix this host's clock"),
+        "names the clock to fix: {}",
+        said[0]
+    );
+    // Recorded, and shown.
+    let skew = skew_in_status(&h, "host");
+    assert_near(
+        "status",
+        skew["skew_s"].as_f64().expect("skew_s"),
+        DAY_AND_AN_HOUR_S,
+    );
+    assert_eq!(skew["too_far"], true, "{skew}");
+    let text = h.bare().arg("status").run();
+    assert!(
+        text.stdout
+            .contains("clock: this host's clock is 25h ahead of the upstream's"),
+        "{}",
+        text.stdout
+    );
+    let metrics = std::fs::read_to_string(h.scratch.file("trendsync.prom")).expect("metrics");
+    assert_near(
+        "metrics",
+        skew_in_metrics(&metrics, "host"),
+        DAY_AND_AN_HOUR_S,
+    );
+    // Its calls were made and answered: counted, though nothing of them was stored.
+    assert!(
+        metrics.contains(&format!(
+            "trendsync_upstream_calls_total{{method=\"videos.list\",outcome=\"ok\"}} {first}\n"
+        )),
+        "{metrics}"
+    );
+
+    // The next run on the wrong clock makes one call, not one per region at once.
+    let ran = ahead();
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    assert_eq!(h.fake.received(), first + 1, "one call: {}", ran.stderr);
+
+    // A charge by hand is refused, saying why and what to do.
+    let ran = h
+        .bare()
+        .args(["budget", "charge", "videos.list", "--json"])
+        .run();
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    assert_eq!(ran.json()["denied_by"], "clock", "{}", ran.stdout);
+    assert!(ran.stderr.contains("nothing was charged"), "{}", ran.stderr);
+    assert!(ran.stderr.contains("trendsync run"), "{}", ran.stderr);
+
+    // The clock fixed: the run checks it with its first answer and goes on; the
+    // entries the wrong clock made are newer than now, which is said.
+    let before = h.fake.received();
+    let ran = h.cmd().args(["run", "--json"]).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(ran.json()["status"], "complete");
+    assert_eq!(h.fake.received() - before, 24, "every region's calls");
+    assert!(
+        ran.stderr.contains("the clocks agree again"),
+        "{}",
+        ran.stderr
+    );
+    assert!(ran.stderr.contains("went back"), "{}", ran.stderr);
+    let skew = skew_in_status(&h, "host");
+    assert_near("status", skew["skew_s"].as_f64().expect("skew_s"), 0.0);
+    assert_eq!(skew["too_far"], false, "{skew}");
+    let ran = h.bare().args(["budget", "charge", "videos.list"]).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+}
+
+/// The upstream's clock, not the host's, is the one that moved (or a host whose
+/// clock is behind): the same stop, the other way.
+#[test]
+fn a_host_clock_behind_the_upstream_stops_the_run_too() {
+    let h = Harness::new(None);
+    h.fake.shift_dates(3600);
+    let ran = h.cmd().args(["run", "--region", "US"]).run();
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    assert_eq!(h.fake.received(), 1);
+    assert!(
+        ran.stderr
+            .contains("this host's clock is 1h behind the upstream's"),
+        "{}",
+        ran.stderr
+    );
+    let skew = skew_in_status(&h, "host");
+    assert_near("status", skew["skew_s"].as_f64().expect("skew_s"), -3600.0);
+    // Four minutes is within bounds: the run goes on, and clears the record.
+    h.fake.shift_dates(240);
+    let ran = h.cmd().args(["run", "--region", "US"]).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let skew = skew_in_status(&h, "host");
+    assert_eq!(skew["too_far"], false, "{skew}");
+}
+
+/// With Redis, Redis `TIME` is the limiter's clock: a Redis server a day ahead stops
+/// the run the same way, naming the Redis server's clock as the one to fix.
+#[test]
+fn a_redis_clock_a_day_ahead_stops_the_run_and_names_the_redis_server() {
+    let server = RedisServer::start_at(real_now_us() + 25 * 3600 * 1_000_000);
+    let h = Harness::new(Some(&server));
+    let ran = h.cmd().args(["run", "--region", "US"]).run();
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    assert_eq!(h.fake.received(), 1, "a region's calls are made one by one");
+    // The next run, of every region, makes one call too.
+    let ran = h.cmd().args(["run"]).run();
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    assert_eq!(h.fake.received(), 2, "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("the Redis server's clock (TIME) is 25h ahead of the upstream's"),
+        "{}",
+        ran.stderr
+    );
+    assert!(ran.stderr.contains("Redis server's host"), "{}", ran.stderr);
+    let skew = skew_in_status(&h, "redis");
+    assert_eq!(skew["too_far"], true, "{skew}");
+    assert_eq!(skew["in_use"], true, "{skew}");
+    let ran = h.bare().args(["budget", "charge", "videos.list"]).run();
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+
+    server.clock().set_now_us(real_now_us());
+    let ran = h.cmd().args(["run"]).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let skew = skew_in_status(&h, "redis");
+    assert_eq!(skew["too_far"], false, "{skew}");
+    let ran = h.bare().args(["budget", "charge", "videos.list"]).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+}
