@@ -953,8 +953,9 @@ pub(crate) fn measure(dir: &Path, binary: &Path) -> Res<()> {
         "- `trendsync video ID` (release binary, whole process; 1 warm-up, then 15 runs each):"
             .into(),
     );
-    say("  | video | places | follow-ups | text: median / max | --json: median / max |".into());
-    say("  |---|--:|--:|---|---|".into());
+    say("  | video | places | follow-ups | text: first, median / max | --json: first, median / max | its four store reads in process, median |".into());
+    say("  |---|--:|--:|---|---|---|".into());
+    let store = Store::open_read_only(&db)?.ok_or("the file vanished")?;
     let mut worst = Duration::ZERO;
     for (what, id) in &ids {
         let count = |sql: &str| -> Res<i64> { Ok(conn.query_row(sql, [id], |r| r.get(0))?) };
@@ -970,17 +971,35 @@ pub(crate) fn measure(dir: &Path, binary: &Path) -> Res<()> {
             if json {
                 args.push("--json");
             }
-            time_binary(binary, &db, &args)?;
+            let first = time_binary(binary, &db, &args)?;
             let times = (0..15)
                 .map(|_| time_binary(binary, &db, &args))
                 .collect::<Res<Vec<_>>>()?;
             let max = times.iter().copied().max().unwrap_or_default();
             worst = worst.max(max);
-            cells.push(format!("{} / {}", ms(median(times)), ms(max)));
+            cells.push(format!(
+                "{}, {} / {}",
+                ms(first),
+                ms(median(times)),
+                ms(max)
+            ));
         }
+        // What `video` reads, without the process around it.
+        let reads = (0..15)
+            .map(|_| {
+                let t = Instant::now();
+                std::hint::black_box(store.video(id)?);
+                std::hint::black_box(store.video_chart_places(id)?);
+                std::hint::black_box(store.video_counts(id)?);
+                std::hint::black_box(store.video_removed_at(id)?);
+                Ok(t.elapsed())
+            })
+            .collect::<Res<Vec<_>>>()?;
         say(format!(
-            "  | {what} (`{id}`) | {n_places} | {n_follow} | {} | {} |",
-            cells[0], cells[1]
+            "  | {what} (`{id}`) | {n_places} | {n_follow} | {} | {} | {} |",
+            cells[0],
+            cells[1],
+            ms(median(reads))
         ));
     }
     let floor = {
@@ -996,6 +1015,7 @@ pub(crate) fn measure(dir: &Path, binary: &Path) -> Res<()> {
         ms(floor),
         ms(worst)
     ));
+    drop(store);
 
     // `export --per day`: one month against the whole year, peak RSS.
     let out = dir.join("export.csv");
