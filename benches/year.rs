@@ -5,7 +5,7 @@
 //! cargo bench --bench year -- measure DIR [--binary PATH]
 //! cargo bench --bench year -- charts-generate DIR [--days N]   # issue 18's year, see charts.rs
 //! cargo bench --bench year -- charts-check DIR [--days N]
-//! cargo bench --bench year -- charts-measure DIR [--binary PATH]
+//! cargo bench --bench year -- charts-measure DIR [--binary PATH] [--no-export]
 //! ```
 //!
 //! `generate` writes `DIR/v1.db`: 8 regions, one run per region per hour (crontab
@@ -78,6 +78,7 @@ fn main() -> Res<()> {
                 _ => charts::measure(
                     &dir,
                     &flag("--binary").map_or_else(default_binary, PathBuf::from),
+                    !args.iter().any(|a| a == "--no-export"),
                 ),
             }
         }
@@ -85,7 +86,7 @@ fn main() -> Res<()> {
             eprintln!(
                 "usage: year generate DIR [--days N] | year measure DIR [--binary PATH]\n       \
                  year charts-generate DIR [--days N] | year charts-check DIR [--days N] | \
-                 year charts-measure DIR [--binary PATH]"
+                 year charts-measure DIR [--binary PATH] [--no-export]"
             );
             Ok(())
         }

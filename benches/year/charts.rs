@@ -6,7 +6,7 @@
 //! ```text
 //! cargo bench --bench year -- charts-generate DIR [--days N]   # DIR/charts.db
 //! cargo bench --bench year -- charts-check DIR                 # bulk SQL = the Store API?
-//! cargo bench --bench year -- charts-measure DIR [--binary PATH]
+//! cargo bench --bench year -- charts-measure DIR [--binary PATH] [--no-export]
 //! ```
 //!
 //! One simulation drives two writers: bulk SQL (prepared statements in day-long
@@ -858,7 +858,7 @@ fn time_binary(binary: &Path, db: &Path, args: &[&str]) -> Res<Duration> {
     Ok(elapsed)
 }
 
-pub(crate) fn measure(dir: &Path, binary: &Path) -> Res<()> {
+pub(crate) fn measure(dir: &Path, binary: &Path, export: bool) -> Res<()> {
     let db = dir.join("charts.db");
     let conn = Connection::open(&db)?;
     conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")?;
@@ -912,6 +912,10 @@ pub(crate) fn measure(dir: &Path, binary: &Path) -> Res<()> {
         snapshot as f64 / (places + follow_rows) as f64
     ));
     say(format!(
+        "- per place, the follow-ups' bytes charged to the places: {:.1}",
+        snapshot as f64 / places as f64
+    ));
+    say(format!(
         "- the same without the follow-ups (their tables {}): {:.1} per place; places + places_by_video alone: {:.1} per place",
         mb(follow as u64),
         (snapshot - follow) as f64 / places as f64,
@@ -942,11 +946,8 @@ pub(crate) fn measure(dir: &Path, binary: &Path) -> Res<()> {
             )?,
         ),
         (
-            "mid-year, followed",
-            pick(
-                "SELECT v.id FROM videos AS v WHERE v.num = (SELECT video FROM follow_counts
-                 WHERE at >= (SELECT (min(at) + max(at)) / 2 FROM follow_counts) LIMIT 1)",
-            )?,
+            "mid-year",
+            pick("SELECT id FROM videos WHERE num = (SELECT max(num) / 2 FROM videos)")?,
         ),
     ];
     say(
@@ -1018,15 +1019,19 @@ pub(crate) fn measure(dir: &Path, binary: &Path) -> Res<()> {
     drop(store);
 
     // `export --per day`: one month against the whole year, peak RSS.
+    let exports: &[(&str, Option<&str>)] = if export {
+        &[("last 30 days", Some("30d")), ("whole file", None)]
+    } else {
+        &[]
+    };
     let out = dir.join("export.csv");
     let out_s = out.display().to_string();
     let db_s = db.display().to_string();
     let bin = binary.display().to_string();
-    say(
-        "- `export --per day --output FILE` (all regions and charts; peak RSS from /usr/bin/time):"
-            .into(),
-    );
-    for (what, since) in [("last 30 days", Some("30d")), ("whole file", None)] {
+    if export {
+        say("- `export --per day --output FILE` (all regions and charts; peak RSS from /usr/bin/time):".into());
+    }
+    for &(what, since) in exports {
         let mut args = vec!["--db", &db_s, "export", "--per", "day", "--output", &out_s];
         if let Some(s) = since {
             args.extend(["--since", s]);
