@@ -3,6 +3,9 @@
 //! ```text
 //! cargo bench --bench year -- generate DIR [--days N]   # the year in today's (v1) layout
 //! cargo bench --bench year -- measure DIR [--binary PATH]
+//! cargo bench --bench year -- charts-generate DIR [--days N]   # issue 18's year, see charts.rs
+//! cargo bench --bench year -- charts-check DIR [--days N]
+//! cargo bench --bench year -- charts-measure DIR [--binary PATH] [--no-export]
 //! ```
 //!
 //! `generate` writes `DIR/v1.db`: 8 regions, one run per region per hour (crontab
@@ -33,6 +36,9 @@ use rand::{Rng, SeedableRng};
 use rusqlite::{Connection, params};
 use trendsync::store::{RunKind, Store, VideoRecord};
 
+#[path = "year/charts.rs"]
+mod charts;
+
 const REGIONS: [&str; 8] = ["US", "GB", "DE", "FR", "IN", "BR", "AU", "CA"];
 const RANKS: usize = 200;
 const NEW_PER_REGION_PER_DAY: f64 = 60.0;
@@ -62,8 +68,26 @@ fn main() -> Res<()> {
             let binary = flag("--binary").map_or_else(default_binary, PathBuf::from);
             measure(&dir, &binary)
         }
+        Some(cmd @ ("charts-generate" | "charts-check" | "charts-measure")) => {
+            let dir = PathBuf::from(args.get(1).ok_or("charts-… DIR")?);
+            match cmd {
+                "charts-generate" => {
+                    charts::generate(&dir, flag("--days").map_or(Ok(365), |d| d.parse())?)
+                }
+                "charts-check" => charts::check(&dir, flag("--days").map_or(Ok(2), |d| d.parse())?),
+                _ => charts::measure(
+                    &dir,
+                    &flag("--binary").map_or_else(default_binary, PathBuf::from),
+                    !args.iter().any(|a| a == "--no-export"),
+                ),
+            }
+        }
         _ => {
-            eprintln!("usage: year generate DIR [--days N] | year measure DIR [--binary PATH]");
+            eprintln!(
+                "usage: year generate DIR [--days N] | year measure DIR [--binary PATH]\n       \
+                 year charts-generate DIR [--days N] | year charts-check DIR [--days N] | \
+                 year charts-measure DIR [--binary PATH] [--no-export]"
+            );
             Ok(())
         }
     }

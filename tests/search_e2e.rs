@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use crate::common::harness::{Harness, REGIONS, assert_budget_matches_requests};
+use crate::common::upstream::{answer, category_chart, fixture_json};
 
 /// A harness whose database holds a complete run of `regions` (all when empty).
 fn ingested(regions: &[&str]) -> Harness<'static> {
@@ -107,5 +108,59 @@ fn bad_query_syntax_is_a_usage_error_that_says_how_to_quote() {
             "{json}"
         );
     }
+    assert_budget_matches_requests(&h);
+}
+
+#[test]
+fn search_by_region_finds_a_video_seen_only_on_a_category_chart_of_that_region() {
+    let mut h = Harness::new(None);
+    h.regions(
+        r#"
+[defaults]
+pages = 2
+
+[[region]]
+code = "US"
+offset = 0
+categories = ["17"]
+
+[[region]]
+code = "GB"
+offset = 7
+"#,
+    );
+    // US's Sports chart holds one video of its own, on no overall chart.
+    let mut page = fixture_json("videos_last_page.json");
+    let mut video = page["items"][0].clone();
+    video["id"] = "SportsOnly1".into();
+    video["snippet"]["title"] = "Curling semifinal: the Quillwort stone".into();
+    page["items"] = serde_json::json!([video]);
+    h.fake
+        .answer_instead(category_chart("US", "17"), answer(200, &page.to_string()));
+    let (ran, _) = h.run(&["run"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let places: Vec<(String, Option<i64>)> = {
+        let db = h.db();
+        let mut stmt = db
+            .prepare("SELECT region, chart FROM chart_places WHERE video_id = 'SportsOnly1'")
+            .expect("preparing");
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("querying")
+            .collect::<Result<_, _>>()
+            .expect("reading")
+    };
+    assert_eq!(
+        places,
+        [("US".to_owned(), Some(17))],
+        "only on US's Sports chart"
+    );
+
+    let found = search(&h, &["Quillwort", "--region", "US"]);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["video_id"], "SportsOnly1");
+    assert_eq!(found[0]["regions"], serde_json::json!(["US"]));
+    // GB has its overall chart, but not this video.
+    assert!(search(&h, &["Quillwort", "--region", "GB"]).is_empty());
+    assert_eq!(search(&h, &["Quillwort"]).len(), 1);
     assert_budget_matches_requests(&h);
 }
