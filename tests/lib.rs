@@ -33,6 +33,7 @@ mod monitoring;
 #[cfg(unix)]
 mod operations;
 mod plan_e2e;
+mod read_only_db;
 mod redis_acl;
 mod redis_config_errors;
 mod region_names;

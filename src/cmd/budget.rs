@@ -309,6 +309,11 @@ fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::R
 
 async fn show(global: &Global, json: bool) -> Result<()> {
     let budget = load_budget(global)?;
+    if global.redis_url.is_none() {
+        // The embedded limiter's window is in the database: none there is a typo in
+        // --db, not a whole budget left.
+        super::database::require(&global.db)?;
+    }
     let limiter = open_limiter(global, &budget, Access::ReadReplayed).await?;
     let names: Vec<&str> = budget.buckets().iter().map(|b| b.name).collect();
     let status = read_status(&limiter, &budget, &names).await?;

@@ -36,6 +36,7 @@ struct RunsJson<'a> {
 }
 
 pub fn run(global: &Global, args: &RunsArgs) -> Result<()> {
+    super::database::require(&global.db)?;
     super::check_read_regions(global, &args.regions, || super::stored_regions(&global.db))?;
     let now = now_s();
     let filter = HistoryFilter {

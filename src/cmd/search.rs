@@ -31,7 +31,7 @@ struct SearchJson<'a> {
 
 pub fn run(global: &Global, args: &SearchArgs) -> Result<()> {
     let region = args.region.as_deref().map(str::to_ascii_uppercase);
-    super::refuse_missing_directory(&global.db)?;
+    super::database::require(&global.db)?;
     let asked: Vec<String> = args.region.iter().cloned().collect();
     super::check_read_regions(global, &asked, || super::stored_regions(&global.db))?;
     let store = Store::open_read_only(&global.db)

@@ -171,6 +171,7 @@ fn read_stored(db: &Path) -> Result<Stored> {
 
 pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
     let config = load_config(global)?;
+    super::database::require(&global.db)?;
     let mut stored = read_stored(&global.db)?;
     // Runs the read-only look above found dead are shown as abandoned; the next run
     // records them so.
