@@ -41,6 +41,7 @@ mod run_e2e;
 mod search_e2e;
 mod secrets_e2e;
 mod store_e2e;
+mod text_forms;
 mod upstream_billing;
 mod video_e2e;
 mod window_loss;

@@ -114,10 +114,6 @@ pub(crate) fn ago(now: i64, then: i64) -> String {
         );
     }
     let secs = u64::try_from(now - then).unwrap_or(0);
-    const DAY: u64 = 86_400;
-    if secs >= 2 * DAY {
-        return format!("{}d {}h ago", secs / DAY, secs % DAY / 3600);
-    }
     format!("{} ago", human(Duration::from_secs(secs)))
 }
 
