@@ -18,6 +18,7 @@ mod conformance;
 #[cfg(unix)]
 mod crash;
 mod differential;
+mod error_style;
 mod export_charts_e2e;
 #[cfg(unix)]
 mod failover;

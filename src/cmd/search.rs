@@ -7,8 +7,8 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::cli::{Global, SearchArgs};
-use crate::error::UsageError;
-use crate::store::{SearchHit, Store, StoreError};
+use crate::error::UsageTip;
+use crate::store::{QUERY_TIP, SearchHit, Store, StoreError};
 use crate::youtube::visible;
 
 #[derive(Serialize)]
@@ -46,7 +46,13 @@ pub fn run(global: &Global, args: &SearchArgs) -> Result<()> {
         }
         Some(store) => match store.search(&args.query, region.as_deref(), args.limit) {
             Ok(hits) => hits,
-            Err(e @ StoreError::BadQuery { .. }) => return Err(UsageError(e.to_string()).into()),
+            Err(e @ StoreError::BadQuery { .. }) => {
+                return Err(UsageTip {
+                    message: e.to_string(),
+                    tip: QUERY_TIP.to_owned(),
+                }
+                .into());
+            }
             Err(e) => return Err(e).with_context(|| format!("searching {}", global.db.display())),
         },
     };
