@@ -66,6 +66,9 @@ struct BucketJson {
     ceiling: u64,
     remaining: u64,
     blocked_until: Option<String>,
+    /// The same moment for the text, which shows it to the second.
+    #[serde(skip)]
+    blocked_until_us: Option<i64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -222,6 +225,7 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
                         ceiling: b.ceiling,
                         remaining: b.ceiling.saturating_sub(used),
                         blocked_until: st.blocked_until(b.name).map(rfc3339),
+                        blocked_until_us: st.blocked_until(b.name),
                     }
                 })
                 .collect();
@@ -360,10 +364,10 @@ fn print_text(
                     bucket.ceiling,
                     bucket.remaining,
                     bucket
-                        .blocked_until
-                        .as_ref()
+                        .blocked_until_us
                         .map_or("not blocked".to_owned(), |u| format!(
-                            "blocked until {u} (the upstream said this quota is spent)"
+                            "blocked until {} (the upstream said this quota is spent)",
+                            crate::human::timestamp(u)
                         ))
                 )?;
             }
