@@ -5,7 +5,7 @@
 //! decimal or Debug-formatted duration.
 
 use crate::common::harness::Harness;
-use crate::common::upstream::{OVERRIDE, answer, answer_fixture, categories};
+use crate::common::upstream::{OVERRIDE, answer_fixture, categories};
 
 /// `dddd-dd-ddThh:mm:ssZ`, to the second.
 fn is_time_to_the_second(word: &str) -> bool {
@@ -109,10 +109,9 @@ fn the_checker_finds_every_stray_form_and_passes_the_right_ones() {
 #[test]
 fn every_command_writes_times_and_durations_in_one_form() {
     let h = Harness::new(None);
-    let unavailable = r#"{"error":{"code":503,"message":"The service is currently unavailable.","errors":[{"message":"The service is currently unavailable.","domain":"global","reason":"backendError"}],"status":"UNAVAILABLE"}}"#;
     h.fake.mount(
         categories("US")
-            .respond_with(answer(503, unavailable))
+            .respond_with(answer_fixture(500, "error_backend.json"))
             .up_to_n_times(1)
             .with_priority(OVERRIDE),
     );

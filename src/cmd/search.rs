@@ -37,9 +37,10 @@ pub fn run(global: &Global, args: &SearchArgs) -> Result<()> {
     let store = Store::open_read_only(&global.db)
         .with_context(|| format!("opening {} to search", global.db.display()))?;
     let hits: Vec<SearchHit> = match store {
+        // Only the budget's tables, from an older trendsync: nothing stored yet.
         None => {
             tracing::warn!(
-                "no database at {} yet: run `trendsync run` first",
+                "no videos stored in {} yet: run `trendsync run` first",
                 global.db.display()
             );
             Vec::new()
