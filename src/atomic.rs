@@ -218,7 +218,7 @@ fn mode_of(_meta: &fs::Metadata) -> u32 {
 }
 
 /// What a file type is, in words.
-fn describe(kind: fs::FileType) -> &'static str {
+pub(crate) fn describe(kind: fs::FileType) -> &'static str {
     if kind.is_dir() {
         return "a directory";
     }

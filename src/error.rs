@@ -70,6 +70,21 @@ impl Exit for UsageError {
     }
 }
 
+/// A usage error (exit 2) with a tip on what to type instead: on a terminal the tip
+/// gets its own line, as clap shows its own; in JSON and logs, one line.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}; {tip}")]
+pub struct UsageTip {
+    pub message: String,
+    pub tip: String,
+}
+
+impl Exit for UsageTip {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Usage
+    }
+}
+
 /// A configuration problem that is not tied to a place in a file (exit 78), such as a
 /// missing API key.
 #[derive(Debug, thiserror::Error)]
@@ -123,6 +138,31 @@ pub fn after_output(
         tracing::warn!("the result could not be printed: {}", report(e));
     }
     outcome
+}
+
+/// Says on stderr why the process failed, once.
+///
+/// What a person typed or wrote wrong (a usage error, 2; a configuration problem, 78)
+/// reads like clap's own errors, which are the same kind of mistake: `error: ...`,
+/// a tip on its own line, and for a usage error where to read more. Anything else
+/// went wrong while working and is a log event like the ones before it (a timestamped
+/// ERROR line). With `log_events` (`--log-format json`) every failure is a log event,
+/// for the log shipper.
+pub fn print_failure(err: &anyhow::Error, log_events: bool) {
+    let code = exit_code_for(err);
+    if log_events || !matches!(code, ExitCode::Usage | ExitCode::Config) {
+        tracing::error!("{}", report(err));
+        return;
+    }
+    let mut text = match err.downcast_ref::<UsageTip>() {
+        Some(t) => format!("error: {}\n\n  tip: {}\n", t.message, t.tip),
+        None => format!("error: {}\n", report(err)),
+    };
+    if code == ExitCode::Usage {
+        text.push_str("\nFor more information, try '--help'.\n");
+    }
+    // Nowhere left to say it if stderr is gone; the exit code still tells.
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), text.as_bytes());
 }
 
 /// Whether the error carries its own exit code and was already reported.
@@ -185,6 +225,7 @@ macro_rules! coded {
 coded![
     SilentExit,
     UsageError,
+    UsageTip,
     MissingConfig,
     TryLater,
     crate::config::ConfigError,

@@ -10,6 +10,7 @@ pub mod clock;
 pub mod cmd;
 pub mod config;
 pub mod error;
+pub mod human;
 pub mod logging;
 pub mod metrics;
 pub mod progress;

@@ -4,26 +4,16 @@
 use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// A duration for people, rounded up to the second and shown to the two largest
-/// units: "2s", "4m 10s", "23h 59m".
-pub fn human(d: Duration) -> String {
-    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
-    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
-    match (h, m) {
-        (0, 0) => format!("{s}s"),
-        (0, _) if s == 0 => format!("{m}m"),
-        (0, _) => format!("{m}m {s}s"),
-        (_, 0) => format!("{h}h"),
-        _ => format!("{h}h {m}m"),
-    }
-}
+/// A duration for people, in the one form of [`crate::human::duration`].
+pub use crate::human::duration as human;
 
 /// Fractional seconds, for JSON.
 pub fn seconds(d: Duration) -> f64 {
     (d.as_secs_f64() * 1000.0).round() / 1000.0
 }
 
-/// Microseconds since the Unix epoch as RFC 3339.
+/// Microseconds since the Unix epoch as RFC 3339 at full precision, for JSON; text for
+/// people uses [`crate::human::timestamp`].
 pub fn rfc3339(us: i64) -> String {
     jiff::Timestamp::from_microsecond(us).map_or_else(|_| format!("@{us}us"), |t| t.to_string())
 }
@@ -68,15 +58,6 @@ pub fn new_run_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn human_rounds_up_to_the_second() {
-        assert_eq!(human(Duration::from_millis(1500)), "2s");
-        assert_eq!(human(Duration::from_secs(3 * 3600 + 12 * 60 + 5)), "3h 12m");
-        assert_eq!(human(Duration::from_secs(86_400)), "24h");
-        assert_eq!(human(Duration::from_secs(600)), "10m");
-        assert_eq!(human(Duration::from_secs(250)), "4m 10s");
-    }
 
     #[test]
     fn run_ids_differ() {

@@ -143,6 +143,45 @@ pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
     conn.query_row("PRAGMA user_version", [], |row| row.get(0))
 }
 
+/// What an SQLite file holds, as far as trendsync can tell without changing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contents {
+    /// trendsync's tables, at some version (possibly a newer one than this build's,
+    /// which the open that follows refuses with its own error).
+    Trendsync,
+    /// No tables at all: a file SQLite created but nobody filled.
+    Empty,
+    /// Tables, but none of trendsync's: another program's database.
+    Foreign,
+}
+
+/// Tells what the file behind `conn` holds. A file at a version of [`MIGRATIONS`]
+/// holds `runs` (version 1 created it); one at version 0 that an older trendsync's
+/// limiter or journal wrote holds their `quota_` tables.
+pub fn contents(conn: &Connection) -> rusqlite::Result<Contents> {
+    let version = user_version(conn)?;
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_schema WHERE type = 'table'")?
+        .query_map([], |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let ours = |name: &str| {
+        if version > 0 {
+            name == "runs"
+        } else {
+            matches!(name, "quota_entry" | "quota_journal")
+        }
+    };
+    Ok(
+        if version > latest_version() || tables.iter().any(|t| ours(t)) {
+            Contents::Trendsync
+        } else if tables.is_empty() {
+            Contents::Empty
+        } else {
+            Contents::Foreign
+        },
+    )
+}
+
 /// For an open that only reads (and so never migrates): refuses a file at `found`,
 /// newer than `supported`, with the same error a writer gets.
 pub(crate) fn check_readable(path: &Path, found: u32, supported: u32) -> Result<(), SchemaError> {

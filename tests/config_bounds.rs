@@ -234,5 +234,8 @@ fn a_charge_of_more_units_than_the_limiter_counts_is_refused_before_it_is_sent()
         .arg(&path)
         .args(["budget", "--json"])
         .run();
-    assert_eq!(ran.json()["used"], 0, "nothing was charged: {}", ran.stdout);
+    // Refused before the embedded limiter was opened: not even its file exists.
+    assert_eq!(ran.code, 78, "{}", ran.stderr);
+    assert!(ran.stderr.contains("no such file"), "{}", ran.stderr);
+    assert!(s.listing().iter().all(|n| !n.starts_with("trendsync.db")));
 }

@@ -160,13 +160,14 @@ fn a_budget_named_after_the_api_key_in_use_is_refused_whatever_its_shape() {
         }
         assert_eq!(json["status"], "failed");
     }
-    // The same name with another key in use is fine.
+    // The same name with another key in use is fine (a dry run, which creates no
+    // database, where `budget` would now refuse the missing one).
     let ran = s
         .cmd()
         .arg("--costs")
         .arg(&costs)
         .env("YOUTUBE_API_KEY", "another-key")
-        .args(["budget", "--json"])
+        .args(["run", "--dry-run", "--json"])
         .run();
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert!(s.listing().iter().all(|n| !n.starts_with("trendsync.db")));
@@ -185,15 +186,17 @@ fn a_db_in_a_directory_that_does_not_exist_is_refused_not_read_as_empty() {
         assert!(json.get("used").is_none(), "no empty window: {json}");
     }
     assert!(!s.file("no-such-dir").exists(), "nothing was created");
-    // A database not there yet in a directory that is: an empty window, as before.
+    // A database not there yet in a directory that is: refused as well, naming the
+    // file rather than the directory, and not created either.
     let ran = s
         .cmd()
         .arg("--db")
         .arg(s.file("later.db"))
         .args(["budget", "--json"])
         .run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
-    assert_eq!(ran.json()["used"], 0);
+    let json = assert_config_failure(&ran, "later.db: no such file");
+    assert!(json.get("used").is_none(), "no empty window: {json}");
+    assert!(!s.file("later.db").exists(), "nothing was created");
 }
 
 #[test]

@@ -22,6 +22,7 @@ mod conformance;
 mod crash;
 mod datasette;
 mod differential;
+mod error_style;
 mod export_charts_e2e;
 #[cfg(unix)]
 mod failover;
@@ -37,6 +38,7 @@ mod monitoring;
 #[cfg(unix)]
 mod operations;
 mod plan_e2e;
+mod read_only_db;
 mod redis_acl;
 mod redis_config_errors;
 mod region_names;
@@ -44,6 +46,7 @@ mod run_e2e;
 mod search_e2e;
 mod secrets_e2e;
 mod store_e2e;
+mod text_forms;
 mod upstream_billing;
 mod video_e2e;
 mod window_loss;

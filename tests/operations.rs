@@ -194,15 +194,22 @@ fn every_crontab_line_runs_as_cron_runs_it_and_the_shared_metrics_file_shows_eve
 #[test]
 fn crontab_prints_nothing_unless_every_line_can_be_printed() {
     let s = Scratch::new();
-    for args in [
-        vec!["crontab", "--every", "45m"],
-        vec!["--api-key-file", "no-such-key", "crontab"],
-        vec!["--metrics-file", "no-such-dir/t.prom", "crontab"],
+    // A bad flag is a usage error (2); a file the lines would name that is not there
+    // is a configuration error (78), as `run` says it.
+    for (args, code) in [
+        (vec!["crontab", "--every", "45m"], 2),
+        (vec!["--api-key-file", "no-such-key", "crontab"], 78),
+        (vec!["--costs", "no-such-costs.toml", "crontab"], 78),
+        (vec!["--metrics-file", "no-such-dir/t.prom", "crontab"], 78),
     ] {
         let ran = s.cmd().args(&args).run();
-        assert_eq!(ran.code, 2, "{args:?}: {}", ran.stderr);
+        assert_eq!(ran.code, code, "{args:?}: {}", ran.stderr);
         assert_eq!(ran.stdout, "", "{args:?}");
-        assert!(ran.stderr.contains("ERROR"), "{args:?}: {}", ran.stderr);
+        assert!(
+            ran.stderr.starts_with("error: "),
+            "{args:?}: {}",
+            ran.stderr
+        );
     }
     // A password in the Redis URL is never printed; the lines expect the variable.
     let ran = s

@@ -200,9 +200,9 @@ fn export_refuses_a_bad_until_and_a_missing_database() {
     assert_eq!(ran.code, 2, "{}", ran.stderr);
     assert!(ran.stderr.contains("RFC 3339"), "{}", ran.stderr);
     let ran = scratch.cmd().args(["export"]).run();
-    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(ran.code, 78, "{}", ran.stderr);
     assert!(
-        ran.stderr.contains("no trendsync database"),
+        ran.stderr.contains("trendsync.db: no such file"),
         "{}",
         ran.stderr
     );

@@ -91,7 +91,7 @@ async fn unblock(global: &Global, bucket: Option<&str>, json: bool) -> Result<()
                 b.name,
                 budget.key,
                 limiter.describe(),
-                rfc3339(until)
+                crate::human::timestamp(until)
             ),
             None => tracing::info!(
                 budget = %budget.key,
@@ -164,6 +164,9 @@ struct BucketJson {
     empty_in_s: Option<f64>,
     by_method: BTreeMap<String, u64>,
     blocked_until: Option<String>,
+    /// The same moment for the text, which shows it to the second.
+    #[serde(skip)]
+    blocked_until_us: Option<i64>,
 }
 
 /// The JSON of `budget --json` (DESIGN.md section 2): the main bucket's numbers at
@@ -204,6 +207,7 @@ fn bucket_json(bucket: &BucketRef<'_>, status: &Status) -> BucketJson {
         empty_in_s: state.and_then(|p| p.empty_in).map(seconds),
         by_method,
         blocked_until: status.blocked_until(bucket.name).map(rfc3339),
+        blocked_until_us: status.blocked_until(bucket.name),
     }
 }
 
@@ -299,10 +303,11 @@ fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::R
             .collect();
         writeln!(out, "  by method   {}", methods.join(", "))?;
     }
-    match &b.blocked_until {
+    match b.blocked_until_us {
         Some(until) => writeln!(
             out,
-            "  blocked     until {until}: the upstream said this bucket's quota is spent"
+            "  blocked     until {}: the upstream said this bucket's quota is spent",
+            crate::human::timestamp(until)
         ),
         None => writeln!(out, "  blocked     no"),
     }
@@ -310,6 +315,11 @@ fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::R
 
 async fn show(global: &Global, json: bool) -> Result<()> {
     let budget = load_budget(global)?;
+    if global.redis_url.is_none() {
+        // The embedded limiter's window is in the database: none there is a typo in
+        // --db, not a whole budget left.
+        super::database::require(&global.db)?;
+    }
     let limiter = open_limiter(global, &budget, Access::ReadReplayed).await?;
     let names: Vec<&str> = budget.buckets().iter().map(|b| b.name).collect();
     let status = read_status(&limiter, &budget, &names).await?;
@@ -550,7 +560,11 @@ fn print_decision(
     } else {
         let policy = report.denied_by.unwrap_or("the budget");
         let wait = match decision.retry_after {
-            Some(d) => format!("retry after {} ({:.3} s)", human(d), d.as_secs_f64()),
+            Some(d) => format!(
+                "retry after {} (at {})",
+                human(d),
+                crate::human::timestamp(crate::clock::now_us() + crate::quota::micros(d))
+            ),
             None => "it can never fit: it is larger than the policy's maximum".to_owned(),
         };
         writeln!(

@@ -71,11 +71,12 @@ fn sh_text(word: &str) -> String {
     sh(Path::new(word))
 }
 
-/// `path` made absolute, refused when `what` needs it to exist and it does not.
+/// `path` made absolute, refused when `what` needs it to exist and it does not: a
+/// configuration problem (78), as `run` finds it, not a usage error.
 fn existing(path: &Path, what: &str) -> Result<PathBuf> {
     let path = absolute(path)?;
     if !path.exists() {
-        return Err(UsageError(format!(
+        return Err(MissingConfig(format!(
             "{what} {} does not exist; the crontab would name it in every line",
             path.display()
         ))

@@ -106,6 +106,7 @@ pub fn run(global: &Global, args: &ExportArgs) -> Result<()> {
     // --output left as it was, no temporary file beside it) instead of killing it.
     let stop = Signals::listen()?.stop_request("the export");
     let db = &global.db;
+    super::database::require(db)?;
     let store = Store::open_read_only(db)
         .with_context(|| format!("opening {} to export", db.display()))?
         .ok_or_else(|| {

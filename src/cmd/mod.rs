@@ -4,6 +4,7 @@
 mod budget;
 mod completions;
 mod crontab;
+mod database;
 mod export;
 mod key;
 mod maintenance;

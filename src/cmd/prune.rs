@@ -71,8 +71,7 @@ pub fn run(global: &Global, args: &PruneArgs) -> Result<()> {
         }
         report
     };
-    let cutoff_text =
-        jiff::Timestamp::from_second(cutoff).map_or_else(|_| cutoff.to_string(), |t| t.to_string());
+    let cutoff_text = crate::human::timestamp_s(cutoff);
     let printed = print_report(&report, &cutoff_text, args.json);
     // The prune is done (or stopped cleanly) whether or not its summary can be written.
     let outcome = match stop.finish() {

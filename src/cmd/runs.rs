@@ -36,6 +36,7 @@ struct RunsJson<'a> {
 }
 
 pub fn run(global: &Global, args: &RunsArgs) -> Result<()> {
+    super::database::require(&global.db)?;
     super::check_read_regions(global, &args.regions, || super::stored_regions(&global.db))?;
     let now = now_s();
     let filter = HistoryFilter {
@@ -97,7 +98,7 @@ pub fn run(global: &Global, args: &RunsArgs) -> Result<()> {
         writeln!(
             out,
             "{:<20} {:<14} {:<8} {:<6} {:<24} {:>5} {:>6} {:>5}  {:<20} {:<16} {}",
-            at(r.started_at).replace('T', " "),
+            at(r.started_at),
             ago(now, r.started_at),
             r.kind.as_str(),
             r.region.as_deref().unwrap_or("-"),

@@ -7,8 +7,8 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::cli::{Global, SearchArgs};
-use crate::error::UsageError;
-use crate::store::{SearchHit, Store, StoreError};
+use crate::error::UsageTip;
+use crate::store::{QUERY_TIP, SearchHit, Store, StoreError};
 use crate::youtube::visible;
 
 #[derive(Serialize)]
@@ -31,22 +31,29 @@ struct SearchJson<'a> {
 
 pub fn run(global: &Global, args: &SearchArgs) -> Result<()> {
     let region = args.region.as_deref().map(str::to_ascii_uppercase);
-    super::refuse_missing_directory(&global.db)?;
+    super::database::require(&global.db)?;
     let asked: Vec<String> = args.region.iter().cloned().collect();
     super::check_read_regions(global, &asked, || super::stored_regions(&global.db))?;
     let store = Store::open_read_only(&global.db)
         .with_context(|| format!("opening {} to search", global.db.display()))?;
     let hits: Vec<SearchHit> = match store {
+        // Only the budget's tables, from an older trendsync: nothing stored yet.
         None => {
             tracing::warn!(
-                "no database at {} yet: run `trendsync run` first",
+                "no videos stored in {} yet: run `trendsync run` first",
                 global.db.display()
             );
             Vec::new()
         }
         Some(store) => match store.search(&args.query, region.as_deref(), args.limit) {
             Ok(hits) => hits,
-            Err(e @ StoreError::BadQuery { .. }) => return Err(UsageError(e.to_string()).into()),
+            Err(e @ StoreError::BadQuery { .. }) => {
+                return Err(UsageTip {
+                    message: e.to_string(),
+                    tip: QUERY_TIP.to_owned(),
+                }
+                .into());
+            }
             Err(e) => return Err(e).with_context(|| format!("searching {}", global.db.display())),
         },
     };

@@ -67,6 +67,9 @@ struct BucketJson {
     ceiling: u64,
     remaining: u64,
     blocked_until: Option<String>,
+    /// The same moment for the text, which shows it to the second.
+    #[serde(skip)]
+    blocked_until_us: Option<i64>,
 }
 
 /// The last skew seen between a limiter's clock and the upstream's (DESIGN.md 6).
@@ -133,10 +136,6 @@ pub(crate) fn ago(now: i64, then: i64) -> String {
         );
     }
     let secs = u64::try_from(now - then).unwrap_or(0);
-    const DAY: u64 = 86_400;
-    if secs >= 2 * DAY {
-        return format!("{}d {}h ago", secs / DAY, secs % DAY / 3600);
-    }
     format!("{} ago", human(Duration::from_secs(secs)))
 }
 
@@ -190,6 +189,7 @@ fn read_stored(db: &Path) -> Result<Stored> {
 
 pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
     let config = load_config(global)?;
+    super::database::require(&global.db)?;
     let mut stored = read_stored(&global.db)?;
     // Runs the read-only look above found dead are shown as abandoned; the next run
     // records them so.
@@ -244,6 +244,7 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
                         ceiling: b.ceiling,
                         remaining: b.ceiling.saturating_sub(used),
                         blocked_until: st.blocked_until(b.name).map(rfc3339),
+                        blocked_until_us: st.blocked_until(b.name),
                     }
                 })
                 .collect();
@@ -402,10 +403,10 @@ fn print_text(
                     bucket.ceiling,
                     bucket.remaining,
                     bucket
-                        .blocked_until
-                        .as_ref()
+                        .blocked_until_us
                         .map_or("not blocked".to_owned(), |u| format!(
-                            "blocked until {u} (the upstream said this quota is spent)"
+                            "blocked until {} (the upstream said this quota is spent)",
+                            crate::human::timestamp(u)
                         ))
                 )?;
             }

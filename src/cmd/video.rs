@@ -53,7 +53,7 @@ fn chart_name(chart: Option<u32>) -> String {
 }
 
 pub fn run(global: &Global, args: &VideoArgs) -> Result<()> {
-    super::refuse_missing_directory(&global.db)?;
+    super::database::require(&global.db)?;
     let store = Store::open_read_only(&global.db)
         .with_context(|| format!("opening {} to read", global.db.display()))?
         .ok_or_else(|| {

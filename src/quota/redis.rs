@@ -141,8 +141,9 @@ impl RedisLimiter {
                         return Err(classify(&endpoint, "connecting", &e));
                     }
                     tracing::debug!(
-                        "connecting to {endpoint} failed ({}); waiting {pause:?} for a failover to finish",
-                        masked_detail(&e)
+                        "connecting to {endpoint} failed ({}); waiting {} for a failover to finish",
+                        masked_detail(&e),
+                        crate::human::duration(pause)
                     );
                     pause = wait(pause).await;
                 }

@@ -8,7 +8,6 @@
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 
-use crate::report::rfc3339;
 use crate::store::Store;
 
 /// A held region lock; released on drop.
@@ -146,7 +145,7 @@ pub fn mark_abandoned(store: &Store, db: &Path) {
                         "{} {} started at {} was left running by a process that died; marked abandoned",
                         r.kind.as_str(),
                         r.run_id,
-                        rfc3339(r.started_at.saturating_mul(1_000_000))
+                        crate::human::timestamp_s(r.started_at)
                     );
                 }
                 Ok(false) => {}

@@ -118,7 +118,7 @@ impl Stop {
             Some(d) => format!(
                 "capacity frees in {} (at {})",
                 crate::report::human(d),
-                crate::report::rfc3339(now_us + crate::quota::micros(d))
+                crate::human::timestamp(now_us + crate::quota::micros(d))
             ),
             None => "it can never fit: the call is larger than the policy's maximum".to_owned(),
         };
@@ -140,7 +140,7 @@ impl Stop {
                 bucket,
             } if bucket == BUDGET_POLICY => format!(
                 "the upstream says the key's quota is spent ({reason}); the budget is blocked until {} (midnight Pacific)",
-                crate::report::rfc3339(*until_us)
+                crate::human::timestamp(*until_us)
             ),
             Stop::UpstreamQuota {
                 until_us,
@@ -148,7 +148,7 @@ impl Stop {
                 bucket,
             } => format!(
                 "the upstream says the key's \"{bucket}\" bucket is spent ({reason}); its calls are blocked until {} (midnight Pacific), the other buckets' calls go on",
-                crate::report::rfc3339(*until_us)
+                crate::human::timestamp(*until_us)
             ),
             Stop::LimiterDown { method, reason } => format!(
                 "the limiter is down and [when_limiter_down] denies {method}: {reason}; start Redis or allow the method"

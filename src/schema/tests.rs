@@ -484,3 +484,52 @@ fn a_limiter_version_no_build_wrote_is_refused_and_nothing_is_lost() {
     assert_eq!((layout(&path), counts(&path)), before, "the file changed");
     assert_eq!(user_version(&raw(&path)).expect("version"), 0);
 }
+
+#[test]
+fn contents_tell_trendsync_files_from_empty_and_foreign_ones() {
+    let of = |fill: &dyn Fn(&Path)| {
+        let (_dir, path) = temp_db();
+        fill(&path);
+        contents(&raw(&path)).expect("reading the file")
+    };
+    assert_eq!(
+        of(&|p| drop(Store::open(p).expect("a store"))),
+        Contents::Trendsync
+    );
+    assert_eq!(
+        of(&old_quota_rows),
+        Contents::Trendsync,
+        "an older limiter's file"
+    );
+    assert_eq!(
+        of(&|p| raw(p).execute_batch(PRE_LEDGER_JOURNAL).expect("a journal")),
+        Contents::Trendsync,
+        "an older journal's file"
+    );
+    assert_eq!(
+        of(&|p| raw(p)
+            .execute_batch("PRAGMA user_version = 99")
+            .expect("newer")),
+        Contents::Trendsync,
+        "a newer build's file, refused later by the open"
+    );
+    assert_eq!(
+        of(&|p| raw(p).execute_batch("VACUUM").expect("an empty database")),
+        Contents::Empty
+    );
+    assert_eq!(
+        of(&|p| raw(p)
+            .execute_batch("CREATE TABLE notes (body TEXT)")
+            .expect("a table")),
+        Contents::Foreign
+    );
+    assert_eq!(
+        of(&|p| {
+            raw(p)
+                .execute_batch("CREATE TABLE runs (id); PRAGMA user_version = 0")
+                .expect("a table named like ours");
+        }),
+        Contents::Foreign,
+        "a `runs` table in an unversioned file is someone else's"
+    );
+}

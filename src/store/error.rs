@@ -6,6 +6,11 @@
 
 use std::path::PathBuf;
 
+/// How to write a search query that [`StoreError::BadQuery`] refused.
+pub const QUERY_TIP: &str = "words are matched as typed (`cat video` finds both words); to \
+    search for text with punctuation or the words AND, OR, NOT, NEAR, wrap it in double \
+    quotes, e.g. '\"rock and roll\"', and write a double quote inside quotes as two (\"\")";
+
 /// Everything the store can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -54,12 +59,8 @@ pub enum StoreError {
 
     /// The search query is not valid FTS5 syntax. This is the person's input, not a
     /// fault of the database, so the CLI can exit with a usage error (2).
-    #[error(
-        "the search query {query:?} is not valid: {message}. Words are matched as typed \
-         (`cat video` finds both words); to search for text with punctuation or the \
-         words AND, OR, NOT, NEAR, wrap it in double quotes, e.g. '\"rock and roll\"', \
-         and write a double quote inside quotes as two (\"\")"
-    )]
+    /// [`QUERY_TIP`] says how to write one.
+    #[error("the search query {query:?} is not valid: {message}")]
     BadQuery { query: String, message: String },
 
     /// `finish_run` was given a run id that `begin_run` never recorded.

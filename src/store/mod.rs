@@ -38,7 +38,7 @@ mod tests_compact;
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 
-pub use error::StoreError;
+pub use error::{QUERY_TIP, StoreError};
 pub use export::{CountRow, ExportGrain, ExportRow, ExportSpan};
 pub use follow::{FollowCounts, FollowStored};
 pub use history::{CallCount, HistoryFilter, HistoryRow, RegionOutcome, RunStart};

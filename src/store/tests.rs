@@ -912,8 +912,9 @@ fn bad_fts_syntax_is_a_bad_query_that_explains_quoting() {
         }
     }
     let message = store.search("AND OR", None, 10).unwrap_err().to_string();
-    assert!(message.contains("double quote"), "{message}");
     assert!(message.contains("\"AND OR\""), "{message}");
+    // How to quote is the tip shown beside it.
+    assert!(super::QUERY_TIP.contains("double quote"));
     // Quoting as the message says makes it work.
     assert_eq!(
         ids(&store.search("\"volcano eruption\"", None, 10).unwrap()),

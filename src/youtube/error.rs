@@ -187,7 +187,7 @@ pub enum CallError {
     #[error(
         "{call}: {} within {}; another attempt may succeed",
         if *connecting { "could not connect" } else { "no complete answer" },
-        humanize(*timeout)
+        crate::human::duration(*timeout)
     )]
     Timeout {
         call: CallContext,
@@ -505,14 +505,6 @@ fn chain(error: &reqwest::Error) -> String {
         source = cause.source();
     }
     text
-}
-
-fn humanize(duration: Duration) -> String {
-    if duration.subsec_millis() == 0 {
-        format!("{} s", duration.as_secs())
-    } else {
-        format!("{} ms", duration.as_millis())
-    }
 }
 
 #[cfg(test)]
