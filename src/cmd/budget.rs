@@ -464,7 +464,7 @@ async fn charge(
         tracing::error!(
             "{} when last compared, at {}; nothing was charged: {}, then run `trendsync run` once, whose first call checks the clocks; once they agree, charging works again",
             skew.describe(),
-            rfc3339(skew.measured_at_us),
+            crate::human::timestamp(skew.measured_at_us),
             skew.clock.fix()
         );
         return refused(json, charge.units, CLOCK_SKEW);

@@ -430,7 +430,7 @@ fn print_text(
             out,
             "clock: {} (at {}); {verdict}",
             skew.describe(),
-            rfc3339(skew.measured_at_us)
+            crate::human::timestamp(skew.measured_at_us)
         )?;
     }
     Ok(())

@@ -156,7 +156,7 @@ impl Skew {
         self.skew_us as f64 / 1e6
     }
 
-    /// "this host's clock is 25h ahead of the upstream's", "… 0.2s behind …".
+    /// "this host's clock is 25h ahead of the upstream's", "… 200ms behind …".
     pub fn describe(&self) -> String {
         let by = Duration::from_micros(self.skew_us.unsigned_abs());
         let way = if self.skew_us < 0 {
@@ -172,13 +172,9 @@ impl Skew {
     }
 }
 
-/// A skew for people: tenths of a second under a minute, else as durations read.
+/// A skew for people, in the one form durations take (`850ms`, `6m 41s`, `25h`).
 pub fn amount(d: Duration) -> String {
-    if d < Duration::from_secs(60) {
-        format!("{:.1}s", d.as_secs_f64())
-    } else {
-        crate::report::human(d)
-    }
+    crate::human::duration(d)
 }
 
 /// The record could not be read or written.
@@ -280,9 +276,9 @@ pub fn note_clock_went_back(clock: LimiterClock, policy: &str, newest_us: i64, n
         clock = clock.as_str(),
         "{} went back: policy \"{policy}\" holds an entry made at {}, {} after now ({}); the window counts it until it leaves by the clock that made it. If the clock was wrong then, the budget was overspent: check the clocks",
         clock.name(),
-        crate::report::rfc3339(newest_us),
+        crate::human::timestamp(newest_us),
         amount(Duration::from_micros(newest_us.abs_diff(now_us))),
-        crate::report::rfc3339(now_us),
+        crate::human::timestamp(now_us),
     );
 }
 

@@ -1284,7 +1284,7 @@ async fn distrust_a_skewed_clock(run: &Run) {
         Ok(Some(skew)) if skew.too_far() => format!(
             "{} when last compared, at {}",
             skew.describe(),
-            crate::report::rfc3339(skew.measured_at_us)
+            crate::human::timestamp(skew.measured_at_us)
         ),
         Ok(_) => return,
         Err(e) => format!("{e}; taking the clock for a wrong one"),
