@@ -3,7 +3,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use trendsync::cli::Cli;
-use trendsync::error::{exit_code_for, is_broken_pipe, is_silent, report};
+use trendsync::cmd::exit_code_for;
+use trendsync::error::{is_broken_pipe, is_silent, report};
 
 #[tokio::main]
 async fn main() -> ExitCode {

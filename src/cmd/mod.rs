@@ -4,6 +4,7 @@
 mod budget;
 mod completions;
 mod crontab;
+mod exit;
 mod export;
 mod key;
 mod maintenance;
@@ -14,6 +15,8 @@ mod search;
 mod status;
 mod video;
 
+pub use exit::exit_code_for;
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -21,7 +24,7 @@ use anyhow::{Context, Result};
 
 use crate::cli::{BudgetAction, Cli, Command, Global};
 use crate::config::{self, Config, Origin};
-use crate::error::{MissingConfig, UsageError, exit_code_for, is_broken_pipe, is_silent};
+use crate::error::{MissingConfig, UsageError, is_broken_pipe, is_silent};
 use crate::quota::{
     Budget, EmbeddedLimiter, Journal, Limiter, LimiterError, RedisLimiter, Status, TlsFiles,
 };

@@ -5,6 +5,7 @@ use anyhow::Context;
 
 use super::*;
 use crate::config::ConfigError;
+use crate::error::ExitCode;
 use crate::quota::{LimiterError, RedisConfigError};
 use crate::youtube::ClientError;
 
