@@ -16,8 +16,7 @@ use super::{
     from_micros, micros,
 };
 use crate::clock::{Clock, SystemClock};
-use crate::schema::MIGRATIONS;
-use crate::sqlite::{Durability, OpenError};
+use crate::sqlite::{Durability, Migration, OpenError};
 
 pub struct EmbeddedLimiter {
     path: PathBuf,
@@ -38,16 +37,14 @@ impl std::fmt::Debug for EmbeddedLimiter {
 }
 
 impl EmbeddedLimiter {
-    /// Opens (creating if needed) the database at `path` for charging.
-    pub fn open(path: &Path, budget_key: &str) -> Result<EmbeddedLimiter, LimiterError> {
-        EmbeddedLimiter::open_with_clock(path, budget_key, Arc::new(SystemClock))
-    }
-
-    /// [`EmbeddedLimiter::open`], deciding by `clock` instead of the host's.
-    pub fn open_with_clock(
+    /// Opens (creating if needed) the database at `path`, laid out by `file`, for
+    /// charging, deciding by `clock`. Runs only the limiter's own steps on a file the
+    /// store has versioned ([`crate::sqlite::migrate_own`]).
+    pub(crate) fn open_in(
         path: &Path,
         budget_key: &str,
         clock: Arc<dyn Clock>,
+        file: &[Migration],
     ) -> Result<EmbeddedLimiter, LimiterError> {
         let fail = |doing: &'static str, e: rusqlite::Error| LimiterError::Failed {
             endpoint: path.display().to_string(),
@@ -65,10 +62,12 @@ impl EmbeddedLimiter {
                     reason: e.to_string(),
                 },
             })?;
-        crate::schema::migrate(&conn, path, MIGRATIONS).map_err(|e| LimiterError::Failed {
-            endpoint: path.display().to_string(),
-            doing: "bringing the database's schema up to date",
-            reason: crate::error::chain(&e),
+        crate::sqlite::migrate_own(&conn, path, file, super::schema::STEPS).map_err(|e| {
+            LimiterError::Failed {
+                endpoint: path.display().to_string(),
+                doing: "bringing the database's schema up to date",
+                reason: crate::error::chain(&e),
+            }
         })?;
         Ok(EmbeddedLimiter {
             path: path.to_path_buf(),
@@ -81,8 +80,13 @@ impl EmbeddedLimiter {
     /// Opens `path` only to read the window: creates nothing, writes nothing and never
     /// migrates. A missing file is an empty window; so is a file whose schema predates
     /// the limiter's tables, and an older file that holds them is read as it is (their
-    /// columns never changed). A file newer than this build is refused.
-    pub fn open_read_only(path: &Path, budget_key: &str) -> Result<EmbeddedLimiter, LimiterError> {
+    /// columns never changed). A file newer than `file`, the file's list of steps, is
+    /// refused.
+    pub(crate) fn open_read_only_in(
+        path: &Path,
+        budget_key: &str,
+        file: &[Migration],
+    ) -> Result<EmbeddedLimiter, LimiterError> {
         let conn = if path.exists() {
             let fail = |doing: &'static str, reason: String| LimiterError::Failed {
                 endpoint: path.display().to_string(),
@@ -91,9 +95,9 @@ impl EmbeddedLimiter {
             };
             let conn = crate::sqlite::open_for_reading(path)
                 .map_err(|e| fail("opening the database to read", e.to_string()))?;
-            let found = crate::schema::user_version(&conn)
+            let found = crate::sqlite::user_version(&conn)
                 .map_err(|e| fail("reading the database's schema version", e.to_string()))?;
-            crate::schema::check_readable(path, found, crate::schema::latest_version())
+            crate::sqlite::check_readable(path, found, crate::sqlite::version_of(file))
                 .map_err(|e| fail("opening the database to read", e.to_string()))?;
             Some(Arc::new(Mutex::new(conn)))
         } else {

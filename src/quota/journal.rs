@@ -28,8 +28,7 @@ use super::{
     BUDGET_POLICY, Charge, Limiter, LimiterError, Part, Window, Zone, from_micros, micros,
 };
 use crate::clock::now_us;
-use crate::schema::{MIGRATIONS, SchemaError};
-use crate::sqlite::{Durability, OpenError};
+use crate::sqlite::{Durability, Migration, OpenError, SchemaError};
 
 /// A row is the only trace of a call the window has not counted: it must survive a
 /// power cut, not only a crash (the store's NORMAL does not).
@@ -159,30 +158,42 @@ impl std::fmt::Debug for Journal {
 }
 
 impl Journal {
-    /// Opens the journal in the database at `path`, creating the file if needed and
-    /// bringing its schema up to date.
-    pub fn open(path: &Path) -> Result<Journal, JournalError> {
+    /// Opens the journal in the database at `path`, laid out by `file`, creating the
+    /// file if needed and bringing the journal's tables up to date (only those, on a
+    /// file the store has versioned: [`crate::sqlite::migrate_own`]).
+    pub(crate) fn open_in(path: &Path, file: &[Migration]) -> Result<Journal, JournalError> {
         let conn = crate::sqlite::open_for_writing(path, DURABILITY)
             .map_err(|e| JournalError::opening(path, e))?;
-        Journal::ready(path, conn)
+        Journal::ready(path, conn, file)
     }
 
     /// Opens the journal only if the database exists and holds any rows of this
     /// host's calls (unmetered or in the ledger); creates nothing otherwise.
-    pub fn open_if_any(path: &Path) -> Result<Option<Journal>, JournalError> {
-        Journal::open_if(path, "SELECT 1 FROM quota_journal LIMIT 1")
+    pub(crate) fn open_if_any_in(
+        path: &Path,
+        file: &[Migration],
+    ) -> Result<Option<Journal>, JournalError> {
+        Journal::open_if(path, "SELECT 1 FROM quota_journal LIMIT 1", file)
     }
 
     /// Opens the journal only if the database exists and holds journalled calls:
     /// creates nothing otherwise, so commands that only read leave no trace.
-    pub fn open_if_pending(path: &Path) -> Result<Option<Journal>, JournalError> {
+    pub(crate) fn open_if_pending_in(
+        path: &Path,
+        file: &[Migration],
+    ) -> Result<Option<Journal>, JournalError> {
         Journal::open_if(
             path,
             "SELECT 1 FROM quota_journal WHERE metered = 0 LIMIT 1",
+            file,
         )
     }
 
-    fn open_if(path: &Path, rows: &str) -> Result<Option<Journal>, JournalError> {
+    fn open_if(
+        path: &Path,
+        rows: &str,
+        file: &[Migration],
+    ) -> Result<Option<Journal>, JournalError> {
         if !path.exists() {
             return Ok(None);
         }
@@ -196,10 +207,9 @@ impl Journal {
         let pending = {
             let conn = crate::sqlite::open_for_reading(path)
                 .map_err(fail("opening the database to read"))?;
-            let found = crate::schema::user_version(&conn)
+            let found = crate::sqlite::user_version(&conn)
                 .map_err(fail("reading the database's schema version"))?;
-            let latest = crate::schema::latest_version();
-            crate::schema::check_readable(path, found, latest)?;
+            crate::sqlite::check_readable(path, found, crate::sqlite::version_of(file))?;
             let has_table = conn
                 .prepare(
                     "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'quota_journal'",
@@ -209,7 +219,7 @@ impl Journal {
             // A file from before the journal's step may hold a journal without the
             // ledger's columns, whose rows are all unmetered: any row is one to open
             // for (opening upgrades the file).
-            let rows = if found < latest {
+            let rows = if found < crate::sqlite::version_after(file, super::schema::STEPS) {
                 "SELECT 1 FROM quota_journal LIMIT 1"
             } else {
                 rows
@@ -225,12 +235,12 @@ impl Journal {
         }
         let conn = crate::sqlite::open_existing_for_writing(path, DURABILITY)
             .map_err(|e| JournalError::opening(path, e))?;
-        Journal::ready(path, conn).map(Some)
+        Journal::ready(path, conn, file).map(Some)
     }
 
-    /// Brings the file's schema up to date, which creates the journal's tables.
-    fn ready(path: &Path, conn: Connection) -> Result<Journal, JournalError> {
-        crate::schema::migrate(&conn, path, MIGRATIONS)?;
+    /// Brings the journal's tables up to date, creating them if needed.
+    fn ready(path: &Path, conn: Connection, file: &[Migration]) -> Result<Journal, JournalError> {
+        crate::sqlite::migrate_own(&conn, path, file, super::schema::STEPS)?;
         Ok(Journal {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),

@@ -1,5 +1,8 @@
 //! The tables of the embedded limiter and of the journal: step 4 of the file's one
-//! schema ([`crate::schema`], which applies it with every other step). The tables are
+//! schema, composed above the owners (`crate::schema`) and applied by
+//! [`crate::sqlite`]. The limiter and the journal run it ahead of the store's steps
+//! ([`crate::sqlite::migrate_own`]), and the store runs it again in its place, so
+//! every step here must be harmless to run twice. The tables are
 //! prefixed `quota_`; the limiter's belong to `embedded.rs`, the journal's to
 //! `journal.rs`, and neither creates them on its own.
 //!
@@ -10,12 +13,15 @@
 
 use rusqlite::Connection;
 
-use crate::schema::{Migration, Owner, StepError};
+use crate::sqlite::{Migration, StepError};
+
+/// The limiter's and the journal's steps, oldest first: all a limiter or a journal
+/// ever runs.
+pub(crate) const STEPS: &[Migration] = &[TABLES];
 
 /// Step 4.
 pub(crate) const TABLES: Migration = Migration {
     description: "the embedded limiter's and the journal's tables",
-    owner: Owner::Quota,
     sql: TABLES_SQL,
     data: Some(carry_forward),
 };
