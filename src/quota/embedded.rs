@@ -12,8 +12,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::model::{self, Fit, PartOutcome};
 use super::{
-    BUDGET_POLICY, Charge, Decision, Entry, LimiterError, PolicyRef, PolicyStatus, Status, Window,
-    from_micros, micros,
+    BUDGET_POLICY, Cause, Charge, Decision, Entry, LimiterError, PolicyRef, PolicyStatus,
+    SqliteCause, Status, Window, from_micros, micros,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::sqlite::{Durability, Migration, OpenError};
@@ -50,6 +50,7 @@ impl EmbeddedLimiter {
             endpoint: path.display().to_string(),
             doing,
             reason: e.to_string(),
+            source: Some(SqliteCause(e).into()),
         };
         // FULL, as SQLite's default that the limiter always ran with: a granted charge
         // lost to a power cut would let the window be overspent.
@@ -60,6 +61,7 @@ impl EmbeddedLimiter {
                     endpoint: path.display().to_string(),
                     doing: "switching to WAL journaling",
                     reason: e.to_string(),
+                    source: Some(e.into()),
                 },
             })?;
         crate::sqlite::migrate_own(&conn, path, file, super::schema::STEPS).map_err(|e| {
@@ -67,6 +69,7 @@ impl EmbeddedLimiter {
                 endpoint: path.display().to_string(),
                 doing: "bringing the database's schema up to date",
                 reason: crate::error::chain(&e),
+                source: Some(e.into()),
             }
         })?;
         Ok(EmbeddedLimiter {
@@ -88,17 +91,22 @@ impl EmbeddedLimiter {
         file: &[Migration],
     ) -> Result<EmbeddedLimiter, LimiterError> {
         let conn = if path.exists() {
-            let fail = |doing: &'static str, reason: String| LimiterError::Failed {
+            let fail = |doing: &'static str, e: Cause| LimiterError::Failed {
                 endpoint: path.display().to_string(),
                 doing,
-                reason,
+                reason: e.to_string(),
+                source: Some(e),
             };
             let conn = crate::sqlite::open_for_reading(path)
-                .map_err(|e| fail("opening the database to read", e.to_string()))?;
-            let found = crate::sqlite::user_version(&conn)
-                .map_err(|e| fail("reading the database's schema version", e.to_string()))?;
+                .map_err(|e| fail("opening the database to read", SqliteCause(e).into()))?;
+            let found = crate::sqlite::user_version(&conn).map_err(|e| {
+                fail(
+                    "reading the database's schema version",
+                    SqliteCause(e).into(),
+                )
+            })?;
             crate::sqlite::check_readable(path, found, crate::sqlite::version_of(file))
-                .map_err(|e| fail("opening the database to read", e.to_string()))?;
+                .map_err(|e| fail("opening the database to read", e.into()))?;
             Some(Arc::new(Mutex::new(conn)))
         } else {
             None
@@ -125,22 +133,23 @@ impl EmbeddedLimiter {
             return Ok(None);
         };
         let endpoint = self.endpoint();
-        let fail = move |reason: String| LimiterError::Failed {
+        let fail = move |reason: String, source: Option<Cause>| LimiterError::Failed {
             endpoint: endpoint.clone(),
             doing,
             reason,
+            source,
         };
         let joined = tokio::task::spawn_blocking(move || {
-            let mut guard = conn
-                .lock()
-                .map_err(|_| "a previous database operation panicked".to_owned())?;
-            work(&mut guard).map_err(|e| e.to_string())
+            let Ok(mut guard) = conn.lock() else {
+                return Err(("a previous database operation panicked".to_owned(), None));
+            };
+            work(&mut guard).map_err(|e| (e.to_string(), Some(SqliteCause(e).into())))
         })
         .await;
         match joined {
             Ok(Ok(v)) => Ok(Some(v)),
-            Ok(Err(reason)) => Err(fail(reason)),
-            Err(e) => Err(fail(e.to_string())),
+            Ok(Err((reason, source))) => Err(fail(reason, source)),
+            Err(e) => Err(fail(e.to_string(), None)),
         }
     }
 
@@ -161,6 +170,7 @@ impl EmbeddedLimiter {
             endpoint: self.endpoint(),
             doing: "charging the budget",
             reason: "the database was opened read-only".to_owned(),
+            source: None,
         })
     }
 

@@ -23,7 +23,7 @@ use std::time::Duration;
 pub use embedded::EmbeddedLimiter;
 pub use journal::{Epoch, Journal, JournalError, Journalled, Ledger, Replayed};
 pub use model::{Fit, PartOutcome};
-pub use redis::{Decided, RedisLimiter};
+pub use redis::{Decided, RedisCause, RedisLimiter};
 pub use redis_connect::{RedisConfigError, TlsFiles, mask_url};
 pub use window::{Span, Window, Zone};
 
@@ -428,19 +428,46 @@ impl Status {
     }
 }
 
+/// What the limiter's store said when it failed (a [`SqliteCause`], a
+/// [`RedisCause`]), kept as the error's `source` so that a caller can tell "database
+/// is locked" from "disk full", or a timeout from a refused command, without reading
+/// `reason`, which says the same in words.
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// SQLite's error under a [`LimiterError`]: `.0.sqlite_error_code()` tells "database
+/// is locked" from "disk full". Its words are its own and it has no source, so that a
+/// report says them once, as before it was kept (rusqlite's own source repeats them
+/// with the bare error code).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SqliteCause(pub rusqlite::Error);
+
+impl From<rusqlite::Error> for SqliteCause {
+    fn from(e: rusqlite::Error) -> SqliteCause {
+        SqliteCause(e)
+    }
+}
+
 /// The limiter could not decide.
 #[derive(Debug, thiserror::Error)]
 pub enum LimiterError {
     /// The limiter could not be reached or did not answer in time: the
     /// `[when_limiter_down]` policy applies.
     #[error("the limiter at {endpoint} is unreachable: {reason}")]
-    Unavailable { endpoint: String, reason: String },
+    Unavailable {
+        endpoint: String,
+        reason: String,
+        #[source]
+        source: Option<Cause>,
+    },
     /// The limiter answered, but not as expected: not retried blindly.
     #[error("the limiter at {endpoint} failed while {doing}: {reason}")]
     Failed {
         endpoint: String,
         doing: &'static str,
         reason: String,
+        #[source]
+        source: Option<Cause>,
     },
     /// The limiter is configured in a way no retry can fix (exit 78).
     #[error(transparent)]
@@ -481,6 +508,7 @@ fn unavailable(endpoint: &str, reason: &str) -> LimiterError {
     LimiterError::Unavailable {
         endpoint: endpoint.to_owned(),
         reason: reason.to_owned(),
+        source: None,
     }
 }
 
@@ -489,9 +517,9 @@ impl Limiter {
     /// reached is [`Limiter::Down`]; any other failure stays an error.
     pub fn or_down(opened: Result<Limiter, LimiterError>) -> Result<Limiter, LimiterError> {
         match opened {
-            Err(LimiterError::Unavailable { endpoint, reason }) => {
-                Ok(Limiter::Down { endpoint, reason })
-            }
+            Err(LimiterError::Unavailable {
+                endpoint, reason, ..
+            }) => Ok(Limiter::Down { endpoint, reason }),
             other => other,
         }
     }

@@ -272,6 +272,7 @@ impl RedisLimiter {
             endpoint: self.endpoint.clone(),
             doing: "reading the charge script's answer",
             reason: format!("unexpected reply {reply:?}"),
+            source: None,
         })?;
         self.decode_charge(charge, &numbers)
     }
@@ -281,6 +282,7 @@ impl RedisLimiter {
             endpoint: self.endpoint.clone(),
             doing: "reading the charge script's answer",
             reason: format!("unexpected reply {reply:?}"),
+            source: None,
         };
         let opt = |us: i64| (us >= 0).then(|| from_micros(us));
         let verdict = reply
@@ -568,12 +570,36 @@ fn classify(endpoint: &str, doing: &'static str, e: &RedisError) -> LimiterError
         LimiterError::Unavailable {
             endpoint: endpoint.to_owned(),
             reason: scrub(e),
+            source: Some(RedisCause::of(e).into()),
         }
     } else {
         LimiterError::Failed {
             endpoint: endpoint.to_owned(),
             doing,
             reason: scrub(e),
+            source: Some(RedisCause::of(e).into()),
+        }
+    }
+}
+
+/// A Redis error as a [`LimiterError`]'s source: its kind and code, and its text with
+/// any URL masked. The `RedisError` itself is not kept: its text can quote the URL it
+/// was given, password and all, and a source is printed with the error.
+#[derive(Debug, thiserror::Error)]
+#[error("{detail}")]
+pub struct RedisCause {
+    pub kind: redis::ErrorKind,
+    /// The server's error code (`NOPERM`, `READONLY`), when it sent one.
+    pub code: Option<String>,
+    detail: String,
+}
+
+impl RedisCause {
+    fn of(e: &RedisError) -> RedisCause {
+        RedisCause {
+            kind: e.kind(),
+            code: e.code().map(str::to_owned),
+            detail: scrub(e),
         }
     }
 }
