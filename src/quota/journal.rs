@@ -25,7 +25,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BUDGET_POLICY, Charge, Limiter, LimiterError, Part, Window, Zone, from_micros, micros,
+    BUDGET_POLICY, Charge, Limiter, LimiterError, Part, RecordPast, Window, Zone, from_micros,
+    micros,
 };
 use crate::clock::now_us;
 use crate::sqlite::{Durability, Migration, OpenError, SchemaError};
@@ -484,7 +485,7 @@ impl Journal {
     pub async fn restore(
         &self,
         budget_key: &str,
-        limiter: &Limiter,
+        limiter: &impl RecordPast,
     ) -> Result<Replayed, JournalError> {
         let (ledger, unreadable) = self.ledger(budget_key)?;
         self.record_all(ledger, unreadable, limiter, |_| Ok(()))
@@ -495,7 +496,7 @@ impl Journal {
         &self,
         pending: Vec<Journalled>,
         unreadable: u64,
-        limiter: &Limiter,
+        limiter: &impl RecordPast,
         accepted: impl Fn(&Journalled) -> Result<(), JournalError>,
     ) -> Result<Replayed, JournalError> {
         let mut done = Replayed {

@@ -512,6 +512,27 @@ fn unavailable(endpoint: &str, reason: &str) -> LimiterError {
     }
 }
 
+/// What a replay records into: a call already made, `age` ago, counted whatever the
+/// window holds. The journal replays into a [`Limiter`]; the Redis backend restores
+/// its ledger into itself.
+pub trait RecordPast {
+    fn record_past(
+        &self,
+        charge: &Charge,
+        age: Duration,
+    ) -> impl Future<Output = Result<Decision, LimiterError>> + Send;
+}
+
+impl RecordPast for Limiter {
+    fn record_past(
+        &self,
+        charge: &Charge,
+        age: Duration,
+    ) -> impl Future<Output = Result<Decision, LimiterError>> + Send {
+        Limiter::record_past(self, charge, age)
+    }
+}
+
 impl Limiter {
     /// What to use when opening the limiter failed: a limiter that could not be
     /// reached is [`Limiter::Down`]; any other failure stays an error.
@@ -530,21 +551,7 @@ impl Limiter {
 
     pub async fn charge(&self, charge: &Charge) -> Result<Decision, LimiterError> {
         match self {
-            Limiter::Redis(l) => {
-                let (decision, epoch) = l.charge(charge, None).await?;
-                if let Some(ledger) = l.ledger() {
-                    if decision.granted
-                        && let Err(e) = ledger.granted(charge).await
-                    {
-                        tracing::warn!(
-                            "{e}; charge {} is counted in the window, but cannot be restored should Redis lose it",
-                            charge.id
-                        );
-                    }
-                    self.watch_epoch(ledger, Some(epoch)).await;
-                }
-                Ok(decision)
-            }
+            Limiter::Redis(l) => l.charge_keeping_ledger(charge).await,
             Limiter::Embedded(l) => l.charge(charge, None).await,
             Limiter::Down { endpoint, reason } => Err(unavailable(endpoint, reason)),
         }
@@ -602,139 +609,18 @@ impl Limiter {
     /// Whether calls counted in this limiter stay in the local ledger: only Redis can
     /// lose a window while this host's database keeps it.
     pub fn keeps_ledger(&self) -> bool {
-        matches!(self, Limiter::Redis(l) if l.ledger().is_some())
+        matches!(self, Limiter::Redis(l) if l.keeps_ledger())
     }
 
     /// Keeps a ledger of this host's grants in `journal` from now on, replays it if
     /// Redis no longer holds the window this host last charged into, and prunes what
-    /// every window has let go. Only Redis needs one; the others ignore it.
-    pub async fn keep_ledger(&self, journal: Arc<Journal>, budget_key: &str) {
-        let Limiter::Redis(l) = self else { return };
-        match Ledger::new(journal, budget_key) {
-            Ok(ledger) => l.keep_ledger(ledger),
-            Err(e) => {
-                tracing::warn!(
-                    "{e}; going on without a ledger: should Redis lose the window, this host cannot restore its share"
-                );
-                return;
-            }
-        }
-        let Some(ledger) = l.ledger() else { return };
-        match l.epoch().await {
-            Ok(epoch) => self.watch_epoch(ledger, epoch).await,
-            // A Redis that stopped answering: the charges will say so.
-            Err(e) => tracing::debug!("reading the window's epoch failed: {e}"),
-        }
-        self.probe_newest_grant(ledger).await;
-        if let Err(e) = ledger.journal().prune(budget_key, crate::clock::now_us()) {
-            tracing::warn!("{e}; the ledger's old rows stay for next time");
-        }
-    }
-
-    /// Compares the epoch a reply carried with the one this host last saw; when it
-    /// moved, Redis lost the window: replays this host's ledger into it.
-    async fn watch_epoch(&self, ledger: &Ledger, seen: Option<Epoch>) {
-        let known = ledger.known();
-        if known == seen {
-            return;
-        }
-        if known.is_none() {
-            if let Err(e) = ledger.remember(seen) {
-                tracing::warn!("{e}");
-            }
-            return;
-        }
-        let _one_at_a_time = ledger.restoring().await;
-        if ledger.known() != known {
-            return; // restored meanwhile by another task of this process
-        }
-        let now = match seen {
-            Some(e) => format!("epoch {e}"),
-            None => "none".to_owned(),
-        };
-        let then = known.map_or_else(String::new, |e| e.to_string());
-        self.restore(
-            ledger,
-            &format!(
-                "the window is not the one this host charged into (epoch {then} then, {now} now)"
-            ),
-        )
-        .await;
-    }
-
-    /// Whether Redis still holds this host's newest grant, when it should: a failover
-    /// to a replica that missed the latest writes keeps the epoch but loses them.
-    async fn probe_newest_grant(&self, ledger: &Ledger) {
-        let Limiter::Redis(l) = self else { return };
-        let newest = match ledger.journal().ledger(ledger.budget_key()) {
-            Ok((rows, _)) => rows.into_iter().next_back(),
-            Err(e) => {
-                tracing::warn!("{e}");
-                return;
-            }
-        };
-        let Some(newest) = newest else { return };
-        // A part whose window still counts it, by a margin no clock step undoes.
-        let (now, made) = (crate::clock::now_us(), newest.made_at_us);
-        let Some(part) = newest.charge.parts.iter().find(|p| {
-            made > p.window.at(now).cutoff_us + 60_000_000
-                && p.window.leaves(made, now) > now + 60_000_000
-        }) else {
-            return;
-        };
-        match l.holds(&newest.charge, part).await {
-            Ok(true) => {}
-            Ok(false) => {
-                let _one_at_a_time = ledger.restoring().await;
-                self.restore(
-                    ledger,
-                    &format!(
-                        "the window no longer holds this host's newest charge ({})",
-                        newest.charge.id
-                    ),
-                )
-                .await;
-            }
-            Err(e) => tracing::debug!("looking for this host's newest charge failed: {e}"),
-        }
-    }
-
-    /// Replays this host's ledger into a window Redis lost (`why` says how it shows),
-    /// then remembers the window's epoch.
-    async fn restore(&self, ledger: &Ledger, why: &str) {
-        let Limiter::Redis(l) = self else { return };
-        tracing::warn!(
-            "budget \"{}\" on {}: {why}; Redis lost it (a restart without persistence, or a failover to a replica that missed writes). Replaying this host's ledger at the original times; the window is whole again once every host that charged within it has run",
-            ledger.budget_key(),
-            l.endpoint(),
-        );
-        let done = match ledger.journal().restore(ledger.budget_key(), self).await {
-            Ok(done) => done,
-            Err(e) => {
-                tracing::warn!("{e}; the ledger is replayed again next time");
-                return;
-            }
-        };
-        tracing::info!(
-            "restored {} call{} ({} units) of this host into budget \"{}\" on {}",
-            done.calls,
-            if done.calls == 1 { "" } else { "s" },
-            done.units,
-            ledger.budget_key(),
-            l.endpoint()
-        );
-        if let Some(e) = done.interrupted {
-            tracing::warn!("restoring the ledger stopped: {e}; it is replayed again next time");
-            return;
-        }
-        // The replay itself created the epoch if none was there.
-        match l.epoch().await {
-            Ok(epoch) => {
-                if let Err(e) = ledger.remember(epoch) {
-                    tracing::warn!("{e}");
-                }
-            }
-            Err(e) => tracing::warn!("{e}; the ledger is replayed again next time"),
+    /// every window has let go. Only Redis needs one; the others are returned as they
+    /// are.
+    #[must_use = "the limiter that keeps the ledger is the one returned"]
+    pub async fn keep_ledger(self, journal: Arc<Journal>, budget_key: &str) -> Limiter {
+        match self {
+            Limiter::Redis(l) => Limiter::Redis(l.keep_ledger(journal, budget_key).await),
+            other => other,
         }
     }
 
