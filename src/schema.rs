@@ -106,19 +106,24 @@ impl Journal {
     /// Opens the journal in the database at `path`, creating the file if needed and
     /// bringing the journal's tables up to date.
     pub fn open(path: &Path) -> Result<Journal, JournalError> {
-        Journal::open_in(path, MIGRATIONS)
+        Journal::open_with_clock(path, Arc::new(SystemClock))
+    }
+
+    /// [`Journal::open`], reading the time from `clock` instead of the host's.
+    pub fn open_with_clock(path: &Path, clock: Arc<dyn Clock>) -> Result<Journal, JournalError> {
+        Journal::open_in(path, MIGRATIONS, clock)
     }
 
     /// Opens the journal only if the database exists and holds any rows of this
     /// host's calls (unmetered or in the ledger); creates nothing otherwise.
     pub fn open_if_any(path: &Path) -> Result<Option<Journal>, JournalError> {
-        Journal::open_if_any_in(path, MIGRATIONS)
+        Journal::open_if_any_in(path, MIGRATIONS, Arc::new(SystemClock))
     }
 
     /// Opens the journal only if the database exists and holds journalled calls:
     /// creates nothing otherwise, so commands that only read leave no trace.
     pub fn open_if_pending(path: &Path) -> Result<Option<Journal>, JournalError> {
-        Journal::open_if_pending_in(path, MIGRATIONS)
+        Journal::open_if_pending_in(path, MIGRATIONS, Arc::new(SystemClock))
     }
 }
 

@@ -220,7 +220,10 @@ impl RedisLimiter {
                 Err(e) => tracing::debug!("reading the window's epoch failed: {e}"),
             }
             self.probe_newest_grant(ledger).await;
-            if let Err(e) = ledger.journal().prune(budget_key, crate::clock::now_us()) {
+            if let Err(e) = ledger
+                .journal()
+                .prune(budget_key, ledger.journal().now_us())
+            {
                 tracing::warn!("{e}; the ledger's old rows stay for next time");
             }
         }
@@ -297,7 +300,7 @@ impl RedisLimiter {
         };
         let Some(newest) = newest else { return };
         // A part whose window still counts it, by a margin no clock step undoes.
-        let (now, made) = (crate::clock::now_us(), newest.made_at_us);
+        let (now, made) = (ledger.journal().now_us(), newest.made_at_us);
         let Some(part) = newest.charge.parts.iter().find(|p| {
             made > p.window.at(now).cutoff_us + 60_000_000
                 && p.window.leaves(made, now) > now + 60_000_000
