@@ -234,13 +234,29 @@ pub(crate) fn check_readable(path: &Path, found: u32, supported: u32) -> Result<
     Ok(())
 }
 
+/// The version of the file at `path`, refused when newer than `latest`.
+fn readable_version(conn: &Connection, path: &Path, latest: u32) -> Result<u32, SchemaError> {
+    let found = user_version(conn).map_err(|e| step_failed(path, latest, e.into()))?;
+    check_readable(path, found, latest)?;
+    Ok(found)
+}
+
+fn step_failed(path: &Path, to_version: u32, source: StepError) -> SchemaError {
+    SchemaError::Step {
+        path: path.to_path_buf(),
+        to_version,
+        source,
+    }
+}
+
 /// Brings the file at `path` up to `migrations.len()`, every pending step in one
 /// transaction. The store calls this with the file's list right after opening it; tests
 /// pass shorter or longer lists.
 ///
 /// Safe with several processes opening a file at once, whichever of the store, the
-/// limiter and the journal they are (see [`migrate_own`]): the upgrade takes the write lock (`BEGIN
-/// IMMEDIATE`, which waits out the busy timeout) and re-reads the version inside it,
+/// limiter and the journal they are (see [`migrate_own`]): the upgrade takes the write
+/// lock (`BEGIN IMMEDIATE`, which waits out the busy timeout) and re-reads the version
+/// inside it,
 /// so steps another process has just applied are not applied twice. Returns the
 /// version the file was at before.
 pub(crate) fn migrate(
@@ -249,15 +265,8 @@ pub(crate) fn migrate(
     migrations: &[Migration],
 ) -> Result<u32, SchemaError> {
     let latest = version_of(migrations);
-    let failed = |to_version: u32| {
-        move |source: StepError| SchemaError::Step {
-            path: path.to_path_buf(),
-            to_version,
-            source,
-        }
-    };
-    let before = user_version(conn).map_err(|e| failed(latest)(e.into()))?;
-    check_readable(path, before, latest)?;
+    let failed = |to_version: u32| move |source| step_failed(path, to_version, source);
+    let before = readable_version(conn, path, latest)?;
     if before == latest {
         // The common case: no write lock taken on every open.
         return Ok(before);
@@ -376,15 +385,7 @@ pub(crate) fn migrate_own(
     own: &[Migration],
 ) -> Result<u32, SchemaError> {
     let latest = version_of(file);
-    let failed = |to_version: u32| {
-        move |source: StepError| SchemaError::Step {
-            path: path.to_path_buf(),
-            to_version,
-            source,
-        }
-    };
-    let before = user_version(conn).map_err(|e| failed(latest)(e.into()))?;
-    check_readable(path, before, latest)?;
+    let before = readable_version(conn, path, latest)?;
     if before == 0 {
         return migrate(conn, path, file);
     }
@@ -419,7 +420,7 @@ pub(crate) fn migrate_own(
         }
         tx.commit().map_err(early)
     })();
-    ahead.map_err(|(version, source)| failed(version)(source))?;
+    ahead.map_err(|(version, source)| step_failed(path, version, source))?;
     Ok(before)
 }
 
