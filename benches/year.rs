@@ -552,7 +552,7 @@ fn measure(dir: &Path, binary: &Path) -> Res<()> {
     let _ = sampler.join();
     say(format!(
         "- upgrade v1 -> v{} (with its VACUUM): {:.0?}; disk before {}, peak {} (v2.db, its WAL and SQLite's temporary files in the same directory are counted; the VACUUM temp file goes to the system temp dir)",
-        trendsync::store::schema_version(),
+        trendsync::schema::latest_version(),
         upgrade,
         mb(start_disk),
         mb(peak.load(Ordering::Relaxed))

@@ -2,8 +2,9 @@
 //!
 //! Commands return `anyhow::Result`; `main` looks through the error chain for the
 //! first error that carries an exit code ([`Exit`]), so no command calls
-//! `process::exit`. Each error type decides its own code, beside its definition; this
-//! module only knows which types to ask ([`CODED`]).
+//! `process::exit`. Each error type decides its own code, beside its definition; which
+//! types to ask is the front end's (`cmd::exit`), the one place that sees them all, so
+//! this module imports nothing of the crate and every module may use it.
 
 use std::error::Error;
 use std::fmt;
@@ -33,9 +34,10 @@ impl ExitCode {
 
 /// An error that says which exit code the process ends with when it reaches `main`.
 ///
-/// Implement it beside the error type, and add the type to [`CODED`]: the chain holds
-/// `dyn Error`, and stable Rust can only find a type in it by asking for that type.
-/// A test fails when an implementation is missing from the list.
+/// Implement it beside the error type, and add the type to the front end's list
+/// (`cmd::exit`): the chain holds `dyn Error`, and stable Rust can only find a type in
+/// it by asking for that type. A test fails when an implementation is missing from the
+/// list.
 pub trait Exit: Error + 'static {
     fn exit_code(&self) -> ExitCode;
 }
@@ -148,8 +150,7 @@ pub fn after_output(
 /// went wrong while working and is a log event like the ones before it (a timestamped
 /// ERROR line). With `log_events` (`--log-format json`) every failure is a log event,
 /// for the log shipper.
-pub fn print_failure(err: &anyhow::Error, log_events: bool) {
-    let code = exit_code_for(err);
+pub fn print_failure(err: &anyhow::Error, code: ExitCode, log_events: bool) {
     if log_events || !matches!(code, ExitCode::Usage | ExitCode::Config) {
         tracing::error!("{}", report(err));
         return;
@@ -199,51 +200,3 @@ fn append_cause(text: &mut String, cause: &str) {
         text.push_str(cause);
     }
 }
-
-/// Asks one link of an error chain for its code, if it is a `T`.
-type Probe = fn(&(dyn Error + 'static)) -> Option<ExitCode>;
-
-fn probe<T: Exit>(e: &(dyn Error + 'static)) -> Option<ExitCode> {
-    e.downcast_ref::<T>().map(Exit::exit_code)
-}
-
-/// Declares the types that carry their own exit code: the probes `main` asks, and,
-/// for the test that keeps the list whole, their names.
-macro_rules! coded {
-    ($($t:ty),* $(,)?) => {
-        const CODED: &[Probe] = &[$(probe::<$t>),*];
-
-        #[cfg(test)]
-        fn coded_type_names() -> Vec<&'static str> {
-            vec![$(std::any::type_name::<$t>()),*]
-        }
-    };
-}
-
-// Every type that implements [`Exit`]. Only a list of names: what each code is, is
-// decided by the type.
-coded![
-    SilentExit,
-    UsageError,
-    UsageTip,
-    MissingConfig,
-    TryLater,
-    crate::config::ConfigError,
-    crate::youtube::ClientError,
-    crate::quota::LimiterError,
-    crate::atomic::AtomicError,
-];
-
-/// The exit code of one link of an error chain, when its type carries one.
-fn code_of(e: &(dyn Error + 'static)) -> Option<ExitCode> {
-    CODED.iter().find_map(|probe| probe(e))
-}
-
-/// The exit code for an error that reached `main`: the outermost error in the chain
-/// that carries one decides; an error none of whose links does is a failure (1).
-pub fn exit_code_for(err: &anyhow::Error) -> ExitCode {
-    err.chain().find_map(code_of).unwrap_or(ExitCode::Failed)
-}
-
-#[cfg(test)]
-mod tests;

@@ -3,7 +3,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use trendsync::cli::{Cli, LogFormat};
-use trendsync::error::{exit_code_for, is_broken_pipe, is_silent, print_failure};
+use trendsync::cmd::exit_code_for;
+use trendsync::error::{is_broken_pipe, is_silent, print_failure};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -14,10 +15,11 @@ async fn main() -> ExitCode {
         // A reader that went away (`| head`) is not a failure of ours.
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
+            let code = exit_code_for(&err);
             if !is_silent(&err) {
-                print_failure(&err, log_events);
+                print_failure(&err, code, log_events);
             }
-            ExitCode::from(exit_code_for(&err).code())
+            ExitCode::from(code.code())
         }
     }
 }

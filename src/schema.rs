@@ -1,21 +1,18 @@
-//! The one schema of the SQLite file: every table in it, whoever owns it, comes from
-//! one append-only list of migrations, and `PRAGMA user_version` is how many of them
-//! the file has had.
+//! The one schema of the SQLite file, composed: which steps make up the file and in
+//! which order. The store, the embedded limiter and the journal keep their tables in
+//! the same `--db` file; each owner writes only its own steps (`store/schema.rs`,
+//! `quota/schema.rs`), the machinery that applies a list knows no owner
+//! ([`crate::sqlite`]), and this module, above them all, lists the steps once and
+//! passes the list down to every opener. The openers the rest of the program calls
+//! ([`Store::open`], [`EmbeddedLimiter::open`], [`Journal::open`] and their read-only
+//! kin) are defined here for that reason: each hands the owner the file's list.
 //!
-//! The store, the embedded limiter and the journal keep their tables in the same
-//! `--db` file. Each owner writes its own steps beside its own code (the store's in
-//! `store/schema.rs`, the limiter's and the journal's in `quota/schema.rs`); this
-//! module only lists them in order and applies them. Every writer (a store, a
-//! limiter or a journal opened to write) brings the file to the latest version
-//! through `migrate` before it touches a table, so nobody creates tables on their
-//! own and a file never holds a table its version does not account for. An open that
-//! only reads never migrates: it refuses a file newer than this build and otherwise
-//! reads what is there.
-//!
-//! Steps are append-only: a step that shipped is never edited, a change is a new step.
-//! The pending steps run in one `BEGIN IMMEDIATE` transaction that also bumps
-//! `user_version`, so a crash leaves the file at the version it had, or at the latest:
-//! never between two steps.
+//! The store brings the file up through the whole list. The limiter and the journal
+//! run only their own steps, ahead of the store's, on a file the store has versioned
+//! ([`crate::sqlite::migrate_own`]): `budget charge` never runs a data step of the
+//! store's, which may take minutes on a year's file, and the file's `user_version`
+//! stays what the steps in order have made it, until `run`, `backfill` or `prune`
+//! brings it up. A new file is created whole by whichever opener comes first.
 //!
 //! History, for files written before this list was one:
 //! - versions 1 to 3 were the store's own and are its steps here, unchanged;
@@ -32,51 +29,13 @@
 //! is harmless: the file is already at version 4, so step 4 does not run again to drop
 //! it, and nothing of this build reads it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
 
-use rusqlite::{Connection, TransactionBehavior};
-
-/// One forward step of the schema.
-#[derive(Clone, Copy)]
-pub(crate) struct Migration {
-    /// What the step does, for logs.
-    pub(crate) description: &'static str,
-    /// Whose tables the step creates or changes.
-    pub(crate) owner: Owner,
-    pub(crate) sql: &'static str,
-    /// Code run after `sql` in the same transaction, for a step that moves data in a
-    /// way one SQL batch cannot do at speed or with progress shown, or that depends on
-    /// what an older file holds.
-    pub(crate) data: Option<DataStep>,
-}
-
-/// The part of trendsync whose tables a step is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Owner {
-    /// Runs, videos, snapshots, searches (`store`).
-    Store,
-    /// The embedded limiter's window, the journal and the record of the limiter's
-    /// clock (`quota`).
-    Quota,
-    /// What people and their tools read (sqlite3, Datasette, pandas): views, and how
-    /// the full-text index is declared. Nothing trendsync reads changes shape, so a
-    /// read-only open does not need these steps (`store`).
-    Analysts,
-}
-
-/// The version at which `owner`'s tables took the shape this build reads: the steps
-/// after it belong to others. A read-only open needs only that much, so `status` right
-/// after an upgrade of trendsync reads a file no writer has brought forward yet.
-pub(crate) fn shaped_for(owner: Owner, migrations: &[Migration]) -> u32 {
-    let steps = migrations
-        .iter()
-        .rposition(|m| m.owner == owner)
-        .map_or(0, |at| at + 1);
-    version_of(&migrations[..steps])
-}
-
-/// A migration step's data part: runs inside the step's transaction.
-pub(crate) type DataStep = fn(&Connection) -> Result<(), StepError>;
+use crate::clock::{Clock, SystemClock};
+use crate::quota::{EmbeddedLimiter, Journal, JournalError, LimiterError};
+use crate::sqlite::{Migration, user_version, version_of};
+use crate::store::{Store, StoreError};
 
 /// The schema of the whole file, oldest step first. `user_version` = how many of these
 /// are applied. Append only.
@@ -91,56 +50,9 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     crate::quota::schema::CLOCK_SKEW,
 ];
 
-/// The highest schema version this build knows: what every writer brings the file to.
+/// The highest schema version this build knows: what the store brings the file to.
 pub fn latest_version() -> u32 {
     version_of(MIGRATIONS)
-}
-
-fn version_of(migrations: &[Migration]) -> u32 {
-    // The list is a handful of entries; it cannot overflow u32.
-    migrations.len() as u32
-}
-
-/// Why a step could not be applied.
-#[derive(Debug, thiserror::Error)]
-pub enum StepError {
-    #[error(transparent)]
-    Sqlite(#[from] rusqlite::Error),
-    /// The file holds something the step cannot carry forward without losing or
-    /// misreading it; the step changed nothing.
-    #[error("{0}")]
-    Refused(String),
-}
-
-/// The file's schema cannot be used by this build, or could not be brought up to it.
-#[derive(Debug, thiserror::Error)]
-pub enum SchemaError {
-    /// The file was written by a newer trendsync whose schema this build does not
-    /// know. Using it anyway could corrupt what that version relies on.
-    #[error(
-        "the database {} has schema version {found}, but this build of trendsync supports \
-         at most version {supported}; upgrade trendsync to use this database",
-        path.display()
-    )]
-    Newer {
-        path: PathBuf,
-        found: u32,
-        supported: u32,
-    },
-    /// A forward step failed; its transaction was rolled back, so the file is still at
-    /// the version before it.
-    #[error("cannot upgrade the database {} to schema version {to_version}", path.display())]
-    Step {
-        path: PathBuf,
-        to_version: u32,
-        #[source]
-        source: StepError,
-    },
-}
-
-/// Reads `PRAGMA user_version`.
-pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
-    conn.query_row("PRAGMA user_version", [], |row| row.get(0))
 }
 
 /// What an SQLite file holds, as far as trendsync can tell without changing it.
@@ -158,7 +70,7 @@ pub enum Contents {
 /// Tells what the file behind `conn` holds. A file at a version of [`MIGRATIONS`]
 /// holds `runs` (version 1 created it); one at version 0 that an older trendsync's
 /// limiter or journal wrote holds their `quota_` tables.
-pub fn contents(conn: &Connection) -> rusqlite::Result<Contents> {
+pub fn contents(conn: &rusqlite::Connection) -> rusqlite::Result<Contents> {
     let version = user_version(conn)?;
     let tables: Vec<String> = conn
         .prepare("SELECT name FROM sqlite_schema WHERE type = 'table'")?
@@ -182,118 +94,78 @@ pub fn contents(conn: &Connection) -> rusqlite::Result<Contents> {
     )
 }
 
-/// For an open that only reads (and so never migrates): refuses a file at `found`,
-/// newer than `supported`, with the same error a writer gets.
-pub(crate) fn check_readable(path: &Path, found: u32, supported: u32) -> Result<(), SchemaError> {
-    if found > supported {
-        return Err(SchemaError::Newer {
-            path: path.to_path_buf(),
-            found,
-            supported,
-        });
+impl Store {
+    /// Opens (creating if needed) the database for reading and writing and upgrades its
+    /// schema, the whole file's, to this build's version.
+    ///
+    /// Refuses a database from a newer trendsync ([`crate::sqlite::SchemaError::Newer`]).
+    pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
+        Store::open_with(path.as_ref(), MIGRATIONS)
     }
-    Ok(())
-}
 
-/// Brings the file at `path` up to `migrations.len()`, every pending step in one
-/// transaction. Every writer of the file calls this with [`MIGRATIONS`] right after
-/// opening it; tests pass shorter or longer lists.
-///
-/// Safe with several processes opening a file at once, whichever of the store, the
-/// limiter and the journal they are: the upgrade takes the write lock (`BEGIN
-/// IMMEDIATE`, which waits out the busy timeout) and re-reads the version inside it,
-/// so steps another process has just applied are not applied twice. Returns the
-/// version the file was at before.
-pub(crate) fn migrate(
-    conn: &Connection,
-    path: &Path,
-    migrations: &[Migration],
-) -> Result<u32, SchemaError> {
-    let latest = version_of(migrations);
-    let failed = |to_version: u32| {
-        move |source: StepError| SchemaError::Step {
-            path: path.to_path_buf(),
-            to_version,
-            source,
-        }
-    };
-    let before = user_version(conn).map_err(|e| failed(latest)(e.into()))?;
-    check_readable(path, before, latest)?;
-    if before == latest {
-        // The common case: no write lock taken on every open.
-        return Ok(before);
+    /// Creates (or upgrades) a database only as far as schema `version`, as the
+    /// trendsync that introduced that version left its files: for tools that build an
+    /// older database to upgrade, such as the year benchmark. A `version` beyond this
+    /// build's means this build's.
+    pub fn create_at_version(path: impl AsRef<Path>, version: u32) -> Result<(), StoreError> {
+        let steps = (version as usize).min(MIGRATIONS.len());
+        Store::open_with(path.as_ref(), &MIGRATIONS[..steps]).map(drop)
     }
-    // A step may rebuild a table that others refer to (SQLite's only way to change a
-    // table's constraints), and with foreign keys on, dropping the old table would
-    // delete every row referring to it through ON DELETE CASCADE. The pragma does
-    // nothing inside a transaction, so it is switched off around the upgrade's and back
-    // on after it, whatever the outcome. A step that rebuilds a table keeps the rows'
-    // keys, so every reference stays true.
-    let enforced: bool = conn
-        .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
-        .map_err(|e| failed(latest)(e.into()))?;
-    if enforced {
-        conn.execute_batch("PRAGMA foreign_keys = OFF")
-            .map_err(|e| failed(latest)(e.into()))?;
-    }
-    let upgraded = apply(conn, path, migrations, latest);
-    if enforced {
-        // The connection goes on without enforcement only if this fails, which SQLite
-        // does not do outside a transaction.
-        if let Err(e) = conn.execute_batch("PRAGMA foreign_keys = ON") {
-            tracing::warn!(error = %e, "turning foreign keys back on after the upgrade");
-        }
-    }
-    match upgraded {
-        Ok(current) => check_readable(path, current, latest).map(|()| before),
-        Err((next, source)) => Err(failed(next)(source)),
+
+    /// Opens the database for `--dry-run` and the commands that only read: see
+    /// [`Store::open_read_only_with`].
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Option<Store>, StoreError> {
+        Store::open_read_only_with(path.as_ref(), MIGRATIONS)
     }
 }
 
-/// Applies the pending steps of `migrations` in one transaction; on failure, the
-/// version that was being applied and why.
-fn apply(
-    conn: &Connection,
-    path: &Path,
-    migrations: &[Migration],
-    latest: u32,
-) -> Result<u32, (u32, StepError)> {
-    // The version being applied, used to label an error.
-    let mut next = latest;
-    let upgraded = (|| -> Result<u32, StepError> {
-        let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
-        let current = user_version(&tx)?;
-        if current >= latest {
-            // Another process upgraded it meanwhile (or went beyond this build).
-            return Ok(current);
-        }
-        // A new file gets one line; an existing one a line per step, since a step may
-        // take minutes on a long history.
-        let empty: bool =
-            tx.query_row("SELECT count(*) = 0 FROM sqlite_schema", [], |r| r.get(0))?;
-        if empty {
-            tracing::info!(version = latest, path = %path.display(), "creating the database");
-        }
-        for (at, migration) in (current..latest).zip(&migrations[current as usize..]) {
-            next = at + 1;
-            if !empty {
-                tracing::info!(
-                    version = next,
-                    description = migration.description,
-                    "upgrading database schema"
-                );
-            }
-            tx.execute_batch(migration.sql)?;
-            if let Some(data) = migration.data {
-                data(&tx)?;
-            }
-        }
-        // PRAGMA takes no bound parameters; the value is our own integer.
-        tx.execute_batch(&format!("PRAGMA user_version = {latest}"))?;
-        tx.commit()?;
-        Ok(latest)
-    })();
-    upgraded.map_err(|source| (next, source))
+impl EmbeddedLimiter {
+    /// Opens (creating if needed) the database at `path` for charging.
+    pub fn open(path: &Path, budget_key: &str) -> Result<EmbeddedLimiter, LimiterError> {
+        EmbeddedLimiter::open_with_clock(path, budget_key, Arc::new(SystemClock))
+    }
+
+    /// [`EmbeddedLimiter::open`], deciding by `clock` instead of the host's.
+    pub fn open_with_clock(
+        path: &Path,
+        budget_key: &str,
+        clock: Arc<dyn Clock>,
+    ) -> Result<EmbeddedLimiter, LimiterError> {
+        EmbeddedLimiter::open_in(path, budget_key, clock, MIGRATIONS)
+    }
+
+    /// Opens `path` only to read the window: creates nothing, writes nothing and never
+    /// migrates. A missing file is an empty window; so is a file whose schema predates
+    /// the limiter's tables, and an older file that holds them is read as it is (their
+    /// columns never changed). A file newer than this build is refused.
+    pub fn open_read_only(path: &Path, budget_key: &str) -> Result<EmbeddedLimiter, LimiterError> {
+        EmbeddedLimiter::open_read_only_in(path, budget_key, MIGRATIONS)
+    }
+}
+
+impl Journal {
+    /// Opens the journal in the database at `path`, creating the file if needed and
+    /// bringing the journal's tables up to date.
+    pub fn open(path: &Path) -> Result<Journal, JournalError> {
+        Journal::open_with_clock(path, Arc::new(SystemClock))
+    }
+
+    /// [`Journal::open`], reading the time from `clock` instead of the host's.
+    pub fn open_with_clock(path: &Path, clock: Arc<dyn Clock>) -> Result<Journal, JournalError> {
+        Journal::open_in(path, MIGRATIONS, clock)
+    }
+
+    /// Opens the journal only if the database exists and holds any rows of this
+    /// host's calls (unmetered or in the ledger); creates nothing otherwise.
+    pub fn open_if_any(path: &Path) -> Result<Option<Journal>, JournalError> {
+        Journal::open_if_any_in(path, MIGRATIONS, Arc::new(SystemClock))
+    }
+
+    /// Opens the journal only if the database exists and holds journalled calls:
+    /// creates nothing otherwise, so commands that only read leave no trace.
+    pub fn open_if_pending(path: &Path) -> Result<Option<Journal>, JournalError> {
+        Journal::open_if_pending_in(path, MIGRATIONS, Arc::new(SystemClock))
+    }
 }
 
 #[cfg(test)]

@@ -1,14 +1,28 @@
 //! What the store, the embedded limiter and the journal share about the one SQLite
 //! file they all live in: how a connection is opened, how long it waits for other
-//! processes, and its journaling. Each of them opens its connection here, so that
-//! every writer of the file behaves the same way under contention. What tables the
-//! file holds, and at which version, is [`crate::schema`]'s: every writer migrates
-//! through it right after opening here.
+//! processes, its journaling, and how the file's schema moves forward. Each of them
+//! opens its connection here, so that every writer of the file behaves the same way
+//! under contention.
+//!
+//! The schema: every table in the file, whoever owns it, comes from one append-only
+//! list of steps ([`Migration`]), and `PRAGMA user_version` is how many of them the
+//! file has had. This module only applies a list; it knows no owner. Each owner writes
+//! its own steps beside its code (`store/schema.rs`, `quota/schema.rs`), and the
+//! file's list is composed once, above them (`crate::schema`), and passed down to
+//! every opener. The store brings the file up through the whole list ([`migrate`]);
+//! the limiter and the journal run only their own steps ([`migrate_own`]). An open
+//! that only reads never migrates: it refuses a file newer than its list
+//! ([`check_readable`]) and otherwise reads what is there.
+//!
+//! Steps are append-only: a step that shipped is never edited, a change is a new step.
+//! The pending steps run in one `BEGIN IMMEDIATE` transaction that also bumps
+//! `user_version`, so a crash leaves the file at the version it had, or at the latest:
+//! never between two steps.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 /// How long a statement waits for another process's write lock before failing with
 /// "database is locked". Every transaction on the file takes milliseconds, so 10 s is
@@ -143,6 +157,271 @@ pub fn open_for_reading(path: &Path) -> rusqlite::Result<Connection> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.pragma_update(None, "query_only", true)?;
     Ok(conn)
+}
+
+/// One forward step of the schema.
+#[derive(Clone, Copy)]
+pub(crate) struct Migration {
+    /// What the step does, for logs.
+    pub(crate) description: &'static str,
+    pub(crate) sql: &'static str,
+    /// Code run after `sql` in the same transaction, for a step that moves data in a
+    /// way one SQL batch cannot do at speed or with progress shown, or that depends on
+    /// what an older file holds.
+    pub(crate) data: Option<DataStep>,
+}
+
+/// A migration step's data part: runs inside the step's transaction.
+pub(crate) type DataStep = fn(&Connection) -> Result<(), StepError>;
+
+pub(crate) fn version_of(migrations: &[Migration]) -> u32 {
+    // The list is a handful of entries; it cannot overflow u32.
+    migrations.len() as u32
+}
+
+/// Why a step could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+    /// The file holds something the step cannot carry forward without losing or
+    /// misreading it; the step changed nothing.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// The file's schema cannot be used by this build, or could not be brought up to it.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    /// The file was written by a newer trendsync whose schema this build does not
+    /// know. Using it anyway could corrupt what that version relies on.
+    #[error(
+        "the database {} has schema version {found}, but this build of trendsync supports \
+         at most version {supported}; upgrade trendsync to use this database",
+        path.display()
+    )]
+    Newer {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+    /// A forward step failed; its transaction was rolled back, so the file is still at
+    /// the version before it.
+    #[error("cannot upgrade the database {} to schema version {to_version}", path.display())]
+    Step {
+        path: PathBuf,
+        to_version: u32,
+        #[source]
+        source: StepError,
+    },
+}
+
+/// Reads `PRAGMA user_version`.
+pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
+    conn.query_row("PRAGMA user_version", [], |row| row.get(0))
+}
+
+/// For an open that only reads (and so never migrates): refuses a file at `found`,
+/// newer than `supported`, with the same error a writer gets.
+pub(crate) fn check_readable(path: &Path, found: u32, supported: u32) -> Result<(), SchemaError> {
+    if found > supported {
+        return Err(SchemaError::Newer {
+            path: path.to_path_buf(),
+            found,
+            supported,
+        });
+    }
+    Ok(())
+}
+
+/// The version of the file at `path`, refused when newer than `latest`.
+fn readable_version(conn: &Connection, path: &Path, latest: u32) -> Result<u32, SchemaError> {
+    let found = user_version(conn).map_err(|e| step_failed(path, latest, e.into()))?;
+    check_readable(path, found, latest)?;
+    Ok(found)
+}
+
+fn step_failed(path: &Path, to_version: u32, source: StepError) -> SchemaError {
+    SchemaError::Step {
+        path: path.to_path_buf(),
+        to_version,
+        source,
+    }
+}
+
+/// Brings the file at `path` up to `migrations.len()`, every pending step in one
+/// transaction. The store calls this with the file's list right after opening it; tests
+/// pass shorter or longer lists.
+///
+/// Safe with several processes opening a file at once, whichever of the store, the
+/// limiter and the journal they are (see [`migrate_own`]): the upgrade takes the write
+/// lock (`BEGIN IMMEDIATE`, which waits out the busy timeout) and re-reads the version
+/// inside it,
+/// so steps another process has just applied are not applied twice. Returns the
+/// version the file was at before.
+pub(crate) fn migrate(
+    conn: &Connection,
+    path: &Path,
+    migrations: &[Migration],
+) -> Result<u32, SchemaError> {
+    let latest = version_of(migrations);
+    let failed = |to_version: u32| move |source| step_failed(path, to_version, source);
+    let before = readable_version(conn, path, latest)?;
+    if before == latest {
+        // The common case: no write lock taken on every open.
+        return Ok(before);
+    }
+    // A step may rebuild a table that others refer to (SQLite's only way to change a
+    // table's constraints), and with foreign keys on, dropping the old table would
+    // delete every row referring to it through ON DELETE CASCADE. The pragma does
+    // nothing inside a transaction, so it is switched off around the upgrade's and back
+    // on after it, whatever the outcome. A step that rebuilds a table keeps the rows'
+    // keys, so every reference stays true.
+    let enforced: bool = conn
+        .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+        .map_err(|e| failed(latest)(e.into()))?;
+    if enforced {
+        conn.execute_batch("PRAGMA foreign_keys = OFF")
+            .map_err(|e| failed(latest)(e.into()))?;
+    }
+    let upgraded = apply(conn, path, migrations, latest);
+    if enforced {
+        // The connection goes on without enforcement only if this fails, which SQLite
+        // does not do outside a transaction.
+        if let Err(e) = conn.execute_batch("PRAGMA foreign_keys = ON") {
+            tracing::warn!(error = %e, "turning foreign keys back on after the upgrade");
+        }
+    }
+    match upgraded {
+        Ok(current) => check_readable(path, current, latest).map(|()| before),
+        Err((next, source)) => Err(failed(next)(source)),
+    }
+}
+
+/// Applies the pending steps of `migrations` in one transaction; on failure, the
+/// version that was being applied and why.
+fn apply(
+    conn: &Connection,
+    path: &Path,
+    migrations: &[Migration],
+    latest: u32,
+) -> Result<u32, (u32, StepError)> {
+    // The version being applied, used to label an error.
+    let mut next = latest;
+    let upgraded = (|| -> Result<u32, StepError> {
+        let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
+        let current = user_version(&tx)?;
+        if current >= latest {
+            // Another process upgraded it meanwhile (or went beyond this build).
+            return Ok(current);
+        }
+        // A new file gets one line; an existing one a line per step, since a step may
+        // take minutes on a long history.
+        let empty: bool =
+            tx.query_row("SELECT count(*) = 0 FROM sqlite_schema", [], |r| r.get(0))?;
+        if empty {
+            tracing::info!(version = latest, path = %path.display(), "creating the database");
+        }
+        for (at, migration) in (current..latest).zip(&migrations[current as usize..]) {
+            next = at + 1;
+            if !empty {
+                tracing::info!(
+                    version = next,
+                    description = migration.description,
+                    "upgrading database schema"
+                );
+            }
+            tx.execute_batch(migration.sql)?;
+            if let Some(data) = migration.data {
+                data(&tx)?;
+            }
+        }
+        // PRAGMA takes no bound parameters; the value is our own integer.
+        tx.execute_batch(&format!("PRAGMA user_version = {latest}"))?;
+        tx.commit()?;
+        Ok(latest)
+    })();
+    upgraded.map_err(|source| (next, source))
+}
+
+impl Migration {
+    /// Whether `other` is this step (steps are constants; their text tells them apart).
+    fn is(&self, other: &Migration) -> bool {
+        self.description == other.description && self.sql == other.sql
+    }
+}
+
+/// The version at which every step of `own` is in a file laid out by `file`: the
+/// position of the last of them, 0 when `file` holds none. A reader of `own`'s tables
+/// needs the file that far and no further.
+pub(crate) fn version_after(file: &[Migration], own: &[Migration]) -> u32 {
+    let steps = file
+        .iter()
+        .rposition(|m| own.iter().any(|o| o.is(m)))
+        .map_or(0, |at| at + 1);
+    version_of(&file[..steps])
+}
+
+/// For an opener that must not run other owners' steps: the limiter and the journal,
+/// which open the file inside `budget charge`, where a data step of the store's (which
+/// may take minutes on a year's file) must never run. Brings the file at `path`, laid
+/// out by `file`, far enough for the tables of `own`:
+/// - a file at version 0 (new, or written only by builds that did not version it)
+///   holds none of the store's tables, so no step has rows to move: it is brought up
+///   whole, as [`migrate`] does, and its version says so;
+/// - any other file gets only the steps of `own` it has not had, ahead of the others,
+///   in one `BEGIN IMMEDIATE` transaction, and keeps its `user_version`, which stays
+///   honest: the steps before them have not run. When the store brings the file up, it
+///   runs them again in their place, so a step an owner runs ahead must be harmless
+///   to run twice (tables `IF NOT EXISTS`, columns added when missing) and must only
+///   create or add to its own tables.
+///
+/// Refuses a file newer than `file` as [`migrate`] does. Returns the version the file
+/// was at.
+pub(crate) fn migrate_own(
+    conn: &Connection,
+    path: &Path,
+    file: &[Migration],
+    own: &[Migration],
+) -> Result<u32, SchemaError> {
+    let latest = version_of(file);
+    let before = readable_version(conn, path, latest)?;
+    if before == 0 {
+        return migrate(conn, path, file);
+    }
+    let needed = version_after(file, own);
+    if before >= needed {
+        return Ok(before);
+    }
+    let ahead = (|| -> Result<(), (u32, StepError)> {
+        let early = |e: rusqlite::Error| (needed, StepError::from(e));
+        let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)
+            .map_err(early)?;
+        let current = user_version(&tx).map_err(early)?;
+        let pending = file
+            .iter()
+            .enumerate()
+            .skip(current as usize)
+            .filter(|(_, m)| own.iter().any(|o| o.is(m)));
+        for (at, migration) in pending {
+            let version = version_of(&file[..=at]);
+            // Debug only: until the store brings the file up, every open runs it again.
+            tracing::debug!(
+                version,
+                description = migration.description,
+                "bringing these tables forward ahead of the file's other steps"
+            );
+            let failed_at = |e: StepError| (version, e);
+            tx.execute_batch(migration.sql)
+                .map_err(|e| failed_at(e.into()))?;
+            if let Some(data) = migration.data {
+                data(&tx).map_err(failed_at)?;
+            }
+        }
+        tx.commit().map_err(early)
+    })();
+    ahead.map_err(|(version, source)| step_failed(path, version, source))?;
+    Ok(before)
 }
 
 #[cfg(test)]

@@ -333,7 +333,7 @@ fn a_file_from_before_category_charts_upgrades_losslessly_even_killed_midway() {
     let scratch = Scratch::new();
     let db = scratch.file("trendsync.db");
     v4_file(&db, 400);
-    let latest = trendsync::store::schema_version();
+    let latest = trendsync::schema::latest_version();
     assert!(latest > BEFORE_CHARTS);
     crate::common::upgrade_killed_at_six_moments(
         &scratch,

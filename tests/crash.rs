@@ -223,7 +223,7 @@ fn assert_intact(path: &Path, what: &str) -> Found {
         );
     }
     let version = number(&db, "PRAGMA user_version");
-    let latest = i64::from(trendsync::store::schema_version());
+    let latest = i64::from(trendsync::schema::latest_version());
     let tables = number(
         &db,
         "SELECT count(*) FROM sqlite_master WHERE name IN

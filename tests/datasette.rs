@@ -518,7 +518,7 @@ fn a_version_6_file_upgrades_to_an_index_datasette_finds_even_killed_midway() {
         [None, None],
         "version 6 hides it from Datasette"
     );
-    let latest = trendsync::store::schema_version();
+    let latest = trendsync::schema::latest_version();
     crate::common::upgrade_killed_at_six_moments(
         &scratch,
         &db,

@@ -31,6 +31,7 @@ mod hardening;
 // Closed and full streams, signals, FIFOs and symlinks: Unix only.
 #[cfg(unix)]
 mod hostile;
+mod layering;
 mod limiter_down;
 mod metrics_e2e;
 mod monitoring;

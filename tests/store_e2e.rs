@@ -364,7 +364,7 @@ fn an_upgrade_killed_at_any_moment_leaves_one_version_and_the_next_start_finishe
     let scratch = Scratch::new();
     let db = scratch.file("trendsync.db");
     v1_year_slice(&db, 150);
-    let latest = trendsync::store::schema_version();
+    let latest = trendsync::schema::latest_version();
     crate::common::upgrade_killed_at_six_moments(
         &scratch,
         &db,
@@ -436,7 +436,7 @@ fn writers_of_every_kind_starting_together_on_a_new_file_all_succeed() {
     let number = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).expect(sql) };
     assert_eq!(
         number("PRAGMA user_version"),
-        i64::from(trendsync::store::schema_version())
+        i64::from(trendsync::schema::latest_version())
     );
     assert_eq!(
         number("SELECT count(*) FROM quota_entry"),
@@ -458,6 +458,62 @@ fn writers_of_every_kind_starting_together_on_a_new_file_all_succeed() {
     assert_eq!(check, "ok");
 }
 
+/// `budget charge` on a file that still needs the store's long data step (version 1:
+/// step 3 rewrites every snapshot) charges without running it: the limiter's and the
+/// journal's tables are created beside the old ones, the store's are left as they are
+/// and the version stays, for the next `run` (or `prune`) to bring up.
+#[test]
+fn budget_charge_on_a_file_needing_the_stores_data_step_leaves_that_step_to_run() {
+    let scratch = Scratch::new();
+    let db = scratch.file("trendsync.db");
+    v1_year_slice(&db, 3);
+    let count = |sql: &str| -> i64 {
+        let conn = Connection::open(&db).expect("opening");
+        conn.query_row(sql, [], |r| r.get(0)).expect(sql)
+    };
+    let trending = count("SELECT count(*) FROM trending");
+    for _ in 0..2 {
+        let charged = scratch
+            .cmd()
+            .arg("--db")
+            .arg(&db)
+            .args(["budget", "charge", "videos.list", "--json"])
+            .run();
+        assert_eq!(charged.code, 0, "{}", charged.stderr);
+        assert_eq!(charged.json()["granted"], true, "{}", charged.stdout);
+    }
+    assert_eq!(
+        count("PRAGMA user_version"),
+        1,
+        "the store's steps did not run"
+    );
+    assert_eq!(count("SELECT count(*) FROM trending"), trending);
+    assert_eq!(
+        count("SELECT count(*) FROM sqlite_schema WHERE name = 'places'"),
+        0,
+        "step 3's tables are not there"
+    );
+    assert_eq!(count("SELECT sum(units) FROM quota_entry"), 2);
+
+    let pruned = scratch
+        .cmd()
+        .arg("--db")
+        .arg(&db)
+        .args(["prune", "--older-than", "36500d"])
+        .run();
+    assert_eq!(pruned.code, 0, "{}", pruned.stderr);
+    assert_eq!(
+        count("PRAGMA user_version"),
+        i64::from(trendsync::schema::latest_version())
+    );
+    assert_eq!(count("SELECT count(*) FROM places"), trending);
+    assert_eq!(
+        count("SELECT sum(units) FROM quota_entry"),
+        2,
+        "the charges stay"
+    );
+}
+
 /// A file from a newer trendsync is refused by every command that opens it, with the
 /// same message and exit 1, and left as it was.
 #[test]
@@ -471,7 +527,7 @@ fn a_newer_file_is_refused_by_every_command_alike() {
         .args(["budget", "charge", "videos.list"])
         .run();
     assert_eq!(ran.code, 0, "{}", ran.stderr);
-    let newer = trendsync::store::schema_version() + 1;
+    let newer = trendsync::schema::latest_version() + 1;
     Connection::open(&db)
         .expect("opening")
         .execute_batch(&format!("PRAGMA user_version = {newer}"))
@@ -480,7 +536,7 @@ fn a_newer_file_is_refused_by_every_command_alike() {
     let sentence = format!(
         "has schema version {newer}, but this build of trendsync supports at most version {}; \
          upgrade trendsync",
-        trendsync::store::schema_version()
+        trendsync::schema::latest_version()
     );
     for args in [
         &["budget", "charge", "videos.list"][..],

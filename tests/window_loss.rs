@@ -104,7 +104,7 @@ async fn the_first_charge_into_a_lost_window_restores_the_ledger() {
             .await
             .expect("connecting"),
     );
-    limiter.keep_ledger(Arc::clone(&journal), "mid").await;
+    let limiter = limiter.keep_ledger(Arc::clone(&journal), "mid").await;
     let one = |id: &str| Charge {
         bucket: "budget".into(),
         id: id.into(),
@@ -165,8 +165,7 @@ async fn a_window_that_kept_its_epoch_but_lost_the_newest_grants_is_restored() {
         );
         limiter
             .keep_ledger(Arc::new(Journal::open(&db).expect("journal")), "lost")
-            .await;
-        limiter
+            .await
     };
     let budget = [PolicyRef {
         name: "budget".into(),

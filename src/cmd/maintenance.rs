@@ -110,7 +110,8 @@ pub(crate) fn for_vacuum(db: &Path) -> anyhow::Result<Held> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::{ExitCode, exit_code_for};
+    use crate::cmd::exit_code_for;
+    use crate::error::ExitCode;
 
     #[test]
     fn a_writer_behind_a_vacuum_waits_then_stops_with_75() {

@@ -5,6 +5,7 @@ mod budget;
 mod completions;
 mod crontab;
 mod database;
+mod exit;
 mod export;
 mod key;
 mod maintenance;
@@ -15,6 +16,8 @@ mod search;
 mod status;
 mod video;
 
+pub use exit::exit_code_for;
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -22,7 +25,7 @@ use anyhow::{Context, Result};
 
 use crate::cli::{BudgetAction, Cli, Command, Global};
 use crate::config::{self, Config, Origin};
-use crate::error::{MissingConfig, UsageError, exit_code_for, is_broken_pipe, is_silent};
+use crate::error::{MissingConfig, UsageError, is_broken_pipe, is_silent};
 use crate::quota::{
     Budget, EmbeddedLimiter, Journal, Limiter, LimiterError, RedisLimiter, Status, TlsFiles,
 };
@@ -182,7 +185,7 @@ pub(crate) async fn open_limiter(
     budget: &Budget,
     access: Access,
 ) -> Result<Limiter> {
-    let limiter = match &global.redis_url {
+    let mut limiter = match &global.redis_url {
         Some(url) => {
             let tls = TlsFiles {
                 ca_file: global.redis_ca_file.clone(),
@@ -206,7 +209,7 @@ pub(crate) async fn open_limiter(
     };
     if can_record {
         if matches!(limiter, Limiter::Redis(_)) {
-            keep_ledger(&global.db, budget, &limiter, access).await;
+            limiter = keep_ledger(&global.db, budget, limiter, access).await;
         }
         replay_journal(&global.db, budget, &limiter).await;
     }
@@ -216,17 +219,20 @@ pub(crate) async fn open_limiter(
 /// Keeps this host's ledger of Redis grants in the database, restoring it first if
 /// Redis lost the window (DESIGN.md 3.7). Reading the budget opens only a ledger that
 /// exists; a command that charges creates one.
-async fn keep_ledger(db: &Path, budget: &Budget, limiter: &Limiter, access: Access) {
+async fn keep_ledger(db: &Path, budget: &Budget, limiter: Limiter, access: Access) -> Limiter {
     let journal = match access {
         Access::Charge => Journal::open(db).map(Some),
         Access::Read | Access::ReadReplayed => Journal::open_if_any(db),
     };
     match journal {
         Ok(Some(journal)) => limiter.keep_ledger(Arc::new(journal), &budget.key).await,
-        Ok(None) => {}
-        Err(e) => tracing::warn!(
-            "{e}; going on without a ledger: should Redis lose the window, this host cannot restore its share"
-        ),
+        Ok(None) => limiter,
+        Err(e) => {
+            tracing::warn!(
+                "{e}; going on without a ledger: should Redis lose the window, this host cannot restore its share"
+            );
+            limiter
+        }
     }
 }
 

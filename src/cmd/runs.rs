@@ -7,7 +7,7 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use super::status::{ago, at, one_line};
+use super::status::{ago, at, charts_text, one_line};
 use crate::cli::{Global, RunsArgs};
 use crate::clock::now_s;
 use crate::report::print_json;
@@ -153,19 +153,4 @@ fn read(db: &std::path::Path, filter: &HistoryFilter) -> Result<Vec<HistoryRow>>
     });
     rows.truncate(usize::try_from(filter.limit).unwrap_or(usize::MAX));
     Ok(rows)
-}
-
-/// The charts of a history line for people: `overall+17+25`, `-` for none.
-pub(crate) fn charts_text(charts: &[u32]) -> String {
-    if charts.is_empty() {
-        return "-".to_owned();
-    }
-    charts
-        .iter()
-        .map(|c| match c {
-            0 => "overall".to_owned(),
-            c => c.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join("+")
 }

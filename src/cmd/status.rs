@@ -153,6 +153,21 @@ pub(crate) fn one_line(text: &str) -> String {
     out
 }
 
+/// The charts of a history line for people: `overall+17+25`, `-` for none.
+pub(crate) fn charts_text(charts: &[u32]) -> String {
+    if charts.is_empty() {
+        return "-".to_owned();
+    }
+    charts
+        .iter()
+        .map(|c| match c {
+            0 => "overall".to_owned(),
+            c => c.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("+")
+}
+
 fn read_stored(db: &Path) -> Result<Stored> {
     let Some(store) =
         Store::open_read_only(db).with_context(|| format!("opening {}", db.display()))?
@@ -356,7 +371,7 @@ fn print_text(
             num(r.videos),
             num(r.units),
             format!("{complete}{mark}"),
-            attempt.map_or("-".to_owned(), |a| super::runs::charts_text(&a.charts)),
+            attempt.map_or("-".to_owned(), |a| charts_text(&a.charts)),
             r.last_reason.as_deref().map_or(String::new(), one_line)
         )?;
     }

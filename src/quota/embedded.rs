@@ -13,12 +13,11 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use super::model::{self, Fit, PartOutcome};
 use super::skew::{self, LimiterClock};
 use super::{
-    BUDGET_POLICY, Charge, Decision, Entry, LimiterError, PolicyRef, PolicyStatus, Status, Window,
-    from_micros, micros,
+    BUDGET_POLICY, Cause, Charge, Decision, Entry, LimiterError, PolicyRef, PolicyStatus,
+    SqliteCause, Status, Window, from_micros, micros,
 };
 use crate::clock::{Clock, SystemClock};
-use crate::schema::MIGRATIONS;
-use crate::sqlite::{Durability, OpenError};
+use crate::sqlite::{Durability, Migration, OpenError};
 
 pub struct EmbeddedLimiter {
     path: PathBuf,
@@ -39,21 +38,20 @@ impl std::fmt::Debug for EmbeddedLimiter {
 }
 
 impl EmbeddedLimiter {
-    /// Opens (creating if needed) the database at `path` for charging.
-    pub fn open(path: &Path, budget_key: &str) -> Result<EmbeddedLimiter, LimiterError> {
-        EmbeddedLimiter::open_with_clock(path, budget_key, Arc::new(SystemClock))
-    }
-
-    /// [`EmbeddedLimiter::open`], deciding by `clock` instead of the host's.
-    pub fn open_with_clock(
+    /// Opens (creating if needed) the database at `path`, laid out by `file`, for
+    /// charging, deciding by `clock`. Runs only the limiter's own steps on a file the
+    /// store has versioned ([`crate::sqlite::migrate_own`]).
+    pub(crate) fn open_in(
         path: &Path,
         budget_key: &str,
         clock: Arc<dyn Clock>,
+        file: &[Migration],
     ) -> Result<EmbeddedLimiter, LimiterError> {
         let fail = |doing: &'static str, e: rusqlite::Error| LimiterError::Failed {
             endpoint: path.display().to_string(),
             doing,
             reason: e.to_string(),
+            source: Some(SqliteCause(e).into()),
         };
         // FULL, as SQLite's default that the limiter always ran with: a granted charge
         // lost to a power cut would let the window be overspent.
@@ -64,12 +62,16 @@ impl EmbeddedLimiter {
                     endpoint: path.display().to_string(),
                     doing: "switching to WAL journaling",
                     reason: e.to_string(),
+                    source: Some(e.into()),
                 },
             })?;
-        crate::schema::migrate(&conn, path, MIGRATIONS).map_err(|e| LimiterError::Failed {
-            endpoint: path.display().to_string(),
-            doing: "bringing the database's schema up to date",
-            reason: crate::error::chain(&e),
+        crate::sqlite::migrate_own(&conn, path, file, super::schema::STEPS).map_err(|e| {
+            LimiterError::Failed {
+                endpoint: path.display().to_string(),
+                doing: "bringing the database's schema up to date",
+                reason: crate::error::chain(&e),
+                source: Some(e.into()),
+            }
         })?;
         Ok(EmbeddedLimiter {
             path: path.to_path_buf(),
@@ -82,20 +84,30 @@ impl EmbeddedLimiter {
     /// Opens `path` only to read the window: creates nothing, writes nothing and never
     /// migrates. A missing file is an empty window; so is a file whose schema predates
     /// the limiter's tables, and an older file that holds them is read as it is (their
-    /// columns never changed). A file newer than this build is refused.
-    pub fn open_read_only(path: &Path, budget_key: &str) -> Result<EmbeddedLimiter, LimiterError> {
+    /// columns never changed). A file newer than `file`, the file's list of steps, is
+    /// refused.
+    pub(crate) fn open_read_only_in(
+        path: &Path,
+        budget_key: &str,
+        file: &[Migration],
+    ) -> Result<EmbeddedLimiter, LimiterError> {
         let conn = if path.exists() {
-            let fail = |doing: &'static str, reason: String| LimiterError::Failed {
+            let fail = |doing: &'static str, e: Cause| LimiterError::Failed {
                 endpoint: path.display().to_string(),
                 doing,
-                reason,
+                reason: e.to_string(),
+                source: Some(e),
             };
             let conn = crate::sqlite::open_for_reading(path)
-                .map_err(|e| fail("opening the database to read", e.to_string()))?;
-            let found = crate::schema::user_version(&conn)
-                .map_err(|e| fail("reading the database's schema version", e.to_string()))?;
-            crate::schema::check_readable(path, found, crate::schema::latest_version())
-                .map_err(|e| fail("opening the database to read", e.to_string()))?;
+                .map_err(|e| fail("opening the database to read", SqliteCause(e).into()))?;
+            let found = crate::sqlite::user_version(&conn).map_err(|e| {
+                fail(
+                    "reading the database's schema version",
+                    SqliteCause(e).into(),
+                )
+            })?;
+            crate::sqlite::check_readable(path, found, crate::sqlite::version_of(file))
+                .map_err(|e| fail("opening the database to read", e.into()))?;
             Some(Arc::new(Mutex::new(conn)))
         } else {
             None
@@ -122,22 +134,23 @@ impl EmbeddedLimiter {
             return Ok(None);
         };
         let endpoint = self.endpoint();
-        let fail = move |reason: String| LimiterError::Failed {
+        let fail = move |reason: String, source: Option<Cause>| LimiterError::Failed {
             endpoint: endpoint.clone(),
             doing,
             reason,
+            source,
         };
         let joined = tokio::task::spawn_blocking(move || {
-            let mut guard = conn
-                .lock()
-                .map_err(|_| "a previous database operation panicked".to_owned())?;
-            work(&mut guard).map_err(|e| e.to_string())
+            let Ok(mut guard) = conn.lock() else {
+                return Err(("a previous database operation panicked".to_owned(), None));
+            };
+            work(&mut guard).map_err(|e| (e.to_string(), Some(SqliteCause(e).into())))
         })
         .await;
         match joined {
             Ok(Ok(v)) => Ok(Some(v)),
-            Ok(Err(reason)) => Err(fail(reason)),
-            Err(e) => Err(fail(e.to_string())),
+            Ok(Err((reason, source))) => Err(fail(reason, source)),
+            Err(e) => Err(fail(e.to_string(), None)),
         }
     }
 
@@ -160,6 +173,7 @@ impl EmbeddedLimiter {
             endpoint: self.endpoint(),
             doing: "charging the budget",
             reason: "the database was opened read-only".to_owned(),
+            source: None,
         })
     }
 

@@ -25,11 +25,11 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BUDGET_POLICY, Charge, Limiter, LimiterError, Part, Window, Zone, from_micros, micros,
+    BUDGET_POLICY, Charge, Limiter, LimiterError, Part, RecordPast, Window, Zone, from_micros,
+    micros,
 };
-use crate::clock::now_us;
-use crate::schema::{MIGRATIONS, SchemaError};
-use crate::sqlite::{Durability, OpenError};
+use crate::clock::Clock;
+use crate::sqlite::{Durability, Migration, OpenError, SchemaError};
 
 /// A row is the only trace of a call the window has not counted: it must survive a
 /// power cut, not only a crash (the store's NORMAL does not).
@@ -150,6 +150,9 @@ pub struct Replayed {
 pub struct Journal {
     path: PathBuf,
     conn: Mutex<Connection>,
+    /// When a call is made and how old a journalled call is, for the replay: passed
+    /// in, so that a test sets the time instead of sleeping.
+    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for Journal {
@@ -159,30 +162,50 @@ impl std::fmt::Debug for Journal {
 }
 
 impl Journal {
-    /// Opens the journal in the database at `path`, creating the file if needed and
-    /// bringing its schema up to date.
-    pub fn open(path: &Path) -> Result<Journal, JournalError> {
+    /// Opens the journal in the database at `path`, laid out by `file`, creating the
+    /// file if needed and bringing the journal's tables up to date (only those, on a
+    /// file the store has versioned: [`crate::sqlite::migrate_own`]).
+    pub(crate) fn open_in(
+        path: &Path,
+        file: &[Migration],
+        clock: Arc<dyn Clock>,
+    ) -> Result<Journal, JournalError> {
         let conn = crate::sqlite::open_for_writing(path, DURABILITY)
             .map_err(|e| JournalError::opening(path, e))?;
-        Journal::ready(path, conn)
+        Journal::ready(path, conn, file, clock)
     }
 
     /// Opens the journal only if the database exists and holds any rows of this
     /// host's calls (unmetered or in the ledger); creates nothing otherwise.
-    pub fn open_if_any(path: &Path) -> Result<Option<Journal>, JournalError> {
-        Journal::open_if(path, "SELECT 1 FROM quota_journal LIMIT 1")
+    pub(crate) fn open_if_any_in(
+        path: &Path,
+        file: &[Migration],
+        clock: Arc<dyn Clock>,
+    ) -> Result<Option<Journal>, JournalError> {
+        Journal::open_if(path, "SELECT 1 FROM quota_journal LIMIT 1", file, clock)
     }
 
     /// Opens the journal only if the database exists and holds journalled calls:
     /// creates nothing otherwise, so commands that only read leave no trace.
-    pub fn open_if_pending(path: &Path) -> Result<Option<Journal>, JournalError> {
+    pub(crate) fn open_if_pending_in(
+        path: &Path,
+        file: &[Migration],
+        clock: Arc<dyn Clock>,
+    ) -> Result<Option<Journal>, JournalError> {
         Journal::open_if(
             path,
             "SELECT 1 FROM quota_journal WHERE metered = 0 LIMIT 1",
+            file,
+            clock,
         )
     }
 
-    fn open_if(path: &Path, rows: &str) -> Result<Option<Journal>, JournalError> {
+    fn open_if(
+        path: &Path,
+        rows: &str,
+        file: &[Migration],
+        clock: Arc<dyn Clock>,
+    ) -> Result<Option<Journal>, JournalError> {
         if !path.exists() {
             return Ok(None);
         }
@@ -196,10 +219,9 @@ impl Journal {
         let pending = {
             let conn = crate::sqlite::open_for_reading(path)
                 .map_err(fail("opening the database to read"))?;
-            let found = crate::schema::user_version(&conn)
+            let found = crate::sqlite::user_version(&conn)
                 .map_err(fail("reading the database's schema version"))?;
-            let latest = crate::schema::latest_version();
-            crate::schema::check_readable(path, found, latest)?;
+            crate::sqlite::check_readable(path, found, crate::sqlite::version_of(file))?;
             let has_table = conn
                 .prepare(
                     "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'quota_journal'",
@@ -209,7 +231,7 @@ impl Journal {
             // A file from before the journal's step may hold a journal without the
             // ledger's columns, whose rows are all unmetered: any row is one to open
             // for (opening upgrades the file).
-            let rows = if found < latest {
+            let rows = if found < crate::sqlite::version_after(file, super::schema::STEPS) {
                 "SELECT 1 FROM quota_journal LIMIT 1"
             } else {
                 rows
@@ -225,16 +247,27 @@ impl Journal {
         }
         let conn = crate::sqlite::open_existing_for_writing(path, DURABILITY)
             .map_err(|e| JournalError::opening(path, e))?;
-        Journal::ready(path, conn).map(Some)
+        Journal::ready(path, conn, file, clock).map(Some)
     }
 
-    /// Brings the file's schema up to date, which creates the journal's tables.
-    fn ready(path: &Path, conn: Connection) -> Result<Journal, JournalError> {
-        crate::schema::migrate(&conn, path, MIGRATIONS)?;
+    /// Brings the journal's tables up to date, creating them if needed.
+    fn ready(
+        path: &Path,
+        conn: Connection,
+        file: &[Migration],
+        clock: Arc<dyn Clock>,
+    ) -> Result<Journal, JournalError> {
+        crate::sqlite::migrate_own(&conn, path, file, super::schema::STEPS)?;
         Ok(Journal {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
+            clock,
         })
+    }
+
+    /// Now, on the clock this journal decides by.
+    pub fn now_us(&self) -> i64 {
+        self.clock.now_us()
     }
 
     pub fn path(&self) -> &Path {
@@ -260,7 +293,7 @@ impl Journal {
     /// Records that the call of `charge`, for the budget named `budget_key`, is made
     /// now without the limiter. Recording the same charge id again keeps the first.
     pub fn record(&self, budget_key: &str, charge: &Charge) -> Result<(), JournalError> {
-        self.record_at(budget_key, charge, now_us())
+        self.record_at(budget_key, charge, self.now_us())
     }
 
     pub fn record_at(
@@ -474,7 +507,7 @@ impl Journal {
     pub async fn restore(
         &self,
         budget_key: &str,
-        limiter: &Limiter,
+        limiter: &impl RecordPast,
     ) -> Result<Replayed, JournalError> {
         let (ledger, unreadable) = self.ledger(budget_key)?;
         self.record_all(ledger, unreadable, limiter, |_| Ok(()))
@@ -485,7 +518,7 @@ impl Journal {
         &self,
         pending: Vec<Journalled>,
         unreadable: u64,
-        limiter: &Limiter,
+        limiter: &impl RecordPast,
         accepted: impl Fn(&Journalled) -> Result<(), JournalError>,
     ) -> Result<Replayed, JournalError> {
         let mut done = Replayed {
@@ -494,7 +527,7 @@ impl Journal {
         };
         let total = pending.len() as u64;
         for j in pending {
-            let age = from_micros(now_us() - j.made_at_us);
+            let age = from_micros(self.now_us() - j.made_at_us);
             match limiter.record_past(&j.charge, age).await {
                 Ok(_) => {
                     accepted(&j)?;
@@ -582,7 +615,7 @@ impl Ledger {
             self.budget_key.clone(),
             charge.clone(),
         );
-        let made_at = now_us();
+        let made_at = self.journal.now_us();
         match tokio::task::spawn_blocking(move || journal.record_granted_at(&key, &charge, made_at))
             .await
         {
@@ -599,10 +632,16 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::{ManualClock, now_us};
     use crate::quota::{EmbeddedLimiter, PolicyRef};
     use std::time::Duration;
 
     const HOUR: Duration = Duration::from_secs(3600);
+
+    /// The one clock a test's journal and limiter both read: set, never slept on.
+    fn clock() -> Arc<ManualClock> {
+        Arc::new(ManualClock::starting_at(1_700_000_000_000_000))
+    }
 
     fn charge(id: &str, units: u64) -> Charge {
         Charge {
@@ -757,9 +796,12 @@ mod tests {
     #[tokio::test]
     async fn a_replay_counts_each_call_once_at_its_original_age() {
         let (_dir, path) = scratch();
-        let limiter = Limiter::Embedded(EmbeddedLimiter::open(&path, "key1").expect("limiter"));
-        let j = Journal::open(&path).expect("open");
-        let now = now_us();
+        let clock = clock();
+        let limiter = Limiter::Embedded(
+            EmbeddedLimiter::open_with_clock(&path, "key1", clock.clone()).expect("limiter"),
+        );
+        let j = Journal::open_with_clock(&path, clock.clone()).expect("open");
+        let now = clock.now_us();
         let ten_min = 600 * 1_000_000;
         j.record_at("key1", &charge("r-1", 100), now - ten_min)
             .expect("record");
@@ -778,8 +820,7 @@ mod tests {
         let (budget, next_free) = used(&limiter, "budget", HOUR).await;
         assert_eq!(budget, 101);
         // Made ten minutes ago: it leaves the hour's window in fifty minutes.
-        let next_free = next_free.expect("entries").as_secs_f64();
-        assert!((2995.0..=3000.0).contains(&next_free), "{next_free}");
+        assert_eq!(next_free, Some(Duration::from_secs(3000)));
         // The per-call limit's window is one minute: the calls are already out of it.
         assert_eq!(used(&limiter, "calls", Duration::from_secs(60)).await.0, 0);
         assert!(j.pending("key1").expect("pending").0.is_empty());
@@ -852,8 +893,9 @@ mod tests {
     #[tokio::test]
     async fn a_restore_records_the_ledger_once_at_original_ages_and_keeps_it() {
         let (_dir, path) = scratch();
-        let j = Journal::open(&path).expect("open");
-        let now = now_us();
+        let clock = clock();
+        let j = Journal::open_with_clock(&path, clock.clone()).expect("open");
+        let now = clock.now_us();
         let ten_min = 600 * 1_000_000;
         j.record_granted_at("key1", &charge("g-1", 100), now - ten_min)
             .expect("record");
@@ -861,7 +903,8 @@ mod tests {
             .expect("record");
         // The window this host charged into is gone: an empty one.
         let limiter = Limiter::Embedded(
-            EmbeddedLimiter::open(&path.with_extension("other.db"), "key1").expect("limiter"),
+            EmbeddedLimiter::open_with_clock(&path.with_extension("other.db"), "key1", clock)
+                .expect("limiter"),
         );
         for _ in 0..2 {
             let done = j.restore("key1", &limiter).await.expect("restore");
@@ -869,8 +912,7 @@ mod tests {
             let (budget, next_free) = used(&limiter, "budget", HOUR).await;
             assert_eq!(budget, 105, "counted once, however often restored");
             // The older call, made twenty minutes ago, leaves in forty.
-            let next_free = next_free.expect("entries").as_secs_f64();
-            assert!((2395.0..=2400.0).contains(&next_free), "{next_free}");
+            assert_eq!(next_free, Some(Duration::from_secs(2400)));
         }
         assert_eq!(
             j.ledger("key1").expect("ledger").0.len(),

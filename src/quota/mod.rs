@@ -24,7 +24,7 @@ use std::time::Duration;
 pub use embedded::EmbeddedLimiter;
 pub use journal::{Epoch, Journal, JournalError, Journalled, Ledger, Replayed};
 pub use model::{Fit, PartOutcome};
-pub use redis::{Decided, RedisLimiter};
+pub use redis::{Decided, RedisCause, RedisLimiter};
 pub use redis_connect::{RedisConfigError, TlsFiles, mask_url};
 pub use window::{Span, Window, Zone};
 
@@ -429,19 +429,46 @@ impl Status {
     }
 }
 
+/// What the limiter's store said when it failed (a [`SqliteCause`], a
+/// [`RedisCause`]), kept as the error's `source` so that a caller can tell "database
+/// is locked" from "disk full", or a timeout from a refused command, without reading
+/// `reason`, which says the same in words.
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// SQLite's error under a [`LimiterError`]: `.0.sqlite_error_code()` tells "database
+/// is locked" from "disk full". Its words are its own and it has no source, so that a
+/// report says them once, as before it was kept (rusqlite's own source repeats them
+/// with the bare error code).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SqliteCause(pub rusqlite::Error);
+
+impl From<rusqlite::Error> for SqliteCause {
+    fn from(e: rusqlite::Error) -> SqliteCause {
+        SqliteCause(e)
+    }
+}
+
 /// The limiter could not decide.
 #[derive(Debug, thiserror::Error)]
 pub enum LimiterError {
     /// The limiter could not be reached or did not answer in time: the
     /// `[when_limiter_down]` policy applies.
     #[error("the limiter at {endpoint} is unreachable: {reason}")]
-    Unavailable { endpoint: String, reason: String },
+    Unavailable {
+        endpoint: String,
+        reason: String,
+        #[source]
+        source: Option<Cause>,
+    },
     /// The limiter answered, but not as expected: not retried blindly.
     #[error("the limiter at {endpoint} failed while {doing}: {reason}")]
     Failed {
         endpoint: String,
         doing: &'static str,
         reason: String,
+        #[source]
+        source: Option<Cause>,
     },
     /// The limiter is configured in a way no retry can fix (exit 78).
     #[error(transparent)]
@@ -482,6 +509,28 @@ fn unavailable(endpoint: &str, reason: &str) -> LimiterError {
     LimiterError::Unavailable {
         endpoint: endpoint.to_owned(),
         reason: reason.to_owned(),
+        source: None,
+    }
+}
+
+/// What a replay records into: a call already made, `age` ago, counted whatever the
+/// window holds. The journal replays into a [`Limiter`]; the Redis backend restores
+/// its ledger into itself.
+pub trait RecordPast {
+    fn record_past(
+        &self,
+        charge: &Charge,
+        age: Duration,
+    ) -> impl Future<Output = Result<Decision, LimiterError>> + Send;
+}
+
+impl RecordPast for Limiter {
+    fn record_past(
+        &self,
+        charge: &Charge,
+        age: Duration,
+    ) -> impl Future<Output = Result<Decision, LimiterError>> + Send {
+        Limiter::record_past(self, charge, age)
     }
 }
 
@@ -490,9 +539,9 @@ impl Limiter {
     /// reached is [`Limiter::Down`]; any other failure stays an error.
     pub fn or_down(opened: Result<Limiter, LimiterError>) -> Result<Limiter, LimiterError> {
         match opened {
-            Err(LimiterError::Unavailable { endpoint, reason }) => {
-                Ok(Limiter::Down { endpoint, reason })
-            }
+            Err(LimiterError::Unavailable {
+                endpoint, reason, ..
+            }) => Ok(Limiter::Down { endpoint, reason }),
             other => other,
         }
     }
@@ -512,25 +561,7 @@ impl Limiter {
     /// ([`skew`]).
     pub async fn charge_timed(&self, charge: &Charge) -> Result<(Decision, i64), LimiterError> {
         match self {
-            Limiter::Redis(l) => {
-                let Decided {
-                    decision,
-                    epoch,
-                    now_us,
-                } = l.decide(charge, None).await?;
-                if let Some(ledger) = l.ledger() {
-                    if decision.granted
-                        && let Err(e) = ledger.granted(charge).await
-                    {
-                        tracing::warn!(
-                            "{e}; charge {} is counted in the window, but cannot be restored should Redis lose it",
-                            charge.id
-                        );
-                    }
-                    self.watch_epoch(ledger, Some(epoch)).await;
-                }
-                Ok((decision, now_us))
-            }
+            Limiter::Redis(l) => l.charge_keeping_ledger(charge).await,
             Limiter::Embedded(l) => l.charge(charge, None).await,
             Limiter::Down { endpoint, reason } => Err(unavailable(endpoint, reason)),
         }
@@ -597,139 +628,18 @@ impl Limiter {
     /// Whether calls counted in this limiter stay in the local ledger: only Redis can
     /// lose a window while this host's database keeps it.
     pub fn keeps_ledger(&self) -> bool {
-        matches!(self, Limiter::Redis(l) if l.ledger().is_some())
+        matches!(self, Limiter::Redis(l) if l.keeps_ledger())
     }
 
     /// Keeps a ledger of this host's grants in `journal` from now on, replays it if
     /// Redis no longer holds the window this host last charged into, and prunes what
-    /// every window has let go. Only Redis needs one; the others ignore it.
-    pub async fn keep_ledger(&self, journal: Arc<Journal>, budget_key: &str) {
-        let Limiter::Redis(l) = self else { return };
-        match Ledger::new(journal, budget_key) {
-            Ok(ledger) => l.keep_ledger(ledger),
-            Err(e) => {
-                tracing::warn!(
-                    "{e}; going on without a ledger: should Redis lose the window, this host cannot restore its share"
-                );
-                return;
-            }
-        }
-        let Some(ledger) = l.ledger() else { return };
-        match l.epoch().await {
-            Ok(epoch) => self.watch_epoch(ledger, epoch).await,
-            // A Redis that stopped answering: the charges will say so.
-            Err(e) => tracing::debug!("reading the window's epoch failed: {e}"),
-        }
-        self.probe_newest_grant(ledger).await;
-        if let Err(e) = ledger.journal().prune(budget_key, crate::clock::now_us()) {
-            tracing::warn!("{e}; the ledger's old rows stay for next time");
-        }
-    }
-
-    /// Compares the epoch a reply carried with the one this host last saw; when it
-    /// moved, Redis lost the window: replays this host's ledger into it.
-    async fn watch_epoch(&self, ledger: &Ledger, seen: Option<Epoch>) {
-        let known = ledger.known();
-        if known == seen {
-            return;
-        }
-        if known.is_none() {
-            if let Err(e) = ledger.remember(seen) {
-                tracing::warn!("{e}");
-            }
-            return;
-        }
-        let _one_at_a_time = ledger.restoring().await;
-        if ledger.known() != known {
-            return; // restored meanwhile by another task of this process
-        }
-        let now = match seen {
-            Some(e) => format!("epoch {e}"),
-            None => "none".to_owned(),
-        };
-        let then = known.map_or_else(String::new, |e| e.to_string());
-        self.restore(
-            ledger,
-            &format!(
-                "the window is not the one this host charged into (epoch {then} then, {now} now)"
-            ),
-        )
-        .await;
-    }
-
-    /// Whether Redis still holds this host's newest grant, when it should: a failover
-    /// to a replica that missed the latest writes keeps the epoch but loses them.
-    async fn probe_newest_grant(&self, ledger: &Ledger) {
-        let Limiter::Redis(l) = self else { return };
-        let newest = match ledger.journal().ledger(ledger.budget_key()) {
-            Ok((rows, _)) => rows.into_iter().next_back(),
-            Err(e) => {
-                tracing::warn!("{e}");
-                return;
-            }
-        };
-        let Some(newest) = newest else { return };
-        // A part whose window still counts it, by a margin no clock step undoes.
-        let (now, made) = (crate::clock::now_us(), newest.made_at_us);
-        let Some(part) = newest.charge.parts.iter().find(|p| {
-            made > p.window.at(now).cutoff_us + 60_000_000
-                && p.window.leaves(made, now) > now + 60_000_000
-        }) else {
-            return;
-        };
-        match l.holds(&newest.charge, part).await {
-            Ok(true) => {}
-            Ok(false) => {
-                let _one_at_a_time = ledger.restoring().await;
-                self.restore(
-                    ledger,
-                    &format!(
-                        "the window no longer holds this host's newest charge ({})",
-                        newest.charge.id
-                    ),
-                )
-                .await;
-            }
-            Err(e) => tracing::debug!("looking for this host's newest charge failed: {e}"),
-        }
-    }
-
-    /// Replays this host's ledger into a window Redis lost (`why` says how it shows),
-    /// then remembers the window's epoch.
-    async fn restore(&self, ledger: &Ledger, why: &str) {
-        let Limiter::Redis(l) = self else { return };
-        tracing::warn!(
-            "budget \"{}\" on {}: {why}; Redis lost it (a restart without persistence, or a failover to a replica that missed writes). Replaying this host's ledger at the original times; the window is whole again once every host that charged within it has run",
-            ledger.budget_key(),
-            l.endpoint(),
-        );
-        let done = match ledger.journal().restore(ledger.budget_key(), self).await {
-            Ok(done) => done,
-            Err(e) => {
-                tracing::warn!("{e}; the ledger is replayed again next time");
-                return;
-            }
-        };
-        tracing::info!(
-            "restored {} call{} ({} units) of this host into budget \"{}\" on {}",
-            done.calls,
-            if done.calls == 1 { "" } else { "s" },
-            done.units,
-            ledger.budget_key(),
-            l.endpoint()
-        );
-        if let Some(e) = done.interrupted {
-            tracing::warn!("restoring the ledger stopped: {e}; it is replayed again next time");
-            return;
-        }
-        // The replay itself created the epoch if none was there.
-        match l.epoch().await {
-            Ok(epoch) => {
-                if let Err(e) = ledger.remember(epoch) {
-                    tracing::warn!("{e}");
-                }
-            }
-            Err(e) => tracing::warn!("{e}; the ledger is replayed again next time"),
+    /// every window has let go. Only Redis needs one; the others are returned as they
+    /// are.
+    #[must_use = "the limiter that keeps the ledger is the one returned"]
+    pub async fn keep_ledger(self, journal: Arc<Journal>, budget_key: &str) -> Limiter {
+        match self {
+            Limiter::Redis(l) => Limiter::Redis(l.keep_ledger(journal, budget_key).await),
+            other => other,
         }
     }
 

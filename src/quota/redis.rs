@@ -2,20 +2,20 @@
 //! clock, for every host and cron job that spends from one API key.
 
 use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
 use redis::{RedisError, RedisResult, Script};
 
-use super::journal::{Epoch, Ledger};
+use super::journal::{Epoch, Journal, Ledger};
 use super::model::{self, Fit, PartOutcome};
 use super::redis_connect::{
     Conn, Connector, TlsFiles, is_failover, masked_detail, permission_error, worth_once_more,
 };
 use super::{
-    BUDGET_POLICY, Charge, Decision, Entry, LimiterError, Part, PolicyRef, PolicyStatus, Status,
-    from_micros, micros,
+    BUDGET_POLICY, Charge, Decision, Entry, LimiterError, Part, PolicyRef, PolicyStatus,
+    RecordPast, Status, from_micros, micros,
 };
 use crate::clock::{Clock, SystemClock};
 
@@ -39,11 +39,17 @@ pub struct RedisLimiter {
     charge: Script,
     status: Script,
     /// This host's record of its grants, replayed when Redis loses the window (3.7).
-    /// Boxed: set once per process, it need not make every `Limiter` larger.
-    ledger: Box<OnceLock<Ledger>>,
+    /// Boxed: one per process, it need not make every `Limiter` larger.
+    ledger: Option<Box<Ledger>>,
     /// This host's clock, read only for the local midnights a calendar-day window
     /// sends along (3.9): Redis's own TIME decides.
     clock: Arc<dyn Clock>,
+}
+
+impl RecordPast for RedisLimiter {
+    async fn record_past(&self, charge: &Charge, age: Duration) -> Result<Decision, LimiterError> {
+        self.decide(charge, Some(age)).await.map(|d| d.decision)
+    }
 }
 
 /// A charge script's answer.
@@ -156,7 +162,7 @@ impl RedisLimiter {
             prefix,
             charge: Script::new(CHARGE_LUA),
             status: Script::new(STATUS_LUA),
-            ledger: Box::new(OnceLock::new()),
+            ledger: None,
             clock: Arc::new(SystemClock),
         })
     }
@@ -194,13 +200,173 @@ impl RedisLimiter {
         format!("{}:epoch", self.prefix)
     }
 
-    /// Keeps this host's ledger of grants from now on (DESIGN.md 3.7).
-    pub fn keep_ledger(&self, ledger: Ledger) {
-        let _ = self.ledger.set(ledger);
+    /// Keeps this host's ledger of grants in `journal` from now on (DESIGN.md 3.7),
+    /// replays it if Redis no longer holds the window this host last charged into, and
+    /// prunes what every window has let go.
+    #[must_use = "the limiter that keeps the ledger is the one returned"]
+    pub async fn keep_ledger(mut self, journal: Arc<Journal>, budget_key: &str) -> RedisLimiter {
+        match Ledger::new(journal, budget_key) {
+            Ok(ledger) => self.ledger = Some(Box::new(ledger)),
+            Err(e) => {
+                tracing::warn!(
+                    "{e}; going on without a ledger: should Redis lose the window, this host cannot restore its share"
+                );
+                return self;
+            }
+        }
+        if let Some(ledger) = self.ledger.as_deref() {
+            match self.epoch().await {
+                Ok(epoch) => self.watch_epoch(ledger, epoch).await,
+                // A Redis that stopped answering: the charges will say so.
+                Err(e) => tracing::debug!("reading the window's epoch failed: {e}"),
+            }
+            self.probe_newest_grant(ledger).await;
+            if let Err(e) = ledger
+                .journal()
+                .prune(budget_key, ledger.journal().now_us())
+            {
+                tracing::warn!("{e}; the ledger's old rows stay for next time");
+            }
+        }
+        self
     }
 
-    pub(super) fn ledger(&self) -> Option<&Ledger> {
-        self.ledger.get()
+    /// Whether this host's grants are kept in a ledger.
+    pub(super) fn keeps_ledger(&self) -> bool {
+        self.ledger.is_some()
+    }
+
+    /// [`Limiter::charge`](super::Limiter::charge): decides `charge`, records a grant
+    /// in the ledger, and restores the ledger when the reply shows Redis lost the
+    /// window.
+    /// Decides `charge` and keeps the ledger; returns Redis's clock at the decision
+    /// with it, for the clock check ([`super::skew`]).
+    pub(super) async fn charge_keeping_ledger(
+        &self,
+        charge: &Charge,
+    ) -> Result<(Decision, i64), LimiterError> {
+        let Decided {
+            decision,
+            epoch,
+            now_us,
+        } = self.decide(charge, None).await?;
+        if let Some(ledger) = self.ledger.as_deref() {
+            if decision.granted
+                && let Err(e) = ledger.granted(charge).await
+            {
+                tracing::warn!(
+                    "{e}; charge {} is counted in the window, but cannot be restored should Redis lose it",
+                    charge.id
+                );
+            }
+            self.watch_epoch(ledger, Some(epoch)).await;
+        }
+        Ok((decision, now_us))
+    }
+
+    /// Compares the epoch a reply carried with the one this host last saw; when it
+    /// moved, Redis lost the window: replays this host's ledger into it.
+    async fn watch_epoch(&self, ledger: &Ledger, seen: Option<Epoch>) {
+        let known = ledger.known();
+        if known == seen {
+            return;
+        }
+        if known.is_none() {
+            if let Err(e) = ledger.remember(seen) {
+                tracing::warn!("{e}");
+            }
+            return;
+        }
+        let _one_at_a_time = ledger.restoring().await;
+        if ledger.known() != known {
+            return; // restored meanwhile by another task of this process
+        }
+        let now = match seen {
+            Some(e) => format!("epoch {e}"),
+            None => "none".to_owned(),
+        };
+        let then = known.map_or_else(String::new, |e| e.to_string());
+        self.restore(
+            ledger,
+            &format!(
+                "the window is not the one this host charged into (epoch {then} then, {now} now)"
+            ),
+        )
+        .await;
+    }
+
+    /// Whether Redis still holds this host's newest grant, when it should: a failover
+    /// to a replica that missed the latest writes keeps the epoch but loses them.
+    async fn probe_newest_grant(&self, ledger: &Ledger) {
+        let newest = match ledger.journal().ledger(ledger.budget_key()) {
+            Ok((rows, _)) => rows.into_iter().next_back(),
+            Err(e) => {
+                tracing::warn!("{e}");
+                return;
+            }
+        };
+        let Some(newest) = newest else { return };
+        // A part whose window still counts it, by a margin no clock step undoes.
+        let (now, made) = (ledger.journal().now_us(), newest.made_at_us);
+        let Some(part) = newest.charge.parts.iter().find(|p| {
+            made > p.window.at(now).cutoff_us + 60_000_000
+                && p.window.leaves(made, now) > now + 60_000_000
+        }) else {
+            return;
+        };
+        match self.holds(&newest.charge, part).await {
+            Ok(true) => {}
+            Ok(false) => {
+                let _one_at_a_time = ledger.restoring().await;
+                self.restore(
+                    ledger,
+                    &format!(
+                        "the window no longer holds this host's newest charge ({})",
+                        newest.charge.id
+                    ),
+                )
+                .await;
+            }
+            Err(e) => tracing::debug!("looking for this host's newest charge failed: {e}"),
+        }
+    }
+
+    /// Replays this host's ledger into a window Redis lost (`why` says how it shows),
+    /// then remembers the window's epoch.
+    async fn restore(&self, ledger: &Ledger, why: &str) {
+        tracing::warn!(
+            "budget \"{}\" on {}: {why}; Redis lost it (a restart without persistence, or a failover to a replica that missed writes). Replaying this host's ledger at the original times; the window is whole again once every host that charged within it has run",
+            ledger.budget_key(),
+            self.endpoint(),
+        );
+        let done = match ledger.journal().restore(ledger.budget_key(), self).await {
+            Ok(done) => done,
+            Err(e) => {
+                tracing::warn!("{e}; the ledger is replayed again next time");
+                return;
+            }
+        };
+        tracing::info!(
+            "restored {} call{} ({} units) of this host into budget \"{}\" on {}",
+            done.calls,
+            if done.calls == 1 { "" } else { "s" },
+            done.units,
+            ledger.budget_key(),
+            self.endpoint()
+        );
+        if let Some(e) = done.interrupted {
+            tracing::warn!("restoring the ledger stopped: {e}; it is replayed again next time");
+            return;
+        }
+        // The replay itself created the epoch if none was there.
+        match self.epoch().await {
+            Ok(epoch) => {
+                if let Err(e) = ledger.remember(epoch) {
+                    tracing::warn!("{e}");
+                }
+            }
+            Err(e) => tracing::warn!("{e}; the ledger is replayed again next time"),
+        }
     }
 
     /// [`Limiter::charge`](super::Limiter::charge) (or, with `age`,
@@ -261,6 +427,7 @@ impl RedisLimiter {
             endpoint: self.endpoint.clone(),
             doing: "reading the charge script's answer",
             reason: format!("unexpected reply {reply:?}"),
+            source: None,
         })?;
         self.decode_charge(charge, &numbers)
     }
@@ -270,6 +437,7 @@ impl RedisLimiter {
             endpoint: self.endpoint.clone(),
             doing: "reading the charge script's answer",
             reason: format!("unexpected reply {reply:?}"),
+            source: None,
         };
         let opt = |us: i64| (us >= 0).then(|| from_micros(us));
         let verdict = reply
@@ -557,12 +725,36 @@ fn classify(endpoint: &str, doing: &'static str, e: &RedisError) -> LimiterError
         LimiterError::Unavailable {
             endpoint: endpoint.to_owned(),
             reason: scrub(e),
+            source: Some(RedisCause::of(e).into()),
         }
     } else {
         LimiterError::Failed {
             endpoint: endpoint.to_owned(),
             doing,
             reason: scrub(e),
+            source: Some(RedisCause::of(e).into()),
+        }
+    }
+}
+
+/// A Redis error as a [`LimiterError`]'s source: its kind and code, and its text with
+/// any URL masked. The `RedisError` itself is not kept: its text can quote the URL it
+/// was given, password and all, and a source is printed with the error.
+#[derive(Debug, thiserror::Error)]
+#[error("{detail}")]
+pub struct RedisCause {
+    pub kind: redis::ErrorKind,
+    /// The server's error code (`NOPERM`, `READONLY`), when it sent one.
+    pub code: Option<String>,
+    detail: String,
+}
+
+impl RedisCause {
+    fn of(e: &RedisError) -> RedisCause {
+        RedisCause {
+            kind: e.kind(),
+            code: e.code().map(str::to_owned),
+            detail: scrub(e),
         }
     }
 }

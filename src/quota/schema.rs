@@ -1,6 +1,8 @@
 //! The tables of the embedded limiter and of the journal: step 4 of the file's one
-//! schema ([`crate::schema`], which applies it with every other step), and the record
-//! of the limiter's clock against the upstream's: step 8. The tables are
+//! schema, composed above the owners (`crate::schema`) and applied by
+//! [`crate::sqlite`]. The limiter and the journal run it ahead of the store's steps
+//! ([`crate::sqlite::migrate_own`]), and the store runs it again in its place, so
+//! every step here must be harmless to run twice. The tables are
 //! prefixed `quota_`; the limiter's belong to `embedded.rs`, the journal's to
 //! `journal.rs`, and neither creates them on its own.
 //!
@@ -11,12 +13,15 @@
 
 use rusqlite::Connection;
 
-use crate::schema::{Migration, Owner, StepError};
+use crate::sqlite::{Migration, StepError};
+
+/// The limiter's and the journal's steps, oldest first: all a limiter or a journal
+/// ever runs.
+pub(crate) const STEPS: &[Migration] = &[TABLES, CLOCK_SKEW];
 
 /// Step 4.
 pub(crate) const TABLES: Migration = Migration {
     description: "the embedded limiter's and the journal's tables",
-    owner: Owner::Quota,
     sql: TABLES_SQL,
     data: Some(carry_forward),
 };
@@ -69,7 +74,6 @@ CREATE TABLE IF NOT EXISTS quota_epoch (
 /// Step 8.
 pub(crate) const CLOCK_SKEW: Migration = Migration {
     description: "the last skew seen between the limiter's clock and the upstream's",
-    owner: Owner::Quota,
     sql: CLOCK_SKEW_SQL,
     data: None,
 };
@@ -78,7 +82,7 @@ pub(crate) const CLOCK_SKEW: Migration = Migration {
 /// upstream's `Date` when last compared. A row over 5 minutes distrusts that clock
 /// until a run sees it agree again.
 const CLOCK_SKEW_SQL: &str = "
-CREATE TABLE quota_clock_skew (
+CREATE TABLE IF NOT EXISTS quota_clock_skew (
     clock          TEXT    PRIMARY KEY,   -- 'host' (the embedded limiter) | 'redis'
     skew_us        INTEGER NOT NULL,      -- that clock minus the upstream's
     measured_at_us INTEGER NOT NULL       -- the upstream's time when it was seen

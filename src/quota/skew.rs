@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use rusqlite::params;
 
-use crate::schema::MIGRATIONS;
-use crate::sqlite::Durability;
+use crate::sqlite::{Durability, Migration};
 
 /// The most two clocks may disagree before the limiter's is taken for wrong.
 pub const MAX_SKEW: Duration = Duration::from_secs(300);
@@ -195,13 +194,14 @@ fn fail(path: &Path, doing: &'static str) -> impl FnOnce(String) -> SkewError + 
     }
 }
 
-/// Records `skew` as the last seen on its clock, in the database at `db` (brought up
-/// to this build's schema first, as every writer does).
-pub fn record(db: &Path, skew: &Skew) -> Result<(), SkewError> {
+/// Records `skew` as the last seen on its clock, in the database at `db`, laid out by
+/// `file` (the quota's own steps brought forward first, as the limiter does: never a
+/// data step of the store's).
+pub(crate) fn record(db: &Path, file: &[Migration], skew: &Skew) -> Result<(), SkewError> {
     const DOING: &str = "recording the clock skew";
     let conn = crate::sqlite::open_for_writing(db, Durability::Full)
         .map_err(|e| fail(db, DOING)(crate::error::chain(&e)))?;
-    crate::schema::migrate(&conn, db, MIGRATIONS)
+    crate::sqlite::migrate_own(&conn, db, file, super::schema::STEPS)
         .map_err(|e| fail(db, DOING)(crate::error::chain(&e)))?;
     conn.execute(
         "INSERT INTO quota_clock_skew (clock, skew_us, measured_at_us) VALUES (?1, ?2, ?3)

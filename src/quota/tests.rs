@@ -89,3 +89,28 @@ fn unlisted_methods_are_denied_while_the_limiter_is_down() {
     assert_eq!(b.when_down("videos.list"), DownPolicy::Allow);
     assert_eq!(b.when_down("search.list"), DownPolicy::Deny);
 }
+
+/// SQLite's own error stays under a limiter error, so that a caller can tell why it
+/// failed without reading the words.
+#[test]
+fn a_limiter_error_keeps_sqlites_error_as_its_source() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("not.db");
+    std::fs::write(
+        &path,
+        "not a database, only text longer than SQLite's header",
+    )
+    .expect("writing");
+    let err = EmbeddedLimiter::open(&path, "key").expect_err("not a database");
+    let source = std::error::Error::source(&err).expect("a source");
+    let sqlite = source
+        .downcast_ref::<SqliteCause>()
+        .unwrap_or_else(|| panic!("SQLite's error: {source:?}"));
+    assert_eq!(
+        sqlite.0.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::NotADatabase)
+    );
+    // Said once, though both the message and its source carry it.
+    let text = crate::error::chain(&err);
+    assert_eq!(text.matches(&source.to_string()).count(), 1, "{text}");
+}

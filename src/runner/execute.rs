@@ -633,7 +633,10 @@ impl Run {
     /// itself has already decided).
     async fn record_skew(&self, skew: Skew) {
         let db = self.db.clone();
-        let recorded = tokio::task::spawn_blocking(move || skew::record(&db, &skew)).await;
+        let recorded = tokio::task::spawn_blocking(move || {
+            skew::record(&db, crate::schema::MIGRATIONS, &skew)
+        })
+        .await;
         match recorded {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(run_id = %self.settings.run_id, "{e}"),

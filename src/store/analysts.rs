@@ -6,7 +6,7 @@
 //!
 //! Nothing trendsync reads changes shape here: the index has the same columns,
 //! tokenizer and rows, and the views are only for people. So a read-only open does
-//! not need this step ([`crate::schema::Owner::Analysts`]).
+//! not need this step (it is not among the store's own steps, `store::schema::STEPS`).
 //!
 //! Datasette looks for a virtual table whose `CREATE` text contains
 //! `content="videos"` or `content=[videos]`; step 1 wrote `content = 'videos'`, which
@@ -25,7 +25,7 @@
 
 use rusqlite::Connection;
 
-use crate::schema::StepError;
+use crate::sqlite::StepError;
 
 /// Step 7.
 pub(crate) const CREATE: &str = r#"

@@ -11,7 +11,7 @@
 
 use rusqlite::{Connection, params};
 
-use crate::schema::StepError;
+use crate::sqlite::StepError;
 
 /// The new tables, created beside the version 4 ones before the data step copies
 /// `fetches` into `fetches_charted` ([`FINISH`] then swaps them).
@@ -124,7 +124,7 @@ pub(crate) fn in_batches(
 
 /// Copies every fetch into the new table as the overall chart or a search (all a
 /// version 4 file holds), then swaps the tables. Runs inside the migration's
-/// transaction, with foreign keys off ([`crate::schema::migrate`]), so dropping the
+/// transaction, with foreign keys off ([`crate::sqlite::migrate`]), so dropping the
 /// old table deletes no place; a kill at any moment rolls all of it back.
 pub(crate) fn migrate_to_charts(conn: &Connection) -> Result<(), StepError> {
     let (bar, total) = in_batches(

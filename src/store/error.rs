@@ -37,7 +37,7 @@ pub enum StoreError {
     /// The file's schema is newer than this build's, or could not be brought up to it
     /// (the same error the limiter and the journal give for the file).
     #[error(transparent)]
-    Schema(#[from] crate::schema::SchemaError),
+    Schema(#[from] crate::sqlite::SchemaError),
 
     /// A read-only open (`status`, `runs`, `search`, `export`, `video`, `--dry-run`)
     /// found a schema older than this build's. Read-only opens never migrate, because

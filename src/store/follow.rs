@@ -46,7 +46,7 @@ pub(crate) const LOOK_BACK_S: i64 = 31 * 86_400;
 /// Fills `follow_state` from the snapshots of the last [`LOOK_BACK_S`] before the
 /// newest fetch (no clock needed: the file's own newest time). Reads one month of
 /// places, not the year.
-pub(crate) fn fill_state(conn: &rusqlite::Connection) -> Result<(), crate::schema::StepError> {
+pub(crate) fn fill_state(conn: &rusqlite::Connection) -> Result<(), crate::sqlite::StepError> {
     conn.execute(
         "INSERT INTO follow_state (video, charted_at, counted_at)
          SELECT p.video,

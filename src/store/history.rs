@@ -623,8 +623,8 @@ mod tests {
         }
         let store = Store::open(&path).expect("upgrading");
         assert_eq!(
-            crate::schema::user_version(&store.conn).expect("version"),
-            crate::store::schema_version()
+            crate::sqlite::user_version(&store.conn).expect("version"),
+            crate::schema::latest_version()
         );
         let all = store
             .history(&HistoryFilter {

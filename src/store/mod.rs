@@ -45,20 +45,13 @@ pub use history::{CallCount, HistoryFilter, HistoryRow, RegionOutcome, RunStart}
 pub use prune::PruneReport;
 pub use read::{ChartPlace, ChartSpan, CountPoint, CountSource, VideoPlace};
 
-use crate::schema::{MIGRATIONS, Migration};
-use crate::sqlite::{Durability, OpenError};
+use crate::sqlite::{Durability, Migration, OpenError};
 
 /// Page cache per connection, in KiB.
 const CACHE_KIB: i64 = 32 * 1024;
 
 /// WAL size, in pages (4 KiB), at which a commit checkpoints by itself: ~40 MiB.
 const WAL_AUTOCHECKPOINT_PAGES: i64 = 10_000;
-
-/// The schema version of the whole file this build creates and reads (`PRAGMA
-/// user_version`; [`crate::schema`]).
-pub fn schema_version() -> u32 {
-    crate::schema::latest_version()
-}
 
 pub use crate::video::VideoRecord;
 
@@ -164,22 +157,9 @@ impl std::fmt::Debug for Store {
 
 impl Store {
     /// Opens (creating if needed) the database for reading and writing and upgrades its
-    /// schema (the whole file's: [`crate::schema`]) to this build's version.
+    /// schema to `migrations`, the whole file's list of steps, every owner's.
     ///
-    /// Refuses a database from a newer trendsync ([`crate::schema::SchemaError::Newer`]).
-    pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
-        Self::open_with(path.as_ref(), MIGRATIONS)
-    }
-
-    /// Creates (or upgrades) a database only as far as schema `version`, as the
-    /// trendsync that introduced that version left its files: for tools that build an
-    /// older database to upgrade, such as the year benchmark. A `version` beyond this
-    /// build's means this build's.
-    pub fn create_at_version(path: impl AsRef<Path>, version: u32) -> Result<(), StoreError> {
-        let steps = (version as usize).min(MIGRATIONS.len());
-        Self::open_with(path.as_ref(), &MIGRATIONS[..steps]).map(drop)
-    }
-
+    /// Refuses a database from a newer trendsync ([`crate::sqlite::SchemaError::Newer`]).
     pub(crate) fn open_with(path: &Path, migrations: &[Migration]) -> Result<Store, StoreError> {
         let open_err = |context: &'static str| {
             move |source| StoreError::Open {
@@ -214,7 +194,7 @@ impl Store {
             .map_err(open_err("setting the WAL checkpoint size"))?;
         conn.set_prepared_statement_cache_capacity(32);
 
-        crate::schema::migrate(&conn, path, migrations)?;
+        crate::sqlite::migrate(&conn, path, migrations)?;
         let store = Store {
             conn,
             path: path.to_path_buf(),
@@ -244,13 +224,20 @@ impl Store {
     /// may write, and leaves them behind (an empty WAL and its index; the next writer
     /// reuses them). Avoiding that would need `immutable=1`, which is unsafe while
     /// another process writes.
-    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Option<Store>, StoreError> {
-        Self::open_read_only_with(path.as_ref(), MIGRATIONS)
-    }
-
+    ///
+    /// `migrations` is the whole file's list of steps.
     pub(crate) fn open_read_only_with(
         path: &Path,
         migrations: &[Migration],
+    ) -> Result<Option<Store>, StoreError> {
+        Self::open_read_only_owning(path, migrations, schema::STEPS)
+    }
+
+    /// [`Store::open_read_only_with`], the store's own steps being `own`.
+    pub(crate) fn open_read_only_owning(
+        path: &Path,
+        migrations: &[Migration],
+        own: &[Migration],
     ) -> Result<Option<Store>, StoreError> {
         // When existence cannot be determined, go on: SQLite's error will say why.
         if matches!(path.try_exists(), Ok(false)) {
@@ -270,15 +257,15 @@ impl Store {
         let conn =
             crate::sqlite::open_for_reading(path).map_err(open_err("opening the file to read"))?;
         let found =
-            crate::schema::user_version(&conn).map_err(open_err("reading the schema version"))?;
-        let supported = migrations.len() as u32;
-        crate::schema::check_readable(path, found, supported)?;
+            crate::sqlite::user_version(&conn).map_err(open_err("reading the schema version"))?;
+        let supported = crate::sqlite::version_of(migrations);
+        crate::sqlite::check_readable(path, found, supported)?;
         if found == 0 {
             return Ok(None);
         }
         // Steps after the store's own change other tables only: a file that has not had
         // them yet holds the store's tables as this build reads them.
-        let needed = crate::schema::shaped_for(crate::schema::Owner::Store, migrations);
+        let needed = crate::sqlite::version_after(migrations, own);
         if found < needed {
             return Err(StoreError::OlderSchema {
                 path: path.to_path_buf(),

@@ -1,6 +1,6 @@
-//! The store's steps of the file's schema: versions 1 to 3, 5 to 7 of the one list in
-//! [`crate::schema`], which applies them (and the steps of the other owners of the
-//! file) and explains how `PRAGMA user_version` counts them.
+//! The store's steps of the file's schema: versions 1 to 3, 5 to 7 of the one list
+//! composed above the owners (`crate::schema`); [`crate::sqlite`] applies them and
+//! explains how `PRAGMA user_version` counts them.
 //!
 //! These steps shipped when the store alone kept `user_version`; they are never
 //! edited. None of them creates or touches a `quota_*` table: those belong to the
@@ -8,12 +8,14 @@
 
 use rusqlite::Connection;
 
-use crate::schema::{Migration, Owner, StepError};
+use crate::sqlite::{Migration, StepError};
+
+/// The store's steps, oldest first: the ones whose tables a reader of the store needs.
+pub(crate) const STEPS: &[Migration] = &[VIDEOS, RUN_OUTCOMES, COMPACT, CHARTS, FOLLOW_UPS];
 
 /// Step 1.
 pub(crate) const VIDEOS: Migration = Migration {
     description: "runs, videos, stats, trending, searches, categories, region state, FTS5",
-    owner: Owner::Store,
     sql: V1,
     data: None,
 };
@@ -21,7 +23,6 @@ pub(crate) const VIDEOS: Migration = Migration {
 /// Step 2.
 pub(crate) const RUN_OUTCOMES: Migration = Migration {
     description: "each run's outcome per region and its calls by method and outcome",
-    owner: Owner::Store,
     sql: RUN_OUTCOMES_SQL,
     data: None,
 };
@@ -29,7 +30,6 @@ pub(crate) const RUN_OUTCOMES: Migration = Migration {
 /// Step 3.
 pub(crate) const COMPACT: Migration = Migration {
     description: "compact snapshots: one row per fetch, one row of integers per place",
-    owner: Owner::Store,
     sql: super::compact::CREATE,
     data: Some(compact_data),
 };
@@ -37,7 +37,6 @@ pub(crate) const COMPACT: Migration = Migration {
 /// Step 5.
 pub(crate) const CHARTS: Migration = Migration {
     description: "category charts: each fetch's chart, and the charts the upstream lacks",
-    owner: Owner::Store,
     sql: super::charts::CREATE,
     data: Some(charts_data),
 };
@@ -49,16 +48,14 @@ fn charts_data(conn: &Connection) -> Result<(), StepError> {
 /// Step 6.
 pub(crate) const FOLLOW_UPS: Migration = Migration {
     description: "follow-ups: counts after the charts, and whom to refresh next",
-    owner: Owner::Store,
     sql: super::follow::CREATE,
     data: Some(super::follow::fill_state),
 };
 
-/// Step 7: changes no table the store reads, so it is the analysts' (a read-only
-/// open does not wait for it).
+/// Step 7: changes no table the store reads, so it is not among [`STEPS`]: it is the
+/// analysts', and a read-only open of the store does not wait for it.
 pub(crate) const ANALYSTS: Migration = Migration {
     description: "views with readable times; the full-text index declared for Datasette",
-    owner: Owner::Analysts,
     sql: super::analysts::CREATE,
     data: Some(super::analysts::reindex),
 };

@@ -7,7 +7,8 @@ use rusqlite::Connection;
 use tempfile::TempDir;
 
 use super::*;
-use crate::schema::{MIGRATIONS, Migration, Owner, SchemaError};
+use crate::schema::{MIGRATIONS, latest_version as schema_version};
+use crate::sqlite::{Migration, SchemaError};
 
 fn temp_db() -> (TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -68,7 +69,7 @@ fn fresh_open_migrates_to_latest_with_wal_and_foreign_keys() {
     let store = Store::open(&path).unwrap();
     assert!(path.exists());
     assert_eq!(
-        crate::schema::user_version(&store.conn).unwrap(),
+        crate::sqlite::user_version(&store.conn).unwrap(),
         schema_version()
     );
     assert_eq!(schema_version(), MIGRATIONS.len() as u32);
@@ -151,7 +152,7 @@ fn reopen_is_a_no_op_and_keeps_data() {
     };
     let store = Store::open(&path).unwrap();
     assert_eq!(
-        crate::schema::user_version(&store.conn).unwrap(),
+        crate::sqlite::user_version(&store.conn).unwrap(),
         schema_version()
     );
     let schema_after: Vec<String> = {
@@ -242,7 +243,7 @@ fn concurrent_fresh_opens_all_succeed_and_can_write() {
         }
         let store = Store::open(&path).unwrap();
         assert_eq!(
-            crate::schema::user_version(&store.conn).unwrap(),
+            crate::sqlite::user_version(&store.conn).unwrap(),
             schema_version()
         );
         assert_eq!(store.videos_count().unwrap(), 20);
@@ -273,7 +274,6 @@ fn forward_migration_applies_on_existing_data_and_failure_rolls_back() {
     let mut broken: Vec<Migration> = MIGRATIONS.to_vec();
     broken.push(Migration {
         description: "half-broken step",
-        owner: Owner::Store,
         sql: "CREATE TABLE extra (x INTEGER); INSERT INTO no_such_table VALUES (1);",
         data: None,
     });
@@ -300,13 +300,12 @@ fn forward_migration_applies_on_existing_data_and_failure_rolls_back() {
     let mut good: Vec<Migration> = MIGRATIONS.to_vec();
     good.push(Migration {
         description: "test step",
-        owner: Owner::Store,
         sql: "CREATE TABLE extra AS SELECT id FROM videos;",
         data: None,
     });
     let store = Store::open_with(&path, &good).unwrap();
     assert_eq!(
-        crate::schema::user_version(&store.conn).unwrap(),
+        crate::sqlite::user_version(&store.conn).unwrap(),
         latest + 1
     );
     let copied: String = store
@@ -1049,14 +1048,16 @@ fn read_only_open_of_an_unmigrated_or_older_file() {
     // An older schema than this build's: a clear error, no migration.
     let (_dir2, path2) = temp_db();
     drop(populated(&path2));
-    let mut longer: Vec<Migration> = MIGRATIONS.to_vec();
-    longer.push(Migration {
+    let future = Migration {
         description: "future step",
-        owner: Owner::Store,
         sql: "CREATE TABLE later (x INTEGER);",
         data: None,
-    });
-    let err = Store::open_read_only_with(&path2, &longer).unwrap_err();
+    };
+    let mut longer: Vec<Migration> = MIGRATIONS.to_vec();
+    longer.push(future);
+    let mut own: Vec<Migration> = schema::STEPS.to_vec();
+    own.push(future);
+    let err = Store::open_read_only_owning(&path2, &longer, &own).unwrap_err();
     match &err {
         StoreError::OlderSchema {
             found, supported, ..
@@ -1082,15 +1083,10 @@ fn read_only_open_needs_only_the_steps_that_shape_the_stores_tables() {
     let mut migrations: Vec<Migration> = MIGRATIONS.to_vec();
     migrations.push(Migration {
         description: "a later step of the limiter's",
-        owner: Owner::Quota,
         sql: "CREATE TABLE quota_later (x INTEGER);",
         data: None,
     });
-    let store_steps = migrations
-        .iter()
-        .rposition(|m| m.owner == Owner::Store)
-        .expect("the store has steps")
-        + 1;
+    let store_steps = crate::sqlite::version_after(&migrations, schema::STEPS) as usize;
     assert!(
         store_steps < migrations.len(),
         "a later step is another owner's"
@@ -1108,7 +1104,7 @@ fn read_only_open_needs_only_the_steps_that_shape_the_stores_tables() {
         .unwrap();
     assert_eq!(runs, 1);
     assert_eq!(
-        crate::schema::user_version(&read.conn).unwrap() as usize,
+        crate::sqlite::user_version(&read.conn).unwrap() as usize,
         store_steps,
         "a read-only open must not migrate"
     );

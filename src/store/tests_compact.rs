@@ -7,7 +7,7 @@ use rusqlite::Connection;
 use tempfile::TempDir;
 
 use super::*;
-use crate::schema::MIGRATIONS;
+use crate::schema::{MIGRATIONS, latest_version as schema_version};
 
 fn temp_db() -> (TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -123,7 +123,7 @@ fn a_v1_database_with_every_kind_of_row_upgrades_losslessly() {
 
     let store = Store::open(&path).unwrap();
     assert_eq!(
-        crate::schema::user_version(&store.conn).unwrap(),
+        crate::sqlite::user_version(&store.conn).unwrap(),
         schema_version()
     );
     for (sql, rows) in VIEWS.iter().zip(&before) {
@@ -171,7 +171,7 @@ fn a_v1_database_with_no_rows_upgrades_and_owes_no_vacuum() {
     Store::create_at_version(&path, 1).unwrap();
     let store = Store::open(&path).unwrap();
     assert_eq!(
-        crate::schema::user_version(&store.conn).unwrap(),
+        crate::sqlite::user_version(&store.conn).unwrap(),
         MIGRATIONS.len() as u32
     );
     assert!(store.integrity_check().unwrap());

@@ -13,11 +13,8 @@ use super::mask::mask_url;
 use super::raw::{self, MalformedResponse};
 use super::text::visible;
 use super::types::{Category, SearchPage, VideoCounts, VideoPage};
-use super::{SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_BATCH_GET_STATS, VIDEOS_LIST};
+use super::{MAX_RESULTS, SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_BATCH_GET_STATS, VIDEOS_LIST};
 use crate::error::{Exit, ExitCode};
-
-/// The upstream's page size limit, and the most ids one `videos.list` call takes.
-pub const MAX_RESULTS: usize = 50;
 
 /// A full page of 50 videos is about 250 KiB; anything near this is not a YouTube answer.
 pub const DEFAULT_BODY_LIMIT: usize = 8 * 1024 * 1024;

@@ -17,8 +17,8 @@ mod types;
 mod tests;
 
 pub use client::{
-    Client, ClientError, DEFAULT_BODY_LIMIT, MAX_RESULTS, SearchOrder, SearchRequest,
-    UnknownSearchOrder, dated, parse_api_base, parse_http_date,
+    Client, ClientError, DEFAULT_BODY_LIMIT, SearchOrder, SearchRequest, UnknownSearchOrder, dated,
+    parse_api_base, parse_http_date,
 };
 pub use duration::parse_duration_secs;
 pub use error::{CallContext, CallError, ErrorClass, UpstreamDetail};
@@ -27,6 +27,10 @@ pub use mask::mask_url;
 pub use raw::MalformedResponse;
 pub use text::{is_unsafe_for_terminal, visible};
 pub use types::{Category, SearchPage, VideoCounts, VideoPage, VideoRecord};
+
+/// The upstream's page size limit, and the most ids one `videos.list` call takes. Here,
+/// not in the client, because the response parser bounds a page by it too.
+pub const MAX_RESULTS: usize = 50;
 
 /// Quota method of [`Client::trending_page`] and [`Client::videos_by_id`].
 pub const VIDEOS_LIST: &str = "videos.list";

@@ -41,7 +41,7 @@ pub enum MalformedResponse {
 }
 
 /// The most items a page may hold: `maxResults`, which trendsync always sets to this.
-const MAX_ITEMS: usize = super::client::MAX_RESULTS;
+const MAX_ITEMS: usize = super::MAX_RESULTS;
 
 /// Video ids are 11 characters of the URL-safe base64 alphabet today; only the alphabet
 /// is checked, so that a longer id format would still pass. Anything else would corrupt

@@ -5,6 +5,7 @@ use anyhow::Context;
 
 use super::*;
 use crate::config::ConfigError;
+use crate::error::ExitCode;
 use crate::quota::{LimiterError, RedisConfigError};
 use crate::youtube::ClientError;
 
@@ -131,12 +132,14 @@ fn a_limiter_is_78_only_when_no_retry_can_help() {
     let down = LimiterError::Unavailable {
         endpoint: "127.0.0.1:6379".into(),
         reason: "connection refused".into(),
+        source: None,
     };
     assert_eq!(down.exit_code(), ExitCode::Failed);
     let failed = LimiterError::Failed {
         endpoint: "127.0.0.1:6379".into(),
         doing: "charging",
         reason: "unexpected reply".into(),
+        source: None,
     };
     assert_eq!(failed.exit_code(), ExitCode::Failed);
     assert_eq!(code(config), ExitCode::Config);
