@@ -20,6 +20,14 @@ pub fn enable(text_logs: bool) -> bool {
     true
 }
 
+/// The columns a bar may take on the terminal stderr is: its width less `others` (what
+/// the rest of the line needs), between 4 and `max`. Bars are drawn on a terminal only.
+fn bar_columns(others: usize, max: usize) -> usize {
+    terminal_size::terminal_size_of(std::io::stderr())
+        .map_or(max, |(w, _)| usize::from(w.0).saturating_sub(others))
+        .clamp(4, max)
+}
+
 /// Writes a log line to stderr, clearing the bars first and redrawing them after.
 pub fn write_log(buf: &[u8]) -> std::io::Result<()> {
     match BARS.get() {
@@ -35,10 +43,14 @@ impl RegionBar {
     pub fn new(region: &str, calls: u64) -> RegionBar {
         RegionBar(BARS.get().map(|bars| {
             let bar = bars.add(ProgressBar::new(calls));
-            let style =
-                ProgressStyle::with_template("{prefix:>3} [{bar:24}] {pos}/{len} calls {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar())
-                    .progress_chars("=> ");
+            // The bar takes what the terminal leaves; the message is cut to fit.
+            let template = format!(
+                "{{prefix:>3}} [{{bar:{}}}] {{pos}}/{{len}} calls {{wide_msg}}",
+                bar_columns(30, 24)
+            );
+            let style = ProgressStyle::with_template(&template)
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> ");
             bar.set_style(style);
             bar.set_prefix(region.to_owned());
             bar
@@ -92,11 +104,13 @@ impl Task {
             return Task(None);
         }
         let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-        let style = ProgressStyle::with_template(
-            "{msg} [{bar:32}] {percent}% {human_pos}/{human_len} ({eta} left)",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ");
+        let template = format!(
+            "[{{bar:{}}}] {{percent:>3}}% {{human_pos}}/{{human_len}} ({{eta}} left) {{wide_msg}}",
+            bar_columns(44, 32)
+        );
+        let style = ProgressStyle::with_template(&template)
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
         bar.set_style(style);
         bar.set_message(what.to_owned());
         Task(Some(bar))

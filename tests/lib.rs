@@ -32,6 +32,7 @@ mod monitoring;
 // Signals, kill -9, cron's shell and systemd: Unix only.
 #[cfg(unix)]
 mod operations;
+mod output;
 mod plan_e2e;
 mod redis_acl;
 mod redis_config_errors;
