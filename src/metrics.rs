@@ -182,7 +182,7 @@ fn valid_label_name(name: &str) -> bool {
 
 /// Every status a region's line of a run can have: what `runs --status` accepts, and
 /// the labels a region's last attempt is reported with, 1 for the one it has.
-pub const REGION_STATUSES: [&str; 9] = [
+pub const REGION_STATUSES: [&str; 10] = [
     "complete",
     "budget_exhausted",
     "upstream_quota_exhausted",
@@ -190,6 +190,7 @@ pub const REGION_STATUSES: [&str; 9] = [
     "skipped",
     "interrupted",
     "not_attempted",
+    "queued",
     "running",
     "abandoned",
 ];

@@ -64,9 +64,16 @@ impl RegionBar {
         }
     }
 
+    /// Ends the bar with the region's status. Only a complete region's bar is shown
+    /// full: one stopped part way (a signal, the budget) keeps the calls it made, and
+    /// one never reached says so.
     pub fn finish(&self, status: &str) {
         if let Some(bar) = &self.0 {
-            bar.finish_with_message(status.to_owned());
+            match status {
+                "complete" => bar.finish_with_message(status.to_owned()),
+                "not_attempted" => bar.abandon_with_message("not fetched"),
+                _ => bar.abandon_with_message(status.to_owned()),
+            }
         }
     }
 }

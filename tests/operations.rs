@@ -220,7 +220,7 @@ fn crontab_prints_nothing_unless_every_line_can_be_printed() {
 }
 
 /// Four regions of two pages, every call costing 1 unit.
-fn four_regions(h: &mut Harness<'_>) {
+pub(crate) fn four_regions(h: &mut Harness<'_>) {
     let mut text = String::from("[defaults]\npages = 2\n");
     for (i, code) in ["US", "GB", "DE", "FR"].iter().enumerate() {
         text.push_str(&format!(
@@ -232,7 +232,7 @@ fn four_regions(h: &mut Harness<'_>) {
 }
 
 /// Waits until `fake` has received `n` requests in all.
-fn wait_for_requests(fake: &FakeUpstream, n: usize, child: &mut Child) {
+pub(crate) fn wait_for_requests(fake: &FakeUpstream, n: usize, child: &mut Child) {
     let started = Instant::now();
     while fake.received() < n {
         assert!(
@@ -247,7 +247,7 @@ fn wait_for_requests(fake: &FakeUpstream, n: usize, child: &mut Child) {
     }
 }
 
-fn signal(child: &Child, name: &str) {
+pub(crate) fn signal(child: &Child, name: &str) {
     let status = Command::new("kill")
         .args([&format!("-{name}"), &child.id().to_string()])
         .status()

@@ -2,10 +2,14 @@
 //! the cron heartbeat, progress that says what is queued and what was never fetched,
 //! and run durations in the metrics file.
 
+use std::collections::BTreeMap;
+use std::time::Duration;
+
 use trendsync::table::columns;
 
 use crate::common::harness::{Harness, REGIONS, unit_costs_toml};
-use crate::common::upstream::{answer_fixture, page1};
+use crate::common::upstream::{FakeUpstream, answer_fixture, page1};
+use crate::operations::{four_regions, signal, wait_for_requests};
 
 /// The eight regions, two with category charts.
 fn eight_regions() -> String {
@@ -123,4 +127,76 @@ fn the_dry_run_plan_fits_80_and_40_columns() {
         }
         assert!(ran.stdout.contains("would stop here"), "{}", ran.stdout);
     }
+}
+
+/// The statuses `status --json` shows, by region.
+fn last_statuses(h: &Harness<'_>) -> BTreeMap<String, String> {
+    let status = h.bare().args(["status", "--json"]).run().json();
+    status["regions"]
+        .as_array()
+        .expect("regions")
+        .iter()
+        .map(|r| {
+            (
+                r["code"].as_str().expect("code").to_owned(),
+                r["last_status"].as_str().unwrap_or("-").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// With one region at a time, the regions waiting for the slot are `queued`, not
+/// `running`; after SIGINT, those never fetched are `not_attempted` everywhere and
+/// no line stays queued or running.
+#[test]
+fn regions_waiting_for_a_slot_are_queued_and_after_sigint_not_fetched() {
+    // The first call is still unanswered when the signal comes; the run's grace for
+    // it (3 s) ends it.
+    let mut h = Harness::with(FakeUpstream::youtube_after(Duration::from_secs(30)), None);
+    four_regions(&mut h);
+    let mut child = h.cmd().args(["run", "--concurrency", "1"]).spawn();
+    wait_for_requests(&h.fake, 1, &mut child);
+    let during = last_statuses(&h);
+    let want: BTreeMap<String, String> = [
+        ("US", "running"),
+        ("GB", "queued"),
+        ("DE", "queued"),
+        ("FR", "queued"),
+    ]
+    .map(|(c, s)| (c.to_owned(), s.to_owned()))
+    .into();
+    assert_eq!(during, want);
+    let queued = h
+        .bare()
+        .args(["runs", "--status", "queued", "--json"])
+        .run()
+        .json();
+    assert_eq!(queued["runs"].as_array().map(Vec::len), Some(3), "{queued}");
+
+    signal(&child, "INT");
+    let out = child.wait_with_output().expect("waiting for the run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let after = last_statuses(&h);
+    assert_eq!(after["US"], "interrupted", "{after:?}");
+    for code in ["GB", "DE", "FR"] {
+        assert_eq!(after[code], "not_attempted", "{after:?}");
+    }
+    let text = h.bare().args(["status"]).run().stdout;
+    for code in ["GB", "DE", "FR"] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(code) && l.contains("not_attempted")),
+            "{text}"
+        );
+    }
+    let going: i64 = h
+        .db()
+        .query_row(
+            "SELECT count(*) FROM run_regions WHERE status IN ('queued', 'running')",
+            [],
+            |r| r.get(0),
+        )
+        .expect("counting");
+    assert_eq!(going, 0);
 }

@@ -12,7 +12,7 @@ use crate::cli::{Global, RunsArgs};
 use crate::clock::now_s;
 use crate::report::print_json;
 use crate::runner::lock;
-use crate::store::{HistoryFilter, HistoryRow, Store};
+use crate::store::{ABANDONED, HistoryFilter, HistoryRow, QUEUED, RUNNING, Store, in_progress};
 use crate::table::{self, Column, Table};
 
 #[derive(Debug, Serialize)]
@@ -124,22 +124,24 @@ fn read(db: &std::path::Path, filter: &HistoryFilter) -> Result<Vec<HistoryRow>>
     };
     let context = || format!("reading the run history from {}", db.display());
     let mut rows = store.history(filter).with_context(context)?;
-    if filter.status.as_deref() == Some("abandoned") {
-        let running = HistoryFilter {
-            status: Some("running".to_owned()),
-            ..filter.clone()
-        };
-        rows.extend(store.history(&running).with_context(context)?);
+    if filter.status.as_deref() == Some(ABANDONED) {
+        for going in [QUEUED, RUNNING] {
+            let going = HistoryFilter {
+                status: Some(going.to_owned()),
+                ..filter.clone()
+            };
+            rows.extend(store.history(&going).with_context(context)?);
+        }
     }
     let mut alive: HashMap<String, bool> = HashMap::new();
     for r in &mut rows {
-        if r.status == "running" {
+        if in_progress(&r.status) {
             let live = *alive.entry(r.run_id.clone()).or_insert_with(|| {
                 // Never call a run abandoned without knowing.
                 lock::run_is_alive(db, &r.run_id).unwrap_or(true)
             });
             if !live {
-                r.status = "abandoned".to_owned();
+                r.status = ABANDONED.to_owned();
             }
         }
     }

@@ -19,7 +19,7 @@ use crate::error::{ExitCode, SilentExit, after_output};
 use crate::quota::BUDGET_POLICY;
 use crate::report::{human, print_json, rfc3339};
 use crate::runner::lock;
-use crate::store::{HistoryRow, RegionState, RunStart, Store};
+use crate::store::{ABANDONED, HistoryRow, RegionState, RunStart, Store, in_progress};
 use crate::table::{self, Column, Table};
 
 /// Without `--stale-after`, a region is called stale as `backfill` would see it.
@@ -177,8 +177,8 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
     // records them so.
     let dead_ids: Vec<String> = stored.abandoned.iter().map(|r| r.run_id.clone()).collect();
     for a in stored.attempts.values_mut() {
-        if a.status == "running" && dead_ids.contains(&a.run_id) {
-            a.status = "abandoned".to_owned();
+        if in_progress(&a.status) && dead_ids.contains(&a.run_id) {
+            a.status = ABANDONED.to_owned();
         }
     }
     let now = now_s();

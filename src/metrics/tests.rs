@@ -414,3 +414,25 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
     assert!(!text.contains("trendsync_last_run"), "{text}");
     assert!(!none.exists(), "a metrics file never creates the database");
 }
+
+/// `runs --status` accepts, and the metrics label, exactly the statuses a region's line
+/// can have: how the runner ends a region, and the store's while a run goes on.
+#[test]
+fn region_statuses_are_the_runners_and_the_stores() {
+    use crate::runner::Status;
+    let mut expected: Vec<&str> = Status::ALL.iter().map(|s| s.as_str()).collect();
+    expected.push(Status::NotAttempted.as_str());
+    expected.extend([
+        crate::store::QUEUED,
+        crate::store::RUNNING,
+        crate::store::ABANDONED,
+    ]);
+    assert_eq!(REGION_STATUSES.to_vec(), expected);
+    for s in REGION_STATUSES {
+        assert_eq!(
+            crate::store::in_progress(s),
+            s == "queued" || s == "running",
+            "{s}"
+        );
+    }
+}

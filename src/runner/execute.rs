@@ -578,6 +578,15 @@ impl Run {
         steps: Vec<Step>,
         mut report: RegionReport,
     ) -> RegionReport {
+        // It holds a concurrency slot now: no longer `queued` in the history.
+        let (run_id, code) = (self.settings.run_id.clone(), region.code.clone());
+        let doing = format!("recording that region {} is fetched", region.code);
+        if let Err(e) = self
+            .with_store(doing, move |s| s.mark_region_running(&run_id, &code))
+            .await
+        {
+            tracing::warn!(region = %region.code, "{}", chain(&e));
+        }
         let bar = RegionBar::new(
             &region.code,
             steps

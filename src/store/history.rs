@@ -83,6 +83,19 @@ pub struct RunStart {
     pub started_at: i64,
 }
 
+/// A region's line while its run waits for a concurrency slot for it.
+pub const QUEUED: &str = "queued";
+/// A region's line while it is fetched, or a run's while it goes on.
+pub const RUNNING: &str = "running";
+/// A line whose process died before the run ended.
+pub const ABANDONED: &str = "abandoned";
+
+/// Whether a line with `status` belongs to a run still going on, or to one whose
+/// process died before it ended (then it is shown `abandoned`).
+pub fn in_progress(status: &str) -> bool {
+    status == QUEUED || status == RUNNING
+}
+
 const ABANDONED_REASON: &str =
     "the process running it ended without finishing it (killed, or the host went down)";
 
@@ -95,8 +108,8 @@ fn to_i64(n: u64) -> i64 {
 }
 
 impl Store {
-    /// Records the regions a run set out to fetch, each `running` until
-    /// [`Store::record_run_details`] says how it went.
+    /// Records the regions a run set out to fetch, each `queued` until its fetch starts
+    /// ([`Store::mark_region_running`]) and [`Store::record_run_details`] says how it went.
     pub fn begin_run_regions(
         &self,
         run_id: &str,
@@ -108,7 +121,7 @@ impl Store {
             {
                 let mut insert = tx.prepare_cached(
                     "INSERT INTO run_regions (run_id, region, started_at, status)
-                     VALUES (?1, ?2, ?3, 'running')
+                     VALUES (?1, ?2, ?3, 'queued')
                      ON CONFLICT (run_id, region) DO NOTHING",
                 )?;
                 for region in regions {
@@ -118,6 +131,20 @@ impl Store {
             tx.commit()
         })()
         .map_err(self.err(format!("recording the regions of run {run_id}")))
+    }
+
+    /// A region of a run goes from `queued` to `running`: it has a concurrency slot.
+    pub fn mark_region_running(&self, run_id: &str, region: &str) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "UPDATE run_regions SET status = 'running'
+                 WHERE run_id = ?1 AND region = ?2 AND status = 'queued'",
+            )
+            .and_then(|mut s| s.execute(params![run_id, region]))
+            .map(|_| ())
+            .map_err(self.err(format!(
+                "recording that region {region} of run {run_id} is fetched"
+            )))
     }
 
     /// Records the units a run still `running` has charged so far, in all and for
@@ -253,7 +280,7 @@ impl Store {
             if changed > 0 {
                 tx.execute(
                     "UPDATE run_regions SET status = 'abandoned', reason = ?2
-                     WHERE run_id = ?1 AND status = 'running'",
+                     WHERE run_id = ?1 AND status IN ('queued', 'running')",
                     params![run_id, ABANDONED_REASON],
                 )?;
             }
@@ -487,6 +514,25 @@ mod tests {
     }
 
     #[test]
+    fn an_abandoned_run_abandons_its_queued_regions_too() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path().join("t.db")).expect("opening");
+        store.begin_run("r", RunKind::Run, 100).expect("begin");
+        let regions = ["US".to_owned(), "GB".to_owned()];
+        store
+            .begin_run_regions("r", 100, &regions)
+            .expect("regions");
+        store.mark_region_running("r", "US").expect("running");
+        let statuses = |store: &Store| -> Vec<String> {
+            let rows = store.run_regions("r").expect("regions");
+            rows.into_iter().map(|r| r.status).collect()
+        };
+        assert_eq!(statuses(&store), [QUEUED, RUNNING]);
+        assert!(store.abandon_run("r").expect("abandoning"));
+        assert_eq!(statuses(&store), [ABANDONED, ABANDONED]);
+    }
+
+    #[test]
     fn the_history_says_which_region_failed_and_why() {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = Store::open(dir.path().join("t.db")).expect("opening");
@@ -516,6 +562,8 @@ mod tests {
         store
             .begin_run_regions("r2", 200, &regions[..1])
             .expect("regions");
+        assert_eq!(store.run_regions("r2").expect("regions")[0].status, QUEUED);
+        store.mark_region_running("r2", "US").expect("running");
         store
             .begin_run("b3", RunKind::Backfill, 300)
             .expect("begin");
