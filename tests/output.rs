@@ -200,3 +200,145 @@ fn regions_waiting_for_a_slot_are_queued_and_after_sigint_not_fetched() {
         .expect("counting");
     assert_eq!(going, 0);
 }
+
+/// The summary line of a run's stderr, the one that names its regions.
+fn summary_of(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("; regions "))
+        .collect();
+    assert_eq!(lines.len(), 1, "one summary line:\n{stderr}");
+    lines[0].to_owned()
+}
+
+/// A log line's message: what follows its time and level.
+fn message_of(line: &str) -> &str {
+    [" INFO ", " WARN ", " ERROR "]
+        .iter()
+        .find_map(|level| line.split_once(level).map(|(_, m)| m))
+        .unwrap_or(line)
+}
+
+/// The summary of a stopped run: at most 160 characters of message.
+fn short_enough(line: &str) {
+    let n = message_of(line).chars().count();
+    assert!(n <= 160, "{n} characters: {line}");
+}
+
+/// The cron heartbeat: one line of at most 160 characters, time and level included,
+/// that says how long the run took, names every region, and carries no field the
+/// message already says.
+#[test]
+fn the_heartbeat_of_a_full_run_is_one_short_line_with_its_duration() {
+    let h = Harness::new(None);
+    let (ran, _) = h.run(&["run"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let line = summary_of(&ran.stderr);
+    assert!(
+        line.chars().count() <= 160,
+        "{} characters: {line}",
+        line.chars().count()
+    );
+    let run_id = h
+        .db()
+        .query_row("SELECT run_id FROM runs", [], |r| r.get::<_, String>(0))
+        .expect("the run");
+    assert!(
+        line.contains(&format!(" INFO run {run_id} complete in ")),
+        "{line}"
+    );
+    assert!(line.contains(": 24 calls, 24 units, "), "{line}");
+    assert!(
+        line.ends_with("; regions US GB DE FR IN BR AU CA complete"),
+        "{line}"
+    );
+    assert!(!line.contains('='), "no field repeats the message: {line}");
+
+    // One call is one call.
+    let mut h = Harness::new(None);
+    h.regions("[defaults]\npages = 1\n\n[[region]]\ncode = \"US\"\noffset = 0\n");
+    let (ran, _) = h.run(&["run"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let line = summary_of(&ran.stderr);
+    assert!(line.contains(": 2 calls, 2 units, "), "{line}");
+    let (ran, _) = h.run(&["run"]);
+    let line = summary_of(&ran.stderr);
+    assert!(line.contains(": 1 call, 1 unit, "), "{line}");
+}
+
+/// A run the upstream's quotaExceeded stops says why on a line of its own, once, and
+/// its summary stays short; so does one the budget stops.
+#[test]
+fn a_stopped_run_says_why_once_and_its_summary_stays_short() {
+    let h = Harness::new(None);
+    h.fake.answer_instead(
+        page1("DE"),
+        answer_fixture(403, "error_quota_exceeded.json"),
+    );
+    let (ran, _) = h.run(&["run", "--concurrency", "1"]);
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let line = summary_of(&ran.stderr);
+    short_enough(&line);
+    assert!(
+        line.ends_with(
+            "; regions US GB complete, DE upstream_quota_exhausted, FR IN BR AU CA not_attempted"
+        ),
+        "{line}"
+    );
+    let why: Vec<&str> = ran
+        .stderr
+        .lines()
+        .filter(|l| l.contains(" stopped: "))
+        .collect();
+    assert_eq!(why.len(), 1, "{}", ran.stderr);
+    for once in ["quota is spent", "midnight", "blocked until"] {
+        assert_eq!(why[0].matches(once).count(), 1, "{once}: {}", why[0]);
+    }
+    assert!(!why[0].contains("run_id="), "{}", why[0]);
+
+    let mut h = Harness::new(None);
+    h.costs(&unit_costs_toml(10_000, 4));
+    let (ran, _) = h.run(&["run", "--concurrency", "1"]);
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let line = summary_of(&ran.stderr);
+    short_enough(&line);
+    assert!(
+        line.contains(" budget_exhausted in ") && line.contains(": 4 calls, 4 units, 0 left, "),
+        "{line}"
+    );
+    assert!(
+        line.ends_with(
+            "; regions US complete, GB budget_exhausted, DE FR IN BR AU CA not_attempted"
+        ),
+        "{line}"
+    );
+    let why: Vec<&str> = ran
+        .stderr
+        .lines()
+        .filter(|l| l.contains(" stopped: budget exhausted"))
+        .collect();
+    assert_eq!(why.len(), 1, "{}", ran.stderr);
+}
+
+/// `-q prune` in a crontab writes nothing but warnings and errors; `--json` still
+/// prints its object.
+#[test]
+fn a_quiet_prune_writes_nothing() {
+    let h = Harness::new(None);
+    let (ran, _) = h.run(&["run"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let ran = h.bare().args(["-q", "prune", "--older-than", "30d"]).run();
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!((ran.stdout.as_str(), ran.stderr.as_str()), ("", ""));
+    let ran = h.bare().args(["prune", "--older-than", "30d"]).run();
+    assert!(
+        ran.stdout.starts_with("deleted snapshots"),
+        "{}",
+        ran.stdout
+    );
+    let ran = h
+        .bare()
+        .args(["-q", "prune", "--older-than", "30d", "--json"])
+        .run();
+    assert_eq!(ran.json()["dry_run"], false);
+}

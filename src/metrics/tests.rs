@@ -363,6 +363,7 @@ fn report_with(budget: Option<BudgetWindow>) -> RunReport {
         regions: Vec::new(),
         stop_reason: None,
         ended_at: 0,
+        took: std::time::Duration::ZERO,
         budget,
         attempts: Default::default(),
     }

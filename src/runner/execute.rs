@@ -968,6 +968,7 @@ where
 /// Runs the plan for `regions` and reports how it went. Everything fetched is
 /// committed page by page, whatever stops the run.
 pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
+    let began = std::time::Instant::now();
     let started = now_s();
     let run_id = run.settings.run_id.clone();
     let kind = run.settings.kind;
@@ -1107,6 +1108,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         follow,
         stop_reason: stop.as_ref().map(|s| s.describe(now)),
         ended_at,
+        took: began.elapsed(),
         budget,
         attempts: run
             .state
