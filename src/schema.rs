@@ -82,6 +82,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     crate::quota::schema::TABLES,
     crate::store::schema::CHARTS,
     crate::store::schema::FOLLOW_UPS,
+    crate::store::schema::RUN_DURATIONS,
 ];
 
 /// The highest schema version this build knows: what every writer brings the file to.

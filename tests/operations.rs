@@ -24,7 +24,7 @@ fn binary() -> PathBuf {
 }
 
 /// The samples of a metrics file, `name{labels}` to value, after promtool accepted it.
-fn metrics(path: &Path) -> BTreeMap<String, f64> {
+pub(crate) fn metrics(path: &Path) -> BTreeMap<String, f64> {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let checked = check_metrics(&bytes);
     let text = String::from_utf8(bytes).expect("UTF-8");

@@ -9,7 +9,7 @@ use trendsync::table::columns;
 
 use crate::common::harness::{Harness, REGIONS, unit_costs_toml};
 use crate::common::upstream::{FakeUpstream, answer_fixture, page1};
-use crate::operations::{four_regions, signal, wait_for_requests};
+use crate::operations::{four_regions, metrics, signal, wait_for_requests};
 
 /// The eight regions, two with category charts.
 fn eight_regions() -> String {
@@ -341,4 +341,26 @@ fn a_quiet_prune_writes_nothing() {
         .args(["-q", "prune", "--older-than", "30d", "--json"])
         .run();
     assert_eq!(ran.json()["dry_run"], false);
+}
+
+/// A run against the loopback upstream takes well under a second: its duration in the
+/// metrics file is what it took, not 0 (DESIGN.md 7: seconds, fractional).
+#[test]
+fn run_durations_in_the_metrics_are_fractional_seconds() {
+    let h = Harness::new(None);
+    let (ran, _) = h.run(&["--metrics-file", "trendsync.prom", "run", "--region", "US"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let took: i64 = h
+        .db()
+        .query_row("SELECT duration_us FROM runs", [], |r| r.get(0))
+        .expect("the run's duration");
+    assert!(took > 0, "{took}");
+    let m = metrics(&h.scratch.file("trendsync.prom"));
+    let seconds = took as f64 / 1e6;
+    for series in [
+        "trendsync_last_run_duration_seconds{kind=\"run\"}",
+        "trendsync_region_last_run_duration_seconds{region=\"US\"}",
+    ] {
+        assert_eq!(m.get(series), Some(&seconds), "{series}: {m:?}");
+    }
 }

@@ -73,6 +73,7 @@ fn run(id: &str, kind: RunKind, started_at: i64, status: &str, units: u64) -> Ru
         units: Some(units),
         calls: Some(units + 1),
         stop_reason: None,
+        duration_us: Some(40_250_000),
     }
 }
 
@@ -110,6 +111,7 @@ fn attempt(region: &str, started_at: i64, status: &str, ended: bool) -> HistoryR
         units: 3,
         reason: None,
         charts: vec![0],
+        run_duration_us: ended.then_some(29_500_000),
     }
 }
 
@@ -192,8 +194,8 @@ fn every_region_and_both_kinds_are_in_the_file() {
     assert_eq!(
         lines_of(&text, "trendsync_last_run_duration_seconds"),
         [
-            "trendsync_last_run_duration_seconds{kind=\"run\"} 40",
-            "trendsync_last_run_duration_seconds{kind=\"backfill\"} 40"
+            "trendsync_last_run_duration_seconds{kind=\"run\"} 40.25",
+            "trendsync_last_run_duration_seconds{kind=\"backfill\"} 40.25"
         ]
     );
     // Regions sorted, each with its own last attempt's status.
@@ -225,8 +227,8 @@ fn every_region_and_both_kinds_are_in_the_file() {
     assert_eq!(
         lines_of(&text, "trendsync_region_last_run_duration_seconds"),
         [
-            "trendsync_region_last_run_duration_seconds{region=\"GB\"} 30",
-            "trendsync_region_last_run_duration_seconds{region=\"US\"} 30"
+            "trendsync_region_last_run_duration_seconds{region=\"GB\"} 29.5",
+            "trendsync_region_last_run_duration_seconds{region=\"US\"} 29.5"
         ],
         "none while DE's run is still going"
     );
@@ -436,4 +438,14 @@ fn region_statuses_are_the_runners_and_the_stores() {
             "{s}"
         );
     }
+}
+
+/// A run's duration is what its process measured, to the microsecond: a sub-second run
+/// is not 0. A run recorded before durations were has its whole seconds.
+#[test]
+fn run_durations_are_fractional_seconds() {
+    assert_eq!(run_seconds(100, 100, Some(850_000)), 0.85);
+    assert_eq!(run_seconds(100, 101, Some(1_250_000)), 1.25);
+    assert_eq!(run_seconds(100, 102, None), 2.0);
+    assert_eq!(run_seconds(100, 90, None), 0.0, "a clock that went back");
 }

@@ -1132,6 +1132,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
             .clone()
             .or_else(|| (!failed.is_empty()).then(|| failed.join("; "))),
         ended_at,
+        duration_us: u64::try_from(report.took.as_micros()).unwrap_or(u64::MAX),
     };
     let details = region_outcomes(&report, stop.as_ref(), now);
     let calls: Vec<CallCount> = report

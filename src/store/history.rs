@@ -46,6 +46,9 @@ pub struct HistoryRow {
     /// The charts the run stored of the region: 0 for the overall chart, else the
     /// category id; in that order.
     pub charts: Vec<u32>,
+    /// How long the run took, to the microsecond (none before schema 7, or while it
+    /// runs).
+    pub run_duration_us: Option<u64>,
 }
 
 /// The charts a history line's run stored of its region, comma-separated: one seek of
@@ -300,7 +303,7 @@ impl Store {
                         coalesce(rr.status, r.status),
                         coalesce(rr.pages, 0), coalesce(rr.videos, 0),
                         coalesce(rr.units, r.units, 0),
-                        {REGION_REASON}, {CHARTS_OF_LINE}
+                        {REGION_REASON}, {CHARTS_OF_LINE}, r.duration_us
                  FROM runs AS r LEFT JOIN run_regions AS rr ON rr.run_id = r.run_id
                  WHERE (?1 IS NULL OR r.started_at >= ?1)
                    AND (?2 IS NULL OR rr.region IN (SELECT value FROM json_each(?2)))
@@ -331,7 +334,7 @@ impl Store {
             let mut stmt = self.conn.prepare_cached(&format!(
                 "SELECT r.run_id, r.kind, rr.region, r.started_at, r.ended_at, rr.status,
                         rr.pages, rr.videos, rr.units, {REGION_REASON},
-                        {CHARTS_OF_LINE}
+                        {CHARTS_OF_LINE}, r.duration_us
                  FROM (SELECT DISTINCT region FROM run_regions) AS g
                  JOIN run_regions AS rr
                    ON rr.region = g.region
@@ -404,7 +407,8 @@ impl Store {
 }
 
 /// A history line from the columns both history queries select, in their order:
-/// run id, kind, region, start, end, status, pages, videos, units, reason, charts.
+/// run id, kind, region, start, end, status, pages, videos, units, reason, charts,
+/// the run's duration.
 fn history_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<HistoryRow> {
     let kind: String = row.get(1)?;
     let charts: Option<String> = row.get(10)?;
@@ -419,6 +423,7 @@ fn history_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<HistoryRow> {
         videos: to_u64(row.get(7)?),
         units: to_u64(row.get(8)?),
         reason: row.get(9)?,
+        run_duration_us: row.get::<_, Option<i64>>(11)?.map(|n| n.max(0) as u64),
         charts: charts
             .iter()
             .flat_map(|c| c.split(','))
@@ -454,6 +459,7 @@ mod tests {
                     calls: 6,
                     stop_reason: None,
                     ended_at: at,
+                    duration_us: 1_000_000,
                 },
             )
             .expect("finishing");
@@ -490,6 +496,7 @@ mod tests {
                     calls: 6,
                     stop_reason: Some("GB: videoChartNotFound".into()),
                     ended_at: 140,
+                    duration_us: 40_000_000,
                 },
             )
             .expect("finishing");
@@ -667,7 +674,14 @@ mod tests {
         {
             let old = Store::open_with(&path, &MIGRATIONS[..1]).expect("the first schema");
             old.begin_run("old", RunKind::Run, 10).expect("begin");
-            finish(&old, "old", "complete", 20);
+            // As the build of that schema finished a run: no duration then.
+            old.conn
+                .execute(
+                    "UPDATE runs SET ended_at = 20, status = 'complete', units = 6, calls = 6
+                     WHERE run_id = 'old'",
+                    [],
+                )
+                .expect("finishing");
         }
         let store = Store::open(&path).expect("upgrading");
         assert_eq!(

@@ -1,4 +1,4 @@
-//! The store's steps of the file's schema: versions 1 to 3, 5 and 6 of the one list in
+//! The store's steps of the file's schema: versions 1 to 3 and 5 to 7 of the one list in
 //! [`crate::schema`], which applies them (and the steps of the other owners of the
 //! file) and explains how `PRAGMA user_version` counts them.
 //!
@@ -53,6 +53,20 @@ pub(crate) const FOLLOW_UPS: Migration = Migration {
     sql: super::follow::CREATE,
     data: Some(super::follow::fill_state),
 };
+
+/// Step 7.
+pub(crate) const RUN_DURATIONS: Migration = Migration {
+    description: "each run's duration to the microsecond",
+    owner: Owner::Store,
+    sql: RUN_DURATIONS_SQL,
+    data: None,
+};
+
+/// `started_at` and `ended_at` are whole seconds: a run of 0.8 s would last 0 s, and
+/// one of 1.9 s one second. The process that ran it measures it; older runs have NULL.
+const RUN_DURATIONS_SQL: &str = "
+ALTER TABLE runs ADD COLUMN duration_us INTEGER CHECK (duration_us IS NULL OR duration_us >= 0);
+";
 
 fn compact_data(conn: &Connection) -> Result<(), StepError> {
     Ok(super::compact::migrate_from_v1(conn)?)
