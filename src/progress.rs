@@ -4,11 +4,16 @@
 //! other.
 
 use std::io::{IsTerminal, Write};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 static BARS: OnceLock<MultiProgress> = OnceLock::new();
+
+/// Every region bar of the process, kept to its end: a dropped bar is no longer redrawn
+/// under the log lines that follow (the summary), so its region's final state would
+/// vanish from the screen or stay where it was last drawn.
+static KEPT: Mutex<Vec<ProgressBar>> = Mutex::new(Vec::new());
 
 /// Turns progress bars on for this process when stderr is a terminal and the logs are
 /// meant for people. Returns whether they are on.
@@ -53,6 +58,9 @@ impl RegionBar {
                 .progress_chars("=> ");
             bar.set_style(style);
             bar.set_prefix(region.to_owned());
+            if let Ok(mut kept) = KEPT.lock() {
+                kept.push(bar.clone());
+            }
             bar
         }))
     }
