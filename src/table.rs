@@ -48,6 +48,8 @@ pub fn cut(text: &str, max: usize) -> Cow<'_, str> {
         out.push(c);
     }
     if max > 0 {
+        // No blank before the ellipsis: "for region…".
+        out.truncate(out.trim_end().len());
         out.push('…');
     }
     Cow::Owned(out)
@@ -135,8 +137,8 @@ impl<W: Write> Drop for Wrapped<W> {
 }
 
 /// The fewest columns the one column allowed to shrink keeps before another column is
-/// dropped to make room for it.
-const FLEX_MIN: usize = 24;
+/// dropped to make room for it: a quarter of the width, within these bounds.
+const FLEX_MIN: (usize, usize) = (8, 24);
 
 /// One column of a [`Table`].
 #[derive(Debug, Clone, Copy)]
@@ -239,7 +241,8 @@ impl Table {
                 + visible.saturating_sub(1)
         };
         loop {
-            let flex_needs = flex.map_or(0, |f| natural[f].min(FLEX_MIN));
+            let least = (width / 4).clamp(FLEX_MIN.0, FLEX_MIN.1);
+            let flex_needs = flex.map_or(0, |f| natural[f].min(least));
             if fixed(&shown) + flex_needs <= width {
                 break;
             }
@@ -362,13 +365,13 @@ mod tests {
         }
         let at_60 = lines(&sample(), Some(60));
         assert!(at_60[0].contains("run"), "room for every column: {at_60:?}");
-        let at_40 = lines(&sample(), Some(40));
+        let at_30 = lines(&sample(), Some(30));
         assert!(
-            !at_40[0].contains("run"),
-            "the run id goes first: {at_40:?}"
+            !at_30[0].contains("run"),
+            "the run id goes first: {at_30:?}"
         );
-        assert!(at_40[0].contains("units"), "{at_40:?}");
-        assert!(at_40[2].starts_with("JP"), "{at_40:?}");
+        assert!(at_30[0].contains("units"), "{at_30:?}");
+        assert!(at_30[2].starts_with("JP"), "{at_30:?}");
     }
 
     #[test]
