@@ -8,7 +8,7 @@ use std::time::Duration;
 use trendsync::table::columns;
 
 use crate::common::harness::{Harness, REGIONS, unit_costs_toml};
-use crate::common::upstream::{FakeUpstream, answer_fixture, page1};
+use crate::common::upstream::{answer_fixture, page1};
 use crate::operations::{four_regions, metrics, signal, wait_for_requests};
 
 /// The eight regions, two with category charts.
@@ -145,21 +145,27 @@ fn last_statuses(h: &Harness<'_>) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// With one region at a time, the regions waiting for the slot are `queued`, not
-/// `running`; after SIGINT, those never fetched are `not_attempted` everywhere and
-/// no line stays queued or running.
+/// With one region at a time, the regions waiting for the slot are `queued`, the one
+/// fetching `running`, and one done says how it ended, all while the run goes on;
+/// after SIGINT, those never fetched are `not_attempted` everywhere and no line stays
+/// queued or running.
 #[test]
 fn regions_waiting_for_a_slot_are_queued_and_after_sigint_not_fetched() {
-    // The first call is still unanswered when the signal comes; the run's grace for
-    // it (3 s) ends it.
-    let mut h = Harness::with(FakeUpstream::youtube_after(Duration::from_secs(30)), None);
+    // US is fetched at once; GB's first call is still unanswered when the signal
+    // comes, and the run's grace for it (3 s) ends it.
+    let mut h = Harness::new(None);
     four_regions(&mut h);
+    h.fake.answer_instead(
+        page1("GB"),
+        answer_fixture(200, "videos_page1.json").set_delay(Duration::from_secs(30)),
+    );
     let mut child = h.cmd().args(["run", "--concurrency", "1"]).spawn();
-    wait_for_requests(&h.fake, 1, &mut child);
+    // US's two pages and category names, then GB's first page.
+    wait_for_requests(&h.fake, 4, &mut child);
     let during = last_statuses(&h);
     let want: BTreeMap<String, String> = [
-        ("US", "running"),
-        ("GB", "queued"),
+        ("US", "complete"),
+        ("GB", "running"),
         ("DE", "queued"),
         ("FR", "queued"),
     ]
@@ -171,19 +177,20 @@ fn regions_waiting_for_a_slot_are_queued_and_after_sigint_not_fetched() {
         .args(["runs", "--status", "queued", "--json"])
         .run()
         .json();
-    assert_eq!(queued["runs"].as_array().map(Vec::len), Some(3), "{queued}");
+    assert_eq!(queued["runs"].as_array().map(Vec::len), Some(2), "{queued}");
 
     signal(&child, "INT");
     let out = child.wait_with_output().expect("waiting for the run");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     let after = last_statuses(&h);
-    assert_eq!(after["US"], "interrupted", "{after:?}");
-    for code in ["GB", "DE", "FR"] {
+    assert_eq!(after["US"], "complete", "{after:?}");
+    assert_eq!(after["GB"], "interrupted", "{after:?}");
+    for code in ["DE", "FR"] {
         assert_eq!(after[code], "not_attempted", "{after:?}");
     }
     let text = h.bare().args(["status"]).run().stdout;
-    for code in ["GB", "DE", "FR"] {
+    for code in ["DE", "FR"] {
         assert!(
             text.lines()
                 .any(|l| l.starts_with(code) && l.contains("not_attempted")),

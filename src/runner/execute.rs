@@ -25,7 +25,7 @@ use crate::error::chain;
 use crate::progress::RegionBar;
 use crate::quota::{Allowance, Budget, Charge, DownPolicy, Journal, Limiter, LimiterError, micros};
 use crate::store::{
-    CallCount, FollowCounts, RegionOutcome, RunKind, RunOutcome, Store, StoreError,
+    CallCount, FollowCounts, QUEUED, RUNNING, RegionOutcome, RunKind, RunOutcome, Store, StoreError,
 };
 use crate::youtube::{
     CallError, Client, ErrorClass, MAX_RESULTS, SEARCH_LIST, SearchRequest, VIDEO_CATEGORIES_LIST,
@@ -578,15 +578,7 @@ impl Run {
         steps: Vec<Step>,
         mut report: RegionReport,
     ) -> RegionReport {
-        // It holds a concurrency slot now: no longer `queued` in the history.
-        let (run_id, code) = (self.settings.run_id.clone(), region.code.clone());
-        let doing = format!("recording that region {} is fetched", region.code);
-        if let Err(e) = self
-            .with_store(doing, move |s| s.mark_region_running(&run_id, &code))
-            .await
-        {
-            tracing::warn!(region = %region.code, "{}", chain(&e));
-        }
+        self.mark_region(&region.code, RUNNING).await;
         let bar = RegionBar::new(
             &region.code,
             steps
@@ -625,7 +617,34 @@ impl Run {
             Self::end_region(&mut report, failed, self.stop_status());
         }
         bar.finish(report.status.as_str());
+        self.mark_after(&report, &steps, plan::Phase::Core).await;
         report
+    }
+
+    /// Records in the history what a region of this run is doing (see
+    /// [`Store::mark_region`]). A failure costs only the line's accuracy until the run
+    /// ends, so it is logged, not fatal.
+    async fn mark_region(&self, code: &str, status: &'static str) {
+        let (run_id, region) = (self.settings.run_id.clone(), code.to_owned());
+        let doing = format!("recording that region {code} is {status}");
+        if let Err(e) = self
+            .with_store(doing, move |s| s.mark_region(&run_id, &region, status))
+            .await
+        {
+            tracing::warn!(region = %code, "{}", chain(&e));
+        }
+    }
+
+    /// After a phase of a region: `queued` again when a later phase has steps for it,
+    /// else how it ended.
+    async fn mark_after(&self, report: &RegionReport, steps: &[Step], phase: plan::Phase) {
+        let later = steps.iter().any(|s| s.phase() > phase);
+        let status = if report.going() && later {
+            QUEUED
+        } else {
+            report.status.as_str()
+        };
+        self.mark_region(&report.code, status).await;
     }
 
     /// Up to `pages` pages of one of the region's charts (the overall one when
@@ -729,6 +748,7 @@ impl Run {
         if planned.is_empty() {
             return report;
         }
+        self.mark_region(&region.code, RUNNING).await;
         let bar = RegionBar::new(&region.code, planned.iter().map(|(_, n)| *n as u64).sum());
         let result = async {
             for (category, pages) in planned {
@@ -764,6 +784,7 @@ impl Run {
             Self::end_region(&mut report, failed, self.stop_status());
         }
         bar.finish(report.status.as_str());
+        self.mark_after(&report, &steps, plan::Phase::Charts).await;
         report
     }
 
@@ -838,10 +859,17 @@ impl Run {
         steps: Vec<Step>,
         mut report: RegionReport,
     ) -> RegionReport {
-        let planned = steps.iter().filter_map(|s| match s {
-            Step::Search { index, .. } => region.searches.get(*index),
-            _ => None,
-        });
+        let planned: Vec<_> = steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Search { index, .. } => region.searches.get(*index),
+                _ => None,
+            })
+            .collect();
+        if planned.is_empty() {
+            return report;
+        }
+        self.mark_region(&region.code, RUNNING).await;
         let result = async {
             for search in planned {
                 let published_after = search
@@ -888,6 +916,8 @@ impl Run {
         if let Err(failed) = result {
             Self::end_region(&mut report, failed, self.stop_status());
         }
+        self.mark_after(&report, &steps, plan::Phase::Searches)
+            .await;
         report
     }
 }

@@ -136,17 +136,20 @@ impl Store {
         .map_err(self.err(format!("recording the regions of run {run_id}")))
     }
 
-    /// A region of a run goes from `queued` to `running`: it has a concurrency slot.
-    pub fn mark_region_running(&self, run_id: &str, region: &str) -> Result<(), StoreError> {
+    /// Records what a region of a run still going is doing: `running` while it holds
+    /// a concurrency slot, `queued` while it waits for one, or how it ended once it has
+    /// nothing left to fetch (the end of the run records it again, with its numbers).
+    /// A line that has ended is left as it is.
+    pub fn mark_region(&self, run_id: &str, region: &str, status: &str) -> Result<(), StoreError> {
         self.conn
             .prepare_cached(
-                "UPDATE run_regions SET status = 'running'
-                 WHERE run_id = ?1 AND region = ?2 AND status = 'queued'",
+                "UPDATE run_regions SET status = ?3
+                 WHERE run_id = ?1 AND region = ?2 AND status IN ('queued', 'running')",
             )
-            .and_then(|mut s| s.execute(params![run_id, region]))
+            .and_then(|mut s| s.execute(params![run_id, region, status]))
             .map(|_| ())
             .map_err(self.err(format!(
-                "recording that region {region} of run {run_id} is fetched"
+                "recording that region {region} of run {run_id} is {status}"
             )))
     }
 
@@ -521,7 +524,7 @@ mod tests {
     }
 
     #[test]
-    fn an_abandoned_run_abandons_its_queued_regions_too() {
+    fn an_abandoned_run_abandons_its_regions_still_going_and_no_other() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(dir.path().join("t.db")).expect("opening");
         store.begin_run("r", RunKind::Run, 100).expect("begin");
@@ -529,14 +532,18 @@ mod tests {
         store
             .begin_run_regions("r", 100, &regions)
             .expect("regions");
-        store.mark_region_running("r", "US").expect("running");
+        store.mark_region("r", "US", RUNNING).expect("running");
         let statuses = |store: &Store| -> Vec<String> {
             let rows = store.run_regions("r").expect("regions");
             rows.into_iter().map(|r| r.status).collect()
         };
         assert_eq!(statuses(&store), [QUEUED, RUNNING]);
+        store.mark_region("r", "GB", "complete").expect("ended");
+        store.mark_region("r", "GB", RUNNING).expect("left alone");
+        assert_eq!(statuses(&store), ["complete", RUNNING]);
+        store.mark_region("r", "GB", QUEUED).expect("left alone");
         assert!(store.abandon_run("r").expect("abandoning"));
-        assert_eq!(statuses(&store), [ABANDONED, ABANDONED]);
+        assert_eq!(statuses(&store), ["complete", ABANDONED]);
     }
 
     #[test]
@@ -570,7 +577,7 @@ mod tests {
             .begin_run_regions("r2", 200, &regions[..1])
             .expect("regions");
         assert_eq!(store.run_regions("r2").expect("regions")[0].status, QUEUED);
-        store.mark_region_running("r2", "US").expect("running");
+        store.mark_region("r2", "US", RUNNING).expect("running");
         store
             .begin_run("b3", RunKind::Backfill, 300)
             .expect("begin");
