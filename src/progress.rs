@@ -33,6 +33,13 @@ fn bar_columns(others: usize, max: usize) -> usize {
         .clamp(4, max)
 }
 
+/// A bar drawn from `template`, or indicatif's default should the template be wrong.
+fn style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template)
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ")
+}
+
 /// Writes a log line to stderr, clearing the bars first and redrawing them after.
 pub fn write_log(buf: &[u8]) -> std::io::Result<()> {
     match BARS.get() {
@@ -49,14 +56,10 @@ impl RegionBar {
         RegionBar(BARS.get().map(|bars| {
             let bar = bars.add(ProgressBar::new(calls));
             // The bar takes what the terminal leaves; the message is cut to fit.
-            let template = format!(
+            bar.set_style(style(&format!(
                 "{{prefix:>3}} [{{bar:{}}}] {{pos}}/{{len}} calls {{wide_msg}}",
                 bar_columns(30, 24)
-            );
-            let style = ProgressStyle::with_template(&template)
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> ");
-            bar.set_style(style);
+            )));
             bar.set_prefix(region.to_owned());
             if let Ok(mut kept) = KEPT.lock() {
                 kept.push(bar.clone());
@@ -119,14 +122,10 @@ impl Task {
             return Task(None);
         }
         let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-        let template = format!(
+        bar.set_style(style(&format!(
             "[{{bar:{}}}] {{percent:>3}}% {{human_pos}}/{{human_len}} ({{eta}} left) {{wide_msg}}",
             bar_columns(44, 32)
-        );
-        let style = ProgressStyle::with_template(&template)
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> ");
-        bar.set_style(style);
+        )));
         bar.set_message(what.to_owned());
         Task(Some(bar))
     }

@@ -10,6 +10,7 @@ use trendsync::table::columns;
 use crate::common::harness::{Harness, REGIONS, unit_costs_toml};
 use crate::common::upstream::{answer_fixture, page1};
 use crate::operations::{four_regions, metrics, signal, wait_for_requests};
+use crate::run_e2e::lines_with;
 
 /// The eight regions, two with category charts.
 fn eight_regions() -> String {
@@ -210,10 +211,7 @@ fn regions_waiting_for_a_slot_are_queued_and_after_sigint_not_fetched() {
 
 /// The summary line of a run's stderr, the one that names its regions.
 fn summary_of(stderr: &str) -> String {
-    let lines: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.contains("; regions "))
-        .collect();
+    let lines = lines_with(stderr, "; regions ");
     assert_eq!(lines.len(), 1, "one summary line:\n{stderr}");
     lines[0].to_owned()
 }
@@ -226,10 +224,17 @@ fn message_of(line: &str) -> &str {
         .unwrap_or(line)
 }
 
-/// The summary of a stopped run: at most 160 characters of message.
-fn short_enough(line: &str) {
-    let n = message_of(line).chars().count();
+/// A run, one region at a time, that stops early (75): its summary line, of at most
+/// 160 characters of message, and the one line that says why it stopped.
+fn stopped_run(h: &Harness<'_>) -> (String, String) {
+    let (ran, _) = h.run(&["run", "--concurrency", "1"]);
+    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let line = summary_of(&ran.stderr);
+    let n = message_of(&line).chars().count();
     assert!(n <= 160, "{n} characters: {line}");
+    let why = lines_with(&ran.stderr, " stopped: ");
+    assert_eq!(why.len(), 1, "{}", ran.stderr);
+    (line, why[0].to_owned())
 }
 
 /// The cron heartbeat: one line of at most 160 characters, time and level included,
@@ -282,33 +287,22 @@ fn a_stopped_run_says_why_once_and_its_summary_stays_short() {
         page1("DE"),
         answer_fixture(403, "error_quota_exceeded.json"),
     );
-    let (ran, _) = h.run(&["run", "--concurrency", "1"]);
-    assert_eq!(ran.code, 75, "{}", ran.stderr);
-    let line = summary_of(&ran.stderr);
-    short_enough(&line);
+    let (line, why) = stopped_run(&h);
     assert!(
         line.ends_with(
             "; regions US GB complete, DE upstream_quota_exhausted, FR IN BR AU CA not_attempted"
         ),
         "{line}"
     );
-    let why: Vec<&str> = ran
-        .stderr
-        .lines()
-        .filter(|l| l.contains(" stopped: "))
-        .collect();
-    assert_eq!(why.len(), 1, "{}", ran.stderr);
     for once in ["quota is spent", "midnight", "blocked until"] {
-        assert_eq!(why[0].matches(once).count(), 1, "{once}: {}", why[0]);
+        assert_eq!(why.matches(once).count(), 1, "{once}: {why}");
     }
-    assert!(!why[0].contains("run_id="), "{}", why[0]);
+    assert!(!why.contains("run_id="), "{why}");
 
     let mut h = Harness::new(None);
     h.costs(&unit_costs_toml(10_000, 4));
-    let (ran, _) = h.run(&["run", "--concurrency", "1"]);
-    assert_eq!(ran.code, 75, "{}", ran.stderr);
-    let line = summary_of(&ran.stderr);
-    short_enough(&line);
+    let (line, why) = stopped_run(&h);
+    assert!(why.contains(" stopped: budget exhausted"), "{why}");
     assert!(
         line.contains(" budget_exhausted in ") && line.contains(": 4 calls, 4 units, 0 left, "),
         "{line}"
@@ -319,12 +313,6 @@ fn a_stopped_run_says_why_once_and_its_summary_stays_short() {
         ),
         "{line}"
     );
-    let why: Vec<&str> = ran
-        .stderr
-        .lines()
-        .filter(|l| l.contains(" stopped: budget exhausted"))
-        .collect();
-    assert_eq!(why.len(), 1, "{}", ran.stderr);
 }
 
 /// `-q prune` in a crontab writes nothing but warnings and errors; `--json` still

@@ -84,7 +84,7 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 }
 
 /// Every line of stderr that contains `text`.
-fn lines_with<'a>(stderr: &'a str, text: &str) -> Vec<&'a str> {
+pub(crate) fn lines_with<'a>(stderr: &'a str, text: &str) -> Vec<&'a str> {
     stderr.lines().filter(|l| l.contains(text)).collect()
 }
 
