@@ -253,6 +253,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             calls: chunk.len() as u64,
             stop_reason: None,
             ended_at: t0 + 60,
+            duration_us: 60_000_000,
         };
         let t = Instant::now();
         store.finish_run(&run_id, &outcome)?;

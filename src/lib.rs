@@ -20,5 +20,6 @@ pub mod runner;
 pub mod schema;
 pub mod sqlite;
 pub mod store;
+pub mod table;
 pub mod video;
 pub mod youtube;

@@ -3,9 +3,13 @@
 
 use std::io::IsTerminal;
 
+use tracing::field::{Field, Visit};
 use tracing::{Level, Metadata};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::filter::{FilterExt, filter_fn};
+use tracing_subscriber::fmt::FormatFields;
+use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, fmt};
@@ -44,10 +48,71 @@ pub fn init(format: LogFormat, verbose: u8, quiet: u8) {
             crate::progress::enable(true);
             let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             tracing_subscriber::registry()
-                .with(layer.with_ansi(color).with_filter(filter))
+                .with(
+                    layer
+                        .with_ansi(color)
+                        .fmt_fields(TextFields)
+                        .with_filter(filter),
+                )
                 .try_init()
         }
     };
+}
+
+/// Text logs are for people: a line is its message, then only the fields that say
+/// something the message does not (DESIGN.md 7). JSON logs keep every field.
+struct TextFields;
+
+impl<'w> FormatFields<'w> for TextFields {
+    fn format_fields<R: RecordFields>(
+        &self,
+        mut writer: Writer<'w>,
+        fields: R,
+    ) -> std::fmt::Result {
+        let mut seen = Seen::default();
+        fields.record(&mut seen);
+        writer.write_str(&seen.message)?;
+        for (name, raw, shown) in &seen.fields {
+            if !says(&seen.message, raw) {
+                let sep = if seen.message.is_empty() { "" } else { " " };
+                write!(writer, "{sep}{name}={shown}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `message` already says `value`: all of it, or every item of a
+/// comma-separated list (`regions=US,GB`).
+fn says(message: &str, value: &str) -> bool {
+    !value.is_empty() && value.split(',').all(|item| message.contains(item))
+}
+
+/// An event's message and its other fields: (name, value, value as written).
+#[derive(Default)]
+struct Seen {
+    message: String,
+    fields: Vec<(&'static str, String, String)>,
+}
+
+impl Visit for Seen {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.message = value.to_owned();
+        } else {
+            self.fields
+                .push((field.name(), value.to_owned(), format!("{value:?}")));
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        let text = format!("{value:?}");
+        if field.name() == "message" {
+            self.message = text;
+        } else {
+            self.fields.push((field.name(), text.clone(), text));
+        }
+    }
 }
 
 /// An error that trendsync itself reports: shown whatever the filter says.
@@ -61,7 +126,16 @@ fn is_own_target(target: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::is_own_target;
+    use super::{is_own_target, says};
+
+    #[test]
+    fn a_field_the_message_says_is_not_said_again() {
+        assert!(says("run r1 complete: 3 calls", "r1"));
+        assert!(says("regions US GB complete", "US,GB"));
+        assert!(!says("regions US complete", "US,GB"));
+        assert!(!says("creating the database", "trendsync.db"));
+        assert!(!says("anything", ""));
+    }
 
     #[test]
     fn only_trendsync_targets_are_its_own() {

@@ -181,9 +181,18 @@ fn valid_label_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// How long a run took, in seconds: as its process measured it, or for a run recorded
+/// before durations were (schema 7), from its whole-second start and end.
+fn run_seconds(started_at: i64, ended_at: i64, duration_us: Option<u64>) -> f64 {
+    match duration_us {
+        Some(us) => us as f64 / 1e6,
+        None => (ended_at - started_at).max(0) as f64,
+    }
+}
+
 /// Every status a region's line of a run can have: what `runs --status` accepts, and
 /// the labels a region's last attempt is reported with, 1 for the one it has.
-pub const REGION_STATUSES: [&str; 9] = [
+pub const REGION_STATUSES: [&str; 10] = [
     "complete",
     "budget_exhausted",
     "upstream_quota_exhausted",
@@ -191,6 +200,7 @@ pub const REGION_STATUSES: [&str; 9] = [
     "skipped",
     "interrupted",
     "not_attempted",
+    "queued",
     "running",
     "abandoned",
 ];
@@ -312,7 +322,10 @@ impl Picture {
                 "trendsync_last_run_duration_seconds",
                 "How long the last run of this kind took, in seconds.",
             )
-            .sample(&[("kind", kind)], (ended_at - run.started_at).max(0) as f64);
+            .sample(
+                &[("kind", kind)],
+                run_seconds(run.started_at, ended_at, run.duration_us),
+            );
             let status = exp.gauge(
                 "trendsync_last_run_status",
                 "1 for the status the last run of this kind ended with, 0 for the others.",
@@ -461,7 +474,10 @@ impl Picture {
             (
                 "trendsync_region_last_run_duration_seconds",
                 "How long the run of the region's last attempt took, in seconds (absent while it runs).",
-                |a| a.ended_at.map(|e| (e - a.started_at).max(0) as f64),
+                |a| {
+                    a.ended_at
+                        .map(|e| run_seconds(a.started_at, e, a.run_duration_us))
+                },
             ),
             (
                 "trendsync_region_last_run_pages",

@@ -4,11 +4,16 @@
 //! other.
 
 use std::io::{IsTerminal, Write};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 static BARS: OnceLock<MultiProgress> = OnceLock::new();
+
+/// Every region bar of the process, kept to its end: a dropped bar is no longer redrawn
+/// under the log lines that follow (the summary), so its region's final state would
+/// vanish from the screen or stay where it was last drawn.
+static KEPT: Mutex<Vec<ProgressBar>> = Mutex::new(Vec::new());
 
 /// Turns progress bars on for this process when stderr is a terminal and the logs are
 /// meant for people. Returns whether they are on.
@@ -18,6 +23,21 @@ pub fn enable(text_logs: bool) -> bool {
     }
     BARS.get_or_init(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()));
     true
+}
+
+/// The columns a bar may take on the terminal stderr is: its width less `others` (what
+/// the rest of the line needs), between 4 and `max`. Bars are drawn on a terminal only.
+fn bar_columns(others: usize, max: usize) -> usize {
+    terminal_size::terminal_size_of(std::io::stderr())
+        .map_or(max, |(w, _)| usize::from(w.0).saturating_sub(others))
+        .clamp(4, max)
+}
+
+/// A bar drawn from `template`, or indicatif's default should the template be wrong.
+fn style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template)
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ")
 }
 
 /// Writes a log line to stderr, clearing the bars first and redrawing them after.
@@ -35,12 +55,15 @@ impl RegionBar {
     pub fn new(region: &str, calls: u64) -> RegionBar {
         RegionBar(BARS.get().map(|bars| {
             let bar = bars.add(ProgressBar::new(calls));
-            let style =
-                ProgressStyle::with_template("{prefix:>3} [{bar:24}] {pos}/{len} calls {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar())
-                    .progress_chars("=> ");
-            bar.set_style(style);
+            // The bar takes what the terminal leaves; the message is cut to fit.
+            bar.set_style(style(&format!(
+                "{{prefix:>3}} [{{bar:{}}}] {{pos}}/{{len}} calls {{wide_msg}}",
+                bar_columns(30, 24)
+            )));
             bar.set_prefix(region.to_owned());
+            if let Ok(mut kept) = KEPT.lock() {
+                kept.push(bar.clone());
+            }
             bar
         }))
     }
@@ -52,9 +75,16 @@ impl RegionBar {
         }
     }
 
+    /// Ends the bar with the region's status. Only a complete region's bar is shown
+    /// full: one stopped part way (a signal, the budget) keeps the calls it made, and
+    /// one never reached says so.
     pub fn finish(&self, status: &str) {
         if let Some(bar) = &self.0 {
-            bar.finish_with_message(status.to_owned());
+            match status {
+                "complete" => bar.finish_with_message(status.to_owned()),
+                "not_attempted" => bar.abandon_with_message("not fetched"),
+                _ => bar.abandon_with_message(status.to_owned()),
+            }
         }
     }
 }
@@ -92,12 +122,10 @@ impl Task {
             return Task(None);
         }
         let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-        let style = ProgressStyle::with_template(
-            "{msg} [{bar:32}] {percent}% {human_pos}/{human_len} ({eta} left)",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ");
-        bar.set_style(style);
+        bar.set_style(style(&format!(
+            "[{{bar:{}}}] {{percent:>3}}% {{human_pos}}/{{human_len}} ({{eta}} left) {{wide_msg}}",
+            bar_columns(44, 32)
+        )));
         bar.set_message(what.to_owned());
         Task(Some(bar))
     }

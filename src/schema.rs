@@ -48,6 +48,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     crate::store::schema::FOLLOW_UPS,
     crate::store::schema::ANALYSTS,
     crate::quota::schema::CLOCK_SKEW,
+    crate::store::schema::RUN_DURATIONS,
 ];
 
 /// The highest schema version this build knows: what the store brings the file to.

@@ -38,6 +38,7 @@ mod monitoring;
 // Signals, kill -9, cron's shell and systemd: Unix only.
 #[cfg(unix)]
 mod operations;
+mod output;
 mod plan_e2e;
 mod read_only_db;
 mod redis_acl;

@@ -82,6 +82,11 @@ impl RunEnd {
         self.pages + self.follow_calls
     }
 
+    /// How long the run took, as its process measures it: 0.4 s a call.
+    fn duration_us(&self) -> u64 {
+        self.units() * 400_000
+    }
+
     fn calls(&self) -> Vec<CallCount> {
         let call = |method: &str, calls| CallCount {
             method: method.into(),
@@ -483,10 +488,10 @@ impl Sink for Bulk {
         let units = end.units() as i64;
         self.conn
             .prepare_cached(
-                "UPDATE runs SET ended_at = ?2, status = 'complete', units = ?3, calls = ?3
-                 WHERE run_id = ?1",
+                "UPDATE runs SET ended_at = ?2, status = 'complete', units = ?3, calls = ?3,
+                 duration_us = ?4 WHERE run_id = ?1",
             )?
-            .execute(params![run_id, end.at, units])?;
+            .execute(params![run_id, end.at, units, end.duration_us() as i64])?;
         self.conn
             .prepare_cached(
                 "INSERT INTO run_regions (run_id, region, started_at, status, pages, videos, units)
@@ -642,6 +647,7 @@ impl Sink for ViaStore {
                 calls: end.units(),
                 stop_reason: None,
                 ended_at: end.at,
+                duration_us: end.duration_us(),
             },
         )?;
         let outcome = RegionOutcome {

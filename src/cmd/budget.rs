@@ -327,7 +327,8 @@ async fn show(global: &Global, json: bool) -> Result<()> {
     if json {
         return print_json(&report);
     }
-    let mut out = std::io::stdout().lock();
+    let width = crate::table::width();
+    let mut out = crate::table::Wrapped::new(std::io::stdout().lock(), width);
     writeln!(out, "budget \"{}\" on {}", budget.key, limiter.describe())?;
     let alone = report.buckets.len() == 1;
     for b in &report.buckets {
@@ -355,7 +356,7 @@ async fn show(global: &Global, json: bool) -> Result<()> {
             entries.unwrap_or_default(),
             budget.window.at(status.now_us).cutoff_us + 1,
             status.now_us,
-            bar_width(),
+            bar_width(width),
         )?;
     }
     Ok(())
@@ -399,11 +400,10 @@ fn chart(
     Ok(())
 }
 
-/// The columns a bar may take on this terminal: what is left of its width after the
+/// The columns a bar may take in `width` (80 when unlimited): what is left after the
 /// label and the count, at most 40.
-fn bar_width() -> usize {
-    let columns = terminal_size::terminal_size().map_or(80, |(w, _)| usize::from(w.0));
-    columns.saturating_sub(16).clamp(8, 40)
+fn bar_width(width: Option<usize>) -> usize {
+    width.unwrap_or(80).saturating_sub(16).clamp(8, 40)
 }
 
 /// `denied_by` when the limiter cannot be reached.

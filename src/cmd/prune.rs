@@ -72,7 +72,13 @@ pub fn run(global: &Global, args: &PruneArgs) -> Result<()> {
         report
     };
     let cutoff_text = crate::human::timestamp_s(cutoff);
-    let printed = print_report(&report, &cutoff_text, args.json);
+    // Under -q the text report, the prune's summary, goes as the run's does (DESIGN.md
+    // 7): a cron line with -q writes nothing but warnings and errors to its log.
+    let printed = if global.quiet > 0 && !args.json {
+        Ok(())
+    } else {
+        print_report(&report, &cutoff_text, args.json)
+    };
     // The prune is done (or stopped cleanly) whether or not its summary can be written.
     let outcome = match stop.finish() {
         Some(code) => Err(SilentExit(code).into()),

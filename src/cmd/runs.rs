@@ -12,7 +12,8 @@ use crate::cli::{Global, RunsArgs};
 use crate::clock::now_s;
 use crate::report::print_json;
 use crate::runner::lock;
-use crate::store::{HistoryFilter, HistoryRow, Store};
+use crate::store::{ABANDONED, HistoryFilter, HistoryRow, QUEUED, RUNNING, Store, in_progress};
+use crate::table::{self, Column, Table};
 
 #[derive(Debug, Serialize)]
 struct RunJson<'a> {
@@ -75,42 +76,42 @@ pub fn run(global: &Global, args: &RunsArgs) -> Result<()> {
             .collect();
         return print_json(&RunsJson { runs });
     }
-    let mut out = std::io::stdout().lock();
+    let width = table::width();
+    let mut out = table::Wrapped::new(std::io::stdout().lock(), width);
     if rows.is_empty() {
         writeln!(out, "no runs recorded match")?;
         return Ok(());
     }
-    writeln!(
-        out,
-        "{:<20} {:<14} {:<8} {:<6} {:<24} {:>5} {:>6} {:>5}  {:<20} {:<16} reason",
-        "started (UTC)",
-        "age",
-        "kind",
-        "region",
-        "status",
-        "pages",
-        "videos",
-        "units",
-        "run",
-        "charts"
-    )?;
+    // Dropped from the right of this list first when the terminal is narrow.
+    let mut lines = Table::new(vec![
+        Column::text("started (UTC)", 4),
+        Column::text("age", 2),
+        Column::text("kind", 5),
+        Column::text("region", 0),
+        Column::text("status", 0),
+        Column::number("pages", 7),
+        Column::number("videos", 6),
+        Column::number("units", 3),
+        Column::text("run", 9),
+        Column::text("charts", 8),
+        Column::flex("reason"),
+    ]);
     for r in &rows {
-        writeln!(
-            out,
-            "{:<20} {:<14} {:<8} {:<6} {:<24} {:>5} {:>6} {:>5}  {:<20} {:<16} {}",
+        lines.row(vec![
             at(r.started_at),
             ago(now, r.started_at),
-            r.kind.as_str(),
-            r.region.as_deref().unwrap_or("-"),
-            r.status,
-            r.pages,
-            r.videos,
-            r.units,
-            r.run_id,
+            r.kind.as_str().to_owned(),
+            r.region.as_deref().unwrap_or("-").to_owned(),
+            r.status.clone(),
+            r.pages.to_string(),
+            r.videos.to_string(),
+            r.units.to_string(),
+            r.run_id.clone(),
             charts_text(&r.charts),
-            r.reason.as_deref().map_or(String::new(), one_line)
-        )?;
+            r.reason.as_deref().map_or(String::new(), one_line),
+        ]);
     }
+    lines.write(&mut out, width)?;
     Ok(())
 }
 
@@ -124,22 +125,24 @@ fn read(db: &std::path::Path, filter: &HistoryFilter) -> Result<Vec<HistoryRow>>
     };
     let context = || format!("reading the run history from {}", db.display());
     let mut rows = store.history(filter).with_context(context)?;
-    if filter.status.as_deref() == Some("abandoned") {
-        let running = HistoryFilter {
-            status: Some("running".to_owned()),
-            ..filter.clone()
-        };
-        rows.extend(store.history(&running).with_context(context)?);
+    if filter.status.as_deref() == Some(ABANDONED) {
+        for going in [QUEUED, RUNNING] {
+            let going = HistoryFilter {
+                status: Some(going.to_owned()),
+                ..filter.clone()
+            };
+            rows.extend(store.history(&going).with_context(context)?);
+        }
     }
     let mut alive: HashMap<String, bool> = HashMap::new();
     for r in &mut rows {
-        if r.status == "running" {
+        if in_progress(&r.status) {
             let live = *alive.entry(r.run_id.clone()).or_insert_with(|| {
                 // Never call a run abandoned without knowing.
                 lock::run_is_alive(db, &r.run_id).unwrap_or(true)
             });
             if !live {
-                r.status = "abandoned".to_owned();
+                r.status = ABANDONED.to_owned();
             }
         }
     }

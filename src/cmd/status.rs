@@ -20,7 +20,8 @@ use crate::quota::BUDGET_POLICY;
 use crate::quota::skew::{self, LimiterClock, MAX_SKEW, Skew, amount};
 use crate::report::{human, print_json, rfc3339};
 use crate::runner::lock;
-use crate::store::{HistoryRow, RegionState, RunStart, Store};
+use crate::store::{ABANDONED, HistoryRow, RegionState, RunStart, Store, in_progress};
+use crate::table::{self, Column, Table};
 
 /// Without `--stale-after`, a region is called stale as `backfill` would see it.
 const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(2 * 3600);
@@ -210,8 +211,8 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
     // records them so.
     let dead_ids: Vec<String> = stored.abandoned.iter().map(|r| r.run_id.clone()).collect();
     for a in stored.attempts.values_mut() {
-        if a.status == "running" && dead_ids.contains(&a.run_id) {
-            a.status = "abandoned".to_owned();
+        if in_progress(&a.status) && dead_ids.contains(&a.run_id) {
+            a.status = ABANDONED.to_owned();
         }
     }
     let now = now_s();
@@ -346,12 +347,20 @@ fn print_text(
     budget_key: &str,
     (skews, in_use): (&[Skew], Option<LimiterClock>),
 ) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "{:<6} {:<14} {:<24} {:>5} {:>6} {:>5}  {:<20} {:<16} reason",
-        "region", "last attempt", "status", "pages", "videos", "units", "last complete", "charts"
-    )?;
+    let width = table::width();
+    let mut out = table::Wrapped::new(std::io::stdout().lock(), width);
+    // Dropped from the right of this list first when the terminal is narrow.
+    let mut regions = Table::new(vec![
+        Column::text("region", 0),
+        Column::text("last attempt", 4),
+        Column::text("status", 0),
+        Column::number("pages", 7),
+        Column::number("videos", 6),
+        Column::number("units", 5),
+        Column::text("last complete", 3),
+        Column::text("charts", 8),
+        Column::flex("reason"),
+    ]);
     for r in &report.regions {
         let attempt = stored.attempts.get(&r.code);
         let complete = stored
@@ -361,20 +370,19 @@ fn print_text(
             .map_or("never".to_owned(), |c| ago(now, c));
         let mark = if r.stale { " (stale)" } else { "" };
         let num = |n: Option<u64>| n.map_or("-".to_owned(), |n| n.to_string());
-        writeln!(
-            out,
-            "{:<6} {:<14} {:<24} {:>5} {:>6} {:>5}  {:<20} {:<16} {}",
-            r.code,
+        regions.row(vec![
+            r.code.clone(),
             attempt.map_or("never".to_owned(), |a| ago(now, a.started_at)),
-            r.last_status.as_deref().unwrap_or("-"),
+            r.last_status.as_deref().unwrap_or("-").to_owned(),
             num(r.pages),
             num(r.videos),
             num(r.units),
             format!("{complete}{mark}"),
             attempt.map_or("-".to_owned(), |a| charts_text(&a.charts)),
-            r.last_reason.as_deref().map_or(String::new(), one_line)
-        )?;
+            r.last_reason.as_deref().map_or(String::new(), one_line),
+        ]);
     }
+    regions.write(&mut out, width)?;
     let stale = report.regions.iter().filter(|r| r.stale).count();
     writeln!(
         out,

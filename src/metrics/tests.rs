@@ -74,6 +74,7 @@ fn run(id: &str, kind: RunKind, started_at: i64, status: &str, units: u64) -> Ru
         units: Some(units),
         calls: Some(units + 1),
         stop_reason: None,
+        duration_us: Some(40_250_000),
     }
 }
 
@@ -111,6 +112,7 @@ fn attempt(region: &str, started_at: i64, status: &str, ended: bool) -> HistoryR
         units: 3,
         reason: None,
         charts: vec![0],
+        run_duration_us: ended.then_some(29_500_000),
     }
 }
 
@@ -198,8 +200,8 @@ fn every_region_and_both_kinds_are_in_the_file() {
     assert_eq!(
         lines_of(&text, "trendsync_last_run_duration_seconds"),
         [
-            "trendsync_last_run_duration_seconds{kind=\"run\"} 40",
-            "trendsync_last_run_duration_seconds{kind=\"backfill\"} 40"
+            "trendsync_last_run_duration_seconds{kind=\"run\"} 40.25",
+            "trendsync_last_run_duration_seconds{kind=\"backfill\"} 40.25"
         ]
     );
     // Regions sorted, each with its own last attempt's status.
@@ -231,8 +233,8 @@ fn every_region_and_both_kinds_are_in_the_file() {
     assert_eq!(
         lines_of(&text, "trendsync_region_last_run_duration_seconds"),
         [
-            "trendsync_region_last_run_duration_seconds{region=\"GB\"} 30",
-            "trendsync_region_last_run_duration_seconds{region=\"US\"} 30"
+            "trendsync_region_last_run_duration_seconds{region=\"GB\"} 29.5",
+            "trendsync_region_last_run_duration_seconds{region=\"US\"} 29.5"
         ],
         "none while DE's run is still going"
     );
@@ -378,6 +380,7 @@ fn report_with(budget: Option<BudgetWindow>) -> RunReport {
         regions: Vec::new(),
         stop_reason: None,
         ended_at: 0,
+        took: std::time::Duration::ZERO,
         budget,
         attempts: Default::default(),
     }
@@ -428,4 +431,36 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
     assert!(text.contains("trendsync_upstream_calls_total"), "{text}");
     assert!(!text.contains("trendsync_last_run"), "{text}");
     assert!(!none.exists(), "a metrics file never creates the database");
+}
+
+/// `runs --status` accepts, and the metrics label, exactly the statuses a region's line
+/// can have: how the runner ends a region, and the store's while a run goes on.
+#[test]
+fn region_statuses_are_the_runners_and_the_stores() {
+    use crate::runner::Status;
+    let mut expected: Vec<&str> = Status::ALL.iter().map(|s| s.as_str()).collect();
+    expected.push(Status::NotAttempted.as_str());
+    expected.extend([
+        crate::store::QUEUED,
+        crate::store::RUNNING,
+        crate::store::ABANDONED,
+    ]);
+    assert_eq!(REGION_STATUSES.to_vec(), expected);
+    for s in REGION_STATUSES {
+        assert_eq!(
+            crate::store::in_progress(s),
+            s == "queued" || s == "running",
+            "{s}"
+        );
+    }
+}
+
+/// A run's duration is what its process measured, to the microsecond: a sub-second run
+/// is not 0. A run recorded before durations were has its whole seconds.
+#[test]
+fn run_durations_are_fractional_seconds() {
+    assert_eq!(run_seconds(100, 100, Some(850_000)), 0.85);
+    assert_eq!(run_seconds(100, 101, Some(1_250_000)), 1.25);
+    assert_eq!(run_seconds(100, 102, None), 2.0);
+    assert_eq!(run_seconds(100, 90, None), 0.0, "a clock that went back");
 }

@@ -26,7 +26,7 @@ use crate::progress::RegionBar;
 use crate::quota::skew::{self, Reading, Skew};
 use crate::quota::{Allowance, Budget, Charge, DownPolicy, Journal, Limiter, LimiterError, micros};
 use crate::store::{
-    CallCount, FollowCounts, RegionOutcome, RunKind, RunOutcome, Store, StoreError,
+    CallCount, FollowCounts, QUEUED, RUNNING, RegionOutcome, RunKind, RunOutcome, Store, StoreError,
 };
 use crate::youtube::{
     CallError, Client, ErrorClass, MAX_RESULTS, SEARCH_LIST, SearchRequest, VIDEO_CATEGORIES_LIST,
@@ -694,6 +694,7 @@ impl Run {
         steps: Vec<Step>,
         mut report: RegionReport,
     ) -> RegionReport {
+        self.mark_region(&region.code, RUNNING).await;
         let bar = RegionBar::new(
             &region.code,
             steps
@@ -732,7 +733,34 @@ impl Run {
             Self::end_region(&mut report, failed, self.stop_status());
         }
         bar.finish(report.status.as_str());
+        self.mark_after(&report, &steps, plan::Phase::Core).await;
         report
+    }
+
+    /// Records in the history what a region of this run is doing (see
+    /// [`Store::mark_region`]). A failure costs only the line's accuracy until the run
+    /// ends, so it is logged, not fatal.
+    async fn mark_region(&self, code: &str, status: &'static str) {
+        let (run_id, region) = (self.settings.run_id.clone(), code.to_owned());
+        let doing = format!("recording that region {code} is {status}");
+        if let Err(e) = self
+            .with_store(doing, move |s| s.mark_region(&run_id, &region, status))
+            .await
+        {
+            tracing::warn!(region = %code, "{}", chain(&e));
+        }
+    }
+
+    /// After a phase of a region: `queued` again when a later phase has steps for it,
+    /// else how it ended.
+    async fn mark_after(&self, report: &RegionReport, steps: &[Step], phase: plan::Phase) {
+        let later = steps.iter().any(|s| s.phase() > phase);
+        let status = if report.going() && later {
+            QUEUED
+        } else {
+            report.status.as_str()
+        };
+        self.mark_region(&report.code, status).await;
     }
 
     /// Up to `pages` pages of one of the region's charts (the overall one when
@@ -836,6 +864,7 @@ impl Run {
         if planned.is_empty() {
             return report;
         }
+        self.mark_region(&region.code, RUNNING).await;
         let bar = RegionBar::new(&region.code, planned.iter().map(|(_, n)| *n as u64).sum());
         let result = async {
             for (category, pages) in planned {
@@ -871,6 +900,7 @@ impl Run {
             Self::end_region(&mut report, failed, self.stop_status());
         }
         bar.finish(report.status.as_str());
+        self.mark_after(&report, &steps, plan::Phase::Charts).await;
         report
     }
 
@@ -945,10 +975,17 @@ impl Run {
         steps: Vec<Step>,
         mut report: RegionReport,
     ) -> RegionReport {
-        let planned = steps.iter().filter_map(|s| match s {
-            Step::Search { index, .. } => region.searches.get(*index),
-            _ => None,
-        });
+        let planned: Vec<_> = steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Search { index, .. } => region.searches.get(*index),
+                _ => None,
+            })
+            .collect();
+        if planned.is_empty() {
+            return report;
+        }
+        self.mark_region(&region.code, RUNNING).await;
         let result = async {
             for search in planned {
                 let published_after = search
@@ -995,6 +1032,8 @@ impl Run {
         if let Err(failed) = result {
             Self::end_region(&mut report, failed, self.stop_status());
         }
+        self.mark_after(&report, &steps, plan::Phase::Searches)
+            .await;
         report
     }
 }
@@ -1075,6 +1114,7 @@ where
 /// Runs the plan for `regions` and reports how it went. Everything fetched is
 /// committed page by page, whatever stops the run.
 pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
+    let began = std::time::Instant::now();
     let started = now_s();
     let run_id = run.settings.run_id.clone();
     let kind = run.settings.kind;
@@ -1216,6 +1256,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         follow,
         stop_reason: stop.as_ref().map(|s| s.describe(now)),
         ended_at,
+        took: began.elapsed(),
         budget,
         attempts: run
             .state
@@ -1239,6 +1280,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
             .clone()
             .or_else(|| (!failed.is_empty()).then(|| failed.join("; "))),
         ended_at,
+        duration_us: u64::try_from(report.took.as_micros()).unwrap_or(u64::MAX),
     };
     let details = region_outcomes(&report, stop.as_ref(), now);
     let calls: Vec<CallCount> = report

@@ -52,7 +52,7 @@ impl Stop {
         if d.denied_by.as_deref() == Some(UPSTREAM_POLICY) {
             return Stop::UpstreamQuota {
                 until_us: now_us + d.retry_after.map_or(0, micros),
-                reason: "blocked by an earlier quotaExceeded".into(),
+                reason: "the upstream said earlier that the key's quota is spent".into(),
                 bucket: bucket.to_owned(),
             };
         }
@@ -134,12 +134,14 @@ impl Stop {
                 if *units == 1 { "" } else { "s" },
                 frees(*retry_after)
             ),
+            // The reason is the upstream's answer, which says the quota is spent and
+            // when it resets: it is not said again around it.
             Stop::UpstreamQuota {
                 until_us,
                 reason,
                 bucket,
             } if bucket == BUDGET_POLICY => format!(
-                "the upstream says the key's quota is spent ({reason}); the budget is blocked until {} (midnight Pacific)",
+                "{reason}; the budget is blocked until {}",
                 crate::human::timestamp(*until_us)
             ),
             Stop::UpstreamQuota {
@@ -147,7 +149,7 @@ impl Stop {
                 reason,
                 bucket,
             } => format!(
-                "the upstream says the key's \"{bucket}\" bucket is spent ({reason}); its calls are blocked until {} (midnight Pacific), the other buckets' calls go on",
+                "{reason}; the \"{bucket}\" bucket is spent: its calls are blocked until {}, the other buckets' calls go on",
                 crate::human::timestamp(*until_us)
             ),
             Stop::LimiterDown { method, reason } => format!(
@@ -349,6 +351,9 @@ pub struct RunReport {
     /// Unix seconds, as recorded in the store's `runs.ended_at`.
     #[serde(skip)]
     pub ended_at: i64,
+    /// How long the run took, as measured by the process that ran it.
+    #[serde(skip)]
+    pub took: Duration,
     /// The budget's own window at the end of the run; `None` when the limiter could
     /// not say (or was down, and so not asked).
     #[serde(skip)]
@@ -360,28 +365,13 @@ pub struct RunReport {
 
 impl RunReport {
     /// Logs the final one-line summary (the heartbeat a cron log keeps), with the
-    /// run's numbers as fields for JSON logs.
+    /// run's numbers as fields for JSON logs, after the reason the run stopped, when it
+    /// did, on a line of its own (a reason is often longer than a line).
     pub fn log_summary(&self, kind: &str, allowance: Allowance) {
-        // The regions by name, so that the line of a run that made no call (a region
-        // skipped, nothing stale) still says which regions it was about.
-        let named: Vec<String> = self
-            .regions
-            .iter()
-            .map(|r| format!("{} {}", r.code, r.status.as_str()))
-            .collect();
-        let summary = if named.is_empty() {
-            format!("{}; no region to fetch", self.summary(kind, allowance))
-        } else {
-            format!(
-                "{}; regions: {}",
-                self.summary(kind, allowance),
-                named.join(", ")
-            )
-        };
         let regions: Vec<&str> = self.regions.iter().map(|r| r.code.as_str()).collect();
         let regions = regions.join(",");
-        macro_rules! summary {
-            ($level:ident) => {
+        macro_rules! log {
+            ($level:ident, $message:expr) => {
                 tracing::$level!(
                     run_id = %self.run_id,
                     kind,
@@ -389,64 +379,102 @@ impl RunReport {
                     units = self.units_charged,
                     calls = self.calls,
                     regions = %regions,
-                    "{summary}"
+                    "{}",
+                    $message
                 )
             };
         }
+        self.log_stop_reason(kind);
+        let summary = self.summary(kind, allowance);
         match self.status {
-            Status::Complete => summary!(info),
-            Status::Failed => summary!(error),
-            _ => summary!(warn),
+            Status::Complete => log!(info, summary),
+            Status::Failed => log!(error, summary),
+            _ => log!(warn, summary),
         }
     }
 
-    /// The final one-line summary.
+    /// Logs why the run stopped, when it did: before the summary, once.
+    fn log_stop_reason(&self, kind: &str) {
+        if let Some(reason) = &self.stop_reason {
+            tracing::warn!(
+                run_id = %self.run_id,
+                "{kind} {} stopped: {reason}",
+                self.run_id
+            );
+        }
+    }
+
+    /// The final one-line summary, at most [`SUMMARY_MAX`] characters where it can
+    /// be: it names every region, grouping those that ended alike ("US GB complete,
+    /// DE budget_exhausted, FR IN not_attempted"), and leaves out the numbers the
+    /// history also has (videos, then calls) when the regions need the room.
     fn summary(&self, kind: &str, allowance: Allowance) -> String {
-        let allowance = allowance.as_str();
-        let count = |s: Status| self.regions.iter().filter(|r| r.status == s).count();
-        let pages: u32 = self.regions.iter().map(|r| r.pages).sum();
-        let videos: u64 = self.regions.iter().map(|r| r.videos).sum();
-        let mut line = format!(
-            "{kind} {} {}: {} of {} regions complete, {pages} pages, {videos} videos, {} calls, {} units",
+        let plural =
+            |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let head = format!(
+            "{kind} {} {} in {}: ",
             self.run_id,
             self.status.as_str(),
-            count(Status::Complete),
-            self.regions.len(),
-            self.calls,
-            self.units_charged
+            crate::report::human(self.took),
         );
-        if self.units_unmetered > 0 {
-            line.push_str(&format!(
-                " (and {} units unmetered while the limiter was down, journalled)",
+        let videos: u64 = self.regions.iter().map(|r| r.videos).sum();
+        let mut calls = Some(plural(self.calls, "call", "calls"));
+        let units = Some(plural(self.units_charged, "unit", "units"));
+        let left = self.remaining.map(|r| match allowance {
+            Allowance::Ceiling => format!("{r} left"),
+            Allowance::Quota => format!("{r} left to the quota"),
+        });
+        let mut videos = Some(plural(videos, "video", "videos"));
+        let unmetered = (self.units_unmetered > 0).then(|| {
+            format!(
+                "{} unmetered (limiter down, journalled)",
                 self.units_unmetered
-            ));
-        }
-        for (s, word) in [
-            (Status::Failed, "failed"),
-            (Status::Skipped, "skipped (locked by another process)"),
-        ] {
-            let n = count(s);
-            if n > 0 {
-                line.push_str(&format!(", {n} {word}"));
+            )
+        });
+        let follow = self.follow.as_ref().map_or(String::new(), |f| {
+            format!(
+                "; follow-ups {}: {} in {}",
+                f.status.as_str(),
+                plural(f.videos, "video", "videos"),
+                plural(f.calls, "call", "calls")
+            )
+        });
+        let mut groups: Vec<(Status, Vec<&str>)> = Vec::new();
+        for r in &self.regions {
+            match groups.iter_mut().find(|(s, _)| *s == r.status) {
+                Some((_, codes)) => codes.push(&r.code),
+                None => groups.push((r.status, vec![&r.code])),
             }
         }
-        if let Some(f) = &self.follow {
-            line.push_str(&format!(
-                "; follow-ups {}: {} videos in {} calls",
-                f.status.as_str(),
-                f.videos,
-                f.calls
-            ));
+        let regions = if groups.is_empty() {
+            "; no region to fetch".to_owned()
+        } else {
+            let named: Vec<String> = groups
+                .iter()
+                .map(|(s, codes)| format!("{} {}", codes.join(" "), s.as_str()))
+                .collect();
+            format!("; regions {}", named.join(", "))
+        };
+        loop {
+            let numbers: Vec<&str> = [&calls, &units, &left, &videos, &unmetered]
+                .into_iter()
+                .flatten()
+                .map(String::as_str)
+                .collect();
+            let line = format!("{head}{}{follow}{regions}", numbers.join(", "));
+            if line.chars().count() <= SUMMARY_MAX {
+                return line;
+            }
+            if videos.take().is_none() && calls.take().is_none() {
+                return line;
+            }
         }
-        if let Some(r) = self.remaining {
-            line.push_str(&format!("; {r} units left to the {allowance}"));
-        }
-        if let Some(reason) = &self.stop_reason {
-            line.push_str(&format!("; stopped: {reason}"));
-        }
-        line
     }
 }
+
+/// The longest summary line (DESIGN.md 7, logs under cron), counted without the log's
+/// time and level.
+pub const SUMMARY_MAX: usize = 160;
 
 /// The run's status from its regions and its stop.
 pub fn overall(regions: &[RegionReport], stop: Option<&Stop>) -> Status {

@@ -46,6 +46,9 @@ pub struct HistoryRow {
     /// The charts the run stored of the region: 0 for the overall chart, else the
     /// category id; in that order.
     pub charts: Vec<u32>,
+    /// How long the run took, to the microsecond (none before schema 7, or while it
+    /// runs).
+    pub run_duration_us: Option<u64>,
 }
 
 /// The charts a history line's run stored of its region, comma-separated: one seek of
@@ -83,6 +86,19 @@ pub struct RunStart {
     pub started_at: i64,
 }
 
+/// A region's line while its run waits for a concurrency slot for it.
+pub const QUEUED: &str = "queued";
+/// A region's line while it is fetched, or a run's while it goes on.
+pub const RUNNING: &str = "running";
+/// A line whose process died before the run ended.
+pub const ABANDONED: &str = "abandoned";
+
+/// Whether a line with `status` belongs to a run still going on, or to one whose
+/// process died before it ended (then it is shown `abandoned`).
+pub fn in_progress(status: &str) -> bool {
+    status == QUEUED || status == RUNNING
+}
+
 const ABANDONED_REASON: &str =
     "the process running it ended without finishing it (killed, or the host went down)";
 
@@ -95,8 +111,8 @@ fn to_i64(n: u64) -> i64 {
 }
 
 impl Store {
-    /// Records the regions a run set out to fetch, each `running` until
-    /// [`Store::record_run_details`] says how it went.
+    /// Records the regions a run set out to fetch, each `queued` until its fetch starts
+    /// ([`Store::mark_region_running`]) and [`Store::record_run_details`] says how it went.
     pub fn begin_run_regions(
         &self,
         run_id: &str,
@@ -108,7 +124,7 @@ impl Store {
             {
                 let mut insert = tx.prepare_cached(
                     "INSERT INTO run_regions (run_id, region, started_at, status)
-                     VALUES (?1, ?2, ?3, 'running')
+                     VALUES (?1, ?2, ?3, 'queued')
                      ON CONFLICT (run_id, region) DO NOTHING",
                 )?;
                 for region in regions {
@@ -118,6 +134,23 @@ impl Store {
             tx.commit()
         })()
         .map_err(self.err(format!("recording the regions of run {run_id}")))
+    }
+
+    /// Records what a region of a run still going is doing: `running` while it holds
+    /// a concurrency slot, `queued` while it waits for one, or how it ended once it has
+    /// nothing left to fetch (the end of the run records it again, with its numbers).
+    /// A line that has ended is left as it is.
+    pub fn mark_region(&self, run_id: &str, region: &str, status: &str) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "UPDATE run_regions SET status = ?3
+                 WHERE run_id = ?1 AND region = ?2 AND status IN ('queued', 'running')",
+            )
+            .and_then(|mut s| s.execute(params![run_id, region, status]))
+            .map(|_| ())
+            .map_err(self.err(format!(
+                "recording that region {region} of run {run_id} is {status}"
+            )))
     }
 
     /// Records the units a run still `running` has charged so far, in all and for
@@ -253,7 +286,7 @@ impl Store {
             if changed > 0 {
                 tx.execute(
                     "UPDATE run_regions SET status = 'abandoned', reason = ?2
-                     WHERE run_id = ?1 AND status = 'running'",
+                     WHERE run_id = ?1 AND status IN ('queued', 'running')",
                     params![run_id, ABANDONED_REASON],
                 )?;
             }
@@ -273,7 +306,7 @@ impl Store {
                         coalesce(rr.status, r.status),
                         coalesce(rr.pages, 0), coalesce(rr.videos, 0),
                         coalesce(rr.units, r.units, 0),
-                        {REGION_REASON}, {CHARTS_OF_LINE}
+                        {REGION_REASON}, {CHARTS_OF_LINE}, r.duration_us
                  FROM runs AS r LEFT JOIN run_regions AS rr ON rr.run_id = r.run_id
                  WHERE (?1 IS NULL OR r.started_at >= ?1)
                    AND (?2 IS NULL OR rr.region IN (SELECT value FROM json_each(?2)))
@@ -304,7 +337,7 @@ impl Store {
             let mut stmt = self.conn.prepare_cached(&format!(
                 "SELECT r.run_id, r.kind, rr.region, r.started_at, r.ended_at, rr.status,
                         rr.pages, rr.videos, rr.units, {REGION_REASON},
-                        {CHARTS_OF_LINE}
+                        {CHARTS_OF_LINE}, r.duration_us
                  FROM (SELECT DISTINCT region FROM run_regions) AS g
                  JOIN run_regions AS rr
                    ON rr.region = g.region
@@ -377,7 +410,8 @@ impl Store {
 }
 
 /// A history line from the columns both history queries select, in their order:
-/// run id, kind, region, start, end, status, pages, videos, units, reason, charts.
+/// run id, kind, region, start, end, status, pages, videos, units, reason, charts,
+/// the run's duration.
 fn history_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<HistoryRow> {
     let kind: String = row.get(1)?;
     let charts: Option<String> = row.get(10)?;
@@ -392,6 +426,7 @@ fn history_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<HistoryRow> {
         videos: to_u64(row.get(7)?),
         units: to_u64(row.get(8)?),
         reason: row.get(9)?,
+        run_duration_us: row.get::<_, Option<i64>>(11)?.map(|n| n.max(0) as u64),
         charts: charts
             .iter()
             .flat_map(|c| c.split(','))
@@ -427,6 +462,7 @@ mod tests {
                     calls: 6,
                     stop_reason: None,
                     ended_at: at,
+                    duration_us: 1_000_000,
                 },
             )
             .expect("finishing");
@@ -463,6 +499,7 @@ mod tests {
                     calls: 6,
                     stop_reason: Some("GB: videoChartNotFound".into()),
                     ended_at: 140,
+                    duration_us: 40_000_000,
                 },
             )
             .expect("finishing");
@@ -484,6 +521,29 @@ mod tests {
             .expect("history");
         assert_eq!(reasons(history), want);
         assert_eq!(reasons(store.last_attempts().expect("last attempts")), want);
+    }
+
+    #[test]
+    fn an_abandoned_run_abandons_its_regions_still_going_and_no_other() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path().join("t.db")).expect("opening");
+        store.begin_run("r", RunKind::Run, 100).expect("begin");
+        let regions = ["US".to_owned(), "GB".to_owned()];
+        store
+            .begin_run_regions("r", 100, &regions)
+            .expect("regions");
+        store.mark_region("r", "US", RUNNING).expect("running");
+        let statuses = |store: &Store| -> Vec<String> {
+            let rows = store.run_regions("r").expect("regions");
+            rows.into_iter().map(|r| r.status).collect()
+        };
+        assert_eq!(statuses(&store), [QUEUED, RUNNING]);
+        store.mark_region("r", "GB", "complete").expect("ended");
+        store.mark_region("r", "GB", RUNNING).expect("left alone");
+        assert_eq!(statuses(&store), ["complete", RUNNING]);
+        store.mark_region("r", "GB", QUEUED).expect("left alone");
+        assert!(store.abandon_run("r").expect("abandoning"));
+        assert_eq!(statuses(&store), ["complete", ABANDONED]);
     }
 
     #[test]
@@ -516,6 +576,8 @@ mod tests {
         store
             .begin_run_regions("r2", 200, &regions[..1])
             .expect("regions");
+        assert_eq!(store.run_regions("r2").expect("regions")[0].status, QUEUED);
+        store.mark_region("r2", "US", RUNNING).expect("running");
         store
             .begin_run("b3", RunKind::Backfill, 300)
             .expect("begin");
@@ -619,7 +681,14 @@ mod tests {
         {
             let old = Store::open_with(&path, &MIGRATIONS[..1]).expect("the first schema");
             old.begin_run("old", RunKind::Run, 10).expect("begin");
-            finish(&old, "old", "complete", 20);
+            // As the build of that schema finished a run: no duration then.
+            old.conn
+                .execute(
+                    "UPDATE runs SET ended_at = 20, status = 'complete', units = 6, calls = 6
+                     WHERE run_id = 'old'",
+                    [],
+                )
+                .expect("finishing");
         }
         let store = Store::open(&path).expect("upgrading");
         assert_eq!(

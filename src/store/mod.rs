@@ -41,7 +41,10 @@ use std::path::{Path, PathBuf};
 pub use error::{QUERY_TIP, StoreError};
 pub use export::{CountRow, ExportGrain, ExportRow, ExportSpan};
 pub use follow::{FollowCounts, FollowStored};
-pub use history::{CallCount, HistoryFilter, HistoryRow, RegionOutcome, RunStart};
+pub use history::{
+    ABANDONED, CallCount, HistoryFilter, HistoryRow, QUEUED, RUNNING, RegionOutcome, RunStart,
+    in_progress,
+};
 pub use prune::PruneReport;
 pub use read::{ChartPlace, ChartSpan, CountPoint, CountSource, VideoPlace};
 
@@ -90,6 +93,8 @@ pub struct RunOutcome {
     pub stop_reason: Option<String>,
     /// Unix seconds.
     pub ended_at: i64,
+    /// How long the run took, as its process measured it.
+    pub duration_us: u64,
 }
 
 /// One row of `runs`. `status` is `running` until the run is finished.
@@ -103,6 +108,8 @@ pub struct RunRecord {
     pub units: Option<u64>,
     pub calls: Option<u64>,
     pub stop_reason: Option<String>,
+    /// How long it took, to the microsecond (none before schema 7, or while it runs).
+    pub duration_us: Option<u64>,
 }
 
 /// What the store remembers about a region between runs (unix seconds).

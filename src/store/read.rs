@@ -100,7 +100,8 @@ impl Store {
     /// The most recently started run, if any.
     pub fn last_run(&self) -> Result<Option<RunRecord>, StoreError> {
         self.one_run(
-            "SELECT run_id, kind, started_at, ended_at, status, units, calls, stop_reason
+            "SELECT run_id, kind, started_at, ended_at, status, units, calls, stop_reason,
+                    duration_us
              FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1",
             [],
             "reading the last run",
@@ -110,7 +111,8 @@ impl Store {
     /// The run of `kind` that ended last, if any has ended.
     pub fn last_finished_run(&self, kind: RunKind) -> Result<Option<RunRecord>, StoreError> {
         self.one_run(
-            "SELECT run_id, kind, started_at, ended_at, status, units, calls, stop_reason
+            "SELECT run_id, kind, started_at, ended_at, status, units, calls, stop_reason,
+                    duration_us
              FROM runs WHERE kind = ?1 AND ended_at IS NOT NULL
              ORDER BY ended_at DESC, rowid DESC LIMIT 1",
             [kind.as_str()],
@@ -138,6 +140,7 @@ impl Store {
                     units: row.get::<_, Option<i64>>(5)?.map(|n| n.max(0) as u64),
                     calls: row.get::<_, Option<i64>>(6)?.map(|n| n.max(0) as u64),
                     stop_reason: row.get(7)?,
+                    duration_us: row.get::<_, Option<i64>>(8)?.map(|n| n.max(0) as u64),
                 })
             })
             .optional()

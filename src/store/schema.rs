@@ -1,5 +1,5 @@
-//! The store's steps of the file's schema: versions 1 to 3, 5 to 7 of the one list
-//! composed above the owners (`crate::schema`); [`crate::sqlite`] applies them and
+//! The store's steps of the file's schema: versions 1 to 3, 5 to 7 and 9 of the one
+//! list composed above the owners (`crate::schema`); [`crate::sqlite`] applies them and
 //! explains how `PRAGMA user_version` counts them.
 //!
 //! These steps shipped when the store alone kept `user_version`; they are never
@@ -11,7 +11,14 @@ use rusqlite::Connection;
 use crate::sqlite::{Migration, StepError};
 
 /// The store's steps, oldest first: the ones whose tables a reader of the store needs.
-pub(crate) const STEPS: &[Migration] = &[VIDEOS, RUN_OUTCOMES, COMPACT, CHARTS, FOLLOW_UPS];
+pub(crate) const STEPS: &[Migration] = &[
+    VIDEOS,
+    RUN_OUTCOMES,
+    COMPACT,
+    CHARTS,
+    FOLLOW_UPS,
+    RUN_DURATIONS,
+];
 
 /// Step 1.
 pub(crate) const VIDEOS: Migration = Migration {
@@ -59,6 +66,19 @@ pub(crate) const ANALYSTS: Migration = Migration {
     sql: super::analysts::CREATE,
     data: Some(super::analysts::reindex),
 };
+
+/// Step 9.
+pub(crate) const RUN_DURATIONS: Migration = Migration {
+    description: "each run's duration to the microsecond",
+    sql: RUN_DURATIONS_SQL,
+    data: None,
+};
+
+/// `started_at` and `ended_at` are whole seconds: a run of 0.8 s would last 0 s, and
+/// one of 1.9 s one second. The process that ran it measures it; older runs have NULL.
+const RUN_DURATIONS_SQL: &str = "
+ALTER TABLE runs ADD COLUMN duration_us INTEGER CHECK (duration_us IS NULL OR duration_us >= 0);
+";
 
 fn compact_data(conn: &Connection) -> Result<(), StepError> {
     Ok(super::compact::migrate_from_v1(conn)?)

@@ -550,6 +550,7 @@ fn the_last_finished_run_of_each_kind() {
         calls: 3,
         stop_reason: None,
         ended_at: at,
+        duration_us: 9_600_000,
     };
     store.begin_run("r1", RunKind::Run, 100).unwrap();
     store.finish_run("r1", &ended("complete", 110)).unwrap();
@@ -588,6 +589,7 @@ fn runs_begin_finish_and_last_run() {
             units: None,
             calls: None,
             stop_reason: None,
+            duration_us: None,
         })
     );
     let outcome = RunOutcome {
@@ -596,6 +598,7 @@ fn runs_begin_finish_and_last_run() {
         calls: 120,
         stop_reason: Some("ceiling 9500 reached".into()),
         ended_at: 260,
+        duration_us: 59_750_001,
     };
     store.finish_run("r2", &outcome).unwrap();
     let last = store.last_run().unwrap().unwrap();
@@ -604,6 +607,7 @@ fn runs_begin_finish_and_last_run() {
     assert_eq!(last.units, Some(9500));
     assert_eq!(last.calls, Some(120));
     assert_eq!(last.stop_reason.as_deref(), Some("ceiling 9500 reached"));
+    assert_eq!(last.duration_us, Some(59_750_001));
 
     assert!(matches!(
         store.finish_run("nope", &outcome),
@@ -646,6 +650,7 @@ fn finish_run_checkpoints_what_the_pages_wrote() {
                 calls: 5,
                 stop_reason: None,
                 ended_at: 2,
+                duration_us: 1_000_000,
             },
         )
         .unwrap();

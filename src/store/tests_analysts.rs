@@ -68,6 +68,7 @@ fn fill(store: &Store) {
                 calls: 3,
                 stop_reason: None,
                 ended_at: 104,
+                duration_us: 1_000_000,
             },
         )
         .unwrap();

@@ -105,7 +105,7 @@ const VIEWS: &[&str] = &[
             tags, tags_text, default_language, default_audio_language, duration_s,
             live_broadcast_content, thumbnail_url, region_restriction, view_count, like_count,
             comment_count, first_seen_at, last_seen_at FROM videos",
-    "SELECT * FROM runs",
+    "SELECT run_id, kind, started_at, ended_at, status, units, calls, stop_reason FROM runs",
     "SELECT * FROM categories",
     "SELECT * FROM region_state",
     "SELECT * FROM quota_probe",

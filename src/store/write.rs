@@ -53,7 +53,8 @@ impl Store {
         let changed = (|| {
             let tx = self.write_tx()?;
             let changed = tx.execute(
-                "UPDATE runs SET ended_at = ?2, status = ?3, units = ?4, calls = ?5, stop_reason = ?6
+                "UPDATE runs SET ended_at = ?2, status = ?3, units = ?4, calls = ?5, stop_reason = ?6,
+                                 duration_us = ?7
                  WHERE run_id = ?1",
                 params![
                     run_id,
@@ -61,7 +62,8 @@ impl Store {
                     outcome.status,
                     units,
                     calls,
-                    outcome.stop_reason
+                    outcome.stop_reason,
+                    i64::try_from(outcome.duration_us).unwrap_or(i64::MAX)
                 ],
             )?;
             tx.commit()?;

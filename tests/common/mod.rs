@@ -58,6 +58,7 @@ impl Scratch {
             "YOUTUBE_API_KEY",
             "RUST_LOG",
             "NO_COLOR",
+            "COLUMNS",
         ] {
             cmd.env_remove(var);
         }

@@ -15,6 +15,7 @@ use crate::error::{SilentExit, after_output};
 use crate::quota::Budget;
 use crate::report::{human, print_json, seconds};
 use crate::runner::{self, Simulation, Status};
+use crate::table::{self, Column, Table};
 use crate::youtube;
 
 /// Plans the job, prices it against the budget, and prints what the real run would do;
@@ -76,7 +77,8 @@ pub(super) async fn run(global: &Global, config: &Config, job: &Job<'_>) -> Resu
 /// The plan as a table, one line per call, with the line where the run would stop;
 /// with several buckets (DESIGN.md 3.9), each call's bucket, and totals per bucket.
 fn print_plan(job: &Job<'_>, budget: &Budget, sim: &Simulation, limiter: &str) -> Result<()> {
-    let mut out = std::io::stdout().lock();
+    let width = table::width();
+    let mut out = table::Wrapped::new(std::io::stdout().lock(), width);
     let what = job.allowance.as_str();
     let buckets = budget.buckets();
     let several = buckets.len() > 1;
@@ -93,21 +95,18 @@ fn print_plan(job: &Job<'_>, budget: &Budget, sim: &Simulation, limiter: &str) -
         job.kind.as_str(),
         maxima.join(", ")
     )?;
-    let bucket_column = |name: &str| match several {
-        true => format!(" {name:<8}"),
-        false => String::new(),
-    };
-    writeln!(
-        out,
-        "{:>4}  {:<6} {:<28} {:<22}{} {:>5} {:>6}",
-        "#",
-        "region",
-        "call",
-        "method",
-        bucket_column("bucket"),
-        "units",
-        "total"
-    )?;
+    // Dropped from the right of this list first when the terminal is narrow.
+    let mut columns = vec![
+        Column::number("#", 0),
+        Column::text("region", 0),
+        Column::flex("call"),
+        Column::text("method", 3),
+    ];
+    if several {
+        columns.push(Column::text("bucket", 2));
+    }
+    columns.extend([Column::number("units", 1), Column::number("total", 0)]);
+    let mut plan = Table::new(columns);
     let mut stop_shown = false;
     for (i, c) in sim.calls.iter().enumerate() {
         if !c.fits && !stop_shown {
@@ -123,7 +122,7 @@ fn print_plan(job: &Job<'_>, budget: &Budget, sim: &Simulation, limiter: &str) -
                     }
                     None => stop.describe(sim.now_us),
                 };
-                writeln!(out, "  ---- the run would stop here: {why}")?;
+                plan.note(format!("  ---- the run would stop here: {why}"));
             }
         }
         let total = if c.fits {
@@ -131,18 +130,19 @@ fn print_plan(job: &Job<'_>, budget: &Budget, sim: &Simulation, limiter: &str) -
         } else {
             "-".to_owned()
         };
-        writeln!(
-            out,
-            "{:>4}  {:<6} {:<28} {:<22}{} {:>5} {:>6}",
-            i + 1,
-            c.call.region,
+        let mut cells = vec![
+            (i + 1).to_string(),
+            c.call.region.clone(),
             c.call.step.describe(),
-            c.call.step.method(),
-            bucket_column(&c.bucket),
-            c.units,
-            total
-        )?;
+            c.call.step.method().to_owned(),
+        ];
+        if several {
+            cells.push(c.bucket.clone());
+        }
+        cells.extend([c.units.to_string(), total]);
+        plan.row(cells);
     }
+    plan.write(&mut out, width)?;
     let fitting = sim.calls.iter().filter(|c| c.fits).count();
     let units = sim
         .calls
