@@ -304,7 +304,9 @@ fn a_stopped_run_says_why_once_and_its_summary_stays_short() {
     let (line, why) = stopped_run(&h);
     assert!(why.contains(" stopped: budget exhausted"), "{why}");
     assert!(
-        line.contains(" budget_exhausted in ") && line.contains(": 4 calls, 4 units, 0 left, "),
+        // The videos are the first thing left out when the regions need the room,
+        // which a few characters of duration decide.
+        line.contains(" budget_exhausted in ") && line.contains(": 4 calls, 4 units, 0 left"),
         "{line}"
     );
     assert!(

@@ -76,8 +76,18 @@ pub(crate) const RUN_DURATIONS: Migration = Migration {
 
 /// `started_at` and `ended_at` are whole seconds: a run of 0.8 s would last 0 s, and
 /// one of 1.9 s one second. The process that ran it measures it; older runs have NULL.
+/// The readable twin of `runs` (step 7) gains the column too, so that it keeps every
+/// column of its base.
 const RUN_DURATIONS_SQL: &str = "
 ALTER TABLE runs ADD COLUMN duration_us INTEGER CHECK (duration_us IS NULL OR duration_us >= 0);
+DROP VIEW IF EXISTS runs_utc;
+CREATE VIEW runs_utc (run_id, kind, started_at, ended_at, status, units, calls,
+                      stop_reason, duration_us) AS
+SELECT run_id, kind,
+       strftime('%Y-%m-%dT%H:%M:%SZ', started_at, 'unixepoch'),
+       strftime('%Y-%m-%dT%H:%M:%SZ', ended_at, 'unixepoch'),
+       status, units, calls, stop_reason, duration_us
+FROM runs;
 ";
 
 fn compact_data(conn: &Connection) -> Result<(), StepError> {
