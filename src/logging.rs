@@ -51,12 +51,26 @@ pub fn init(format: LogFormat, verbose: u8, quiet: u8) {
                 .with(
                     layer
                         .with_ansi(color)
+                        .with_timer(ToTheSecond)
                         .fmt_fields(TextFields)
                         .with_filter(filter),
                 )
                 .try_init()
         }
     };
+}
+
+/// Text logs stamp their lines as every time for people is written (DESIGN.md 2,
+/// "Text output"): RFC 3339 UTC to the second. JSON logs keep tracing's full precision.
+struct ToTheSecond;
+
+impl fmt::time::FormatTime for ToTheSecond {
+    fn format_time(&self, w: &mut Writer<'_>) -> std::fmt::Result {
+        let now_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        w.write_str(&crate::human::timestamp_s(now_s))
+    }
 }
 
 /// Text logs are for people: a line is its message, then only the fields that say
