@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
+use crate::region_status::RegionStatus;
+
 pub const DEFAULT_API_BASE: &str = "https://www.googleapis.com/youtube/v3";
 
 #[derive(Debug, Parser)]
@@ -266,8 +268,8 @@ pub struct RunsArgs {
     pub regions: Vec<String>,
 
     /// Only lines with this status
-    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(crate::metrics::REGION_STATUSES))]
-    pub status: Option<String>,
+    #[arg(long, value_parser = region_status_arg())]
+    pub status: Option<RegionStatus>,
 
     /// At most this many lines, newest first
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100_000))]
@@ -381,6 +383,13 @@ pub struct CrontabArgs {
     /// The trendsync binary the lines run [default: this one]
     #[arg(long, value_name = "PATH")]
     pub binary: Option<PathBuf>,
+}
+
+/// `--status`: one of [`RegionStatus::ALL`], listed in `--help` and in the error.
+fn region_status_arg() -> impl clap::builder::TypedValueParser<Value = RegionStatus> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(RegionStatus::ALL.map(RegionStatus::as_str))
+        .try_map(|s| s.parse::<RegionStatus>())
 }
 
 fn parse_duration_arg(s: &str) -> Result<Duration, String> {

@@ -15,6 +15,7 @@ pub mod logging;
 pub mod metrics;
 pub mod progress;
 pub mod quota;
+pub mod region_status;
 pub mod report;
 pub mod runner;
 pub mod schema;

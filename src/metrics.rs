@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use crate::quota::Budget;
 use crate::quota::skew::Skew;
+use crate::region_status::RegionStatus;
 use crate::runner::{BudgetWindow, CallOutcome, METHODS, RunReport, Status};
 use crate::store::{
     CallCount, HistoryRow, RegionOutcome, RegionState, RunKind, RunRecord, Store, StoreError,
@@ -189,21 +190,6 @@ fn run_seconds(started_at: i64, ended_at: i64, duration_us: Option<u64>) -> f64 
         None => (ended_at - started_at).max(0) as f64,
     }
 }
-
-/// Every status a region's line of a run can have: what `runs --status` accepts, and
-/// the labels a region's last attempt is reported with, 1 for the one it has.
-pub const REGION_STATUSES: [&str; 10] = [
-    "complete",
-    "budget_exhausted",
-    "upstream_quota_exhausted",
-    "failed",
-    "skipped",
-    "interrupted",
-    "not_attempted",
-    "queued",
-    "running",
-    "abandoned",
-];
 
 /// The last finished run of one kind, with its regions and its attempts.
 #[derive(Debug, Clone)]
@@ -444,7 +430,7 @@ impl Picture {
                 "trendsync_region_last_run_status",
                 "1 for the status of the region's last attempt, 0 for the others.",
             );
-            for s in REGION_STATUSES {
+            for s in RegionStatus::ALL.map(RegionStatus::as_str) {
                 let value = if s == a.status { 1.0 } else { 0.0 };
                 status.sample(&[("region", code), ("status", s)], value);
             }

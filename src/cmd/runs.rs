@@ -10,9 +10,10 @@ use serde::Serialize;
 use super::status::{ago, at, charts_text, one_line};
 use crate::cli::{Global, RunsArgs};
 use crate::clock::now_s;
+use crate::region_status::{RegionStatus, in_progress};
 use crate::report::print_json;
 use crate::runner::lock;
-use crate::store::{ABANDONED, HistoryFilter, HistoryRow, QUEUED, RUNNING, Store, in_progress};
+use crate::store::{HistoryFilter, HistoryRow, Store};
 use crate::table::{self, Column, Table};
 
 #[derive(Debug, Serialize)]
@@ -49,7 +50,7 @@ pub fn run(global: &Global, args: &RunsArgs) -> Result<()> {
             .iter()
             .map(|r| r.to_ascii_uppercase())
             .collect(),
-        status: args.status.clone(),
+        status: args.status,
         limit: args.limit,
     };
     let rows = read(&global.db, &filter)?;
@@ -125,10 +126,10 @@ fn read(db: &std::path::Path, filter: &HistoryFilter) -> Result<Vec<HistoryRow>>
     };
     let context = || format!("reading the run history from {}", db.display());
     let mut rows = store.history(filter).with_context(context)?;
-    if filter.status.as_deref() == Some(ABANDONED) {
-        for going in [QUEUED, RUNNING] {
+    if filter.status == Some(RegionStatus::Abandoned) {
+        for going in [RegionStatus::Queued, RegionStatus::Running] {
             let going = HistoryFilter {
-                status: Some(going.to_owned()),
+                status: Some(going),
                 ..filter.clone()
             };
             rows.extend(store.history(&going).with_context(context)?);
@@ -142,12 +143,12 @@ fn read(db: &std::path::Path, filter: &HistoryFilter) -> Result<Vec<HistoryRow>>
                 lock::run_is_alive(db, &r.run_id).unwrap_or(true)
             });
             if !live {
-                r.status = ABANDONED.to_owned();
+                r.status = RegionStatus::Abandoned.as_str().to_owned();
             }
         }
     }
-    if let Some(want) = &filter.status {
-        rows.retain(|r| &r.status == want);
+    if let Some(want) = filter.status {
+        rows.retain(|r| r.status == want.as_str());
     }
     rows.sort_by(|a, b| {
         (b.started_at, &b.run_id)

@@ -18,9 +18,10 @@ use crate::cli::{Global, StatusArgs};
 use crate::error::{ExitCode, SilentExit, after_output};
 use crate::quota::BUDGET_POLICY;
 use crate::quota::skew::{self, LimiterClock, MAX_SKEW, Skew, amount};
+use crate::region_status::{RegionStatus, in_progress};
 use crate::report::{human, print_json, rfc3339};
 use crate::runner::lock;
-use crate::store::{ABANDONED, HistoryRow, RegionState, RunStart, Store, in_progress};
+use crate::store::{HistoryRow, RegionState, RunStart, Store};
 use crate::table::{self, Column, Table};
 
 /// Without `--stale-after`, a region is called stale as `backfill` would see it.
@@ -212,7 +213,7 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
     let dead_ids: Vec<String> = stored.abandoned.iter().map(|r| r.run_id.clone()).collect();
     for a in stored.attempts.values_mut() {
         if in_progress(&a.status) && dead_ids.contains(&a.run_id) {
-            a.status = ABANDONED.to_owned();
+            a.status = RegionStatus::Abandoned.as_str().to_owned();
         }
     }
     let now = now_s();

@@ -219,7 +219,7 @@ fn every_region_and_both_kinds_are_in_the_file() {
     );
     assert_eq!(
         lines_of(&text, "trendsync_region_last_run_status").len(),
-        3 * REGION_STATUSES.len()
+        3 * RegionStatus::ALL.len()
     );
     // Each region's charts by name.
     assert_eq!(
@@ -431,28 +431,6 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
     assert!(text.contains("trendsync_upstream_calls_total"), "{text}");
     assert!(!text.contains("trendsync_last_run"), "{text}");
     assert!(!none.exists(), "a metrics file never creates the database");
-}
-
-/// `runs --status` accepts, and the metrics label, exactly the statuses a region's line
-/// can have: how the runner ends a region, and the store's while a run goes on.
-#[test]
-fn region_statuses_are_the_runners_and_the_stores() {
-    use crate::runner::Status;
-    let mut expected: Vec<&str> = Status::ALL.iter().map(|s| s.as_str()).collect();
-    expected.push(Status::NotAttempted.as_str());
-    expected.extend([
-        crate::store::QUEUED,
-        crate::store::RUNNING,
-        crate::store::ABANDONED,
-    ]);
-    assert_eq!(REGION_STATUSES.to_vec(), expected);
-    for s in REGION_STATUSES {
-        assert_eq!(
-            crate::store::in_progress(s),
-            s == "queued" || s == "running",
-            "{s}"
-        );
-    }
 }
 
 /// A run's duration is what its process measured, to the microsecond: a sub-second run

@@ -26,7 +26,7 @@ use crate::progress::RegionBar;
 use crate::quota::skew::{self, Reading, Skew};
 use crate::quota::{Allowance, Budget, Charge, DownPolicy, Journal, Limiter, LimiterError, micros};
 use crate::store::{
-    CallCount, FollowCounts, QUEUED, RUNNING, RegionOutcome, RunKind, RunOutcome, Store, StoreError,
+    CallCount, FollowCounts, RegionOutcome, RunKind, RunOutcome, Store, StoreError,
 };
 use crate::youtube::{
     CallError, Client, ErrorClass, MAX_RESULTS, SEARCH_LIST, SearchRequest, VIDEO_CATEGORIES_LIST,
@@ -694,7 +694,7 @@ impl Run {
         steps: Vec<Step>,
         mut report: RegionReport,
     ) -> RegionReport {
-        self.mark_region(&region.code, RUNNING).await;
+        self.mark_region(&region.code, Status::Running).await;
         let bar = RegionBar::new(
             &region.code,
             steps
@@ -740,7 +740,7 @@ impl Run {
     /// Records in the history what a region of this run is doing (see
     /// [`Store::mark_region`]). A failure costs only the line's accuracy until the run
     /// ends, so it is logged, not fatal.
-    async fn mark_region(&self, code: &str, status: &'static str) {
+    async fn mark_region(&self, code: &str, status: Status) {
         let (run_id, region) = (self.settings.run_id.clone(), code.to_owned());
         let doing = format!("recording that region {code} is {status}");
         if let Err(e) = self
@@ -756,9 +756,9 @@ impl Run {
     async fn mark_after(&self, report: &RegionReport, steps: &[Step], phase: plan::Phase) {
         let later = steps.iter().any(|s| s.phase() > phase);
         let status = if report.going() && later {
-            QUEUED
+            Status::Queued
         } else {
-            report.status.as_str()
+            report.status
         };
         self.mark_region(&report.code, status).await;
     }
@@ -864,7 +864,7 @@ impl Run {
         if planned.is_empty() {
             return report;
         }
-        self.mark_region(&region.code, RUNNING).await;
+        self.mark_region(&region.code, Status::Running).await;
         let bar = RegionBar::new(&region.code, planned.iter().map(|(_, n)| *n as u64).sum());
         let result = async {
             for (category, pages) in planned {
@@ -985,7 +985,7 @@ impl Run {
         if planned.is_empty() {
             return report;
         }
-        self.mark_region(&region.code, RUNNING).await;
+        self.mark_region(&region.code, Status::Running).await;
         let result = async {
             for search in planned {
                 let published_after = search
@@ -1210,7 +1210,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
 
     let regions: Vec<RegionReport> = reports.into_iter().map(|(_, r)| r).collect();
     for r in &regions {
-        let (code, status) = (r.code.clone(), r.status.as_str());
+        let (code, status) = (r.code.clone(), r.status);
         let doing = format!("recording the attempt at region {code}");
         if let Err(e) = run
             .with_store(doing, move |s| {

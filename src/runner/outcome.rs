@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::error::ExitCode;
 use crate::quota::skew::Skew;
 use crate::quota::{Allowance, BUDGET_POLICY, Decision, UPSTREAM_POLICY, micros};
 
@@ -164,59 +163,8 @@ impl Stop {
     }
 }
 
-/// The status of a run or of one of its regions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Complete,
-    BudgetExhausted,
-    UpstreamQuotaExhausted,
-    Failed,
-    Skipped,
-    Interrupted,
-    /// A region the run never reached: it stopped before this region's first call.
-    /// Never a run's status.
-    NotAttempted,
-}
-
-impl Status {
-    /// Every status a run can end with, in the order of DESIGN.md section 2.
-    pub const ALL: [Status; 6] = [
-        Status::Complete,
-        Status::BudgetExhausted,
-        Status::UpstreamQuotaExhausted,
-        Status::Failed,
-        Status::Skipped,
-        Status::Interrupted,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Complete => "complete",
-            Status::BudgetExhausted => "budget_exhausted",
-            Status::UpstreamQuotaExhausted => "upstream_quota_exhausted",
-            Status::Failed => "failed",
-            Status::Skipped => "skipped",
-            Status::Interrupted => "interrupted",
-            Status::NotAttempted => "not_attempted",
-        }
-    }
-
-    /// Failures a person must look at outrank a clean stop; a clean stop tells cron
-    /// to simply come back.
-    pub fn exit_code(self) -> Option<ExitCode> {
-        match self {
-            Status::Complete => None,
-            Status::Failed => Some(ExitCode::Failed),
-            Status::BudgetExhausted
-            | Status::UpstreamQuotaExhausted
-            | Status::Skipped
-            | Status::NotAttempted => Some(ExitCode::TryLater),
-            // SIGINT's code; the command picks SIGTERM's when that was the signal.
-            Status::Interrupted => Some(ExitCode::Interrupted),
-        }
-    }
-}
+/// The status of a run or of one of its regions: the one list all layers share.
+pub use crate::region_status::RegionStatus as Status;
 
 /// How one charged attempt at an upstream call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -499,6 +447,7 @@ pub fn overall(regions: &[RegionReport], stop: Option<&Stop>) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ExitCode;
 
     fn region(code: &str, status: Status) -> RegionReport {
         RegionReport {

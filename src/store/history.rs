@@ -5,6 +5,7 @@
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::{RunKind, Store, StoreError};
+use crate::region_status::RegionStatus;
 
 /// How one region of a run went (a row of `run_regions`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,7 +75,7 @@ pub struct HistoryFilter {
     pub since: Option<i64>,
     /// Only these regions (all when empty).
     pub regions: Vec<String>,
-    pub status: Option<String>,
+    pub status: Option<RegionStatus>,
     pub limit: u32,
 }
 
@@ -84,19 +85,6 @@ pub struct RunStart {
     pub run_id: String,
     pub kind: RunKind,
     pub started_at: i64,
-}
-
-/// A region's line while its run waits for a concurrency slot for it.
-pub const QUEUED: &str = "queued";
-/// A region's line while it is fetched, or a run's while it goes on.
-pub const RUNNING: &str = "running";
-/// A line whose process died before the run ended.
-pub const ABANDONED: &str = "abandoned";
-
-/// Whether a line with `status` belongs to a run still going on, or to one whose
-/// process died before it ended (then it is shown `abandoned`).
-pub fn in_progress(status: &str) -> bool {
-    status == QUEUED || status == RUNNING
 }
 
 const ABANDONED_REASON: &str =
@@ -140,13 +128,18 @@ impl Store {
     /// a concurrency slot, `queued` while it waits for one, or how it ended once it has
     /// nothing left to fetch (the end of the run records it again, with its numbers).
     /// A line that has ended is left as it is.
-    pub fn mark_region(&self, run_id: &str, region: &str, status: &str) -> Result<(), StoreError> {
+    pub fn mark_region(
+        &self,
+        run_id: &str,
+        region: &str,
+        status: RegionStatus,
+    ) -> Result<(), StoreError> {
         self.conn
             .prepare_cached(
                 "UPDATE run_regions SET status = ?3
                  WHERE run_id = ?1 AND region = ?2 AND status IN ('queued', 'running')",
             )
-            .and_then(|mut s| s.execute(params![run_id, region, status]))
+            .and_then(|mut s| s.execute(params![run_id, region, status.as_str()]))
             .map(|_| ())
             .map_err(self.err(format!(
                 "recording that region {region} of run {run_id} is {status}"
@@ -318,7 +311,7 @@ impl Store {
                 params![
                     filter.since,
                     regions,
-                    filter.status,
+                    filter.status.map(RegionStatus::as_str),
                     i64::from(filter.limit)
                 ],
                 history_row,
@@ -532,18 +525,26 @@ mod tests {
         store
             .begin_run_regions("r", 100, &regions)
             .expect("regions");
-        store.mark_region("r", "US", RUNNING).expect("running");
+        store
+            .mark_region("r", "US", RegionStatus::Running)
+            .expect("running");
         let statuses = |store: &Store| -> Vec<String> {
             let rows = store.run_regions("r").expect("regions");
             rows.into_iter().map(|r| r.status).collect()
         };
-        assert_eq!(statuses(&store), [QUEUED, RUNNING]);
-        store.mark_region("r", "GB", "complete").expect("ended");
-        store.mark_region("r", "GB", RUNNING).expect("left alone");
-        assert_eq!(statuses(&store), ["complete", RUNNING]);
-        store.mark_region("r", "GB", QUEUED).expect("left alone");
+        assert_eq!(statuses(&store), ["queued", "running"]);
+        store
+            .mark_region("r", "GB", RegionStatus::Complete)
+            .expect("ended");
+        store
+            .mark_region("r", "GB", RegionStatus::Running)
+            .expect("left alone");
+        assert_eq!(statuses(&store), ["complete", "running"]);
+        store
+            .mark_region("r", "GB", RegionStatus::Queued)
+            .expect("left alone");
         assert!(store.abandon_run("r").expect("abandoning"));
-        assert_eq!(statuses(&store), ["complete", ABANDONED]);
+        assert_eq!(statuses(&store), ["complete", "abandoned"]);
     }
 
     #[test]
@@ -576,8 +577,13 @@ mod tests {
         store
             .begin_run_regions("r2", 200, &regions[..1])
             .expect("regions");
-        assert_eq!(store.run_regions("r2").expect("regions")[0].status, QUEUED);
-        store.mark_region("r2", "US", RUNNING).expect("running");
+        assert_eq!(
+            store.run_regions("r2").expect("regions")[0].status,
+            "queued"
+        );
+        store
+            .mark_region("r2", "US", RegionStatus::Running)
+            .expect("running");
         store
             .begin_run("b3", RunKind::Backfill, 300)
             .expect("begin");
@@ -610,7 +616,7 @@ mod tests {
         );
         let failed = store
             .history(&HistoryFilter {
-                status: Some("failed".into()),
+                status: Some(RegionStatus::Failed),
                 regions: vec!["GB".into(), "FR".into()],
                 since: Some(100),
                 limit: 10,

@@ -41,10 +41,7 @@ use std::path::{Path, PathBuf};
 pub use error::{QUERY_TIP, StoreError};
 pub use export::{CountRow, ExportGrain, ExportRow, ExportSpan};
 pub use follow::{FollowCounts, FollowStored};
-pub use history::{
-    ABANDONED, CallCount, HistoryFilter, HistoryRow, QUEUED, RUNNING, RegionOutcome, RunStart,
-    in_progress,
-};
+pub use history::{CallCount, HistoryFilter, HistoryRow, RegionOutcome, RunStart};
 pub use prune::PruneReport;
 pub use read::{ChartPlace, ChartSpan, CountPoint, CountSource, VideoPlace};
 

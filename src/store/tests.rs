@@ -7,6 +7,7 @@ use rusqlite::Connection;
 use tempfile::TempDir;
 
 use super::*;
+use crate::region_status::RegionStatus;
 use crate::schema::{MIGRATIONS, latest_version as schema_version};
 use crate::sqlite::{Migration, SchemaError};
 
@@ -671,9 +672,11 @@ fn region_state_and_categories() {
     store.mark_region_complete("US", 500).unwrap();
     store.mark_region_complete("GB", 300).unwrap();
     store
-        .mark_region_attempt("DE", 400, "budget_exhausted")
+        .mark_region_attempt("DE", 400, RegionStatus::BudgetExhausted)
         .unwrap();
-    store.mark_region_attempt("US", 600, "failed").unwrap();
+    store
+        .mark_region_attempt("US", 600, RegionStatus::Failed)
+        .unwrap();
     let states = store.region_states().unwrap();
     assert_eq!(
         states,
@@ -1202,5 +1205,67 @@ mod property {
                 }
             }
         }
+    }
+}
+
+/// The statuses the store's SQL names are [`RegionStatus`]'s: every quoted word in an
+/// SQL text of the store that speaks of a status is one of `RegionStatus::ALL`, and the
+/// lines the SQL takes for a run still going on are the in-progress ones.
+#[test]
+fn the_sql_names_only_region_statuses() {
+    let sources = [
+        include_str!("analysts.rs"),
+        include_str!("charts.rs"),
+        include_str!("compact.rs"),
+        include_str!("export.rs"),
+        include_str!("follow.rs"),
+        include_str!("history.rs"),
+        include_str!("mod.rs"),
+        include_str!("prune.rs"),
+        include_str!("read.rs"),
+        include_str!("sql.rs"),
+        include_str!("write.rs"),
+    ];
+    let going: Vec<&str> = RegionStatus::ALL
+        .into_iter()
+        .filter(|s| s.in_progress())
+        .map(RegionStatus::as_str)
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    for source in sources {
+        let code = source.split("#[cfg(test)]").next().unwrap_or(source);
+        // The odd pieces between double quotes are the string literals: the SQL.
+        for sql in code.split('"').skip(1).step_by(2) {
+            if !sql.contains("status") {
+                continue;
+            }
+            // Quoted words; other quoted text (a tokenizer's options) is no status.
+            let words: Vec<&str> = sql
+                .split('\'')
+                .skip(1)
+                .step_by(2)
+                .filter(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+                .collect();
+            for word in &words {
+                assert!(
+                    word.parse::<RegionStatus>().is_ok(),
+                    "{word:?} is no RegionStatus, in {sql}"
+                );
+                seen.insert(*word);
+            }
+            if sql.contains("IN ('queued'") || sql.contains("IN ('running'") {
+                let list = sql.split("IN (").nth(1).and_then(|l| l.split(')').next());
+                let listed: Vec<&str> = list
+                    .unwrap_or_default()
+                    .split(", ")
+                    .map(|w| w.trim_matches('\''))
+                    .collect();
+                assert_eq!(listed, going, "in {sql}");
+            }
+        }
+    }
+    // The check read the SQL it is about.
+    for word in ["queued", "running", "abandoned", "complete", "skipped"] {
+        assert!(seen.contains(word), "{word} in {seen:?}");
     }
 }

@@ -7,6 +7,7 @@
 use rusqlite::{Transaction, TransactionBehavior, params};
 
 use super::{RunKind, RunOutcome, Store, StoreError, VideoRecord, compact, follow};
+use crate::region_status::RegionStatus;
 
 /// Which list a page of videos belongs to.
 enum Listing<'a> {
@@ -360,7 +361,7 @@ impl Store {
         &self,
         region: &str,
         at: i64,
-        status: &str,
+        status: RegionStatus,
     ) -> Result<(), StoreError> {
         (|| {
             let tx = self.write_tx()?;
@@ -369,7 +370,7 @@ impl Store {
                  ON CONFLICT (region) DO UPDATE SET
                      last_attempt_at = excluded.last_attempt_at,
                      last_status = excluded.last_status",
-                params![region, at, status],
+                params![region, at, status.as_str()],
             )?;
             tx.commit()
         })()
