@@ -96,28 +96,38 @@ pub fn run(global: &Global, args: &CrontabArgs) -> Result<()> {
         .iter()
         .map(|r| schedule(args.every, r.offset).map(|when| (when, r.code.as_str())))
         .collect::<Result<Vec<_>, UsageError>>()?;
-    let binary = match &args.binary {
-        Some(p) => {
-            let p = absolute(p)?;
-            // It may be meant for where the crontab is installed, not this host.
-            if !p.is_file() {
-                tracing::warn!(
-                    "--binary {} is not a file here; the lines will fail unless it exists where they run",
-                    p.display()
-                );
-            }
-            p
-        }
-        None => {
-            std::env::current_exe().context("finding this program's path; pass --binary PATH")?
-        }
-    };
+    let binary = binary_path(args.binary.as_deref())?;
     let db = absolute(&global.db)?;
     let dir = db
         .parent()
         .map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
-    let log = dir.join("trendsync.log");
-    let mut fixed = format!("{} --db {}", sh(&binary), sh(&db));
+    let fixed = fixed_command(global, &binary, &db)?;
+    let mut text = header(global, args.every);
+    text.push_str(&region_lines(&schedules, &dir, &fixed));
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(())
+}
+
+/// The program the lines run: `--binary` made absolute, or this program.
+fn binary_path(given: Option<&Path>) -> Result<PathBuf> {
+    let Some(p) = given else {
+        return std::env::current_exe().context("finding this program's path; pass --binary PATH");
+    };
+    let p = absolute(p)?;
+    // It may be meant for where the crontab is installed, not this host.
+    if !p.is_file() {
+        tracing::warn!(
+            "--binary {} is not a file here; the lines will fail unless it exists where they run",
+            p.display()
+        );
+    }
+    Ok(p)
+}
+
+/// The program and the global options every line shares, each path checked and made
+/// absolute, since cron runs the lines from elsewhere.
+fn fixed_command(global: &Global, binary: &Path, db: &Path) -> Result<String> {
+    let mut fixed = format!("{} --db {}", sh(binary), sh(db));
     for (flag, given, default) in [
         ("--costs", &global.costs, "quota-costs.toml"),
         ("--regions", &global.regions, "regions.toml"),
@@ -154,10 +164,14 @@ pub fn run(global: &Global, args: &CrontabArgs) -> Result<()> {
         })?;
         fixed.push_str(&format!(" --api-base {}", sh_text(&global.api_base)));
     }
+    Ok(fixed)
+}
 
+/// The comment lines above the jobs: what they do and what their environment needs.
+fn header(global: &Global, every: Duration) -> String {
     let mut text = format!(
         "# trendsync: one line per region of regions.toml at its offset minute, every {}.\n",
-        crate::report::human(args.every)
+        crate::report::human(every)
     );
     if global.api_key_file.is_none() {
         text.push_str(
@@ -179,16 +193,22 @@ pub fn run(global: &Global, args: &CrontabArgs) -> Result<()> {
         "# Each run appends its summary line to the log. Exit 75 means the run stopped cleanly\n\
          # (budget spent, upstream quota exhausted, region busy) and the next one resumes.\n",
     );
+    text
+}
+
+/// One job line per region, run from the database's directory, logging beside it.
+fn region_lines(schedules: &[(String, &str)], dir: &Path, fixed: &str) -> String {
+    let log = dir.join("trendsync.log");
+    let mut text = String::new();
     for (when, code) in schedules {
         let command = format!(
             "cd {} && {fixed} run --region {code} >> {} 2>&1",
-            sh(&dir),
+            sh(dir),
             sh(&log)
         );
         text.push_str(&format!("{when} * * * {}\n", cron_escape(&command)));
     }
-    std::io::stdout().lock().write_all(text.as_bytes())?;
-    Ok(())
+    text
 }
 
 #[cfg(test)]

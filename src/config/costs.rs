@@ -228,43 +228,74 @@ fn policy_name(
 pub fn parse_costs(src: &SourceText<'_>) -> Result<Budget, ConfigError> {
     let raw: RawFile = src.parse()?;
     let b = &raw.budget;
+    let key = pool_key(src, &b.key)?;
+    let (quota, ceiling) = quota_and_ceiling(src, &b.quota, &b.ceiling, "budget")?;
+    let window = window_of(src, &b.window, "budget.window")?;
+    // Which bucket holds each method, to refuse one in two.
+    let mut taken = BTreeMap::new();
+    let costs = main_costs(src, &raw.costs, ceiling, &mut taken)?;
+    // [[bucket]] and [[limit]] names share one namespace.
+    let mut names = Vec::new();
+    let buckets = extra_buckets(src, &raw.buckets, &mut names, &mut taken)?;
+    let all_costs = every_cost(&costs, &buckets);
+    let when_limiter_down = down_policies(src, &raw.when_limiter_down, &all_costs)?;
+    let limits = limits_of(src, &raw.limits, &mut names, &all_costs)?;
+    Ok(Budget {
+        key,
+        quota,
+        ceiling,
+        window,
+        costs,
+        when_limiter_down,
+        limits,
+        buckets,
+    })
+}
 
-    let key = b.key.get_ref();
-    if !plain_name(key) {
+/// `budget.key`: a plain name for the shared pool, never the API key itself.
+fn pool_key(src: &SourceText<'_>, key: &Spanned<String>) -> Result<String, ConfigError> {
+    let k = key.get_ref();
+    if !plain_name(k) {
         return Err(src.error_at(
-            Some(b.key.span()),
-            format!("budget.key \"{key}\" must be 1 to 64 letters, digits, '_', '-' or '.'; it names the shared pool, e.g. \"key1\""),
+            Some(key.span()),
+            format!("budget.key \"{k}\" must be 1 to 64 letters, digits, '_', '-' or '.'; it names the shared pool, e.g. \"key1\""),
         ));
     }
-    if key.starts_with("AIza") && key.len() >= 35 {
+    if k.starts_with("AIza") && k.len() >= 35 {
         return Err(src.error_at(
-            Some(b.key.span()),
+            Some(key.span()),
             "budget.key looks like an API key; it must only name the pool (e.g. \"key1\"): the key itself goes in YOUTUBE_API_KEY",
         ));
     }
-    let (quota, ceiling) = quota_and_ceiling(src, &b.quota, &b.ceiling, "budget")?;
-    let window = window_of(src, &b.window, "budget.window")?;
+    Ok(k.clone())
+}
 
-    if raw.costs.get_ref().is_empty() {
+/// The main budget's `[costs]`: not empty, then checked as any bucket's costs.
+fn main_costs(
+    src: &SourceText<'_>,
+    raw: &Spanned<BTreeMap<String, Spanned<u64>>>,
+    ceiling: u64,
+    taken: &mut BTreeMap<String, String>,
+) -> Result<BTreeMap<String, u64>, ConfigError> {
+    if raw.get_ref().is_empty() {
         return Err(src.error_at(
-            Some(raw.costs.span()),
+            Some(raw.span()),
             "[costs] is empty; list every method trendsync calls, e.g. \"videos.list\" = 1",
         ));
     }
-    // Which bucket holds each method, to refuse one in two.
-    let mut taken = BTreeMap::new();
-    let costs = bucket_costs(
-        src,
-        &raw.costs,
-        (ceiling, "budget.ceiling"),
-        "[costs]",
-        &mut taken,
-    )?;
+    bucket_costs(src, raw, (ceiling, "budget.ceiling"), "[costs]", taken)
+}
 
-    let mut names = Vec::new();
+/// The `[[bucket]]`s, each validated like the main budget, in file order.
+fn extra_buckets(
+    src: &SourceText<'_>,
+    raw: &[RawBucket],
+    names: &mut Vec<String>,
+    taken: &mut BTreeMap<String, String>,
+) -> Result<Vec<Bucket>, ConfigError> {
     let mut buckets = Vec::new();
-    for rb in &raw.buckets {
-        let name = policy_name(src, &rb.name, "bucket", &mut names)?;
+    for rb in raw {
+        let name = policy_name(src, &rb.name, "bucket", names)?;
         let what = format!("bucket \"{name}\"");
         let (quota, ceiling) = quota_and_ceiling(src, &rb.quota, &rb.ceiling, &what)?;
         let window = window_of(src, &rb.window, &format!("{what} window"))?;
@@ -273,7 +304,7 @@ pub fn parse_costs(src: &SourceText<'_>) -> Result<Budget, ConfigError> {
             &rb.costs,
             (ceiling, &format!("{what}.ceiling")),
             &format!("{what} costs"),
-            &mut taken,
+            taken,
         )?;
         buckets.push(Bucket {
             name,
@@ -283,91 +314,118 @@ pub fn parse_costs(src: &SourceText<'_>) -> Result<Budget, ConfigError> {
             costs,
         });
     }
-    // Every method's cost, whichever bucket bills it.
-    let all_costs: BTreeMap<&str, u64> = costs
+    Ok(buckets)
+}
+
+/// Every method's cost, whichever bucket bills it.
+fn every_cost<'a>(
+    costs: &'a BTreeMap<String, u64>,
+    buckets: &'a [Bucket],
+) -> BTreeMap<&'a str, u64> {
+    costs
         .iter()
         .chain(buckets.iter().flat_map(|b| b.costs.iter()))
         .map(|(m, c)| (m.as_str(), *c))
-        .collect();
+        .collect()
+}
 
-    let known = |m: &Spanned<String>, what: &str| -> Result<(), ConfigError> {
-        if all_costs.contains_key(m.get_ref().as_str()) {
-            Ok(())
-        } else {
-            Err(src.error_at(
-                Some(m.span()),
-                format!(
-                    "{what} names \"{}\", which has no entry in [costs] or in any [[bucket]]; add its cost there",
-                    m.get_ref()
-                ),
-            ))
-        }
-    };
+/// Refuses a method that no bucket prices: `what` names the table that lists it.
+fn known_method(
+    src: &SourceText<'_>,
+    all_costs: &BTreeMap<&str, u64>,
+    m: &Spanned<String>,
+    what: &str,
+) -> Result<(), ConfigError> {
+    if all_costs.contains_key(m.get_ref().as_str()) {
+        Ok(())
+    } else {
+        Err(src.error_at(
+            Some(m.span()),
+            format!(
+                "{what} names \"{}\", which has no entry in [costs] or in any [[bucket]]; add its cost there",
+                m.get_ref()
+            ),
+        ))
+    }
+}
 
+/// `[when_limiter_down]`: what each listed (and priced) method does without a limiter.
+fn down_policies(
+    src: &SourceText<'_>,
+    raw: &BTreeMap<Spanned<String>, RawDown>,
+    all_costs: &BTreeMap<&str, u64>,
+) -> Result<BTreeMap<String, DownPolicy>, ConfigError> {
     let mut when_limiter_down = BTreeMap::new();
-    for (method, policy) in &raw.when_limiter_down {
-        known(method, "[when_limiter_down]")?;
+    for (method, policy) in raw {
+        known_method(src, all_costs, method, "[when_limiter_down]")?;
         let policy = match policy {
             RawDown::Allow => DownPolicy::Allow,
             RawDown::Deny => DownPolicy::Deny,
         };
         when_limiter_down.insert(method.get_ref().clone(), policy);
     }
+    Ok(when_limiter_down)
+}
 
-    let mut limits: Vec<Limit> = Vec::new();
-    for raw_limit in &raw.limits {
-        let name = &policy_name(src, &raw_limit.name, "limit", &mut names)?;
-        if raw_limit.methods.is_empty() {
+/// The `[[limit]]`s, in file order.
+fn limits_of(
+    src: &SourceText<'_>,
+    raw: &[RawLimit],
+    names: &mut Vec<String>,
+    all_costs: &BTreeMap<&str, u64>,
+) -> Result<Vec<Limit>, ConfigError> {
+    raw.iter()
+        .map(|raw_limit| limit(src, raw_limit, names, all_costs))
+        .collect()
+}
+
+/// One `[[limit]]`: a fresh name, some priced methods, and a max that lets each one call.
+fn limit(
+    src: &SourceText<'_>,
+    raw_limit: &RawLimit,
+    names: &mut Vec<String>,
+    all_costs: &BTreeMap<&str, u64>,
+) -> Result<Limit, ConfigError> {
+    let name = &policy_name(src, &raw_limit.name, "limit", names)?;
+    if raw_limit.methods.is_empty() {
+        return Err(src.error_at(
+            Some(raw_limit.name.span()),
+            format!("limit \"{name}\" lists no methods"),
+        ));
+    }
+    let max = units(src, &raw_limit.max, &format!("limit \"{name}\" max"))?;
+    let per = match raw_limit.per {
+        RawPer::Unit => Per::Unit,
+        RawPer::Call => Per::Call,
+    };
+    for method in &raw_limit.methods {
+        known_method(src, all_costs, method, &format!("limit \"{name}\""))?;
+        let charged = match per {
+            Per::Unit => all_costs
+                .get(method.get_ref().as_str())
+                .copied()
+                .unwrap_or(0),
+            Per::Call => 1,
+        };
+        if charged > max {
             return Err(src.error_at(
-                Some(raw_limit.name.span()),
-                format!("limit \"{name}\" lists no methods"),
+                Some(raw_limit.max.span()),
+                format!(
+                    "limit \"{name}\" has max {max}, below one call of \"{}\" ({charged}); such a call could never be made",
+                    method.get_ref()
+                ),
             ));
         }
-        let max = units(src, &raw_limit.max, &format!("limit \"{name}\" max"))?;
-        let per = match raw_limit.per {
-            RawPer::Unit => Per::Unit,
-            RawPer::Call => Per::Call,
-        };
-        for method in &raw_limit.methods {
-            known(method, &format!("limit \"{name}\""))?;
-            let charged = match per {
-                Per::Unit => all_costs
-                    .get(method.get_ref().as_str())
-                    .copied()
-                    .unwrap_or(0),
-                Per::Call => 1,
-            };
-            if charged > max {
-                return Err(src.error_at(
-                    Some(raw_limit.max.span()),
-                    format!(
-                        "limit \"{name}\" has max {max}, below one call of \"{}\" ({charged}); such a call could never be made",
-                        method.get_ref()
-                    ),
-                ));
-            }
-        }
-        limits.push(Limit {
-            name: name.clone(),
-            methods: raw_limit
-                .methods
-                .iter()
-                .map(|m| m.get_ref().clone())
-                .collect(),
-            max,
-            window: window_of(src, &raw_limit.window, &format!("limit \"{name}\" window"))?,
-            per,
-        });
     }
-
-    Ok(Budget {
-        key: key.clone(),
-        quota,
-        ceiling,
-        window,
-        costs,
-        when_limiter_down,
-        limits,
-        buckets,
+    Ok(Limit {
+        name: name.clone(),
+        methods: raw_limit
+            .methods
+            .iter()
+            .map(|m| m.get_ref().clone())
+            .collect(),
+        max,
+        window: window_of(src, &raw_limit.window, &format!("limit \"{name}\" window"))?,
+        per,
     })
 }

@@ -188,131 +188,179 @@ pub fn parse_regions(src: &SourceText<'_>) -> Result<Regions, ConfigError> {
     }
     let mut regions: Vec<Region> = Vec::with_capacity(raw.regions.len());
     for r in &raw.regions {
-        let code = r.code.get_ref();
-        if !is_region_code(code) {
-            return Err(src.error_at(
-                Some(r.code.span()),
-                match nearest_code(code) {
-                    Some(near) => format!("\"{code}\" is not an ISO 3166-1 alpha-2 region code; did you mean \"{near}\"?"),
-                    None => format!("\"{code}\" is not an ISO 3166-1 alpha-2 region code; expected two capital letters such as \"US\" or \"GB\""),
-                },
-            ));
-        }
-        if regions.iter().any(|x| &x.code == code) {
-            return Err(src.error_at(
-                Some(r.code.span()),
-                format!("region {code} is configured twice"),
-            ));
-        }
-        let offset = *r.offset.get_ref();
-        if offset > 59 {
-            return Err(src.error_at(
-                Some(r.offset.span()),
-                format!("offset {offset} is not a crontab minute; expected 0 to 59"),
-            ));
-        }
-        let hl = match &r.hl {
-            Some(hl) => {
-                let ok = !hl.get_ref().is_empty()
-                    && hl.get_ref().len() <= 16
-                    && hl
-                        .get_ref()
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-                if !ok {
-                    return Err(src.error_at(
-                        Some(hl.span()),
-                        format!(
-                            "hl \"{}\" is not a language code; expected e.g. \"en_US\" or \"de\"",
-                            hl.get_ref()
-                        ),
-                    ));
-                }
-                Some(hl.get_ref().clone())
-            }
-            None => None,
-        };
-        let region_pages = match &r.pages {
-            Some(p) => pages(src, p, &format!("region {code} pages"))?,
-            None => default_pages,
-        };
-        let region_categories = match &r.categories {
-            Some(ids) => categories(src, ids, &format!("region {code} categories"))?,
-            None => default_categories.clone(),
-        };
-        let mut searches: Vec<Search> = Vec::new();
-        for s in &r.searches {
-            let name = s.name.get_ref();
-            let plain = !name.is_empty()
-                && name.len() <= 64
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-            if !plain {
-                return Err(src.error_at(
-                    Some(s.name.span()),
-                    format!(
-                        "search name \"{name}\" must be 1 to 64 letters, digits, '_', '-' or '.'"
-                    ),
-                ));
-            }
-            if searches.iter().any(|x| &x.name == name) {
-                return Err(src.error_at(
-                    Some(s.name.span()),
-                    format!("region {code} has two searches named \"{name}\""),
-                ));
-            }
-            let order = match &s.order {
-                None => SearchOrder::default(),
-                Some(o) => o.get_ref().parse::<SearchOrder>().map_err(|_| {
-                    src.error_at(
-                        Some(o.span()),
-                        format!(
-                            "order \"{}\" is not one of date, rating, relevance, title, videoCount, viewCount",
-                            o.get_ref()
-                        ),
-                    )
-                })?,
-            };
-            let published_within =
-                match &s.published_within {
-                    None => None,
-                    Some(p) => Some(parse_duration(p.get_ref()).map_err(|e| {
-                        src.error_at(Some(p.span()), format!("published_within: {e}"))
-                    })?),
-                };
-            searches.push(Search {
-                name: name.clone(),
-                q: s.q.clone(),
-                order,
-                published_within,
-            });
-        }
-        regions.push(Region {
-            code: code.clone(),
-            offset,
-            hl,
-            pages: region_pages,
-            categories: region_categories,
-            searches,
-        });
+        let region = region(src, r, &regions, default_pages, &default_categories)?;
+        regions.push(region);
     }
-    let follow = match &raw.follow {
-        None => None,
-        Some(f) => {
-            let days = *f.days.get_ref();
-            if !(1..=MAX_FOLLOW_DAYS).contains(&days) {
-                return Err(src.error_at(
-                    Some(f.days.span()),
-                    format!("follow.days is {days}; expected 1 to {MAX_FOLLOW_DAYS} days"),
-                ));
-            }
-            let every = parse_duration(f.every.get_ref())
-                .map_err(|e| src.error_at(Some(f.every.span()), format!("follow.every: {e}")))?;
-            Some(Follow { days, every })
-        }
-    };
+    let follow = follow(src, raw.follow.as_ref())?;
     Ok(Regions { regions, follow })
+}
+
+/// One `[[region]]`, its unset pages and categories taken from the defaults.
+fn region(
+    src: &SourceText<'_>,
+    r: &RawRegion,
+    earlier: &[Region],
+    default_pages: u32,
+    default_categories: &[u32],
+) -> Result<Region, ConfigError> {
+    let code = region_code(src, &r.code, earlier)?;
+    let offset = minute(src, &r.offset)?;
+    let hl = r.hl.as_ref().map(|hl| language(src, hl)).transpose()?;
+    let region_pages = match &r.pages {
+        Some(p) => pages(src, p, &format!("region {code} pages"))?,
+        None => default_pages,
+    };
+    let region_categories = match &r.categories {
+        Some(ids) => categories(src, ids, &format!("region {code} categories"))?,
+        None => default_categories.to_vec(),
+    };
+    let searches = searches(src, &code, &r.searches)?;
+    Ok(Region {
+        code,
+        offset,
+        hl,
+        pages: region_pages,
+        categories: region_categories,
+        searches,
+    })
+}
+
+/// A region's code: ISO 3166-1 alpha-2 (with a near guess when it is not), and not
+/// configured before.
+fn region_code(
+    src: &SourceText<'_>,
+    code: &Spanned<String>,
+    earlier: &[Region],
+) -> Result<String, ConfigError> {
+    let c = code.get_ref();
+    if !is_region_code(c) {
+        return Err(src.error_at(
+            Some(code.span()),
+            match nearest_code(c) {
+                Some(near) => format!("\"{c}\" is not an ISO 3166-1 alpha-2 region code; did you mean \"{near}\"?"),
+                None => format!("\"{c}\" is not an ISO 3166-1 alpha-2 region code; expected two capital letters such as \"US\" or \"GB\""),
+            },
+        ));
+    }
+    if earlier.iter().any(|x| &x.code == c) {
+        return Err(src.error_at(Some(code.span()), format!("region {c} is configured twice")));
+    }
+    Ok(c.clone())
+}
+
+/// A region's `offset`: the crontab minute it runs at, 0 to 59.
+fn minute(src: &SourceText<'_>, offset: &Spanned<u32>) -> Result<u32, ConfigError> {
+    let o = *offset.get_ref();
+    if o > 59 {
+        return Err(src.error_at(
+            Some(offset.span()),
+            format!("offset {o} is not a crontab minute; expected 0 to 59"),
+        ));
+    }
+    Ok(o)
+}
+
+/// A region's `hl`: a short language code such as `en_US`.
+fn language(src: &SourceText<'_>, hl: &Spanned<String>) -> Result<String, ConfigError> {
+    let ok = !hl.get_ref().is_empty()
+        && hl.get_ref().len() <= 16
+        && hl
+            .get_ref()
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !ok {
+        return Err(src.error_at(
+            Some(hl.span()),
+            format!(
+                "hl \"{}\" is not a language code; expected e.g. \"en_US\" or \"de\"",
+                hl.get_ref()
+            ),
+        ));
+    }
+    Ok(hl.get_ref().clone())
+}
+
+/// A region's `[[region.search]]`s, in file order, their names unique within it.
+fn searches(
+    src: &SourceText<'_>,
+    code: &str,
+    raw: &[RawSearch],
+) -> Result<Vec<Search>, ConfigError> {
+    let mut searches: Vec<Search> = Vec::new();
+    for s in raw {
+        let search = search(src, code, s, &searches)?;
+        searches.push(search);
+    }
+    Ok(searches)
+}
+
+/// One search: a plain name not used earlier in the region, its order and window.
+fn search(
+    src: &SourceText<'_>,
+    code: &str,
+    s: &RawSearch,
+    earlier: &[Search],
+) -> Result<Search, ConfigError> {
+    let name = s.name.get_ref();
+    let plain = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !plain {
+        return Err(src.error_at(
+            Some(s.name.span()),
+            format!("search name \"{name}\" must be 1 to 64 letters, digits, '_', '-' or '.'"),
+        ));
+    }
+    if earlier.iter().any(|x| &x.name == name) {
+        return Err(src.error_at(
+            Some(s.name.span()),
+            format!("region {code} has two searches named \"{name}\""),
+        ));
+    }
+    let order = match &s.order {
+        None => SearchOrder::default(),
+        Some(o) => o.get_ref().parse::<SearchOrder>().map_err(|_| {
+            src.error_at(
+                Some(o.span()),
+                format!(
+                    "order \"{}\" is not one of date, rating, relevance, title, videoCount, viewCount",
+                    o.get_ref()
+                ),
+            )
+        })?,
+    };
+    let published_within = match &s.published_within {
+        None => None,
+        Some(p) => Some(
+            parse_duration(p.get_ref())
+                .map_err(|e| src.error_at(Some(p.span()), format!("published_within: {e}")))?,
+        ),
+    };
+    Ok(Search {
+        name: name.clone(),
+        q: s.q.clone(),
+        order,
+        published_within,
+    })
+}
+
+/// The `[follow]` table, if any: how many days to follow a video, and how often.
+fn follow(src: &SourceText<'_>, raw: Option<&RawFollow>) -> Result<Option<Follow>, ConfigError> {
+    let Some(f) = raw else {
+        return Ok(None);
+    };
+    let days = *f.days.get_ref();
+    if !(1..=MAX_FOLLOW_DAYS).contains(&days) {
+        return Err(src.error_at(
+            Some(f.days.span()),
+            format!("follow.days is {days}; expected 1 to {MAX_FOLLOW_DAYS} days"),
+        ));
+    }
+    let every = parse_duration(f.every.get_ref())
+        .map_err(|e| src.error_at(Some(f.every.span()), format!("follow.every: {e}")))?;
+    Ok(Some(Follow { days, every }))
 }
 
 #[cfg(test)]

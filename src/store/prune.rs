@@ -48,6 +48,51 @@ const DROP_VIDEO_UNREFERENCED: &str = "DELETE FROM videos WHERE num = ?1
      AND NOT EXISTS (SELECT 1 FROM places WHERE video = ?1)
      AND NOT EXISTS (SELECT 1 FROM extra_counts WHERE video = ?1)";
 
+/// What pruning old snapshots was doing, for its errors.
+const PRUNING: &str = "pruning old snapshots";
+
+/// The file's pages before a prune: what it frees is measured against them.
+struct PageCounts {
+    size: i64,
+    pages: i64,
+    free: i64,
+}
+
+/// What deleting the old fetches removed, and whether `stop` ended it early.
+#[derive(Default)]
+struct SnapshotsDeleted {
+    fetches: u64,
+    places: u64,
+    videos: u64,
+    interrupted: bool,
+}
+
+/// Deletes the fetches of `chunk` with their places, then the videos only they
+/// referred to, in the transaction `tx`, and commits: (places, fetches, videos).
+fn delete_fetch_chunk(
+    tx: rusqlite::Transaction<'_>,
+    chunk: &[i64],
+) -> rusqlite::Result<(u64, u64, u64)> {
+    let (mut p, mut f) = (0u64, 0u64);
+    let mut affected = BTreeSet::new();
+    {
+        let mut videos = tx.prepare_cached("SELECT video FROM places WHERE fetch = ?1")?;
+        let mut del_places = tx.prepare_cached("DELETE FROM places WHERE fetch = ?1")?;
+        let mut del_fetch = tx.prepare_cached("DELETE FROM fetches WHERE num = ?1")?;
+        for &fetch in chunk {
+            let rows = videos.query_map([fetch], |r| r.get::<_, i64>(0))?;
+            for video in rows {
+                affected.insert(video?);
+            }
+            p += del_places.execute([fetch])? as u64;
+            f += del_fetch.execute([fetch])? as u64;
+        }
+    }
+    let v = drop_unreferenced(&tx, &affected)?;
+    tx.commit()?;
+    Ok((p, f, v))
+}
+
 impl Store {
     /// Deletes the chart and search snapshots whose fetch began before `cutoff` (unix
     /// seconds), the counts kept beside them, then every video no snapshot refers to
@@ -77,106 +122,110 @@ impl Store {
         vacuum: bool,
         stop: &dyn Fn() -> bool,
     ) -> Result<PruneReport, StoreError> {
-        let context = "pruning old snapshots";
-        let page_size = self.pragma_i64("page_size")?;
-        let (pages_before, free_before) = (
-            self.pragma_i64("page_count")?,
-            self.pragma_i64("freelist_count")?,
-        );
-        let old: Vec<i64> = (|| {
+        let before = self.page_counts()?;
+        let old = self.fetches_before(cutoff)?;
+        let bar = crate::progress::Task::new("pruning", old.len() as u64);
+        let snapshots = self.delete_fetches(&old, stop, &bar)?;
+        let mut videos_deleted = snapshots.videos;
+        let mut interrupted = snapshots.interrupted || stop();
+        let mut extra = 0;
+        if !interrupted {
+            let (n, v) = self.delete_counts_before(cutoff)?;
+            extra = n;
+            videos_deleted += v;
+            let (v, stopped) = self.sweep_unreferenced(stop)?;
+            videos_deleted += v;
+            interrupted = stopped;
+        }
+        bar.finish();
+        let bytes_freed = self.bytes_freed(&before, vacuum && !interrupted)?;
+        Ok(PruneReport {
+            dry_run: false,
+            cutoff,
+            deleted: vec![
+                ("fetches", snapshots.fetches),
+                ("places", snapshots.places),
+                ("extra_counts", extra),
+            ],
+            videos_deleted,
+            bytes_freed: bytes_freed as u64,
+            interrupted,
+        })
+    }
+
+    /// The file's page size, pages and free pages, to tell afterwards what was freed.
+    fn page_counts(&self) -> Result<PageCounts, StoreError> {
+        Ok(PageCounts {
+            size: self.pragma_i64("page_size")?,
+            pages: self.pragma_i64("page_count")?,
+            free: self.pragma_i64("freelist_count")?,
+        })
+    }
+
+    /// The fetches that began before `cutoff`, oldest first.
+    fn fetches_before(&self, cutoff: i64) -> Result<Vec<i64>, StoreError> {
+        (|| {
             let mut stmt = self
                 .conn
                 .prepare("SELECT num FROM fetches WHERE fetched_at < ?1 ORDER BY num")?;
             let rows = stmt.query_map([cutoff], |r| r.get(0))?;
             rows.collect::<rusqlite::Result<Vec<i64>>>()
         })()
-        .map_err(self.err(context))?;
-        let bar = crate::progress::Task::new("pruning", old.len() as u64);
-        let (mut places, mut fetches, mut extra, mut videos_deleted) = (0u64, 0u64, 0u64, 0u64);
-        let mut interrupted = false;
+        .map_err(self.err(PRUNING))
+    }
+
+    /// Deletes the fetches `old`, their places and the videos only they referred to,
+    /// [`FETCHES_PER_TX`] fetches a transaction, until done or `stop` says so.
+    fn delete_fetches(
+        &self,
+        old: &[i64],
+        stop: &dyn Fn() -> bool,
+        bar: &crate::progress::Task,
+    ) -> Result<SnapshotsDeleted, StoreError> {
+        let mut done = SnapshotsDeleted::default();
         for chunk in old.chunks(FETCHES_PER_TX) {
             if stop() {
-                interrupted = true;
+                done.interrupted = true;
                 break;
             }
             let (p, f, v) = self
-                .yielding(|| {
-                    let tx = self.write_tx()?;
-                    let (mut p, mut f) = (0u64, 0u64);
-                    let mut affected = BTreeSet::new();
-                    {
-                        let mut videos =
-                            tx.prepare_cached("SELECT video FROM places WHERE fetch = ?1")?;
-                        let mut del_places =
-                            tx.prepare_cached("DELETE FROM places WHERE fetch = ?1")?;
-                        let mut del_fetch =
-                            tx.prepare_cached("DELETE FROM fetches WHERE num = ?1")?;
-                        for &fetch in chunk {
-                            let rows = videos.query_map([fetch], |r| r.get::<_, i64>(0))?;
-                            for video in rows {
-                                affected.insert(video?);
-                            }
-                            p += del_places.execute([fetch])? as u64;
-                            f += del_fetch.execute([fetch])? as u64;
-                        }
-                    }
-                    let v = drop_unreferenced(&tx, &affected)?;
-                    tx.commit()?;
-                    Ok((p, f, v))
-                })
-                .map_err(self.err(context))?;
-            places += p;
-            fetches += f;
-            videos_deleted += v;
+                .yielding(|| delete_fetch_chunk(self.write_tx()?, chunk))
+                .map_err(self.err(PRUNING))?;
+            done.places += p;
+            done.fetches += f;
+            done.videos += v;
             bar.inc(chunk.len() as u64);
         }
-        if !interrupted && stop() {
-            interrupted = true;
-        }
-        if !interrupted {
-            let (n, v) = self
-                .yielding(|| {
-                    let tx = self.write_tx()?;
-                    let affected = {
-                        let mut stmt = tx.prepare(
-                            "SELECT DISTINCT video FROM extra_counts WHERE fetched_at < ?1",
-                        )?;
-                        let rows = stmt.query_map([cutoff], |r| r.get::<_, i64>(0))?;
-                        rows.collect::<rusqlite::Result<BTreeSet<i64>>>()?
-                    };
-                    let n =
-                        tx.execute("DELETE FROM extra_counts WHERE fetched_at < ?1", [cutoff])?;
-                    let v = drop_unreferenced(&tx, &affected)?;
-                    tx.commit()?;
-                    Ok((n as u64, v))
-                })
-                .map_err(self.err(context))?;
-            extra = n;
-            videos_deleted += v;
-        }
-        if !interrupted {
-            let (v, stopped) = self.sweep_unreferenced(stop)?;
-            videos_deleted += v;
-            interrupted = stopped;
-        }
-        bar.finish();
-        let bytes_freed = if vacuum && !interrupted {
+        Ok(done)
+    }
+
+    /// Deletes the counts kept beside the snapshots taken before `cutoff`, and the videos
+    /// only they referred to, in one transaction: the rows deleted and the videos.
+    fn delete_counts_before(&self, cutoff: i64) -> Result<(u64, u64), StoreError> {
+        self.yielding(|| {
+            let tx = self.write_tx()?;
+            let affected = {
+                let mut stmt =
+                    tx.prepare("SELECT DISTINCT video FROM extra_counts WHERE fetched_at < ?1")?;
+                let rows = stmt.query_map([cutoff], |r| r.get::<_, i64>(0))?;
+                rows.collect::<rusqlite::Result<BTreeSet<i64>>>()?
+            };
+            let n = tx.execute("DELETE FROM extra_counts WHERE fetched_at < ?1", [cutoff])?;
+            let v = drop_unreferenced(&tx, &affected)?;
+            tx.commit()?;
+            Ok((n as u64, v))
+        })
+        .map_err(self.err(PRUNING))
+    }
+
+    /// Bytes the file no longer uses since `before`: after a vacuum (when `vacuum`), how
+    /// much smaller it is; otherwise how many more free pages it holds.
+    fn bytes_freed(&self, before: &PageCounts, vacuum: bool) -> Result<i64, StoreError> {
+        Ok(if vacuum {
             self.vacuum()?;
-            (pages_before - self.pragma_i64("page_count")?).max(0) * page_size
+            (before.pages - self.pragma_i64("page_count")?).max(0) * before.size
         } else {
-            (self.pragma_i64("freelist_count")? - free_before).max(0) * page_size
-        };
-        Ok(PruneReport {
-            dry_run: false,
-            cutoff,
-            deleted: vec![
-                ("fetches", fetches),
-                ("places", places),
-                ("extra_counts", extra),
-            ],
-            videos_deleted,
-            bytes_freed: bytes_freed as u64,
-            interrupted,
+            (self.pragma_i64("freelist_count")? - before.free).max(0) * before.size
         })
     }
 
