@@ -289,12 +289,19 @@ impl Picture {
     /// called, so that "none" reads as 0 rather than as a missing series.
     pub fn exposition(&self, methods: &[&str]) -> Exposition {
         let mut exp = Exposition::new();
-        exp.gauge(
-            "trendsync_build_info",
-            "1, with the version of trendsync that wrote this file.",
-        )
-        .sample(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);
-        let outcomes = CallOutcome::ALL.map(CallOutcome::as_str);
+        build_info(&mut exp);
+        self.last_run_families(&mut exp);
+        self.last_run_call_families(&mut exp, methods);
+        self.last_run_region_families(&mut exp);
+        self.region_families(&mut exp);
+        self.call_families(&mut exp, methods);
+        self.budget_families(&mut exp);
+        self.skew_families(&mut exp);
+        exp
+    }
+
+    /// Per kind of run: when the last one ended, how long it took, its status, units and calls.
+    fn last_run_families(&self, exp: &mut Exposition) {
         for last in &self.last_runs {
             let run = &last.run;
             let kind = run.kind.as_str();
@@ -331,6 +338,11 @@ impl Picture {
             )
             .sample(&[("kind", kind)], run.calls.unwrap_or(0) as f64);
         }
+    }
+
+    /// Per kind of run: the last one's call attempts by method and outcome.
+    fn last_run_call_families(&self, exp: &mut Exposition, methods: &[&str]) {
+        let outcomes = CallOutcome::ALL.map(CallOutcome::as_str);
         for last in &self.last_runs {
             let kind = last.run.kind.as_str();
             let family = exp.gauge(
@@ -346,6 +358,10 @@ impl Picture {
                 }
             }
         }
+    }
+
+    /// Per kind of run: the videos the last one stored for each region.
+    fn last_run_region_families(&self, exp: &mut Exposition) {
         for last in &self.last_runs {
             let kind = last.run.kind.as_str();
             let videos = exp.gauge(
@@ -356,9 +372,11 @@ impl Picture {
                 videos.sample(&[("kind", kind), ("region", &r.region)], r.videos as f64);
             }
         }
+    }
 
-        self.region_families(&mut exp);
-
+    /// Call attempts of every recorded run, by method and outcome.
+    fn call_families(&self, exp: &mut Exposition, methods: &[&str]) {
+        let outcomes = CallOutcome::ALL.map(CallOutcome::as_str);
         let calls = exp.family(
             "trendsync_upstream_calls_total",
             MetricType::Counter,
@@ -372,7 +390,10 @@ impl Picture {
                 );
             }
         }
+    }
 
+    /// The budget's use, what is left of it and any upstream block, then its buckets'.
+    fn budget_families(&self, exp: &mut Exposition) {
         if let Some(budget) = &self.budget
             && let Some(b) = budget.buckets.first()
         {
@@ -400,8 +421,12 @@ impl Picture {
                 &[("budget", key)],
                 b.blocked_until_us.map_or(0.0, |us| (us / 1_000_000) as f64),
             );
-            bucket_families(&mut exp, key, &budget.buckets);
+            bucket_families(exp, key, &budget.buckets);
         }
+    }
+
+    /// The last clock skew seen against the upstream, per clock, and when.
+    fn skew_families(&self, exp: &mut Exposition) {
         for skew in &self.skews {
             let clock = skew.clock.as_str();
             exp.gauge(
@@ -415,7 +440,6 @@ impl Picture {
             )
             .sample(&[("clock", clock)], (skew.measured_at_us / 1_000_000) as f64);
         }
-        exp
     }
 
     /// Per region: its last attempt and its last complete fetch.
@@ -540,6 +564,15 @@ pub enum MetricsError {
 
 /// A per-bucket gauge: its name, its help, and its value for a bucket.
 type BucketNumber = (&'static str, &'static str, fn(&BucketNumbers) -> f64);
+
+/// The version of trendsync that wrote the file, as a constant 1.
+fn build_info(exp: &mut Exposition) {
+    exp.gauge(
+        "trendsync_build_info",
+        "1, with the version of trendsync that wrote this file.",
+    )
+    .sample(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);
+}
 
 /// Per bucket (DESIGN.md 3.9), with a `bucket` label: used, remaining, ceiling,
 /// quota and blocked-until, so that an alert on a nearly spent bucket needs no join.

@@ -147,6 +147,8 @@ impl Store {
             )))
     }
 
+    /// Stores one page of `videos` from `first_rank` on, in one transaction: the
+    /// fetch it belongs to, then each video and its place.
     fn store_page(
         &self,
         run_id: &str,
@@ -157,120 +159,11 @@ impl Store {
         fetched_at: i64,
     ) -> rusqlite::Result<usize> {
         let tx = self.write_tx()?;
-        {
-            // Only the newest fetch may overwrite the latest metadata: two processes
-            // can store the same video out of order.
-            let mut upsert = tx.prepare_cached(
-                "INSERT INTO videos (
-                     id, title, description, channel_id, channel_title, published_at,
-                     category_id, tags, tags_text, default_language, default_audio_language,
-                     duration_s, live_broadcast_content, thumbnail_url, region_restriction,
-                     view_count, like_count, comment_count, first_seen_at, last_seen_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?19, ?9, ?10, ?11, ?12, ?13, ?14,
-                         ?15, ?16, ?17, ?18, ?18)
-                 ON CONFLICT (id) DO UPDATE SET
-                     title = excluded.title,
-                     description = excluded.description,
-                     channel_id = excluded.channel_id,
-                     channel_title = excluded.channel_title,
-                     published_at = excluded.published_at,
-                     category_id = excluded.category_id,
-                     tags = excluded.tags,
-                     tags_text = excluded.tags_text,
-                     default_language = excluded.default_language,
-                     default_audio_language = excluded.default_audio_language,
-                     duration_s = excluded.duration_s,
-                     live_broadcast_content = excluded.live_broadcast_content,
-                     thumbnail_url = excluded.thumbnail_url,
-                     region_restriction = excluded.region_restriction,
-                     view_count = excluded.view_count,
-                     like_count = excluded.like_count,
-                     comment_count = excluded.comment_count,
-                     last_seen_at = excluded.last_seen_at,
-                     removed_at = NULL
-                 WHERE excluded.last_seen_at >= videos.last_seen_at",
-            )?;
-            let region_num = compact::region_num(&tx, region)?;
-            let (search, chart) = match listing {
-                Listing::Chart { category } => (0, category.unwrap_or(0)),
-                Listing::Search { name } => (compact::search_num(&tx, region_num, name)?, 0),
-            };
-            let run = compact::run_num(&tx, run_id)?;
-            // The first page stored opens the fetch; later pages (and a retried page)
-            // join it, their places keeping their own time as an offset from its start.
-            tx.prepare_cached(
-                "INSERT INTO fetches (run, region, search, chart, fetched_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (run, region, search, chart) DO NOTHING",
-            )?
-            .execute(params![run, region_num, search, chart, fetched_at])?;
-            let (fetch, start): (i64, i64) = tx
-                .prepare_cached(
-                    "SELECT num, fetched_at FROM fetches
-                     WHERE run = ?1 AND region = ?2 AND search = ?3 AND chart = ?4",
-                )?
-                .query_row(params![run, region_num, search, chart], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })?;
-            let mut video_num = tx.prepare_cached("SELECT num FROM videos WHERE id = ?1")?;
-            // Storing a page again in the same run (a retry) replaces its places.
-            let mut place = tx.prepare_cached(
-                "INSERT INTO places (fetch, rank, video, offset_s, views, likes, comments)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                 ON CONFLICT (fetch, rank) DO UPDATE SET
-                     video = excluded.video, offset_s = excluded.offset_s,
-                     views = excluded.views, likes = excluded.likes, comments = excluded.comments",
-            )?;
-            let mut seen = tx.prepare_cached(
-                "INSERT INTO video_regions (video, region) VALUES (?1, ?2)
-                 ON CONFLICT (video, region) DO NOTHING",
-            )?;
-            for (index, video) in videos.iter().enumerate() {
-                let (tags, tags_text) =
-                    match &video.tags {
-                        Some(tags) => (
-                            Some(serde_json::to_string(tags).map_err(|e| {
-                                rusqlite::Error::ToSqlConversionFailure(Box::new(e))
-                            })?),
-                            Some(tags.join(" ")),
-                        ),
-                        None => (None, None),
-                    };
-                upsert.execute(params![
-                    video.id,
-                    video.title,
-                    video.description,
-                    video.channel_id,
-                    video.channel_title,
-                    video.published_at,
-                    video.category_id,
-                    tags,
-                    video.default_language,
-                    video.default_audio_language,
-                    video.duration_s,
-                    video.live_broadcast_content,
-                    video.thumbnail_url,
-                    video.region_restriction,
-                    video.view_count,
-                    video.like_count,
-                    video.comment_count,
-                    fetched_at,
-                    tags_text,
-                ])?;
-                let num: i64 = video_num.query_row([&video.id], |r| r.get(0))?;
-                let rank = i64::from(first_rank) + index as i64;
-                place.execute(params![
-                    fetch,
-                    rank,
-                    num,
-                    fetched_at - start,
-                    video.view_count,
-                    video.like_count,
-                    video.comment_count,
-                ])?;
-                seen.execute(params![num, region_num])?;
-                follow::seen(&tx, num, fetched_at, search == 0)?;
-            }
+        let fetch = open_fetch(&tx, run_id, region, listing, fetched_at)?;
+        for (index, video) in videos.iter().enumerate() {
+            let num = upsert_video(&tx, video, fetched_at)?;
+            let rank = i64::from(first_rank) + index as i64;
+            place_video(&tx, &fetch, rank, num, video, fetched_at)?;
         }
         tx.commit()?;
         Ok(videos.len())
@@ -382,4 +275,158 @@ impl Store {
 /// a wrapped value would be silently wrong, so refuse it.
 fn to_i64(value: u64) -> rusqlite::Result<i64> {
     i64::try_from(value).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
+/// The fetch a page joins, and what its places are stored under.
+struct Fetch {
+    num: i64,
+    /// When the fetch began: places keep their own time as an offset from it.
+    start: i64,
+    region: i64,
+    /// The search's number, or 0 for a chart.
+    search: i64,
+}
+
+/// The fetch of this run, region and listing: the first page stored opens it; later
+/// pages (and a retried page) join it.
+fn open_fetch(
+    tx: &Transaction<'_>,
+    run_id: &str,
+    region: &str,
+    listing: Listing<'_>,
+    fetched_at: i64,
+) -> rusqlite::Result<Fetch> {
+    let region_num = compact::region_num(tx, region)?;
+    let (search, chart) = match listing {
+        Listing::Chart { category } => (0, category.unwrap_or(0)),
+        Listing::Search { name } => (compact::search_num(tx, region_num, name)?, 0),
+    };
+    let run = compact::run_num(tx, run_id)?;
+    tx.prepare_cached(
+        "INSERT INTO fetches (run, region, search, chart, fetched_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (run, region, search, chart) DO NOTHING",
+    )?
+    .execute(params![run, region_num, search, chart, fetched_at])?;
+    let (num, start): (i64, i64) = tx
+        .prepare_cached(
+            "SELECT num, fetched_at FROM fetches
+             WHERE run = ?1 AND region = ?2 AND search = ?3 AND chart = ?4",
+        )?
+        .query_row(params![run, region_num, search, chart], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+    Ok(Fetch {
+        num,
+        start,
+        region: region_num,
+        search,
+    })
+}
+
+/// Inserts or updates a video's latest metadata, and returns its number. Only the
+/// newest fetch may overwrite it: two processes can store the same video out of order.
+fn upsert_video(
+    tx: &Transaction<'_>,
+    video: &VideoRecord,
+    fetched_at: i64,
+) -> rusqlite::Result<i64> {
+    let (tags, tags_text) = match &video.tags {
+        Some(tags) => (
+            Some(
+                serde_json::to_string(tags)
+                    .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?,
+            ),
+            Some(tags.join(" ")),
+        ),
+        None => (None, None),
+    };
+    tx.prepare_cached(
+        "INSERT INTO videos (
+                     id, title, description, channel_id, channel_title, published_at,
+                     category_id, tags, tags_text, default_language, default_audio_language,
+                     duration_s, live_broadcast_content, thumbnail_url, region_restriction,
+                     view_count, like_count, comment_count, first_seen_at, last_seen_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?19, ?9, ?10, ?11, ?12, ?13, ?14,
+                         ?15, ?16, ?17, ?18, ?18)
+                 ON CONFLICT (id) DO UPDATE SET
+                     title = excluded.title,
+                     description = excluded.description,
+                     channel_id = excluded.channel_id,
+                     channel_title = excluded.channel_title,
+                     published_at = excluded.published_at,
+                     category_id = excluded.category_id,
+                     tags = excluded.tags,
+                     tags_text = excluded.tags_text,
+                     default_language = excluded.default_language,
+                     default_audio_language = excluded.default_audio_language,
+                     duration_s = excluded.duration_s,
+                     live_broadcast_content = excluded.live_broadcast_content,
+                     thumbnail_url = excluded.thumbnail_url,
+                     region_restriction = excluded.region_restriction,
+                     view_count = excluded.view_count,
+                     like_count = excluded.like_count,
+                     comment_count = excluded.comment_count,
+                     last_seen_at = excluded.last_seen_at,
+                     removed_at = NULL
+                 WHERE excluded.last_seen_at >= videos.last_seen_at",
+    )?
+    .execute(params![
+        video.id,
+        video.title,
+        video.description,
+        video.channel_id,
+        video.channel_title,
+        video.published_at,
+        video.category_id,
+        tags,
+        video.default_language,
+        video.default_audio_language,
+        video.duration_s,
+        video.live_broadcast_content,
+        video.thumbnail_url,
+        video.region_restriction,
+        video.view_count,
+        video.like_count,
+        video.comment_count,
+        fetched_at,
+        tags_text,
+    ])?;
+    tx.prepare_cached("SELECT num FROM videos WHERE id = ?1")?
+        .query_row([&video.id], |r| r.get(0))
+}
+
+/// Stores video `num` at `rank` in `fetch` with its counts, notes the region saw it,
+/// and tells the follow-ups. Storing a page again in the same run (a retry) replaces
+/// its places.
+fn place_video(
+    tx: &Transaction<'_>,
+    fetch: &Fetch,
+    rank: i64,
+    num: i64,
+    video: &VideoRecord,
+    fetched_at: i64,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO places (fetch, rank, video, offset_s, views, likes, comments)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (fetch, rank) DO UPDATE SET
+             video = excluded.video, offset_s = excluded.offset_s,
+             views = excluded.views, likes = excluded.likes, comments = excluded.comments",
+    )?
+    .execute(params![
+        fetch.num,
+        rank,
+        num,
+        fetched_at - fetch.start,
+        video.view_count,
+        video.like_count,
+        video.comment_count,
+    ])?;
+    tx.prepare_cached(
+        "INSERT INTO video_regions (video, region) VALUES (?1, ?2)
+         ON CONFLICT (video, region) DO NOTHING",
+    )?
+    .execute(params![num, fetch.region])?;
+    follow::seen(tx, num, fetched_at, fetch.search == 0)
 }
