@@ -1115,11 +1115,43 @@ where
 /// committed page by page, whatever stops the run.
 pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     let began = std::time::Instant::now();
-    let started = now_s();
+    let start_recorded = record_start(&run, &regions).await;
+    distrust_a_skewed_clock(&run).await;
+    let fresh = freshness_or_none(&run).await;
+    let region_refs: Vec<&Region> = regions.iter().collect();
+    let ordered: Vec<Region> = plan::order(&region_refs, &fresh)
+        .into_iter()
+        .cloned()
+        .collect();
+    let (locks, reports) = lock_regions(&run, ordered);
+    // Every phase walks the steps the dry run plans, taken at one moment.
+    let now = now_s();
+    let reports = fetch_regions(&run, reports, &fresh, now).await;
+    drop(locks);
+    let follow = match run.settings.follow {
+        Some(follow) => Some(Arc::clone(&run).follow_ups(follow, now).await),
+        None => None,
+    };
+    let regions: Vec<RegionReport> = reports.into_iter().map(|(_, r)| r).collect();
+    record_attempts(&run, &regions).await;
+    let stop = run.state.stop.lock().ok().and_then(|s| s.first.clone());
+    let status = run_status(follow.as_ref(), overall(&regions, stop.as_ref()));
+    let (report, now) = run_report(&run, status, regions, follow, stop.as_ref(), began).await;
+    // A run whose start is not in the database has no rows to finish (and made no
+    // call): trying would only add a second, unrelated error to the first.
+    if start_recorded {
+        record_end(&run, &report, stop.as_ref(), now).await;
+    }
+    report
+}
+
+/// Records the run's start and its regions; false when the start could not be
+/// recorded, which halts the run before its first charge.
+async fn record_start(run: &Run, regions: &[Region]) -> bool {
     let run_id = run.settings.run_id.clone();
     let kind = run.settings.kind;
+    let started = now_s();
     let codes: Vec<String> = regions.iter().map(|r| r.code.clone()).collect();
-    let mut start_recorded = true;
     if let Err(e) = run
         .with_store(format!("recording the start of run {run_id}"), {
             let run_id = run_id.clone();
@@ -1132,8 +1164,9 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         run.halt(Stop::Fatal {
             message: format!("{}; no call made", chain(&e)),
         });
-        start_recorded = false;
-    } else if let Err(e) = run
+        return false;
+    }
+    if let Err(e) = run
         .with_store(format!("recording the regions of run {run_id}"), {
             let run_id = run_id.clone();
             move |s| s.begin_run_regions(&run_id, started, &codes)
@@ -1143,10 +1176,13 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         // The run's row is there, and its end records the regions' outcomes.
         tracing::error!(run_id = %run_id, "{}", chain(&e));
     }
+    true
+}
 
-    distrust_a_skewed_clock(&run).await;
-
-    let fresh = match freshness(&run).await {
+/// How fresh each region's data is, or nothing (the configured order) when that
+/// cannot be read.
+async fn freshness_or_none(run: &Arc<Run>) -> BTreeMap<String, Freshness> {
+    match freshness(run).await {
         Ok(f) => f,
         Err(e) => {
             tracing::warn!(
@@ -1155,15 +1191,12 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
             );
             BTreeMap::new()
         }
-    };
-    let region_refs: Vec<&Region> = regions.iter().collect();
-    let ordered: Vec<Region> = plan::order(&region_refs, &fresh)
-        .into_iter()
-        .cloned()
-        .collect();
+    }
+}
 
-    // Hold each region's lock for the whole run; a region another process is
-    // fetching is skipped.
+/// Takes each region's lock, held for the whole run; a region another process is
+/// fetching is skipped, one that cannot be locked fails.
+fn lock_regions(run: &Run, ordered: Vec<Region>) -> (Vec<RegionLock>, Vec<(Region, RegionReport)>) {
     let mut locks: Vec<RegionLock> = Vec::new();
     let mut reports: Vec<(Region, RegionReport)> = Vec::new();
     for region in ordered {
@@ -1184,32 +1217,37 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         }
         reports.push((region, report));
     }
+    (locks, reports)
+}
 
-    // Every phase walks the steps the dry run plans, taken at one moment.
-    let now = now_s();
-    let reports = each_region(&run, reports, |run, region, report| {
+/// The three phases over every region still going: core charts, category charts,
+/// then searches, each walking the steps planned at `now`.
+async fn fetch_regions(
+    run: &Arc<Run>,
+    reports: Vec<(Region, RegionReport)>,
+    fresh: &BTreeMap<String, Freshness>,
+    now: i64,
+) -> Vec<(Region, RegionReport)> {
+    let reports = each_region(run, reports, |run, region, report| {
         let steps = plan::steps(&region, fresh.get(&region.code), now);
         run.core(region, steps, report)
     })
     .await;
-    let reports = each_region(&run, reports, |run, region, report| {
+    let reports = each_region(run, reports, |run, region, report| {
         let steps = plan::steps(&region, fresh.get(&region.code), now);
         run.charts(region, steps, report)
     })
     .await;
-    let reports = each_region(&run, reports, |run, region, report| {
+    each_region(run, reports, |run, region, report| {
         let steps = plan::steps(&region, fresh.get(&region.code), now);
         run.searches(region, steps, report)
     })
-    .await;
-    drop(locks);
-    let follow = match run.settings.follow {
-        Some(follow) => Some(Arc::clone(&run).follow_ups(follow, now).await),
-        None => None,
-    };
+    .await
+}
 
-    let regions: Vec<RegionReport> = reports.into_iter().map(|(_, r)| r).collect();
-    for r in &regions {
+/// Records when each region was last attempted and how it went.
+async fn record_attempts(run: &Run, regions: &[RegionReport]) {
+    for r in regions {
         let (code, status) = (r.code.clone(), r.status);
         let doing = format!("recording the attempt at region {code}");
         if let Err(e) = run
@@ -1221,17 +1259,32 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
             tracing::error!(region = %r.code, "{}", chain(&e));
         }
     }
-    let stop = run.state.stop.lock().ok().and_then(|s| s.first.clone());
-    // Failed follow-ups fail the run as a failed region does.
-    let status = match (&follow, overall(&regions, stop.as_ref())) {
+}
+
+/// The run's status from its regions': failed follow-ups fail the run as a failed
+/// region does.
+fn run_status(follow: Option<&FollowReport>, regions: Status) -> Status {
+    match (follow, regions) {
         (Some(f), Status::Complete | Status::BudgetExhausted | Status::UpstreamQuotaExhausted)
             if f.status == Status::Failed =>
         {
             Status::Failed
         }
         (_, status) => status,
-    };
-    let budget = budget_window(&run).await;
+    }
+}
+
+/// The run's report, with the budget as it stands now, and that moment (unix
+/// microseconds).
+async fn run_report(
+    run: &Run,
+    status: Status,
+    regions: Vec<RegionReport>,
+    follow: Option<FollowReport>,
+    stop: Option<&Stop>,
+    began: Instant,
+) -> (RunReport, i64) {
+    let budget = budget_window(run).await;
     let remaining = budget.as_ref().and_then(BudgetWindow::main).map(|main| {
         run.settings
             .budget
@@ -1251,10 +1304,10 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
             .as_ref()
             .and_then(|s| s.retry_after(now))
             .map(crate::report::seconds),
-        denied_by: stop.as_ref().and_then(|s| s.denied_by().map(str::to_owned)),
+        denied_by: stop.and_then(|s| s.denied_by().map(str::to_owned)),
         regions,
         follow,
-        stop_reason: stop.as_ref().map(|s| s.describe(now)),
+        stop_reason: stop.map(|s| s.describe(now)),
         ended_at,
         took: began.elapsed(),
         budget,
@@ -1265,6 +1318,12 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
             .map(|a| a.clone())
             .unwrap_or_default(),
     };
+    (report, now)
+}
+
+/// Records the run's end: its outcome, each region's, and its calls by method and
+/// outcome.
+async fn record_end(run: &Run, report: &RunReport, stop: Option<&Stop>, now: i64) {
     // A run failed by its regions, not stopped, says which and why in its row too.
     let failed: Vec<String> = report
         .regions
@@ -1272,17 +1331,17 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.code)))
         .collect();
     let outcome = RunOutcome {
-        status: status.as_str().to_owned(),
+        status: report.status.as_str().to_owned(),
         units: report.units_charged,
         calls: report.calls,
         stop_reason: report
             .stop_reason
             .clone()
             .or_else(|| (!failed.is_empty()).then(|| failed.join("; "))),
-        ended_at,
+        ended_at: report.ended_at,
         duration_us: u64::try_from(report.took.as_micros()).unwrap_or(u64::MAX),
     };
-    let details = region_outcomes(&report, stop.as_ref(), now);
+    let details = region_outcomes(report, stop, now);
     let calls: Vec<CallCount> = report
         .attempts
         .iter()
@@ -1293,11 +1352,6 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         })
         .collect();
     let run_id = run.settings.run_id.clone();
-    // A run whose start is not in the database has no rows to finish (and made no
-    // call): trying would only add a second, unrelated error to the first.
-    if !start_recorded {
-        return report;
-    }
     if let Err(e) = run
         .with_store(format!("recording the end of run {run_id}"), {
             let run_id = run_id.clone();
@@ -1310,7 +1364,6 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     {
         tracing::error!(run_id = %run_id, "{}", chain(&e));
     }
-    report
 }
 
 /// Reads the last skew recorded on the limiter's clock: one too far makes the run
