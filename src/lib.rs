@@ -12,6 +12,7 @@ pub mod config;
 pub mod error;
 pub mod human;
 pub mod logging;
+pub mod mask;
 pub mod metrics;
 pub mod progress;
 pub mod quota;

@@ -219,7 +219,7 @@ fn a_redirect_says_where_it_pointed_masked() {
         .to_owned();
     assert!(
         error.contains(
-            "HTTP 301, a redirect to http://***:***@127.0.0.1:9/elsewhere/videos?key=***"
+            "HTTP 301, a redirect to http://someone:***@127.0.0.1:9/elsewhere/videos?key=***"
         ),
         "{error}"
     );

@@ -357,7 +357,7 @@ fn a_refused_api_base_carrying_the_key_never_shows_it() {
         session[0]
             .1
             .stderr
-            .contains("http://***:***@127.0.0.1:9/v3?key=***"),
+            .contains("http://user:***@127.0.0.1:9/v3?key=***"),
         "the refused base is shown masked: {}",
         session[0].1.stderr
     );

@@ -25,7 +25,7 @@ pub use embedded::EmbeddedLimiter;
 pub use journal::{Epoch, Journal, JournalError, Journalled, Ledger, Replayed};
 pub use model::{Fit, PartOutcome};
 pub use redis::{Decided, RedisCause, RedisLimiter};
-pub use redis_connect::{RedisConfigError, TlsFiles, mask_url};
+pub use redis_connect::{RedisConfigError, TlsFiles};
 pub use window::{Span, Window, Zone};
 
 /// The name of the main policy: the budget's own window, the main bucket. Limits and

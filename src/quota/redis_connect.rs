@@ -21,6 +21,8 @@ use redis::{
     ServerErrorKind, TlsCertificates, TlsMode, Value,
 };
 
+use crate::mask::mask_url;
+
 /// A run never hangs on Redis: a connection that cannot be made or a command that is
 /// not answered within these counts as "the limiter is down" (DESIGN.md 3.6).
 pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_millis(1_000);
@@ -53,69 +55,6 @@ pub struct RedisConfigError {
     pub url: String,
     pub problem: String,
     pub fix: String,
-}
-
-/// The URL with every credential replaced by `***`, fit to print: the password of
-/// `user:pass@` in any form (several hosts included), and the value of any query
-/// parameter that may carry one (`unix:///…?pass=…`).
-pub fn mask_url(raw: &str) -> String {
-    let Some((scheme, rest)) = raw.split_once("://") else {
-        // Without a scheme there is no telling a host from a password pasted in the
-        // wrong place (`--redis-url s3cretpw`): it is never shown.
-        return "(a Redis URL without a scheme, not shown because it may be a password)".to_owned();
-    };
-    let (before_fragment, fragment) = match rest.split_once('#') {
-        Some((b, f)) => (b, Some(f)),
-        None => (rest, None),
-    };
-    let (before_query, query) = match before_fragment.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (before_fragment, None),
-    };
-    let (authority, path) = match before_query.find('/') {
-        Some(i) => before_query.split_at(i),
-        None => (before_query, ""),
-    };
-    let mut out = format!("{scheme}://");
-    match authority.rsplit_once('@') {
-        Some((userinfo, hosts)) => {
-            match userinfo.split_once(':') {
-                Some((user, _)) => out.push_str(&format!("{user}:***")),
-                // A lone userinfo is taken as the user name by Redis, but people put
-                // passwords there too: it is not shown either way.
-                None if userinfo.is_empty() => {}
-                None => out.push_str("***"),
-            }
-            out.push('@');
-            out.push_str(hosts);
-        }
-        None => out.push_str(authority),
-    }
-    out.push_str(path);
-    if let Some(query) = query {
-        out.push('?');
-        let masked: Vec<String> = query
-            .split('&')
-            .map(|pair| match pair.split_once('=') {
-                Some((k, _)) if carries_credential(k) => format!("{k}=***"),
-                _ => pair.to_owned(),
-            })
-            .collect();
-        out.push_str(&masked.join("&"));
-    }
-    if let Some(fragment) = fragment {
-        out.push('#');
-        out.push_str(fragment);
-    }
-    out
-}
-
-/// Query parameters whose value may be a secret.
-fn carries_credential(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    ["pass", "pwd", "secret", "token", "auth", "key", "cred"]
-        .iter()
-        .any(|w| k.contains(w))
 }
 
 /// Where a `--redis-url` points, parsed.
@@ -956,46 +895,6 @@ impl ConnectionLike for SentinelConn {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passwords_never_print_in_any_form() {
-        for (raw, shown) in [
-            (
-                "redis://:s3cret@127.0.0.1:6379/0",
-                "redis://:***@127.0.0.1:6379/0",
-            ),
-            (
-                "rediss://user:s3cret@h:6380/2",
-                "rediss://user:***@h:6380/2",
-            ),
-            ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379"),
-            ("redis://s3cret@h/", "redis://***@h/"),
-            (
-                "unix:///run/redis.sock?db=2&pass=s3cret",
-                "unix:///run/redis.sock?db=2&pass=***",
-            ),
-            (
-                "redis+unix:///r.sock?user=u&password=s3cret#x",
-                "redis+unix:///r.sock?user=u&password=***#x",
-            ),
-            (
-                "redis+sentinel://u:s3cret@s1:26379,s2:26379/mymaster/1",
-                "redis+sentinel://u:***@s1:26379,s2:26379/mymaster/1",
-            ),
-            (
-                "rediss+cluster://:s3:cret@n1:6379,[::1]:6380",
-                "rediss+cluster://:***@n1:6379,[::1]:6380",
-            ),
-            ("redis://h/?token=s3cret", "redis://h/?token=***"),
-            ("http://h:80/?auth_key=s3cret", "http://h:80/?auth_key=***"),
-        ] {
-            assert_eq!(mask_url(raw), shown, "{raw}");
-        }
-        assert!(!mask_url("h:s3cret@x").contains("s3cret"));
-        assert!(!mask_url("s3cretpw").contains("s3cret"));
-        assert!(!mask_url("127.0.0.1").contains("127"));
-        assert!(!mask_url("not a url ?pass=s3cret").contains("s3cret"));
-    }
 
     #[test]
     fn every_form_parses() {

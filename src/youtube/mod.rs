@@ -8,7 +8,6 @@ mod client;
 mod duration;
 mod error;
 mod key;
-mod mask;
 mod raw;
 mod text;
 mod types;
@@ -23,7 +22,6 @@ pub use client::{
 pub use duration::parse_duration_secs;
 pub use error::{CallContext, CallError, ErrorClass, UpstreamDetail};
 pub use key::ApiKey;
-pub use mask::mask_url;
 pub use raw::MalformedResponse;
 pub use text::{is_unsafe_for_terminal, visible};
 pub use types::{Category, SearchPage, VideoCounts, VideoPage, VideoRecord};
