@@ -355,7 +355,8 @@ impl RunReport {
     /// The final one-line summary, at most [`SUMMARY_MAX`] characters where it can
     /// be: it names every region, grouping those that ended alike ("US GB complete,
     /// DE budget_exhausted, FR IN not_attempted"), and leaves out the numbers the
-    /// history also has (videos, then calls) when the regions need the room.
+    /// history also has (videos, then calls, then units) when the regions need the
+    /// room; what is left is the budget, the one number cron's reader acts on.
     fn summary(&self, kind: &str, allowance: Allowance) -> String {
         let plural =
             |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
@@ -367,7 +368,7 @@ impl RunReport {
         );
         let videos: u64 = self.regions.iter().map(|r| r.videos).sum();
         let mut calls = Some(plural(self.calls, "call", "calls"));
-        let units = Some(plural(self.units_charged, "unit", "units"));
+        let mut units = Some(plural(self.units_charged, "unit", "units"));
         let left = self.remaining.map(|r| match allowance {
             Allowance::Ceiling => format!("{r} left"),
             Allowance::Quota => format!("{r} left to the quota"),
@@ -413,7 +414,7 @@ impl RunReport {
             if line.chars().count() <= SUMMARY_MAX {
                 return line;
             }
-            if videos.take().is_none() && calls.take().is_none() {
+            if videos.take().is_none() && calls.take().is_none() && units.take().is_none() {
                 return line;
             }
         }
@@ -476,6 +477,47 @@ mod tests {
             overall(&regions, Some(&stop)).exit_code(),
             Some(ExitCode::TryLater)
         );
+    }
+
+    /// A slow stopped run of eight regions ended three ways: the summary drops the
+    /// numbers the history keeps, units last, and still names every region.
+    #[test]
+    fn a_slow_stopped_run_fits_its_summary_by_dropping_numbers() {
+        let mut regions = vec![
+            region("US", Status::Complete),
+            region("GB", Status::Complete),
+        ];
+        regions.push(region("DE", Status::UpstreamQuotaExhausted));
+        for code in ["FR", "IN", "BR", "AU", "CA"] {
+            regions.push(region(code, Status::NotAttempted));
+        }
+        let mut report = RunReport {
+            run_id: "1a20af2636c-d2839a10".into(),
+            status: Status::UpstreamQuotaExhausted,
+            units_charged: 7,
+            units_unmetered: 0,
+            calls: 7,
+            remaining: Some(9493),
+            retry_after_s: None,
+            denied_by: None,
+            regions,
+            follow: None,
+            stop_reason: None,
+            ended_at: 0,
+            took: Duration::from_millis(45),
+            budget: None,
+            attempts: Attempts::default(),
+        };
+        let fast = report.summary("run", Allowance::Ceiling);
+        assert!(fast.contains(": 7 units, 9493 left; "), "{fast}");
+        report.took = Duration::from_millis(59 * 60_000 + 59_000);
+        let slow = report.summary("run", Allowance::Ceiling);
+        assert!(slow.chars().count() <= SUMMARY_MAX, "{slow}");
+        assert!(
+            slow.contains(" in 59m 59s: 9493 left; regions US GB complete, "),
+            "{slow}"
+        );
+        assert!(slow.ends_with("FR IN BR AU CA not_attempted"), "{slow}");
     }
 
     #[test]
