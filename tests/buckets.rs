@@ -105,6 +105,8 @@ fn searches_stop_at_their_own_ceiling_and_trending_goes_on(redis: Option<&RedisS
         FakeUpstream::billing(Billing::granular(10_000, 100, 10_000)),
         redis,
     );
+    h.allow_stderr("stopped: budget exhausted")
+        .allow_stderr(&crate::common::ended("budget_exhausted"));
     let mut searched = 0;
     for run in 1..=7 {
         let (ran, calls) = h.run(&["run", "--json"]);
@@ -169,6 +171,8 @@ fn a_search_bucket_spent_elsewhere_blocks_only_searches(redis: Option<&RedisServ
     h.fake.spend("search", 100);
     // One region at a time: a second region's first search would otherwise be in
     // flight before the first 403 came back.
+    h.expect_stderr("quota is spent")
+        .expect_ended("upstream_quota_exhausted");
     let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
     assert_eq!(ran.code, 75, "{}", ran.stderr);
     let report = ran.json();
@@ -199,6 +203,8 @@ fn a_search_bucket_spent_elsewhere_blocks_only_searches(redis: Option<&RedisServ
     );
 
     // The next run fetches every chart and calls no search at all.
+    h.expect_stderr("the upstream said earlier that the key's quota is spent")
+        .expect_ended("upstream_quota_exhausted");
     let (ran, calls) = h.run(&["run", "--json"]);
     assert_eq!(ran.code, 75, "{}", ran.stderr);
     assert_eq!(ran.json()["status"], "upstream_quota_exhausted");
@@ -211,6 +217,7 @@ fn a_search_bucket_spent_elsewhere_blocks_only_searches(redis: Option<&RedisServ
     let ran = h
         .bare()
         .args(["budget", "unblock", "search", "--json"])
+        .expect_stderr("lifted the upstream block of bucket \"search\"")
         .run();
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     let lifted = ran.json();
@@ -269,6 +276,8 @@ fn the_dry_run_stops_only_the_spent_bucket(redis: Option<&RedisServer>) {
         text.stdout
     );
 
+    h.expect_stderr("stopped: budget exhausted")
+        .expect_ended("budget_exhausted");
     let (ran, calls) = h.run(&["run", "--json"]);
     assert_eq!(ran.code, 75, "{}", ran.stderr);
     assert_eq!(count(&calls, "search.list"), 5);
@@ -643,6 +652,7 @@ fn a_lost_window_is_restored_in_every_bucket() {
             .cmd()
             .redis(server)
             .args(["run", "--region", "US", "--region", "GB"])
+            .allow_stderr("the window is not the one this host charged into")
             .run();
         assert_eq!(ran.code, 0, "{}", ran.stderr);
         ran.stderr

@@ -92,14 +92,12 @@ fn backfill_dry_run_may_use_the_reserve() {
 #[test]
 fn an_unknown_region_is_a_usage_error() {
     let s = Scratch::new();
-    let ran = s.cmd().args(["run", "--dry-run", "--region", "JP"]).run();
+    let ran = s
+        .cmd()
+        .args(["run", "--dry-run", "--region", "JP"])
+        .expect_stderr("--region JP is not in regions.toml; configured: US, GB")
+        .run();
     assert_eq!(ran.code, 2);
-    assert!(
-        ran.stderr
-            .contains("--region JP is not in regions.toml; configured: US, GB"),
-        "{}",
-        ran.stderr
-    );
 }
 
 #[test]
@@ -207,20 +205,18 @@ fn budget_charge_is_all_or_nothing_and_says_when_to_retry() {
 #[test]
 fn budget_charge_of_an_unknown_method_is_a_usage_error() {
     let s = Scratch::new();
-    let ran = s.cmd().args(["budget", "charge", "playlists.list"]).run();
+    let ran = s
+        .cmd()
+        .args(["budget", "charge", "playlists.list"])
+        .expect_stderr("the methods with a cost are: channels.list, search.list")
+        .run();
     assert_eq!(ran.code, 2);
-    assert!(
-        ran.stderr
-            .contains("the methods with a cost are: channels.list, search.list"),
-        "{}",
-        ran.stderr
-    );
 }
 
 #[test]
 fn budget_against_a_missing_database_creates_nothing() {
     let s = Scratch::new();
-    let ran = s.cmd().args(["budget"]).run();
+    let ran = s.cmd().args(["budget"]).expect_stderr("no such file").run();
     // Not a whole budget left: the embedded limiter's window is in the file.
     assert_eq!(ran.code, 78, "{}", ran.stderr);
     assert!(
@@ -417,6 +413,7 @@ fn crontab_has_one_line_per_region_at_its_offset() {
             "--binary",
             "/opt/trendsync/bin/trendsync",
         ])
+        .expect_stderr("is not a file here")
         .run();
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     let lines: Vec<&str> = ran
@@ -462,7 +459,14 @@ fn crontab_has_one_line_per_region_at_its_offset() {
         "{}",
         every3.stdout
     );
-    assert_eq!(s.cmd().args(["crontab", "--every", "7m"]).run().code, 2);
+    assert_eq!(
+        s.cmd()
+            .args(["crontab", "--every", "7m"])
+            .expect_stderr("does not divide an hour")
+            .run()
+            .code,
+        2
+    );
 }
 
 #[test]

@@ -164,6 +164,7 @@ categories = ["30", "17"]
         category_chart("US", "30"),
         answer_fixture(404, "error_video_chart_not_found.json"),
     );
+    h.expect_stderr("videoChartNotFound");
     let (report, calls, ran) = h.run_to(&["run", "--json"], 0, "complete");
     assert_eq!(
         shorts(&calls),
@@ -198,6 +199,7 @@ categories = ["30", "17"]
     )
     .expect("a day passes");
     drop(db);
+    h.expect_stderr("videoChartNotFound");
     let (_, calls, _) = h.run_to(&["run", "--json"], 0, "complete");
     assert_eq!(
         shorts(&calls),

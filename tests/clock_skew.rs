@@ -60,6 +60,8 @@ fn a_host_clock_a_day_ahead_stops_the_run_after_one_call_until_the_clocks_agree(
         h.cmd()
             .args(["--metrics-file", "trendsync.prom", "run", "--json"])
             .faketime(&["-f", "+25h"])
+            .expect_stderr("this host's clock is 25h ahead")
+            .expect_ended("budget_exhausted")
             .run()
     };
     let ran = ahead();
@@ -121,16 +123,21 @@ fn a_host_clock_a_day_ahead_stops_the_run_after_one_call_until_the_clocks_agree(
     let ran = h
         .bare()
         .args(["budget", "charge", "videos.list", "--json"])
+        .expect_stderr("nothing was charged")
         .run();
     assert_eq!(ran.code, 75, "{}", ran.stderr);
     assert_eq!(ran.json()["denied_by"], "clock", "{}", ran.stdout);
-    assert!(ran.stderr.contains("nothing was charged"), "{}", ran.stderr);
     assert!(ran.stderr.contains("trendsync run"), "{}", ran.stderr);
 
     // The clock fixed: the run checks it with its first answer and goes on; the
     // entries the wrong clock made are newer than now, which is said.
     let before = h.fake.received();
-    let ran = h.cmd().args(["run", "--json"]).run();
+    let ran = h
+        .cmd()
+        .args(["run", "--json"])
+        .expect_stderr("this host's clock is 25h ahead of the upstream's when last compared")
+        .expect_stderr("this host's clock went back")
+        .run();
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert_eq!(ran.json()["status"], "complete");
     assert_eq!(h.fake.received() - before, 24, "every region's calls");
@@ -143,7 +150,11 @@ fn a_host_clock_a_day_ahead_stops_the_run_after_one_call_until_the_clocks_agree(
     let skew = skew_in_status(&h, "host");
     assert_near("status", skew["skew_s"].as_f64().expect("skew_s"), 0.0);
     assert_eq!(skew["too_far"], false, "{skew}");
-    let ran = h.bare().args(["budget", "charge", "videos.list"]).run();
+    let ran = h
+        .bare()
+        .args(["budget", "charge", "videos.list"])
+        .expect_stderr("this host's clock went back")
+        .run();
     assert_eq!(ran.code, 0, "{}", ran.stderr);
 }
 
@@ -153,7 +164,12 @@ fn a_host_clock_a_day_ahead_stops_the_run_after_one_call_until_the_clocks_agree(
 fn a_host_clock_behind_the_upstream_stops_the_run_too() {
     let h = Harness::new(None);
     h.fake.shift_dates(3600);
-    let ran = h.cmd().args(["run", "--region", "US"]).run();
+    let ran = h
+        .cmd()
+        .args(["run", "--region", "US"])
+        .expect_stderr("this host's clock is 1h behind")
+        .expect_ended("budget_exhausted")
+        .run();
     assert_eq!(ran.code, 75, "{}", ran.stderr);
     assert_eq!(h.fake.received(), 1);
     assert!(
@@ -166,7 +182,11 @@ fn a_host_clock_behind_the_upstream_stops_the_run_too() {
     assert_near("status", skew["skew_s"].as_f64().expect("skew_s"), -3600.0);
     // Four minutes is within bounds: the run goes on, and clears the record.
     h.fake.shift_dates(240);
-    let ran = h.cmd().args(["run", "--region", "US"]).run();
+    let ran = h
+        .cmd()
+        .args(["run", "--region", "US"])
+        .expect_stderr("this host's clock is 1h behind the upstream's when last compared")
+        .run();
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     let skew = skew_in_status(&h, "host");
     assert_eq!(skew["too_far"], false, "{skew}");
@@ -178,11 +198,23 @@ fn a_host_clock_behind_the_upstream_stops_the_run_too() {
 fn a_redis_clock_a_day_ahead_stops_the_run_and_names_the_redis_server() {
     let server = RedisServer::start_at(real_now_us() + 25 * 3600 * 1_000_000);
     let h = Harness::new(Some(&server));
-    let ran = h.cmd().args(["run", "--region", "US"]).run();
+    let ran = h
+        .cmd()
+        .args(["run", "--region", "US"])
+        .expect_stderr("the Redis server's clock (TIME) is 25h ahead")
+        .expect_ended("budget_exhausted")
+        .run();
     assert_eq!(ran.code, 75, "{}", ran.stderr);
     assert_eq!(h.fake.received(), 1, "a region's calls are made one by one");
     // The next run, of every region, makes one call too.
-    let ran = h.cmd().args(["run"]).run();
+    let ran = h
+        .cmd()
+        .args(["run"])
+        .expect_stderr("25h ahead of the upstream's when last compared")
+        .expect_stderr("25h ahead of the upstream's (the Date of its answers)")
+        .expect_stderr("stopped: the Redis server's clock (TIME) is 25h ahead")
+        .expect_ended("budget_exhausted")
+        .run();
     assert_eq!(ran.code, 75, "{}", ran.stderr);
     assert_eq!(h.fake.received(), 2, "{}", ran.stderr);
     assert!(
@@ -195,11 +227,19 @@ fn a_redis_clock_a_day_ahead_stops_the_run_and_names_the_redis_server() {
     let skew = skew_in_status(&h, "redis");
     assert_eq!(skew["too_far"], true, "{skew}");
     assert_eq!(skew["in_use"], true, "{skew}");
-    let ran = h.bare().args(["budget", "charge", "videos.list"]).run();
+    let ran = h
+        .bare()
+        .args(["budget", "charge", "videos.list"])
+        .expect_stderr("nothing was charged")
+        .run();
     assert_eq!(ran.code, 75, "{}", ran.stderr);
 
     server.clock().set_now_us(real_now_us());
-    let ran = h.cmd().args(["run"]).run();
+    let ran = h
+        .cmd()
+        .args(["run"])
+        .expect_stderr("25h ahead of the upstream's when last compared")
+        .run();
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     let skew = skew_in_status(&h, "redis");
     assert_eq!(skew["too_far"], false, "{skew}");

@@ -356,6 +356,7 @@ fn next_run_completes(
     let ran = h
         .cmd_to(fake)
         .args(["run", "--json", "--concurrency", &concurrency.to_string()])
+        .allow_stderr("was left running by a process that died")
         .run();
     assert_eq!(ran.code, 0, "{what}: the next run: {}", ran.stderr);
     let report = ran.json();
@@ -429,7 +430,12 @@ fn kill_and_recover(
         let after_kill = read_first.then(|| {
             let dry = h.bare().args(["run", "--dry-run", "--json"]).run();
             assert_eq!(dry.code, 0, "{what}: run --dry-run: {}", dry.stderr);
-            let search = h.bare().args(["search", "popsicle", "--json"]).run();
+            // Killed before the database was created, it is refused.
+            let search = h
+                .bare()
+                .args(["search", "popsicle", "--json"])
+                .allow_stderr("--db trendsync.db: ")
+                .run();
             if !h.has_database() {
                 // Killed before the database was created: nothing to read yet.
                 assert_eq!(search.code, 78, "{what}: search: {}", search.stderr);

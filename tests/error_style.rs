@@ -25,7 +25,11 @@ fn assert_clap_style(stderr: &str) {
 #[test]
 fn a_bad_search_query_is_a_usage_error_in_clap_style_with_a_tip() {
     let s = with_database();
-    let ran = s.cmd().args(["search", "\"unclosed"]).run();
+    let ran = s
+        .cmd()
+        .args(["search", "\"unclosed"])
+        .expect_stderr("is not valid: ")
+        .run();
     assert_eq!(ran.code, 2, "{}", ran.stderr);
     assert_eq!(ran.stdout, "");
     assert_clap_style(&ran.stderr);
@@ -47,7 +51,11 @@ fn a_bad_search_query_is_a_usage_error_in_clap_style_with_a_tip() {
         ran.stderr
     );
     // --json: the object says it on one line, tip included.
-    let ran = s.cmd().args(["search", "\"unclosed", "--json"]).run();
+    let ran = s
+        .cmd()
+        .args(["search", "\"unclosed", "--json"])
+        .expect_stderr("is not valid: ")
+        .run();
     assert_eq!(ran.code, 2);
     let error = ran.json()["error"].as_str().unwrap_or_default().to_owned();
     assert!(
@@ -63,6 +71,7 @@ fn with_json_logs_a_failure_stays_a_json_log_line() {
     let ran = s
         .cmd()
         .args(["--log-format", "json", "search", "a AND"])
+        .expect_stderr("is not valid: ")
         .run();
     assert_eq!(ran.code, 2, "{}", ran.stderr);
     let line: Value = serde_json::from_str(ran.stderr.trim())
@@ -101,10 +110,10 @@ fn typed_mistakes_and_configuration_errors_share_the_style() {
             .cmd()
             .env("YOUTUBE_API_KEY", "AIzaSyA-test-key-0123456789abcdefghijk")
             .args(args)
+            .expect_stderr(says)
             .run();
         assert_eq!(ran.code, code, "{args:?}: {}", ran.stderr);
         assert_clap_style(&ran.stderr);
-        assert!(ran.stderr.contains(says), "{args:?}: {}", ran.stderr);
         assert_eq!(
             ran.stderr.contains("For more information, try '--help'."),
             code == 2,
@@ -118,8 +127,11 @@ fn typed_mistakes_and_configuration_errors_share_the_style() {
 fn a_failure_while_working_is_still_a_log_line() {
     let s = with_database();
     // An id never seen: exit 1 (DESIGN.md 2), what the database answered.
-    let ran = s.cmd().args(["video", "dQw4w9WgXcQ"]).run();
+    let ran = s
+        .cmd()
+        .args(["video", "dQw4w9WgXcQ"])
+        .expect_stderr("ERROR")
+        .run();
     assert_eq!(ran.code, 1, "{}", ran.stderr);
-    assert!(ran.stderr.contains("ERROR"), "{}", ran.stderr);
     assert!(!ran.stderr.starts_with("error: "), "{}", ran.stderr);
 }

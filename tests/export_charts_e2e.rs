@@ -92,7 +92,11 @@ fn export_names_each_rows_chart_keeps_a_day_per_video_and_exports_counts() {
         by_chart(&csv(&h, &["--chart", "overall", "--per", "day"])),
         BTreeMap::from([(String::new(), 10)])
     );
-    let ran = h.bare().args(["export", "--chart", "sports"]).run();
+    let ran = h
+        .bare()
+        .args(["export", "--chart", "sports"])
+        .expect_stderr("\"sports\" is not a chart")
+        .run();
     assert_eq!(ran.code, 2, "{}", ran.stderr);
 
     // The second page's videos leave the charts; six hours on, a follow-up counts them

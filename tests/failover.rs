@@ -62,6 +62,13 @@ fn race_to(
                         .costs(costs)
                         .args(args(w))
                         .args(["-q", "budget", "charge", "videos.list", "--json"])
+                        // Mid-failover a charge may find the limiter down, or a
+                        // primary that missed writes (whose window it restores),
+                        // and the Redis client says when it looks for the new
+                        // primaries.
+                        .allow_stderr("the limiter at ")
+                        .allow_stderr("Redis lost it (a restart without persistence")
+                        .allow_stderr("log.target=\"redis::")
                         .run();
                     if !matches!(ran.code, 0 | 75) || ran.stdout.trim().is_empty() {
                         tally
@@ -327,6 +334,7 @@ fn a_primary_the_sentinels_hold_down_is_a_failover_not_a_configuration_error() {
         .costs(&costs)
         .args(["--redis-url", &set.url()])
         .args(["budget", "charge", "videos.list", "--json"])
+        .expect_stderr("is unreachable")
         .run();
     assert_eq!(ran.code, 75, "{}", ran.stderr);
     assert!(!ran.stderr.contains("watch no primary"), "{}", ran.stderr);
@@ -338,8 +346,8 @@ fn a_primary_the_sentinels_hold_down_is_a_failover_not_a_configuration_error() {
         .costs(&costs)
         .args(["--redis-url", &wrong])
         .args(["budget", "charge", "videos.list"])
+        .expect_stderr("watch no primary")
         .run();
     assert_eq!(ran.code, 78, "{}", ran.stderr);
-    assert!(ran.stderr.contains("watch no primary"), "{}", ran.stderr);
     set.nodes.truncate(1);
 }

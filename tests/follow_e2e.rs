@@ -201,6 +201,8 @@ fn a_spent_stats_bucket_stops_only_the_follow_ups() {
     h.run_to(&["run", "--json"], 0, "complete");
     seed(&h, 120, 0, 7);
     let before = h.fake.calls().len();
+    h.expect_stderr("stopped: budget exhausted")
+        .expect_ended("budget_exhausted");
     let (report, _, _): (Value, _, _) = h.run_to(&["run", "--json"], 75, "budget_exhausted");
     assert_eq!(report["regions"][0]["status"], "complete", "{report}");
     assert_eq!(report["follow"]["status"], "budget_exhausted", "{report}");

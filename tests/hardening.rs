@@ -100,6 +100,7 @@ fn bad_key_files_and_api_bases_are_configuration_errors_answered_in_json() {
             .arg("--api-key-file")
             .arg(file)
             .args(["run", "--json"])
+            .expect_stderr(says)
             .run();
         assert_config_failure(&ran, says);
         assert!(!ran.stderr.contains(API_KEY) && !ran.stdout.contains(API_KEY));
@@ -113,12 +114,14 @@ fn bad_key_files_and_api_bases_are_configuration_errors_answered_in_json() {
             .bare()
             .env("YOUTUBE_API_KEY", API_KEY)
             .args(["--api-base", base, "run", "--json"])
+            .expect_stderr("is not usable")
             .run();
         assert_config_failure(&ran, "is not usable");
         // The dry run refuses what the real run would.
         let ran = h
             .bare()
             .args(["--api-base", base, "run", "--dry-run", "--json"])
+            .expect_stderr("is not usable")
             .run();
         assert_config_failure(&ran, "is not usable");
     }
@@ -129,6 +132,7 @@ fn bad_key_files_and_api_bases_are_configuration_errors_answered_in_json() {
         .arg("--costs")
         .arg(&bad)
         .args(["budget", "--json"])
+        .expect_stderr("bad.toml:1:")
         .run();
     assert_config_failure(&ran, "bad.toml:1:");
     assert!(h.fake.calls().is_empty());
@@ -153,6 +157,7 @@ fn a_budget_named_after_the_api_key_in_use_is_refused_whatever_its_shape() {
             .arg(&costs)
             .env("YOUTUBE_API_KEY", key)
             .args(args)
+            .expect_stderr("budget.key is the API key in use")
             .run();
         let json = assert_config_failure(&ran, "budget.key is the API key in use");
         for text in [&ran.stdout, &ran.stderr] {
@@ -181,7 +186,13 @@ fn a_db_in_a_directory_that_does_not_exist_is_refused_not_read_as_empty() {
         &["budget", "--json"][..],
         &["search", "anything", "--json"][..],
     ] {
-        let ran = s.cmd().arg("--db").arg(&db).args(args).run();
+        let ran = s
+            .cmd()
+            .arg("--db")
+            .arg(&db)
+            .args(args)
+            .expect_stderr("does not exist")
+            .run();
         let json = assert_config_failure(&ran, "does not exist");
         assert!(json.get("used").is_none(), "no empty window: {json}");
     }
@@ -193,6 +204,7 @@ fn a_db_in_a_directory_that_does_not_exist_is_refused_not_read_as_empty() {
         .arg("--db")
         .arg(s.file("later.db"))
         .args(["budget", "--json"])
+        .expect_stderr("later.db: no such file")
         .run();
     let json = assert_config_failure(&ran, "later.db: no such file");
     assert!(json.get("used").is_none(), "no empty window: {json}");
@@ -210,6 +222,8 @@ fn a_redirect_says_where_it_pointed_masked() {
             )
             .with_priority(OVERRIDE),
     );
+    h.expect_stderr("HTTP 301, a redirect to")
+        .expect_ended("failed");
     let (ran, calls) = h.run(&["run", "--json", "--region", "US"]);
     assert_eq!(ran.code, 1, "{}", ran.stderr);
     assert_eq!(calls.len(), 1, "not followed, not retried");
@@ -259,6 +273,8 @@ fn a_storage_error_keeps_its_cause_in_the_log_and_the_json() {
             .expect("adding a trigger");
         }
     }
+    h.expect_stderr("database or disk is full")
+        .expect_ended("failed");
     let (ran, _) = h.run(&["run", "--json", "--region", "US"]);
     assert_eq!(ran.code, 1, "{}", ran.stderr);
     let report = ran.json();

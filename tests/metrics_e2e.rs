@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use wiremock::Mock;
@@ -38,22 +37,10 @@ fn now_s() -> f64 {
 /// The binary under `sh -c 'umask MASK; exec ...'`: the file's mode must not depend on
 /// the umask cron happens to give it.
 fn under_umask(t: Trendsync, mask: &str) -> Trendsync {
-    let inner = &t.cmd;
-    let mut sh = Command::new("sh");
-    sh.arg("-c")
-        .arg(format!("umask {mask} && exec \"$0\" \"$@\""))
-        .arg(inner.get_program())
-        .args(inner.get_args());
-    if let Some(dir) = inner.get_current_dir() {
-        sh.current_dir(dir);
-    }
-    for (key, value) in inner.get_envs() {
-        match value {
-            Some(v) => sh.env(key, v),
-            None => sh.env_remove(key),
-        };
-    }
-    Trendsync { cmd: sh }
+    t.within(
+        Path::new("sh"),
+        &["-c", &format!("umask {mask} && exec \"$0\" \"$@\"")],
+    )
 }
 
 /// Runs `args` with `--metrics-file metrics/trendsync.prom` under umask 077; what it
@@ -259,6 +246,8 @@ fn a_run_stopped_by_the_budget_still_writes_its_metrics(redis: Option<&RedisServ
     let mut h = Harness::new(redis);
     h.costs(&unit_costs_toml(1000, 5));
     let dir = metrics_dir(&h);
+    h.expect_stderr("stopped: budget exhausted")
+        .expect_ended("budget_exhausted");
     let (ran, calls) = run_with_metrics(&h, &["run", "--concurrency", "1"]);
     assert_eq!(ran.code, 75, "{}", ran.stderr);
     assert_eq!(calls.len(), 5);
@@ -323,6 +312,7 @@ fn retries_and_refusals_are_counted_by_outcome() {
             .up_to_n_times(2)
             .with_priority(OVERRIDE),
     );
+    h.expect_stderr("HTTP 503");
     let (ran, calls) = run_with_metrics(&h, &["run", "--region", "US"]);
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert_eq!(calls.len(), 5);
@@ -343,6 +333,7 @@ fn retries_and_refusals_are_counted_by_outcome() {
         Mock::given(any()),
         answer_fixture(400, "error_key_invalid.json"),
     );
+    h.expect_stderr("API_KEY_INVALID").expect_ended("failed");
     let (ran, calls) = run_with_metrics(&h, &["run", "--region", "GB"]);
     assert_eq!(ran.code, 1, "{}", ran.stderr);
     assert_eq!(calls.len(), 1);
@@ -376,6 +367,7 @@ fn the_environment_variable_names_the_file_too() {
 #[test]
 fn a_metrics_file_that_cannot_be_written_is_an_error_but_not_the_runs_outcome() {
     let h = Harness::new(None);
+    h.expect_stderr("writing the metrics file");
     let (ran, calls) = h.run(&[
         "--metrics-file",
         "no-such-dir/trendsync.prom",
@@ -420,6 +412,7 @@ fn no_metrics_without_a_run() {
         .arg("--metrics-file")
         .arg(&file)
         .arg("run")
+        .expect_stderr("no API key")
         .run();
     assert_eq!(ran.code, 78, "{}", ran.stderr);
     assert!(!file.exists());

@@ -202,7 +202,7 @@ fn crontab_prints_nothing_unless_every_line_can_be_printed() {
         (vec!["--costs", "no-such-costs.toml", "crontab"], 78),
         (vec!["--metrics-file", "no-such-dir/t.prom", "crontab"], 78),
     ] {
-        let ran = s.cmd().args(&args).run();
+        let ran = s.cmd().args(&args).expect_stderr("error: ").run();
         assert_eq!(ran.code, code, "{args:?}: {}", ran.stderr);
         assert_eq!(ran.stdout, "", "{args:?}");
         assert!(
@@ -427,6 +427,7 @@ fn status_and_runs_say_which_region_failed_and_why() {
         page1("FR"),
         answer_fixture(404, "error_video_chart_not_found.json"),
     );
+    h.expect_stderr("videoChartNotFound").expect_ended("failed");
     let (ran, _) = h.run(&["run", "--region", "FR"]);
     assert_eq!(ran.code, 1, "{}", ran.stderr);
 
@@ -463,6 +464,9 @@ fn status_and_runs_say_which_region_failed_and_why() {
     // DE stopped by the budget after one call; this run marks GB's abandoned.
     let used = h.budget()["used"].as_u64().expect("used");
     h.costs(&unit_costs_toml(10_000, used + 1));
+    h.expect_stderr("marked abandoned")
+        .expect_stderr("stopped: budget exhausted")
+        .expect_ended("budget_exhausted");
     let (ran, _) = h.run(&["run", "--region", "DE"]);
     assert_eq!(ran.code, 75, "{}", ran.stderr);
     assert_eq!(run_rows(&h)[&live[0]], "abandoned");
@@ -524,9 +528,12 @@ fn status_and_runs_say_which_region_failed_and_why() {
     );
 
     // A health check: stale regions fail it; a configuration of only US passes.
-    let check = h.bare().args(["status", "--stale-after", "3h"]).run();
+    let check = h
+        .bare()
+        .args(["status", "--stale-after", "3h"])
+        .expect_stderr("stale: GB, DE, FR not fetched")
+        .run();
     assert_eq!(check.code, 1, "{}", check.stderr);
-    assert!(check.stderr.contains("GB, DE, FR"), "{}", check.stderr);
     let us_only = h
         .scratch
         .write("us.toml", "[[region]]\ncode = \"US\"\noffset = 0\n");
@@ -610,6 +617,8 @@ fn an_upstream_block_can_be_lifted_and_charge_says_which_policy(redis: Option<&R
             .up_to_n_times(1)
             .with_priority(OVERRIDE),
     );
+    h.expect_stderr("quota is spent")
+        .expect_ended("upstream_quota_exhausted");
     let (ran, _) = h.run(&["run", "--region", "US"]);
     assert_eq!(ran.code, 75, "{}", ran.stderr);
     let budget = h.budget();
@@ -626,7 +635,11 @@ fn an_upstream_block_can_be_lifted_and_charge_says_which_policy(redis: Option<&R
     assert_eq!(charge["policy"], "budget", "{charge}");
     assert_eq!(charge["used"], 1, "{charge}");
 
-    let ran = h.bare().args(["budget", "unblock", "--json"]).run();
+    let ran = h
+        .bare()
+        .args(["budget", "unblock", "--json"])
+        .expect_stderr("lifted the upstream block")
+        .run();
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert_eq!(ran.json()["unblocked"], true);
     assert!(
@@ -782,6 +795,7 @@ fn json_logs_carry_the_runs_fields() {
         Mock::given(any()),
         answer_fixture(404, "error_video_chart_not_found.json"),
     );
+    h.expect_stderr("videoChartNotFound").expect_ended("failed");
     let (ran, _) = h.run(&["--log-format", "json", "run", "--region", "GB"]);
     assert_eq!(ran.code, 1, "{}", ran.stderr);
     let events: Vec<Value> = ran

@@ -40,6 +40,9 @@ fn long_reasons(h: &mut Harness<'_>) {
     );
     let used = h.budget()["used"].as_u64().expect("used");
     h.costs(&unit_costs_toml(10_000, used + 9));
+    h.expect_stderr("videoChartNotFound")
+        .expect_stderr("stopped: budget exhausted")
+        .expect_ended("failed");
     let (ran, _) = h.run(&["run", "--concurrency", "1"]);
     assert_eq!(ran.code, 1, "{}", ran.stderr);
 }
@@ -226,7 +229,8 @@ fn message_of(line: &str) -> &str {
 
 /// A run, one region at a time, that stops early (75): its summary line, of at most
 /// 160 characters of message, and the one line that says why it stopped.
-fn stopped_run(h: &Harness<'_>) -> (String, String) {
+fn stopped_run(h: &Harness<'_>, status: &str) -> (String, String) {
+    h.expect_stderr(" stopped: ").expect_ended(status);
     let (ran, _) = h.run(&["run", "--concurrency", "1"]);
     assert_eq!(ran.code, 75, "{}", ran.stderr);
     let line = summary_of(&ran.stderr);
@@ -287,7 +291,7 @@ fn a_stopped_run_says_why_once_and_its_summary_stays_short() {
         page1("DE"),
         answer_fixture(403, "error_quota_exceeded.json"),
     );
-    let (line, why) = stopped_run(&h);
+    let (line, why) = stopped_run(&h, "upstream_quota_exhausted");
     assert!(
         line.ends_with(
             "; regions US GB complete, DE upstream_quota_exhausted, FR IN BR AU CA not_attempted"
@@ -301,7 +305,7 @@ fn a_stopped_run_says_why_once_and_its_summary_stays_short() {
 
     let mut h = Harness::new(None);
     h.costs(&unit_costs_toml(10_000, 4));
-    let (line, why) = stopped_run(&h);
+    let (line, why) = stopped_run(&h, "budget_exhausted");
     assert!(why.contains(" stopped: budget exhausted"), "{why}");
     assert!(
         // The videos are the first thing left out when the regions need the room,

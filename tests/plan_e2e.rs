@@ -62,6 +62,8 @@ fn the_dry_run_stops_where_the_run_does_under_equal_windows(redis: Option<&Redis
     assert!(calls.is_empty(), "{calls:?}");
     let plan = dry.json();
 
+    h.expect_stderr("stopped: budget exhausted")
+        .expect_ended("budget_exhausted");
     let (real, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
     assert_eq!(real.code, dry.code, "{}", real.stderr);
     let report = real.json();
@@ -102,6 +104,8 @@ fn the_dry_run_reports_a_blocked_budget_as_the_run_does(redis: Option<&RedisServ
         page2("US"),
         answer_fixture(403, "error_quota_exceeded.json"),
     );
+    h.expect_stderr("quota is spent")
+        .expect_ended("upstream_quota_exhausted");
     let (first, _) = h.run(&["run", "--json", "--concurrency", "1"]);
     assert_eq!(first.code, 75, "{}", first.stderr);
     assert_eq!(first.json()["status"], "upstream_quota_exhausted");
@@ -109,6 +113,8 @@ fn the_dry_run_reports_a_blocked_budget_as_the_run_does(redis: Option<&RedisServ
     let (dry, calls) = h.run(&["run", "--dry-run", "--json"]);
     assert!(calls.is_empty(), "{calls:?}");
     let plan = dry.json();
+    h.expect_stderr("the upstream said earlier that the key's quota is spent")
+        .expect_ended("upstream_quota_exhausted");
     let (real, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
     assert!(calls.is_empty(), "blocked: {calls:?}");
     let report = real.json();

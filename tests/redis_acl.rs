@@ -106,6 +106,8 @@ fn the_readme_acl_is_enough_for_every_path_and_no_more() {
         .args(["--redis-url", &url, "--api-base", &fake.uri()])
         .env("YOUTUBE_API_KEY", API_KEY)
         .args(["run", "--region", "US", "--json"])
+        .expect_stderr("quota is spent")
+        .expect_ended("upstream_quota_exhausted")
         .run();
     assert_eq!(ran.code, 75, "{}", ran.stderr);
     assert_eq!(
@@ -131,6 +133,7 @@ fn the_readme_acl_is_enough_for_every_path_and_no_more() {
         .cmd()
         .costs(&costs)
         .args(["--redis-url", &url, "budget", "unblock", "--json"])
+        .expect_stderr("lifted the upstream block")
         .run();
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     let blocked: i64 = server.query(redis::cmd("EXISTS").arg("trendsync:{test}:blocked"));
@@ -145,6 +148,7 @@ fn the_readme_acl_is_enough_for_every_path_and_no_more() {
         .cmd()
         .costs(&costs)
         .args(["--redis-url", &url, "budget", "charge", "videos.list"])
+        .expect_stderr("refused a command the limiter needs")
         .run();
     assert_eq!(ran.code, 78, "{}", ran.stderr);
     assert!(

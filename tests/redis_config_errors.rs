@@ -21,9 +21,9 @@ fn refused(args: &[String], shown: &str, says: &[&str]) {
         .costs(&costs)
         .args(args)
         .args(["budget", "charge", "videos.list"])
+        .expect_stderr(shown)
         .run();
     assert_eq!(ran.code, 78, "{args:?}: {}", ran.stderr);
-    assert!(ran.stderr.contains(shown), "names {shown}: {}", ran.stderr);
     for phrase in says {
         assert!(
             ran.stderr.contains(phrase),

@@ -249,6 +249,8 @@ fn a_run_cut_short_by_the_ceiling_is_resumed_by_the_next(redis: Option<&RedisSer
     let mut h = Harness::new(redis);
     h.costs(&unit_costs_toml(1000, 5));
     // One region at a time, so which calls fit is the plan's order, not a race.
+    h.expect_stderr("stopped: budget exhausted")
+        .expect_ended("budget_exhausted");
     let (report, calls, ran) = h.run_to(
         &["run", "--json", "--concurrency", "1"],
         75,
@@ -325,6 +327,8 @@ fn an_upstream_quota_verdict_blocks_the_budget_until_pacific_midnight(redis: Opt
         page2("US"),
         answer_fixture(403, "error_quota_exceeded.json"),
     );
+    h.expect_stderr("quota is spent")
+        .expect_ended("upstream_quota_exhausted");
     let (report, calls, ran) = h.run_to(
         &["run", "--json", "--concurrency", "1"],
         75,
@@ -375,6 +379,8 @@ fn an_upstream_quota_verdict_blocks_the_budget_until_pacific_midnight(redis: Opt
     assert_budget_matches_requests(&h);
 
     // Every later run sees the block: no upstream call at all.
+    h.expect_stderr("the upstream said earlier that the key's quota is spent")
+        .expect_ended("upstream_quota_exhausted");
     let (ran, calls) = h.run(&["run", "--json"]);
     assert_eq!(ran.code, 75, "{}", ran.stderr);
     assert!(calls.is_empty(), "{calls:?}");
@@ -391,6 +397,8 @@ fn daily_limit_exceeded_stops_the_run_like_quota_exceeded() {
         categories("US"),
         answer_fixture(403, "error_daily_limit_exceeded.json"),
     );
+    h.expect_stderr("quota is spent")
+        .expect_ended("upstream_quota_exhausted");
     let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
     assert_eq!(ran.code, 75, "{}", ran.stderr);
     assert_eq!(ran.json()["status"], "upstream_quota_exhausted");
@@ -410,6 +418,7 @@ fn a_call_answered_503_twice_is_charged_for_all_three_attempts() {
             .up_to_n_times(2)
             .with_priority(OVERRIDE),
     );
+    h.expect_stderr("HTTP 503");
     let (report, calls, ran) = h.run_to(&["run", "--json", "--region", "US"], 0, "complete");
     assert_eq!(
         shorts(&calls),
@@ -451,6 +460,7 @@ fn a_rate_limited_call_is_retried_and_the_run_completes() {
             .up_to_n_times(1)
             .with_priority(OVERRIDE),
     );
+    h.expect_stderr("reason rateLimitExceeded");
     let (report, calls, _) = h.run_to(&["run", "--json", "--region", "US"], 0, "complete");
     assert_eq!(shorts(&calls), ["US p1", "US p1", "US p2", "US categories"]);
     assert_report_matches_calls(&h, &report, &calls);
@@ -466,6 +476,7 @@ fn a_call_that_keeps_failing_fails_its_region_after_three_charged_attempts() {
         page1("GB"),
         wiremock::ResponseTemplate::new(502).set_body_raw(html, "text/html"),
     );
+    h.expect_stderr("HTTP 502").expect_ended("failed");
     let (report, calls, _) = h.run_to(&["run", "--json"], 1, "failed");
     let regions = regions_of(&report);
     let gb = &regions["GB"];
@@ -498,6 +509,8 @@ fn malformed_answers_fail_their_region_and_the_others_complete() {
     bad_count["items"][1]["statistics"]["viewCount"] = "12a".into();
     h.fake
         .answer_instead(page2("DE"), answer(200, &bad_count.to_string()));
+    h.expect_stderr("malformed HTTP 200 response")
+        .expect_ended("failed");
     let (report, calls, ran) = h.run_to(&["run", "--json"], 1, "failed");
     let regions = regions_of(&report);
     let (gb, de) = (&regions["GB"], &regions["DE"]);
@@ -553,6 +566,7 @@ fn an_invalid_key_fails_the_run_and_never_leaks(redis: Option<&RedisServer>) {
     let fake = FakeUpstream::empty();
     fake.mount(Mock::given(any()).respond_with(answer_fixture(400, "error_key_invalid.json")));
     let h = Harness::with(fake, redis);
+    h.expect_stderr("API_KEY_INVALID").expect_ended("failed");
     let (report, calls, ran) = h.run_to(&["run", "--json"], 1, "failed");
     assert!(
         ran.stderr.contains("API key not valid")
@@ -580,7 +594,13 @@ fn an_invalid_key_fails_the_run_and_never_leaks(redis: Option<&RedisServer>) {
     // The most verbose logging the binary has, too.
     let (traced, _) = {
         let before = h.fake.calls().len();
-        let ran = h.cmd().env("RUST_LOG", "trace").args(["run"]).run();
+        let ran = h
+            .cmd()
+            .env("RUST_LOG", "trace")
+            .args(["run"])
+            .expect_stderr("API_KEY_INVALID")
+            .expect_ended("failed")
+            .run();
         (ran, h.fake.calls().split_off(before))
     };
     assert_eq!(traced.code, 1);
@@ -616,6 +636,7 @@ fn an_upstream_that_echoes_the_key_does_not_make_it_leak() {
     body["error"]["errors"][0]["message"] = echoed.into();
     fake.mount(Mock::given(any()).respond_with(answer(400, &body.to_string())));
     let h = Harness::with(fake, None);
+    h.expect_stderr("API_KEY_INVALID").expect_ended("failed");
     let (ran, calls) = h.run(&["-v", "run", "--json", "--region", "US"]);
     assert_eq!(ran.code, 1, "{}", ran.stderr);
     assert_eq!(calls.len(), 1);
@@ -637,7 +658,10 @@ fn without_a_key_the_run_exits_78_and_calls_nothing() {
         if let Some(value) = empty {
             cmd = cmd.env("YOUTUBE_API_KEY", value);
         }
-        let ran = cmd.args(["run", "--json"]).run();
+        let ran = cmd
+            .args(["run", "--json"])
+            .expect_stderr("no API key")
+            .run();
         assert_eq!(ran.code, 78, "{}", ran.stderr);
         assert!(
             ran.stderr.contains("YOUTUBE_API_KEY") && ran.stderr.contains("--api-key-file"),
@@ -727,6 +751,7 @@ fn a_region_locked_by_another_process_is_skipped() {
     );
     assert_report_matches_calls(&h, &report, &calls);
 
+    h.expect_ended("skipped");
     let (only, calls) = h.run(&["run", "--json", "--region", "GB"]);
     assert_eq!(only.code, 75, "{}", only.stderr);
     assert_eq!(only.json()["status"], "skipped");
@@ -756,6 +781,7 @@ fn two_runs_racing_for_a_region_fetch_it_once() {
         assert!(std::time::Instant::now() < deadline, "the first run called");
         std::thread::sleep(Duration::from_millis(20));
     }
+    h.expect_ended("skipped");
     let (second, calls) = h.run(&["run", "--json", "--region", "US"]);
     assert_eq!(second.code, 75, "{}", second.stderr);
     assert_eq!(second.json()["status"], "skipped");
@@ -776,6 +802,8 @@ fn two_runs_racing_for_a_region_fetch_it_once() {
 fn backfill_fills_what_a_cut_run_missed_from_the_reserve() {
     let mut h = Harness::new(None);
     h.costs(&unit_costs_toml(100, 5));
+    h.expect_stderr("stopped: budget exhausted")
+        .expect_ended("budget_exhausted");
     let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
     assert_eq!(ran.code, 75, "{}", ran.stderr);
     assert_eq!(calls.len(), 5);
@@ -804,6 +832,8 @@ fn backfill_fills_what_a_cut_run_missed_from_the_reserve() {
 fn a_ceiling_cut_with_regions_in_parallel_charges_exactly_what_was_called() {
     let mut h = Harness::new(None);
     h.costs(&unit_costs_toml(1000, 5));
+    h.expect_stderr("stopped: budget exhausted")
+        .expect_ended("budget_exhausted");
     let (report, calls, _) = h.run_to(
         &["run", "--json", "--concurrency", "8"],
         75,
@@ -832,6 +862,9 @@ fn a_retry_is_charged_like_any_call_and_stops_at_the_ceiling() {
     h.costs(&unit_costs_toml(1000, 2));
     h.fake
         .answer_instead(page1("US"), answer_fixture(500, "error_backend.json"));
+    h.expect_stderr("HTTP 500")
+        .expect_stderr("stopped: budget exhausted")
+        .expect_ended("budget_exhausted");
     let (report, calls, _) = h.run_to(&["run", "--json", "--region", "US"], 75, "budget_exhausted");
     assert_eq!(
         shorts(&calls),
@@ -854,6 +887,9 @@ fn a_missing_chart_or_an_oversized_answer_fails_only_its_region() {
     huge["items"][0]["snippet"]["description"] = "x".repeat(9 * 1024 * 1024).into();
     h.fake
         .answer_instead(page2("BR"), answer(200, &huge.to_string()));
+    h.expect_stderr("videoChartNotFound")
+        .expect_stderr("larger than the")
+        .expect_ended("failed");
     let (report, calls, _) = h.run_to(&["run", "--json"], 1, "failed");
     let regions = regions_of(&report);
     assert_eq!(regions["IN"]["status"], "failed");
@@ -883,6 +919,7 @@ fn a_project_the_upstream_refuses_fails_the_whole_run_with_advice() {
         let fake = FakeUpstream::empty();
         fake.mount(Mock::given(any()).respond_with(answer_fixture(403, fixture)));
         let h = Harness::with(fake, None);
+        h.expect_stderr(advice).expect_ended("failed");
         let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
         assert_eq!(ran.code, 1, "{fixture}: {}", ran.stderr);
         assert_eq!(ran.json()["status"], "failed");
@@ -922,6 +959,9 @@ fn pages_that_break_the_protocol_stop_only_their_region() {
     twice["items"][3]["id"] = twice["items"][1]["id"].clone();
     h.fake
         .answer_instead(page1("DE"), answer(200, &twice.to_string()));
+    h.expect_stderr("malformed HTTP 200 response")
+        .expect_stderr("already followed in this fetch")
+        .expect_ended("failed");
     let (report, calls, _) = h.run_to(&["run", "--json"], 1, "failed");
     let regions = regions_of(&report);
     assert_eq!(
@@ -1029,6 +1069,7 @@ fn a_bad_search_answer_fails_only_its_region_and_is_counted_once() {
                 .and(|r: &wiremock::Request| r.url.query_pairs().any(|(k, _)| k == "id"))
                 .respond_with(answer_fixture(200, "videos_by_id.json")),
         );
+        h.expect_stderr(says).expect_ended("failed");
         let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
         assert_eq!(ran.code, 1, "{says}: {}", ran.stderr);
         let report = ran.json();
@@ -1070,6 +1111,7 @@ fn regions_a_stopped_run_never_reached_are_not_attempted() {
     let fake = FakeUpstream::empty();
     fake.mount(Mock::given(any()).respond_with(answer_fixture(400, "error_key_invalid.json")));
     let h = Harness::with(fake, None);
+    h.expect_stderr("API_KEY_INVALID").expect_ended("failed");
     let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
     assert_eq!(ran.code, 1, "{}", ran.stderr);
     assert_eq!(shorts(&calls), ["US p1"]);
@@ -1102,6 +1144,8 @@ fn terminal_controls_from_the_upstream_are_shown_escaped() {
     h.fake
         .answer_instead(page2("US"), answer(200, &bad.to_string()));
     // One region: another's copy of the same video would update its title.
+    h.expect_stderr("malformed HTTP 200 response")
+        .expect_ended("failed");
     let (ran, _) = h.run(&["run", "--json", "--region", "US"]);
     assert_eq!(ran.code, 1, "{}", ran.stderr);
     let (text, _) = h.run(&["search", "Quokkaville"]);

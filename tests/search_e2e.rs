@@ -92,6 +92,7 @@ fn search_narrows_by_region_and_limit() {
 fn bad_query_syntax_is_a_usage_error_that_says_how_to_quote() {
     let h = ingested(&["US"]);
     for query in ["\"unbalanced", "AND OR"] {
+        h.expect_stderr("is not valid");
         let (ran, calls) = h.run(&["search", query, "--json"]);
         assert_eq!(ran.code, 2, "{query}: {}", ran.stderr);
         assert!(calls.is_empty());

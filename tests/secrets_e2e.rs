@@ -113,6 +113,8 @@ fn session(server: &RedisServer, redacted: &str, dead: &str) {
         .cmd()
         .env("RUST_LOG", "trace")
         .args(["--metrics-file", metrics_arg, "run", "--json"])
+        .expect_stderr("stopped: budget exhausted")
+        .expect_ended("budget_exhausted")
         .run();
     assert!(ran.json()["status"] == "budget_exhausted", "{}", ran.stdout);
     step(&mut session, "run stopped by the budget, traced", ran, 75);
@@ -186,6 +188,7 @@ fn session(server: &RedisServer, redacted: &str, dead: &str) {
         Mock::given(any()),
         answer_fixture(400, "error_key_invalid.json"),
     );
+    h.expect_stderr("API_KEY_INVALID").expect_ended("failed");
     let (ran, calls) = h.run(&["--metrics-file", metrics_arg, "run", "--json"]);
     assert!(!calls.is_empty());
     step(&mut session, "invalid key", ran, 1);
@@ -193,12 +196,18 @@ fn session(server: &RedisServer, redacted: &str, dead: &str) {
         .cmd()
         .env("RUST_LOG", "trace")
         .args(["--log-format", "json", "run"])
+        .expect_stderr("API_KEY_INVALID")
+        .expect_ended("failed")
         .run();
     step(&mut session, "invalid key, traced JSON logs", ran, 1);
     step(
         &mut session,
         "invalid key, -vv",
-        h.cmd().args(["-vv", "run"]).run(),
+        h.cmd()
+            .args(["-vv", "run"])
+            .expect_stderr("API_KEY_INVALID")
+            .expect_ended("failed")
+            .run(),
         1,
     );
 
@@ -209,6 +218,7 @@ fn session(server: &RedisServer, redacted: &str, dead: &str) {
         .cmd()
         .env("RUST_LOG", "trace")
         .args(["--redis-url", dead, "budget"])
+        .expect_stderr("is unreachable")
         .run();
     assert!(
         ran.stderr.contains(&dead_redacted) && ran.stderr.contains("unreachable"),
@@ -222,6 +232,9 @@ fn session(server: &RedisServer, redacted: &str, dead: &str) {
         .env("TRENDSYNC_REDIS_URL", dead)
         .env("YOUTUBE_API_KEY", API_KEY)
         .args(["--api-base", &h.fake.uri(), "-vv", "run", "--json"])
+        .expect_stderr("is unreachable")
+        .expect_stderr("API_KEY_INVALID")
+        .expect_ended("failed")
         .run();
     assert!(ran.stderr.contains(&dead_redacted), "{}", ran.stderr);
     session.push(("run, Redis unreachable".to_owned(), ran));
@@ -338,12 +351,8 @@ fn a_refused_api_base_carrying_the_key_never_shows_it() {
                 .env("YOUTUBE_API_KEY", API_KEY)
                 .env("RUST_LOG", "trace")
                 .args(["--log-format", format, "--api-base", &base, "run", "--json"])
+                .expect_stderr("is not usable")
                 .run();
-            assert!(
-                ran.stderr.contains("is not usable"),
-                "{base}: {}",
-                ran.stderr
-            );
             assert_eq!(ran.json()["status"], "failed", "{}", ran.stdout);
             step(
                 &mut session,
@@ -386,6 +395,8 @@ fn an_upstream_that_reflects_the_key_in_a_200_does_not_make_it_leak() {
         crate::common::upstream::answer(200, &last.to_string()),
     );
     let mut session: Vec<(String, Ran)> = Vec::new();
+    h.expect_stderr("malformed HTTP 200 response")
+        .expect_ended("failed");
     let (ran, calls) = h.run(&["-vv", "run", "--json", "--region", "US"]);
     assert_eq!(calls.len(), 2);
     let error = ran.json()["regions"][0]["error"]
@@ -401,6 +412,8 @@ fn an_upstream_that_reflects_the_key_in_a_200_does_not_make_it_leak() {
         .cmd()
         .env("RUST_LOG", "trace")
         .args(["--log-format", "json", "run", "--json", "--region", "US"])
+        .expect_stderr("malformed HTTP 200 response")
+        .expect_ended("failed")
         .run();
     step(&mut session, "run, traced JSON logs", ran, 1);
     let ran = h.bare().args(["search", "Wombatfest", "--json"]).run();

@@ -113,6 +113,9 @@ fn every_command_writes_times_and_durations_in_one_form() {
         categories("GB"),
         answer_fixture(403, "error_daily_limit_exceeded.json"),
     );
+    h.expect_stderr("trying again in ")
+        .expect_stderr("quota is spent")
+        .expect_ended("upstream_quota_exhausted");
     let (run, _) = h.run(&[
         "run",
         "--region",
@@ -123,7 +126,6 @@ fn every_command_writes_times_and_durations_in_one_form() {
         "1",
     ]);
     assert_eq!(run.code, 75, "{}", run.stderr);
-    assert!(run.stderr.contains("trying again in "), "{}", run.stderr);
     let video: String = h
         .db()
         .query_row("SELECT id FROM videos LIMIT 1", [], |r| r.get(0))

@@ -123,20 +123,31 @@ fn a_video_shows_its_places_and_its_counts_with_their_sources() {
 fn an_unknown_video_or_a_missing_database_is_an_error() {
     let mut h = Harness::with(FakeUpstream::billing(Billing::single(10_000)), None);
     h.regions(&regions(1));
-    let ran = h.bare().args(["video", "NoSuchVideo"]).run();
+    let ran = h
+        .bare()
+        .args(["video", "NoSuchVideo"])
+        .expect_stderr("trendsync.db")
+        .run();
     assert_eq!(ran.code, 78, "no database yet: {}", ran.stderr);
-    assert!(ran.stderr.contains("trendsync.db"), "{}", ran.stderr);
     assert!(!h.db_path().exists(), "nothing created");
 
     h.run_to(&["run", "--json"], 0, "complete");
-    let ran = h.bare().args(["video", "NoSuchVideo"]).run();
+    let ran = h
+        .bare()
+        .args(["video", "NoSuchVideo"])
+        .expect_stderr("NoSuchVideo was never seen")
+        .run();
     assert_eq!(ran.code, 1, "{}", ran.stderr);
     assert!(
         ran.stderr.contains("NoSuchVideo was never seen"),
         "{}",
         ran.stderr
     );
-    let ran = h.bare().args(["video", "NoSuchVideo", "--json"]).run();
+    let ran = h
+        .bare()
+        .args(["video", "NoSuchVideo", "--json"])
+        .expect_stderr("was never seen")
+        .run();
     assert_eq!(ran.code, 1);
     assert_eq!(ran.json()["status"], "failed");
 }

@@ -10,7 +10,7 @@ use rusqlite::{Connection, OpenFlags};
 use serde_json::Value;
 
 use super::upstream::{API_KEY, Call, FakeUpstream};
-use super::{Ran, RedisServer, Scratch, Trendsync};
+use super::{Expected, Ran, RedisServer, Scratch, Trendsync};
 
 /// The shipped regions, in their configured order.
 pub const REGIONS: [&str; 8] = ["US", "GB", "DE", "FR", "IN", "BR", "AU", "CA"];
@@ -65,6 +65,10 @@ pub struct Harness<'r> {
     regions: Option<PathBuf>,
     /// Units per method in the costs file in use.
     unit_costs: BTreeMap<String, u64>,
+    /// Warning and error lines every command of this scenario may print.
+    stderr: std::cell::RefCell<Vec<Expected>>,
+    /// Warning and error lines the next command built must print.
+    next: std::cell::RefCell<Vec<Expected>>,
 }
 
 impl<'r> Harness<'r> {
@@ -85,7 +89,29 @@ impl<'r> Harness<'r> {
                 &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/quota-costs.toml"))
                     .expect("reading the shipped quota-costs.toml"),
             ),
+            stderr: std::cell::RefCell::new(Vec::new()),
+            next: std::cell::RefCell::new(Vec::new()),
         }
+    }
+
+    /// The next command this scenario builds ([`Harness::run`], [`Harness::bare`]
+    /// and the like) must print a warning or error line containing `needle`.
+    pub fn expect_stderr(&self, needle: &str) -> &Self {
+        self.next.borrow_mut().push(Expected::line(needle));
+        self
+    }
+
+    /// The next command this scenario builds must end with its summary line at WARN
+    /// or ERROR saying it ended `status`.
+    pub fn expect_ended(&self, status: &str) -> &Self {
+        self.expect_stderr(&super::ended(status))
+    }
+
+    /// Every command of this scenario from now on may print warning or error lines
+    /// containing `needle` (a scenario that takes the limiter or the upstream away).
+    pub fn allow_stderr(&self, needle: &str) -> &Self {
+        self.stderr.borrow_mut().push(Expected::maybe(needle));
+        self
     }
 
     /// Uses `text` as quota-costs.toml from now on (it may be rewritten mid-scenario).
@@ -104,7 +130,11 @@ impl<'r> Harness<'r> {
     /// The binary with this world's limiter and configuration, but no upstream and
     /// no key.
     pub fn bare(&self) -> Trendsync {
-        let mut cmd = self.scratch.cmd();
+        let mut cmd = self
+            .scratch
+            .cmd()
+            .expecting(&self.stderr.borrow())
+            .expecting(&self.next.take());
         if let Some(server) = self.redis {
             cmd = cmd.redis(server);
         }
@@ -130,6 +160,7 @@ impl<'r> Harness<'r> {
     }
 
     /// Runs `args` and returns what the fake received meanwhile.
+    #[track_caller]
     pub fn run(&self, args: &[&str]) -> (Ran, Vec<Call>) {
         let before = self.fake.calls().len();
         let ran = self.cmd().args(args).run();
@@ -140,6 +171,7 @@ impl<'r> Harness<'r> {
     /// Runs trendsync with `args` (which ask for `--json`), checks that it ended with
     /// exit `code` and the run status `status`, and returns the report, the calls and
     /// the process's outcome (for what it logged).
+    #[track_caller]
     pub fn run_to(&self, args: &[&str], code: i32, status: &str) -> (Value, Vec<Call>, Ran) {
         let (ran, calls) = self.run(args);
         assert_eq!(ran.code, code, "{}", ran.stderr);
@@ -149,6 +181,7 @@ impl<'r> Harness<'r> {
     }
 
     /// `budget --json`.
+    #[track_caller]
     pub fn budget(&self) -> Value {
         let ran = self.bare().args(["budget", "--json"]).run();
         assert_eq!(ran.code, 0, "budget --json: {}", ran.stderr);
@@ -200,6 +233,7 @@ impl Harness<'_> {
 
 /// The budget holds exactly the units of the calls the upstream received, method by
 /// method: nothing was called uncharged, and nothing was charged that was not called.
+#[track_caller]
 pub fn assert_budget_matches_requests(h: &Harness<'_>) {
     let sent = h.units_sent(&h.fake.calls());
     if h.redis.is_none() && !h.has_database() {
@@ -210,7 +244,11 @@ pub fn assert_budget_matches_requests(h: &Harness<'_>) {
             BTreeMap::new(),
             "calls made with no database to charge"
         );
-        let ran = h.bare().args(["budget", "--json"]).run();
+        let ran = h
+            .bare()
+            .args(["budget", "--json"])
+            .expect_stderr("no such file")
+            .run();
         assert_eq!(ran.code, 78, "budget --json: {}", ran.stderr);
         return;
     }

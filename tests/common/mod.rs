@@ -1,5 +1,10 @@
 //! What the integration tests share: a real Redis, and the binary run in a scratch
 //! directory with a clean environment.
+//!
+//! Every run of the binary through [`Trendsync::run`] is checked for warning and
+//! error lines: a test says which it expects (`expect_stderr`, `expect_ended`, or
+//! `allow_stderr` for lines that depend on timing), and any other fails it. A new
+//! warning is then a change a person looks at, not noise nobody reads.
 
 pub mod harness;
 pub mod promtool;
@@ -62,7 +67,10 @@ impl Scratch {
         ] {
             cmd.env_remove(var);
         }
-        Trendsync { cmd }
+        Trendsync {
+            cmd,
+            stderr: Vec::new(),
+        }
     }
 
     /// Every file name in the scratch directory, sorted.
@@ -79,6 +87,79 @@ impl Scratch {
 /// The binary with a scenario's arguments, built up fluently.
 pub struct Trendsync {
     pub cmd: std::process::Command,
+    /// The warning and error lines this run is expected to print (see [`Trendsync::run`]).
+    stderr: Vec<Expected>,
+}
+
+/// A warning or error line a test expects: any line containing `needle`; `required`
+/// when the run must print one, not merely may.
+#[derive(Debug, Clone)]
+pub struct Expected {
+    needle: String,
+    required: bool,
+}
+
+impl Expected {
+    /// A line the run must print.
+    pub fn line(needle: &str) -> Expected {
+        Expected {
+            needle: needle.to_owned(),
+            required: true,
+        }
+    }
+
+    /// A line the run may print (a retry's warning that depends on timing, say).
+    pub fn maybe(needle: &str) -> Expected {
+        Expected {
+            needle: needle.to_owned(),
+            required: false,
+        }
+    }
+}
+
+/// What the summary line of a run that ended `status` says (`run ID failed in 2s: …`).
+pub fn ended(status: &str) -> String {
+    format!(" {status} in ")
+}
+
+/// Whether a line of stderr is a warning or an error: a text log line at `WARN` or
+/// `ERROR`, a JSON log line at those levels, a usage or configuration error
+/// (`error: …`), or a panic.
+pub fn is_warning_or_error(line: &str) -> bool {
+    let text_level = line
+        .split_whitespace()
+        .nth(1)
+        .is_some_and(|level| level == "WARN" || level == "ERROR")
+        && line.split_whitespace().next().is_some_and(|stamp| {
+            stamp.ends_with('Z') && stamp.as_bytes().first().is_some_and(u8::is_ascii_digit)
+        });
+    let json_level = line.starts_with('{')
+        && (line.contains(r#""level":"WARN""#) || line.contains(r#""level":"ERROR""#));
+    text_level
+        || json_level
+        || line.starts_with("error:")
+        || line.starts_with("warning:")
+        || line.contains("panicked at")
+}
+
+/// The warning and error lines of `stderr` that no expectation covers, and the
+/// required expectations no line met.
+pub fn unexpected_stderr<'a>(
+    stderr: &'a str,
+    expected: &'a [Expected],
+) -> (Vec<&'a str>, Vec<&'a str>) {
+    let flagged: Vec<&str> = stderr.lines().filter(|l| is_warning_or_error(l)).collect();
+    let stray = flagged
+        .iter()
+        .copied()
+        .filter(|line| !expected.iter().any(|e| line.contains(&e.needle)))
+        .collect();
+    let missing = expected
+        .iter()
+        .filter(|e| e.required && !flagged.iter().any(|line| line.contains(&e.needle)))
+        .map(|e| e.needle.as_str())
+        .collect();
+    (stray, missing)
 }
 
 /// What a run of the binary left: exit code, stdout and stderr as text.
@@ -115,6 +196,31 @@ impl Trendsync {
         self
     }
 
+    /// The run must print a warning or error line containing `needle`, and may print
+    /// more such lines that contain it.
+    pub fn expect_stderr(mut self, needle: impl AsRef<str>) -> Self {
+        self.stderr.push(Expected::line(needle.as_ref()));
+        self
+    }
+
+    /// The run must end with its summary line at WARN or ERROR saying it ended
+    /// `status` (`budget_exhausted`, `failed`, `skipped`, …).
+    pub fn expect_ended(self, status: &str) -> Self {
+        self.expect_stderr(ended(status))
+    }
+
+    /// The run may print warning or error lines containing `needle`.
+    pub fn allow_stderr(mut self, needle: impl AsRef<str>) -> Self {
+        self.stderr.push(Expected::maybe(needle.as_ref()));
+        self
+    }
+
+    /// Takes these expectations as well.
+    pub fn expecting(mut self, expected: &[Expected]) -> Self {
+        self.stderr.extend_from_slice(expected);
+        self
+    }
+
     /// `--costs PATH`.
     pub fn costs(self, path: &Path) -> Self {
         self.arg("--costs").arg(path)
@@ -127,8 +233,15 @@ impl Trendsync {
     /// The same command under `faketime` with `args` (`["-f", "+25h"]`, or a moment
     /// such as `["2026-11-24 07:59:50"]`): the binary's clock moved, and nothing else
     /// of what it was given changed.
-    pub fn faketime(mut self, args: &[&str]) -> Self {
-        let mut wrapped = std::process::Command::new(faketime_binary());
+    pub fn faketime(self, args: &[&str]) -> Self {
+        self.within(&faketime_binary(), args)
+    }
+
+    /// The same command run by `program` with `args` before the binary and its own
+    /// arguments (`faketime -f +25h trendsync …`, `sh -c 'umask 077 && exec "$0" "$@"'
+    /// trendsync …`), in the same directory and environment.
+    pub fn within(mut self, program: &Path, args: &[&str]) -> Self {
+        let mut wrapped = std::process::Command::new(program);
         wrapped
             .args(args)
             .arg(self.cmd.get_program())
@@ -156,17 +269,39 @@ impl Trendsync {
             .expect("starting trendsync")
     }
 
+    /// Runs the binary to its end. As just's `Test` builder does, it fails the test on
+    /// a warning or error line the test did not say it expects
+    /// ([`Trendsync::expect_stderr`], [`Trendsync::allow_stderr`]), and on an expected
+    /// one that did not come: a new warning is a change someone should look at.
+    #[track_caller]
     pub fn run(mut self) -> Ran {
         let Output {
             status,
             stdout,
             stderr,
         } = self.cmd.output().expect("running trendsync");
-        Ran {
+        let ran = Ran {
             code: status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&stdout).into_owned(),
             stderr: String::from_utf8_lossy(&stderr).into_owned(),
-        }
+        };
+        let (stray, missing) = unexpected_stderr(&ran.stderr, &self.stderr);
+        assert!(
+            stray.is_empty() && missing.is_empty(),
+            "trendsync {args} (exit {code}) printed warning or error lines the test does \
+             not expect:\n{stray}\nexpected but not printed: {missing:?}\n\
+             (declare them with expect_stderr or allow_stderr)\nwhole stderr:\n{stderr}",
+            args = self
+                .cmd
+                .get_args()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" "),
+            code = ran.code,
+            stray = stray.join("\n"),
+            stderr = ran.stderr,
+        );
+        ran
     }
 }
 
@@ -282,4 +417,43 @@ pub fn upgrade_killed_at_six_moments<R: PartialEq + std::fmt::Debug>(
     assert_eq!(version, to, "kills: {outcomes:?}");
     assert_eq!(rows, original);
     outcomes
+}
+
+/// The stderr check itself: what it flags, what an expectation covers, and an
+/// expected line that did not come.
+#[test]
+fn the_stderr_check_flags_unexpected_warnings_and_missing_expectations() {
+    let stderr = "\
+2026-11-24T00:00:00Z  INFO run r1 complete in 2s: 24 calls
+2026-11-24T00:00:00Z  WARN videos.list for region US: HTTP 503; trying again in 225ms
+2026-11-24T00:00:01Z ERROR run r1 failed in 2s: 3 calls
+{\"timestamp\":\"2026-11-24T00:00:01Z\",\"level\":\"WARN\",\"message\":\"lifted the block\"}
+{\"timestamp\":\"2026-11-24T00:00:01Z\",\"level\":\"INFO\",\"message\":\"WARN in a message\"}
+error: --region UK is not in regions.toml
+  tip: did you mean GB?
+thread 'main' panicked at src/main.rs:1:1:
+";
+    let flagged: Vec<&str> = stderr.lines().filter(|l| is_warning_or_error(l)).collect();
+    assert_eq!(flagged.len(), 5, "{flagged:#?}");
+    let (stray, missing) = unexpected_stderr(stderr, &[]);
+    assert_eq!(stray, flagged);
+    assert!(missing.is_empty());
+    let expected = [
+        Expected::line("HTTP 503"),
+        Expected::line(&ended("failed")),
+        Expected::maybe("lifted the block"),
+        Expected::line("did you mean"),
+        Expected::maybe("never printed"),
+        Expected::line("not printed either"),
+    ];
+    let (stray, missing) = unexpected_stderr(stderr, &expected);
+    assert_eq!(
+        stray,
+        [
+            "error: --region UK is not in regions.toml",
+            "thread 'main' panicked at src/main.rs:1:1:"
+        ],
+        "a tip line is not the error line it belongs to"
+    );
+    assert_eq!(missing, ["did you mean", "not printed either"]);
 }
