@@ -85,6 +85,9 @@ impl<'w> FormatFields<'w> for TextFields {
     ) -> std::fmt::Result {
         let mut seen = Seen::default();
         fields.record(&mut seen);
+        if let Some(source) = &seen.source {
+            write!(writer, "{source}: ")?;
+        }
         writer.write_str(&seen.message)?;
         for (name, raw, shown) in &seen.fields {
             if !says(&seen.message, raw) {
@@ -107,25 +110,37 @@ fn says(message: &str, value: &str) -> bool {
 struct Seen {
     message: String,
     fields: Vec<(&'static str, String, String)>,
+    /// The library a line bridged from the `log` crate came from (the Redis client's
+    /// own warnings during a failover): its name leads the line.
+    source: Option<String>,
+}
+
+impl Seen {
+    /// Takes a field; the bridge's `log.*` fields are the record's metadata (its
+    /// target, and the module, file and line in the library's source on the machine
+    /// that built the binary), not something a person reading the log can use, so
+    /// only the library's name is kept.
+    fn take(&mut self, name: &'static str, raw: String, shown: String) {
+        match name {
+            "message" => self.message = raw,
+            "log.target" => {
+                let library = raw.split("::").next().unwrap_or_default();
+                self.source = Some(library.to_owned());
+            }
+            _ if name.starts_with("log.") => {}
+            _ => self.fields.push((name, raw, shown)),
+        }
+    }
 }
 
 impl Visit for Seen {
     fn record_str(&mut self, field: &Field, value: &str) {
-        if field.name() == "message" {
-            self.message = value.to_owned();
-        } else {
-            self.fields
-                .push((field.name(), value.to_owned(), format!("{value:?}")));
-        }
+        self.take(field.name(), value.to_owned(), format!("{value:?}"));
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
         let text = format!("{value:?}");
-        if field.name() == "message" {
-            self.message = text;
-        } else {
-            self.fields.push((field.name(), text.clone(), text));
-        }
+        self.take(field.name(), text.clone(), text);
     }
 }
 
@@ -140,7 +155,63 @@ fn is_own_target(target: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_own_target, says};
+    use super::{TextFields, is_own_target, says};
+    use std::sync::{Arc, Mutex};
+
+    /// What the text format writes for the events `emit` makes.
+    fn text_of(emit: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Buffer(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .without_time()
+            .with_target(false)
+            .fmt_fields(TextFields)
+            .finish();
+        tracing::subscriber::with_default(subscriber, emit);
+        let bytes = buffer
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// A library's line bridged from the `log` crate names the library, and never the
+    /// path of its source on the machine that built the binary.
+    #[test]
+    fn a_bridged_library_line_names_the_library_and_no_build_path() {
+        let text = text_of(|| {
+            tracing::warn!(
+                log.target = "redis::cluster_handling::async_connection",
+                log.module_path = "redis::cluster_handling::async_connection",
+                log.file = "/home/builder/.cargo/registry/src/redis/mod.rs",
+                log.line = 1739,
+                "async cluster client recovery: beginning slot refresh"
+            );
+            tracing::warn!(region = "US", "a line of our own");
+        });
+        assert_eq!(
+            text,
+            " WARN redis: async cluster client recovery: beginning slot refresh\n \
+             WARN a line of our own region=\"US\"\n"
+        );
+    }
 
     #[test]
     fn a_field_the_message_says_is_not_said_again() {

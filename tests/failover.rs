@@ -68,7 +68,7 @@ fn race_to(
                         // primaries.
                         .allow_stderr("the limiter at ")
                         .allow_stderr("Redis lost it (a restart without persistence")
-                        .allow_stderr("log.target=\"redis::")
+                        .allow_stderr(" redis: ")
                         .run();
                     if !matches!(ran.code, 0 | 75) || ran.stdout.trim().is_empty() {
                         tally
