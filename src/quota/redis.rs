@@ -13,6 +13,7 @@ use super::model::{self, Fit, PartOutcome};
 use super::redis_connect::{
     Conn, Connector, TlsFiles, is_failover, masked_detail, permission_error, worth_once_more,
 };
+use super::skew::{self, LimiterClock};
 use super::{
     BUDGET_POLICY, Charge, Decision, Entry, LimiterError, Part, PolicyRef, PolicyStatus,
     RecordPast, Status, from_micros, micros,
@@ -570,7 +571,7 @@ impl RedisLimiter {
             inv.arg(p.window.script_arg(now))
                 .arg(u8::from(with_entries.contains(&p.name.as_str())));
         }
-        type Reply = (i64, Vec<(i64, i64, i64, Vec<String>, i64)>);
+        type Reply = (i64, Vec<(i64, i64, i64, Vec<String>, i64, i64)>);
         let inv = &inv;
         let (now_us, states): Reply = self
             .through_failover("reading the budget", |mut conn| async move {
@@ -578,6 +579,11 @@ impl RedisLimiter {
             })
             .await?;
         let opt = |us: i64| (us >= 0).then(|| from_micros(us));
+        for (p, state) in policies.iter().zip(&states) {
+            if state.5 > now_us {
+                skew::note_clock_went_back(LimiterClock::Redis, &p.name, state.5, now_us);
+            }
+        }
         let blocked = policies
             .iter()
             .zip(&states)
@@ -587,7 +593,7 @@ impl RedisLimiter {
         let policies = policies
             .iter()
             .zip(states)
-            .map(|(p, (used, next_free, empty_in, raw, _))| PolicyStatus {
+            .map(|(p, (used, next_free, empty_in, raw, _, _))| PolicyStatus {
                 name: p.name.clone(),
                 window: p.window.clone(),
                 used: u64::try_from(used).unwrap_or(0),

@@ -6,7 +6,8 @@
 -- ARGV[2i-1], [2i]     policy i: window (see `span`), and 1 to list its entries
 --
 -- Returns {now_us, {policy...}} where each policy is {used, next_free_us, empty_in_us
--- (-1 for none), {member, score, ...}, blocked_until_us (0 for none)}.
+-- (-1 for none), {member, score, ...}, blocked_until_us (0 for none), newest_us (the
+-- newest counted entry's time, -1 for none: later than now_us when TIME went back)}.
 
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
@@ -35,10 +36,11 @@ for i = 1, #KEYS / 4 do
     local first = redis.call('ZRANGEBYSCORE', zkey, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
     if first[2] then oldest = tonumber(first[2]) end
   end
-  local next_free, empty_in = -1, -1
+  local next_free, empty_in, newest = -1, -1, -1
   if oldest then
+    newest = h.newest_in(zkey)
     next_free = (stop or oldest + window) - now
-    empty_in = (stop or h.newest_in(zkey) + window) - now
+    empty_in = (stop or newest + window) - now
   end
   local entries = {}
   if want_entries then
@@ -46,6 +48,6 @@ for i = 1, #KEYS / 4 do
   end
   local blocked = tonumber(stored[3] or '0')
   if blocked <= now then blocked = 0 end
-  policies[#policies + 1] = {used, next_free, empty_in, entries, blocked}
+  policies[#policies + 1] = {used, next_free, empty_in, entries, blocked, newest}
 end
 return {now, policies}
