@@ -99,10 +99,14 @@ impl<'w> FormatFields<'w> for TextFields {
     }
 }
 
-/// Whether `message` already says `value`: all of it, or every item of a
-/// comma-separated list (`regions=US,GB`).
+/// Whether `message` already says `value`, in any case: all of it, or every item of
+/// a comma-separated list (`regions=US,GB`).
 fn says(message: &str, value: &str) -> bool {
-    !value.is_empty() && value.split(',').all(|item| message.contains(item))
+    let message = message.to_lowercase();
+    !value.is_empty()
+        && value
+            .split(',')
+            .all(|item| message.contains(&item.to_lowercase()))
 }
 
 /// An event's message and its other fields: (name, value, value as written).
@@ -220,6 +224,7 @@ mod tests {
         assert!(!says("regions US complete", "US,GB"));
         assert!(!says("creating the database", "trendsync.db"));
         assert!(!says("anything", ""));
+        assert!(says("the Redis server's clock went back", "redis"));
     }
 
     #[test]
