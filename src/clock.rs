@@ -3,6 +3,7 @@
 //! governor's fake clock and redis-cell's store do).
 
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -18,9 +19,21 @@ pub fn now_s() -> i64 {
     now_us() / 1_000_000
 }
 
-/// Where a limiter reads the time, in microseconds since the Unix epoch.
+/// Where a command, its run and its limiter read the time, in microseconds since the
+/// Unix epoch. The front end makes one for each command ([`system`]) and passes it
+/// down; a test passes a [`ManualClock`].
 pub trait Clock: Send + Sync + fmt::Debug {
     fn now_us(&self) -> i64;
+
+    /// Whole seconds since the Unix epoch.
+    fn now_s(&self) -> i64 {
+        self.now_us().div_euclid(1_000_000)
+    }
+}
+
+/// The host's wall clock, to pass down.
+pub fn system() -> Arc<dyn Clock> {
+    Arc::new(SystemClock)
 }
 
 /// The host's wall clock.

@@ -159,13 +159,29 @@ impl Journal {
     /// Opens the journal only if the database exists and holds any rows of this
     /// host's calls (unmetered or in the ledger); creates nothing otherwise.
     pub fn open_if_any(path: &Path) -> Result<Option<Journal>, JournalError> {
-        Journal::open_if_any_in(path, MIGRATIONS, Arc::new(SystemClock))
+        Journal::open_if_any_with_clock(path, Arc::new(SystemClock))
+    }
+
+    /// [`Journal::open_if_any`], reading the time from `clock`.
+    pub fn open_if_any_with_clock(
+        path: &Path,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Option<Journal>, JournalError> {
+        Journal::open_if_any_in(path, MIGRATIONS, clock)
     }
 
     /// Opens the journal only if the database exists and holds journalled calls:
     /// creates nothing otherwise, so commands that only read leave no trace.
     pub fn open_if_pending(path: &Path) -> Result<Option<Journal>, JournalError> {
-        Journal::open_if_pending_in(path, MIGRATIONS, Arc::new(SystemClock))
+        Journal::open_if_pending_with_clock(path, Arc::new(SystemClock))
+    }
+
+    /// [`Journal::open_if_pending`], reading the time from `clock`.
+    pub fn open_if_pending_with_clock(
+        path: &Path,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Option<Journal>, JournalError> {
+        Journal::open_if_pending_in(path, MIGRATIONS, clock)
     }
 }
 

@@ -72,7 +72,7 @@ async fn unblock(global: &Global, bucket: Option<&str>, json: bool) -> Result<()
     };
     let _writing =
         super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
-    let limiter = open_limiter(global, &budget, Access::Charge).await?;
+    let limiter = open_limiter(global, &budget, Access::Charge, &crate::clock::system()).await?;
     let mut lifted = Vec::with_capacity(buckets.len());
     for b in &buckets {
         let until = limiter.unblock(b.name).await.with_context(|| {
@@ -320,7 +320,13 @@ async fn show(global: &Global, json: bool) -> Result<()> {
         // --db, not a whole budget left.
         super::database::require(&global.db)?;
     }
-    let limiter = open_limiter(global, &budget, Access::ReadReplayed).await?;
+    let limiter = open_limiter(
+        global,
+        &budget,
+        Access::ReadReplayed,
+        &crate::clock::system(),
+    )
+    .await?;
     let names: Vec<&str> = budget.buckets().iter().map(|b| b.name).collect();
     let status = read_status(&limiter, &budget, &names).await?;
     let report = summarize(&budget, &status);
@@ -454,7 +460,8 @@ async fn charge(
         })?;
     let _writing =
         super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
-    let limiter = open_limiter(global, &budget, Access::Charge).await?;
+    let clock = crate::clock::system();
+    let limiter = open_limiter(global, &budget, Access::Charge, &clock).await?;
     // A charge decided by a clock last seen far from the upstream's would count the
     // window wrongly; only a run can check the clock (its calls' answers say the
     // upstream's time), so until one has, nothing is charged here.
@@ -505,7 +512,7 @@ async fn charge(
     let printed = if json {
         print_json(&report)
     } else {
-        print_decision(&report, &decision, count, method).map_err(Into::into)
+        print_decision(&report, &decision, count, method, clock.now_us()).map_err(Into::into)
     };
     let outcome = if decision.granted {
         Ok(())
@@ -539,6 +546,7 @@ fn print_decision(
     decision: &Decision,
     count: u64,
     method: &str,
+    now_us: i64,
 ) -> std::io::Result<()> {
     let about = report
         .policy
@@ -563,7 +571,7 @@ fn print_decision(
             Some(d) => format!(
                 "retry after {} (at {})",
                 human(d),
-                crate::human::timestamp(crate::clock::now_us() + crate::quota::micros(d))
+                crate::human::timestamp(now_us + crate::quota::micros(d))
             ),
             None => "it can never fit: it is larger than the policy's maximum".to_owned(),
         };

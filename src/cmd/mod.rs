@@ -24,6 +24,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 
 use crate::cli::{BudgetAction, Cli, Command, Global};
+use crate::clock::Clock;
 use crate::config::{self, Config, Origin};
 use crate::error::{MissingConfig, UsageError, is_broken_pipe, is_silent};
 use crate::quota::{
@@ -184,6 +185,7 @@ pub(crate) async fn open_limiter(
     global: &Global,
     budget: &Budget,
     access: Access,
+    clock: &Arc<dyn Clock>,
 ) -> Result<Limiter> {
     let mut limiter = match &global.redis_url {
         Some(url) => {
@@ -196,10 +198,12 @@ pub(crate) async fn open_limiter(
                 // A limiter that cannot work however long one waits is a
                 // configuration error (78), not an outage.
                 Err(e @ LimiterError::Config(_)) => return Err(e.into()),
-                opened => Limiter::or_down(opened.map(Limiter::Redis))?,
+                opened => Limiter::or_down(
+                    opened.map(|l| Limiter::Redis(l.with_clock(Arc::clone(clock)))),
+                )?,
             }
         }
-        None => embedded(&global.db, &budget.key, access).map(Limiter::Embedded)?,
+        None => embedded(&global.db, &budget.key, access, clock).map(Limiter::Embedded)?,
     };
     let can_record = match &limiter {
         Limiter::Redis(_) => access != Access::Read,
@@ -209,9 +213,9 @@ pub(crate) async fn open_limiter(
     };
     if can_record {
         if matches!(limiter, Limiter::Redis(_)) {
-            limiter = keep_ledger(&global.db, budget, limiter, access).await;
+            limiter = keep_ledger(&global.db, budget, limiter, access, clock).await;
         }
-        replay_journal(&global.db, budget, &limiter).await;
+        replay_journal(&global.db, budget, &limiter, clock).await;
     }
     Ok(limiter)
 }
@@ -219,10 +223,18 @@ pub(crate) async fn open_limiter(
 /// Keeps this host's ledger of Redis grants in the database, restoring it first if
 /// Redis lost the window (DESIGN.md 3.7). Reading the budget opens only a ledger that
 /// exists; a command that charges creates one.
-async fn keep_ledger(db: &Path, budget: &Budget, limiter: Limiter, access: Access) -> Limiter {
+async fn keep_ledger(
+    db: &Path,
+    budget: &Budget,
+    limiter: Limiter,
+    access: Access,
+    clock: &Arc<dyn Clock>,
+) -> Limiter {
     let journal = match access {
-        Access::Charge => Journal::open(db).map(Some),
-        Access::Read | Access::ReadReplayed => Journal::open_if_any(db),
+        Access::Charge => Journal::open_with_clock(db, Arc::clone(clock)).map(Some),
+        Access::Read | Access::ReadReplayed => {
+            Journal::open_if_any_with_clock(db, Arc::clone(clock))
+        }
     };
     match journal {
         Ok(Some(journal)) => limiter.keep_ledger(Arc::new(journal), &budget.key).await,
@@ -238,8 +250,8 @@ async fn keep_ledger(db: &Path, budget: &Budget, limiter: Limiter, access: Acces
 
 /// Replays the journal into `limiter`. A replay that fails leaves what it did not
 /// replay for the next command, and never stops this one.
-async fn replay_journal(db: &Path, budget: &Budget, limiter: &Limiter) {
-    let journal = match Journal::open_if_pending(db) {
+async fn replay_journal(db: &Path, budget: &Budget, limiter: &Limiter, clock: &Arc<dyn Clock>) {
+    let journal = match Journal::open_if_pending_with_clock(db, Arc::clone(clock)) {
         Ok(Some(journal)) => journal,
         Ok(None) => return,
         Err(e) => {
@@ -304,13 +316,20 @@ pub(crate) fn refuse_missing_directory(db: &Path) -> Result<()> {
     Ok(())
 }
 
-fn embedded(db: &Path, key: &str, access: Access) -> Result<EmbeddedLimiter> {
+fn embedded(
+    db: &Path,
+    key: &str,
+    access: Access,
+    clock: &Arc<dyn Clock>,
+) -> Result<EmbeddedLimiter> {
     if access != Access::Charge {
         refuse_missing_directory(db)?;
     }
     let limiter = match access {
-        Access::Read | Access::ReadReplayed => EmbeddedLimiter::open_read_only(db, key),
-        Access::Charge => EmbeddedLimiter::open(db, key),
+        Access::Read | Access::ReadReplayed => {
+            EmbeddedLimiter::open_read_only(db, key).map(|l| l.with_clock(Arc::clone(clock)))
+        }
+        Access::Charge => EmbeddedLimiter::open_with_clock(db, key, Arc::clone(clock)),
     };
     limiter.with_context(|| format!("opening the embedded limiter in {}", db.display()))
 }

@@ -10,7 +10,6 @@ use anyhow::{Context, Result};
 
 use super::{Access, key, load_config, open_limiter, select_regions};
 use crate::cli::{BackfillArgs, Global, RunArgs};
-use crate::clock::now_s;
 use crate::config::{Config, Follow, Region};
 use crate::error::{SilentExit, after_output};
 use crate::metrics;
@@ -57,7 +56,7 @@ pub async fn backfill(global: &Global, args: &BackfillArgs) -> Result<()> {
     let regions = select_regions(&config, &args.fetch.regions)?;
     let fresh = freshness(global)?;
     let stale_after = i64::try_from(args.stale_after.as_secs()).unwrap_or(i64::MAX);
-    let now = now_s();
+    let now = crate::clock::system().now_s();
     let asked: Vec<&str> = regions.iter().map(|r| r.code.as_str()).collect();
     let asked = asked.join(", ");
     let stale: Vec<&Region> = regions
@@ -149,7 +148,9 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     let store = Store::open(&global.db)
         .with_context(|| format!("opening the database {}", global.db.display()))?;
     lock::mark_abandoned(&store, &global.db);
-    let limiter = open_limiter(global, &config.budget, Access::Charge).await?;
+    // The one clock the limiter, its ledger and journal, and the run decide by.
+    let clock = crate::clock::system();
+    let limiter = open_limiter(global, &config.budget, Access::Charge, &clock).await?;
     let run_id = crate::report::new_run_id();
     // Held until the run's outcome is recorded: while it is, nobody takes the run
     // for one a killed process left behind.
@@ -172,6 +173,7 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
         client,
         store,
         db: global.db.clone(),
+        clock,
     };
     let run = Arc::new(Run::new(settings, deps));
     let watch = signals.watch(Arc::clone(&run));

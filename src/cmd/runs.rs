@@ -9,7 +9,6 @@ use serde::Serialize;
 
 use super::status::{ago, at, charts_text, one_line};
 use crate::cli::{Global, RunsArgs};
-use crate::clock::now_s;
 use crate::region_status::{RegionStatus, in_progress};
 use crate::report::print_json;
 use crate::runner::lock;
@@ -40,7 +39,7 @@ struct RunsJson<'a> {
 pub fn run(global: &Global, args: &RunsArgs) -> Result<()> {
     super::database::require(&global.db)?;
     super::check_read_regions(global, &args.regions, || super::stored_regions(&global.db))?;
-    let now = now_s();
+    let now = crate::clock::system().now_s();
     let filter = HistoryFilter {
         since: args
             .since

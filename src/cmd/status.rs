@@ -8,8 +8,6 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::clock::now_s;
-
 use anyhow::{Context, Result};
 use serde::Serialize;
 
@@ -170,7 +168,7 @@ pub(crate) fn charts_text(charts: &[u32]) -> String {
         .join("+")
 }
 
-fn read_stored(db: &Path) -> Result<Stored> {
+fn read_stored(db: &Path, now_s: i64) -> Result<Stored> {
     let Some(store) =
         Store::open_read_only(db).with_context(|| format!("opening {}", db.display()))?
     else {
@@ -183,7 +181,7 @@ fn read_stored(db: &Path) -> Result<Stored> {
             // A lock that cannot be checked is taken for a live run: never call a run
             // abandoned without knowing.
             .partition(|r| lock::run_is_alive(db, &r.run_id).unwrap_or(true));
-        let mut abandoned = store.abandoned_runs(now_s() - ABANDONED_SHOWN_FOR)?;
+        let mut abandoned = store.abandoned_runs(now_s - ABANDONED_SHOWN_FOR)?;
         abandoned.extend(dead);
         abandoned.sort_by_key(|r| std::cmp::Reverse(r.started_at));
         Ok(Stored {
@@ -207,7 +205,8 @@ fn read_stored(db: &Path) -> Result<Stored> {
 pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
     let config = load_config(global)?;
     super::database::require(&global.db)?;
-    let mut stored = read_stored(&global.db)?;
+    let clock = crate::clock::system();
+    let mut stored = read_stored(&global.db, clock.now_s())?;
     // Runs the read-only look above found dead are shown as abandoned; the next run
     // records them so.
     let dead_ids: Vec<String> = stored.abandoned.iter().map(|r| r.run_id.clone()).collect();
@@ -216,7 +215,7 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
             a.status = RegionStatus::Abandoned.as_str().to_owned();
         }
     }
-    let now = now_s();
+    let now = clock.now_s();
     let stale_after = args.stale_after.unwrap_or(DEFAULT_STALE_AFTER);
     let stale_s = i64::try_from(stale_after.as_secs()).unwrap_or(i64::MAX);
     let regions: Vec<RegionJson> = config
@@ -247,7 +246,7 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
         .collect();
 
     let budget = &config.budget;
-    let limiter = open_limiter(global, budget, Access::Read).await?;
+    let limiter = open_limiter(global, budget, Access::Read, &clock).await?;
     let window = match read_status(&limiter, budget, &[]).await {
         Ok(st) => {
             let buckets: Vec<BucketJson> = budget

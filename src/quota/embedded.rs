@@ -120,6 +120,11 @@ impl EmbeddedLimiter {
         })
     }
 
+    /// Decides by `clock` from now on, instead of the one it was opened with.
+    pub fn with_clock(self, clock: Arc<dyn Clock>) -> EmbeddedLimiter {
+        EmbeddedLimiter { clock, ..self }
+    }
+
     pub fn endpoint(&self) -> String {
         format!("embedded limiter in {}", self.path.display())
     }

@@ -632,7 +632,7 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::{ManualClock, now_us};
+    use crate::clock::{Clock, ManualClock};
     use crate::quota::{EmbeddedLimiter, PolicyRef};
     use std::time::Duration;
 
@@ -924,10 +924,11 @@ mod tests {
     #[tokio::test]
     async fn a_replay_that_fails_leaves_the_rest_for_next_time() {
         let (_dir, path) = scratch();
-        let j = Journal::open(&path).expect("open");
-        j.record_at("key1", &charge("r-1", 1), now_us())
+        let clock = Arc::new(ManualClock::starting_at(1_800_000_000_000_000));
+        let j = Journal::open_with_clock(&path, clock.clone()).expect("open");
+        j.record_at("key1", &charge("r-1", 1), clock.now_us())
             .expect("record");
-        j.record_at("key1", &charge("r-2", 1), now_us())
+        j.record_at("key1", &charge("r-2", 1), clock.now_us())
             .expect("record");
         let down = Limiter::Down {
             endpoint: "redis://127.0.0.1:1/0".into(),

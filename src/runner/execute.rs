@@ -50,7 +50,7 @@ pub fn backoff(attempt: u32) -> Duration {
     ceiling.mul_f64(rand::random::<f64>())
 }
 
-use crate::clock::{now_s, now_us};
+use crate::clock::Clock;
 
 /// What a run was asked to do: fixed before it starts, read by every region task.
 pub struct RunSettings {
@@ -71,6 +71,11 @@ pub struct RunDeps {
     pub client: Client,
     pub store: Store,
     pub db: PathBuf,
+    /// The clock the run decides by (the one its limiter was given): when a stop
+    /// frees, what a page is stamped with, how old a search may be. Durations the
+    /// run measures (its own length, a call's latency) are `Instant`s: they measure,
+    /// they decide nothing.
+    pub clock: Arc<dyn Clock>,
 }
 
 /// What a run learns as it goes, shared by its region tasks: only the run itself
@@ -147,6 +152,7 @@ pub struct Run {
     client: Client,
     store: Arc<Mutex<Store>>,
     db: PathBuf,
+    clock: Arc<dyn Clock>,
     state: RunState,
 }
 
@@ -180,6 +186,7 @@ impl Run {
             client,
             store,
             db,
+            clock,
         } = deps;
         Run {
             settings: RunSettings {
@@ -190,6 +197,7 @@ impl Run {
             client,
             store: Arc::new(Mutex::new(store)),
             db,
+            clock,
             state: RunState::new(),
         }
     }
@@ -281,7 +289,7 @@ impl Run {
         if !fresh {
             return;
         }
-        let why = stop.describe(now_us());
+        let why = stop.describe(self.clock.now_us());
         match bucket {
             None => {
                 tracing::debug!(run_id = %self.settings.run_id, "stopping: {why}; no further calls");
@@ -362,7 +370,7 @@ impl Run {
                 Ok(Some(at_us))
             }
             Ok((d, _)) => {
-                let stop = Stop::denied(method, &charge.bucket, &d, now_us());
+                let stop = Stop::denied(method, &charge.bucket, &d, self.clock.now_us());
                 self.halt_bucket(&charge.bucket, stop);
                 Err(Failed::Stopped)
             }
@@ -535,7 +543,7 @@ impl Run {
                 ErrorClass::QuotaExhausted => {
                     // Only the bucket of the method called is spent (DESIGN.md 3.5).
                     let bucket = self.bucket_of(method).to_owned();
-                    let until_us = crate::youtube::quota_reset_after(now_us());
+                    let until_us = crate::youtube::quota_reset_after(self.clock.now_us());
                     // A limiter already found down is not asked again (its timeout
                     // would be paid once more); this bucket stops either way.
                     let blocked = match self.state.limiter_down.get() {
@@ -718,13 +726,15 @@ impl Run {
                     got.into_iter().map(|c| (c.id, c.title)).collect();
                 let code = region.code.clone();
                 let doing = format!("storing the category names of region {}", region.code);
-                self.with_store(doing, move |s| s.store_categories(&code, &pairs, now_s()))
+                let now = self.clock.now_s();
+                self.with_store(doing, move |s| s.store_categories(&code, &pairs, now))
                     .await?;
                 bar.step("categories");
             }
             let code = region.code.clone();
             let doing = format!("marking region {} complete", region.code);
-            self.with_store(doing, move |s| s.mark_region_complete(&code, now_s()))
+            let now = self.clock.now_s();
+            self.with_store(doing, move |s| s.mark_region_complete(&code, now))
                 .await?;
             Ok::<(), Failed>(())
         }
@@ -815,9 +825,10 @@ impl Run {
                 ),
                 None => format!("storing trending page {page} of region {}", region.code),
             };
+            let now = self.clock.now_s();
             let stored = self
                 .with_store(doing, move |s| {
-                    s.store_chart_page(&run_id, &code, category, first_rank, &items, now_s())
+                    s.store_chart_page(&run_id, &code, category, first_rank, &items, now)
                 })
                 .await?;
             report.pages += 1;
@@ -885,8 +896,9 @@ impl Run {
                             "noting that region {} has no chart of category {category}",
                             region.code
                         );
+                        let now = self.clock.now_s();
                         self.with_store(doing, move |s| {
-                            s.mark_chart_missing(&code, category, now_s())
+                            s.mark_chart_missing(&code, category, now)
                         })
                         .await?;
                     }
@@ -935,9 +947,10 @@ impl Run {
                         comment_count: c.comment_count,
                     })
                     .collect();
+                let now = self.clock.now_s();
                 let stored = self
                     .with_store("storing a follow-up's counts".to_owned(), move |s| {
-                        s.store_follow_ups(&ids, &counts, now_s())
+                        s.store_follow_ups(&ids, &counts, now)
                     })
                     .await?;
                 report.pages += 1;
@@ -988,9 +1001,9 @@ impl Run {
         self.mark_region(&region.code, Status::Running).await;
         let result = async {
             for search in planned {
-                let published_after = search
-                    .published_within
-                    .and_then(|w| jiff::Timestamp::from_microsecond(now_us() - micros(w)).ok());
+                let published_after = search.published_within.and_then(|w| {
+                    jiff::Timestamp::from_microsecond(self.clock.now_us() - micros(w)).ok()
+                });
                 let req = SearchRequest {
                     region: &region.code,
                     q: &search.q,
@@ -1019,9 +1032,10 @@ impl Run {
                     "storing search \"{}\" of region {}",
                     search.name, region.code
                 );
+                let now = self.clock.now_s();
                 let stored = self
                     .with_store(doing, move |s| {
-                        s.store_search_page(&run_id, &code, &name, 1, &ranked, now_s())
+                        s.store_search_page(&run_id, &code, &name, 1, &ranked, now)
                     })
                     .await?;
                 report.videos += stored as u64;
@@ -1125,7 +1139,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         .collect();
     let (locks, reports) = lock_regions(&run, ordered);
     // Every phase walks the steps the dry run plans, taken at one moment.
-    let now = now_s();
+    let now = run.clock.now_s();
     let reports = fetch_regions(&run, reports, &fresh, now).await;
     drop(locks);
     let follow = match run.settings.follow {
@@ -1150,7 +1164,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
 async fn record_start(run: &Run, regions: &[Region]) -> bool {
     let run_id = run.settings.run_id.clone();
     let kind = run.settings.kind;
-    let started = now_s();
+    let started = run.clock.now_s();
     let codes: Vec<String> = regions.iter().map(|r| r.code.clone()).collect();
     if let Err(e) = run
         .with_store(format!("recording the start of run {run_id}"), {
@@ -1247,13 +1261,12 @@ async fn fetch_regions(
 
 /// Records when each region was last attempted and how it went.
 async fn record_attempts(run: &Run, regions: &[RegionReport]) {
+    let now = run.clock.now_s();
     for r in regions {
         let (code, status) = (r.code.clone(), r.status);
         let doing = format!("recording the attempt at region {code}");
         if let Err(e) = run
-            .with_store(doing, move |s| {
-                s.mark_region_attempt(&code, now_s(), status)
-            })
+            .with_store(doing, move |s| s.mark_region_attempt(&code, now, status))
             .await
         {
             tracing::error!(region = %r.code, "{}", chain(&e));
@@ -1291,7 +1304,7 @@ async fn run_report(
             .max_for(run.settings.allowance)
             .saturating_sub(main.used)
     });
-    let now = now_us();
+    let now = run.clock.now_us();
     let ended_at = now / 1_000_000;
     let report = RunReport {
         run_id: run.settings.run_id.clone(),
@@ -1500,6 +1513,12 @@ mod tests {
 
     /// A run over a scratch database, its upstream never answering.
     fn scratch_run(dir: &std::path::Path) -> Arc<Run> {
+        scratch_run_on(dir, "http://127.0.0.1:9", crate::clock::system())
+    }
+
+    /// A run over a scratch database against the upstream at `base`, the run and its
+    /// limiter deciding by `clock`.
+    fn scratch_run_on(dir: &std::path::Path, base: &str, clock: Arc<dyn Clock>) -> Arc<Run> {
         let db = dir.join("t.db");
         let budget = crate::config::load_budget(&crate::config::Origin::BuiltIn)
             .expect("built-in costs load");
@@ -1513,18 +1532,86 @@ mod tests {
         };
         let deps = RunDeps {
             limiter: Limiter::Embedded(
-                crate::quota::EmbeddedLimiter::open(&db, &budget.key).expect("limiter"),
+                crate::quota::EmbeddedLimiter::open_with_clock(
+                    &db,
+                    &budget.key,
+                    Arc::clone(&clock),
+                )
+                .expect("limiter"),
             ),
             client: Client::new(
-                "http://127.0.0.1:9",
+                base,
                 crate::youtube::ApiKey::new("AIzaTEST-key".into()),
                 Duration::from_secs(1),
             )
             .expect("client"),
             store: Store::open(&db).expect("store"),
             db,
+            clock,
         };
         Arc::new(Run::new(settings, deps))
+    }
+
+    /// The fixture `name` of the fake upstream the end-to-end tests use.
+    fn fixture(name: &str) -> String {
+        let path = format!(
+            "{}/tests/fixtures/youtube/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    /// Every time the run decides or records comes from the clock it was given, not
+    /// the host's: set to 2030, what it stores and charges is dated 2030.
+    #[tokio::test]
+    async fn a_run_reads_the_time_only_from_its_clock() {
+        use wiremock::matchers::{path, query_param};
+        use wiremock::{Mock, MockServer, ResponseTemplate};
+        let upstream = MockServer::start().await;
+        // An upstream whose clock agrees (its `Date`), or the clock check stops the run.
+        let answer = |name: &str| {
+            ResponseTemplate::new(200)
+                .insert_header("Date", "Tue, 01 Jan 2030 00:00:00 GMT")
+                .set_body_string(fixture(name))
+        };
+        Mock::given(path("/videos"))
+            .and(query_param("chart", "mostPopular"))
+            .respond_with(answer("videos_page1.json"))
+            .mount(&upstream)
+            .await;
+        Mock::given(path("/videoCategories"))
+            .respond_with(answer("categories.json"))
+            .mount(&upstream)
+            .await;
+        const AT_2030_S: i64 = 1_893_456_000;
+        let clock = Arc::new(crate::clock::ManualClock::starting_at(
+            AT_2030_S * 1_000_000,
+        ));
+        let dir = tempfile::tempdir().expect("temp dir");
+        let run = scratch_run_on(dir.path(), &upstream.uri(), clock);
+        let report = execute(run, vec![region("US")]).await;
+        assert_eq!(report.status, Status::Complete, "{:?}", report.regions);
+        assert_eq!(report.ended_at, AT_2030_S);
+
+        let db = rusqlite::Connection::open(dir.path().join("t.db")).expect("db");
+        let times = |sql: &str| -> Vec<i64> {
+            let mut stmt = db.prepare(sql).expect(sql);
+            stmt.query_map([], |r| r.get(0))
+                .expect(sql)
+                .map(|t| t.expect(sql))
+                .collect()
+        };
+        for sql in [
+            "SELECT started_at FROM runs",
+            "SELECT ended_at FROM runs",
+            "SELECT DISTINCT fetched_at FROM chart_places",
+            "SELECT last_attempt_at FROM region_state",
+            "SELECT categories_fetched_at FROM region_state",
+        ] {
+            assert_eq!(times(sql), [AT_2030_S], "{sql}");
+        }
+        let charged = times("SELECT DISTINCT at_us / 1000000 FROM quota_entry");
+        assert_eq!(charged, [AT_2030_S], "the limiter's entries");
     }
 
     fn region(code: &str) -> Region {

@@ -8,7 +8,6 @@ use serde::Serialize;
 
 use super::{Job, due_for_follow_up, freshness};
 use crate::cli::Global;
-use crate::clock::now_s;
 use crate::cmd::{Access, open_limiter, read_status};
 use crate::config::Config;
 use crate::error::{SilentExit, after_output};
@@ -24,7 +23,8 @@ pub(super) async fn run(global: &Global, config: &Config, job: &Job<'_>) -> Resu
     // No call is made, but a base the real run would refuse is refused here too (78).
     youtube::parse_api_base(&global.api_base)?;
     let fresh = freshness(global)?;
-    let now = now_s();
+    let clock = crate::clock::system();
+    let now = clock.now_s();
     let mut plan = runner::plan(&job.regions, &fresh, now);
     if let Some(follow) = config.regions.follow {
         plan.extend(runner::plan::follow_ups(due_for_follow_up(
@@ -32,7 +32,7 @@ pub(super) async fn run(global: &Global, config: &Config, job: &Job<'_>) -> Resu
         )?));
     }
     let budget = &config.budget;
-    let limiter = open_limiter(global, budget, Access::Read).await?;
+    let limiter = open_limiter(global, budget, Access::Read, &clock).await?;
     let names: Vec<String> = budget.policies().into_iter().map(|p| p.name).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let status = read_status(&limiter, budget, &names).await?;
