@@ -893,12 +893,12 @@ fn one_database_under_two_names_shares_its_locks_and_a_hard_link_is_refused() {
     assert_eq!(first.code, 0, "{}", first.stderr);
     std::os::unix::fs::symlink(h.db_path(), &link).expect("a symlink");
 
-    let mut child = h.cmd().args(["run", "--region", "US", "--json"]).spawn();
+    let mut first = h.cmd().args(["run", "--region", "US", "--json"]).start();
     let before = h.fake.received();
     let started = std::time::Instant::now();
     while h.fake.received() == before {
         assert!(
-            child.try_wait().expect("polling").is_none(),
+            first.child.try_wait().expect("polling").is_none(),
             "the run ended"
         );
         assert!(started.elapsed() < std::time::Duration::from_secs(30));
@@ -914,13 +914,8 @@ fn one_database_under_two_names_shares_its_locks_and_a_hard_link_is_refused() {
         .run();
     assert_eq!(second.code, 75, "{}", second.stderr);
     assert_eq!(second.json()["status"], "skipped", "{}", second.stdout);
-    let out = child.wait_with_output().expect("the first run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = first.finish();
+    assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(h.fake.received() >= calls);
     let runs = h.bare().args(["runs", "--json"]).run().json();
     assert!(
@@ -967,16 +962,11 @@ fn writers_wait_for_a_vacuum_and_never_fail_for_it() {
         drop(lock);
     });
     let started = std::time::Instant::now();
-    let charge = h.bare().args(["budget", "charge", "videos.list"]).spawn();
-    let run = h.cmd().args(["run", "--region", "GB"]).spawn();
-    for child in [charge, run] {
-        let out = child.wait_with_output().expect("a writer");
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+    let charge = h.bare().args(["budget", "charge", "videos.list"]).start();
+    let run = h.cmd().args(["run", "--region", "GB"]).start();
+    for writer in [charge, run] {
+        let out = writer.finish();
+        assert_eq!(out.code, 0, "{}", out.stderr);
     }
     assert!(
         started.elapsed() >= held,
@@ -988,17 +978,12 @@ fn writers_wait_for_a_vacuum_and_never_fail_for_it() {
     let prune = h
         .bare()
         .args(["prune", "--older-than", "45d", "--vacuum", "--json"])
-        .spawn();
+        .start();
     let writers: Vec<_> = (0..3)
-        .map(|_| h.bare().args(["budget", "charge", "videos.list"]).spawn())
+        .map(|_| h.bare().args(["budget", "charge", "videos.list"]).start())
         .collect();
-    for child in std::iter::once(prune).chain(writers) {
-        let out = child.wait_with_output().expect("a command");
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+    for command in std::iter::once(prune).chain(writers) {
+        let out = command.finish();
+        assert_eq!(out.code, 0, "{}", out.stderr);
     }
 }

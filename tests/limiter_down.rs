@@ -11,7 +11,7 @@ use trendsync::quota::{Charge, Limiter, Part, PolicyRef, RedisLimiter};
 
 use crate::common::harness::{Harness, THREE_REGIONS, shorts};
 use crate::common::upstream::{Call, FakeUpstream, answer_fixture, complete_calls, page2};
-use crate::common::{Ran, RedisServer, Trendsync};
+use crate::common::{Ran, RedisServer, Running, Trendsync};
 
 const WINDOW: Duration = Duration::from_secs(3600);
 
@@ -110,22 +110,18 @@ order = "viewCount"
 published_within = "24h"
 "#;
 
-/// Waits for `child`, killing it and failing the test after [`GUARD`].
-fn finish(child: std::process::Child) -> Ran {
+/// Waits for `running`, killing it and failing the test after [`GUARD`]; its stderr
+/// is checked as every run's is.
+#[track_caller]
+fn finish(running: Running) -> Ran {
+    let (child, check) = running.into_parts();
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(child.wait_with_output());
     });
     match rx.recv_timeout(GUARD) {
-        Ok(out) => {
-            let out = out.expect("waiting for trendsync");
-            Ran {
-                code: out.status.code().unwrap_or(-1),
-                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            }
-        }
+        Ok(out) => check.ran(out.expect("waiting for trendsync")),
         Err(_) => {
             let _ = std::process::Command::new("kill")
                 .args(["-9", &pid.to_string()])
@@ -144,16 +140,18 @@ fn cmd(h: &Harness<'_>, server: &RedisServer) -> Trendsync {
 }
 
 /// Runs `args` against the fake upstream and `server`, bounded by [`GUARD`].
+#[track_caller]
 fn run_bounded(h: &Harness<'_>, server: &RedisServer, args: &[&str]) -> (Ran, Vec<Call>) {
     let before = h.fake.calls().len();
-    let ran = finish(cmd(h, server).args(args).spawn());
+    let ran = finish(cmd(h, server).args(args).start());
     let calls = h.fake.calls().split_off(before);
     (ran, calls)
 }
 
 /// `budget --json` against `server`: its JSON, and what it logged.
+#[track_caller]
 fn budget(h: &Harness<'_>, server: &RedisServer) -> (Value, String) {
-    let ran = finish(h.bare().redis(server).args(["budget", "--json"]).spawn());
+    let ran = finish(h.bare().redis(server).args(["budget", "--json"]).start());
     assert_eq!(ran.code, 0, "budget --json: {}", ran.stderr);
     (ran.json(), ran.stderr)
 }
@@ -228,6 +226,7 @@ fn with_redis_down_from_the_start_allowed_calls_are_journalled_and_replayed_once
     h.regions(THREE_REGIONS);
 
     let started = Instant::now();
+    h.expect_stderr("is unreachable: Connection refused");
     let (ran, calls) = run_bounded(&h, &server, &["run", "--json"]);
     let first_run_done = Instant::now();
     assert_eq!(ran.code, 0, "{}", ran.stderr);
@@ -270,6 +269,9 @@ fn with_redis_down_from_the_start_allowed_calls_are_journalled_and_replayed_once
     // A region with a search: its trending calls are journalled, then the search,
     // denied while the limiter is down, stops the run cleanly.
     h.regions(WITH_SEARCH);
+    h.expect_stderr("is unreachable: Connection refused")
+        .expect_stderr("stopped: the limiter is down and [when_limiter_down] denies search.list")
+        .expect_ended("budget_exhausted");
     let (ran, calls) = run_bounded(&h, &server, &["run", "--json"]);
     assert_eq!(ran.code, 75, "{}", ran.stderr);
     let report = ran.json();
@@ -289,7 +291,7 @@ fn with_redis_down_from_the_start_allowed_calls_are_journalled_and_replayed_once
     let dry = finish(
         cmd(&h, &server)
             .args(["run", "--dry-run", "--json"])
-            .spawn(),
+            .start(),
     );
     assert_eq!(dry.code, 0, "{}", dry.stderr);
     assert_eq!(journalled(&h).len(), 12, "a dry run replays nothing");
@@ -364,7 +366,8 @@ fn redis_killed_mid_run_the_rest_is_journalled_and_counted_once_after_restart() 
     h.regions(THREE_REGIONS);
     let child = cmd(&h, &server)
         .args(["run", "--json", "--concurrency", "1"])
-        .spawn();
+        .expect_stderr("is unreachable: Connection refused")
+        .start();
     // The second call is waiting for its answer: two calls are charged, and the next
     // charge comes only after the answer.
     let charged = wait_for_calls(&h, 2) as u64;
@@ -396,7 +399,7 @@ fn a_redis_restart_mid_run_is_absorbed_without_journalling() {
     h.regions(THREE_REGIONS);
     let child = cmd(&h, &server)
         .args(["run", "--json", "--concurrency", "1"])
-        .spawn();
+        .start();
     wait_for_calls(&h, 2);
     // Back on the same port, with an empty script cache, before the next charge:
     // that charge finds its connection dropped and is sent once more.
@@ -426,7 +429,8 @@ fn a_hung_redis_costs_a_run_one_timeout_not_one_per_call() {
     h.regions(THREE_REGIONS);
     let child = cmd(&h, &server)
         .args(["run", "--json", "--concurrency", "1"])
-        .spawn();
+        .expect_stderr("is unreachable: timed out")
+        .start();
     let charged = wait_for_calls(&h, 2) as u64;
     // Connections stay open but nothing answers: the next charge times out, and the
     // run must not send every later charge to wait for its own timeout.
@@ -463,6 +467,7 @@ fn budget_charge_replays_the_journal_before_charging() {
     server.stop();
     let mut h = Harness::new(None);
     h.regions(THREE_REGIONS);
+    h.expect_stderr("is unreachable: Connection refused");
     let (ran, _) = run_bounded(&h, &server, &["run", "--region", "US", "--json"]);
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert_eq!(journalled(&h).len(), 3);
@@ -473,7 +478,8 @@ fn budget_charge_replays_the_journal_before_charging() {
         h.bare()
             .redis(&server)
             .args(["budget", "charge", "videos.list", "--json"])
-            .spawn(),
+            .expect_stderr("nothing was charged")
+            .start(),
     );
     assert_eq!(refused.code, 75, "{}", refused.stderr);
     assert!(refused.stderr.contains("unreachable"), "{}", refused.stderr);
@@ -491,7 +497,7 @@ fn budget_charge_replays_the_journal_before_charging() {
         h.bare()
             .redis(&server)
             .args(["budget", "charge", "videos.list", "--count", "2", "--json"])
-            .spawn(),
+            .start(),
     );
     assert_eq!(granted.code, 0, "{}", granted.stderr);
     let answer = granted.json();

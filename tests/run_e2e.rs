@@ -774,7 +774,7 @@ fn two_runs_racing_for_a_region_fetch_it_once() {
             )
             .with_priority(OVERRIDE),
     );
-    let first = h.cmd().args(["run", "--json", "--region", "US"]).spawn();
+    let first = h.cmd().args(["run", "--json", "--region", "US"]).start();
     // Once its first call arrives, the first run holds the region.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while h.fake.calls().is_empty() {
@@ -786,13 +786,8 @@ fn two_runs_racing_for_a_region_fetch_it_once() {
     assert_eq!(second.code, 75, "{}", second.stderr);
     assert_eq!(second.json()["status"], "skipped");
     assert!(calls.is_empty(), "{calls:?}");
-    let first = first.wait_with_output().expect("the first run ends");
-    assert_eq!(
-        first.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&first.stderr)
-    );
+    let first = first.finish();
+    assert_eq!(first.code, 0, "{}", first.stderr);
     assert_eq!(shorts(&h.fake.calls()), complete_calls(&["US"]));
     assert_budget_matches_requests(&h);
 }

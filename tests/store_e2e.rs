@@ -413,31 +413,26 @@ fn writers_of_every_kind_starting_together_on_a_new_file_all_succeed() {
                     .arg("--db")
                     .arg(&db)
                     .args(["prune", "--older-than", "36500d"])
-                    .spawn(),
+                    .start(),
                 scratch
                     .cmd()
                     .arg("--db")
                     .arg(&db)
                     .args(["budget", "charge", "videos.list"])
-                    .spawn(),
+                    .start(),
                 scratch
                     .cmd()
                     .arg("--db")
                     .arg(&db)
                     .redis(&redis)
                     .args(["budget", "charge", "videos.list"])
-                    .spawn(),
+                    .start(),
             ]
         })
         .collect();
-    for child in children {
-        let out = child.wait_with_output().expect("waiting");
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+    for command in children {
+        let out = command.finish();
+        assert_eq!(out.code, 0, "{}", out.stderr);
     }
     let conn = Connection::open(&db).expect("opening");
     let number = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).expect(sql) };

@@ -259,14 +259,21 @@ impl Trendsync {
         self
     }
 
-    /// Starts the binary and returns at once, its stdout and stderr piped.
+    /// Starts the binary and returns at once, its stdout and stderr piped: for a
+    /// process the test kills or races. Its stderr is not checked, since a killed
+    /// process's is cut short; [`Trendsync::start`] checks it.
     pub fn spawn(mut self) -> std::process::Child {
-        self.cmd
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("starting trendsync")
+        self.piped().spawn().expect("starting trendsync")
+    }
+
+    /// Starts the binary and returns at once; [`Running::finish`] waits for it and
+    /// checks its stderr as [`Trendsync::run`] does.
+    pub fn start(mut self) -> Running {
+        let check = self.check();
+        Running {
+            child: self.piped().spawn().expect("starting trendsync"),
+            check,
+        }
     }
 
     /// Runs the binary to its end. As just's `Test` builder does, it fails the test on
@@ -275,28 +282,80 @@ impl Trendsync {
     /// one that did not come: a new warning is a change someone should look at.
     #[track_caller]
     pub fn run(mut self) -> Ran {
-        let Output {
-            status,
-            stdout,
-            stderr,
-        } = self.cmd.output().expect("running trendsync");
-        let ran = Ran {
-            code: status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&stderr).into_owned(),
-        };
-        let (stray, missing) = unexpected_stderr(&ran.stderr, &self.stderr);
-        assert!(
-            stray.is_empty() && missing.is_empty(),
-            "trendsync {args} (exit {code}) printed warning or error lines the test does \
-             not expect:\n{stray}\nexpected but not printed: {missing:?}\n\
-             (declare them with expect_stderr or allow_stderr)\nwhole stderr:\n{stderr}",
-            args = self
+        let output = self.cmd.output().expect("running trendsync");
+        self.check().ran(output)
+    }
+
+    fn piped(&mut self) -> &mut std::process::Command {
+        self.cmd
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+    }
+
+    fn check(&self) -> StderrCheck {
+        StderrCheck {
+            args: self
                 .cmd
                 .get_args()
                 .map(|a| a.to_string_lossy())
                 .collect::<Vec<_>>()
                 .join(" "),
+            expected: self.stderr.clone(),
+        }
+    }
+}
+
+/// A started binary whose end the test waits for.
+pub struct Running {
+    pub child: std::process::Child,
+    check: StderrCheck,
+}
+
+impl Running {
+    /// Waits for the process and checks its stderr as [`Trendsync::run`] does.
+    #[track_caller]
+    pub fn finish(self) -> Ran {
+        let output = self
+            .child
+            .wait_with_output()
+            .expect("waiting for trendsync");
+        self.check.ran(output)
+    }
+
+    /// The process and the check of its output, for a test that waits its own way.
+    pub fn into_parts(self) -> (std::process::Child, StderrCheck) {
+        (self.child, self.check)
+    }
+}
+
+/// What a run of the binary must and may print as warnings and errors.
+pub struct StderrCheck {
+    args: String,
+    expected: Vec<Expected>,
+}
+
+impl StderrCheck {
+    /// The process's outcome, once its stderr has passed the check.
+    #[track_caller]
+    pub fn ran(&self, output: Output) -> Ran {
+        let Output {
+            status,
+            stdout,
+            stderr,
+        } = output;
+        let ran = Ran {
+            code: status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        };
+        let (stray, missing) = unexpected_stderr(&ran.stderr, &self.expected);
+        assert!(
+            stray.is_empty() && missing.is_empty(),
+            "trendsync {args} (exit {code}) printed warning or error lines the test does \
+             not expect:\n{stray}\nexpected but not printed: {missing:?}\n\
+             (declare them with expect_stderr or allow_stderr)\nwhole stderr:\n{stderr}",
+            args = self.args,
             code = ran.code,
             stray = stray.join("\n"),
             stderr = ran.stderr,
