@@ -299,7 +299,7 @@ fn sigterm_stops_a_run_cleanly_and_says_so_everywhere() {
         None,
     );
     four_regions(&mut h);
-    let mut child = h
+    let mut run = h
         .cmd()
         .args([
             "--metrics-file",
@@ -309,11 +309,14 @@ fn sigterm_stops_a_run_cleanly_and_says_so_everywhere() {
             "--concurrency",
             "1",
         ])
-        .spawn();
+        .expect_stderr("SIGTERM: stopping: no new calls")
+        .expect_stderr("stopped: interrupted by SIGTERM")
+        .expect_ended("interrupted")
+        .start();
     // US page 1 answered and stored, page 2 sent and not yet answered.
-    wait_for_requests(&h.fake, 2, &mut child);
-    signal(&child, "TERM");
-    let out = child.wait_with_output().expect("waiting for the run");
+    wait_for_requests(&h.fake, 2, &mut run.child);
+    signal(&run.child, "TERM");
+    let out = run.killed();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(143), "{stderr}");
     assert_eq!(h.fake.settled(), 2, "no call after the signal: {stderr}");

@@ -323,6 +323,23 @@ impl Running {
         self.check.ran(output)
     }
 
+    /// Waits for a process the test signals or kills on purpose. One that ended by a
+    /// signal it did not handle (`kill -9`) is not checked: its stderr is cut wherever
+    /// the signal came. One that exited with a code (it handled the signal, or ended
+    /// by itself first) printed its whole stderr, and it is checked as
+    /// [`Running::finish`] does: declare what it prints when it ends either way.
+    #[track_caller]
+    pub fn killed(self) -> Output {
+        let output = self
+            .child
+            .wait_with_output()
+            .expect("waiting for trendsync");
+        if output.status.code().is_some() {
+            self.check.ran(output.clone());
+        }
+        output
+    }
+
     /// The process and the check of its output, for a test that waits its own way.
     pub fn into_parts(self) -> (std::process::Child, StderrCheck) {
         (self.child, self.check)
