@@ -461,19 +461,19 @@ pub fn upgrade_killed_at_six_moments<R: PartialEq + std::fmt::Debug>(
         (0, delays[1]),
         (0, delays[2]),
     ] {
-        let mut child = prune().spawn();
+        let mut prune = prune().start();
         let started = Instant::now();
         loop {
             let grown = std::fs::metadata(&wal).map_or(0, |m| m.len()) >= trigger;
             let due = started.elapsed() >= Duration::from_millis(delay);
-            let exited = child.try_wait().expect("polling the child").is_some();
+            let exited = prune.child.try_wait().expect("polling the child").is_some();
             if exited || (grown && due) || started.elapsed() > Duration::from_secs(60) {
                 break;
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        let _ = child.kill();
-        let status = child.wait().expect("reaping");
+        let _ = prune.child.kill();
+        let status = prune.killed().status;
         let (version, rows) = picture(db);
         assert!(
             version == from || version == to,
