@@ -99,14 +99,11 @@ impl<'w> FormatFields<'w> for TextFields {
     }
 }
 
-/// Whether `message` already says `value`, in any case: all of it, or every item of
-/// a comma-separated list (`regions=US,GB`).
+/// Whether `message` already says `value`: all of it, or every item of a
+/// comma-separated list (`regions=US,GB`). Case counts: region codes are short, and
+/// "US" is not said by "status".
 fn says(message: &str, value: &str) -> bool {
-    let message = message.to_lowercase();
-    !value.is_empty()
-        && value
-            .split(',')
-            .all(|item| message.contains(&item.to_lowercase()))
+    !value.is_empty() && value.split(',').all(|item| message.contains(item))
 }
 
 /// An event's message and its other fields: (name, value, value as written).
@@ -224,7 +221,6 @@ mod tests {
         assert!(!says("regions US complete", "US,GB"));
         assert!(!says("creating the database", "trendsync.db"));
         assert!(!says("anything", ""));
-        assert!(says("the Redis server's clock went back", "redis"));
     }
 
     #[test]
