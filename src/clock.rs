@@ -7,16 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Microseconds since the Unix epoch on this host's clock (0 before 1970).
+/// Microseconds since the Unix epoch on this host's clock (0 before 1970): what
+/// [`SystemClock`] reads, and what tests use for real time. Product code reads the
+/// clock it is given.
 pub fn now_us() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
-}
-
-/// Seconds since the Unix epoch on this host's clock.
-pub fn now_s() -> i64 {
-    now_us() / 1_000_000
 }
 
 /// Where a command, its run and its limiter read the time, in microseconds since the

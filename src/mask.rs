@@ -1,7 +1,9 @@
-//! URLs as they may be shown. A `--redis-url`, a refused `--api-base` or a redirect's
-//! target can carry a password (`user:password@`), a key in a query (`?key=…`,
-//! `?pass=…`) or a token in a fragment, and all of them end up in logs and messages.
-//! One rule serves every URL the program prints, Redis and upstream alike.
+//! URLs as they may be shown. trendsync sends the API key only in the
+//! `X-Goog-Api-Key` header, never in a URL; but URLs it is *given* can carry secrets:
+//! a `--redis-url` or a refused `--api-base` someone wrote with a password
+//! (`user:password@`) or a key in a query (`?key=…`, `?pass=…`), or a redirect's
+//! target chosen by whoever answered. All of them end up in logs and messages, so one
+//! rule serves every URL the program prints, Redis and upstream alike.
 
 const MASK: &str = "***";
 
