@@ -88,10 +88,13 @@ impl Killed {
 /// `run` with `concurrency`, killed with SIGKILL at `at`.
 fn run_and_kill(h: &Harness<'_>, concurrency: usize, at: KillAt) -> Killed {
     let before = h.fake.received();
-    let mut child = h
+    let mut run = h
         .cmd()
         .args(["run", "--json", "--concurrency", &concurrency.to_string()])
-        .spawn();
+        // Ended by itself before the kill came (its stderr is then checked), it may
+        // have found the run killed in the cycle before.
+        .allow_stderr("was left running by a process that died")
+        .start();
     let started = Instant::now();
     let db = h.db_path();
     let mut created: Option<Instant> = None;
@@ -106,7 +109,7 @@ fn run_and_kill(h: &Harness<'_>, concurrency: usize, at: KillAt) -> Killed {
             }
             KillAt::Requests(n) => h.fake.received() >= before + n,
         };
-        if due || child.try_wait().expect("polling the run").is_some() {
+        if due || run.child.try_wait().expect("polling the run").is_some() {
             break;
         }
         assert!(
@@ -116,10 +119,8 @@ fn run_and_kill(h: &Harness<'_>, concurrency: usize, at: KillAt) -> Killed {
         std::thread::sleep(Duration::from_micros(200));
     }
     // A child that has already ended is not an error to kill; its status says which.
-    let _ = child.kill();
-    let output = child
-        .wait_with_output()
-        .expect("waiting for the killed run");
+    let _ = run.child.kill();
+    let output = run.killed();
     let killed = Killed {
         requests: h.fake.settled() - before,
         by_kill: output.status.signal() == Some(SIGKILL),
@@ -627,14 +628,14 @@ fn storm(s: &Scratch, costs: &Path, kills: &[(u32, Duration)]) -> Storm {
                 .costs(costs)
                 .args(["-q", "budget", "charge", "videos.list", "--json"])
                 .args(["--count", &(1u64 << i).to_string()])
-                .spawn()
+                .start()
         })
         .collect();
     for &(victim, at) in kills {
         if let Some(left) = at.checked_sub(started.elapsed()) {
             std::thread::sleep(left);
         }
-        let _ = children[victim as usize].kill();
+        let _ = children[victim as usize].child.kill();
     }
     let mut done = Storm {
         granted: 0,
@@ -642,7 +643,7 @@ fn storm(s: &Scratch, costs: &Path, kills: &[(u32, Duration)]) -> Storm {
         took: Duration::ZERO,
     };
     for (i, child) in (0..STORM).zip(children.drain(..)) {
-        let out = child.wait_with_output().expect("waiting for budget charge");
+        let out = child.killed();
         if out.status.signal() == Some(SIGKILL) {
             done.killed |= 1 << i;
             continue;

@@ -249,17 +249,23 @@ fn interrupted_prunes_leave_nothing_behind_for_the_next() {
     let mut seen = Vec::new();
     for round in 0..12 {
         let (name, code) = signals[round % signals.len()];
-        let child = h.bare().args(["prune", "--older-than", "45d"]).spawn();
+        // Done before the signal came, it says nothing of it; a killed one's stderr
+        // is not checked.
+        let prune = h
+            .bare()
+            .args(["prune", "--older-than", "45d"])
+            .allow_stderr(format!("SIG{name}: stopping the prune"))
+            .start();
         std::thread::sleep(std::time::Duration::from_millis(rand::random_range(
             40..250,
         )));
         let killed = Command::new("kill")
             .arg(format!("-{name}"))
-            .arg(child.id().to_string())
+            .arg(prune.child.id().to_string())
             .status()
             .expect("running kill");
         assert!(killed.success());
-        let out = child.wait_with_output().expect("waiting for prune");
+        let out = prune.killed();
         let got = {
             use std::os::unix::process::ExitStatusExt;
             out.status
@@ -454,7 +460,14 @@ fn an_export_stopped_or_killed_leaves_no_temporary_file_behind() {
     std::fs::write(&out, "old\n").expect("an earlier export");
 
     for (signal, code) in [("TERM", 143), ("INT", 130), ("KILL", -9)] {
-        let child = h.bare().args(["export", "--output"]).arg(&out).spawn();
+        // A killed export's stderr is not checked.
+        let export = h
+            .bare()
+            .args(["export", "--output"])
+            .arg(&out)
+            .expect_stderr(format!("SIG{signal}: stopping the export"))
+            .expect_stderr("export stopped;")
+            .start();
         let started = std::time::Instant::now();
         while temps(&dir).is_empty() {
             assert!(
@@ -465,11 +478,11 @@ fn an_export_stopped_or_killed_leaves_no_temporary_file_behind() {
         }
         let killed = Command::new("kill")
             .arg(format!("-{signal}"))
-            .arg(child.id().to_string())
+            .arg(export.child.id().to_string())
             .status()
             .expect("running kill");
         assert!(killed.success());
-        let ended = child.wait_with_output().expect("waiting for export");
+        let ended = export.killed();
         let got = {
             use std::os::unix::process::ExitStatusExt;
             ended

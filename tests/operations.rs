@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -299,7 +299,7 @@ fn sigterm_stops_a_run_cleanly_and_says_so_everywhere() {
         None,
     );
     four_regions(&mut h);
-    let mut child = h
+    let mut run = h
         .cmd()
         .args([
             "--metrics-file",
@@ -309,11 +309,14 @@ fn sigterm_stops_a_run_cleanly_and_says_so_everywhere() {
             "--concurrency",
             "1",
         ])
-        .spawn();
+        .expect_stderr("SIGTERM: stopping: no new calls")
+        .expect_stderr("stopped: interrupted by SIGTERM")
+        .expect_ended("interrupted")
+        .start();
     // US page 1 answered and stored, page 2 sent and not yet answered.
-    wait_for_requests(&h.fake, 2, &mut child);
-    signal(&child, "TERM");
-    let out = child.wait_with_output().expect("waiting for the run");
+    wait_for_requests(&h.fake, 2, &mut run.child);
+    signal(&run.child, "TERM");
+    let out = run.killed();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(143), "{stderr}");
     assert_eq!(h.fake.settled(), 2, "no call after the signal: {stderr}");
@@ -378,15 +381,24 @@ fn sigterm_stops_a_run_cleanly_and_says_so_everywhere() {
 fn a_second_signal_ends_the_run_at_once() {
     let mut h = Harness::with(FakeUpstream::youtube_after(Duration::from_secs(30)), None);
     four_regions(&mut h);
-    let mut child = h.cmd().args(["run", "--region", "US"]).spawn();
+    let (mut child, check) = h
+        .cmd()
+        .args(["run", "--region", "US"])
+        .expect_stderr("SIGINT: stopping")
+        .expect_stderr("a second signal; ending at once")
+        .start()
+        .into_parts();
     let lines = stderr_lines(&mut child);
     wait_for_requests(&h.fake, 1, &mut child);
     signal(&child, "INT");
+    let mut said = Vec::new();
     loop {
-        let said = lines
+        let line = lines
             .recv_timeout(Duration::from_secs(60))
             .expect("a line about the signal");
-        if said.contains("SIGINT: stopping") {
+        let stopping = line.contains("SIGINT: stopping");
+        said.push(line);
+        if stopping {
             break;
         }
     }
@@ -394,6 +406,12 @@ fn a_second_signal_ends_the_run_at_once() {
     let status = child.wait().expect("waiting");
     assert_eq!(status.code(), Some(143));
     let rest: Vec<String> = lines.iter().collect();
+    said.extend(rest.iter().cloned());
+    check.ran(Output {
+        status,
+        stdout: Vec::new(),
+        stderr: said.join("\n").into_bytes(),
+    });
     assert!(
         rest.iter()
             .any(|l| l.contains("a second signal; ending at once")),

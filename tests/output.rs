@@ -163,9 +163,16 @@ fn regions_waiting_for_a_slot_are_queued_and_after_sigint_not_fetched() {
         page1("GB"),
         answer_fixture(200, "videos_page1.json").set_delay(Duration::from_secs(30)),
     );
-    let mut child = h.cmd().args(["run", "--concurrency", "1"]).spawn();
+    let mut run = h
+        .cmd()
+        .args(["run", "--concurrency", "1"])
+        .expect_stderr("SIGINT: stopping: no new calls")
+        .expect_stderr("videos.list: the call was given up, the run is stopping region=GB")
+        .expect_stderr("stopped: interrupted by SIGINT")
+        .expect_ended("interrupted")
+        .start();
     // US's two pages and category names, then GB's first page.
-    wait_for_requests(&h.fake, 4, &mut child);
+    wait_for_requests(&h.fake, 4, &mut run.child);
     let during = last_statuses(&h);
     let want: BTreeMap<String, String> = [
         ("US", "complete"),
@@ -183,8 +190,8 @@ fn regions_waiting_for_a_slot_are_queued_and_after_sigint_not_fetched() {
         .json();
     assert_eq!(queued["runs"].as_array().map(Vec::len), Some(2), "{queued}");
 
-    signal(&child, "INT");
-    let out = child.wait_with_output().expect("waiting for the run");
+    signal(&run.child, "INT");
+    let out = run.killed();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     let after = last_statuses(&h);

@@ -323,6 +323,23 @@ impl Running {
         self.check.ran(output)
     }
 
+    /// Waits for a process the test signals or kills on purpose. One that ended by a
+    /// signal it did not handle (`kill -9`) is not checked: its stderr is cut wherever
+    /// the signal came. One that exited with a code (it handled the signal, or ended
+    /// by itself first) printed its whole stderr, and it is checked as
+    /// [`Running::finish`] does: declare what it prints when it ends either way.
+    #[track_caller]
+    pub fn killed(self) -> Output {
+        let output = self
+            .child
+            .wait_with_output()
+            .expect("waiting for trendsync");
+        if output.status.code().is_some() {
+            self.check.ran(output.clone());
+        }
+        output
+    }
+
     /// The process and the check of its output, for a test that waits its own way.
     pub fn into_parts(self) -> (std::process::Child, StderrCheck) {
         (self.child, self.check)
@@ -444,19 +461,19 @@ pub fn upgrade_killed_at_six_moments<R: PartialEq + std::fmt::Debug>(
         (0, delays[1]),
         (0, delays[2]),
     ] {
-        let mut child = prune().spawn();
+        let mut prune = prune().start();
         let started = Instant::now();
         loop {
             let grown = std::fs::metadata(&wal).map_or(0, |m| m.len()) >= trigger;
             let due = started.elapsed() >= Duration::from_millis(delay);
-            let exited = child.try_wait().expect("polling the child").is_some();
+            let exited = prune.child.try_wait().expect("polling the child").is_some();
             if exited || (grown && due) || started.elapsed() > Duration::from_secs(60) {
                 break;
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        let _ = child.kill();
-        let status = child.wait().expect("reaping");
+        let _ = prune.child.kill();
+        let status = prune.killed().status;
         let (version, rows) = picture(db);
         assert!(
             version == from || version == to,
