@@ -480,9 +480,14 @@ async fn charge(
         Ok(d) => d,
         // Nothing can be granted while the limiter is down: a denial, as for a run.
         Err(e) if e.is_unavailable() => {
-            tracing::error!(
-                "{e}; nothing was charged: make the calls when the limiter answers again"
-            );
+            let counted = if e.surely_uncounted() {
+                "nothing was charged"
+            } else {
+                // A timeout can come after the script ran; its units then free
+                // with its window, and the charge is still refused (the safe side).
+                "not granted, though the limiter may have counted it before it stopped answering"
+            };
+            tracing::error!("{e}; {counted}: make the calls when the limiter answers again");
             return refused(json, charge.units, LIMITER_DOWN);
         }
         Err(e) => {

@@ -479,6 +479,22 @@ impl LimiterError {
     pub fn is_unavailable(&self) -> bool {
         matches!(self, LimiterError::Unavailable { .. })
     }
+
+    /// The limiter could not have counted the charge this error answers: it was never
+    /// reached (it refused the connection, or was found down before any charge). A
+    /// timeout or a dropped connection may come after the store took the charge.
+    pub fn surely_uncounted(&self) -> bool {
+        match self {
+            LimiterError::Unavailable { source: None, .. } => true,
+            LimiterError::Unavailable {
+                source: Some(cause),
+                ..
+            } => cause
+                .downcast_ref::<RedisCause>()
+                .is_some_and(|c| c.refused),
+            _ => false,
+        }
+    }
 }
 
 impl crate::error::Exit for LimiterError {

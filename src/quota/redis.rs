@@ -752,6 +752,9 @@ pub struct RedisCause {
     pub kind: redis::ErrorKind,
     /// The server's error code (`NOPERM`, `READONLY`), when it sent one.
     pub code: Option<String>,
+    /// The server refused the connection: no request reached it. A timeout or a
+    /// dropped connection may have come after the request was sent.
+    pub refused: bool,
     detail: String,
 }
 
@@ -760,6 +763,7 @@ impl RedisCause {
         RedisCause {
             kind: e.kind(),
             code: e.code().map(str::to_owned),
+            refused: e.is_connection_refusal(),
             detail: scrub(e),
         }
     }
@@ -788,5 +792,30 @@ mod tests {
                 method: "search.list".into()
             }]
         );
+    }
+
+    /// Only a refused connection proves the charge never reached Redis; a timeout
+    /// may come after the script ran.
+    #[test]
+    fn only_a_refused_connection_is_surely_uncounted() {
+        let io = |kind| RedisError::from(std::io::Error::new(kind, "test"));
+        let refused = classify(
+            "redis://h",
+            "charging",
+            &io(std::io::ErrorKind::ConnectionRefused),
+        );
+        assert!(
+            refused.is_unavailable() && refused.surely_uncounted(),
+            "{refused:?}"
+        );
+        let timed_out = classify("redis://h", "charging", &io(std::io::ErrorKind::TimedOut));
+        assert!(timed_out.is_unavailable(), "{timed_out:?}");
+        assert!(!timed_out.surely_uncounted(), "{timed_out:?}");
+        let reset = classify(
+            "redis://h",
+            "charging",
+            &io(std::io::ErrorKind::ConnectionReset),
+        );
+        assert!(!reset.surely_uncounted(), "{reset:?}");
     }
 }
