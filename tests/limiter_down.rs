@@ -509,3 +509,37 @@ fn budget_charge_replays_the_journal_before_charging() {
     );
     assert!(journalled(&h).is_empty());
 }
+
+/// Redis takes the charge's connection, then holds its script past the response
+/// timeout (`CLIENT PAUSE … WRITE` holds scripts that write, and answers `PING`):
+/// the request was sent, so the refusal must not claim that nothing was charged.
+#[test]
+fn a_charge_redis_holds_past_its_timeout_is_refused_without_claiming_nothing_was_charged() {
+    let server = RedisServer::start();
+    let h = Harness::new(None);
+    let () = server.query(redis::cmd("CLIENT").arg("PAUSE").arg(4_000).arg("WRITE"));
+    let refused = finish(
+        h.bare()
+            .redis(&server)
+            .args(["budget", "charge", "search.list", "--json"])
+            .expect_stderr(
+                "is unreachable: timed out; not granted, though the limiter may have counted it",
+            )
+            .start(),
+    );
+    let () = server.query(redis::cmd("CLIENT").arg("UNPAUSE"));
+    assert_eq!(refused.code, 75, "{}", refused.stderr);
+    assert!(
+        !refused.stderr.contains("nothing was charged"),
+        "{}",
+        refused.stderr
+    );
+    let answer = refused.json();
+    assert_eq!(answer["granted"], false, "{answer}");
+    assert_eq!(answer["denied_by"], "limiter", "{answer}");
+    // Whether the held script ran once the pause ended is Redis's business; the
+    // window holds that one charge or nothing, never more.
+    let (after, _) = budget(&h, &server);
+    let used = after["used"].as_u64().expect("used is a number");
+    assert!(used == 0 || used == 100, "{after}");
+}
