@@ -569,12 +569,19 @@ on_both_clocks!(
 // libfaketime), a Redis's with the shim, each set to the same instant.
 
 /// The binary of `h`, its clock (and the Redis's, if any) at `at` (RFC 3339, UTC).
+///
+/// The binary's wall clock stands still at `at` (`-f` with an absolute time; its
+/// monotonic clock runs, so timeouts work): a clock that started at `at` and ran
+/// would stamp a slow process's charges later than the next one's "now", which
+/// then rightly warns that the clock went back (seen on a loaded machine).
 fn at_time(h: &Harness<'_>, redis: Option<&RedisServer>, at: &str) -> crate::common::Trendsync {
     if let Some(server) = redis {
         server.clock().set_now_us(unix_us(at));
     }
     let stamp = at.trim_end_matches('Z').replace('T', " ");
-    h.bare().env("TZ", "UTC").faketime(&[&stamp])
+    h.bare()
+        .env("TZ", "UTC")
+        .faketime(&["--exclude-monotonic", "-f", &stamp])
 }
 
 /// Through the binary: 95 searches at 23:59:50 Pacific fill the search bucket, the
