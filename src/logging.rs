@@ -90,7 +90,7 @@ impl<'w> FormatFields<'w> for TextFields {
         }
         writer.write_str(&seen.message)?;
         for (name, raw, shown) in &seen.fields {
-            if !says(&seen.message, raw) {
+            if !JSON_ONLY.contains(name) && !says(&seen.message, raw) {
                 let sep = if seen.message.is_empty() { "" } else { " " };
                 write!(writer, "{sep}{name}={shown}")?;
             }
@@ -98,6 +98,12 @@ impl<'w> FormatFields<'w> for TextFields {
         Ok(())
     }
 }
+
+/// Fields only JSON logs write: the run summary's counts. Its message says them when
+/// there is room; when the regions need it they are left out (the run history has
+/// them), and writing them back as fields would take the heartbeat past its 160
+/// characters (DESIGN.md 7).
+const JSON_ONLY: [&str; 2] = ["units", "calls"];
 
 /// Whether `message` already says `value`: all of it, or every item of a
 /// comma-separated list (`regions=US,GB`). Case counts: region codes are short, and
@@ -211,6 +217,25 @@ mod tests {
             text,
             " WARN redis: async cluster client recovery: beginning slot refresh\n \
              WARN a line of our own region=\"US\"\n"
+        );
+    }
+
+    /// The summary's counts stay out of a text line, said or not; its other fields
+    /// follow the rule of every line.
+    #[test]
+    fn the_summarys_counts_are_for_json_logs_only() {
+        let text = text_of(|| {
+            tracing::warn!(
+                run_id = "r1",
+                units = 7,
+                calls = 7,
+                regions = "US,GB",
+                "run r1 stopped in 2s: 9493 left; regions US complete"
+            );
+        });
+        assert_eq!(
+            text,
+            " WARN run r1 stopped in 2s: 9493 left; regions US complete regions=\"US,GB\"\n"
         );
     }
 
