@@ -61,12 +61,8 @@ pub fn charge_read_and_reload(key: &str, args: Vec<String>, flush: impl Fn()) {
     );
     // Run after a race on a shared deployment, the client may still find a cluster
     // node slow to answer and connect it again, and says so.
-    let under_load = |mut cmd: crate::common::Trendsync| {
-        for line in &crate::budget_cli::UNDER_LOAD[..2] {
-            cmd = cmd.allow_stderr(line);
-        }
-        cmd
-    };
+    let reconnects = crate::budget_cli::CLIENT_RECONNECTS.map(crate::common::Expected::maybe);
+    let under_load = |cmd: crate::common::Trendsync| cmd.expecting(&reconnects);
     let charge = || {
         under_load(s.cmd())
             .costs(&costs)
