@@ -126,6 +126,8 @@ mod tests {
     #[test]
     fn upstream_urls_lose_every_query_value_and_fragment() {
         for (raw, shown) in [
+            // An --api-base someone wrote with a key in it: trendsync refuses it,
+            // and the message that says so must not show the key.
             (
                 "https://user:pa55@example.test/v3?key=AIzaSECRET&x",
                 "https://user:***@example.test/v3?key=***&x",
