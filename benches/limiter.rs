@@ -4,7 +4,7 @@
 //! round trip: the client building the command, loopback, the server running it, and
 //! the reply decoded. Compared are:
 //!
-//! - the product's charge (`Limiter::charge`, the Lua log in `src/quota/charge.lua`)
+//! - the product's charge (`Limiter::charge`, the Lua log in `src/quota/redis/charge.lua`)
 //!   at cost 1 and cost 100, into a window that starts empty and into one that
 //!   already holds a saturated day (~600 entries);
 //! - the floor: a plain `INCR` (a naive fixed-window counter), and an `EVALSHA` of a
