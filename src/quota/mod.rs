@@ -11,7 +11,6 @@ mod embedded;
 mod journal;
 pub mod model;
 mod redis;
-mod redis_connect;
 pub(crate) mod schema;
 pub mod skew;
 mod window;
@@ -24,8 +23,7 @@ use std::time::Duration;
 pub use embedded::EmbeddedLimiter;
 pub use journal::{Epoch, Journal, JournalError, Journalled, Ledger, Replayed};
 pub use model::{Fit, PartOutcome};
-pub use redis::{Decided, RedisCause, RedisLimiter};
-pub use redis_connect::{RedisConfigError, TlsFiles};
+pub use redis::{Decided, RedisCause, RedisConfigError, RedisLimiter, TlsFiles};
 pub use window::{Span, Window, Zone};
 
 /// The name of the main policy: the budget's own window, the main bucket. Limits and

@@ -6,19 +6,27 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
-use redis::{RedisError, RedisResult, Script};
+use redis::{RedisResult, Script};
+
+mod conn;
+mod diagnose;
+mod url;
+
+pub use conn::TlsFiles;
+pub use diagnose::RedisCause;
+pub use url::RedisConfigError;
 
 use super::journal::{Epoch, Journal, Ledger};
 use super::model::{self, Fit, PartOutcome};
-use super::redis_connect::{
-    Conn, Connector, TlsFiles, is_failover, masked_detail, permission_error, worth_once_more,
-};
 use super::skew::{self, LimiterClock};
 use super::{
     BUDGET_POLICY, Charge, Decision, Entry, LimiterError, Part, PolicyRef, PolicyStatus,
     RecordPast, Status, from_micros, micros,
 };
 use crate::clock::{Clock, SystemClock};
+use conn::{Conn, Connector};
+use diagnose::{classify, is_failover, worth_once_more};
+use url::masked_detail;
 
 /// How long a failover may take before the limiter counts as down (DESIGN.md 3.6):
 /// long enough for a Sentinel or Cluster election with short timeouts, short enough
@@ -141,7 +149,7 @@ impl RedisLimiter {
             match connector.connect().await {
                 Ok(conn) => break conn,
                 Err(e) => {
-                    if let Some(config) = connector.diagnose(&e).await {
+                    if let Some(config) = diagnose::connect_failure(&connector, &e).await {
                         return Err(config.into());
                     }
                     if !is_failover(&e, elects) || started.elapsed() + pause > FAILOVER_PATIENCE {
@@ -716,64 +724,6 @@ fn decode_entries(raw: &[String]) -> Vec<Entry> {
         .collect()
 }
 
-/// A connection that failed or timed out means the limiter is down; anything else the
-/// server said is a failure that must not be retried blindly.
-fn classify(endpoint: &str, doing: &'static str, e: &RedisError) -> LimiterError {
-    if let Some(config) = permission_error(endpoint, e) {
-        return config.into();
-    }
-    if e.is_io_error()
-        || e.is_connection_refusal()
-        || e.is_timeout()
-        || e.is_connection_dropped()
-        || is_failover(e, true)
-    {
-        LimiterError::Unavailable {
-            endpoint: endpoint.to_owned(),
-            reason: scrub(e),
-            source: Some(RedisCause::of(e).into()),
-        }
-    } else {
-        LimiterError::Failed {
-            endpoint: endpoint.to_owned(),
-            doing,
-            reason: scrub(e),
-            source: Some(RedisCause::of(e).into()),
-        }
-    }
-}
-
-/// A Redis error as a [`LimiterError`]'s source: its kind and code, and its text with
-/// any URL masked. The `RedisError` itself is not kept: its text can quote the URL it
-/// was given, password and all, and a source is printed with the error.
-#[derive(Debug, thiserror::Error)]
-#[error("{detail}")]
-pub struct RedisCause {
-    pub kind: redis::ErrorKind,
-    /// The server's error code (`NOPERM`, `READONLY`), when it sent one.
-    pub code: Option<String>,
-    /// The server refused the connection: no request reached it. A timeout or a
-    /// dropped connection may have come after the request was sent.
-    pub refused: bool,
-    detail: String,
-}
-
-impl RedisCause {
-    fn of(e: &RedisError) -> RedisCause {
-        RedisCause {
-            kind: e.kind(),
-            code: e.code().map(str::to_owned),
-            refused: e.is_connection_refusal(),
-            detail: scrub(e),
-        }
-    }
-}
-
-/// Redis errors can quote the URL they were given; never let a password through.
-fn scrub(e: &RedisError) -> String {
-    masked_detail(e)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -792,30 +742,5 @@ mod tests {
                 method: "search.list".into()
             }]
         );
-    }
-
-    /// Only a refused connection proves the charge never reached Redis; a timeout
-    /// may come after the script ran.
-    #[test]
-    fn only_a_refused_connection_is_surely_uncounted() {
-        let io = |kind| RedisError::from(std::io::Error::new(kind, "test"));
-        let refused = classify(
-            "redis://h",
-            "charging",
-            &io(std::io::ErrorKind::ConnectionRefused),
-        );
-        assert!(
-            refused.is_unavailable() && refused.surely_uncounted(),
-            "{refused:?}"
-        );
-        let timed_out = classify("redis://h", "charging", &io(std::io::ErrorKind::TimedOut));
-        assert!(timed_out.is_unavailable(), "{timed_out:?}");
-        assert!(!timed_out.surely_uncounted(), "{timed_out:?}");
-        let reset = classify(
-            "redis://h",
-            "charging",
-            &io(std::io::ErrorKind::ConnectionReset),
-        );
-        assert!(!reset.surely_uncounted(), "{reset:?}");
     }
 }
