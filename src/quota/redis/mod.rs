@@ -6,26 +6,24 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
-use redis::{RedisResult, Script};
+use redis::RedisResult;
 
 mod conn;
 mod diagnose;
+mod script;
 mod url;
 
 pub use conn::TlsFiles;
 pub use diagnose::RedisCause;
+pub use script::Decided;
 pub use url::RedisConfigError;
 
 use super::journal::{Epoch, Journal, Ledger};
-use super::model::{self, Fit, PartOutcome};
-use super::skew::{self, LimiterClock};
-use super::{
-    BUDGET_POLICY, Charge, Decision, Entry, LimiterError, Part, PolicyRef, PolicyStatus,
-    RecordPast, Status, from_micros, micros,
-};
+use super::{BUDGET_POLICY, Charge, Decision, LimiterError, Part, PolicyRef, RecordPast, Status};
 use crate::clock::{Clock, SystemClock};
 use conn::{Conn, Connector};
 use diagnose::{classify, is_failover, worth_once_more};
+use script::{Keys, Scripts};
 use url::masked_detail;
 
 /// How long a failover may take before the limiter counts as down (DESIGN.md 3.6):
@@ -42,11 +40,8 @@ pub struct RedisLimiter {
     /// refused connection is worth waiting out.
     elects: bool,
     endpoint: String,
-    /// `trendsync:{<budget.key>}`: the hash tag keeps every key of one budget in one
-    /// Redis Cluster slot, so the script may touch several policies at once.
-    prefix: String,
-    charge: Script,
-    status: Script,
+    keys: Keys,
+    scripts: Scripts,
     /// This host's record of its grants, replayed when Redis loses the window (3.7).
     /// Boxed: one per process, it need not make every `Limiter` larger.
     ledger: Option<Box<Ledger>>,
@@ -61,64 +56,11 @@ impl RecordPast for RedisLimiter {
     }
 }
 
-/// A charge script's answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Decided {
-    pub decision: Decision,
-    /// The epoch of the window it was decided in (DESIGN.md 3.7).
-    pub epoch: Epoch,
-    /// Redis's clock when it decided, microseconds since the Unix epoch.
-    pub now_us: i64,
-}
-
-/// Both scripts begin with the helpers and reply codes they share.
-const CHARGE_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("charge.lua"));
-const STATUS_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("status.lua"));
-
-/// The charge script's verdict, as `prelude.lua` names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Verdict {
-    Granted,
-    Denied,
-    Duplicate,
-    Blocked,
-    /// Granted, told briefly: a live charge that fitted now in every part.
-    GrantedNow,
-}
-
-impl Verdict {
-    fn from_reply(code: i64) -> Option<Verdict> {
-        Some(match code {
-            0 => Verdict::Granted,
-            1 => Verdict::Denied,
-            2 => Verdict::Duplicate,
-            3 => Verdict::Blocked,
-            4 => Verdict::GrantedNow,
-            _ => return None,
-        })
-    }
-}
-
-/// A part's fit, as `prelude.lua` names it (FIT_NOW, FIT_AFTER, FIT_NEVER).
-fn fit_from_reply(code: i64, wait_us: i64) -> Option<Fit> {
-    Some(match code {
-        0 => Fit::Now,
-        1 => Fit::After(from_micros(wait_us)),
-        2 => Fit::Never,
-        _ => return None,
-    })
-}
-
-/// Values per part in the charge script's reply: used, fit, wait, next_free, empty_in.
-const PART_REPLY: usize = 5;
-/// Values per part in its brief reply (GRANTED_NOW): total, oldest, expires.
-const BRIEF_PART_REPLY: usize = 3;
-
 impl std::fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisLimiter")
             .field("endpoint", &self.endpoint)
-            .field("prefix", &self.prefix)
+            .field("prefix", &self.keys.prefix())
             .finish()
     }
 }
@@ -139,8 +81,9 @@ impl RedisLimiter {
         tls: &TlsFiles,
         budget_key: &str,
     ) -> Result<RedisLimiter, LimiterError> {
-        let prefix = format!("trendsync:{{{budget_key}}}");
-        let connector = Connector::new(url, tls, format!("{prefix}:budget"))?;
+        let keys = Keys::new(budget_key);
+        let [budget_set, ..] = keys.policy(BUDGET_POLICY);
+        let connector = Connector::new(url, tls, budget_set)?;
         let endpoint = connector.endpoint().to_owned();
         let elects = connector.elects();
         let started = Instant::now();
@@ -168,9 +111,8 @@ impl RedisLimiter {
             conn,
             elects,
             endpoint,
-            prefix,
-            charge: Script::new(CHARGE_LUA),
-            status: Script::new(STATUS_LUA),
+            keys,
+            scripts: Scripts::new(),
             ledger: None,
             clock: Arc::new(SystemClock),
         })
@@ -183,30 +125,6 @@ impl RedisLimiter {
 
     pub fn endpoint(&self) -> &str {
         &self.endpoint
-    }
-
-    /// Where the upstream's block of `bucket` is kept: the main bucket's is
-    /// `:blocked`, as before there were other buckets; another's sits beside its set.
-    fn blocked_key(&self, bucket: &str) -> String {
-        if bucket == BUDGET_POLICY {
-            format!("{}:blocked", self.prefix)
-        } else {
-            format!("{}:{bucket}:blocked", self.prefix)
-        }
-    }
-
-    /// A policy's sorted set of entries, its running total, and its oldest entry's time
-    /// with the three keys' expiry (`prelude.lua`).
-    fn policy_keys(&self, policy: &str) -> [String; 3] {
-        [
-            format!("{}:{policy}", self.prefix),
-            format!("{}:{policy}:total", self.prefix),
-            format!("{}:{policy}:oldest", self.prefix),
-        ]
-    }
-
-    fn epoch_key(&self) -> String {
-        format!("{}:epoch", self.prefix)
     }
 
     /// Keeps this host's ledger of grants in `journal` from now on (DESIGN.md 3.7),
@@ -380,166 +298,32 @@ impl RedisLimiter {
 
     /// [`Limiter::charge`](super::Limiter::charge) (or, with `age`,
     /// [`Limiter::record_past`](super::Limiter::record_past)) on this Redis alone, with
-    /// the Redis time it was decided at, for comparing with [`model::Model`]. Keeps no
-    /// ledger.
+    /// the Redis time it was decided at, for comparing with
+    /// [`Model`](super::model::Model). Keeps no ledger.
     pub async fn decide(
         &self,
         charge: &Charge,
         age: Option<Duration>,
     ) -> Result<Decided, LimiterError> {
-        let mut inv = self.charge.prepare_invoke();
-        inv.key(self.blocked_key(&charge.bucket))
-            .key(self.epoch_key());
-        // Totals, then oldest times, then sets: the script reads the first two kinds
-        // with the block and the epoch in one MGET.
-        let keys: Vec<[String; 3]> = charge
-            .parts
-            .iter()
-            .map(|p| self.policy_keys(&p.policy))
-            .collect();
-        for column in [1, 2, 0] {
-            for k in &keys {
-                inv.key(k[column].as_str());
-            }
-        }
-        // Every member ends the same way; the script puts each part's units before it.
-        inv.arg(format!("|{}|{}", charge.method, charge.id));
         // A calendar day goes as the midnights around this host's clock; the script
         // takes the day that Redis's own clock falls in.
-        let now = self.clock.now_us();
-        for part in &charge.parts {
-            inv.arg(part.window.script_arg(now))
-                .arg(part.max)
-                .arg(part.units);
-        }
-        // Only a replay carries an age: a live charge spares the script an argument.
-        if let Some(age) = age {
-            inv.arg(micros(age));
-        }
+        let inv = self
+            .scripts
+            .charge(&self.keys, charge, self.clock.now_us(), age);
         let inv = &inv;
         let reply: redis::Value = self
             .through_failover("charging the budget", |mut conn| async move {
                 inv.invoke_async(&mut conn).await
             })
             .await?;
-        let numbers = match &reply {
-            // The brief answer of the common grant: decimal numbers separated by spaces
-            // (and colons, within each part's oldest time and expiry).
-            redis::Value::BulkString(text) => std::str::from_utf8(text).ok().and_then(|t| {
-                t.split([' ', ':'])
-                    .map(|n| n.parse().ok())
-                    .collect::<Option<Vec<i64>>>()
-            }),
-            other => redis::from_redis_value_ref(other).ok(),
-        };
-        let numbers = numbers.ok_or_else(|| LimiterError::Failed {
-            endpoint: self.endpoint.clone(),
-            doing: "reading the charge script's answer",
-            reason: format!("unexpected reply {reply:?}"),
-            source: None,
-        })?;
-        self.decode_charge(charge, &numbers)
-    }
-
-    fn decode_charge(&self, charge: &Charge, reply: &[i64]) -> Result<Decided, LimiterError> {
-        let bad = || LimiterError::Failed {
-            endpoint: self.endpoint.clone(),
-            doing: "reading the charge script's answer",
-            reason: format!("unexpected reply {reply:?}"),
-            source: None,
-        };
-        let opt = |us: i64| (us >= 0).then(|| from_micros(us));
-        let verdict = reply
-            .first()
-            .and_then(|&code| Verdict::from_reply(code))
-            .ok_or_else(bad)?;
-        if verdict == Verdict::GrantedNow {
-            // GRANTED_NOW, epoch, TIME's seconds and microseconds, then per part the
-            // total and oldest time the script read before adding this charge (and
-            // the expiry, not needed here). Every part fitted now, and the new entry,
-            // the newest, leaves as one made now does (a window from now, or at the
-            // end of the day).
-            let ([_, epoch, secs, micros_part], rest) =
-                reply.split_first_chunk::<4>().ok_or_else(bad)?;
-            if rest.len() != BRIEF_PART_REPLY * charge.parts.len() {
-                return Err(bad());
-            }
-            let now_us = secs
-                .checked_mul(1_000_000)
-                .and_then(|us| us.checked_add(*micros_part))
-                .ok_or_else(bad)?;
-            let parts = charge
-                .parts
-                .iter()
-                .zip(rest.chunks_exact(BRIEF_PART_REPLY))
-                .map(|(part, v)| {
-                    let span = part.window.at(now_us);
-                    let left = |at: i64| span.leaves(at, &part.window).checked_sub(now_us);
-                    Some(PartOutcome {
-                        policy: part.policy.clone(),
-                        used: u64::try_from(v[0]).ok()?.checked_add(part.units)?,
-                        max: part.max,
-                        fit: Fit::Now,
-                        next_free: opt(left(v[1])?),
-                        empty_in: Some(from_micros(left(now_us)?)),
-                    })
-                })
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(bad)?;
-            let decision = model::decide(charge, parts, false);
-            if !decision.granted {
-                return Err(bad());
-            }
-            return Ok(Decided {
-                decision,
-                epoch: Epoch(*epoch),
-                now_us,
-            });
-        }
-        let ([_, blocked_wait, epoch, now_us], rest) =
-            reply.split_first_chunk::<4>().ok_or_else(bad)?;
-        if rest.len() != PART_REPLY * charge.parts.len() {
-            return Err(bad());
-        }
-        let parts = charge
-            .parts
-            .iter()
-            .zip(rest.chunks_exact(PART_REPLY))
-            .map(|(part, v)| {
-                Some(PartOutcome {
-                    policy: part.policy.clone(),
-                    used: u64::try_from(v[0]).unwrap_or(0),
-                    max: part.max,
-                    fit: fit_from_reply(v[1], v[2])?,
-                    next_free: opt(v[3]),
-                    empty_in: opt(v[4]),
-                })
-            })
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(bad)?;
-        let decision = match verdict {
-            Verdict::Blocked => model::blocked(charge, parts, from_micros(*blocked_wait)),
-            Verdict::Duplicate => model::decide(charge, parts, true),
-            Verdict::Granted | Verdict::Denied | Verdict::GrantedNow => {
-                model::decide(charge, parts, false)
-            }
-        };
-        if matches!(verdict, Verdict::Granted | Verdict::Duplicate) != decision.granted {
-            return Err(bad());
-        }
-        Ok(Decided {
-            decision,
-            epoch: Epoch(*epoch),
-            now_us: *now_us,
-        })
+        script::charge_reply(&self.endpoint, charge, &reply)
     }
 
     /// Whether the window of `part` holds `charge`'s entry.
     pub(super) async fn holds(&self, charge: &Charge, part: &Part) -> Result<bool, LimiterError> {
+        let [set, ..] = self.keys.policy(&part.policy);
         let mut score = redis::cmd("ZSCORE");
-        score
-            .arg(&self.policy_keys(&part.policy)[0])
-            .arg(format!("{}|{}|{}", part.units, charge.method, charge.id));
+        score.arg(set).arg(script::member(charge, part));
         let score = &score;
         let found: Option<f64> = self
             .through_failover(
@@ -554,7 +338,7 @@ impl RedisLimiter {
     /// window (never charged, or lost).
     pub(super) async fn epoch(&self) -> Result<Option<Epoch>, LimiterError> {
         let mut get = redis::cmd("GET");
-        get.arg(self.epoch_key());
+        get.arg(self.keys.epoch());
         let get = &get;
         let epoch: Option<i64> = self
             .through_failover("reading the window's epoch", |mut conn| async move {
@@ -569,54 +353,16 @@ impl RedisLimiter {
         policies: &[PolicyRef],
         with_entries: &[&str],
     ) -> Result<Status, LimiterError> {
-        let mut inv = self.status.prepare_invoke();
-        let now = self.clock.now_us();
-        for p in policies {
-            for key in self.policy_keys(&p.name) {
-                inv.key(key);
-            }
-            inv.key(self.blocked_key(&p.name));
-            inv.arg(p.window.script_arg(now))
-                .arg(u8::from(with_entries.contains(&p.name.as_str())));
-        }
-        type Reply = (i64, Vec<(i64, i64, i64, Vec<String>, i64, i64)>);
+        let inv = self
+            .scripts
+            .status(&self.keys, policies, with_entries, self.clock.now_us());
         let inv = &inv;
-        let (now_us, states): Reply = self
+        let reply: script::StatusReply = self
             .through_failover("reading the budget", |mut conn| async move {
                 inv.invoke_async(&mut conn).await
             })
             .await?;
-        let opt = |us: i64| (us >= 0).then(|| from_micros(us));
-        for (p, state) in policies.iter().zip(&states) {
-            if state.5 > now_us {
-                skew::note_clock_went_back(LimiterClock::Redis, &p.name, state.5, now_us);
-            }
-        }
-        let blocked = policies
-            .iter()
-            .zip(&states)
-            .filter(|(_, state)| state.4 > 0)
-            .map(|(p, state)| (p.name.clone(), state.4))
-            .collect();
-        let policies = policies
-            .iter()
-            .zip(states)
-            .map(|(p, (used, next_free, empty_in, raw, _, _))| PolicyStatus {
-                name: p.name.clone(),
-                window: p.window.clone(),
-                used: u64::try_from(used).unwrap_or(0),
-                next_free: opt(next_free),
-                empty_in: opt(empty_in),
-                entries: with_entries
-                    .contains(&p.name.as_str())
-                    .then(|| decode_entries(&raw)),
-            })
-            .collect();
-        Ok(Status {
-            now_us,
-            policies,
-            blocked,
-        })
+        Ok(script::status_reply(policies, with_entries, reply))
     }
 
     pub(super) async fn block_until(
@@ -626,7 +372,7 @@ impl RedisLimiter {
     ) -> Result<(), LimiterError> {
         let until_ms = u64::try_from(until_us / 1000).unwrap_or(0);
         let mut set = redis::cmd("SET");
-        set.arg(self.blocked_key(bucket))
+        set.arg(self.keys.blocked(bucket))
             .arg(until_us)
             .arg("PXAT")
             .arg(until_ms);
@@ -639,7 +385,7 @@ impl RedisLimiter {
 
     pub(super) async fn unblock(&self, bucket: &str) -> Result<Option<i64>, LimiterError> {
         let mut getdel = redis::cmd("GETDEL");
-        getdel.arg(self.blocked_key(bucket));
+        getdel.arg(self.keys.blocked(bucket));
         let getdel = &getdel;
         let until: Option<i64> = self
             .through_failover("lifting the budget's block", |mut conn| async move {
@@ -705,42 +451,4 @@ async fn wait(pause: Duration) -> Duration {
     let jittered = pause.mul_f64(rand::rng().random_range(0.5..1.0));
     tokio::time::sleep(jittered).await;
     (pause * 2).min(MAX_PAUSE)
-}
-
-/// Members are "<units>|<method>|<id>", listed with their scores.
-fn decode_entries(raw: &[String]) -> Vec<Entry> {
-    raw.chunks_exact(2)
-        .filter_map(|pair| {
-            let mut fields = pair[0].splitn(3, '|');
-            let units = fields.next()?.parse().ok()?;
-            let method = fields.next()?.to_owned();
-            let at_us = pair[1].parse::<f64>().ok()? as i64;
-            Some(Entry {
-                at_us,
-                units,
-                method,
-            })
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn entries_decode_from_members() {
-        let raw = vec![
-            "100|search.list|r1-3".to_owned(),
-            "1700000000000001".to_owned(),
-        ];
-        assert_eq!(
-            decode_entries(&raw),
-            vec![Entry {
-                at_us: 1_700_000_000_000_001,
-                units: 100,
-                method: "search.list".into()
-            }]
-        );
-    }
 }

@@ -1,0 +1,375 @@
+//! The Lua scripts and what passes between them and the limiter: where a budget's keys
+//! are (as `prelude.lua` lays them out), what each script is sent, and what its reply
+//! says. The scripts themselves sit beside this file; the `redis` crate sends each by
+//! its hash, and whole only when the server does not hold it yet.
+
+use std::time::Duration;
+
+use redis::{Script, ScriptInvocation};
+
+use crate::quota::journal::Epoch;
+use crate::quota::model::{self, Fit, PartOutcome};
+use crate::quota::skew::{self, LimiterClock};
+use crate::quota::{
+    BUDGET_POLICY, Charge, Decision, Entry, LimiterError, Part, PolicyRef, PolicyStatus, Status,
+    from_micros, micros,
+};
+
+/// A charge script's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decided {
+    pub decision: Decision,
+    /// The epoch of the window it was decided in (DESIGN.md 3.7).
+    pub epoch: Epoch,
+    /// Redis's clock when it decided, microseconds since the Unix epoch.
+    pub now_us: i64,
+}
+
+/// Both scripts begin with the helpers and reply codes they share.
+const CHARGE_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("charge.lua"));
+const STATUS_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("status.lua"));
+
+/// The two scripts, with the hashes they are called by.
+pub(super) struct Scripts {
+    charge: Script,
+    status: Script,
+}
+
+impl Scripts {
+    pub(super) fn new() -> Scripts {
+        Scripts {
+            charge: Script::new(CHARGE_LUA),
+            status: Script::new(STATUS_LUA),
+        }
+    }
+
+    /// The charge script's call for `charge` (with `age`, a replay of a call made
+    /// that long ago), at `now_us` on this host's clock.
+    pub(super) fn charge(
+        &self,
+        keys: &Keys,
+        charge: &Charge,
+        now_us: i64,
+        age: Option<Duration>,
+    ) -> ScriptInvocation<'_> {
+        let mut inv = self.charge.prepare_invoke();
+        inv.key(keys.blocked(&charge.bucket)).key(keys.epoch());
+        // Totals, then oldest times, then sets: the script reads the first two kinds
+        // with the block and the epoch in one MGET.
+        let policy_keys: Vec<[String; 3]> = charge
+            .parts
+            .iter()
+            .map(|p| keys.policy(&p.policy))
+            .collect();
+        for column in [1, 2, 0] {
+            for k in &policy_keys {
+                inv.key(k[column].as_str());
+            }
+        }
+        // Every member ends the same way; the script puts each part's units before it.
+        inv.arg(format!("|{}|{}", charge.method, charge.id));
+        for part in &charge.parts {
+            inv.arg(part.window.script_arg(now_us))
+                .arg(part.max)
+                .arg(part.units);
+        }
+        // Only a replay carries an age: a live charge spares the script an argument.
+        if let Some(age) = age {
+            inv.arg(micros(age));
+        }
+        inv
+    }
+
+    /// The status script's call for `policies`, listing the entries of those named
+    /// in `with_entries`, at `now_us` on this host's clock.
+    pub(super) fn status(
+        &self,
+        keys: &Keys,
+        policies: &[PolicyRef],
+        with_entries: &[&str],
+        now_us: i64,
+    ) -> ScriptInvocation<'_> {
+        let mut inv = self.status.prepare_invoke();
+        for p in policies {
+            for key in keys.policy(&p.name) {
+                inv.key(key);
+            }
+            inv.key(keys.blocked(&p.name));
+            inv.arg(p.window.script_arg(now_us))
+                .arg(u8::from(with_entries.contains(&p.name.as_str())));
+        }
+        inv
+    }
+}
+
+/// Where one budget's state lives in Redis (`prelude.lua`).
+#[derive(Debug)]
+pub(super) struct Keys {
+    /// `trendsync:{<budget.key>}`: the hash tag keeps every key of one budget in one
+    /// Redis Cluster slot, so the script may touch several policies at once.
+    prefix: String,
+}
+
+impl Keys {
+    pub(super) fn new(budget_key: &str) -> Keys {
+        Keys {
+            prefix: format!("trendsync:{{{budget_key}}}"),
+        }
+    }
+
+    pub(super) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Where the upstream's block of `bucket` is kept: the main bucket's is
+    /// `:blocked`, as before there were other buckets; another's sits beside its set.
+    pub(super) fn blocked(&self, bucket: &str) -> String {
+        if bucket == BUDGET_POLICY {
+            format!("{}:blocked", self.prefix)
+        } else {
+            format!("{}:{bucket}:blocked", self.prefix)
+        }
+    }
+
+    /// A policy's sorted set of entries, its running total, and its oldest entry's time
+    /// with the three keys' expiry.
+    pub(super) fn policy(&self, policy: &str) -> [String; 3] {
+        [
+            format!("{}:{policy}", self.prefix),
+            format!("{}:{policy}:total", self.prefix),
+            format!("{}:{policy}:oldest", self.prefix),
+        ]
+    }
+
+    /// The window's epoch marker (DESIGN.md 3.7).
+    pub(super) fn epoch(&self) -> String {
+        format!("{}:epoch", self.prefix)
+    }
+}
+
+/// `part`'s entry for `charge` in its policy's set, as the charge script writes it.
+pub(super) fn member(charge: &Charge, part: &Part) -> String {
+    format!("{}|{}|{}", part.units, charge.method, charge.id)
+}
+
+/// The charge script's verdict, as `prelude.lua` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Granted,
+    Denied,
+    Duplicate,
+    Blocked,
+    /// Granted, told briefly: a live charge that fitted now in every part.
+    GrantedNow,
+}
+
+impl Verdict {
+    fn from_reply(code: i64) -> Option<Verdict> {
+        Some(match code {
+            0 => Verdict::Granted,
+            1 => Verdict::Denied,
+            2 => Verdict::Duplicate,
+            3 => Verdict::Blocked,
+            4 => Verdict::GrantedNow,
+            _ => return None,
+        })
+    }
+}
+
+/// A part's fit, as `prelude.lua` names it (FIT_NOW, FIT_AFTER, FIT_NEVER).
+fn fit_from_reply(code: i64, wait_us: i64) -> Option<Fit> {
+    Some(match code {
+        0 => Fit::Now,
+        1 => Fit::After(from_micros(wait_us)),
+        2 => Fit::Never,
+        _ => return None,
+    })
+}
+
+/// Values per part in the charge script's reply: used, fit, wait, next_free, empty_in.
+const PART_REPLY: usize = 5;
+/// Values per part in its brief reply (GRANTED_NOW): total, oldest, expires.
+const BRIEF_PART_REPLY: usize = 3;
+
+/// The charge script's reply, read as the decision it says.
+pub(super) fn charge_reply(
+    endpoint: &str,
+    charge: &Charge,
+    reply: &redis::Value,
+) -> Result<Decided, LimiterError> {
+    let numbers = match &reply {
+        // The brief answer of the common grant: decimal numbers separated by spaces
+        // (and colons, within each part's oldest time and expiry).
+        redis::Value::BulkString(text) => std::str::from_utf8(text).ok().and_then(|t| {
+            t.split([' ', ':'])
+                .map(|n| n.parse().ok())
+                .collect::<Option<Vec<i64>>>()
+        }),
+        other => redis::from_redis_value_ref(other).ok(),
+    };
+    let numbers = numbers.ok_or_else(|| LimiterError::Failed {
+        endpoint: endpoint.to_owned(),
+        doing: "reading the charge script's answer",
+        reason: format!("unexpected reply {reply:?}"),
+        source: None,
+    })?;
+    decode_charge(endpoint, charge, &numbers)
+}
+
+/// The charge script's reply as numbers, read as the decision they say.
+fn decode_charge(endpoint: &str, charge: &Charge, reply: &[i64]) -> Result<Decided, LimiterError> {
+    let bad = || LimiterError::Failed {
+        endpoint: endpoint.to_owned(),
+        doing: "reading the charge script's answer",
+        reason: format!("unexpected reply {reply:?}"),
+        source: None,
+    };
+    let opt = |us: i64| (us >= 0).then(|| from_micros(us));
+    let verdict = reply
+        .first()
+        .and_then(|&code| Verdict::from_reply(code))
+        .ok_or_else(bad)?;
+    if verdict == Verdict::GrantedNow {
+        // GRANTED_NOW, epoch, TIME's seconds and microseconds, then per part the
+        // total and oldest time the script read before adding this charge (and
+        // the expiry, not needed here). Every part fitted now, and the new entry,
+        // the newest, leaves as one made now does (a window from now, or at the
+        // end of the day).
+        let ([_, epoch, secs, micros_part], rest) =
+            reply.split_first_chunk::<4>().ok_or_else(bad)?;
+        if rest.len() != BRIEF_PART_REPLY * charge.parts.len() {
+            return Err(bad());
+        }
+        let now_us = secs
+            .checked_mul(1_000_000)
+            .and_then(|us| us.checked_add(*micros_part))
+            .ok_or_else(bad)?;
+        let parts = charge
+            .parts
+            .iter()
+            .zip(rest.chunks_exact(BRIEF_PART_REPLY))
+            .map(|(part, v)| {
+                let span = part.window.at(now_us);
+                let left = |at: i64| span.leaves(at, &part.window).checked_sub(now_us);
+                Some(PartOutcome {
+                    policy: part.policy.clone(),
+                    used: u64::try_from(v[0]).ok()?.checked_add(part.units)?,
+                    max: part.max,
+                    fit: Fit::Now,
+                    next_free: opt(left(v[1])?),
+                    empty_in: Some(from_micros(left(now_us)?)),
+                })
+            })
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(bad)?;
+        let decision = model::decide(charge, parts, false);
+        if !decision.granted {
+            return Err(bad());
+        }
+        return Ok(Decided {
+            decision,
+            epoch: Epoch(*epoch),
+            now_us,
+        });
+    }
+    let ([_, blocked_wait, epoch, now_us], rest) =
+        reply.split_first_chunk::<4>().ok_or_else(bad)?;
+    if rest.len() != PART_REPLY * charge.parts.len() {
+        return Err(bad());
+    }
+    let parts = charge
+        .parts
+        .iter()
+        .zip(rest.chunks_exact(PART_REPLY))
+        .map(|(part, v)| {
+            Some(PartOutcome {
+                policy: part.policy.clone(),
+                used: u64::try_from(v[0]).unwrap_or(0),
+                max: part.max,
+                fit: fit_from_reply(v[1], v[2])?,
+                next_free: opt(v[3]),
+                empty_in: opt(v[4]),
+            })
+        })
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(bad)?;
+    let decision = match verdict {
+        Verdict::Blocked => model::blocked(charge, parts, from_micros(*blocked_wait)),
+        Verdict::Duplicate => model::decide(charge, parts, true),
+        Verdict::Granted | Verdict::Denied | Verdict::GrantedNow => {
+            model::decide(charge, parts, false)
+        }
+    };
+    if matches!(verdict, Verdict::Granted | Verdict::Duplicate) != decision.granted {
+        return Err(bad());
+    }
+    Ok(Decided {
+        decision,
+        epoch: Epoch(*epoch),
+        now_us: *now_us,
+    })
+}
+
+/// The status script's reply: Redis's clock, then per policy its units, when its
+/// oldest and newest entries leave (-1 for none), its entries when asked for, until
+/// when its bucket is blocked (0 if not), and its newest entry's time.
+pub(super) type StatusReply = (i64, Vec<(i64, i64, i64, Vec<String>, i64, i64)>);
+
+/// The status script's reply for `policies`, read as the budget's state.
+pub(super) fn status_reply(
+    policies: &[PolicyRef],
+    with_entries: &[&str],
+    (now_us, states): StatusReply,
+) -> Status {
+    let opt = |us: i64| (us >= 0).then(|| from_micros(us));
+    for (p, state) in policies.iter().zip(&states) {
+        if state.5 > now_us {
+            skew::note_clock_went_back(LimiterClock::Redis, &p.name, state.5, now_us);
+        }
+    }
+    let blocked = policies
+        .iter()
+        .zip(&states)
+        .filter(|(_, state)| state.4 > 0)
+        .map(|(p, state)| (p.name.clone(), state.4))
+        .collect();
+    let policies = policies
+        .iter()
+        .zip(states)
+        .map(|(p, (used, next_free, empty_in, raw, _, _))| PolicyStatus {
+            name: p.name.clone(),
+            window: p.window.clone(),
+            used: u64::try_from(used).unwrap_or(0),
+            next_free: opt(next_free),
+            empty_in: opt(empty_in),
+            entries: with_entries
+                .contains(&p.name.as_str())
+                .then(|| decode_entries(&raw)),
+        })
+        .collect();
+    Status {
+        now_us,
+        policies,
+        blocked,
+    }
+}
+
+/// Members are "<units>|<method>|<id>", listed with their scores.
+fn decode_entries(raw: &[String]) -> Vec<Entry> {
+    raw.chunks_exact(2)
+        .filter_map(|pair| {
+            let mut fields = pair[0].splitn(3, '|');
+            let units = fields.next()?.parse().ok()?;
+            let method = fields.next()?.to_owned();
+            let at_us = pair[1].parse::<f64>().ok()? as i64;
+            Some(Entry {
+                at_us,
+                units,
+                method,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;
