@@ -12,7 +12,7 @@
 //! `metered`, as the ledger, with every charge Redis granted to this host, until it
 //! is older than its longest window. Beside the budget's keys Redis keeps an epoch
 //! marker, created with the window; this host remembers the last one it saw
-//! ([`Ledger`]). Seeing another (or none where there was one), it replays the ledger
+//! ([`Ledger`](super::Ledger)). Seeing another (or none where there was one), it replays the ledger
 //! the same way, at original ages, idempotent by charge id. One table, one replay.
 //! The tables are prefixed `quota_` and belong to this module; they are defined in
 //! `quota/schema.rs`, one step of the file's one schema ([`crate::schema`]), which
@@ -566,66 +566,6 @@ impl std::fmt::Display for Epoch {
             Ok(t) => write!(f, "{t}"),
             Err(_) => write!(f, "{}", self.0),
         }
-    }
-}
-
-/// A host's ledger of Redis grants for one budget, and the epoch it last saw.
-#[derive(Debug)]
-pub struct Ledger {
-    journal: Arc<Journal>,
-    budget_key: String,
-    known: Mutex<Option<Epoch>>,
-    /// One restore at a time; the others wait for it and find the epoch known.
-    restoring: tokio::sync::Mutex<()>,
-}
-
-impl Ledger {
-    pub fn new(journal: Arc<Journal>, budget_key: &str) -> Result<Ledger, JournalError> {
-        let known = journal.last_epoch(budget_key)?;
-        Ok(Ledger {
-            journal,
-            budget_key: budget_key.to_owned(),
-            known: Mutex::new(known),
-            restoring: tokio::sync::Mutex::new(()),
-        })
-    }
-
-    pub fn journal(&self) -> &Journal {
-        &self.journal
-    }
-
-    pub fn budget_key(&self) -> &str {
-        &self.budget_key
-    }
-
-    pub fn known(&self) -> Option<Epoch> {
-        *self.known.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub fn remember(&self, epoch: Option<Epoch>) -> Result<(), JournalError> {
-        *self.known.lock().unwrap_or_else(|p| p.into_inner()) = epoch;
-        self.journal.set_epoch(&self.budget_key, epoch)
-    }
-
-    /// Writes a granted charge into the ledger, off the async runtime's threads (the
-    /// row is fsynced).
-    pub async fn granted(&self, charge: &Charge) -> Result<(), JournalError> {
-        let (journal, key, charge) = (
-            Arc::clone(&self.journal),
-            self.budget_key.clone(),
-            charge.clone(),
-        );
-        let made_at = self.journal.now_us();
-        match tokio::task::spawn_blocking(move || journal.record_granted_at(&key, &charge, made_at))
-            .await
-        {
-            Ok(written) => written,
-            Err(e) => std::panic::resume_unwind(e.into_panic()),
-        }
-    }
-
-    pub(super) async fn restoring(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.restoring.lock().await
     }
 }
 

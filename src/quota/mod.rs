@@ -9,6 +9,7 @@
 
 mod embedded;
 mod journal;
+mod ledger;
 pub mod model;
 mod redis;
 pub(crate) mod schema;
@@ -21,7 +22,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use embedded::EmbeddedLimiter;
-pub use journal::{Epoch, Journal, JournalError, Journalled, Ledger, Replayed};
+pub use journal::{Epoch, Journal, JournalError, Journalled, Replayed};
+pub use ledger::Ledger;
 pub use model::{Fit, PartOutcome};
 pub use redis::{Decided, RedisCause, RedisConfigError, RedisLimiter, TlsFiles};
 pub use window::{Span, Window, Zone};

@@ -18,7 +18,8 @@ pub use diagnose::RedisCause;
 pub use script::Decided;
 pub use url::RedisConfigError;
 
-use super::journal::{Epoch, Journal, Ledger};
+use super::journal::{Epoch, Journal};
+use super::ledger::{Ledger, LedgerStore};
 use super::{BUDGET_POLICY, Charge, Decision, LimiterError, Part, PolicyRef, RecordPast, Status};
 use crate::clock::{Clock, SystemClock};
 use conn::{Conn, Connector};
@@ -53,6 +54,38 @@ pub struct RedisLimiter {
 impl RecordPast for RedisLimiter {
     async fn record_past(&self, charge: &Charge, age: Duration) -> Result<Decision, LimiterError> {
         self.decide(charge, Some(age)).await.map(|d| d.decision)
+    }
+}
+
+impl LedgerStore for RedisLimiter {
+    fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    async fn epoch(&self) -> Result<Option<Epoch>, LimiterError> {
+        let mut get = redis::cmd("GET");
+        get.arg(self.keys.epoch());
+        let get = &get;
+        let epoch: Option<i64> = self
+            .through_failover("reading the window's epoch", |mut conn| async move {
+                get.query_async(&mut conn).await
+            })
+            .await?;
+        Ok(epoch.map(Epoch))
+    }
+
+    async fn holds(&self, charge: &Charge, part: &Part) -> Result<bool, LimiterError> {
+        let [set, ..] = self.keys.policy(&part.policy);
+        let mut score = redis::cmd("ZSCORE");
+        score.arg(set).arg(script::member(charge, part));
+        let score = &score;
+        let found: Option<f64> = self
+            .through_failover(
+                "looking for a charge in the window",
+                |mut conn| async move { score.query_async(&mut conn).await },
+            )
+            .await?;
+        Ok(found.is_some())
     }
 }
 
@@ -132,28 +165,8 @@ impl RedisLimiter {
     /// prunes what every window has let go.
     #[must_use = "the limiter that keeps the ledger is the one returned"]
     pub async fn keep_ledger(mut self, journal: Arc<Journal>, budget_key: &str) -> RedisLimiter {
-        match Ledger::new(journal, budget_key) {
-            Ok(ledger) => self.ledger = Some(Box::new(ledger)),
-            Err(e) => {
-                tracing::warn!(
-                    "{e}; going on without a ledger: should Redis lose the window, this host cannot restore its share"
-                );
-                return self;
-            }
-        }
-        if let Some(ledger) = self.ledger.as_deref() {
-            match self.epoch().await {
-                Ok(epoch) => self.watch_epoch(ledger, epoch).await,
-                // A Redis that stopped answering: the charges will say so.
-                Err(e) => tracing::debug!("reading the window's epoch failed: {e}"),
-            }
-            self.probe_newest_grant(ledger).await;
-            if let Err(e) = ledger
-                .journal()
-                .prune(budget_key, ledger.journal().now_us())
-            {
-                tracing::warn!("{e}; the ledger's old rows stay for next time");
-            }
+        if let Some(ledger) = Ledger::keep(journal, budget_key, &self).await {
+            self.ledger = Some(Box::new(ledger));
         }
         self
     }
@@ -178,122 +191,9 @@ impl RedisLimiter {
             now_us,
         } = self.decide(charge, None).await?;
         if let Some(ledger) = self.ledger.as_deref() {
-            if decision.granted
-                && let Err(e) = ledger.granted(charge).await
-            {
-                tracing::warn!(
-                    "{e}; charge {} is counted in the window, but cannot be restored should Redis lose it",
-                    charge.id
-                );
-            }
-            self.watch_epoch(ledger, Some(epoch)).await;
+            ledger.charged(self, charge, &decision, epoch).await;
         }
         Ok((decision, now_us))
-    }
-
-    /// Compares the epoch a reply carried with the one this host last saw; when it
-    /// moved, Redis lost the window: replays this host's ledger into it.
-    async fn watch_epoch(&self, ledger: &Ledger, seen: Option<Epoch>) {
-        let known = ledger.known();
-        if known == seen {
-            return;
-        }
-        if known.is_none() {
-            if let Err(e) = ledger.remember(seen) {
-                tracing::warn!("{e}");
-            }
-            return;
-        }
-        let _one_at_a_time = ledger.restoring().await;
-        if ledger.known() != known {
-            return; // restored meanwhile by another task of this process
-        }
-        let now = match seen {
-            Some(e) => format!("epoch {e}"),
-            None => "none".to_owned(),
-        };
-        let then = known.map_or_else(String::new, |e| e.to_string());
-        self.restore(
-            ledger,
-            &format!(
-                "the window is not the one this host charged into (epoch {then} then, {now} now)"
-            ),
-        )
-        .await;
-    }
-
-    /// Whether Redis still holds this host's newest grant, when it should: a failover
-    /// to a replica that missed the latest writes keeps the epoch but loses them.
-    async fn probe_newest_grant(&self, ledger: &Ledger) {
-        let newest = match ledger.journal().ledger(ledger.budget_key()) {
-            Ok((rows, _)) => rows.into_iter().next_back(),
-            Err(e) => {
-                tracing::warn!("{e}");
-                return;
-            }
-        };
-        let Some(newest) = newest else { return };
-        // A part whose window still counts it, by a margin no clock step undoes.
-        let (now, made) = (ledger.journal().now_us(), newest.made_at_us);
-        let Some(part) = newest.charge.parts.iter().find(|p| {
-            made > p.window.at(now).cutoff_us + 60_000_000
-                && p.window.leaves(made, now) > now + 60_000_000
-        }) else {
-            return;
-        };
-        match self.holds(&newest.charge, part).await {
-            Ok(true) => {}
-            Ok(false) => {
-                let _one_at_a_time = ledger.restoring().await;
-                self.restore(
-                    ledger,
-                    &format!(
-                        "the window no longer holds this host's newest charge ({})",
-                        newest.charge.id
-                    ),
-                )
-                .await;
-            }
-            Err(e) => tracing::debug!("looking for this host's newest charge failed: {e}"),
-        }
-    }
-
-    /// Replays this host's ledger into a window Redis lost (`why` says how it shows),
-    /// then remembers the window's epoch.
-    async fn restore(&self, ledger: &Ledger, why: &str) {
-        tracing::warn!(
-            "budget \"{}\" on {}: {why}; Redis lost it (a restart without persistence, or a failover to a replica that missed writes). Replaying this host's ledger at the original times; the window is whole again once every host that charged within it has run",
-            ledger.budget_key(),
-            self.endpoint(),
-        );
-        let done = match ledger.journal().restore(ledger.budget_key(), self).await {
-            Ok(done) => done,
-            Err(e) => {
-                tracing::warn!("{e}; the ledger is replayed again next time");
-                return;
-            }
-        };
-        tracing::info!(
-            "restored {} call{} ({} units) of this host into budget \"{}\" on {}",
-            done.calls,
-            if done.calls == 1 { "" } else { "s" },
-            done.units,
-            ledger.budget_key(),
-            self.endpoint()
-        );
-        if let Some(e) = done.interrupted {
-            tracing::warn!("restoring the ledger stopped: {e}; it is replayed again next time");
-            return;
-        }
-        // The replay itself created the epoch if none was there.
-        match self.epoch().await {
-            Ok(epoch) => {
-                if let Err(e) = ledger.remember(epoch) {
-                    tracing::warn!("{e}");
-                }
-            }
-            Err(e) => tracing::warn!("{e}; the ledger is replayed again next time"),
-        }
     }
 
     /// [`Limiter::charge`](super::Limiter::charge) (or, with `age`,
@@ -317,35 +217,6 @@ impl RedisLimiter {
             })
             .await?;
         script::charge_reply(&self.endpoint, charge, &reply)
-    }
-
-    /// Whether the window of `part` holds `charge`'s entry.
-    pub(super) async fn holds(&self, charge: &Charge, part: &Part) -> Result<bool, LimiterError> {
-        let [set, ..] = self.keys.policy(&part.policy);
-        let mut score = redis::cmd("ZSCORE");
-        score.arg(set).arg(script::member(charge, part));
-        let score = &score;
-        let found: Option<f64> = self
-            .through_failover(
-                "looking for a charge in the window",
-                |mut conn| async move { score.query_async(&mut conn).await },
-            )
-            .await?;
-        Ok(found.is_some())
-    }
-
-    /// The epoch of the budget's window as Redis holds it now; `None` when it holds no
-    /// window (never charged, or lost).
-    pub(super) async fn epoch(&self) -> Result<Option<Epoch>, LimiterError> {
-        let mut get = redis::cmd("GET");
-        get.arg(self.keys.epoch());
-        let get = &get;
-        let epoch: Option<i64> = self
-            .through_failover("reading the window's epoch", |mut conn| async move {
-                get.query_async(&mut conn).await
-            })
-            .await?;
-        Ok(epoch.map(Epoch))
     }
 
     pub(super) async fn status(
