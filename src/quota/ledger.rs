@@ -6,7 +6,8 @@
 //!
 //! The policy is written once over [`LedgerStore`], the little it asks of the shared
 //! window: its epoch marker, whether it holds a charge, and a replay of a past call.
-//! The Redis backend implements it. The ledger's rows are kept in the [`Journal`].
+//! The Redis backend implements it; the tests implement it over the in-memory
+//! [`Model`](super::model::Model). The ledger's rows are kept in the [`Journal`].
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -274,3 +275,6 @@ impl Ledger {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -242,6 +242,14 @@ impl Model {
         w.total
     }
 
+    /// Whether `policy`'s window holds an entry of the charge `id`. As a store's own
+    /// lookup, it reads no clock: an entry past its window counts until evicted.
+    pub fn holds(&self, policy: &str, id: &str) -> bool {
+        self.windows
+            .get(policy)
+            .is_some_and(|w| w.entries.iter().any(|e| e.2 == id))
+    }
+
     /// Decides `charge` at `now_us`; with `age`, records it as made that long ago
     /// whatever the window holds (a journalled call being replayed).
     pub fn charge(&mut self, charge: &Charge, now_us: i64, age: Option<Duration>) -> Decision {
