@@ -1,5 +1,11 @@
 //! The shared limiter in Redis: one Lua script decides a charge atomically, on Redis's
 //! clock, for every host and cron job that spends from one API key.
+//!
+//! This file sends each request and waits out failovers. Beside it, `url.rs` reads a
+//! `--redis-url`, `conn.rs` connects in each deployment form, `diagnose.rs` says what
+//! a failure means, and `script.rs` builds what the Lua scripts are sent and reads
+//! their replies. What is replayed after Redis lost the window is the ledger's policy
+//! ([`super::ledger`]), which this limiter serves as its store.
 
 use std::future::Future;
 use std::sync::Arc;
