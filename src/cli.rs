@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
+pub use crate::logging::LogFormat;
 use crate::region_status::RegionStatus;
 
 pub const DEFAULT_API_BASE: &str = "https://www.googleapis.com/youtube/v3";
@@ -133,12 +134,6 @@ pub struct Global {
     /// Less log output (repeat for less)
     #[arg(short, long, global = true, action = ArgAction::Count, conflicts_with = "verbose")]
     pub quiet: u8,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
 }
 
 #[derive(Debug, Subcommand)]

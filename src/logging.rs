@@ -14,7 +14,14 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, fmt};
 
-use crate::cli::LogFormat;
+/// How log lines are written to stderr (`--log-format`): defined here, with the
+/// logging it selects, so that the front end's flags depend on logging and not the
+/// other way round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
 
 /// `RUST_LOG` wins when set; otherwise `info`, shifted by `-v` and `-q`. Errors are
 /// never silenced: `-qq` and beyond still show them, and so does a `RUST_LOG` that
