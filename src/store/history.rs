@@ -2,7 +2,7 @@
 //! and the runs a killed process left `running`. What `status`, `runs` and the
 //! metrics file are built from.
 
-use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, named_params, params};
 
 use super::{RunKind, Store, StoreError};
 use crate::region_status::{CallOutcome, Recorded, RegionStatus};
@@ -63,9 +63,10 @@ const CHARTS_OF_LINE: &str = "
 /// A line's reason. A region that completed, failed or was skipped says its own (a
 /// complete region has none): the run's stop reason may be another region's failure.
 /// A region the run's stop cut short (budget, upstream quota, a signal, never
-/// reached) is explained by that stop when it has no reason of its own.
+/// reached) is explained by that stop when it has no reason of its own. Its statuses
+/// are the named parameters `:complete`, `:failed` and `:skipped`.
 const REGION_REASON: &str = "CASE WHEN rr.run_id IS NULL THEN r.stop_reason
-     WHEN rr.status IN ('complete', 'failed', 'skipped') THEN rr.reason
+     WHEN rr.status IN (:complete, :failed, :skipped) THEN rr.reason
      ELSE coalesce(rr.reason, r.stop_reason) END";
 
 /// Which history lines to read; newest first.
@@ -112,11 +113,11 @@ impl Store {
             {
                 let mut insert = tx.prepare_cached(
                     "INSERT INTO run_regions (run_id, region, started_at, status)
-                     VALUES (?1, ?2, ?3, 'queued')
+                     VALUES (?1, ?2, ?3, ?4)
                      ON CONFLICT (run_id, region) DO NOTHING",
                 )?;
                 for region in regions {
-                    insert.execute(params![run_id, region, started_at])?;
+                    insert.execute(params![run_id, region, started_at, RegionStatus::Queued])?;
                 }
             }
             tx.commit()
@@ -134,12 +135,13 @@ impl Store {
         region: &str,
         status: RegionStatus,
     ) -> Result<(), StoreError> {
+        let [queued, running] = RegionStatus::IN_PROGRESS;
         self.conn
             .prepare_cached(
                 "UPDATE run_regions SET status = ?3
-                 WHERE run_id = ?1 AND region = ?2 AND status IN ('queued', 'running')",
+                 WHERE run_id = ?1 AND region = ?2 AND status IN (?4, ?5)",
             )
-            .and_then(|mut s| s.execute(params![run_id, region, status.as_str()]))
+            .and_then(|mut s| s.execute(params![run_id, region, status, queued, running]))
             .map(|_| ())
             .map_err(self.err(format!(
                 "recording that region {region} of run {run_id} is {status}"
@@ -160,16 +162,17 @@ impl Store {
         let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         (|| {
             let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
+            let running = RegionStatus::Running;
             tx.prepare_cached(
                 "UPDATE run_regions SET units = max(coalesce(units, 0), ?3)
-                 WHERE run_id = ?1 AND region = ?2 AND status = 'running'",
+                 WHERE run_id = ?1 AND region = ?2 AND status = ?4",
             )?
-            .execute(params![run_id, region, as_i64(region_units)])?;
+            .execute(params![run_id, region, as_i64(region_units), running])?;
             tx.prepare_cached(
                 "UPDATE runs SET units = max(coalesce(units, 0), ?2)
-                 WHERE run_id = ?1 AND status = 'running'",
+                 WHERE run_id = ?1 AND status = ?3",
             )?
-            .execute(params![run_id, as_i64(run_units)])?;
+            .execute(params![run_id, as_i64(run_units), running])?;
             tx.commit()
         })()
         .map_err(self.err(format!("recording the units run {run_id} has charged")))
@@ -230,9 +233,9 @@ impl Store {
     /// that died.
     pub fn running_runs(&self) -> Result<Vec<RunStart>, StoreError> {
         self.run_starts(
-            "SELECT run_id, kind, started_at FROM runs WHERE status = 'running'
+            "SELECT run_id, kind, started_at FROM runs WHERE status = ?1
              ORDER BY started_at, run_id",
-            [],
+            [RegionStatus::Running],
         )
     }
 
@@ -240,9 +243,9 @@ impl Store {
     pub fn abandoned_runs(&self, since: i64) -> Result<Vec<RunStart>, StoreError> {
         self.run_starts(
             "SELECT run_id, kind, started_at FROM runs
-             WHERE status = 'abandoned' AND started_at >= ?1
+             WHERE status = ?2 AND started_at >= ?1
              ORDER BY started_at DESC, run_id",
-            [since],
+            params![since, RegionStatus::Abandoned],
         )
     }
 
@@ -271,16 +274,18 @@ impl Store {
     pub fn abandon_run(&self, run_id: &str) -> Result<bool, StoreError> {
         (|| {
             let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
+            let abandoned = RegionStatus::Abandoned;
+            let [queued, running] = RegionStatus::IN_PROGRESS;
             let changed = tx.execute(
-                "UPDATE runs SET status = 'abandoned', stop_reason = ?2
-                 WHERE run_id = ?1 AND status = 'running'",
-                params![run_id, ABANDONED_REASON],
+                "UPDATE runs SET status = ?3, stop_reason = ?2
+                 WHERE run_id = ?1 AND status = ?4",
+                params![run_id, ABANDONED_REASON, abandoned, running],
             )?;
             if changed > 0 {
                 tx.execute(
-                    "UPDATE run_regions SET status = 'abandoned', reason = ?2
-                     WHERE run_id = ?1 AND status IN ('queued', 'running')",
-                    params![run_id, ABANDONED_REASON],
+                    "UPDATE run_regions SET status = ?3, reason = ?2
+                     WHERE run_id = ?1 AND status IN (?4, ?5)",
+                    params![run_id, ABANDONED_REASON, abandoned, queued, running],
                 )?;
             }
             tx.commit()?;
@@ -301,19 +306,22 @@ impl Store {
                         coalesce(rr.units, r.units, 0),
                         {REGION_REASON}, {CHARTS_OF_LINE}, r.duration_us
                  FROM runs AS r LEFT JOIN run_regions AS rr ON rr.run_id = r.run_id
-                 WHERE (?1 IS NULL OR r.started_at >= ?1)
-                   AND (?2 IS NULL OR rr.region IN (SELECT value FROM json_each(?2)))
-                   AND (?3 IS NULL OR coalesce(rr.status, r.status) = ?3)
+                 WHERE (:since IS NULL OR r.started_at >= :since)
+                   AND (:regions IS NULL OR rr.region IN (SELECT value FROM json_each(:regions)))
+                   AND (:status IS NULL OR coalesce(rr.status, r.status) = :status)
                  ORDER BY r.started_at DESC, r.run_id DESC, rr.region
-                 LIMIT ?4"
+                 LIMIT :limit"
             ))?;
             let rows = stmt.query_map(
-                params![
-                    filter.since,
-                    regions,
-                    filter.status.map(RegionStatus::as_str),
-                    i64::from(filter.limit)
-                ],
+                named_params! {
+                    ":since": filter.since,
+                    ":regions": regions,
+                    ":status": filter.status,
+                    ":limit": i64::from(filter.limit),
+                    ":complete": RegionStatus::Complete,
+                    ":failed": RegionStatus::Failed,
+                    ":skipped": RegionStatus::Skipped,
+                },
                 history_row,
             )?;
             rows.collect::<rusqlite::Result<Vec<_>>>()
@@ -335,12 +343,19 @@ impl Store {
                  JOIN run_regions AS rr
                    ON rr.region = g.region
                   AND rr.run_id = (SELECT x.run_id FROM run_regions AS x
-                                   WHERE x.region = g.region AND x.status <> 'skipped'
+                                   WHERE x.region = g.region AND x.status <> :skipped
                                    ORDER BY x.started_at DESC, x.run_id DESC LIMIT 1)
                  JOIN runs AS r ON r.run_id = rr.run_id
                  ORDER BY rr.region"
             ))?;
-            let rows = stmt.query_map([], history_row)?;
+            let rows = stmt.query_map(
+                named_params! {
+                    ":complete": RegionStatus::Complete,
+                    ":failed": RegionStatus::Failed,
+                    ":skipped": RegionStatus::Skipped,
+                },
+                history_row,
+            )?;
             rows.collect::<rusqlite::Result<Vec<_>>>()
         })()
         .map_err(self.err("reading the regions' last attempts"))
