@@ -79,26 +79,6 @@ impl RegionStatus {
     pub fn in_progress(self) -> bool {
         matches!(self, RegionStatus::Queued | RegionStatus::Running)
     }
-
-    /// Failures a person must look at outrank a clean stop; a clean stop tells cron
-    /// to simply come back.
-    pub fn exit_code(self) -> Option<crate::error::ExitCode> {
-        use crate::error::ExitCode;
-        match self {
-            RegionStatus::Complete => None,
-            // A line whose process died: a person should look at why.
-            RegionStatus::Failed | RegionStatus::Abandoned => Some(ExitCode::Failed),
-            // Not finished (the runner never ends a run with queued or running).
-            RegionStatus::BudgetExhausted
-            | RegionStatus::UpstreamQuotaExhausted
-            | RegionStatus::Skipped
-            | RegionStatus::NotAttempted
-            | RegionStatus::Queued
-            | RegionStatus::Running => Some(ExitCode::TryLater),
-            // SIGINT's code; the command picks SIGTERM's when that was the signal.
-            RegionStatus::Interrupted => Some(ExitCode::Interrupted),
-        }
-    }
 }
 
 /// [`RegionStatus::in_progress`] for a status as the store returns it: a word this

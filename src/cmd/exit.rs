@@ -5,6 +5,7 @@
 use std::error::Error;
 
 use crate::error::{Exit, ExitCode, MissingConfig, SilentExit, TryLater, UsageError, UsageTip};
+use crate::region_status::RegionStatus;
 
 /// Asks one link of an error chain for its code, if it is a `T`.
 type Probe = fn(&(dyn Error + 'static)) -> Option<ExitCode>;
@@ -19,7 +20,27 @@ macro_rules! coded {
     ($($t:ty),* $(,)?) => {
         const CODED: &[Probe] = &[$(probe::<$t>),*];
 
-        #[cfg(test)]
+        /// The exit code of a run that ended with `status`; `None` when it completed.
+/// Failures a person must look at outrank a clean stop; a clean stop tells cron to
+/// simply come back.
+pub(crate) fn exit_code_for_status(status: RegionStatus) -> Option<ExitCode> {
+    match status {
+        RegionStatus::Complete => None,
+        // A line whose process died: a person should look at why.
+        RegionStatus::Failed | RegionStatus::Abandoned => Some(ExitCode::Failed),
+        // Not finished (the runner never ends a run with queued or running).
+        RegionStatus::BudgetExhausted
+        | RegionStatus::UpstreamQuotaExhausted
+        | RegionStatus::Skipped
+        | RegionStatus::NotAttempted
+        | RegionStatus::Queued
+        | RegionStatus::Running => Some(ExitCode::TryLater),
+        // SIGINT's code; the command picks SIGTERM's when that was the signal.
+        RegionStatus::Interrupted => Some(ExitCode::Interrupted),
+    }
+}
+
+#[cfg(test)]
         fn coded_type_names() -> Vec<&'static str> {
             vec![$(std::any::type_name::<$t>()),*]
         }

@@ -418,7 +418,6 @@ pub fn overall(regions: &[RegionReport], stop: Option<&Stop>) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::ExitCode;
 
     fn region(code: &str, status: Status) -> RegionReport {
         RegionReport {
@@ -443,10 +442,6 @@ mod tests {
             region("GB", Status::BudgetExhausted),
         ];
         assert_eq!(overall(&regions, Some(&stop)), Status::BudgetExhausted);
-        assert_eq!(
-            overall(&regions, Some(&stop)).exit_code(),
-            Some(ExitCode::TryLater)
-        );
     }
 
     /// A slow stopped run of eight regions ended three ways: the summary drops the

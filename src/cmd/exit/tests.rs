@@ -7,6 +7,7 @@ use super::*;
 use crate::config::ConfigError;
 use crate::error::ExitCode;
 use crate::quota::{LimiterError, RedisConfigError};
+use crate::region_status::RegionStatus;
 use crate::youtube::ClientError;
 
 /// The types that implement [`Exit`] somewhere under `src/`, by full path, found in
@@ -171,5 +172,55 @@ fn an_error_no_type_claims_is_a_failure() {
     assert_eq!(
         exit_code_for(&anyhow::anyhow!("something broke")),
         ExitCode::Failed
+    );
+}
+
+/// Every status and the code a run that ended with it gives: failures a person must
+/// look at, clean stops cron simply retries, and the signal's.
+#[test]
+fn every_status_gives_its_code() {
+    let table = [
+        (RegionStatus::Complete, None),
+        (RegionStatus::BudgetExhausted, Some(ExitCode::TryLater)),
+        (
+            RegionStatus::UpstreamQuotaExhausted,
+            Some(ExitCode::TryLater),
+        ),
+        (RegionStatus::Failed, Some(ExitCode::Failed)),
+        (RegionStatus::Skipped, Some(ExitCode::TryLater)),
+        (RegionStatus::Interrupted, Some(ExitCode::Interrupted)),
+        (RegionStatus::NotAttempted, Some(ExitCode::TryLater)),
+        (RegionStatus::Queued, Some(ExitCode::TryLater)),
+        (RegionStatus::Running, Some(ExitCode::TryLater)),
+        (RegionStatus::Abandoned, Some(ExitCode::Failed)),
+    ];
+    let listed: Vec<RegionStatus> = table.iter().map(|(s, _)| *s).collect();
+    assert_eq!(listed, RegionStatus::ALL, "the table names every status");
+    for (status, want) in table {
+        assert_eq!(exit_code_for_status(status), want, "{status}");
+    }
+}
+
+/// A run stopped by its budget with no region failed asks cron to come back.
+#[test]
+fn a_clean_stop_of_a_run_is_75() {
+    use crate::runner::outcome::{RegionReport, Stop, overall};
+    let stop = Stop::Budget {
+        method: "videos.list",
+        units: 1,
+        denied_by: "budget".into(),
+        retry_after: None,
+        remaining: 0,
+    };
+    let regions = [
+        RegionReport::new("US"),
+        RegionReport {
+            status: RegionStatus::BudgetExhausted,
+            ..RegionReport::new("GB")
+        },
+    ];
+    assert_eq!(
+        exit_code_for_status(overall(&regions, Some(&stop))),
+        Some(ExitCode::TryLater)
     );
 }
