@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
+use trendsync::region_status::RegionStatus;
 use trendsync::store::{RunKind, RunOutcome, Store, VideoRecord};
 
 const PAGE: usize = 50;
@@ -248,7 +249,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         let outcome = RunOutcome {
-            status: "complete".to_string(),
+            status: RegionStatus::Complete,
             units: chunk.len() as u64,
             calls: chunk.len() as u64,
             stop_reason: None,

@@ -18,8 +18,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::error::{Exit, ExitCode};
-
 /// Writing a file atomically failed, or was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum AtomicError {
@@ -37,15 +35,6 @@ pub enum AtomicError {
         path: PathBuf,
         source: io::Error,
     },
-}
-
-impl Exit for AtomicError {
-    fn exit_code(&self) -> ExitCode {
-        match self {
-            AtomicError::NotAFile { .. } | AtomicError::NoFileName(_) => ExitCode::Config,
-            AtomicError::Io { .. } => ExitCode::Failed,
-        }
-    }
 }
 
 /// What a write would find at its path.

@@ -1,12 +1,11 @@
-//! How the process ends: the exit codes of DESIGN.md section 2 as typed values.
+//! How the process ends: the exit codes of DESIGN.md section 2 as typed values, the
+//! front end's own errors, and how a failure is said on stderr.
 //!
-//! Commands return `anyhow::Result`; `main` looks through the error chain for the
-//! first error that carries an exit code ([`Exit`]), so no command calls
-//! `process::exit`. Each error type decides its own code, beside its definition; which
-//! types to ask is the front end's (`cmd::exit`), the one place that sees them all, so
-//! this module imports nothing of the crate and every module may use it.
+//! Commands return `anyhow::Result`; `main` asks the front end (`cmd::exit`) which
+//! code the error chain gives, so no command calls `process::exit`. Which error or
+//! status gives which code is decided there, the one place that sees them all; this
+//! module imports nothing of the crate and every module may use it.
 
-use std::error::Error;
 use std::fmt;
 
 /// The sysexits codes trendsync promises.
@@ -32,16 +31,6 @@ impl ExitCode {
     }
 }
 
-/// An error that says which exit code the process ends with when it reaches `main`.
-///
-/// Implement it beside the error type, and add the type to the front end's list
-/// (`cmd::exit`): the chain holds `dyn Error`, and stable Rust can only find a type in
-/// it by asking for that type. A test fails when an implementation is missing from the
-/// list.
-pub trait Exit: Error + 'static {
-    fn exit_code(&self) -> ExitCode;
-}
-
 /// Ends the process with `code` after the command has already reported why (a summary
 /// line, a JSON object). `main` prints nothing more for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,22 +44,10 @@ impl fmt::Display for SilentExit {
 
 impl std::error::Error for SilentExit {}
 
-impl Exit for SilentExit {
-    fn exit_code(&self) -> ExitCode {
-        self.0
-    }
-}
-
 /// A request the user phrased wrongly (exit 2), with what to do instead.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
-
-impl Exit for UsageError {
-    fn exit_code(&self) -> ExitCode {
-        ExitCode::Usage
-    }
-}
 
 /// A usage error (exit 2) with a tip on what to type instead: on a terminal the tip
 /// gets its own line, as clap shows its own; in JSON and logs, one line.
@@ -81,35 +58,17 @@ pub struct UsageTip {
     pub tip: String,
 }
 
-impl Exit for UsageTip {
-    fn exit_code(&self) -> ExitCode {
-        ExitCode::Usage
-    }
-}
-
 /// A configuration problem that is not tied to a place in a file (exit 78), such as a
 /// missing API key.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct MissingConfig(pub String);
 
-impl Exit for MissingConfig {
-    fn exit_code(&self) -> ExitCode {
-        ExitCode::Config
-    }
-}
-
 /// A command that stopped cleanly before doing anything, for a reason the next cron
 /// tick will not have (exit 75), with what it found.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct TryLater(pub String);
-
-impl Exit for TryLater {
-    fn exit_code(&self) -> ExitCode {
-        ExitCode::TryLater
-    }
-}
 
 /// Whether the error is, at bottom, a write to a reader that went away (`| head`,
 /// `| true`): not a failure of ours.

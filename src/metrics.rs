@@ -324,7 +324,7 @@ impl Picture {
                 "1 for the status the last run of this kind ended with, 0 for the others.",
             );
             for s in Status::ALL {
-                let value = if s.as_str() == run.status { 1.0 } else { 0.0 };
+                let value = if run.status == s { 1.0 } else { 0.0 };
                 status.sample(&[("kind", kind), ("status", s.as_str())], value);
             }
             exp.gauge(
@@ -342,7 +342,6 @@ impl Picture {
 
     /// Per kind of run: the last one's call attempts by method and outcome.
     fn last_run_call_families(&self, exp: &mut Exposition, methods: &[&str]) {
-        let outcomes = CallOutcome::ALL.map(CallOutcome::as_str);
         for last in &self.last_runs {
             let kind = last.run.kind.as_str();
             let family = exp.gauge(
@@ -350,9 +349,13 @@ impl Picture {
                 "Upstream call attempts of the last run of this kind, by method and outcome.",
             );
             for method in with_named(methods, &last.calls) {
-                for outcome in outcomes {
+                for outcome in CallOutcome::ALL {
                     family.sample(
-                        &[("kind", kind), ("method", &method), ("outcome", outcome)],
+                        &[
+                            ("kind", kind),
+                            ("method", &method),
+                            ("outcome", outcome.as_str()),
+                        ],
                         count_of(&last.calls, &method, outcome) as f64,
                     );
                 }
@@ -376,16 +379,15 @@ impl Picture {
 
     /// Call attempts of every recorded run, by method and outcome.
     fn call_families(&self, exp: &mut Exposition, methods: &[&str]) {
-        let outcomes = CallOutcome::ALL.map(CallOutcome::as_str);
         let calls = exp.family(
             "trendsync_upstream_calls_total",
             MetricType::Counter,
             "Upstream call attempts of every run recorded in the database, by method and outcome.",
         );
         for method in with_named(methods, &self.calls) {
-            for outcome in outcomes {
+            for outcome in CallOutcome::ALL {
                 calls.sample(
-                    &[("method", &method), ("outcome", outcome)],
+                    &[("method", &method), ("outcome", outcome.as_str())],
                     count_of(&self.calls, &method, outcome) as f64,
                 );
             }
@@ -454,9 +456,9 @@ impl Picture {
                 "trendsync_region_last_run_status",
                 "1 for the status of the region's last attempt, 0 for the others.",
             );
-            for s in RegionStatus::ALL.map(RegionStatus::as_str) {
-                let value = if s == a.status { 1.0 } else { 0.0 };
-                status.sample(&[("region", code), ("status", s)], value);
+            for s in RegionStatus::ALL {
+                let value = if a.status == s { 1.0 } else { 0.0 };
+                status.sample(&[("region", code), ("status", s.as_str())], value);
             }
         }
         for a in &attempts {
@@ -540,7 +542,7 @@ fn with_named(named: &[&str], calls: &[CallCount]) -> Vec<String> {
     methods
 }
 
-fn count_of(calls: &[CallCount], method: &str, outcome: &str) -> u64 {
+fn count_of(calls: &[CallCount], method: &str, outcome: CallOutcome) -> u64 {
     calls
         .iter()
         .filter(|c| c.method == method && c.outcome == outcome)

@@ -1,15 +1,21 @@
-//! The one list of statuses a run or a region's line of a run can have (DESIGN.md
-//! section 2): how the runner ends them, what the store writes while a run goes on,
-//! what `runs --status` accepts and what the metrics label. A leaf: the runner, the
-//! store, the metrics and the front end all import it, and it imports only the exit
-//! codes.
+//! The words a run is recorded in: the status of a run or of one of its regions
+//! (DESIGN.md section 2) and how one charged call to the upstream ended. How the
+//! runner ends them, what the store writes and reads back, what `runs --status`
+//! accepts and what the metrics label.
+//!
+//! A leaf: the runner, the store, the metrics and the front end all import it, and it
+//! imports nothing of the crate. What a status means for the process's exit code is
+//! the front end's to say (`cmd::exit`).
+//!
+//! A database file may hold a word this build does not know (written by another
+//! trendsync): it reads as [`Recorded::Unknown`] and is shown as it is, rather than
+//! failing the whole read.
 
 use std::fmt;
 use std::str::FromStr;
 
-use serde::Serialize;
-
-use crate::error::ExitCode;
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
+use serde::{Serialize, Serializer};
 
 /// The status of a run or of one of its regions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -48,6 +54,11 @@ impl RegionStatus {
         RegionStatus::Abandoned,
     ];
 
+    /// The statuses of a line whose run is still going on ([`RegionStatus::in_progress`]).
+    /// SQL that asks for them binds them by destructuring this array, so a status added
+    /// here fails to compile there until the SQL names it too.
+    pub const IN_PROGRESS: [RegionStatus; 2] = [RegionStatus::Queued, RegionStatus::Running];
+
     pub fn as_str(self) -> &'static str {
         match self {
             RegionStatus::Complete => "complete",
@@ -68,30 +79,12 @@ impl RegionStatus {
     pub fn in_progress(self) -> bool {
         matches!(self, RegionStatus::Queued | RegionStatus::Running)
     }
-
-    /// Failures a person must look at outrank a clean stop; a clean stop tells cron
-    /// to simply come back.
-    pub fn exit_code(self) -> Option<ExitCode> {
-        match self {
-            RegionStatus::Complete => None,
-            // A line whose process died: a person should look at why.
-            RegionStatus::Failed | RegionStatus::Abandoned => Some(ExitCode::Failed),
-            // Not finished (the runner never ends a run with queued or running).
-            RegionStatus::BudgetExhausted
-            | RegionStatus::UpstreamQuotaExhausted
-            | RegionStatus::Skipped
-            | RegionStatus::NotAttempted
-            | RegionStatus::Queued
-            | RegionStatus::Running => Some(ExitCode::TryLater),
-            // SIGINT's code; the command picks SIGTERM's when that was the signal.
-            RegionStatus::Interrupted => Some(ExitCode::Interrupted),
-        }
-    }
 }
 
-/// [`RegionStatus::in_progress`] for a status as the store returns it, a word.
-pub fn in_progress(word: &str) -> bool {
-    word.parse().is_ok_and(RegionStatus::in_progress)
+/// [`RegionStatus::in_progress`] for a status as the store returns it: a word this
+/// build does not know is no run of its own still going on.
+pub fn in_progress(status: &Recorded<RegionStatus>) -> bool {
+    status.known().is_some_and(RegionStatus::in_progress)
 }
 
 impl fmt::Display for RegionStatus {
@@ -129,6 +122,161 @@ impl FromStr for RegionStatus {
     }
 }
 
+/// How one charged attempt at an upstream call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CallOutcome {
+    Ok,
+    /// Worth trying again (429, 5xx, a timeout); retried while attempts are left.
+    Transient,
+    /// The upstream said the key's quota is spent.
+    QuotaExhausted,
+    /// Refused in a way no retry fixes (a bad key); the run fails.
+    Fatal,
+    /// Only this region fails (a missing chart, malformed JSON).
+    RegionFailed,
+}
+
+impl CallOutcome {
+    pub const ALL: [CallOutcome; 5] = [
+        CallOutcome::Ok,
+        CallOutcome::Transient,
+        CallOutcome::QuotaExhausted,
+        CallOutcome::Fatal,
+        CallOutcome::RegionFailed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallOutcome::Ok => "ok",
+            CallOutcome::Transient => "transient",
+            CallOutcome::QuotaExhausted => "quota_exhausted",
+            CallOutcome::Fatal => "fatal",
+            CallOutcome::RegionFailed => "region_failed",
+        }
+    }
+}
+
+impl fmt::Display for CallOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A word that is none of [`CallOutcome::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown call outcome {0:?}")]
+pub struct UnknownOutcome(pub String);
+
+impl FromStr for CallOutcome {
+    type Err = UnknownOutcome;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        CallOutcome::ALL
+            .into_iter()
+            .find(|outcome| outcome.as_str() == s)
+            .ok_or_else(|| UnknownOutcome(s.to_owned()))
+    }
+}
+
+/// Each word is stored as itself, a TEXT value; a word read back that is not one of
+/// the type's is an error here; [`Recorded`] is how the store reads one that may not be.
+macro_rules! stored_as_word {
+    ($($t:ty),*) => {$(
+        impl ToSql for $t {
+            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+                Ok(ToSqlOutput::from(self.as_str()))
+            }
+        }
+
+        impl FromSql for $t {
+            fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+                value
+                    .as_str()?
+                    .parse()
+                    .map_err(|e| FromSqlError::Other(Box::new(e)))
+            }
+        }
+    )*};
+}
+
+stored_as_word!(RegionStatus, CallOutcome);
+
+/// A status or an outcome as a database file holds it: one this build knows, or a
+/// word it does not, kept as it was written. `runs`, `status`, the metrics and the
+/// JSON show an unknown word as it is (no metric series matches it) instead of
+/// refusing the file.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Recorded<T> {
+    Known(T),
+    Unknown(String),
+}
+
+impl<T: Copy> Recorded<T> {
+    /// The value, when this build knows the word.
+    pub fn known(&self) -> Option<T> {
+        match self {
+            Recorded::Known(value) => Some(*value),
+            Recorded::Unknown(_) => None,
+        }
+    }
+}
+
+impl<T: FromStr> Recorded<T> {
+    /// A word as the file holds it: the value it names, or the word itself.
+    pub fn from_word(word: &str) -> Recorded<T> {
+        word.parse()
+            .map_or_else(|_| Recorded::Unknown(word.to_owned()), Recorded::Known)
+    }
+}
+
+impl<T> From<T> for Recorded<T> {
+    fn from(value: T) -> Self {
+        Recorded::Known(value)
+    }
+}
+
+/// A recorded word is a value only when it is that value's word.
+impl<T: PartialEq> PartialEq<T> for Recorded<T> {
+    fn eq(&self, other: &T) -> bool {
+        matches!(self, Recorded::Known(value) if value == other)
+    }
+}
+
+impl<T: fmt::Display> fmt::Display for Recorded<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Recorded::Known(value) => value.fmt(f),
+            Recorded::Unknown(word) => f.write_str(word),
+        }
+    }
+}
+
+/// As the known value serializes, or the word as it was: the JSON of a known status
+/// is what it was when the row types held strings.
+impl<T: Serialize> Serialize for Recorded<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Recorded::Known(value) => value.serialize(serializer),
+            Recorded::Unknown(word) => serializer.serialize_str(word),
+        }
+    }
+}
+
+impl<T: ToSql> ToSql for Recorded<T> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        match self {
+            Recorded::Known(value) => value.to_sql(),
+            Recorded::Unknown(word) => Ok(ToSqlOutput::from(word.as_str())),
+        }
+    }
+}
+
+impl<T: FromStr> FromSql for Recorded<T> {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        value.as_str().map(Recorded::from_word)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,5 +295,80 @@ mod tests {
         let err = "done".parse::<RegionStatus>().expect_err("not a status");
         assert!(err.to_string().contains("not_attempted"), "{err}");
         assert!("Complete".parse::<RegionStatus>().is_err());
+    }
+
+    #[test]
+    fn the_in_progress_statuses_are_the_ones_listed_for_sql() {
+        let going: Vec<RegionStatus> = RegionStatus::ALL
+            .into_iter()
+            .filter(|s| s.in_progress())
+            .collect();
+        assert_eq!(going, RegionStatus::IN_PROGRESS);
+    }
+
+    fn read<T: FromSql>(conn: &rusqlite::Connection, word: &str) -> rusqlite::Result<T> {
+        conn.query_row("SELECT ?1", [word], |row| row.get(0))
+    }
+
+    /// Every status and outcome goes into the file as its word and comes back as
+    /// itself, bare or recorded.
+    #[test]
+    fn every_word_goes_through_the_database_as_itself() {
+        let conn = rusqlite::Connection::open_in_memory().expect("a database");
+        let back = |value: &dyn ToSql| -> String {
+            conn.query_row("SELECT ?1", [value], |row| row.get(0))
+                .expect("reading back")
+        };
+        for s in RegionStatus::ALL {
+            assert_eq!(back(&s), s.as_str());
+            assert_eq!(read::<RegionStatus>(&conn, s.as_str()).expect("known"), s);
+            let recorded: Recorded<RegionStatus> = read(&conn, s.as_str()).expect("known");
+            assert_eq!(recorded, Recorded::Known(s));
+            assert_eq!(back(&recorded), s.as_str());
+            assert_eq!(recorded.to_string(), s.as_str());
+        }
+        for o in CallOutcome::ALL {
+            assert_eq!(back(&o), o.as_str());
+            assert_eq!(read::<CallOutcome>(&conn, o.as_str()).expect("known"), o);
+            let recorded: Recorded<CallOutcome> = read(&conn, o.as_str()).expect("known");
+            assert_eq!(recorded, o);
+        }
+    }
+
+    /// A word an older or newer trendsync wrote still reads, shows and serializes as
+    /// itself, and is none of the known values; only the bare type refuses it.
+    #[test]
+    fn an_unknown_word_in_the_file_still_reads_as_itself() {
+        let conn = rusqlite::Connection::open_in_memory().expect("a database");
+        let status: Recorded<RegionStatus> = read(&conn, "partial").expect("an unknown word");
+        assert_eq!(status, Recorded::Unknown("partial".to_owned()));
+        assert_eq!(status.to_string(), "partial");
+        assert_eq!(
+            serde_json::to_string(&status).expect("serializing"),
+            "\"partial\""
+        );
+        assert_eq!(status.known(), None);
+        assert!(!in_progress(&status));
+        assert!(RegionStatus::ALL.iter().all(|s| status != *s));
+        let err = read::<RegionStatus>(&conn, "partial").expect_err("not a status");
+        assert!(err.to_string().contains("partial"), "{err}");
+
+        let outcome: Recorded<CallOutcome> = read(&conn, "throttled").expect("an unknown word");
+        assert_eq!(outcome.to_string(), "throttled");
+        assert!(CallOutcome::ALL.iter().all(|o| outcome != *o));
+        assert!(read::<CallOutcome>(&conn, "throttled").is_err());
+
+        // Written back as it was read.
+        let again: String = conn
+            .query_row("SELECT ?1", [&status], |row| row.get(0))
+            .expect("writing back");
+        assert_eq!(again, "partial");
+        // Known words keep the JSON they had as strings.
+        let known = Recorded::Known(RegionStatus::NotAttempted);
+        assert_eq!(
+            serde_json::to_string(&known).expect("serializing"),
+            "\"not_attempted\""
+        );
+        assert!(in_progress(&Recorded::Known(RegionStatus::Queued)));
     }
 }

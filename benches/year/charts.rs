@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rusqlite::{Connection, params};
+use trendsync::region_status::{CallOutcome, RegionStatus};
 use trendsync::store::{
     CallCount, FollowCounts, RegionOutcome, RunKind, RunOutcome, Store, VideoRecord,
 };
@@ -90,7 +91,7 @@ impl RunEnd {
     fn calls(&self) -> Vec<CallCount> {
         let call = |method: &str, calls| CallCount {
             method: method.into(),
-            outcome: "ok".into(),
+            outcome: CallOutcome::Ok.into(),
             calls,
         };
         vec![
@@ -642,7 +643,7 @@ impl Sink for ViaStore {
         self.store.finish_run(
             run_id,
             &RunOutcome {
-                status: "complete".into(),
+                status: RegionStatus::Complete,
                 units: end.units(),
                 calls: end.units(),
                 stop_reason: None,
@@ -652,7 +653,7 @@ impl Sink for ViaStore {
         )?;
         let outcome = RegionOutcome {
             region: region.into(),
-            status: "complete".into(),
+            status: RegionStatus::Complete.into(),
             pages: end.pages,
             videos: end.videos,
             units: end.units(),

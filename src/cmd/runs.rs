@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::status::{ago, at, charts_text, one_line};
 use crate::cli::{Global, RunsArgs};
-use crate::region_status::{RegionStatus, in_progress};
+use crate::region_status::{Recorded, RegionStatus, in_progress};
 use crate::report::print_json;
 use crate::runner::lock;
 use crate::store::{HistoryFilter, HistoryRow, Store};
@@ -22,7 +22,7 @@ struct RunJson<'a> {
     region: Option<&'a str>,
     started_at: String,
     ended_at: Option<String>,
-    status: &'a str,
+    status: &'a Recorded<RegionStatus>,
     pages: u64,
     videos: u64,
     units: u64,
@@ -102,7 +102,7 @@ pub fn run(global: &Global, args: &RunsArgs) -> Result<()> {
             ago(now, r.started_at),
             r.kind.as_str().to_owned(),
             r.region.as_deref().unwrap_or("-").to_owned(),
-            r.status.clone(),
+            r.status.to_string(),
             r.pages.to_string(),
             r.videos.to_string(),
             r.units.to_string(),
@@ -142,12 +142,12 @@ fn read(db: &std::path::Path, filter: &HistoryFilter) -> Result<Vec<HistoryRow>>
                 lock::run_is_alive(db, &r.run_id).unwrap_or(true)
             });
             if !live {
-                r.status = RegionStatus::Abandoned.as_str().to_owned();
+                r.status = RegionStatus::Abandoned.into();
             }
         }
     }
     if let Some(want) = filter.status {
-        rows.retain(|r| r.status == want.as_str());
+        rows.retain(|r| r.status == want);
     }
     rows.sort_by(|a, b| {
         (b.started_at, &b.run_id)

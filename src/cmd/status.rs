@@ -16,7 +16,7 @@ use crate::cli::{Global, StatusArgs};
 use crate::error::{ExitCode, SilentExit, after_output};
 use crate::quota::BUDGET_POLICY;
 use crate::quota::skew::{self, LimiterClock, MAX_SKEW, Skew, amount};
-use crate::region_status::{RegionStatus, in_progress};
+use crate::region_status::{Recorded, RegionStatus, in_progress};
 use crate::report::{human, print_json, rfc3339};
 use crate::runner::lock;
 use crate::store::{HistoryRow, RegionState, RunStart, Store};
@@ -32,7 +32,7 @@ const ABANDONED_SHOWN_FOR: i64 = 7 * 24 * 3600;
 struct RegionJson {
     code: String,
     last_attempt_at: Option<String>,
-    last_status: Option<String>,
+    last_status: Option<Recorded<RegionStatus>>,
     last_reason: Option<String>,
     last_complete_at: Option<String>,
     stale: bool,
@@ -212,7 +212,7 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
     let dead_ids: Vec<String> = stored.abandoned.iter().map(|r| r.run_id.clone()).collect();
     for a in stored.attempts.values_mut() {
         if in_progress(&a.status) && dead_ids.contains(&a.run_id) {
-            a.status = RegionStatus::Abandoned.as_str().to_owned();
+            a.status = RegionStatus::Abandoned.into();
         }
     }
     let now = clock.now_s();
@@ -373,7 +373,9 @@ fn print_text(
         regions.row(vec![
             r.code.clone(),
             attempt.map_or("never".to_owned(), |a| ago(now, a.started_at)),
-            r.last_status.as_deref().unwrap_or("-").to_owned(),
+            r.last_status
+                .as_ref()
+                .map_or("-".to_owned(), ToString::to_string),
             num(r.pages),
             num(r.videos),
             num(r.units),

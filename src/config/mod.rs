@@ -44,12 +44,6 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-impl crate::error::Exit for ConfigError {
-    fn exit_code(&self) -> crate::error::ExitCode {
-        crate::error::ExitCode::Config
-    }
-}
-
 /// The text of one configuration file and the name to report it by; turns byte spans
 /// into line and column.
 pub struct SourceText<'a> {

@@ -2,6 +2,7 @@ use std::fs;
 
 use super::*;
 use crate::quota::skew::LimiterClock;
+use crate::region_status::Recorded;
 use crate::runner::BucketWindow;
 
 #[test]
@@ -70,7 +71,7 @@ fn run(id: &str, kind: RunKind, started_at: i64, status: &str, units: u64) -> Ru
         kind,
         started_at,
         ended_at: Some(started_at + 40),
-        status: status.into(),
+        status: Recorded::from_word(status),
         units: Some(units),
         calls: Some(units + 1),
         stop_reason: None,
@@ -81,7 +82,7 @@ fn run(id: &str, kind: RunKind, started_at: i64, status: &str, units: u64) -> Ru
 fn outcome(region: &str, status: &str, videos: u64) -> RegionOutcome {
     RegionOutcome {
         region: region.into(),
-        status: status.into(),
+        status: Recorded::from_word(status),
         pages: 2,
         videos,
         units: 3,
@@ -93,7 +94,7 @@ fn calls(list: &[(&str, &str, u64)]) -> Vec<CallCount> {
     list.iter()
         .map(|(m, o, n)| CallCount {
             method: (*m).into(),
-            outcome: (*o).into(),
+            outcome: Recorded::from_word(o),
             calls: *n,
         })
         .collect()
@@ -106,7 +107,7 @@ fn attempt(region: &str, started_at: i64, status: &str, ended: bool) -> HistoryR
         region: Some(region.into()),
         started_at,
         ended_at: ended.then_some(started_at + 30),
-        status: status.into(),
+        status: Recorded::from_word(status),
         pages: 2,
         videos: 100,
         units: 3,
@@ -144,13 +145,13 @@ fn picture() -> Picture {
                 region: "US".into(),
                 last_complete_at: Some(1_700_000_030),
                 last_attempt_at: Some(1_700_000_030),
-                last_status: Some("complete".into()),
+                last_status: Some(RegionStatus::Complete.into()),
             },
             RegionState {
                 region: "GB".into(),
                 last_complete_at: None,
                 last_attempt_at: Some(1_700_000_030),
-                last_status: Some("failed".into()),
+                last_status: Some(RegionStatus::Failed.into()),
             },
         ],
         calls: calls(&[

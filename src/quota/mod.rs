@@ -497,20 +497,6 @@ impl LimiterError {
     }
 }
 
-impl crate::error::Exit for LimiterError {
-    /// A limiter configured so that no retry can help is a configuration error (78);
-    /// one that is down or misbehaving is a failure (1) (a run applies
-    /// `[when_limiter_down]` before it gets this far).
-    fn exit_code(&self) -> crate::error::ExitCode {
-        match self {
-            LimiterError::Config(_) => crate::error::ExitCode::Config,
-            LimiterError::Unavailable { .. } | LimiterError::Failed { .. } => {
-                crate::error::ExitCode::Failed
-            }
-        }
-    }
-}
-
 /// Either backend, with the same promises; or a Redis that could not be reached when
 /// the command started, which answers every request as unavailable so that the
 /// `[when_limiter_down]` policy applies to the command's calls as it would had Redis

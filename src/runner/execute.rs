@@ -1344,7 +1344,7 @@ async fn record_end(run: &Run, report: &RunReport, stop: Option<&Stop>, now: i64
         .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.code)))
         .collect();
     let outcome = RunOutcome {
-        status: report.status.as_str().to_owned(),
+        status: report.status,
         units: report.units_charged,
         calls: report.calls,
         stop_reason: report
@@ -1360,7 +1360,7 @@ async fn record_end(run: &Run, report: &RunReport, stop: Option<&Stop>, now: i64
         .iter()
         .map(|((method, outcome), n)| CallCount {
             method: (*method).to_owned(),
-            outcome: outcome.as_str().to_owned(),
+            outcome: (*outcome).into(),
             calls: *n,
         })
         .collect();
@@ -1457,7 +1457,7 @@ fn region_outcomes(report: &RunReport, stop: Option<&Stop>, now_us: i64) -> Vec<
             };
             RegionOutcome {
                 region: r.code.clone(),
-                status: r.status.as_str().to_owned(),
+                status: r.status.into(),
                 pages: u64::from(r.pages),
                 videos: r.videos,
                 units: r.units,

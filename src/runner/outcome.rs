@@ -166,39 +166,9 @@ impl Stop {
 /// The status of a run or of one of its regions: the one list all layers share.
 pub use crate::region_status::RegionStatus as Status;
 
-/// How one charged attempt at an upstream call ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum CallOutcome {
-    Ok,
-    /// Worth trying again (429, 5xx, a timeout); retried while attempts are left.
-    Transient,
-    /// The upstream said the key's quota is spent.
-    QuotaExhausted,
-    /// Refused in a way no retry fixes (a bad key); the run fails.
-    Fatal,
-    /// Only this region fails (a missing chart, malformed JSON).
-    RegionFailed,
-}
-
-impl CallOutcome {
-    pub const ALL: [CallOutcome; 5] = [
-        CallOutcome::Ok,
-        CallOutcome::Transient,
-        CallOutcome::QuotaExhausted,
-        CallOutcome::Fatal,
-        CallOutcome::RegionFailed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CallOutcome::Ok => "ok",
-            CallOutcome::Transient => "transient",
-            CallOutcome::QuotaExhausted => "quota_exhausted",
-            CallOutcome::Fatal => "fatal",
-            CallOutcome::RegionFailed => "region_failed",
-        }
-    }
-}
+/// How one charged attempt at an upstream call ended: a word of the run's record,
+/// beside the statuses.
+pub use crate::region_status::CallOutcome;
 
 /// Attempts made, by upstream method and how each ended.
 pub type Attempts = BTreeMap<(&'static str, CallOutcome), u64>;
@@ -448,7 +418,6 @@ pub fn overall(regions: &[RegionReport], stop: Option<&Stop>) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::ExitCode;
 
     fn region(code: &str, status: Status) -> RegionReport {
         RegionReport {
@@ -473,10 +442,6 @@ mod tests {
             region("GB", Status::BudgetExhausted),
         ];
         assert_eq!(overall(&regions, Some(&stop)), Status::BudgetExhausted);
-        assert_eq!(
-            overall(&regions, Some(&stop)).exit_code(),
-            Some(ExitCode::TryLater)
-        );
     }
 
     /// A slow stopped run of eight regions ended three ways: the summary drops the

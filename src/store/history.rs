@@ -2,17 +2,17 @@
 //! and the runs a killed process left `running`. What `status`, `runs` and the
 //! metrics file are built from.
 
-use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, named_params, params};
 
 use super::{RunKind, Store, StoreError};
-use crate::region_status::RegionStatus;
+use crate::region_status::{CallOutcome, Recorded, RegionStatus};
 
 /// How one region of a run went (a row of `run_regions`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegionOutcome {
     pub region: String,
-    /// A run status, or `running` / `abandoned`.
-    pub status: String,
+    /// A run status, or `queued` / `running` / `abandoned`.
+    pub status: Recorded<RegionStatus>,
     pub pages: u64,
     pub videos: u64,
     pub units: u64,
@@ -23,7 +23,7 @@ pub struct RegionOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallCount {
     pub method: String,
-    pub outcome: String,
+    pub outcome: Recorded<CallOutcome>,
     pub calls: u64,
 }
 
@@ -37,7 +37,7 @@ pub struct HistoryRow {
     pub started_at: i64,
     pub ended_at: Option<i64>,
     /// The region's status in that run (the run's own when it had no region).
-    pub status: String,
+    pub status: Recorded<RegionStatus>,
     pub pages: u64,
     pub videos: u64,
     pub units: u64,
@@ -63,9 +63,10 @@ const CHARTS_OF_LINE: &str = "
 /// A line's reason. A region that completed, failed or was skipped says its own (a
 /// complete region has none): the run's stop reason may be another region's failure.
 /// A region the run's stop cut short (budget, upstream quota, a signal, never
-/// reached) is explained by that stop when it has no reason of its own.
+/// reached) is explained by that stop when it has no reason of its own. Its statuses
+/// are the named parameters `:complete`, `:failed` and `:skipped`.
 const REGION_REASON: &str = "CASE WHEN rr.run_id IS NULL THEN r.stop_reason
-     WHEN rr.status IN ('complete', 'failed', 'skipped') THEN rr.reason
+     WHEN rr.status IN (:complete, :failed, :skipped) THEN rr.reason
      ELSE coalesce(rr.reason, r.stop_reason) END";
 
 /// Which history lines to read; newest first.
@@ -112,11 +113,11 @@ impl Store {
             {
                 let mut insert = tx.prepare_cached(
                     "INSERT INTO run_regions (run_id, region, started_at, status)
-                     VALUES (?1, ?2, ?3, 'queued')
+                     VALUES (?1, ?2, ?3, ?4)
                      ON CONFLICT (run_id, region) DO NOTHING",
                 )?;
                 for region in regions {
-                    insert.execute(params![run_id, region, started_at])?;
+                    insert.execute(params![run_id, region, started_at, RegionStatus::Queued])?;
                 }
             }
             tx.commit()
@@ -134,12 +135,13 @@ impl Store {
         region: &str,
         status: RegionStatus,
     ) -> Result<(), StoreError> {
+        let [queued, running] = RegionStatus::IN_PROGRESS;
         self.conn
             .prepare_cached(
                 "UPDATE run_regions SET status = ?3
-                 WHERE run_id = ?1 AND region = ?2 AND status IN ('queued', 'running')",
+                 WHERE run_id = ?1 AND region = ?2 AND status IN (?4, ?5)",
             )
-            .and_then(|mut s| s.execute(params![run_id, region, status.as_str()]))
+            .and_then(|mut s| s.execute(params![run_id, region, status, queued, running]))
             .map(|_| ())
             .map_err(self.err(format!(
                 "recording that region {region} of run {run_id} is {status}"
@@ -160,16 +162,17 @@ impl Store {
         let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         (|| {
             let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
+            let running = RegionStatus::Running;
             tx.prepare_cached(
                 "UPDATE run_regions SET units = max(coalesce(units, 0), ?3)
-                 WHERE run_id = ?1 AND region = ?2 AND status = 'running'",
+                 WHERE run_id = ?1 AND region = ?2 AND status = ?4",
             )?
-            .execute(params![run_id, region, as_i64(region_units)])?;
+            .execute(params![run_id, region, as_i64(region_units), running])?;
             tx.prepare_cached(
                 "UPDATE runs SET units = max(coalesce(units, 0), ?2)
-                 WHERE run_id = ?1 AND status = 'running'",
+                 WHERE run_id = ?1 AND status = ?3",
             )?
-            .execute(params![run_id, as_i64(run_units)])?;
+            .execute(params![run_id, as_i64(run_units), running])?;
             tx.commit()
         })()
         .map_err(self.err(format!("recording the units run {run_id} has charged")))
@@ -230,9 +233,9 @@ impl Store {
     /// that died.
     pub fn running_runs(&self) -> Result<Vec<RunStart>, StoreError> {
         self.run_starts(
-            "SELECT run_id, kind, started_at FROM runs WHERE status = 'running'
+            "SELECT run_id, kind, started_at FROM runs WHERE status = ?1
              ORDER BY started_at, run_id",
-            [],
+            [RegionStatus::Running],
         )
     }
 
@@ -240,9 +243,9 @@ impl Store {
     pub fn abandoned_runs(&self, since: i64) -> Result<Vec<RunStart>, StoreError> {
         self.run_starts(
             "SELECT run_id, kind, started_at FROM runs
-             WHERE status = 'abandoned' AND started_at >= ?1
+             WHERE status = ?2 AND started_at >= ?1
              ORDER BY started_at DESC, run_id",
-            [since],
+            params![since, RegionStatus::Abandoned],
         )
     }
 
@@ -271,16 +274,18 @@ impl Store {
     pub fn abandon_run(&self, run_id: &str) -> Result<bool, StoreError> {
         (|| {
             let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
+            let abandoned = RegionStatus::Abandoned;
+            let [queued, running] = RegionStatus::IN_PROGRESS;
             let changed = tx.execute(
-                "UPDATE runs SET status = 'abandoned', stop_reason = ?2
-                 WHERE run_id = ?1 AND status = 'running'",
-                params![run_id, ABANDONED_REASON],
+                "UPDATE runs SET status = ?3, stop_reason = ?2
+                 WHERE run_id = ?1 AND status = ?4",
+                params![run_id, ABANDONED_REASON, abandoned, running],
             )?;
             if changed > 0 {
                 tx.execute(
-                    "UPDATE run_regions SET status = 'abandoned', reason = ?2
-                     WHERE run_id = ?1 AND status IN ('queued', 'running')",
-                    params![run_id, ABANDONED_REASON],
+                    "UPDATE run_regions SET status = ?3, reason = ?2
+                     WHERE run_id = ?1 AND status IN (?4, ?5)",
+                    params![run_id, ABANDONED_REASON, abandoned, queued, running],
                 )?;
             }
             tx.commit()?;
@@ -301,19 +306,22 @@ impl Store {
                         coalesce(rr.units, r.units, 0),
                         {REGION_REASON}, {CHARTS_OF_LINE}, r.duration_us
                  FROM runs AS r LEFT JOIN run_regions AS rr ON rr.run_id = r.run_id
-                 WHERE (?1 IS NULL OR r.started_at >= ?1)
-                   AND (?2 IS NULL OR rr.region IN (SELECT value FROM json_each(?2)))
-                   AND (?3 IS NULL OR coalesce(rr.status, r.status) = ?3)
+                 WHERE (:since IS NULL OR r.started_at >= :since)
+                   AND (:regions IS NULL OR rr.region IN (SELECT value FROM json_each(:regions)))
+                   AND (:status IS NULL OR coalesce(rr.status, r.status) = :status)
                  ORDER BY r.started_at DESC, r.run_id DESC, rr.region
-                 LIMIT ?4"
+                 LIMIT :limit"
             ))?;
             let rows = stmt.query_map(
-                params![
-                    filter.since,
-                    regions,
-                    filter.status.map(RegionStatus::as_str),
-                    i64::from(filter.limit)
-                ],
+                named_params! {
+                    ":since": filter.since,
+                    ":regions": regions,
+                    ":status": filter.status,
+                    ":limit": i64::from(filter.limit),
+                    ":complete": RegionStatus::Complete,
+                    ":failed": RegionStatus::Failed,
+                    ":skipped": RegionStatus::Skipped,
+                },
                 history_row,
             )?;
             rows.collect::<rusqlite::Result<Vec<_>>>()
@@ -335,12 +343,19 @@ impl Store {
                  JOIN run_regions AS rr
                    ON rr.region = g.region
                   AND rr.run_id = (SELECT x.run_id FROM run_regions AS x
-                                   WHERE x.region = g.region AND x.status <> 'skipped'
+                                   WHERE x.region = g.region AND x.status <> :skipped
                                    ORDER BY x.started_at DESC, x.run_id DESC LIMIT 1)
                  JOIN runs AS r ON r.run_id = rr.run_id
                  ORDER BY rr.region"
             ))?;
-            let rows = stmt.query_map([], history_row)?;
+            let rows = stmt.query_map(
+                named_params! {
+                    ":complete": RegionStatus::Complete,
+                    ":failed": RegionStatus::Failed,
+                    ":skipped": RegionStatus::Skipped,
+                },
+                history_row,
+            )?;
             rows.collect::<rusqlite::Result<Vec<_>>>()
         })()
         .map_err(self.err("reading the regions' last attempts"))
@@ -434,7 +449,7 @@ mod tests {
     use super::*;
     use crate::schema::MIGRATIONS;
 
-    fn outcome(region: &str, status: &str, reason: Option<&str>) -> RegionOutcome {
+    fn outcome(region: &str, status: RegionStatus, reason: Option<&str>) -> RegionOutcome {
         RegionOutcome {
             region: region.into(),
             status: status.into(),
@@ -445,12 +460,12 @@ mod tests {
         }
     }
 
-    fn finish(store: &Store, run_id: &str, status: &str, at: i64) {
+    fn finish(store: &Store, run_id: &str, status: RegionStatus, at: i64) {
         store
             .finish_run(
                 run_id,
                 &RunOutcome {
-                    status: status.into(),
+                    status,
                     units: 6,
                     calls: 6,
                     stop_reason: None,
@@ -476,9 +491,9 @@ mod tests {
             .record_run_details(
                 "r1",
                 &[
-                    outcome("US", "complete", None),
-                    outcome("GB", "failed", Some("GB: videoChartNotFound")),
-                    outcome("DE", "not_attempted", None),
+                    outcome("US", RegionStatus::Complete, None),
+                    outcome("GB", RegionStatus::Failed, Some("GB: videoChartNotFound")),
+                    outcome("DE", RegionStatus::NotAttempted, None),
                 ],
                 &[],
             )
@@ -487,7 +502,7 @@ mod tests {
             .finish_run(
                 "r1",
                 &RunOutcome {
-                    status: "failed".into(),
+                    status: RegionStatus::Failed,
                     units: 6,
                     calls: 6,
                     stop_reason: Some("GB: videoChartNotFound".into()),
@@ -528,23 +543,32 @@ mod tests {
         store
             .mark_region("r", "US", RegionStatus::Running)
             .expect("running");
-        let statuses = |store: &Store| -> Vec<String> {
+        let statuses = |store: &Store| -> Vec<Recorded<RegionStatus>> {
             let rows = store.run_regions("r").expect("regions");
             rows.into_iter().map(|r| r.status).collect()
         };
-        assert_eq!(statuses(&store), ["queued", "running"]);
+        assert_eq!(
+            statuses(&store),
+            [RegionStatus::Queued, RegionStatus::Running]
+        );
         store
             .mark_region("r", "GB", RegionStatus::Complete)
             .expect("ended");
         store
             .mark_region("r", "GB", RegionStatus::Running)
             .expect("left alone");
-        assert_eq!(statuses(&store), ["complete", "running"]);
+        assert_eq!(
+            statuses(&store),
+            [RegionStatus::Complete, RegionStatus::Running]
+        );
         store
             .mark_region("r", "GB", RegionStatus::Queued)
             .expect("left alone");
         assert!(store.abandon_run("r").expect("abandoning"));
-        assert_eq!(statuses(&store), ["complete", "abandoned"]);
+        assert_eq!(
+            statuses(&store),
+            [RegionStatus::Complete, RegionStatus::Abandoned]
+        );
     }
 
     #[test]
@@ -558,20 +582,20 @@ mod tests {
             .expect("regions");
         let calls = [CallCount {
             method: "videos.list".into(),
-            outcome: "ok".into(),
+            outcome: CallOutcome::Ok.into(),
             calls: 5,
         }];
         store
             .record_run_details(
                 "r1",
                 &[
-                    outcome("US", "complete", None),
-                    outcome("GB", "failed", Some("videoChartNotFound")),
+                    outcome("US", RegionStatus::Complete, None),
+                    outcome("GB", RegionStatus::Failed, Some("videoChartNotFound")),
                 ],
                 &calls,
             )
             .expect("details");
-        finish(&store, "r1", "failed", 140);
+        finish(&store, "r1", RegionStatus::Failed, 140);
         // A later run still going, and a run with no region at all.
         store.begin_run("r2", RunKind::Run, 200).expect("begin");
         store
@@ -579,7 +603,7 @@ mod tests {
             .expect("regions");
         assert_eq!(
             store.run_regions("r2").expect("regions")[0].status,
-            "queued"
+            RegionStatus::Queued
         );
         store
             .mark_region("r2", "US", RegionStatus::Running)
@@ -589,11 +613,11 @@ mod tests {
             .expect("begin");
         let more = [CallCount {
             method: "videos.list".into(),
-            outcome: "ok".into(),
+            outcome: CallOutcome::Ok.into(),
             calls: 2,
         }];
         store.record_run_details("b3", &[], &more).expect("details");
-        finish(&store, "b3", "complete", 301);
+        finish(&store, "b3", RegionStatus::Complete, 301);
 
         let all = store
             .history(&HistoryFilter {
@@ -601,17 +625,17 @@ mod tests {
                 ..HistoryFilter::default()
             })
             .expect("history");
-        let lines: Vec<(&str, Option<&str>, &str)> = all
+        let lines: Vec<(&str, Option<&str>, Option<RegionStatus>)> = all
             .iter()
-            .map(|h| (h.run_id.as_str(), h.region.as_deref(), h.status.as_str()))
+            .map(|h| (h.run_id.as_str(), h.region.as_deref(), h.status.known()))
             .collect();
         assert_eq!(
             lines,
             [
-                ("b3", None, "complete"),
-                ("r2", Some("US"), "running"),
-                ("r1", Some("GB"), "failed"),
-                ("r1", Some("US"), "complete"),
+                ("b3", None, Some(RegionStatus::Complete)),
+                ("r2", Some("US"), Some(RegionStatus::Running)),
+                ("r1", Some("GB"), Some(RegionStatus::Failed)),
+                ("r1", Some("US"), Some(RegionStatus::Complete)),
             ]
         );
         let failed = store
@@ -636,17 +660,17 @@ mod tests {
                 .is_empty()
         );
 
-        let last: Vec<(String, String)> = store
+        let last: Vec<(String, Option<RegionStatus>)> = store
             .last_attempts()
             .expect("last")
             .into_iter()
-            .map(|h| (h.region.unwrap_or_default(), h.status))
+            .map(|h| (h.region.unwrap_or_default(), h.status.known()))
             .collect();
         assert_eq!(
             last,
             [
-                ("GB".to_owned(), "failed".to_owned()),
-                ("US".to_owned(), "running".to_owned())
+                ("GB".to_owned(), Some(RegionStatus::Failed)),
+                ("US".to_owned(), Some(RegionStatus::Running))
             ]
         );
         assert_eq!(store.call_counts(Some("r1")).expect("calls"), calls);
@@ -655,7 +679,7 @@ mod tests {
             store.call_counts(None).expect("calls"),
             [CallCount {
                 method: "videos.list".into(),
-                outcome: "ok".into(),
+                outcome: CallOutcome::Ok.into(),
                 calls: 7,
             }],
             "every run's calls added up"
@@ -672,12 +696,72 @@ mod tests {
         assert_eq!(abandoned[0].run_id, "r2");
         assert_eq!(
             store.run_regions("r2").expect("regions")[0].status,
-            "abandoned"
+            RegionStatus::Abandoned
         );
         assert_eq!(
             store.run_regions("r1").expect("regions")[1].status,
-            "complete"
+            RegionStatus::Complete
         );
+    }
+
+    /// A file written by a trendsync with words this build does not know still reads:
+    /// each row keeps its word, shown as it is, and is none of the known statuses.
+    #[test]
+    fn words_this_build_does_not_know_still_read() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path().join("t.db")).expect("opening");
+        store.begin_run("r", RunKind::Run, 100).expect("begin");
+        store
+            .begin_run_regions("r", 100, &["US".to_owned()])
+            .expect("regions");
+        store.mark_region_complete("US", 100).expect("state");
+        store
+            .conn
+            .execute_batch(
+                "UPDATE runs SET status = 'partial', ended_at = 120 WHERE run_id = 'r';
+                 UPDATE run_regions SET status = 'paused' WHERE run_id = 'r';
+                 UPDATE region_state SET last_status = 'paused' WHERE region = 'US';
+                 INSERT INTO run_calls (run_id, method, outcome, calls)
+                     VALUES ('r', 'videos.list', 'throttled', 2);
+                 INSERT INTO call_totals (method, outcome, calls)
+                     VALUES ('videos.list', 'throttled', 2);",
+            )
+            .expect("writing words of another build");
+        let paused = Recorded::<RegionStatus>::Unknown("paused".to_owned());
+        let regions = store.run_regions("r").expect("regions");
+        assert_eq!(regions[0].status, paused);
+        assert_eq!(regions[0].status.to_string(), "paused");
+        let history = store
+            .history(&HistoryFilter {
+                limit: 10,
+                ..HistoryFilter::default()
+            })
+            .expect("history");
+        assert_eq!(history[0].status, paused);
+        assert_eq!(store.last_attempts().expect("last")[0].status, paused);
+        let run = store.last_run().expect("last run").expect("a run");
+        assert_eq!(run.status.to_string(), "partial");
+        assert!(RegionStatus::ALL.iter().all(|s| run.status != *s));
+        let state = &store.region_states().expect("states")[0];
+        assert_eq!(state.last_status.as_ref(), Some(&paused));
+        let throttled = Recorded::<CallOutcome>::Unknown("throttled".to_owned());
+        assert_eq!(
+            store.call_counts(Some("r")).expect("calls")[0].outcome,
+            throttled
+        );
+        assert_eq!(
+            store.call_counts(None).expect("calls")[0].outcome,
+            throttled
+        );
+        // A status filter names a known status, which the unknown word is not.
+        let failed = store
+            .history(&HistoryFilter {
+                status: Some(RegionStatus::Failed),
+                limit: 10,
+                ..HistoryFilter::default()
+            })
+            .expect("history");
+        assert!(failed.is_empty());
     }
 
     #[test]

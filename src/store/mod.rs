@@ -55,6 +55,8 @@ const WAL_AUTOCHECKPOINT_PAGES: i64 = 10_000;
 
 pub use crate::video::VideoRecord;
 
+use crate::region_status::{Recorded, RegionStatus};
+
 /// What started a run; `backfill` may spend the reserve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunKind {
@@ -83,8 +85,9 @@ impl RunKind {
 /// How a run ended, recorded by [`Store::finish_run`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunOutcome {
-    /// `complete` | `budget_exhausted` | `upstream_quota_exhausted` | `failed` | `skipped`.
-    pub status: String,
+    /// One a run ends with: `complete`, `budget_exhausted`, `upstream_quota_exhausted`,
+    /// `failed`, `skipped` or `interrupted`.
+    pub status: RegionStatus,
     pub units: u64,
     pub calls: u64,
     pub stop_reason: Option<String>,
@@ -101,7 +104,7 @@ pub struct RunRecord {
     pub kind: RunKind,
     pub started_at: i64,
     pub ended_at: Option<i64>,
-    pub status: String,
+    pub status: Recorded<RegionStatus>,
     pub units: Option<u64>,
     pub calls: Option<u64>,
     pub stop_reason: Option<String>,
@@ -115,7 +118,7 @@ pub struct RegionState {
     pub region: String,
     pub last_complete_at: Option<i64>,
     pub last_attempt_at: Option<i64>,
-    pub last_status: Option<String>,
+    pub last_status: Option<Recorded<RegionStatus>>,
 }
 
 /// One fetch's counts for a video (a row of `video_stats`).

@@ -545,8 +545,8 @@ fn pages_need_a_begun_run_and_fail_whole() {
 fn the_last_finished_run_of_each_kind() {
     let (_dir, store) = open_fresh();
     assert_eq!(store.last_finished_run(RunKind::Run).unwrap(), None);
-    let ended = |status: &str, at: i64| RunOutcome {
-        status: status.into(),
+    let ended = |status: RegionStatus, at: i64| RunOutcome {
+        status,
         units: 3,
         calls: 3,
         stop_reason: None,
@@ -554,10 +554,12 @@ fn the_last_finished_run_of_each_kind() {
         duration_us: 9_600_000,
     };
     store.begin_run("r1", RunKind::Run, 100).unwrap();
-    store.finish_run("r1", &ended("complete", 110)).unwrap();
+    store
+        .finish_run("r1", &ended(RegionStatus::Complete, 110))
+        .unwrap();
     store.begin_run("b1", RunKind::Backfill, 120).unwrap();
     store
-        .finish_run("b1", &ended("budget_exhausted", 130))
+        .finish_run("b1", &ended(RegionStatus::BudgetExhausted, 130))
         .unwrap();
     // Started later but still running: not finished, so not the last finished one.
     store.begin_run("r2", RunKind::Run, 140).unwrap();
@@ -565,12 +567,17 @@ fn the_last_finished_run_of_each_kind() {
     assert_eq!((run.run_id.as_str(), run.ended_at), ("r1", Some(110)));
     let backfill = store.last_finished_run(RunKind::Backfill).unwrap().unwrap();
     assert_eq!(
-        (backfill.run_id.as_str(), backfill.status.as_str()),
-        ("b1", "budget_exhausted")
+        (backfill.run_id.as_str(), backfill.status.known()),
+        ("b1", Some(RegionStatus::BudgetExhausted))
     );
-    store.finish_run("r2", &ended("failed", 150)).unwrap();
+    store
+        .finish_run("r2", &ended(RegionStatus::Failed, 150))
+        .unwrap();
     let run = store.last_finished_run(RunKind::Run).unwrap().unwrap();
-    assert_eq!((run.run_id.as_str(), run.status.as_str()), ("r2", "failed"));
+    assert_eq!(
+        (run.run_id.as_str(), run.status.known()),
+        ("r2", Some(RegionStatus::Failed))
+    );
 }
 
 #[test]
@@ -586,7 +593,7 @@ fn runs_begin_finish_and_last_run() {
             kind: RunKind::Backfill,
             started_at: 200,
             ended_at: None,
-            status: "running".into(),
+            status: RegionStatus::Running.into(),
             units: None,
             calls: None,
             stop_reason: None,
@@ -594,7 +601,7 @@ fn runs_begin_finish_and_last_run() {
         })
     );
     let outcome = RunOutcome {
-        status: "budget_exhausted".into(),
+        status: RegionStatus::BudgetExhausted,
         units: 9500,
         calls: 120,
         stop_reason: Some("ceiling 9500 reached".into()),
@@ -603,7 +610,7 @@ fn runs_begin_finish_and_last_run() {
     };
     store.finish_run("r2", &outcome).unwrap();
     let last = store.last_run().unwrap().unwrap();
-    assert_eq!(last.status, "budget_exhausted");
+    assert_eq!(last.status, RegionStatus::BudgetExhausted);
     assert_eq!(last.ended_at, Some(260));
     assert_eq!(last.units, Some(9500));
     assert_eq!(last.calls, Some(120));
@@ -646,7 +653,7 @@ fn finish_run_checkpoints_what_the_pages_wrote() {
         .finish_run(
             "r1",
             &RunOutcome {
-                status: "complete".into(),
+                status: RegionStatus::Complete,
                 units: 5,
                 calls: 5,
                 stop_reason: None,
@@ -685,19 +692,19 @@ fn region_state_and_categories() {
                 region: "DE".into(),
                 last_complete_at: None,
                 last_attempt_at: Some(400),
-                last_status: Some("budget_exhausted".into()),
+                last_status: Some(RegionStatus::BudgetExhausted.into()),
             },
             RegionState {
                 region: "GB".into(),
                 last_complete_at: Some(300),
                 last_attempt_at: Some(300),
-                last_status: Some("complete".into()),
+                last_status: Some(RegionStatus::Complete.into()),
             },
             RegionState {
                 region: "US".into(),
                 last_complete_at: Some(500),
                 last_attempt_at: Some(600),
-                last_status: Some("failed".into()),
+                last_status: Some(RegionStatus::Failed.into()),
             },
         ]
     );
@@ -1205,67 +1212,5 @@ mod property {
                 }
             }
         }
-    }
-}
-
-/// The statuses the store's SQL names are [`RegionStatus`]'s: every quoted word in an
-/// SQL text of the store that speaks of a status is one of `RegionStatus::ALL`, and the
-/// lines the SQL takes for a run still going on are the in-progress ones.
-#[test]
-fn the_sql_names_only_region_statuses() {
-    let sources = [
-        include_str!("analysts.rs"),
-        include_str!("charts.rs"),
-        include_str!("compact.rs"),
-        include_str!("export.rs"),
-        include_str!("follow.rs"),
-        include_str!("history.rs"),
-        include_str!("mod.rs"),
-        include_str!("prune.rs"),
-        include_str!("read.rs"),
-        include_str!("sql.rs"),
-        include_str!("write.rs"),
-    ];
-    let going: Vec<&str> = RegionStatus::ALL
-        .into_iter()
-        .filter(|s| s.in_progress())
-        .map(RegionStatus::as_str)
-        .collect();
-    let mut seen = std::collections::BTreeSet::new();
-    for source in sources {
-        let code = source.split("#[cfg(test)]").next().unwrap_or(source);
-        // The odd pieces between double quotes are the string literals: the SQL.
-        for sql in code.split('"').skip(1).step_by(2) {
-            if !sql.contains("status") {
-                continue;
-            }
-            // Quoted words; other quoted text (a tokenizer's options) is no status.
-            let words: Vec<&str> = sql
-                .split('\'')
-                .skip(1)
-                .step_by(2)
-                .filter(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
-                .collect();
-            for word in &words {
-                assert!(
-                    word.parse::<RegionStatus>().is_ok(),
-                    "{word:?} is no RegionStatus, in {sql}"
-                );
-                seen.insert(*word);
-            }
-            if sql.contains("IN ('queued'") || sql.contains("IN ('running'") {
-                let list = sql.split("IN (").nth(1).and_then(|l| l.split(')').next());
-                let listed: Vec<&str> = list
-                    .unwrap_or_default()
-                    .split(", ")
-                    .map(|w| w.trim_matches('\''))
-                    .collect();
-                assert_eq!(listed, going, "in {sql}");
-            }
-        }
-    }
-    // The check read the SQL it is about.
-    for word in ["queued", "running", "abandoned", "complete", "skipped"] {
-        assert!(seen.contains(word), "{word} in {seen:?}");
     }
 }

@@ -37,8 +37,8 @@ impl Store {
         (|| {
             let tx = self.write_tx()?;
             tx.execute(
-                "INSERT INTO runs (run_id, kind, started_at, status) VALUES (?1, ?2, ?3, 'running')",
-                params![run_id, kind.as_str(), started_at],
+                "INSERT INTO runs (run_id, kind, started_at, status) VALUES (?1, ?2, ?3, ?4)",
+                params![run_id, kind.as_str(), started_at, RegionStatus::Running],
             )?;
             tx.commit()
         })()
@@ -236,12 +236,12 @@ impl Store {
             let tx = self.write_tx()?;
             tx.execute(
                 "INSERT INTO region_state (region, last_complete_at, last_attempt_at, last_status)
-                 VALUES (?1, ?2, ?2, 'complete')
+                 VALUES (?1, ?2, ?2, ?3)
                  ON CONFLICT (region) DO UPDATE SET
                      last_complete_at = excluded.last_complete_at,
                      last_attempt_at = excluded.last_attempt_at,
                      last_status = excluded.last_status",
-                params![region, at],
+                params![region, at, RegionStatus::Complete],
             )?;
             tx.commit()
         })()
@@ -263,7 +263,7 @@ impl Store {
                  ON CONFLICT (region) DO UPDATE SET
                      last_attempt_at = excluded.last_attempt_at,
                      last_status = excluded.last_status",
-                params![region, at, status.as_str()],
+                params![region, at, status],
             )?;
             tx.commit()
         })()

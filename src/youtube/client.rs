@@ -13,7 +13,6 @@ use super::raw::{self, MalformedResponse};
 use super::text::visible;
 use super::types::{Category, SearchPage, VideoCounts, VideoPage};
 use super::{MAX_RESULTS, SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_BATCH_GET_STATS, VIDEOS_LIST};
-use crate::error::{Exit, ExitCode};
 use crate::mask::mask_url;
 
 /// A full page of 50 videos is about 250 KiB; anything near this is not a YouTube answer.
@@ -72,19 +71,6 @@ pub enum ClientError {
     KeyNotHeaderSafe,
     #[error("building the HTTP client: {0}")]
     Http(reqwest::Error),
-}
-
-impl Exit for ClientError {
-    /// A mistake in what the user configured (78), unless building the HTTP stack
-    /// itself failed here (1).
-    fn exit_code(&self) -> ExitCode {
-        match self {
-            ClientError::BaseUrl { .. } | ClientError::EmptyKey | ClientError::KeyNotHeaderSafe => {
-                ExitCode::Config
-            }
-            ClientError::Http(_) => ExitCode::Failed,
-        }
-    }
 }
 
 /// How `search.list` orders its results; the names are the upstream's, so configuration

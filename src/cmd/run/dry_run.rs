@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::{Job, due_for_follow_up, freshness};
 use crate::cli::Global;
+use crate::cmd::exit::exit_code_for_status;
 use crate::cmd::{Access, open_limiter, read_status};
 use crate::config::Config;
 use crate::error::{SilentExit, after_output};
@@ -67,7 +68,11 @@ pub(super) async fn run(global: &Global, config: &Config, job: &Job<'_>) -> Resu
         regions.join(", ")
     );
     // The real run's exit for the same stop.
-    let outcome = match sim.stop.as_ref().and_then(|s| s.status().exit_code()) {
+    let outcome = match sim
+        .stop
+        .as_ref()
+        .and_then(|s| exit_code_for_status(s.status()))
+    {
         None => Ok(()),
         Some(code) => Err(SilentExit(code).into()),
     };

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use tokio::task::JoinHandle;
 
+use crate::cmd::exit::exit_code_for_status;
 use crate::error::ExitCode;
 use crate::report::human;
 use crate::runner::{Run, Status};
@@ -166,7 +167,7 @@ impl Watch {
     /// SIGTERM's code when SIGTERM interrupted it, its status's otherwise.
     pub(super) fn finish(self, status: Status) -> Option<ExitCode> {
         self.task.abort();
-        match status.exit_code() {
+        match exit_code_for_status(status) {
             Some(ExitCode::Interrupted) if self.received.get() == Some(&Signal::Term) => {
                 Some(ExitCode::Terminated)
             }
