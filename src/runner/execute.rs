@@ -1316,7 +1316,7 @@ async fn run_report(
         retry_after_s: stop
             .as_ref()
             .and_then(|s| s.retry_after(now))
-            .map(crate::report::seconds),
+            .map(super::report::seconds),
         denied_by: stop.and_then(|s| s.denied_by().map(str::to_owned)),
         regions,
         follow,

@@ -4,8 +4,10 @@
 mod error;
 pub mod execute;
 pub mod lock;
+pub mod metrics;
 pub mod outcome;
 pub mod plan;
+pub mod report;
 
 pub use error::RunError;
 pub use execute::{METHODS, Run, RunDeps, RunSettings, execute, read_freshness};

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use tokio::task::JoinHandle;
 
 use crate::error::ExitCode;
-use crate::report::human;
+use crate::runner::report::human;
 use crate::runner::{Run, Status};
 
 /// The signal that stopped a run.

@@ -15,10 +15,10 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use super::{BudgetWindow, CallOutcome, METHODS, RunReport, Status};
 use crate::quota::Budget;
 use crate::quota::skew::Skew;
 use crate::region_status::RegionStatus;
-use crate::runner::{BudgetWindow, CallOutcome, METHODS, RunReport, Status};
 use crate::store::{
     CallCount, HistoryRow, RegionOutcome, RegionState, RunKind, RunRecord, Store, StoreError,
 };
