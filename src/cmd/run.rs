@@ -15,7 +15,7 @@ use crate::error::{SilentExit, after_output};
 use crate::quota::Allowance;
 use crate::runner::metrics;
 use crate::runner::report::{human, print_json};
-use crate::runner::{self, Freshness, Run, RunDeps, RunSettings, lock};
+use crate::runner::{self, Freshness, Jitter, Run, RunDeps, RunSettings, lock};
 use crate::store::{RunKind, Store, StoreError};
 use crate::youtube::Client;
 
@@ -170,10 +170,11 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     };
     let deps = RunDeps {
         limiter,
-        client,
+        upstream: Arc::new(client),
         store,
         db: global.db.clone(),
         clock,
+        jitter: Jitter::Random,
     };
     let run = Arc::new(Run::new(settings, deps));
     let watch = signals.watch(Arc::clone(&run));

@@ -15,7 +15,8 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::{BudgetWindow, CallOutcome, METHODS, RunReport, Status};
+use super::outcome::{BudgetWindow, CallOutcome, RunReport, Status};
+use super::upstream::METHODS;
 use crate::quota::Budget;
 use crate::quota::skew::Skew;
 use crate::region_status::RegionStatus;

@@ -1,0 +1,151 @@
+//! Where a run stands on stopping, shared by its region tasks: one stop per bucket,
+//! which ends every task's calls of that bucket as soon as it (or the upstream, for
+//! it) says no (DESIGN.md 3.9), and one that ends every call (a fatal error, a
+//! signal). The first stop of all is the one the run reports.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+
+use super::outcome::{Status, Stop};
+use crate::clock::Clock;
+
+/// Which calls a stop ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Scope {
+    /// Every call of the run.
+    Every,
+    /// The calls charged to this bucket; the others go on.
+    Bucket(String),
+}
+
+/// The stops a run has met, and the signal that wakes whoever waits on one.
+#[derive(Debug)]
+pub(super) struct Stops {
+    met: Mutex<Met>,
+    /// Changed at every new stop, so that a region waiting out a retry's backoff
+    /// wakes to look; `true` once the calls in flight are to be given up.
+    abandon: watch::Sender<bool>,
+    /// For the debug line each stop leaves.
+    run_id: String,
+    clock: Arc<dyn Clock>,
+}
+
+#[derive(Debug, Default)]
+struct Met {
+    /// The first stop of any kind: the one the run reports.
+    first: Option<Stop>,
+    /// A stop of every call: a fatal error or a signal.
+    all: Option<Stop>,
+    /// Per bucket, the stop of the calls charged to it (spent, blocked by the
+    /// upstream, or the limiter down and the method denied).
+    buckets: BTreeMap<String, Stop>,
+}
+
+impl Stops {
+    pub(super) fn new(run_id: String, clock: Arc<dyn Clock>) -> Stops {
+        Stops {
+            met: Mutex::new(Met::default()),
+            abandon: watch::Sender::new(false),
+            run_id,
+            clock,
+        }
+    }
+
+    /// Stops every call. The final summary line says why the run stopped
+    /// (DESIGN.md: one line), so the moment itself is only a debug event.
+    pub(super) fn halt(&self, stop: Stop) {
+        self.record(Scope::Every, stop);
+    }
+
+    /// Stops the calls charged to `bucket`; the others go on (DESIGN.md 3.9).
+    pub(super) fn halt_bucket(&self, bucket: &str, stop: Stop) {
+        self.record(Scope::Bucket(bucket.to_owned()), stop);
+    }
+
+    /// Records a stop of the calls `scope` names; the first of each scope wins, and
+    /// the first of all is what the run reports.
+    pub(super) fn record(&self, scope: Scope, stop: Stop) {
+        let Ok(mut met) = self.met.lock() else {
+            return;
+        };
+        let fresh = match &scope {
+            Scope::Every => met.all.is_none(),
+            Scope::Bucket(b) => !met.buckets.contains_key(b),
+        };
+        if !fresh {
+            return;
+        }
+        let why = stop.describe(self.clock.now_us());
+        match scope {
+            Scope::Every => {
+                tracing::debug!(run_id = %self.run_id, "stopping: {why}; no further calls");
+                met.all = Some(stop.clone());
+            }
+            Scope::Bucket(b) => {
+                tracing::debug!(run_id = %self.run_id, "stopping the calls of bucket {b}: {why}");
+                met.buckets.insert(b, stop.clone());
+            }
+        }
+        met.first.get_or_insert(stop);
+        drop(met);
+        // Wakes the regions waiting out a retry's backoff (`woken`): a budget stop
+        // cuts the wait short as a signal does.
+        self.abandon.send_modify(|_| {});
+    }
+
+    /// Whether the calls charged to `bucket` have stopped: every call, or its
+    /// bucket's.
+    pub(super) fn stopped(&self, bucket: &str) -> bool {
+        self.met
+            .lock()
+            .map_or(true, |m| m.all.is_some() || m.buckets.contains_key(bucket))
+    }
+
+    /// Resolves once the calls of `bucket` have stopped, at once when they already
+    /// have (checked after subscribing, so no stop slips between).
+    pub(super) async fn woken(&self, bucket: &str) {
+        let mut rx = self.abandon.subscribe();
+        // Another bucket's stop wakes every waiter; only one of `bucket`'s ends the wait.
+        while !self.stopped(bucket) {
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The first stop, the one the run reports.
+    pub(super) fn first(&self) -> Option<Stop> {
+        self.met.lock().ok().and_then(|m| m.first.clone())
+    }
+
+    /// The status a region cut short by the run's stop ends with.
+    pub(super) fn status(&self) -> Status {
+        self.met
+            .lock()
+            .ok()
+            .and_then(|m| m.first.as_ref().map(Stop::status))
+            .unwrap_or(Status::BudgetExhausted)
+    }
+
+    /// A signal arrived: no new calls from now on. Calls already sent may finish,
+    /// until [`Stops::abandon_in_flight`].
+    pub(super) fn interrupt(&self, signal: &'static str) {
+        self.halt(Stop::Interrupted { signal });
+        // A region waiting out a retry's backoff wakes up to see the stop.
+        self.abandon.send_replace(false);
+    }
+
+    /// Gives up the calls still waiting for an answer.
+    pub(super) fn abandon_in_flight(&self) {
+        self.abandon.send_replace(true);
+    }
+
+    /// Resolves once the calls in flight are to be given up.
+    pub(super) async fn abandoned(&self) {
+        let mut rx = self.abandon.subscribe();
+        // The sender lives as long as the run, so the error (it was dropped) never comes.
+        let _ = rx.wait_for(|gone| *gone).await;
+    }
+}
