@@ -14,7 +14,7 @@ use crate::quota::skew::{self, Skew};
 use crate::quota::{
     Allowance, BUDGET_POLICY, BucketRef, Budget, ChargeError, Decision, Entry, Status, Window,
 };
-use crate::report::{human, print_json, rfc3339, seconds};
+use crate::runner::report::{human, print_json, rfc3339, seconds};
 
 pub async fn run(global: &Global, args: &BudgetArgs) -> Result<()> {
     match &args.action {
@@ -445,7 +445,7 @@ async fn charge(
     } else {
         Allowance::Ceiling
     };
-    let id = format!("manual-{}", crate::report::new_run_id());
+    let id = format!("manual-{}", crate::runner::report::new_run_id());
     let charge = budget
         .charge(&id, method, count, allowance)
         .map_err(|e| match e {

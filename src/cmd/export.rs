@@ -229,7 +229,7 @@ fn write_rows<W: Write>(
                     let mut text = Vec::new();
                     value.write_to(&mut text)?;
                     let text = String::from_utf8_lossy(&text);
-                    out.write_all(crate::report::terminal_safe_json(&text).as_bytes())?;
+                    out.write_all(crate::runner::report::terminal_safe_json(&text).as_bytes())?;
                 } else {
                     value.write_to(&mut out)?;
                 }

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::error::TryLater;
-use crate::report::human;
 use crate::runner::lock::canonical;
+use crate::runner::report::human;
 
 /// How long a writer waits for a vacuum: longer than a year's file takes.
 pub(crate) const WRITER_PATIENCE: Duration = Duration::from_secs(15 * 60);

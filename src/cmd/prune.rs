@@ -94,7 +94,7 @@ fn print_report(report: &PruneReport, cutoff_text: &str, json: bool) -> Result<(
             .iter()
             .map(|(what, n)| ((*what).to_string(), serde_json::Value::from(*n)))
             .collect();
-        return crate::report::print_json(&PruneJson {
+        return crate::runner::report::print_json(&PruneJson {
             dry_run: report.dry_run,
             interrupted: report.interrupted,
             cutoff: cutoff_text.to_owned(),

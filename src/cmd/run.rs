@@ -12,10 +12,10 @@ use super::{Access, key, load_config, open_limiter, select_regions};
 use crate::cli::{BackfillArgs, Global, RunArgs};
 use crate::config::{Config, Follow, Region};
 use crate::error::{SilentExit, after_output};
-use crate::metrics;
 use crate::quota::Allowance;
-use crate::report::{human, print_json};
-use crate::runner::{self, Freshness, Run, RunDeps, RunSettings, lock};
+use crate::runner::metrics;
+use crate::runner::report::{human, print_json};
+use crate::runner::{self, Freshness, Jitter, Run, RunDeps, RunSettings, lock};
 use crate::store::{RunKind, Store, StoreError};
 use crate::youtube::Client;
 
@@ -151,7 +151,7 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     // The one clock the limiter, its ledger and journal, and the run decide by.
     let clock = crate::clock::system();
     let limiter = open_limiter(global, &config.budget, Access::Charge, &clock).await?;
-    let run_id = crate::report::new_run_id();
+    let run_id = crate::runner::report::new_run_id();
     // Held until the run's outcome is recorded: while it is, nobody takes the run
     // for one a killed process left behind.
     let run_lock = lock::lock_run(&global.db, &run_id).with_context(|| {
@@ -170,10 +170,11 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     };
     let deps = RunDeps {
         limiter,
-        client,
+        upstream: Arc::new(client),
         store,
         db: global.db.clone(),
         clock,
+        jitter: Jitter::Random,
     };
     let run = Arc::new(Run::new(settings, deps));
     let watch = signals.watch(Arc::clone(&run));

@@ -10,8 +10,8 @@ use serde::Serialize;
 use super::status::{ago, at, charts_text, one_line};
 use crate::cli::{Global, RunsArgs};
 use crate::region_status::{Recorded, RegionStatus, in_progress};
-use crate::report::print_json;
 use crate::runner::lock;
+use crate::runner::report::print_json;
 use crate::store::{HistoryFilter, HistoryRow, Store};
 use crate::table::{self, Column, Table};
 

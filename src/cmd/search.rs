@@ -70,7 +70,7 @@ pub fn run(global: &Global, args: &SearchArgs) -> Result<()> {
                 regions: &h.regions,
             })
             .collect();
-        return crate::report::print_json(&SearchJson {
+        return crate::runner::report::print_json(&SearchJson {
             query: &args.query,
             region: region.as_deref(),
             results,

@@ -17,8 +17,8 @@ use crate::error::{ExitCode, SilentExit, after_output};
 use crate::quota::BUDGET_POLICY;
 use crate::quota::skew::{self, LimiterClock, MAX_SKEW, Skew, amount};
 use crate::region_status::{Recorded, RegionStatus, in_progress};
-use crate::report::{human, print_json, rfc3339};
 use crate::runner::lock;
+use crate::runner::report::{human, print_json, rfc3339};
 use crate::store::{HistoryRow, RegionState, RunStart, Store};
 use crate::table::{self, Column, Table};
 

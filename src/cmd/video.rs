@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::cli::{Global, VideoArgs};
 use crate::error::MissingConfig;
-use crate::report::rfc3339;
+use crate::runner::report::rfc3339;
 use crate::store::{ChartSpan, CountPoint, Store};
 use crate::youtube::visible;
 
@@ -88,7 +88,7 @@ pub fn run(global: &Global, args: &VideoArgs) -> Result<()> {
         .with_context(reading)?;
 
     if args.json {
-        return crate::report::print_json(&VideoJson {
+        return crate::runner::report::print_json(&VideoJson {
             video_id: &video.id,
             title: &video.title,
             channel_title: &video.channel_title,

@@ -1,16 +1,41 @@
 //! A run: what to call in which order (the plan), and making those calls under the
-//! budget (execution).
+//! budget (execution). Each file is one part of a run: `run` holds the parts that keep
+//! its state (`stops`, the `meter` that charges the budget, the `record`er that writes
+//! the store, the `clock_check`); `call` is one call with its retries and `backoff`;
+//! `steps` what each region's phases call; `execute` the run from start to end, with
+//! its `bookkeeping`. The upstream sits behind a seam (`upstream`), so the decisions
+//! are tested against a fake in the process (`test_support`). Around them: `plan`
+//! (what to call), `lock` (which regions are this process's), `outcome` (how it
+//! ended), and what a run leaves for others to read (`metrics`, `report`).
 
+mod backoff;
+mod bookkeeping;
+mod call;
+mod clock_check;
 mod error;
-pub mod execute;
+mod execute;
 pub mod lock;
+mod meter;
+pub mod metrics;
 pub mod outcome;
 pub mod plan;
+mod record;
+pub mod report;
+mod run;
+mod steps;
+mod stops;
+#[cfg(test)]
+mod test_support;
+mod upstream;
 
+pub use backoff::Jitter;
 pub use error::RunError;
-pub use execute::{METHODS, Run, RunDeps, RunSettings, execute, read_freshness};
+pub use execute::execute;
 pub use outcome::{
     Attempts, BucketWindow, BudgetWindow, CallOutcome, FollowReport, RegionReport, RunReport,
     Status, Stop,
 };
 pub use plan::{Freshness, Phase, Planned, Simulation, Step, plan, simulate};
+pub use record::read_freshness;
+pub use run::{Run, RunDeps, RunSettings};
+pub use upstream::{Answer, Call, METHODS, Upstream};

@@ -116,7 +116,7 @@ impl Stop {
         let frees = |d: Option<Duration>| match d {
             Some(d) => format!(
                 "capacity frees in {} (at {})",
-                crate::report::human(d),
+                super::report::human(d),
                 crate::human::timestamp(now_us + crate::quota::micros(d))
             ),
             None => "it can never fit: the call is larger than the policy's maximum".to_owned(),
@@ -334,7 +334,7 @@ impl RunReport {
             "{kind} {} {} in {}: ",
             self.run_id,
             self.status.as_str(),
-            crate::report::human(self.took),
+            super::report::human(self.took),
         );
         let videos: u64 = self.regions.iter().map(|r| r.videos).sum();
         let mut calls = Some(plural(self.calls, "call", "calls"));

@@ -13,7 +13,7 @@ use crate::cmd::{Access, open_limiter, read_status};
 use crate::config::Config;
 use crate::error::{SilentExit, after_output};
 use crate::quota::Budget;
-use crate::report::{human, print_json, seconds};
+use crate::runner::report::{human, print_json, seconds};
 use crate::runner::{self, Simulation, Status};
 use crate::table::{self, Column, Table};
 use crate::youtube;

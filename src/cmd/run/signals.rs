@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 
 use crate::cmd::exit::exit_code_for_status;
 use crate::error::ExitCode;
-use crate::report::human;
+use crate::runner::report::human;
 use crate::runner::{Run, Status};
 
 /// The signal that stopped a run.

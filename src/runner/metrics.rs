@@ -15,10 +15,11 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use super::outcome::{BudgetWindow, CallOutcome, RunReport, Status};
+use super::upstream::METHODS;
 use crate::quota::Budget;
 use crate::quota::skew::Skew;
 use crate::region_status::RegionStatus;
-use crate::runner::{BudgetWindow, CallOutcome, METHODS, RunReport, Status};
 use crate::store::{
     CallCount, HistoryRow, RegionOutcome, RegionState, RunKind, RunRecord, Store, StoreError,
 };

@@ -1,0 +1,153 @@
+//! A run's own rows in the history and its report: its start, each region's last
+//! attempt, how the run ended, and the report the outside sees of it.
+
+use std::time::Instant;
+
+use super::outcome::{FollowReport, RegionReport, RunReport, Status, Stop};
+use super::run::Run;
+use crate::config::Region;
+use crate::error::chain;
+use crate::store::{CallCount, RegionOutcome, RunOutcome};
+
+/// Records the run's start and its regions; false when the start could not be
+/// recorded, which halts the run before its first charge.
+pub(super) async fn record_start(run: &Run, regions: &[Region]) -> bool {
+    let started = run.clock.now_s();
+    if let Err(e) = run.record.begin_run(run.settings.kind, started).await {
+        // A run that cannot be recorded would spend units no history shows and that
+        // no later process could mark abandoned: it stops before its first charge.
+        run.stops.halt(Stop::Fatal {
+            message: format!("{}; no call made", chain(&e)),
+        });
+        return false;
+    }
+    let codes: Vec<String> = regions.iter().map(|r| r.code.clone()).collect();
+    if let Err(e) = run.record.begin_regions(started, codes).await {
+        // The run's row is there, and its end records the regions' outcomes.
+        tracing::error!(run_id = %run.settings.run_id, "{}", chain(&e));
+    }
+    true
+}
+
+/// Records when each region was last attempted and how it went.
+pub(super) async fn record_attempts(run: &Run, regions: &[RegionReport]) {
+    let now = run.clock.now_s();
+    for r in regions {
+        if let Err(e) = run.record.region_attempt(&r.code, now, r.status).await {
+            tracing::error!(region = %r.code, "{}", chain(&e));
+        }
+    }
+}
+
+/// The run's status from its regions': failed follow-ups fail the run as a failed
+/// region does.
+pub(super) fn run_status(follow: Option<&FollowReport>, regions: Status) -> Status {
+    match (follow, regions) {
+        (Some(f), Status::Complete | Status::BudgetExhausted | Status::UpstreamQuotaExhausted)
+            if f.status == Status::Failed =>
+        {
+            Status::Failed
+        }
+        (_, status) => status,
+    }
+}
+
+/// The run's report, with the budget as it stands now, and that moment (unix
+/// microseconds).
+pub(super) async fn run_report(
+    run: &Run,
+    status: Status,
+    regions: Vec<RegionReport>,
+    follow: Option<FollowReport>,
+    stop: Option<&Stop>,
+    began: Instant,
+) -> (RunReport, i64) {
+    let budget = run.meter.window().await;
+    let remaining = run.meter.remaining(budget.as_ref());
+    let now = run.clock.now_us();
+    let ended_at = now / 1_000_000;
+    let totals = run.meter.totals();
+    let report = RunReport {
+        run_id: run.settings.run_id.clone(),
+        status,
+        units_charged: totals.units,
+        units_unmetered: totals.units_unmetered,
+        calls: totals.calls,
+        remaining,
+        retry_after_s: stop
+            .as_ref()
+            .and_then(|s| s.retry_after(now))
+            .map(super::report::seconds),
+        denied_by: stop.and_then(|s| s.denied_by().map(str::to_owned)),
+        regions,
+        follow,
+        stop_reason: stop.map(|s| s.describe(now)),
+        ended_at,
+        took: began.elapsed(),
+        budget,
+        attempts: run.attempts.lock().map(|a| a.clone()).unwrap_or_default(),
+    };
+    (report, now)
+}
+
+/// Records the run's end: its outcome, each region's, and its calls by method and
+/// outcome.
+pub(super) async fn record_end(run: &Run, report: &RunReport, stop: Option<&Stop>, now: i64) {
+    // A run failed by its regions, not stopped, says which and why in its row too.
+    let failed: Vec<String> = report
+        .regions
+        .iter()
+        .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.code)))
+        .collect();
+    let outcome = RunOutcome {
+        status: report.status,
+        units: report.units_charged,
+        calls: report.calls,
+        stop_reason: report
+            .stop_reason
+            .clone()
+            .or_else(|| (!failed.is_empty()).then(|| failed.join("; "))),
+        ended_at: report.ended_at,
+        duration_us: u64::try_from(report.took.as_micros()).unwrap_or(u64::MAX),
+    };
+    let details = region_outcomes(report, stop, now);
+    let calls: Vec<CallCount> = report
+        .attempts
+        .iter()
+        .map(|((method, outcome), n)| CallCount {
+            method: (*method).to_owned(),
+            outcome: (*outcome).into(),
+            calls: *n,
+        })
+        .collect();
+    if let Err(e) = run.record.end_run(details, calls, outcome).await {
+        tracing::error!(run_id = %run.settings.run_id, "{}", chain(&e));
+    }
+}
+
+/// Each region's line of the run history: its status, and why when it did not
+/// complete (its own error, or else the run's stop).
+fn region_outcomes(report: &RunReport, stop: Option<&Stop>, now_us: i64) -> Vec<RegionOutcome> {
+    report
+        .regions
+        .iter()
+        .map(|r| {
+            let reason = match (&r.error, r.status) {
+                (Some(e), _) => Some(e.clone()),
+                (None, Status::Complete) => None,
+                (None, Status::Skipped) => {
+                    Some("being fetched by another process on this host".to_owned())
+                }
+                (None, _) => stop.map(|s| s.describe(now_us)),
+            };
+            RegionOutcome {
+                region: r.code.clone(),
+                status: r.status.into(),
+                pages: u64::from(r.pages),
+                videos: r.videos,
+                units: r.units,
+                reason,
+            }
+        })
+        .collect()
+}

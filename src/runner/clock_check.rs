@@ -1,0 +1,229 @@
+//! The limiter's clock against the upstream's (DESIGN.md 6): each answer's `Date` is
+//! compared with the limiter's time of the charge before it. Too far apart, the run
+//! stops before its next call, since the budget's window cannot be trusted on that
+//! clock; a clock found too far by an earlier run is checked with one call before
+//! any other is made.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::outcome::Stop;
+use super::stops::Stops;
+use crate::quota::skew::{self, LimiterClock, Reading, Skew};
+
+/// The limiter's clock is too far from the upstream's: the run has stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct TooFar;
+
+/// What a run knows of the limiter's clock.
+pub(super) struct ClockCheck {
+    /// The last skew recorded was too far: until an answer agrees, one call at a time,
+    /// so that at most one is made on a wrong clock.
+    distrusted: AtomicBool,
+    /// Held from a charge until its answer is checked while the clock is distrusted.
+    one_at_a_time: tokio::sync::Mutex<()>,
+    /// The run has recorded a reading (one a run is enough to show the skew).
+    recorded: AtomicBool,
+    /// The run stopped on a skew: said and recorded once.
+    stopped: AtomicBool,
+    /// For the run's log lines.
+    run_id: String,
+    /// The database the skew is recorded in.
+    db: PathBuf,
+}
+
+impl ClockCheck {
+    pub(super) fn new(run_id: String, db: PathBuf) -> ClockCheck {
+        ClockCheck {
+            distrusted: AtomicBool::new(false),
+            one_at_a_time: tokio::sync::Mutex::new(()),
+            recorded: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            run_id,
+            db,
+        }
+    }
+
+    /// Reads the last skew recorded on the limiter's `clock`: one too far makes the
+    /// run check the clock with its first call before any other. A record that cannot
+    /// be read is taken for one too far: the check costs only waiting for one call.
+    pub(super) async fn distrust_if_skewed(&self, clock: Option<LimiterClock>) {
+        let Some(clock) = clock else {
+            return;
+        };
+        let db = self.db.clone();
+        let found = tokio::task::spawn_blocking(move || skew::recorded_for(&db, clock))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|read| read.map_err(|e| e.to_string()));
+        let why = match found {
+            Ok(Some(skew)) if skew.too_far() => format!(
+                "{} when last compared, at {}",
+                skew.describe(),
+                crate::human::timestamp(skew.measured_at_us)
+            ),
+            Ok(_) => return,
+            Err(e) => format!("{e}; taking the clock for a wrong one"),
+        };
+        tracing::warn!(
+            run_id = %self.run_id,
+            "{why}: the first call checks the clocks, and the run goes on only if they agree"
+        );
+        self.distrusted.store(true, Ordering::SeqCst);
+    }
+
+    /// While the clock is distrusted, the turn to make the one call whose answer says
+    /// whether it agrees; the others wait for that answer. `None` once it is trusted.
+    pub(super) async fn gate(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        if !self.distrusted.load(Ordering::SeqCst) {
+            return None;
+        }
+        let turn = self.one_at_a_time.lock().await;
+        self.distrusted.load(Ordering::SeqCst).then_some(turn)
+    }
+
+    /// Compares the limiter's `clock` at a charge with the `Date` of the call's
+    /// answer: too far apart, every call stops (the answer is not to be stored: its
+    /// times would be the wrong clock's); agreeing, a distrusted clock is trusted
+    /// again. Either way the skew is recorded, once a run.
+    pub(super) async fn check(
+        &self,
+        clock: LimiterClock,
+        reading: Reading,
+        stops: &Stops,
+    ) -> Result<(), TooFar> {
+        let measured = reading.measure();
+        let skew = Skew::of(clock, &measured);
+        if measured.too_far() {
+            if !self.stopped.swap(true, Ordering::SeqCst) {
+                tracing::error!(
+                    run_id = %self.run_id,
+                    clock = clock.as_str(),
+                    skew_s = skew.seconds(),
+                    "{} (the Date of its answers): {}. The budget's window cannot be trusted on it, so this run stops before its next call; until a run sees the clocks agree, each run makes one call to check them and `budget charge` is refused",
+                    skew.describe(),
+                    clock.fix()
+                );
+                // Stopped first, so that no region starts a call meanwhile.
+                stops.halt(Stop::ClockSkew { skew });
+                self.record(skew).await;
+            }
+            return Err(TooFar);
+        }
+        let was_distrusted = self.distrusted.swap(false, Ordering::SeqCst);
+        if was_distrusted {
+            tracing::info!(
+                run_id = %self.run_id,
+                "{}: the clocks agree again; the run goes on",
+                skew.describe()
+            );
+        }
+        if !self.recorded.swap(true, Ordering::SeqCst) || was_distrusted {
+            self.record(skew).await;
+        }
+        Ok(())
+    }
+
+    /// Records `skew` as the last seen on its clock; a failure is logged (the check
+    /// itself has already decided).
+    async fn record(&self, skew: Skew) {
+        let db = self.db.clone();
+        let recorded = tokio::task::spawn_blocking(move || {
+            skew::record(&db, crate::schema::MIGRATIONS, &skew)
+        })
+        .await;
+        match recorded {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(run_id = %self.run_id, "{e}"),
+            Err(e) => {
+                tracing::warn!(run_id = %self.run_id, "recording the clock skew: {e}")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::quota::BUDGET_POLICY;
+    use crate::runner::test_support::AT_2026_US;
+
+    const AT_2026_S: i64 = AT_2026_US / 1_000_000;
+
+    /// An answer dated `off_s` from the limiter's time of the charge, a tenth of a
+    /// second later.
+    fn reading(off_s: i64) -> Reading {
+        Reading {
+            limiter_at_us: AT_2026_US,
+            elapsed: Duration::from_millis(100),
+            date_s: AT_2026_S + off_s,
+        }
+    }
+
+    fn stops() -> Stops {
+        Stops::new("r1".into(), Arc::new(ManualClock::starting_at(AT_2026_US)))
+    }
+
+    /// A clock an earlier run found too far makes this one check it with one call at
+    /// a time, until an answer agrees.
+    #[tokio::test]
+    async fn a_clock_found_too_far_before_is_checked_one_call_at_a_time() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("t.db");
+        let skewed = Skew {
+            clock: LimiterClock::Host,
+            skew_us: 3_600_000_000,
+            measured_at_us: AT_2026_US,
+        };
+        skew::record(&db, crate::schema::MIGRATIONS, &skewed).expect("recorded");
+        let check = ClockCheck::new("r1".into(), db.clone());
+        assert!(
+            check.gate().await.is_none(),
+            "trusted until the record is read"
+        );
+        check.distrust_if_skewed(Some(LimiterClock::Host)).await;
+        assert!(check.gate().await.is_some(), "one call at a time");
+        let stops = stops();
+        let agrees = check.check(LimiterClock::Host, reading(0), &stops).await;
+        assert_eq!(agrees, Ok(()));
+        assert!(check.gate().await.is_none(), "trusted again");
+        assert!(!stops.stopped(BUDGET_POLICY));
+        let last = skew::recorded_for(&db, LimiterClock::Host).expect("read");
+        assert!(last.is_some_and(|s| !s.too_far()), "{last:?}");
+    }
+
+    /// An answer too far from the limiter's clock stops every call and is recorded;
+    /// a second one says nothing more.
+    #[tokio::test]
+    async fn an_answer_too_far_off_stops_every_call() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("t.db");
+        let check = ClockCheck::new("r1".into(), db.clone());
+        let stops = stops();
+        for _ in 0..2 {
+            let got = check
+                .check(LimiterClock::Host, reading(-3_600), &stops)
+                .await;
+            assert_eq!(got, Err(TooFar));
+        }
+        assert!(stops.stopped(BUDGET_POLICY));
+        assert!(matches!(stops.first(), Some(Stop::ClockSkew { .. })));
+        let last = skew::recorded_for(&db, LimiterClock::Host).expect("read");
+        assert!(last.is_some_and(|s| s.too_far()), "{last:?}");
+    }
+
+    /// Neither a limiter that is down (no clock) nor a database without a record
+    /// makes the run distrust its clock.
+    #[tokio::test]
+    async fn no_record_no_distrust() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let check = ClockCheck::new("r1".into(), dir.path().join("t.db"));
+        check.distrust_if_skewed(None).await;
+        check.distrust_if_skewed(Some(LimiterClock::Host)).await;
+        assert!(check.gate().await.is_none());
+    }
+}

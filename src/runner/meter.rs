@@ -1,0 +1,539 @@
+//! Metering a run's calls: each charged to the budget right before it is made, or,
+//! while the limiter cannot be reached, journalled and made unmetered when its
+//! method's `[when_limiter_down]` policy allows (DESIGN.md 3.6). The meter says what a
+//! charge came to; the run applies it (its stops, its regions' numbers).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use tokio::sync::OnceCell;
+
+use super::error::RunError;
+use super::outcome::{BucketWindow, BudgetWindow, Stop};
+use super::stops::Scope;
+use crate::clock::Clock;
+use crate::error::chain;
+use crate::quota::skew::LimiterClock;
+use crate::quota::{Allowance, Budget, Charge, DownPolicy, Journal, Limiter, LimiterError};
+
+/// What charging one call came to.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Metered {
+    /// The limiter granted `units`, at `at_us` on its clock; the run has now been
+    /// granted `run_units` in all.
+    Granted {
+        at_us: i64,
+        units: u64,
+        run_units: u64,
+    },
+    /// The limiter is down and the method allowed: the call is journalled, to be
+    /// counted in the window once the limiter answers again.
+    Unmetered { units: u64 },
+    /// No call: the calls `Scope` names stop, for the reason given.
+    Stopped(Scope, Stop),
+}
+
+/// A run's budget: the limiter it charges, what it has charged, and whether the
+/// limiter has been found down.
+pub(super) struct Meter {
+    limiter: Limiter,
+    budget: Budget,
+    allowance: Allowance,
+    /// Names the charges (`{run_id}-{seq}`) and the run's log lines.
+    run_id: String,
+    /// The database the journal lives in, beside the store.
+    db: PathBuf,
+    clock: Arc<dyn Clock>,
+    seq: AtomicU64,
+    /// Units the limiter granted.
+    units: AtomicU64,
+    /// Units of calls made unmetered while the limiter was down, and journalled.
+    units_unmetered: AtomicU64,
+    /// Calls made, metered or not.
+    calls: AtomicU64,
+    /// Why the limiter was found unreachable. Once set, it stays down for the rest of
+    /// the run: asking again would cost every call a connect timeout, and the calls
+    /// journalled meanwhile reach the window at the next command's replay anyway.
+    limiter_down: OnceLock<String>,
+    /// Opened at the first journalled call: most runs never need it.
+    journal: OnceCell<Arc<Journal>>,
+}
+
+/// What a run has charged, for its report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Totals {
+    pub units: u64,
+    pub units_unmetered: u64,
+    pub calls: u64,
+}
+
+impl Meter {
+    pub(super) fn new(
+        limiter: Limiter,
+        budget: Budget,
+        allowance: Allowance,
+        run_id: String,
+        db: PathBuf,
+        clock: Arc<dyn Clock>,
+    ) -> Meter {
+        Meter {
+            limiter,
+            budget,
+            allowance,
+            run_id,
+            db,
+            clock,
+            seq: AtomicU64::new(0),
+            units: AtomicU64::new(0),
+            units_unmetered: AtomicU64::new(0),
+            calls: AtomicU64::new(0),
+            limiter_down: OnceLock::new(),
+            journal: OnceCell::new(),
+        }
+    }
+
+    /// The bucket `method` is charged to (the main one for a method without a cost,
+    /// which the charge refuses anyway).
+    pub(super) fn bucket_of(&self, method: &str) -> &str {
+        self.budget
+            .bucket_of(method)
+            .map_or(crate::quota::BUDGET_POLICY, |b| b.name)
+    }
+
+    /// Charges one call of `method` to the budget before it is made.
+    pub(super) async fn charge(&self, method: &'static str) -> Metered {
+        let id = format!(
+            "{}-{}",
+            self.run_id,
+            self.seq.fetch_add(1, Ordering::Relaxed)
+        );
+        let charge = match self.budget.charge(&id, method, 1, self.allowance) {
+            Ok(c) => c,
+            Err(e) => {
+                return Metered::Stopped(
+                    Scope::Every,
+                    Stop::Fatal {
+                        message: e.to_string(),
+                    },
+                );
+            }
+        };
+        if let Some(reason) = self.limiter_down.get() {
+            return self.unmetered(method, &charge, reason).await;
+        }
+        match self.limiter.charge_timed(&charge).await {
+            Ok((d, at_us)) if d.granted => {
+                let run_units =
+                    self.units.fetch_add(charge.units, Ordering::Relaxed) + charge.units;
+                self.calls.fetch_add(1, Ordering::Relaxed);
+                Metered::Granted {
+                    at_us,
+                    units: charge.units,
+                    run_units,
+                }
+            }
+            Ok((d, _)) => {
+                let stop = Stop::denied(method, &charge.bucket, &d, self.clock.now_us());
+                Metered::Stopped(Scope::Bucket(charge.bucket), stop)
+            }
+            Err(e) if e.is_unavailable() => {
+                let reason = self.limiter_is_down(&e);
+                self.unmetered(method, &charge, reason).await
+            }
+            Err(e) => Metered::Stopped(
+                Scope::Every,
+                Stop::Fatal {
+                    message: format!("charging {method}: {e}"),
+                },
+            ),
+        }
+    }
+
+    /// Marks the limiter down for the rest of the run, saying so once.
+    fn limiter_is_down(&self, e: &LimiterError) -> &str {
+        self.limiter_down.get_or_init(|| {
+            tracing::warn!(
+                run_id = %self.run_id,
+                "{e}; going on without it for the rest of this run: calls [when_limiter_down] allows are made unmetered and journalled in {}, to be counted in the window once it answers again; the others stop the run",
+                self.db.display()
+            );
+            e.to_string()
+        })
+    }
+
+    /// A call while the limiter is down: journalled and made when its method is
+    /// allowed, a stop of its bucket when it is not.
+    async fn unmetered(&self, method: &'static str, charge: &Charge, reason: &str) -> Metered {
+        if self.budget.when_down(method) == DownPolicy::Deny {
+            return Metered::Stopped(
+                Scope::Bucket(charge.bucket.clone()),
+                Stop::LimiterDown {
+                    method,
+                    reason: reason.to_owned(),
+                },
+            );
+        }
+        // The row is written before the call is made, as a charge would be: a call
+        // the journal does not hold must not happen.
+        if let Err(e) = self.write_journal(charge).await {
+            return Metered::Stopped(
+                Scope::Every,
+                Stop::Fatal {
+                    message: format!(
+                        "the limiter is down ({reason}) and {method} could not be journalled: {}",
+                        chain(&e)
+                    ),
+                },
+            );
+        }
+        self.units_unmetered
+            .fetch_add(charge.units, Ordering::Relaxed);
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        Metered::Unmetered {
+            units: charge.units,
+        }
+    }
+
+    /// Appends `charge` to the journal, opening it the first time.
+    async fn write_journal(&self, charge: &Charge) -> Result<(), RunError> {
+        let task = |source| RunError::Task {
+            doing: "journalling a call made while the limiter is down".into(),
+            source,
+        };
+        let (db, clock) = (self.db.clone(), Arc::clone(&self.clock));
+        let journal = self
+            .journal
+            .get_or_try_init(|| async move {
+                tokio::task::spawn_blocking(move || Journal::open_with_clock(&db, clock))
+                    .await
+                    .map_err(task)?
+                    .map(Arc::new)
+                    .map_err(|source| RunError::Journal { source })
+            })
+            .await?;
+        let (journal, key, charge) = (Arc::clone(journal), self.budget.key.clone(), charge.clone());
+        tokio::task::spawn_blocking(move || journal.record(&key, &charge))
+            .await
+            .map_err(task)?
+            .map_err(|source| RunError::Journal { source })
+    }
+
+    /// Denies every charge to `bucket` until `until_us`, for every process sharing
+    /// the limiter. A limiter already found down is not asked again (its timeout
+    /// would be paid once more).
+    pub(super) async fn block_until(&self, bucket: &str, until_us: i64) -> Result<(), String> {
+        match self.limiter_down.get() {
+            Some(reason) => Err(format!("the limiter is down: {reason}")),
+            None => self
+                .limiter
+                .block_until(bucket, until_us)
+                .await
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Whose clock the limiter decides by; `None` while it is down.
+    pub(super) fn limiter_clock(&self) -> Option<LimiterClock> {
+        self.limiter.clock()
+    }
+
+    /// The budget's own window as it stands, read once for the report and the
+    /// metrics. Once found down, the limiter is not asked again in this run, not even
+    /// for this: its timeout would be paid once more.
+    pub(super) async fn window(&self) -> Option<BudgetWindow> {
+        if self.limiter_down.get().is_some() {
+            return None;
+        }
+        let buckets: Vec<_> = self.budget.buckets().iter().map(|b| b.policy()).collect();
+        match self.limiter.status(&buckets, &[]).await {
+            Ok(st) => Some(BudgetWindow {
+                buckets: st
+                    .policies
+                    .iter()
+                    .map(|p| BucketWindow {
+                        name: p.name.clone(),
+                        used: p.used,
+                        blocked_until_us: st.blocked_until(&p.name),
+                    })
+                    .collect(),
+            }),
+            Err(e) => {
+                tracing::debug!("the budget's window after the run: {e}");
+                None
+            }
+        }
+    }
+
+    /// What the run may still spend of the main bucket, given its `window`.
+    pub(super) fn remaining(&self, window: Option<&BudgetWindow>) -> Option<u64> {
+        window.and_then(BudgetWindow::main).map(|main| {
+            self.budget
+                .max_for(self.allowance)
+                .saturating_sub(main.used)
+        })
+    }
+
+    pub(super) fn totals(&self) -> Totals {
+        Totals {
+            units: self.units.load(Ordering::Relaxed),
+            units_unmetered: self.units_unmetered.load(Ordering::Relaxed),
+            calls: self.calls.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::runner::test_support::{AT_2026_US, budget};
+    use crate::youtube::{SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_BATCH_GET_STATS, VIDEOS_LIST};
+
+    /// One bucket whose ceiling two calls reach; searches denied while the limiter is
+    /// down.
+    const TWO_CALLS: &str = r#"
+[budget]
+key = "key1"
+quota = 10
+ceiling = 2
+window = "24h"
+
+[costs]
+"videos.list" = 1
+"videoCategories.list" = 1
+"search.list" = 1
+
+[when_limiter_down]
+"videos.list" = "allow"
+"videoCategories.list" = "allow"
+"search.list" = "deny"
+"#;
+
+    /// Searches in a bucket of their own, with room for one.
+    const SEARCH_BUCKET: &str = r#"
+[budget]
+key = "key1"
+quota = 100
+ceiling = 90
+window = "24h"
+
+[costs]
+"videos.list" = 1
+"videoCategories.list" = 1
+
+[[bucket]]
+name = "search"
+quota = 1
+ceiling = 1
+window = "24h"
+costs = { "search.list" = 1 }
+
+[when_limiter_down]
+"videos.list" = "allow"
+"search.list" = "deny"
+"#;
+
+    /// A meter over a scratch database in `dir`: the embedded limiter, or one that
+    /// is down.
+    fn meter(dir: &std::path::Path, costs: &str, down: bool) -> Meter {
+        let db = dir.join("t.db");
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::starting_at(AT_2026_US));
+        let budget = budget(costs);
+        let limiter = if down {
+            Limiter::Down {
+                endpoint: "redis://127.0.0.1:9".into(),
+                reason: "connection refused".into(),
+            }
+        } else {
+            Limiter::Embedded(
+                crate::quota::EmbeddedLimiter::open_with_clock(
+                    &db,
+                    &budget.key,
+                    Arc::clone(&clock),
+                )
+                .expect("the embedded limiter"),
+            )
+        };
+        Meter::new(limiter, budget, Allowance::Ceiling, "r1".into(), db, clock)
+    }
+
+    /// A charge's outcome in a word or three, for a table to read.
+    fn short(m: &Metered) -> String {
+        match m {
+            Metered::Granted { units, .. } => format!("granted {units}"),
+            Metered::Unmetered { units } => format!("unmetered {units}"),
+            Metered::Stopped(Scope::Every, stop) => format!("stops every call: {}", stop.status()),
+            Metered::Stopped(Scope::Bucket(b), stop) => format!("stops {b}: {}", stop.status()),
+        }
+    }
+
+    /// Calls of the journal's that wait to be counted in the window.
+    fn journalled(dir: &std::path::Path) -> i64 {
+        let db = rusqlite::Connection::open(dir.join("t.db")).expect("the database");
+        let present: bool = db
+            .query_row(
+                "SELECT count(*) > 0 FROM sqlite_schema WHERE name = 'quota_journal'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("the schema");
+        if !present {
+            return 0;
+        }
+        db.query_row(
+            "SELECT count(*) FROM quota_journal WHERE metered = 0",
+            [],
+            |r| r.get(0),
+        )
+        .expect("the journal")
+    }
+
+    /// Charges in order, and what they come to.
+    struct Case {
+        name: &'static str,
+        costs: &'static str,
+        limiter_down: bool,
+        /// Each charge's method and what it comes to.
+        charges: &'static [(&'static str, &'static str)],
+        /// Units granted, units made unmetered, calls.
+        totals: (u64, u64, u64),
+        /// Calls journalled, waiting to be counted in the window.
+        journalled: i64,
+    }
+
+    #[tokio::test]
+    async fn what_each_charge_comes_to() {
+        let cases = [
+            Case {
+                name: "granted up to the ceiling, then the bucket stops",
+                costs: TWO_CALLS,
+                limiter_down: false,
+                charges: &[
+                    (VIDEOS_LIST, "granted 1"),
+                    (VIDEO_CATEGORIES_LIST, "granted 1"),
+                    (VIDEOS_LIST, "stops budget: budget_exhausted"),
+                ],
+                totals: (2, 0, 2),
+                journalled: 0,
+            },
+            Case {
+                name: "a method without a cost stops every call",
+                costs: TWO_CALLS,
+                limiter_down: false,
+                charges: &[(VIDEOS_BATCH_GET_STATS, "stops every call: failed")],
+                totals: (0, 0, 0),
+                journalled: 0,
+            },
+            Case {
+                name: "a spent bucket stops only its own calls",
+                costs: SEARCH_BUCKET,
+                limiter_down: false,
+                charges: &[
+                    (SEARCH_LIST, "granted 1"),
+                    (SEARCH_LIST, "stops search: budget_exhausted"),
+                    (VIDEOS_LIST, "granted 1"),
+                ],
+                totals: (2, 0, 2),
+                journalled: 0,
+            },
+            Case {
+                name: "the limiter down: allowed calls are journalled and made unmetered",
+                costs: TWO_CALLS,
+                limiter_down: true,
+                charges: &[
+                    (VIDEOS_LIST, "unmetered 1"),
+                    (VIDEOS_LIST, "unmetered 1"),
+                    // No ceiling while down: the window counts them once it answers.
+                    (VIDEO_CATEGORIES_LIST, "unmetered 1"),
+                ],
+                totals: (0, 3, 3),
+                journalled: 3,
+            },
+            Case {
+                name: "the limiter down: a denied method stops its bucket, the others go on",
+                costs: SEARCH_BUCKET,
+                limiter_down: true,
+                charges: &[
+                    (SEARCH_LIST, "stops search: budget_exhausted"),
+                    (VIDEOS_LIST, "unmetered 1"),
+                ],
+                totals: (0, 1, 1),
+                journalled: 1,
+            },
+        ];
+        for c in cases {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let meter = meter(dir.path(), c.costs, c.limiter_down);
+            for (i, (method, want)) in c.charges.iter().enumerate() {
+                let got = short(&meter.charge(method).await);
+                assert_eq!(&got, want, "{}: charge {} ({method})", c.name, i + 1);
+            }
+            let t = meter.totals();
+            assert_eq!(
+                (t.units, t.units_unmetered, t.calls),
+                c.totals,
+                "{}: units granted, unmetered, calls",
+                c.name
+            );
+            assert_eq!(
+                journalled(dir.path()),
+                c.journalled,
+                "{}: journalled",
+                c.name
+            );
+        }
+    }
+
+    /// The bucket of a method is the one whose costs list it; the main one otherwise.
+    #[test]
+    fn a_method_is_charged_to_the_bucket_that_lists_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let meter = meter(dir.path(), SEARCH_BUCKET, false);
+        for (method, bucket) in [
+            (SEARCH_LIST, "search"),
+            (VIDEOS_LIST, crate::quota::BUDGET_POLICY),
+            ("no.such.method", crate::quota::BUDGET_POLICY),
+        ] {
+            assert_eq!(meter.bucket_of(method), bucket, "{method}");
+        }
+    }
+
+    /// A limiter that answers is told of a block and shows its window; one found down
+    /// is asked for neither, and says so.
+    #[tokio::test]
+    async fn a_limiter_found_down_is_not_asked_again() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let up = meter(dir.path(), SEARCH_BUCKET, false);
+        assert_eq!(
+            short(&up.charge(VIDEOS_LIST).await),
+            "granted 1",
+            "a charge before the block"
+        );
+        up.block_until("search", AT_2026_US + 1_000_000)
+            .await
+            .expect("blocked");
+        let window = up.window().await.expect("the window");
+        let got: Vec<(&str, u64, bool)> = window
+            .buckets
+            .iter()
+            .map(|b| (b.name.as_str(), b.used, b.blocked_until_us.is_some()))
+            .collect();
+        assert_eq!(got, [("budget", 1, false), ("search", 0, true)]);
+        assert_eq!(up.remaining(Some(&window)), Some(89));
+        assert_eq!(up.limiter_clock(), Some(LimiterClock::Host));
+
+        let dir = tempfile::tempdir().expect("temp dir");
+        let down = meter(dir.path(), SEARCH_BUCKET, true);
+        assert_eq!(short(&down.charge(VIDEOS_LIST).await), "unmetered 1");
+        let blocked = down.block_until("search", AT_2026_US).await;
+        assert!(
+            blocked
+                .as_ref()
+                .is_err_and(|e| e.starts_with("the limiter is down: ")),
+            "{blocked:?}"
+        );
+        assert_eq!(down.window().await, None);
+        assert_eq!(down.limiter_clock(), None);
+    }
+}

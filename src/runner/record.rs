@@ -1,0 +1,327 @@
+//! What a run writes to the store and reads from it, one typed method per kind of
+//! write: each runs off the async threads (SQLite blocks), stamps what it stores with
+//! the run's clock, and says what it was doing only when it fails.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use super::error::RunError;
+use super::outcome::Status;
+use super::plan::Freshness;
+use crate::clock::Clock;
+use crate::store::{
+    CallCount, FollowCounts, FollowStored, RegionOutcome, RunKind, RunOutcome, Store, StoreError,
+    VideoRecord,
+};
+
+/// A run's store, shared by its region tasks, behind a lock they take in turn.
+pub(super) struct Recorder {
+    store: Arc<Mutex<Store>>,
+    run_id: String,
+    clock: Arc<dyn Clock>,
+}
+
+/// How one piece of work on the store failed, before it is told what it was for.
+enum Failure {
+    /// Another task panicked while it held the store; what it wrote was rolled back.
+    Poisoned,
+    // Boxed: the store's errors are large, and this travels in every Result.
+    Store(Box<StoreError>),
+    /// The blocking task did not finish.
+    Task(tokio::task::JoinError),
+}
+
+impl Failure {
+    /// The error, saying it happened while `doing`.
+    fn doing(self, doing: String) -> RunError {
+        match self {
+            Failure::Poisoned => RunError::Poisoned { doing },
+            Failure::Store(source) => RunError::Store { doing, source },
+            Failure::Task(source) => RunError::Task { doing, source },
+        }
+    }
+}
+
+impl Recorder {
+    pub(super) fn new(store: Store, run_id: String, clock: Arc<dyn Clock>) -> Recorder {
+        Recorder {
+            store: Arc::new(Mutex::new(store)),
+            run_id,
+            clock,
+        }
+    }
+
+    /// Runs `work` on the store on a blocking thread.
+    async fn on_store<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, Failure> {
+        let store = Arc::clone(&self.store);
+        tokio::task::spawn_blocking(move || {
+            let guard = store.lock().map_err(|_| Failure::Poisoned)?;
+            work(&guard).map_err(|e| Failure::Store(Box::new(e)))
+        })
+        .await
+        .map_err(Failure::Task)?
+    }
+
+    /// The run's row, started at `started` (unix seconds).
+    pub(super) async fn begin_run(&self, kind: RunKind, started: i64) -> Result<(), RunError> {
+        let run_id = self.run_id.clone();
+        self.on_store(move |s| s.begin_run(&run_id, kind, started))
+            .await
+            .map_err(|f| f.doing(format!("recording the start of run {}", self.run_id)))
+    }
+
+    /// A row for each of the run's regions, started at `started`.
+    pub(super) async fn begin_regions(
+        &self,
+        started: i64,
+        codes: Vec<String>,
+    ) -> Result<(), RunError> {
+        let run_id = self.run_id.clone();
+        self.on_store(move |s| s.begin_run_regions(&run_id, started, &codes))
+            .await
+            .map_err(|f| f.doing(format!("recording the regions of run {}", self.run_id)))
+    }
+
+    /// What region `code` of this run is doing (see [`Store::mark_region`]).
+    pub(super) async fn region_is(&self, code: &str, status: Status) -> Result<(), RunError> {
+        let (run_id, region) = (self.run_id.clone(), code.to_owned());
+        self.on_store(move |s| s.mark_region(&run_id, &region, status))
+            .await
+            .map_err(|f| f.doing(format!("recording that region {code} is {status}")))
+    }
+
+    /// The units region `code` has been granted, and the run in all.
+    pub(super) async fn units(
+        &self,
+        code: &str,
+        units: u64,
+        run_units: u64,
+    ) -> Result<(), RunError> {
+        let (run_id, region) = (self.run_id.clone(), code.to_owned());
+        self.on_store(move |s| s.record_units(&run_id, &region, units, run_units))
+            .await
+            .map_err(|f| f.doing(format!("recording the units of region {code}")))
+    }
+
+    /// The region's category names, (id, title).
+    pub(super) async fn categories(
+        &self,
+        code: &str,
+        pairs: Vec<(String, String)>,
+    ) -> Result<(), RunError> {
+        let (region, now) = (code.to_owned(), self.clock.now_s());
+        self.on_store(move |s| s.store_categories(&region, &pairs, now))
+            .await
+            .map_err(|f| f.doing(format!("storing the category names of region {code}")))
+    }
+
+    pub(super) async fn region_complete(&self, code: &str) -> Result<(), RunError> {
+        let (region, now) = (code.to_owned(), self.clock.now_s());
+        self.on_store(move |s| s.mark_region_complete(&region, now))
+            .await
+            .map_err(|f| f.doing(format!("marking region {code} complete")))
+    }
+
+    /// Page `page` of one of the region's charts (the overall one when `category` is
+    /// none), its first video at `first_rank`; says how many videos were stored.
+    pub(super) async fn chart_page(
+        &self,
+        code: &str,
+        category: Option<u32>,
+        page: usize,
+        first_rank: u32,
+        items: Vec<VideoRecord>,
+    ) -> Result<usize, RunError> {
+        let (run_id, region, now) = (self.run_id.clone(), code.to_owned(), self.clock.now_s());
+        self.on_store(move |s| {
+            s.store_chart_page(&run_id, &region, category, first_rank, &items, now)
+        })
+        .await
+        .map_err(|f| {
+            f.doing(match category {
+                Some(c) => {
+                    format!("storing page {page} of the chart of category {c} of region {code}")
+                }
+                None => format!("storing trending page {page} of region {code}"),
+            })
+        })
+    }
+
+    /// That the region has no chart of `category`.
+    pub(super) async fn chart_missing(&self, code: &str, category: u32) -> Result<(), RunError> {
+        let (region, now) = (code.to_owned(), self.clock.now_s());
+        self.on_store(move |s| s.mark_chart_missing(&region, category, now))
+            .await
+            .map_err(|f| {
+                f.doing(format!(
+                    "noting that region {code} has no chart of category {category}"
+                ))
+            })
+    }
+
+    /// The videos due for a follow-up (see [`Store::due_for_follow_up`]).
+    pub(super) async fn due_for_follow_up(
+        &self,
+        charted_since: i64,
+        counted_before: i64,
+    ) -> Result<Vec<String>, RunError> {
+        self.on_store(move |s| s.due_for_follow_up(charted_since, counted_before))
+            .await
+            .map_err(|f| f.doing("choosing the videos due for a follow-up".to_owned()))
+    }
+
+    /// One follow-up's answer: `counts` of the videos `asked` for.
+    pub(super) async fn follow_ups(
+        &self,
+        asked: Vec<String>,
+        counts: Vec<FollowCounts>,
+    ) -> Result<FollowStored, RunError> {
+        let now = self.clock.now_s();
+        self.on_store(move |s| s.store_follow_ups(&asked, &counts, now))
+            .await
+            .map_err(|f| f.doing("storing a follow-up's counts".to_owned()))
+    }
+
+    /// What search `name` of the region found, in rank order; says how many videos
+    /// were stored.
+    pub(super) async fn search_page(
+        &self,
+        code: &str,
+        name: &str,
+        ranked: Vec<VideoRecord>,
+    ) -> Result<usize, RunError> {
+        let (run_id, region, search, now) = (
+            self.run_id.clone(),
+            code.to_owned(),
+            name.to_owned(),
+            self.clock.now_s(),
+        );
+        self.on_store(move |s| s.store_search_page(&run_id, &region, &search, 1, &ranked, now))
+            .await
+            .map_err(|f| f.doing(format!("storing search \"{name}\" of region {code}")))
+    }
+
+    /// When region `code` was last attempted (`at`, unix seconds) and how it went.
+    pub(super) async fn region_attempt(
+        &self,
+        code: &str,
+        at: i64,
+        status: Status,
+    ) -> Result<(), RunError> {
+        let region = code.to_owned();
+        self.on_store(move |s| s.mark_region_attempt(&region, at, status))
+            .await
+            .map_err(|f| f.doing(format!("recording the attempt at region {code}")))
+    }
+
+    /// The run's end: each region's outcome, its calls by method and outcome, and its
+    /// own outcome.
+    pub(super) async fn end_run(
+        &self,
+        details: Vec<RegionOutcome>,
+        calls: Vec<CallCount>,
+        outcome: RunOutcome,
+    ) -> Result<(), RunError> {
+        let run_id = self.run_id.clone();
+        self.on_store(move |s| {
+            s.record_run_details(&run_id, &details, &calls)?;
+            s.finish_run(&run_id, &outcome)
+        })
+        .await
+        .map_err(|f| f.doing(format!("recording the end of run {}", self.run_id)))
+    }
+
+    /// What the store knows of each region.
+    pub(super) async fn freshness(&self) -> Result<BTreeMap<String, Freshness>, RunError> {
+        self.on_store(read_freshness)
+            .await
+            .map_err(|f| f.doing("reading the regions' state".to_owned()))
+    }
+}
+
+/// The regions' last complete fetch and category fetch, from the store.
+pub fn read_freshness(store: &Store) -> Result<BTreeMap<String, Freshness>, StoreError> {
+    let mut out = BTreeMap::new();
+    for state in store.region_states()? {
+        let categories_fetched_at = store.categories_fetched_at(&state.region)?;
+        let missing_charts = store.missing_charts(&state.region)?.into_iter().collect();
+        out.insert(
+            state.region.clone(),
+            Freshness {
+                last_complete_at: state.last_complete_at,
+                categories_fetched_at,
+                missing_charts,
+            },
+        );
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::error::chain;
+
+    fn recorder(dir: &std::path::Path) -> Recorder {
+        let store = Store::open(dir.join("t.db")).expect("the store");
+        Recorder::new(store, "r1".into(), Arc::new(ManualClock::starting_at(0)))
+    }
+
+    /// A write that fails says what it was doing, in the words of the run's log.
+    #[tokio::test]
+    async fn a_failed_write_says_what_it_was_doing() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let rec = recorder(dir.path());
+        let store = Arc::clone(&rec.store);
+        let _ = std::thread::spawn(move || {
+            let _held = store.lock();
+            panic!("a region task panics while it holds the store");
+        })
+        .join();
+        let cases = [
+            (
+                rec.region_complete("US").await,
+                "marking region US complete: the database connection was poisoned by a panic in another task",
+            ),
+            (
+                rec.chart_page("US", Some(10), 2, 51, Vec::new())
+                    .await
+                    .map(drop),
+                "storing page 2 of the chart of category 10 of region US: the database connection was poisoned by a panic in another task",
+            ),
+            (
+                rec.chart_page("US", None, 1, 1, Vec::new()).await.map(drop),
+                "storing trending page 1 of region US: the database connection was poisoned by a panic in another task",
+            ),
+        ];
+        for (got, want) in cases {
+            let err = got.expect_err(want);
+            assert_eq!(chain(&err), want);
+        }
+    }
+
+    /// What the run writes reads back: a run begun, a region's state.
+    #[tokio::test]
+    async fn writes_reach_the_store() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let rec = recorder(dir.path());
+        rec.begin_run(RunKind::Run, 0).await.expect("begun");
+        rec.begin_regions(0, vec!["US".into()])
+            .await
+            .expect("regions");
+        rec.categories("US", vec![("10".into(), "Music".into())])
+            .await
+            .expect("categories");
+        rec.region_complete("US").await.expect("complete");
+        let fresh = rec.freshness().await.expect("read");
+        let us = fresh.get("US").expect("US is known");
+        assert_eq!(
+            (us.last_complete_at, us.categories_fetched_at),
+            (Some(0), Some(0))
+        );
+    }
+}
