@@ -21,7 +21,7 @@ use trendsync::quota::{
 use crate::common::harness::{Harness, REGIONS};
 use crate::common::redis_server::unix_us;
 use crate::common::upstream::{Billing, FakeUpstream};
-use crate::common::{RedisServer, Scratch};
+use crate::common::{Bucket, Costs, Limit, RedisServer, Scratch};
 use crate::on_both_limiters;
 
 /// The shipped granular cost file.
@@ -376,33 +376,28 @@ const S: i64 = 1_000_000;
 /// A budget of two buckets over the Pacific day: `budget` (ceiling 5) and `search`
 /// (ceiling 3), with a per-call limit on searches over a sliding minute.
 fn day_budget() -> Budget {
-    let text = r#"
-[budget]
-key = "day"
-quota = 6
-ceiling = 5
-window = "day@America/Los_Angeles"
-
-[costs]
-"videos.list" = 1
-
-[[bucket]]
-name = "search"
-quota = 4
-ceiling = 3
-window = "day@America/Los_Angeles"
-costs = { "search.list" = 1 }
-
-[[limit]]
-name = "per-minute"
-methods = ["search.list"]
-max = 100
-window = "1m"
-per = "call"
-"#;
+    let text = Costs::new()
+        .key("day")
+        .quota(6)
+        .ceiling(5)
+        .window("day@America/Los_Angeles")
+        .cost("videos.list", 1)
+        .bucket(
+            Bucket::new("search")
+                .quota(4)
+                .ceiling(3)
+                .window("day@America/Los_Angeles")
+                .cost("search.list", 1),
+        )
+        .limit(
+            Limit::new("per-minute", 100, "1m")
+                .method("search.list")
+                .per("call"),
+        )
+        .to_toml();
     trendsync::config::parse_costs(&trendsync::config::SourceText {
         name: "costs.toml".into(),
-        text,
+        text: &text,
     })
     .expect("a valid costs file")
 }

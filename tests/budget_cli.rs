@@ -1,6 +1,6 @@
 //! `budget`, `budget charge` and `run --dry-run` through the binary.
 
-use crate::common::{Expected, RedisServer, Scratch, costs_toml};
+use crate::common::{Bucket, Costs, Expected, Limit, RedisServer, Scratch};
 
 #[test]
 fn dry_run_works_with_nothing_configured_and_writes_nothing() {
@@ -27,7 +27,10 @@ fn dry_run_works_with_nothing_configured_and_writes_nothing() {
 #[test]
 fn dry_run_against_a_spent_budget_exits_75_and_marks_the_stop() {
     let s = Scratch::new();
-    let costs = s.write("c.toml", &costs_toml(200, 120, "24h"));
+    let costs = s.write(
+        "c.toml",
+        &Costs::youtube().quota(200).ceiling(120).to_toml(),
+    );
     let granted = s
         .cmd()
         .costs(&costs)
@@ -75,7 +78,10 @@ fn dry_run_against_a_spent_budget_exits_75_and_marks_the_stop() {
 #[test]
 fn backfill_dry_run_may_use_the_reserve() {
     let s = Scratch::new();
-    let costs = s.write("c.toml", &costs_toml(200, 120, "24h"));
+    let costs = s.write(
+        "c.toml",
+        &Costs::youtube().quota(200).ceiling(120).to_toml(),
+    );
     let c = |args: &[&str]| s.cmd().costs(&costs).args(args).run();
     assert_eq!(
         c(&["budget", "charge", "videos.list", "--count", "110"]).code,
@@ -152,7 +158,10 @@ fn budget_json_reports_the_window() {
 #[test]
 fn budget_charge_is_all_or_nothing_and_says_when_to_retry() {
     let s = Scratch::new();
-    let costs = s.write("c.toml", &costs_toml(1000, 250, "24h"));
+    let costs = s.write(
+        "c.toml",
+        &Costs::youtube().quota(1000).ceiling(250).to_toml(),
+    );
     let c = |args: &[&str]| s.cmd().costs(&costs).args(args).run();
     let ok = c(&["budget", "charge", "search.list", "--count", "2", "--json"]);
     assert_eq!(ok.code, 0);
@@ -347,7 +356,11 @@ pub fn racing_processes_grant_exactly_ten_through(
     let s = Scratch::new();
     let costs = s.write(
         "c.toml",
-        &costs_toml(1000, 1000, "24h").replace(r#"key = "test""#, &format!("key = \"{key}\"")),
+        &Costs::youtube()
+            .key(key)
+            .quota(1000)
+            .ceiling(1000)
+            .to_toml(),
     );
     let raced = thirty_charges_at_once(&s, &costs, |_| "search.list", &limiter_args);
     assert_grants(&raced, "search.list", 10);
@@ -371,37 +384,6 @@ fn racing_processes_on_redis_grant_exactly_what_fits() {
     racing_processes_grant_exactly_ten(Some(&server));
 }
 
-/// Two buckets (DESIGN.md 3.9): the main one, videos.list at 2 units under a ceiling
-/// of 20, and `search`, search.list at 1 under a ceiling of 7 with a per-call limit.
-fn two_bucket_costs(key: &str) -> String {
-    format!(
-        r#"[budget]
-key = "{key}"
-quota = 20
-ceiling = 20
-window = "24h"
-
-[costs]
-"videos.list" = 2
-"videoCategories.list" = 1
-
-[[bucket]]
-name = "search"
-quota = 7
-ceiling = 7
-window = "day@America/Los_Angeles"
-costs = {{ "search.list" = 1 }}
-
-[[limit]]
-name = "search-calls"
-methods = ["search.list"]
-max = 100
-window = "10m"
-per = "call"
-"#
-    )
-}
-
 /// Thirty processes at once, half charging each bucket: in each bucket exactly
 /// ceiling ÷ cost charges are granted (10 and 7), and neither loses anything to the
 /// other.
@@ -410,7 +392,28 @@ pub fn racing_processes_fill_each_bucket_exactly_through(
     limiter_args: impl Fn(usize) -> Vec<String>,
 ) {
     let s = Scratch::new();
-    let costs = s.write("c.toml", &two_bucket_costs(key));
+    // Two buckets (DESIGN.md 3.9): the main one, videos.list at 2 units under a
+    // ceiling of 20, and `search`, search.list at 1 under a ceiling of 7 with a
+    // per-call limit.
+    let two_buckets = Costs::new()
+        .key(key)
+        .quota(20)
+        .ceiling(20)
+        .cost("videos.list", 2)
+        .cost("videoCategories.list", 1)
+        .bucket(
+            Bucket::new("search")
+                .quota(7)
+                .ceiling(7)
+                .window("day@America/Los_Angeles")
+                .cost("search.list", 1),
+        )
+        .limit(
+            Limit::new("search-calls", 100, "10m")
+                .method("search.list")
+                .per("call"),
+        );
+    let costs = s.write("c.toml", &two_buckets.to_toml());
     let method = |i: usize| {
         if i.is_multiple_of(2) {
             "videos.list"

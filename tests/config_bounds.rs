@@ -9,16 +9,10 @@ use proptest::prelude::*;
 use trendsync::config::{SourceText, parse_costs};
 use trendsync::quota::{Allowance, Budget, EmbeddedLimiter, Limiter, MAX_UNITS, RedisLimiter};
 
-use crate::common::{RedisServer, Scratch};
+use crate::common::{Costs, RedisServer, Scratch};
 
 const METHOD: &str = "m.list";
 const CLIENTS: usize = 30;
-
-fn costs_file(key: &str, quota: u64, ceiling: u64, window: &str, cost: u64) -> String {
-    format!(
-        "[budget]\nkey = \"{key}\"\nquota = {quota}\nceiling = {ceiling}\nwindow = \"{window}\"\n\n[costs]\n\"{METHOD}\" = {cost}\n"
-    )
-}
 
 /// Windows on both sides of the bounds, including those that used to act as zero
 /// ("1ns", "500us") or overflow the expiry arithmetic ("300000y").
@@ -186,7 +180,13 @@ fn a_budget_either_loads_and_holds_or_is_refused() {
     let budgets = (windows(), numbers(), any::<u64>());
     let outcome = runner.run(&budgets, |(window, (quota, ceiling, cost), case)| {
         let key = format!("prop{case:x}");
-        let text = costs_file(&key, quota, ceiling, &window, cost);
+        let text = Costs::new()
+            .key(key)
+            .quota(quota)
+            .ceiling(ceiling)
+            .window(&window)
+            .cost(METHOD, cost)
+            .to_toml();
         let parsed = humantime::parse_duration(&window).ok();
         match parse_costs(&SourceText {
             name: "costs.toml".into(),
@@ -219,7 +219,12 @@ fn a_charge_of_more_units_than_the_limiter_counts_is_refused_before_it_is_sent()
     let s = Scratch::new();
     let path = s.write(
         "costs.toml",
-        &costs_file("k", MAX_UNITS, MAX_UNITS, "24h", 1 << 40),
+        &Costs::new()
+            .key("k")
+            .quota(MAX_UNITS)
+            .ceiling(MAX_UNITS)
+            .cost(METHOD, 1 << 40)
+            .to_toml(),
     );
     let ran = s
         .cmd()

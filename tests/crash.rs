@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use serde_json::Value;
 
-use crate::common::harness::{Harness, regions_of, unit_costs_toml};
+use crate::common::harness::{Harness, regions_of};
 use crate::common::upstream::{FakeUpstream, fixture_json};
-use crate::common::{RedisServer, Scratch, costs_toml};
+use crate::common::{Costs, RedisServer, Scratch};
 
 /// The regions of these scenarios; 2 pages each, and the category names on a fresh
 /// database: 12 calls in a first run, 8 once the category names are fresh.
@@ -54,7 +54,7 @@ fn regions_toml() -> String {
 /// runs to be killed.
 fn world(fake: FakeUpstream, redis: Option<&RedisServer>) -> Harness<'_> {
     let mut h = Harness::with(fake, redis);
-    h.costs(&unit_costs_toml(10_000, 9_500))
+    h.costs(Costs::youtube().cost("search.list", 1))
         .regions(&regions_toml());
     h
 }
@@ -675,7 +675,10 @@ const STORM: u32 = 16;
 #[test]
 fn kills_during_a_storm_of_budget_charges_lose_or_invent_no_units() {
     let s = Scratch::new();
-    let costs = s.write("c.toml", &costs_toml(1 << 20, 1 << 20, "24h"));
+    let costs = s.write(
+        "c.toml",
+        &Costs::youtube().quota(1 << 20).ceiling(1 << 20).to_toml(),
+    );
     let budget_used = || {
         let ran = s.cmd().costs(&costs).args(["budget", "--json"]).run();
         assert_eq!(ran.code, 0, "{}", ran.stderr);
@@ -686,7 +689,10 @@ fn kills_during_a_storm_of_budget_charges_lose_or_invent_no_units() {
     let calibration = Scratch::new();
     let took = storm(
         &calibration,
-        &calibration.write("c.toml", &costs_toml(1 << 20, 1 << 20, "24h")),
+        &calibration.write(
+            "c.toml",
+            &Costs::youtube().quota(1 << 20).ceiling(1 << 20).to_toml(),
+        ),
         &[],
     )
     .took;

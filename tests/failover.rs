@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::common::redis_deployments::{Cluster, SentinelSet, info_field, wait_until};
-use crate::common::{Scratch, costs_toml};
+use crate::common::{Costs, Scratch};
 
 const KEY: &str = "failover";
 const WINDOW_KEY: &str = "trendsync:{failover}:budget";
@@ -44,8 +44,11 @@ fn race_to(
     let s = Scratch::new();
     let costs = s.write(
         "c.toml",
-        &costs_toml(ceiling, ceiling, "24h")
-            .replace(r#"key = "test""#, &format!("key = \"{KEY}\"")),
+        &Costs::youtube()
+            .key(KEY)
+            .quota(ceiling)
+            .ceiling(ceiling)
+            .to_toml(),
     );
     let tally = Tally::default();
     std::thread::scope(|scope| {
@@ -328,7 +331,10 @@ fn a_primary_the_sentinels_hold_down_is_a_failover_not_a_configuration_error() {
         || flags(&set).contains("o_down"),
     );
     let s = Scratch::new();
-    let costs = s.write("c.toml", &costs_toml(1000, 1000, "24h"));
+    let costs = s.write(
+        "c.toml",
+        &Costs::youtube().quota(1000).ceiling(1000).to_toml(),
+    );
     let ran = s
         .cmd()
         .costs(&costs)

@@ -6,9 +6,9 @@ use serde_json::Value;
 use wiremock::Mock;
 use wiremock::matchers::any;
 
-use crate::common::harness::{Harness, unit_costs_toml};
+use crate::common::harness::Harness;
 use crate::common::upstream::{API_KEY, OVERRIDE, answer, page1};
-use crate::common::{Scratch, Trendsync, costs_toml};
+use crate::common::{Costs, Scratch, Trendsync};
 
 /// Runs `t` with its stdout a pipe whose reader is already gone, as in `... | true`;
 /// returns the exit code and stderr.
@@ -31,7 +31,12 @@ fn with_stdout_closed(t: Trendsync) -> (i32, String) {
 #[test]
 fn exit_codes_are_the_outcome_even_when_stdout_is_a_closed_pipe() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(1000, 5));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(1000)
+            .ceiling(5),
+    );
 
     // A run stopped by the ceiling: 75, in JSON and in text.
     let (code, stderr) = with_stdout_closed(h.cmd().args(["run", "--json"]));
@@ -60,7 +65,12 @@ fn exit_codes_are_the_outcome_even_when_stdout_is_a_closed_pipe() {
     assert_eq!(code, 2, "search with a bad query | true: {stderr}");
 
     // A failed run: 1.
-    h.costs(&unit_costs_toml(1000, 1000));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(1000)
+            .ceiling(1000),
+    );
     h.fake
         .answer_instead(Mock::given(any()), answer(200, "{\"items\": ["));
     let (code, stderr) = with_stdout_closed(h.cmd().args(["run", "--json", "--region", "US"]));
@@ -144,7 +154,7 @@ fn a_budget_named_after_the_api_key_in_use_is_refused_whatever_its_shape() {
     let key = "plain-key.0123456789";
     let costs = s.write(
         "costs.toml",
-        &costs_toml(1000, 900, "24h").replace("key = \"test\"", &format!("key = \"{key}\"")),
+        &Costs::youtube().key(key).quota(1000).ceiling(900).to_toml(),
     );
     for args in [
         &["run", "--dry-run", "--json"][..],

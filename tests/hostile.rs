@@ -5,9 +5,9 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use crate::common::Trendsync;
-use crate::common::harness::{Harness, unit_costs_toml};
+use crate::common::harness::Harness;
 use crate::common::upstream::{API_KEY, answer, page1};
+use crate::common::{Costs, Trendsync};
 
 /// How stdout and stderr are broken for one invocation.
 #[derive(Debug, Clone, Copy)]
@@ -87,7 +87,12 @@ fn run_broken(t: Trendsync, how: Broken) -> i32 {
 #[test]
 fn broken_stdout_and_stderr_never_panic_nor_change_the_outcome() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(100_000, 90_000));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
     let first = h.cmd().args(["run", "--region", "US"]).run();
     assert_eq!(first.code, 0, "{}", first.stderr);
 
@@ -229,7 +234,12 @@ fn fill_with_old_snapshots(db: &std::path::Path, fetches: i64) {
 #[test]
 fn interrupted_prunes_leave_nothing_behind_for_the_next() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(100_000, 90_000));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
     let first = h.cmd().args(["run", "--region", "US"]).run();
     assert_eq!(first.code, 0, "{}", first.stderr);
     fill_with_old_snapshots(&h.db_path(), 300);
@@ -367,7 +377,12 @@ fn temps(dir: &std::path::Path) -> Vec<String> {
 #[test]
 fn output_files_replace_only_regular_files_and_keep_their_mode() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(100_000, 90_000));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
     let first = h.cmd().args(["run", "--region", "US"]).run();
     assert_eq!(first.code, 0, "{}", first.stderr);
     let dir = h.scratch.path().to_path_buf();
@@ -451,7 +466,12 @@ fn output_files_replace_only_regular_files_and_keep_their_mode() {
 #[test]
 fn an_export_stopped_or_killed_leaves_no_temporary_file_behind() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(100_000, 90_000));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
     let first = h.cmd().args(["run", "--region", "US"]).run();
     assert_eq!(first.code, 0, "{}", first.stderr);
     fill_with_old_snapshots(&h.db_path(), 1000);
@@ -514,7 +534,12 @@ fn an_export_stopped_or_killed_leaves_no_temporary_file_behind() {
 #[test]
 fn a_completed_region_never_shows_another_regions_failure() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(100_000, 90_000));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
     h.fake
         .answer_instead(page1("GB"), answer(200, "{\"items\": ["));
     let ran = h
@@ -605,7 +630,12 @@ fn hostile_titles(db: &std::path::Path) {
 #[test]
 fn export_shows_control_characters_on_a_terminal_and_no_formula_runs() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(100_000, 90_000));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
     let first = h.cmd().args(["run", "--region", "US"]).run();
     assert_eq!(first.code, 0, "{}", first.stderr);
     hostile_titles(&h.db_path());
@@ -660,7 +690,12 @@ fn export_shows_control_characters_on_a_terminal_and_no_formula_runs() {
 #[test]
 fn a_run_whose_start_cannot_be_recorded_charges_and_calls_nothing() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(100_000, 90_000));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
     let first = h.cmd().args(["run", "--region", "US"]).run();
     assert_eq!(first.code, 0, "{}", first.stderr);
     let used = h.budget()["used"].clone();
@@ -725,7 +760,10 @@ fn a_read_command_on_an_old_file_names_the_command_that_upgrades_it() {
 fn redis_urls_that_cannot_work_are_configuration_errors_that_say_why() {
     let server = crate::common::RedisServer::start();
     let s = crate::common::Scratch::new();
-    let costs = s.write("c.toml", &crate::common::costs_toml(1000, 1000, "24h"));
+    let costs = s.write(
+        "c.toml",
+        &Costs::youtube().quota(1000).ceiling(1000).to_toml(),
+    );
     let charge = |url: &str, says: &str| {
         s.cmd()
             .costs(&costs)
@@ -818,7 +856,12 @@ fn crontab_escapes_percent_signs_for_cron() {
 #[test]
 fn a_run_dated_in_the_future_is_stale_and_says_so() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(100_000, 90_000));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
     h.regions("[defaults]\npages = 2\n\n[[region]]\ncode = \"US\"\noffset = 0\n");
     let fresh = h.cmd().args(["run"]).run();
     assert_eq!(fresh.code, 0, "{}", fresh.stderr);
@@ -859,7 +902,12 @@ fn a_killed_run_shows_the_units_it_charged() {
         crate::common::upstream::FakeUpstream::youtube_after(std::time::Duration::from_secs(30)),
         None,
     );
-    h.costs(&unit_costs_toml(100_000, 90_000));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
     let mut child = h
         .cmd()
         .args(["run", "--region", "US", "--region", "GB"])
@@ -900,7 +948,12 @@ fn one_database_under_two_names_shares_its_locks_and_a_hard_link_is_refused() {
         crate::common::upstream::FakeUpstream::youtube_after(std::time::Duration::from_millis(600)),
         None,
     );
-    h.costs(&unit_costs_toml(100_000, 90_000));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
     let link = h.scratch.file("other-name.db");
     let first = h.cmd().args(["run", "--region", "US"]).run();
     assert_eq!(first.code, 0, "{}", first.stderr);
@@ -958,7 +1011,12 @@ fn one_database_under_two_names_shares_its_locks_and_a_hard_link_is_refused() {
 #[test]
 fn writers_wait_for_a_vacuum_and_never_fail_for_it() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(100_000, 90_000));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
     let first = h.cmd().args(["run", "--region", "US"]).run();
     assert_eq!(first.code, 0, "{}", first.stderr);
 

@@ -8,10 +8,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use wiremock::Mock;
 use wiremock::matchers::any;
 
-use crate::common::harness::{Harness, REGIONS, assert_budget_matches_requests, unit_costs_toml};
+use crate::common::harness::{Harness, REGIONS, assert_budget_matches_requests};
 use crate::common::promtool::check_metrics;
 use crate::common::upstream::{Call, OVERRIDE, answer, answer_fixture, categories};
-use crate::common::{Ran, RedisServer, Trendsync};
+use crate::common::{Costs, Ran, RedisServer, Trendsync};
 use crate::on_both_limiters;
 
 on_both_limiters!(
@@ -244,7 +244,12 @@ fn a_complete_run_writes_every_metric(redis: Option<&RedisServer>) {
 
 fn a_run_stopped_by_the_budget_still_writes_its_metrics(redis: Option<&RedisServer>) {
     let mut h = Harness::new(redis);
-    h.costs(&unit_costs_toml(1000, 5));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(1000)
+            .ceiling(5),
+    );
     let dir = metrics_dir(&h);
     h.expect_stderr("stopped: budget exhausted")
         .expect_ended("budget_exhausted");

@@ -13,10 +13,10 @@ use serde_json::Value;
 use wiremock::Mock;
 use wiremock::matchers::any;
 
-use crate::common::harness::{Harness, REGIONS, unit_costs_toml};
+use crate::common::harness::{Harness, REGIONS};
 use crate::common::promtool::check_metrics;
 use crate::common::upstream::{API_KEY, FakeUpstream, OVERRIDE, answer_fixture, page1, trending};
-use crate::common::{RedisServer, Scratch};
+use crate::common::{Costs, RedisServer, Scratch};
 use crate::on_both_limiters;
 
 fn binary() -> PathBuf {
@@ -235,7 +235,8 @@ pub(crate) fn four_regions(h: &mut Harness<'_>) {
             i * 5
         ));
     }
-    h.costs(&unit_costs_toml(10_000, 9_500)).regions(&text);
+    h.costs(Costs::youtube().cost("search.list", 1))
+        .regions(&text);
 }
 
 /// Waits until `fake` has received `n` requests in all.
@@ -481,7 +482,7 @@ fn status_and_runs_say_which_region_failed_and_why() {
 
     // DE stopped by the budget after one call; this run marks GB's abandoned.
     let used = h.budget()["used"].as_u64().expect("used");
-    h.costs(&unit_costs_toml(10_000, used + 1));
+    h.costs(Costs::youtube().cost("search.list", 1).ceiling(used + 1));
     h.expect_stderr("marked abandoned")
         .expect_stderr("stopped: budget exhausted")
         .expect_ended("budget_exhausted");

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use trendsync::table::columns;
 
-use crate::common::harness::{Harness, REGIONS, unit_costs_toml};
+use crate::common::Costs;
+use crate::common::harness::{Harness, REGIONS};
 use crate::common::upstream::{answer_fixture, page1};
 use crate::operations::{four_regions, metrics, signal, wait_for_requests};
 use crate::run_e2e::lines_with;
@@ -30,7 +31,7 @@ fn eight_regions() -> String {
 /// A history with long reasons: every region complete, then FR failing on a missing
 /// chart and the budget running out part way through the others.
 fn long_reasons(h: &mut Harness<'_>) {
-    h.costs(&unit_costs_toml(10_000, 9_500))
+    h.costs(Costs::youtube().cost("search.list", 1))
         .regions(&eight_regions());
     let (ran, _) = h.run(&["run"]);
     assert_eq!(ran.code, 0, "{}", ran.stderr);
@@ -39,7 +40,7 @@ fn long_reasons(h: &mut Harness<'_>) {
         answer_fixture(404, "error_video_chart_not_found.json"),
     );
     let used = h.budget()["used"].as_u64().expect("used");
-    h.costs(&unit_costs_toml(10_000, used + 9));
+    h.costs(Costs::youtube().cost("search.list", 1).ceiling(used + 9));
     h.expect_stderr("videoChartNotFound")
         .expect_stderr("stopped: budget exhausted")
         .expect_ended("failed");
@@ -117,7 +118,7 @@ fn status_and_runs_fit_80_and_40_columns_and_json_keeps_every_reason_whole() {
 #[test]
 fn the_dry_run_plan_fits_80_and_40_columns() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(10_000, 9))
+    h.costs(Costs::youtube().cost("search.list", 1).ceiling(9))
         .regions(&eight_regions());
     for width in [80, 40] {
         let ran = h
@@ -311,7 +312,7 @@ fn a_stopped_run_says_why_once_and_its_summary_stays_short() {
     assert!(!why.contains("run_id="), "{why}");
 
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(10_000, 4));
+    h.costs(Costs::youtube().cost("search.list", 1).ceiling(4));
     let (line, why) = stopped_run(&h, "budget_exhausted");
     assert!(why.contains(" stopped: budget exhausted"), "{why}");
     assert!(

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::common::harness::{Harness, THREE_REGIONS, shorts};
 use crate::common::upstream::{answer_fixture, page2};
-use crate::common::{RedisServer, costs_toml};
+use crate::common::{Costs, Limit, RedisServer};
 use crate::on_both_limiters;
 
 on_both_limiters!(
@@ -15,18 +15,11 @@ on_both_limiters!(
 
 /// Two limits on the chart's pages with the same maximum and the same window: once
 /// both are full, both say no with the same wait.
-fn equal_limits() -> String {
-    let limit = |name: &str| {
-        format!(
-            "\n[[limit]]\nname = \"{name}\"\nmethods = [\"videos.list\"]\nmax = 3\nwindow = \"1h\"\n"
-        )
-    };
-    format!(
-        "{}{}{}",
-        costs_toml(10_000, 9_000, "24h"),
-        limit("pages-a"),
-        limit("pages-b")
-    )
+fn equal_limits() -> Costs {
+    Costs::youtube()
+        .ceiling(9_000)
+        .limit(Limit::new("pages-a", 3, "1h").method("videos.list"))
+        .limit(Limit::new("pages-b", 3, "1h").method("videos.list"))
 }
 
 /// The plan rows that fit, in the short form of the fake's calls (`US p1`).
@@ -51,7 +44,7 @@ fn fitting(plan: &Value) -> Vec<String> {
 
 fn the_dry_run_stops_where_the_run_does_under_equal_windows(redis: Option<&RedisServer>) {
     let mut h = Harness::new(redis);
-    h.costs(&equal_limits()).regions(THREE_REGIONS);
+    h.costs(equal_limits()).regions(THREE_REGIONS);
     // One page already in both limits' windows: the plan starts from a window the
     // dry run must read, not an empty one.
     let earlier = h.bare().args(["budget", "charge", "videos.list"]).run();

@@ -8,7 +8,7 @@ use wiremock::Mock;
 use wiremock::matchers::any;
 
 use crate::common::upstream::{API_KEY, FakeUpstream, answer_fixture};
-use crate::common::{RedisServer, Scratch, costs_toml};
+use crate::common::{Costs, RedisServer, Scratch};
 
 const USER: &str = "trendsync";
 const PASSWORD: &str = "aCl-pAsS-9902";
@@ -57,7 +57,11 @@ pub fn charge_read_and_reload(key: &str, args: Vec<String>, flush: impl Fn()) {
     let s = Scratch::new();
     let costs = s.write(
         "c.toml",
-        &costs_toml(1000, 1000, "24h").replace(r#"key = "test""#, &format!("key = \"{key}\"")),
+        &Costs::youtube()
+            .key(key)
+            .quota(1000)
+            .ceiling(1000)
+            .to_toml(),
     );
     // Run after a race on a shared deployment, the client may still find a cluster
     // node slow to answer and connect it again, and says so.
@@ -97,7 +101,10 @@ fn the_readme_acl_is_enough_for_every_path_and_no_more() {
     // The block path: the upstream says the quota is spent, and the run records the
     // block for every host.
     let s = Scratch::new();
-    let costs = s.write("c.toml", &costs_toml(1000, 1000, "24h"));
+    let costs = s.write(
+        "c.toml",
+        &Costs::youtube().quota(1000).ceiling(1000).to_toml(),
+    );
     let fake = FakeUpstream::youtube();
     fake.answer_instead(
         Mock::given(any()),
@@ -145,7 +152,11 @@ fn the_readme_acl_is_enough_for_every_path_and_no_more() {
     // Another budget's keys are out of reach: a configuration error, not an outage.
     let costs = s.write(
         "other.toml",
-        &costs_toml(1000, 1000, "24h").replace(r#"key = "test""#, r#"key = "other""#),
+        &Costs::youtube()
+            .key("other")
+            .quota(1000)
+            .ceiling(1000)
+            .to_toml(),
     );
     let ran = s
         .cmd()

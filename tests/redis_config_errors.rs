@@ -7,7 +7,7 @@ use std::net::TcpListener;
 
 use crate::common::redis_deployments::TlsCerts;
 use crate::common::redis_server::Options;
-use crate::common::{RedisServer, Scratch, costs_toml};
+use crate::common::{Costs, RedisServer, Scratch};
 
 const PASSWORD: &str = "cOnFiG-pAsS-4471";
 
@@ -15,7 +15,10 @@ const PASSWORD: &str = "cOnFiG-pAsS-4471";
 /// says each of `says`, and never the password.
 fn refused(args: &[String], shown: &str, says: &[&str]) {
     let s = Scratch::new();
-    let costs = s.write("c.toml", &costs_toml(1000, 1000, "24h"));
+    let costs = s.write(
+        "c.toml",
+        &Costs::youtube().quota(1000).ceiling(1000).to_toml(),
+    );
     let ran = s
         .cmd()
         .costs(&costs)
@@ -138,7 +141,10 @@ fn tls_mistakes() {
 
     // A server that works with the same files, for contrast.
     let s = Scratch::new();
-    let costs = s.write("c.toml", &costs_toml(1000, 1000, "24h"));
+    let costs = s.write(
+        "c.toml",
+        &Costs::youtube().quota(1000).ceiling(1000).to_toml(),
+    );
     let ran = s
         .cmd()
         .costs(&costs)

@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use wiremock::Mock;
 use wiremock::matchers::any;
 
-use crate::common::harness::{Harness, unit_costs_toml};
+use crate::common::harness::Harness;
 use crate::common::upstream::{API_KEY, answer_fixture};
-use crate::common::{Ran, RedisServer};
+use crate::common::{Costs, Ran, RedisServer};
 
 const PASSWORD: &str = "rEdIs-PaSs-7731-secret";
 
@@ -91,7 +91,12 @@ fn session(server: &RedisServer, redacted: &str, dead: &str) {
     );
 
     let mut h = Harness::new(Some(server));
-    h.costs(&unit_costs_toml(1000, 30));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(1000)
+            .ceiling(30),
+    );
     let metrics = h.scratch.file("trendsync.prom");
     let metrics_arg = metrics.to_str().expect("a UTF-8 path");
     let mut session: Vec<(String, Ran)> = Vec::new();
@@ -118,7 +123,12 @@ fn session(server: &RedisServer, redacted: &str, dead: &str) {
         .run();
     assert!(ran.json()["status"] == "budget_exhausted", "{}", ran.stdout);
     step(&mut session, "run stopped by the budget, traced", ran, 75);
-    h.costs(&unit_costs_toml(1000, 100));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(1000)
+            .ceiling(100),
+    );
     let ran = h
         .cmd()
         .args(["-vv", "--log-format", "json", "backfill", "--json"])

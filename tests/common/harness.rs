@@ -51,12 +51,6 @@ fn costs_of(text: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// A costs file where every call costs 1 unit, with the given budget numbers.
-pub fn unit_costs_toml(quota: u64, ceiling: u64) -> String {
-    super::costs_toml(quota, ceiling, "24h")
-        .replace(r#""search.list" = 100"#, r#""search.list" = 1"#)
-}
-
 pub struct Harness<'r> {
     pub scratch: Scratch,
     pub fake: FakeUpstream,
@@ -114,10 +108,12 @@ impl<'r> Harness<'r> {
         self
     }
 
-    /// Uses `text` as quota-costs.toml from now on (it may be rewritten mid-scenario).
-    pub fn costs(&mut self, text: &str) -> &mut Self {
-        self.costs = Some(self.scratch.write("costs.toml", text));
-        self.unit_costs = costs_of(text);
+    /// Uses `text` (a [`Costs`](super::Costs), or a file's text) as quota-costs.toml
+    /// from now on (it may be rewritten mid-scenario).
+    pub fn costs(&mut self, text: impl Into<String>) -> &mut Self {
+        let text = text.into();
+        self.costs = Some(self.scratch.write("costs.toml", &text));
+        self.unit_costs = costs_of(&text);
         self
     }
 

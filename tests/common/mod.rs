@@ -6,6 +6,7 @@
 //! `allow_stderr` for lines that depend on timing), and any other fails it. A new
 //! warning is then a change a person looks at, not noise nobody reads.
 
+pub mod costs;
 pub mod harness;
 pub mod promtool;
 pub mod redis_deployments;
@@ -15,6 +16,7 @@ pub mod upstream;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+pub use costs::{Bucket, Costs, Limit};
 pub use redis_server::RedisServer;
 
 /// A scratch directory to run the binary in: no `quota-costs.toml` or `regions.toml`
@@ -400,29 +402,6 @@ fn faketime_binary() -> PathBuf {
          scripts/test (it installs Debian's faketime package as root), install the \
          faketime package, or point TRENDSYNC_TEST_FAKETIME at a faketime binary"
     );
-}
-
-/// A costs file with the shipped costs and the given budget numbers, no narrower limits.
-pub fn costs_toml(quota: u64, ceiling: u64, window: &str) -> String {
-    format!(
-        r#"[budget]
-key = "test"
-quota = {quota}
-ceiling = {ceiling}
-window = "{window}"
-
-[costs]
-"videos.list" = 1
-"search.list" = 100
-"channels.list" = 1
-"videoCategories.list" = 1
-
-[when_limiter_down]
-"videos.list" = "allow"
-"videoCategories.list" = "allow"
-"search.list" = "deny"
-"#
-    )
 }
 
 /// Upgrades the database at `db` with `prune --older-than 36500d`, killed at six
