@@ -21,7 +21,7 @@ use trendsync::quota::{
 use crate::common::harness::{Harness, REGIONS};
 use crate::common::redis_server::unix_us;
 use crate::common::upstream::{Billing, FakeUpstream};
-use crate::common::{RedisServer, Scratch};
+use crate::common::{Bucket, Costs, Limit, RedisServer, Scratch, contains};
 use crate::on_both_limiters;
 
 /// The shipped granular cost file.
@@ -109,7 +109,9 @@ fn searches_stop_at_their_own_ceiling_and_trending_goes_on(redis: Option<&RedisS
         .allow_stderr(&crate::common::ended("budget_exhausted"));
     let mut searched = 0;
     for run in 1..=7 {
-        let (ran, calls) = h.run(&["run", "--json"]);
+        let (ran, calls) = h
+            .status(if run <= 5 { 0 } else { 75 })
+            .run(&["run", "--json"]);
         let report = ran.json();
         assert!(
             fetched_every_chart(&calls),
@@ -122,10 +124,8 @@ fn searches_stop_at_their_own_ceiling_and_trending_goes_on(redis: Option<&RedisS
         let expected = [16, 32, 48, 64, 80, 95, 95][run - 1];
         assert_eq!(searched, expected, "searches after run {run}: {report}");
         if run <= 5 {
-            assert_eq!(ran.code, 0, "run {run}: {}", ran.stderr);
             assert_eq!(report["status"], "complete", "{report}");
         } else {
-            assert_eq!(ran.code, 75, "run {run}: {}", ran.stderr);
             assert_eq!(report["status"], "budget_exhausted", "{report}");
             assert_eq!(report["denied_by"], "search", "{report}");
             // Each region's trending pages were stored even so.
@@ -173,19 +173,17 @@ fn a_search_bucket_spent_elsewhere_blocks_only_searches(redis: Option<&RedisServ
     // flight before the first 403 came back.
     h.expect_stderr("quota is spent")
         .expect_ended("upstream_quota_exhausted");
-    let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
-    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let (ran, calls) = h
+        .status(75)
+        // The log names the bucket.
+        .stderr(contains("\"search\" bucket is spent"))
+        .run(&["run", "--json", "--concurrency", "1"]);
     let report = ran.json();
     assert_eq!(report["status"], "upstream_quota_exhausted", "{report}");
     assert!(fetched_every_chart(&calls), "{report}");
     assert_eq!(count(&calls, "search.list"), 1, "{report}");
     assert_eq!(h.fake.denied()["search"], 1);
     assert_eq!(h.fake.denied().values().sum::<u64>(), 1);
-    assert!(
-        ran.stderr.contains("\"search\" bucket is spent"),
-        "the log names the bucket: {}",
-        ran.stderr
-    );
 
     let budget = h.budget();
     let by_name = buckets(&budget);
@@ -205,8 +203,7 @@ fn a_search_bucket_spent_elsewhere_blocks_only_searches(redis: Option<&RedisServ
     // The next run fetches every chart and calls no search at all.
     h.expect_stderr("the upstream said earlier that the key's quota is spent")
         .expect_ended("upstream_quota_exhausted");
-    let (ran, calls) = h.run(&["run", "--json"]);
-    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let (ran, calls) = h.status(75).run(&["run", "--json"]);
     assert_eq!(ran.json()["status"], "upstream_quota_exhausted");
     assert!(fetched_every_chart(&calls));
     assert_eq!(count(&calls, "search.list"), 0, "{:?}", calls);
@@ -219,13 +216,11 @@ fn a_search_bucket_spent_elsewhere_blocks_only_searches(redis: Option<&RedisServ
         .args(["budget", "unblock", "search", "--json"])
         .expect_stderr("lifted the upstream block of bucket \"search\"")
         .run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
     let lifted = ran.json();
     assert_eq!(lifted["unblocked"], true, "{lifted}");
     assert_eq!(lifted["buckets"][0]["name"], "search", "{lifted}");
     assert_eq!(buckets(&h.budget())["search"]["blocked_until"], Value::Null);
-    let (ran, calls) = h.run(&["run", "--json"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let (_, calls) = h.run(&["run", "--json"]);
     assert_eq!(count(&calls, "search.list"), 16);
 }
 
@@ -241,11 +236,13 @@ fn the_dry_run_stops_only_the_spent_bucket(redis: Option<&RedisServer>) {
         .bare()
         .args(["budget", "charge", "search.list", "--count", "90", "--json"])
         .run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert_eq!(ran.json()["policy"], "search", "{}", ran.stdout);
 
-    let dry = h.bare().args(["run", "--dry-run", "--json"]).run();
-    assert_eq!(dry.code, 75, "{}", dry.stderr);
+    let dry = h
+        .bare()
+        .args(["run", "--dry-run", "--json"])
+        .status(75)
+        .run();
     let plan = dry.json();
     assert_eq!(plan["denied_by"], "search", "{plan}");
     let fits = |method: &str| {
@@ -268,18 +265,16 @@ fn the_dry_run_stops_only_the_spent_bucket(redis: Option<&RedisServer>) {
         .collect();
     assert!(searched.iter().all(|c| c["bucket"] == "search"), "{plan}");
 
-    let text = h.bare().args(["run", "--dry-run"]).run();
-    assert_eq!(text.code, 75);
-    assert!(
-        text.stdout.contains("bucket") && text.stdout.contains("search   5 units planned, 0 left"),
-        "{}",
-        text.stdout
-    );
+    h.bare()
+        .args(["run", "--dry-run"])
+        .status(75)
+        .stdout(contains("bucket"))
+        .stdout(contains("search   5 units planned, 0 left"))
+        .run();
 
     h.expect_stderr("stopped: budget exhausted")
         .expect_ended("budget_exhausted");
-    let (ran, calls) = h.run(&["run", "--json"]);
-    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let (_, calls) = h.status(75).run(&["run", "--json"]);
     assert_eq!(count(&calls, "search.list"), 5);
     assert_eq!(count(&calls, "videos.list"), 16 + 5);
     assert!(fetched_every_chart(&calls));
@@ -293,16 +288,13 @@ fn every_place_that_shows_the_budget_shows_every_bucket(redis: Option<&RedisServ
         redis,
     );
     let metrics = h.scratch.file("trendsync.prom");
-    let ran = h
-        .cmd()
+    h.cmd()
         .args(["--metrics-file"])
         .arg(&metrics)
         .args(["run", "--region", "US"])
         .run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
 
     let text = h.bare().args(["budget"]).run();
-    assert_eq!(text.code, 0, "{}", text.stderr);
     for needle in [
         "bucket budget",
         "bucket search",
@@ -331,7 +323,6 @@ fn every_place_that_shows_the_budget_shows_every_bucket(redis: Option<&RedisServ
     );
 
     let status = h.bare().args(["status", "--json"]).run();
-    assert_eq!(status.code, 0, "{}", status.stderr);
     let status = status.json();
     let names: Vec<&str> = status["budget"]["buckets"]
         .as_array()
@@ -340,13 +331,10 @@ fn every_place_that_shows_the_budget_shows_every_bucket(redis: Option<&RedisServ
         .map(|b| b["name"].as_str().expect("name"))
         .collect();
     assert_eq!(names, ["budget", "search", "stats"], "{status}");
-    let text = h.bare().args(["status"]).run();
-    assert!(
-        text.stdout
-            .contains("bucket \"search\": 2 used of ceiling 95"),
-        "{}",
-        text.stdout
-    );
+    h.bare()
+        .args(["status"])
+        .stdout(contains("bucket \"search\": 2 used of ceiling 95"))
+        .run();
 
     let exposition = std::fs::read_to_string(&metrics).expect("the metrics file");
     let checked = crate::common::promtool::check_metrics(exposition.as_bytes());
@@ -376,33 +364,28 @@ const S: i64 = 1_000_000;
 /// A budget of two buckets over the Pacific day: `budget` (ceiling 5) and `search`
 /// (ceiling 3), with a per-call limit on searches over a sliding minute.
 fn day_budget() -> Budget {
-    let text = r#"
-[budget]
-key = "day"
-quota = 6
-ceiling = 5
-window = "day@America/Los_Angeles"
-
-[costs]
-"videos.list" = 1
-
-[[bucket]]
-name = "search"
-quota = 4
-ceiling = 3
-window = "day@America/Los_Angeles"
-costs = { "search.list" = 1 }
-
-[[limit]]
-name = "per-minute"
-methods = ["search.list"]
-max = 100
-window = "1m"
-per = "call"
-"#;
+    let text = Costs::new()
+        .key("day")
+        .quota(6)
+        .ceiling(5)
+        .window("day@America/Los_Angeles")
+        .cost("videos.list", 1)
+        .bucket(
+            Bucket::new("search")
+                .quota(4)
+                .ceiling(3)
+                .window("day@America/Los_Angeles")
+                .cost("search.list", 1),
+        )
+        .limit(
+            Limit::new("per-minute", 100, "1m")
+                .method("search.list")
+                .per("call"),
+        )
+        .to_toml();
     trendsync::config::parse_costs(&trendsync::config::SourceText {
         name: "costs.toml".into(),
-        text,
+        text: &text,
     })
     .expect("a valid costs file")
 }
@@ -591,28 +574,25 @@ fn the_upstream_day_through_the_binary(redis: Option<&RedisServer>) {
     let mut h = Harness::with(FakeUpstream::empty(), redis);
     h.costs(GRANULAR);
     let before = "2026-11-24T07:59:50Z";
-    let ran = at_time(&h, redis, before)
+    at_time(&h, redis, before)
         .args(["budget", "charge", "search.list", "--count", "95", "--json"])
         .run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
     let ran = at_time(&h, redis, before)
         .args(["budget", "charge", "search.list", "--json"])
+        .status(75)
         .run();
-    assert_eq!(ran.code, 75, "{}", ran.stderr);
     let denied = ran.json();
     assert_eq!(denied["denied_by"], "search", "{denied}");
     let wait = denied["retry_after_s"].as_f64().expect("a retry-after");
     assert!(wait > 8.0 && wait <= 10.0, "the time to midnight: {denied}");
     // The main bucket lost nothing to it.
-    let ran = at_time(&h, redis, before)
+    at_time(&h, redis, before)
         .args(["budget", "charge", "videos.list", "--json"])
         .run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
 
     let ran = at_time(&h, redis, "2026-11-24T08:00:02Z")
         .args(["budget", "--json"])
         .run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
     let after = buckets(&ran.json());
     assert_eq!(after["search"]["used"], 0, "a new day: {after:?}");
     assert_eq!(after["budget"]["used"], 0, "a new day: {after:?}");
@@ -622,7 +602,6 @@ fn the_upstream_day_through_the_binary(redis: Option<&RedisServer>) {
         ("2026-11-01T20:00:00Z", 90_000.0),
     ] {
         let ran = at_time(&h, redis, at).args(["budget", "--json"]).run();
-        assert_eq!(ran.code, 0, "{}", ran.stderr);
         let budget = ran.json();
         assert_eq!(budget["window_s"], length, "{at}: {budget}");
         assert_eq!(buckets(&budget)["search"]["window_s"], length, "{at}");
@@ -661,12 +640,10 @@ fn a_lost_window_is_restored_in_every_bucket() {
             .args(["run", "--region", "US", "--region", "GB"])
             .allow_stderr("the window is not the one this host charged into")
             .run();
-        assert_eq!(ran.code, 0, "{}", ran.stderr);
         ran.stderr
     };
     let used = |server: &RedisServer| -> BTreeMap<String, u64> {
         let ran = h.bare().redis(server).args(["budget", "--json"]).run();
-        assert_eq!(ran.code, 0, "{}", ran.stderr);
         buckets(&ran.json())
             .into_iter()
             .map(|(name, b)| (name, b["used"].as_u64().expect("used")))
@@ -690,24 +667,19 @@ fn a_lost_window_is_restored_in_every_bucket() {
 fn each_bucket_has_its_own_ceiling_and_reserve(redis: Option<&RedisServer>) {
     let mut h = Harness::with(FakeUpstream::empty(), redis);
     h.costs(GRANULAR);
-    let charge = |args: &[&str]| {
-        let ran = h
-            .bare()
+    let charge = |args: &[&str], status: i32| {
+        h.bare()
             .args(["budget", "charge", "search.list", "--json"])
             .args(args)
-            .run();
-        (ran.code, ran.json())
+            .status(status)
+            .run()
+            .json()
     };
-    assert_eq!(charge(&["--count", "95"]).0, 0);
-    let (code, denied) = charge(&[]);
-    assert_eq!(
-        (code, &denied["policy"]),
-        (75, &Value::from("search")),
-        "{denied}"
-    );
-    assert_eq!(charge(&["--count", "5", "--reserve"]).0, 0);
-    let (code, denied) = charge(&["--reserve"]);
-    assert_eq!(code, 75, "{denied}");
+    charge(&["--count", "95"], 0);
+    let denied = charge(&[], 75);
+    assert_eq!(denied["policy"], Value::from("search"), "{denied}");
+    charge(&["--count", "5", "--reserve"], 0);
+    let denied = charge(&["--reserve"], 75);
     assert_eq!(denied["used"], 100, "{denied}");
     // The main bucket's ceiling is untouched by all of it.
     let budget = h.budget();

@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use serde_json::Value;
 
-use crate::common::harness::{Harness, regions_of, unit_costs_toml};
+use crate::common::harness::{Harness, regions_of};
 use crate::common::upstream::{FakeUpstream, fixture_json};
-use crate::common::{RedisServer, Scratch, costs_toml};
+use crate::common::{Costs, RedisServer, Scratch};
 
 /// The regions of these scenarios; 2 pages each, and the category names on a fresh
 /// database: 12 calls in a first run, 8 once the category names are fresh.
@@ -54,7 +54,7 @@ fn regions_toml() -> String {
 /// runs to be killed.
 fn world(fake: FakeUpstream, redis: Option<&RedisServer>) -> Harness<'_> {
     let mut h = Harness::with(fake, redis);
-    h.costs(&unit_costs_toml(10_000, 9_500))
+    h.costs(Costs::youtube().cost("search.list", 1))
         .regions(&regions_toml());
     h
 }
@@ -359,7 +359,6 @@ fn next_run_completes(
         .args(["run", "--json", "--concurrency", &concurrency.to_string()])
         .allow_stderr("was left running by a process that died")
         .run();
-    assert_eq!(ran.code, 0, "{what}: the next run: {}", ran.stderr);
     let report = ran.json();
     assert_eq!(report["status"], "complete", "{what}: {report}");
     let regions = regions_of(&report);
@@ -429,13 +428,13 @@ fn kill_and_recover(
         // read), the others write it first (the next run).
         let read_first = cycle % 2 == 0;
         let after_kill = read_first.then(|| {
-            let dry = h.bare().args(["run", "--dry-run", "--json"]).run();
-            assert_eq!(dry.code, 0, "{what}: run --dry-run: {}", dry.stderr);
+            h.bare().args(["run", "--dry-run", "--json"]).run();
             // Killed before the database was created, it is refused.
             let search = h
                 .bare()
                 .args(["search", "popsicle", "--json"])
                 .allow_stderr("--db trendsync.db: ")
+                .status_in(&[0, 78])
                 .run();
             if !h.has_database() {
                 // Killed before the database was created: nothing to read yet.
@@ -675,10 +674,12 @@ const STORM: u32 = 16;
 #[test]
 fn kills_during_a_storm_of_budget_charges_lose_or_invent_no_units() {
     let s = Scratch::new();
-    let costs = s.write("c.toml", &costs_toml(1 << 20, 1 << 20, "24h"));
+    let costs = s.write(
+        "c.toml",
+        &Costs::youtube().quota(1 << 20).ceiling(1 << 20).to_toml(),
+    );
     let budget_used = || {
         let ran = s.cmd().costs(&costs).args(["budget", "--json"]).run();
-        assert_eq!(ran.code, 0, "{}", ran.stderr);
         ran.json()["used"].as_u64().expect("used")
     };
     // A storm without kills, elsewhere, says how long one lasts on this machine; the
@@ -686,7 +687,10 @@ fn kills_during_a_storm_of_budget_charges_lose_or_invent_no_units() {
     let calibration = Scratch::new();
     let took = storm(
         &calibration,
-        &calibration.write("c.toml", &costs_toml(1 << 20, 1 << 20, "24h")),
+        &calibration.write(
+            "c.toml",
+            &Costs::youtube().quota(1 << 20).ceiling(1 << 20).to_toml(),
+        ),
         &[],
     )
     .took;
@@ -717,11 +721,9 @@ fn kills_during_a_storm_of_budget_charges_lose_or_invent_no_units() {
         used_before = used;
     }
     // And the limiter goes on charging.
-    let ran = s
-        .cmd()
+    s.cmd()
         .costs(&costs)
         .args(["budget", "charge", "videos.list", "--json"])
         .run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert_eq!(budget_used(), used_before + 1);
 }

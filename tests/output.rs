@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use trendsync::table::columns;
 
-use crate::common::harness::{Harness, REGIONS, unit_costs_toml};
+use crate::common::harness::{Harness, REGIONS};
 use crate::common::upstream::{answer_fixture, page1};
+use crate::common::{Costs, contains, lacks, starts_with};
 use crate::operations::{four_regions, metrics, signal, wait_for_requests};
 use crate::run_e2e::lines_with;
 
@@ -30,27 +31,24 @@ fn eight_regions() -> String {
 /// A history with long reasons: every region complete, then FR failing on a missing
 /// chart and the budget running out part way through the others.
 fn long_reasons(h: &mut Harness<'_>) {
-    h.costs(&unit_costs_toml(10_000, 9_500))
+    h.costs(Costs::youtube().cost("search.list", 1))
         .regions(&eight_regions());
-    let (ran, _) = h.run(&["run"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    h.run(&["run"]);
     h.fake.answer_instead(
         page1("FR"),
         answer_fixture(404, "error_video_chart_not_found.json"),
     );
     let used = h.budget()["used"].as_u64().expect("used");
-    h.costs(&unit_costs_toml(10_000, used + 9));
+    h.costs(Costs::youtube().cost("search.list", 1).ceiling(used + 9));
     h.expect_stderr("videoChartNotFound")
         .expect_stderr("stopped: budget exhausted")
         .expect_ended("failed");
-    let (ran, _) = h.run(&["run", "--concurrency", "1"]);
-    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    h.status(1).run(&["run", "--concurrency", "1"]);
 }
 
 /// `args` run with `COLUMNS` set to `width`: stdout, with no line wider than it.
 fn at_width(h: &Harness<'_>, args: &[&str], width: usize) -> String {
     let ran = h.bare().env("COLUMNS", width.to_string()).args(args).run();
-    assert_eq!(ran.code, 0, "{args:?}: {}", ran.stderr);
     for line in ran.stdout.lines() {
         assert!(
             columns(line) <= width,
@@ -107,29 +105,31 @@ fn status_and_runs_fit_80_and_40_columns_and_json_keeps_every_reason_whole() {
             assert!(narrow.contains(word), "{args:?}: {word} at 40\n{narrow}");
         }
         // Without a width (piped, COLUMNS unset) nothing is cut.
-        let piped = h.bare().args(args).run();
-        assert!(!piped.stdout.contains('…'), "{}", piped.stdout);
         let longest = reasons.iter().max_by_key(|r| r.len()).expect("reasons");
-        assert!(piped.stdout.contains(longest.as_str()), "{}", piped.stdout);
+        h.bare()
+            .args(args)
+            .stdout(lacks('…'))
+            .stdout(contains(longest.as_str()))
+            .run();
     }
 }
 
 #[test]
 fn the_dry_run_plan_fits_80_and_40_columns() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(10_000, 9))
+    h.costs(Costs::youtube().cost("search.list", 1).ceiling(9))
         .regions(&eight_regions());
     for width in [80, 40] {
         let ran = h
             .cmd()
             .env("COLUMNS", width.to_string())
             .args(["run", "--dry-run"])
+            .status(75)
+            .stdout(contains("would stop here"))
             .run();
-        assert_eq!(ran.code, 75, "{}", ran.stderr);
         for line in ran.stdout.lines() {
             assert!(columns(line) <= width, "{width}: {line}\n{}", ran.stdout);
         }
-        assert!(ran.stdout.contains("would stop here"), "{}", ran.stdout);
     }
 }
 
@@ -238,8 +238,7 @@ fn message_of(line: &str) -> &str {
 /// 160 characters of message, and the one line that says why it stopped.
 fn stopped_run(h: &Harness<'_>, status: &str) -> (String, String) {
     h.expect_stderr(" stopped: ").expect_ended(status);
-    let (ran, _) = h.run(&["run", "--concurrency", "1"]);
-    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let (ran, _) = h.status(75).run(&["run", "--concurrency", "1"]);
     let line = summary_of(&ran.stderr);
     let n = message_of(&line).chars().count();
     assert!(n <= 160, "{n} characters: {line}");
@@ -255,7 +254,6 @@ fn stopped_run(h: &Harness<'_>, status: &str) -> (String, String) {
 fn the_heartbeat_of_a_full_run_is_one_short_line_with_its_duration() {
     let h = Harness::new(None);
     let (ran, _) = h.run(&["run"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
     let line = summary_of(&ran.stderr);
     assert!(
         line.chars().count() <= 160,
@@ -281,7 +279,6 @@ fn the_heartbeat_of_a_full_run_is_one_short_line_with_its_duration() {
     let mut h = Harness::new(None);
     h.regions("[defaults]\npages = 1\n\n[[region]]\ncode = \"US\"\noffset = 0\n");
     let (ran, _) = h.run(&["run"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
     let line = summary_of(&ran.stderr);
     assert!(line.contains(": 2 calls, 2 units, "), "{line}");
     let (ran, _) = h.run(&["run"]);
@@ -311,7 +308,7 @@ fn a_stopped_run_says_why_once_and_its_summary_stays_short() {
     assert!(!why.contains("run_id="), "{why}");
 
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(10_000, 4));
+    h.costs(Costs::youtube().cost("search.list", 1).ceiling(4));
     let (line, why) = stopped_run(&h, "budget_exhausted");
     assert!(why.contains(" stopped: budget exhausted"), "{why}");
     assert!(
@@ -333,17 +330,16 @@ fn a_stopped_run_says_why_once_and_its_summary_stays_short() {
 #[test]
 fn a_quiet_prune_writes_nothing() {
     let h = Harness::new(None);
-    let (ran, _) = h.run(&["run"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
-    let ran = h.bare().args(["-q", "prune", "--older-than", "30d"]).run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
-    assert_eq!((ran.stdout.as_str(), ran.stderr.as_str()), ("", ""));
-    let ran = h.bare().args(["prune", "--older-than", "30d"]).run();
-    assert!(
-        ran.stdout.starts_with("deleted snapshots"),
-        "{}",
-        ran.stdout
-    );
+    h.run(&["run"]);
+    h.bare()
+        .args(["-q", "prune", "--older-than", "30d"])
+        .stdout("")
+        .stderr("")
+        .run();
+    h.bare()
+        .args(["prune", "--older-than", "30d"])
+        .stdout(starts_with("deleted snapshots"))
+        .run();
     let ran = h
         .bare()
         .args(["-q", "prune", "--older-than", "30d", "--json"])
@@ -356,8 +352,7 @@ fn a_quiet_prune_writes_nothing() {
 #[test]
 fn run_durations_in_the_metrics_are_fractional_seconds() {
     let h = Harness::new(None);
-    let (ran, _) = h.run(&["--metrics-file", "trendsync.prom", "run", "--region", "US"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    h.run(&["--metrics-file", "trendsync.prom", "run", "--region", "US"]);
     let took: i64 = h
         .db()
         .query_row("SELECT duration_us FROM runs", [], |r| r.get(0))

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::common::harness::{Harness, THREE_REGIONS, shorts};
 use crate::common::upstream::{answer_fixture, page2};
-use crate::common::{RedisServer, costs_toml};
+use crate::common::{Costs, Limit, RedisServer, contains};
 use crate::on_both_limiters;
 
 on_both_limiters!(
@@ -15,18 +15,11 @@ on_both_limiters!(
 
 /// Two limits on the chart's pages with the same maximum and the same window: once
 /// both are full, both say no with the same wait.
-fn equal_limits() -> String {
-    let limit = |name: &str| {
-        format!(
-            "\n[[limit]]\nname = \"{name}\"\nmethods = [\"videos.list\"]\nmax = 3\nwindow = \"1h\"\n"
-        )
-    };
-    format!(
-        "{}{}{}",
-        costs_toml(10_000, 9_000, "24h"),
-        limit("pages-a"),
-        limit("pages-b")
-    )
+fn equal_limits() -> Costs {
+    Costs::youtube()
+        .ceiling(9_000)
+        .limit(Limit::new("pages-a", 3, "1h").method("videos.list"))
+        .limit(Limit::new("pages-b", 3, "1h").method("videos.list"))
 }
 
 /// The plan rows that fit, in the short form of the fake's calls (`US p1`).
@@ -51,21 +44,22 @@ fn fitting(plan: &Value) -> Vec<String> {
 
 fn the_dry_run_stops_where_the_run_does_under_equal_windows(redis: Option<&RedisServer>) {
     let mut h = Harness::new(redis);
-    h.costs(&equal_limits()).regions(THREE_REGIONS);
+    h.costs(equal_limits()).regions(THREE_REGIONS);
     // One page already in both limits' windows: the plan starts from a window the
     // dry run must read, not an empty one.
-    let earlier = h.bare().args(["budget", "charge", "videos.list"]).run();
-    assert_eq!(earlier.code, 0, "{}", earlier.stderr);
+    h.bare().args(["budget", "charge", "videos.list"]).run();
 
-    let (dry, calls) = h.run(&["run", "--dry-run", "--json", "--concurrency", "1"]);
-    assert_eq!(dry.code, 75, "{}", dry.stderr);
+    let (dry, calls) = h
+        .status(75)
+        .run(&["run", "--dry-run", "--json", "--concurrency", "1"]);
     assert!(calls.is_empty(), "{calls:?}");
     let plan = dry.json();
 
+    // The run ends with the dry run's status, 75.
     h.expect_stderr("stopped: budget exhausted")
-        .expect_ended("budget_exhausted");
+        .expect_ended("budget_exhausted")
+        .status(75);
     let (real, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
-    assert_eq!(real.code, dry.code, "{}", real.stderr);
     let report = real.json();
 
     // The same calls up to the same stop: two pages of US and its categories, then
@@ -106,20 +100,19 @@ fn the_dry_run_reports_a_blocked_budget_as_the_run_does(redis: Option<&RedisServ
     );
     h.expect_stderr("quota is spent")
         .expect_ended("upstream_quota_exhausted");
-    let (first, _) = h.run(&["run", "--json", "--concurrency", "1"]);
-    assert_eq!(first.code, 75, "{}", first.stderr);
+    let (first, _) = h.status(75).run(&["run", "--json", "--concurrency", "1"]);
     assert_eq!(first.json()["status"], "upstream_quota_exhausted");
 
-    let (dry, calls) = h.run(&["run", "--dry-run", "--json"]);
+    let (dry, calls) = h.status(75).run(&["run", "--dry-run", "--json"]);
     assert!(calls.is_empty(), "{calls:?}");
     let plan = dry.json();
     h.expect_stderr("the upstream said earlier that the key's quota is spent")
-        .expect_ended("upstream_quota_exhausted");
+        .expect_ended("upstream_quota_exhausted")
+        .status(75);
     let (real, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
     assert!(calls.is_empty(), "blocked: {calls:?}");
     let report = real.json();
 
-    assert_eq!((dry.code, real.code), (75, 75), "{}", dry.stderr);
     assert_eq!(plan["status"], "upstream_quota_exhausted", "{plan}");
     assert_eq!(report["status"], plan["status"], "{report}");
     assert_eq!(plan["denied_by"], "upstream", "{plan}");
@@ -152,11 +145,11 @@ fn the_dry_run_reports_a_blocked_budget_as_the_run_does(redis: Option<&RedisServ
         waited <= planned && planned <= 25.0 * 3600.0,
         "{waited} vs {planned}"
     );
-    let text = h.bare().args(["run", "--dry-run"]).run();
-    assert!(
-        text.stdout
-            .contains("---- the run would stop here: upstream would say no"),
-        "{}",
-        text.stdout
-    );
+    h.bare()
+        .args(["run", "--dry-run"])
+        .status(75)
+        .stdout(contains(
+            "---- the run would stop here: upstream would say no",
+        ))
+        .run();
 }

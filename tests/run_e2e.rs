@@ -12,15 +12,15 @@ use serde_json::Value;
 use wiremock::Mock;
 use wiremock::matchers::any;
 
-use crate::common::RedisServer;
 use crate::common::harness::{
     Harness, REGIONS, assert_budget_matches_requests, assert_error_mentions,
-    assert_report_matches_calls, regions_of, shorts, unit_costs_toml,
+    assert_report_matches_calls, regions_of, shorts,
 };
 use crate::common::upstream::{
     API_KEY, FakeUpstream, OVERRIDE, PAGE2_TOKEN, answer, answer_fixture, categories,
     complete_calls, fixture_json, page1, page2,
 };
+use crate::common::{Costs, RedisServer, contains, lacks};
 use crate::on_both_limiters;
 
 on_both_limiters!(
@@ -77,7 +77,7 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
-fn contains(haystack: &[u8], needle: &str) -> bool {
+fn bytes_contain(haystack: &[u8], needle: &str) -> bool {
     haystack
         .windows(needle.len())
         .any(|w| w == needle.as_bytes())
@@ -91,14 +91,11 @@ pub(crate) fn lines_with<'a>(stderr: &'a str, text: &str) -> Vec<&'a str> {
 // 1. The whole shipped configuration, against the fixtures.
 fn a_full_run_stores_every_region(redis: Option<&RedisServer>) {
     let h = Harness::new(redis);
-    let (ran, calls) = h.run(&["run", "--json"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
     // Under cron stderr is no terminal: no progress bars, no cursor movement.
-    assert!(
-        !ran.stderr.contains('\u{1b}') && !ran.stderr.contains('\r'),
-        "{:?}",
-        ran.stderr
-    );
+    let (ran, calls) = h
+        .stderr(lacks('\u{1b}'))
+        .stderr(lacks('\r'))
+        .run(&["run", "--json"]);
     let report = ran.json();
     assert_eq!(report["status"], "complete", "{report}");
     assert!(report["retry_after_s"].is_null(), "{report}");
@@ -247,7 +244,12 @@ fn a_full_run_stores_every_region(redis: Option<&RedisServer>) {
 // 2. A ceiling below the plan: the run stops cleanly, and the next resumes.
 fn a_run_cut_short_by_the_ceiling_is_resumed_by_the_next(redis: Option<&RedisServer>) {
     let mut h = Harness::new(redis);
-    h.costs(&unit_costs_toml(1000, 5));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(1000)
+            .ceiling(5),
+    );
     // One region at a time, so which calls fit is the plan's order, not a race.
     h.expect_stderr("stopped: budget exhausted")
         .expect_ended("budget_exhausted");
@@ -303,7 +305,12 @@ fn a_run_cut_short_by_the_ceiling_is_resumed_by_the_next(redis: Option<&RedisSer
     assert_budget_matches_requests(&h);
 
     // More room: the next run starts with the regions this one missed, and finishes.
-    h.costs(&unit_costs_toml(1000, 100));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(1000)
+            .ceiling(100),
+    );
     let (report, calls, _) = h.run_to(&["run", "--json", "--concurrency", "1"], 0, "complete");
     let mut expected = complete_calls(&REGIONS[1..]);
     // US was complete: it goes last, and its category names are still fresh.
@@ -328,8 +335,10 @@ fn an_upstream_quota_verdict_blocks_the_budget_until_pacific_midnight(redis: Opt
         answer_fixture(403, "error_quota_exceeded.json"),
     );
     h.expect_stderr("quota is spent")
-        .expect_ended("upstream_quota_exhausted");
-    let (report, calls, ran) = h.run_to(
+        .expect_ended("upstream_quota_exhausted")
+        .stderr(contains("quotaExceeded"))
+        .stderr(contains("blocked until"));
+    let (report, calls, _) = h.run_to(
         &["run", "--json", "--concurrency", "1"],
         75,
         "upstream_quota_exhausted",
@@ -351,11 +360,6 @@ fn an_upstream_quota_verdict_blocks_the_budget_until_pacific_midnight(redis: Opt
         assert_eq!(regions[*code]["status"], "not_attempted", "{code}");
     }
     assert_eq!(trending_rows(&h.db(), "US").len(), 7, "page 1 is kept");
-    assert!(
-        ran.stderr.contains("quotaExceeded") && ran.stderr.contains("blocked until"),
-        "{}",
-        ran.stderr
-    );
 
     let budget = h.budget();
     let until: jiff::Timestamp = budget["blocked_until"]
@@ -381,8 +385,7 @@ fn an_upstream_quota_verdict_blocks_the_budget_until_pacific_midnight(redis: Opt
     // Every later run sees the block: no upstream call at all.
     h.expect_stderr("the upstream said earlier that the key's quota is spent")
         .expect_ended("upstream_quota_exhausted");
-    let (ran, calls) = h.run(&["run", "--json"]);
-    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let (ran, calls) = h.status(75).run(&["run", "--json"]);
     assert!(calls.is_empty(), "{calls:?}");
     let report = ran.json();
     assert_eq!(report["status"], "upstream_quota_exhausted", "{report}");
@@ -399,8 +402,7 @@ fn daily_limit_exceeded_stops_the_run_like_quota_exceeded() {
     );
     h.expect_stderr("quota is spent")
         .expect_ended("upstream_quota_exhausted");
-    let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
-    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let (ran, calls) = h.status(75).run(&["run", "--json", "--concurrency", "1"]);
     assert_eq!(ran.json()["status"], "upstream_quota_exhausted");
     assert_eq!(shorts(&calls), complete_calls(&["US"]));
     assert!(h.budget()["blocked_until"].is_string());
@@ -510,8 +512,9 @@ fn malformed_answers_fail_their_region_and_the_others_complete() {
     h.fake
         .answer_instead(page2("DE"), answer(200, &bad_count.to_string()));
     h.expect_stderr("malformed HTTP 200 response")
-        .expect_ended("failed");
-    let (report, calls, ran) = h.run_to(&["run", "--json"], 1, "failed");
+        .expect_ended("failed")
+        .stderr(contains("12a"));
+    let (report, calls, _) = h.run_to(&["run", "--json"], 1, "failed");
     let regions = regions_of(&report);
     let (gb, de) = (&regions["GB"], &regions["DE"]);
     assert_eq!((&gb["status"], &gb["pages"]), (&"failed".into(), &0.into()));
@@ -557,7 +560,6 @@ fn malformed_answers_fail_their_region_and_the_others_complete() {
         ),
         2
     );
-    assert!(ran.stderr.contains("12a"), "{}", ran.stderr);
     assert_budget_matches_requests(&h);
 }
 
@@ -566,14 +568,11 @@ fn an_invalid_key_fails_the_run_and_never_leaks(redis: Option<&RedisServer>) {
     let fake = FakeUpstream::empty();
     fake.mount(Mock::given(any()).respond_with(answer_fixture(400, "error_key_invalid.json")));
     let h = Harness::with(fake, redis);
-    h.expect_stderr("API_KEY_INVALID").expect_ended("failed");
+    h.expect_stderr("API_KEY_INVALID")
+        .expect_ended("failed")
+        .stderr(contains("API key not valid"))
+        .stderr(contains("check the key in YOUTUBE_API_KEY"));
     let (report, calls, ran) = h.run_to(&["run", "--json"], 1, "failed");
-    assert!(
-        ran.stderr.contains("API key not valid")
-            && ran.stderr.contains("check the key in YOUTUBE_API_KEY"),
-        "{}",
-        ran.stderr
-    );
     // At most the calls already under way when the first answer came back.
     assert!(
         (1..=4).contains(&calls.len()),
@@ -600,10 +599,10 @@ fn an_invalid_key_fails_the_run_and_never_leaks(redis: Option<&RedisServer>) {
             .args(["run"])
             .expect_stderr("API_KEY_INVALID")
             .expect_ended("failed")
+            .status(1)
             .run();
         (ran, h.fake.calls().split_off(before))
     };
-    assert_eq!(traced.code, 1);
     for (what, text) in [
         ("stdout", &ran.stdout),
         ("stderr", &ran.stderr),
@@ -612,7 +611,7 @@ fn an_invalid_key_fails_the_run_and_never_leaks(redis: Option<&RedisServer>) {
         assert!(!text.contains(API_KEY), "the key is in {what}: {text}");
     }
     for (name, bytes) in snapshot(h.scratch.path()) {
-        assert!(!contains(&bytes, API_KEY), "the key is in {name}");
+        assert!(!bytes_contain(&bytes, API_KEY), "the key is in {name}");
     }
     if let Some(server) = redis {
         let contents = server.contents();
@@ -620,7 +619,10 @@ fn an_invalid_key_fails_the_run_and_never_leaks(redis: Option<&RedisServer>) {
         for (key, values) in contents {
             assert!(!key.contains(API_KEY), "{key}");
             for v in values {
-                assert!(!contains(&v, API_KEY), "the key is in Redis under {key}");
+                assert!(
+                    !bytes_contain(&v, API_KEY),
+                    "the key is in Redis under {key}"
+                );
             }
         }
     }
@@ -637,14 +639,15 @@ fn an_upstream_that_echoes_the_key_does_not_make_it_leak() {
     fake.mount(Mock::given(any()).respond_with(answer(400, &body.to_string())));
     let h = Harness::with(fake, None);
     h.expect_stderr("API_KEY_INVALID").expect_ended("failed");
-    let (ran, calls) = h.run(&["-v", "run", "--json", "--region", "US"]);
-    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let (_, calls) = h
+        .status(1)
+        .stderr(contains("API key not valid"))
+        .stderr(lacks(API_KEY))
+        .stdout(lacks(API_KEY))
+        .run(&["-v", "run", "--json", "--region", "US"]);
     assert_eq!(calls.len(), 1);
-    assert!(ran.stderr.contains("API key not valid"), "{}", ran.stderr);
-    assert!(!ran.stderr.contains(API_KEY), "{}", ran.stderr);
-    assert!(!ran.stdout.contains(API_KEY), "{}", ran.stdout);
     for (name, bytes) in snapshot(h.scratch.path()) {
-        assert!(!contains(&bytes, API_KEY), "the key is in {name}");
+        assert!(!bytes_contain(&bytes, API_KEY), "the key is in {name}");
     }
     assert_budget_matches_requests(&h);
 }
@@ -658,16 +661,12 @@ fn without_a_key_the_run_exits_78_and_calls_nothing() {
         if let Some(value) = empty {
             cmd = cmd.env("YOUTUBE_API_KEY", value);
         }
-        let ran = cmd
-            .args(["run", "--json"])
+        cmd.args(["run", "--json"])
             .expect_stderr("no API key")
+            .status(78)
+            .stderr(contains("YOUTUBE_API_KEY"))
+            .stderr(contains("--api-key-file"))
             .run();
-        assert_eq!(ran.code, 78, "{}", ran.stderr);
-        assert!(
-            ran.stderr.contains("YOUTUBE_API_KEY") && ran.stderr.contains("--api-key-file"),
-            "{}",
-            ran.stderr
-        );
     }
     assert!(h.fake.calls().is_empty());
     assert_budget_matches_requests(&h);
@@ -682,17 +681,15 @@ fn the_key_may_come_from_a_file() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     }
-    let ran = h
-        .bare()
+    // The fake answers only requests that carry the key in its header.
+    h.bare()
         .args(["--api-base", &h.fake.uri()])
         .arg("--api-key-file")
         .arg(&key_file)
         .args(["run", "--json", "--region", "US"])
+        .stderr(lacks("can be read by other users"))
         .run();
-    // The fake answers only requests that carry the key in its header.
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert_eq!(shorts(&h.fake.calls()), complete_calls(&["US"]));
-    assert!(!ran.stderr.contains("can be read by other users"));
     assert_budget_matches_requests(&h);
 }
 
@@ -700,15 +697,13 @@ fn the_key_may_come_from_a_file() {
 #[test]
 fn a_dry_run_calls_nothing_charges_nothing_and_writes_nothing() {
     let h = Harness::new(None);
-    let (ran, _) = h.run(&["run", "--region", "US"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    h.run(&["run", "--region", "US"]);
     let before = snapshot(h.scratch.path());
     let listing = h.scratch.listing();
     let used = h.budget()["used"].clone();
 
     for kind in ["run", "backfill"] {
         let (dry, calls) = h.run(&[kind, "--dry-run", "--json"]);
-        assert_eq!(dry.code, 0, "{kind}: {}", dry.stderr);
         assert!(calls.is_empty(), "{kind}: {calls:?}");
         let plan = dry.json();
         assert_eq!(plan["dry_run"], true);
@@ -734,7 +729,6 @@ fn a_region_locked_by_another_process_is_skipped() {
     lock.lock().expect("taking the region lock");
 
     let (ran, calls) = h.run(&["run", "--json"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
     let report = ran.json();
     let regions = regions_of(&report);
     assert_eq!(
@@ -752,14 +746,12 @@ fn a_region_locked_by_another_process_is_skipped() {
     assert_report_matches_calls(&h, &report, &calls);
 
     h.expect_ended("skipped");
-    let (only, calls) = h.run(&["run", "--json", "--region", "GB"]);
-    assert_eq!(only.code, 75, "{}", only.stderr);
+    let (only, calls) = h.status(75).run(&["run", "--json", "--region", "GB"]);
     assert_eq!(only.json()["status"], "skipped");
     assert!(calls.is_empty(), "{calls:?}");
 
     drop(lock);
-    let (ran, calls) = h.run(&["run", "--json", "--region", "GB"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let (_, calls) = h.run(&["run", "--json", "--region", "GB"]);
     assert_eq!(shorts(&calls), complete_calls(&["GB"]));
     assert_budget_matches_requests(&h);
 }
@@ -782,12 +774,10 @@ fn two_runs_racing_for_a_region_fetch_it_once() {
         std::thread::sleep(Duration::from_millis(20));
     }
     h.expect_ended("skipped");
-    let (second, calls) = h.run(&["run", "--json", "--region", "US"]);
-    assert_eq!(second.code, 75, "{}", second.stderr);
+    let (second, calls) = h.status(75).run(&["run", "--json", "--region", "US"]);
     assert_eq!(second.json()["status"], "skipped");
     assert!(calls.is_empty(), "{calls:?}");
-    let first = first.finish();
-    assert_eq!(first.code, 0, "{}", first.stderr);
+    first.finish();
     assert_eq!(shorts(&h.fake.calls()), complete_calls(&["US"]));
     assert_budget_matches_requests(&h);
 }
@@ -796,11 +786,15 @@ fn two_runs_racing_for_a_region_fetch_it_once() {
 #[test]
 fn backfill_fills_what_a_cut_run_missed_from_the_reserve() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(100, 5));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(100)
+            .ceiling(5),
+    );
     h.expect_stderr("stopped: budget exhausted")
         .expect_ended("budget_exhausted");
-    let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
-    assert_eq!(ran.code, 75, "{}", ran.stderr);
+    let (_, calls) = h.status(75).run(&["run", "--json", "--concurrency", "1"]);
     assert_eq!(calls.len(), 5);
 
     let (report, calls, _) = h.run_to(&["backfill", "--json", "--concurrency", "1"], 0, "complete");
@@ -817,7 +811,6 @@ fn backfill_fills_what_a_cut_run_missed_from_the_reserve() {
 
     // Nothing is stale any more.
     let (ran, calls) = h.run(&["backfill", "--json"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert!(calls.is_empty(), "{calls:?}");
     assert_eq!(ran.json()["regions"], Value::Array(vec![]));
     assert_budget_matches_requests(&h);
@@ -826,7 +819,12 @@ fn backfill_fills_what_a_cut_run_missed_from_the_reserve() {
 #[test]
 fn a_ceiling_cut_with_regions_in_parallel_charges_exactly_what_was_called() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(1000, 5));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(1000)
+            .ceiling(5),
+    );
     h.expect_stderr("stopped: budget exhausted")
         .expect_ended("budget_exhausted");
     let (report, calls, _) = h.run_to(
@@ -854,7 +852,12 @@ fn a_ceiling_cut_with_regions_in_parallel_charges_exactly_what_was_called() {
 #[test]
 fn a_retry_is_charged_like_any_call_and_stops_at_the_ceiling() {
     let mut h = Harness::new(None);
-    h.costs(&unit_costs_toml(1000, 2));
+    h.costs(
+        Costs::youtube()
+            .cost("search.list", 1)
+            .quota(1000)
+            .ceiling(2),
+    );
     h.fake
         .answer_instead(page1("US"), answer_fixture(500, "error_backend.json"));
     h.expect_stderr("HTTP 500")
@@ -915,11 +918,12 @@ fn a_project_the_upstream_refuses_fails_the_whole_run_with_advice() {
         fake.mount(Mock::given(any()).respond_with(answer_fixture(403, fixture)));
         let h = Harness::with(fake, None);
         h.expect_stderr(advice).expect_ended("failed");
-        let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
-        assert_eq!(ran.code, 1, "{fixture}: {}", ran.stderr);
+        let (ran, calls) =
+            h.status(1)
+                .stderr(contains(advice))
+                .run(&["run", "--json", "--concurrency", "1"]);
         assert_eq!(ran.json()["status"], "failed");
         assert_eq!(shorts(&calls), ["US p1"], "{fixture}: stops at once");
-        assert!(ran.stderr.contains(advice), "{fixture}: {}", ran.stderr);
         assert_report_matches_calls(&h, &ran.json(), &calls);
         assert_budget_matches_requests(&h);
     }
@@ -1065,14 +1069,17 @@ fn a_bad_search_answer_fails_only_its_region_and_is_counted_once() {
                 .respond_with(answer_fixture(200, "videos_by_id.json")),
         );
         h.expect_stderr(says).expect_ended("failed");
-        let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
-        assert_eq!(ran.code, 1, "{says}: {}", ran.stderr);
+        let (ran, calls) = h.status(1).stderr(lacks("bug in the caller")).run(&[
+            "run",
+            "--json",
+            "--concurrency",
+            "1",
+        ]);
         let report = ran.json();
         let regions = regions_of(&report);
         let us_error = regions["US"]["error"].as_str().unwrap_or_default();
         assert_eq!(regions["US"]["status"], "failed", "{report}");
         assert!(us_error.contains(says), "{us_error}");
-        assert!(!ran.stderr.contains("bug in the caller"), "{}", ran.stderr);
         assert_eq!(regions["GB"]["status"], "complete", "{report}");
         // US: its chart, then the one search, and no details for what it found.
         let methods: Vec<String> = calls.iter().map(|c| c.method.clone()).collect();
@@ -1107,8 +1114,7 @@ fn regions_a_stopped_run_never_reached_are_not_attempted() {
     fake.mount(Mock::given(any()).respond_with(answer_fixture(400, "error_key_invalid.json")));
     let h = Harness::with(fake, None);
     h.expect_stderr("API_KEY_INVALID").expect_ended("failed");
-    let (ran, calls) = h.run(&["run", "--json", "--concurrency", "1"]);
-    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let (ran, calls) = h.status(1).run(&["run", "--json", "--concurrency", "1"]);
     assert_eq!(shorts(&calls), ["US p1"]);
     let report = ran.json();
     let regions = regions_of(&report);
@@ -1141,22 +1147,17 @@ fn terminal_controls_from_the_upstream_are_shown_escaped() {
     // One region: another's copy of the same video would update its title.
     h.expect_stderr("malformed HTTP 200 response")
         .expect_ended("failed");
-    let (ran, _) = h.run(&["run", "--json", "--region", "US"]);
-    assert_eq!(ran.code, 1, "{}", ran.stderr);
-    let (text, _) = h.run(&["search", "Quokkaville"]);
+    let (ran, _) = h
+        .status(1)
+        .stderr(contains("\\u{1b}]0;pwned"))
+        .run(&["run", "--json", "--region", "US"]);
+    let (text, _) = h
+        .stdout(contains(
+            "Quokkaville \\u{1b}[2J\\u{1b}]0;owned\\u{7}night\\r\\u{202e}cod.exe",
+        ))
+        .stdout(contains("chan\\u{9b}31m\\u{2066}nel"))
+        .run(&["search", "Quokkaville"]);
     let (json, _) = h.run(&["search", "Quokkaville", "--json"]);
-    assert_eq!(text.code, 0, "{}", text.stderr);
-    assert!(
-        text.stdout
-            .contains("Quokkaville \\u{1b}[2J\\u{1b}]0;owned\\u{7}night\\r\\u{202e}cod.exe"),
-        "{}",
-        text.stdout
-    );
-    assert!(
-        text.stdout.contains("chan\\u{9b}31m\\u{2066}nel"),
-        "{}",
-        text.stdout
-    );
     // The JSON carries the title exactly, as escapes.
     assert_eq!(json.json()["results"][0]["title"], TITLE);
     for (what, out) in [
@@ -1169,5 +1170,4 @@ fn terminal_controls_from_the_upstream_are_shown_escaped() {
             assert!(!out.contains(c), "{what} holds {c:?} raw: {out:?}");
         }
     }
-    assert!(ran.stderr.contains("\\u{1b}]0;pwned"), "{}", ran.stderr);
 }

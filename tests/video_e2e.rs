@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use crate::common::contains;
 use crate::common::harness::Harness;
 use crate::common::upstream::{Billing, FakeUpstream};
 
@@ -37,7 +38,6 @@ const SEARCHED: &str = "Wf5gH2jKl8E";
 
 fn video(h: &Harness<'_>, id: &str) -> Value {
     let ran = h.bare().args(["video", id, "--json"]).run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
     ran.json()
 }
 
@@ -109,45 +109,42 @@ fn a_video_shows_its_places_and_its_counts_with_their_sources() {
     assert_eq!(sources(&v), ["search", "search"], "{v}");
 
     // Text for people names the charts and the sources.
-    let ran = h.bare().args(["video", LEFT_THE_CHART]).run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
-    assert!(ran.stdout.contains("category 17"), "{}", ran.stdout);
-    assert!(ran.stdout.contains("follow"), "{}", ran.stdout);
+    h.bare()
+        .args(["video", LEFT_THE_CHART])
+        .stdout(contains("category 17"))
+        .stdout(contains("follow"))
+        .run();
 
     // The video the follow-up found gone says so.
-    let ran = h.bare().args(["video", "Jd7kL2mNp4Q"]).run();
-    assert!(ran.stdout.contains("no longer shown"), "{}", ran.stdout);
+    h.bare()
+        .args(["video", "Jd7kL2mNp4Q"])
+        .stdout(contains("no longer shown"))
+        .run();
 }
 
 #[test]
 fn an_unknown_video_or_a_missing_database_is_an_error() {
     let mut h = Harness::with(FakeUpstream::billing(Billing::single(10_000)), None);
     h.regions(&regions(1));
-    let ran = h
-        .bare()
+    h.bare()
         .args(["video", "NoSuchVideo"])
         .expect_stderr("trendsync.db")
+        .status(78)
         .run();
-    assert_eq!(ran.code, 78, "no database yet: {}", ran.stderr);
     assert!(!h.db_path().exists(), "nothing created");
 
     h.run_to(&["run", "--json"], 0, "complete");
-    let ran = h
-        .bare()
+    h.bare()
         .args(["video", "NoSuchVideo"])
         .expect_stderr("NoSuchVideo was never seen")
+        .status(1)
+        .stderr(contains("NoSuchVideo was never seen"))
         .run();
-    assert_eq!(ran.code, 1, "{}", ran.stderr);
-    assert!(
-        ran.stderr.contains("NoSuchVideo was never seen"),
-        "{}",
-        ran.stderr
-    );
     let ran = h
         .bare()
         .args(["video", "NoSuchVideo", "--json"])
         .expect_stderr("was never seen")
+        .status(1)
         .run();
-    assert_eq!(ran.code, 1);
     assert_eq!(ran.json()["status"], "failed");
 }

@@ -57,7 +57,6 @@ fn run(h: &Harness<'_>, server: &RedisServer, region: &str) -> String {
         // What each scenario expects of it, the scenario checks in what it returns.
         .allow_stderr("the window is not the one this host charged into")
         .run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
     ran.stderr
 }
 

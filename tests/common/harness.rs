@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use rusqlite::{Connection, OpenFlags};
 use serde_json::Value;
 
+use super::check::{Checks, TextCheck};
 use super::upstream::{API_KEY, Call, FakeUpstream};
 use super::{Expected, Ran, RedisServer, Scratch, Trendsync};
 
@@ -51,12 +52,6 @@ fn costs_of(text: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// A costs file where every call costs 1 unit, with the given budget numbers.
-pub fn unit_costs_toml(quota: u64, ceiling: u64) -> String {
-    super::costs_toml(quota, ceiling, "24h")
-        .replace(r#""search.list" = 100"#, r#""search.list" = 1"#)
-}
-
 pub struct Harness<'r> {
     pub scratch: Scratch,
     pub fake: FakeUpstream,
@@ -66,9 +61,9 @@ pub struct Harness<'r> {
     /// Units per method in the costs file in use.
     unit_costs: BTreeMap<String, u64>,
     /// Warning and error lines every command of this scenario may print.
-    stderr: std::cell::RefCell<Vec<Expected>>,
-    /// Warning and error lines the next command built must print.
-    next: std::cell::RefCell<Vec<Expected>>,
+    allowed: std::cell::RefCell<Vec<Expected>>,
+    /// What the next command built must show when it ends.
+    next: std::cell::RefCell<Checks>,
 }
 
 impl<'r> Harness<'r> {
@@ -89,15 +84,37 @@ impl<'r> Harness<'r> {
                 &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/quota-costs.toml"))
                     .expect("reading the shipped quota-costs.toml"),
             ),
-            stderr: std::cell::RefCell::new(Vec::new()),
-            next: std::cell::RefCell::new(Vec::new()),
+            allowed: std::cell::RefCell::new(Vec::new()),
+            next: std::cell::RefCell::new(Checks::default()),
         }
     }
 
     /// The next command this scenario builds ([`Harness::run`], [`Harness::bare`]
-    /// and the like) must print a warning or error line containing `needle`.
+    /// and the like) must exit with `code` (0 unless said), as
+    /// [`Trendsync::status`].
+    pub fn status(&self, code: i32) -> &Self {
+        self.next.borrow_mut().status(&[code]);
+        self
+    }
+
+    /// The next command this scenario builds must print `check` on stdout, as
+    /// [`Trendsync::stdout`].
+    pub fn stdout<M>(&self, check: impl TextCheck<M>) -> &Self {
+        self.next.borrow_mut().stdout(check.boxed());
+        self
+    }
+
+    /// The next command this scenario builds must print `check` on stderr, as
+    /// [`Trendsync::stderr`].
+    pub fn stderr<M>(&self, check: impl TextCheck<M>) -> &Self {
+        self.next.borrow_mut().stderr(check.boxed());
+        self
+    }
+
+    /// The next command this scenario builds must print a warning or error line
+    /// containing `needle`.
     pub fn expect_stderr(&self, needle: &str) -> &Self {
-        self.next.borrow_mut().push(Expected::line(needle));
+        self.next.borrow_mut().line(Expected::line(needle));
         self
     }
 
@@ -110,14 +127,16 @@ impl<'r> Harness<'r> {
     /// Every command of this scenario from now on may print warning or error lines
     /// containing `needle` (a scenario that takes the limiter or the upstream away).
     pub fn allow_stderr(&self, needle: &str) -> &Self {
-        self.stderr.borrow_mut().push(Expected::maybe(needle));
+        self.allowed.borrow_mut().push(Expected::maybe(needle));
         self
     }
 
-    /// Uses `text` as quota-costs.toml from now on (it may be rewritten mid-scenario).
-    pub fn costs(&mut self, text: &str) -> &mut Self {
-        self.costs = Some(self.scratch.write("costs.toml", text));
-        self.unit_costs = costs_of(text);
+    /// Uses `text` (a [`Costs`](super::Costs), or a file's text) as quota-costs.toml
+    /// from now on (it may be rewritten mid-scenario).
+    pub fn costs(&mut self, text: impl Into<String>) -> &mut Self {
+        let text = text.into();
+        self.costs = Some(self.scratch.write("costs.toml", &text));
+        self.unit_costs = costs_of(&text);
         self
     }
 
@@ -133,8 +152,8 @@ impl<'r> Harness<'r> {
         let mut cmd = self
             .scratch
             .cmd()
-            .expecting(&self.stderr.borrow())
-            .expecting(&self.next.take());
+            .expecting(&self.allowed.borrow())
+            .checking(self.next.take());
         if let Some(server) = self.redis {
             cmd = cmd.redis(server);
         }
@@ -159,7 +178,8 @@ impl<'r> Harness<'r> {
             .env("YOUTUBE_API_KEY", API_KEY)
     }
 
-    /// Runs `args` and returns what the fake received meanwhile.
+    /// Runs `args`, checks what the scenario said it must show ([`Harness::status`],
+    /// [`Harness::stdout`], …), and returns what the fake received meanwhile.
     #[track_caller]
     pub fn run(&self, args: &[&str]) -> (Ran, Vec<Call>) {
         let before = self.fake.calls().len();
@@ -173,8 +193,7 @@ impl<'r> Harness<'r> {
     /// the process's outcome (for what it logged).
     #[track_caller]
     pub fn run_to(&self, args: &[&str], code: i32, status: &str) -> (Value, Vec<Call>, Ran) {
-        let (ran, calls) = self.run(args);
-        assert_eq!(ran.code, code, "{}", ran.stderr);
+        let (ran, calls) = self.status(code).run(args);
         let report = ran.json();
         assert_eq!(report["status"], status, "{report}");
         (report, calls, ran)
@@ -183,9 +202,7 @@ impl<'r> Harness<'r> {
     /// `budget --json`.
     #[track_caller]
     pub fn budget(&self) -> Value {
-        let ran = self.bare().args(["budget", "--json"]).run();
-        assert_eq!(ran.code, 0, "budget --json: {}", ran.stderr);
-        ran.json()
+        self.bare().args(["budget", "--json"]).run().json()
     }
 
     pub fn db_path(&self) -> PathBuf {
@@ -244,12 +261,11 @@ pub fn assert_budget_matches_requests(h: &Harness<'_>) {
             BTreeMap::new(),
             "calls made with no database to charge"
         );
-        let ran = h
-            .bare()
+        h.bare()
             .args(["budget", "--json"])
+            .status(78)
             .expect_stderr("no such file")
             .run();
-        assert_eq!(ran.code, 78, "budget --json: {}", ran.stderr);
         return;
     }
     let budget = h.budget();

@@ -1,11 +1,9 @@
 //! What the integration tests share: a real Redis, and the binary run in a scratch
-//! directory with a clean environment.
-//!
-//! Every run of the binary through [`Trendsync::run`] is checked for warning and
-//! error lines: a test says which it expects (`expect_stderr`, `expect_ended`, or
-//! `allow_stderr` for lines that depend on timing), and any other fails it. A new
-//! warning is then a change a person looks at, not noise nobody reads.
+//! directory with a clean environment, built up as the scenario and checked by one
+//! final call ([`Trendsync::run`]; what it checks is in [`check`]).
 
+pub mod check;
+pub mod costs;
 pub mod harness;
 pub mod promtool;
 pub mod redis_deployments;
@@ -15,6 +13,12 @@ pub mod upstream;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use check::{Checks, TextCheck};
+
+pub use check::{
+    Expected, PredicateBooleanExt, Ran, contains, ended, ends_with, lacks, starts_with,
+};
+pub use costs::{Bucket, Costs, Limit};
 pub use redis_server::RedisServer;
 
 /// A scratch directory to run the binary in: no `quota-costs.toml` or `regions.toml`
@@ -69,7 +73,7 @@ impl Scratch {
         }
         Trendsync {
             cmd,
-            stderr: Vec::new(),
+            checks: Checks::default(),
         }
     }
 
@@ -84,96 +88,11 @@ impl Scratch {
     }
 }
 
-/// The binary with a scenario's arguments, built up fluently.
+/// The binary with a scenario's arguments and what it must show when it ends, built
+/// up fluently and checked by [`Trendsync::run`].
 pub struct Trendsync {
     pub cmd: std::process::Command,
-    /// The warning and error lines this run is expected to print (see [`Trendsync::run`]).
-    stderr: Vec<Expected>,
-}
-
-/// A warning or error line a test expects: any line containing `needle`; `required`
-/// when the run must print one, not merely may.
-#[derive(Debug, Clone)]
-pub struct Expected {
-    needle: String,
-    required: bool,
-}
-
-impl Expected {
-    /// A line the run must print.
-    pub fn line(needle: &str) -> Expected {
-        Expected {
-            needle: needle.to_owned(),
-            required: true,
-        }
-    }
-
-    /// A line the run may print (a retry's warning that depends on timing, say).
-    pub fn maybe(needle: &str) -> Expected {
-        Expected {
-            needle: needle.to_owned(),
-            required: false,
-        }
-    }
-}
-
-/// What the summary line of a run that ended `status` says (`run ID failed in 2s: …`).
-pub fn ended(status: &str) -> String {
-    format!(" {status} in ")
-}
-
-/// Whether a line of stderr is a warning or an error: a text log line at `WARN` or
-/// `ERROR`, a JSON log line at those levels, a usage or configuration error
-/// (`error: …`), or a panic.
-pub fn is_warning_or_error(line: &str) -> bool {
-    let text_level = line
-        .split_whitespace()
-        .nth(1)
-        .is_some_and(|level| level == "WARN" || level == "ERROR")
-        && line.split_whitespace().next().is_some_and(|stamp| {
-            stamp.ends_with('Z') && stamp.as_bytes().first().is_some_and(u8::is_ascii_digit)
-        });
-    let json_level = line.starts_with('{')
-        && (line.contains(r#""level":"WARN""#) || line.contains(r#""level":"ERROR""#));
-    text_level
-        || json_level
-        || line.starts_with("error:")
-        || line.starts_with("warning:")
-        || line.contains("panicked at")
-}
-
-/// The warning and error lines of `stderr` that no expectation covers, and the
-/// required expectations no line met.
-pub fn unexpected_stderr<'a>(
-    stderr: &'a str,
-    expected: &'a [Expected],
-) -> (Vec<&'a str>, Vec<&'a str>) {
-    let flagged: Vec<&str> = stderr.lines().filter(|l| is_warning_or_error(l)).collect();
-    let stray = flagged
-        .iter()
-        .copied()
-        .filter(|line| !expected.iter().any(|e| line.contains(&e.needle)))
-        .collect();
-    let missing = expected
-        .iter()
-        .filter(|e| e.required && !flagged.iter().any(|line| line.contains(&e.needle)))
-        .map(|e| e.needle.as_str())
-        .collect();
-    (stray, missing)
-}
-
-/// What a run of the binary left: exit code, stdout and stderr as text.
-pub struct Ran {
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl Ran {
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(self.stdout.trim())
-            .unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}): {}", self.stdout))
-    }
+    checks: Checks,
 }
 
 impl Trendsync {
@@ -196,10 +115,35 @@ impl Trendsync {
         self
     }
 
+    /// The run must exit with `code`; without it, 0.
+    pub fn status(mut self, code: i32) -> Self {
+        self.checks.status(&[code]);
+        self
+    }
+
+    /// The run must exit with one of `codes` (a race decides which; the test looks).
+    pub fn status_in(mut self, codes: &[i32]) -> Self {
+        self.checks.status(codes);
+        self
+    }
+
+    /// Stdout must be exactly `check` (a `&str`), or pass it (a predicate such as
+    /// [`contains`], [`lacks`] or [`starts_with`]). Each call adds a check.
+    pub fn stdout<M>(mut self, check: impl TextCheck<M>) -> Self {
+        self.checks.stdout(check.boxed());
+        self
+    }
+
+    /// Stderr must be exactly `check`, or pass it, as [`Trendsync::stdout`].
+    pub fn stderr<M>(mut self, check: impl TextCheck<M>) -> Self {
+        self.checks.stderr(check.boxed());
+        self
+    }
+
     /// The run must print a warning or error line containing `needle`, and may print
     /// more such lines that contain it.
     pub fn expect_stderr(mut self, needle: impl AsRef<str>) -> Self {
-        self.stderr.push(Expected::line(needle.as_ref()));
+        self.checks.line(Expected::line(needle.as_ref()));
         self
     }
 
@@ -211,13 +155,22 @@ impl Trendsync {
 
     /// The run may print warning or error lines containing `needle`.
     pub fn allow_stderr(mut self, needle: impl AsRef<str>) -> Self {
-        self.stderr.push(Expected::maybe(needle.as_ref()));
+        self.checks.line(Expected::maybe(needle.as_ref()));
         self
     }
 
-    /// Takes these expectations as well.
+    /// Takes these warning and error lines as well.
     pub fn expecting(mut self, expected: &[Expected]) -> Self {
-        self.stderr.extend_from_slice(expected);
+        for e in expected {
+            self.checks.line(e.clone());
+        }
+        self
+    }
+
+    /// Takes these checks as well (a scenario's, say); their status, when they name
+    /// one, replaces this one's.
+    pub fn checking(mut self, checks: Checks) -> Self {
+        self.checks.extend(checks);
         self
     }
 
@@ -267,23 +220,26 @@ impl Trendsync {
     }
 
     /// Starts the binary and returns at once; [`Running::finish`] waits for it and
-    /// checks its stderr as [`Trendsync::run`] does.
+    /// checks it as [`Trendsync::run`] does.
     pub fn start(mut self) -> Running {
-        let check = self.check();
+        let checks = self.checks();
         Running {
             child: self.piped().spawn().expect("starting trendsync"),
-            check,
+            checks,
         }
     }
 
-    /// Runs the binary to its end. As just's `Test` builder does, it fails the test on
-    /// a warning or error line the test did not say it expects
-    /// ([`Trendsync::expect_stderr`], [`Trendsync::allow_stderr`]), and on an expected
-    /// one that did not come: a new warning is a change someone should look at.
+    /// Runs the binary to its end and checks, all at once as just's `Test` builder
+    /// does, what the test said it must show: its exit status ([`Trendsync::status`],
+    /// 0 unless said), its stdout and stderr ([`Trendsync::stdout`],
+    /// [`Trendsync::stderr`]), and its warning and error lines. A warning or error
+    /// line the test did not say it expects ([`Trendsync::expect_stderr`],
+    /// [`Trendsync::allow_stderr`]) fails it, as does an expected one that did not
+    /// come: a new warning is a change someone should look at.
     #[track_caller]
     pub fn run(mut self) -> Ran {
         let output = self.cmd.output().expect("running trendsync");
-        self.check().ran(output)
+        self.checks().ran(output)
     }
 
     fn piped(&mut self) -> &mut std::process::Command {
@@ -293,41 +249,54 @@ impl Trendsync {
             .stderr(std::process::Stdio::piped())
     }
 
-    fn check(&self) -> StderrCheck {
-        StderrCheck {
-            args: self
-                .cmd
-                .get_args()
-                .map(|a| a.to_string_lossy())
-                .collect::<Vec<_>>()
-                .join(" "),
-            expected: self.stderr.clone(),
-        }
+    /// The checks, with the environment and the arguments a failure names.
+    fn checks(&mut self) -> Checks {
+        let mut checks = std::mem::take(&mut self.checks);
+        let envs = self.cmd.get_envs().filter_map(|(k, v)| {
+            v.map(|v| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
+        });
+        let args = self
+            .cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned());
+        let program = Path::new(self.cmd.get_program()).file_name().map_or_else(
+            || "trendsync".to_owned(),
+            |name| name.to_string_lossy().into_owned(),
+        );
+        let program = std::iter::once(program);
+        checks.args = envs
+            .chain(program)
+            .chain(args)
+            .collect::<Vec<_>>()
+            .join(" ");
+        checks
     }
 }
 
 /// A started binary whose end the test waits for.
 pub struct Running {
     pub child: std::process::Child,
-    check: StderrCheck,
+    checks: Checks,
 }
 
 impl Running {
-    /// Waits for the process and checks its stderr as [`Trendsync::run`] does.
+    /// Waits for the process and checks it as [`Trendsync::run`] does.
     #[track_caller]
     pub fn finish(self) -> Ran {
         let output = self
             .child
             .wait_with_output()
             .expect("waiting for trendsync");
-        self.check.ran(output)
+        self.checks.ran(output)
     }
 
-    /// Waits for a process the test signals or kills on purpose. One that ended by a
-    /// signal it did not handle (`kill -9`) is not checked: its stderr is cut wherever
-    /// the signal came. One that exited with a code (it handled the signal, or ended
-    /// by itself first) printed its whole stderr, and it is checked as
-    /// [`Running::finish`] does: declare what it prints when it ends either way.
+    /// Waits for a process the test signals or kills on purpose; its status and
+    /// output are whatever the signal left, so only its warning and error lines are
+    /// checked. One that ended by a signal it did not handle (`kill -9`) is not
+    /// checked at all: its stderr is cut wherever the signal came. One that exited
+    /// with a code (it handled the signal, or ended by itself first) printed its
+    /// whole stderr, and its lines are checked: declare what it prints when it ends
+    /// either way.
     #[track_caller]
     pub fn killed(self) -> Output {
         let output = self
@@ -335,49 +304,15 @@ impl Running {
             .wait_with_output()
             .expect("waiting for trendsync");
         if output.status.code().is_some() {
-            self.check.ran(output.clone());
+            self.checks.ran_killed(output.clone());
         }
         output
     }
 
-    /// The process and the check of its output, for a test that waits its own way.
-    pub fn into_parts(self) -> (std::process::Child, StderrCheck) {
-        (self.child, self.check)
-    }
-}
-
-/// What a run of the binary must and may print as warnings and errors.
-pub struct StderrCheck {
-    args: String,
-    expected: Vec<Expected>,
-}
-
-impl StderrCheck {
-    /// The process's outcome, once its stderr has passed the check.
-    #[track_caller]
-    pub fn ran(&self, output: Output) -> Ran {
-        let Output {
-            status,
-            stdout,
-            stderr,
-        } = output;
-        let ran = Ran {
-            code: status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&stderr).into_owned(),
-        };
-        let (stray, missing) = unexpected_stderr(&ran.stderr, &self.expected);
-        assert!(
-            stray.is_empty() && missing.is_empty(),
-            "trendsync {args} (exit {code}) printed warning or error lines the test does \
-             not expect:\n{stray}\nexpected but not printed: {missing:?}\n\
-             (declare them with expect_stderr or allow_stderr)\nwhole stderr:\n{stderr}",
-            args = self.args,
-            code = ran.code,
-            stray = stray.join("\n"),
-            stderr = ran.stderr,
-        );
-        ran
+    /// The process and the checks of its end, for a test that waits its own way
+    /// (and then calls [`Checks::ran`]).
+    pub fn into_parts(self) -> (std::process::Child, Checks) {
+        (self.child, self.checks)
     }
 }
 
@@ -400,29 +335,6 @@ fn faketime_binary() -> PathBuf {
          scripts/test (it installs Debian's faketime package as root), install the \
          faketime package, or point TRENDSYNC_TEST_FAKETIME at a faketime binary"
     );
-}
-
-/// A costs file with the shipped costs and the given budget numbers, no narrower limits.
-pub fn costs_toml(quota: u64, ceiling: u64, window: &str) -> String {
-    format!(
-        r#"[budget]
-key = "test"
-quota = {quota}
-ceiling = {ceiling}
-window = "{window}"
-
-[costs]
-"videos.list" = 1
-"search.list" = 100
-"channels.list" = 1
-"videoCategories.list" = 1
-
-[when_limiter_down]
-"videos.list" = "allow"
-"videoCategories.list" = "allow"
-"search.list" = "deny"
-"#
-    )
 }
 
 /// Upgrades the database at `db` with `prune --older-than 36500d`, killed at six
@@ -487,49 +399,9 @@ pub fn upgrade_killed_at_six_moments<R: PartialEq + std::fmt::Debug>(
     }
     eprintln!("versions and exit codes after each kill: {outcomes:?}");
     // The next start finishes the job and the file is whole.
-    let ran = prune().run();
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    prune().run();
     let (version, rows) = picture(db);
     assert_eq!(version, to, "kills: {outcomes:?}");
     assert_eq!(rows, original);
     outcomes
-}
-
-/// The stderr check itself: what it flags, what an expectation covers, and an
-/// expected line that did not come.
-#[test]
-fn the_stderr_check_flags_unexpected_warnings_and_missing_expectations() {
-    let stderr = "\
-2026-11-24T00:00:00Z  INFO run r1 complete in 2s: 24 calls
-2026-11-24T00:00:00Z  WARN videos.list for region US: HTTP 503; trying again in 225ms
-2026-11-24T00:00:01Z ERROR run r1 failed in 2s: 3 calls
-{\"timestamp\":\"2026-11-24T00:00:01Z\",\"level\":\"WARN\",\"message\":\"lifted the block\"}
-{\"timestamp\":\"2026-11-24T00:00:01Z\",\"level\":\"INFO\",\"message\":\"WARN in a message\"}
-error: --region UK is not in regions.toml
-  tip: did you mean GB?
-thread 'main' panicked at src/main.rs:1:1:
-";
-    let flagged: Vec<&str> = stderr.lines().filter(|l| is_warning_or_error(l)).collect();
-    assert_eq!(flagged.len(), 5, "{flagged:#?}");
-    let (stray, missing) = unexpected_stderr(stderr, &[]);
-    assert_eq!(stray, flagged);
-    assert!(missing.is_empty());
-    let expected = [
-        Expected::line("HTTP 503"),
-        Expected::line(&ended("failed")),
-        Expected::maybe("lifted the block"),
-        Expected::line("did you mean"),
-        Expected::maybe("never printed"),
-        Expected::line("not printed either"),
-    ];
-    let (stray, missing) = unexpected_stderr(stderr, &expected);
-    assert_eq!(
-        stray,
-        [
-            "error: --region UK is not in regions.toml",
-            "thread 'main' panicked at src/main.rs:1:1:"
-        ],
-        "a tip line is not the error line it belongs to"
-    );
-    assert_eq!(missing, ["did you mean", "not printed either"]);
 }
