@@ -412,12 +412,4 @@ fn parse_timestamp_arg(s: &str) -> Result<jiff::Timestamp, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn the_cli_definition_is_consistent() {
-        Cli::command().debug_assert();
-    }
-}
+mod tests;

@@ -1,0 +1,62 @@
+//! Unit tests of `human.rs`.
+
+use super::*;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn s(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+#[test]
+fn durations_at_the_boundaries_of_each_form() {
+    for (d, want) in [
+        (Duration::ZERO, "0s"),
+        (Duration::from_nanos(1), "1ms"),
+        (Duration::from_micros(104_556), "105ms"),
+        (ms(850), "850ms"),
+        (ms(999), "999ms"),
+        (Duration::from_micros(999_001), "1s"),
+        (s(1), "1s"),
+        (ms(1500), "2s"),
+        (s(45), "45s"),
+        (s(59), "59s"),
+        (ms(59_001), "1m"),
+        (s(60), "1m"),
+        (s(250), "4m 10s"),
+        (s(600), "10m"),
+        (s(3599), "59m 59s"),
+        (s(3600), "1h"),
+        (s(3 * 3600 + 12 * 60 + 5), "3h 12m"),
+        (s(86_397), "23h 59m"),
+        (s(86_400), "24h"),
+        (s(90_000), "25h"),
+        (s(2 * 86_400 - 1), "47h 59m"),
+        (s(2 * 86_400), "2d"),
+        (s(2 * 86_400 + 3600), "2d 1h"),
+        (s(36_500 * 86_400), "36500d"),
+    ] {
+        assert_eq!(duration(d), want, "{d:?}");
+    }
+}
+
+#[test]
+fn durations_never_use_other_forms() {
+    for n in (0..200_000u64).step_by(997) {
+        let text = duration(Duration::from_micros(n * 1_234_567));
+        assert!(
+            !text.contains('.') && !text.contains("µs") && !text.contains(" s"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn timestamps_are_utc_to_the_second() {
+    assert_eq!(timestamp(0), "1970-01-01T00:00:00Z");
+    assert_eq!(timestamp(1_795_455_707_999_999), "2026-11-23T17:41:47Z");
+    assert_eq!(timestamp_s(1_795_455_707), "2026-11-23T17:41:47Z");
+    assert_eq!(timestamp(-1), "1969-12-31T23:59:59Z");
+}

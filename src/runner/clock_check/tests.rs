@@ -1,0 +1,84 @@
+//! Unit tests of `runner/clock_check.rs`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use crate::clock::ManualClock;
+use crate::quota::BUDGET_POLICY;
+use crate::runner::test_support::AT_2026_US;
+
+const AT_2026_S: i64 = AT_2026_US / 1_000_000;
+
+/// An answer dated `off_s` from the limiter's time of the charge, a tenth of a
+/// second later.
+fn reading(off_s: i64) -> Reading {
+    Reading {
+        limiter_at_us: AT_2026_US,
+        elapsed: Duration::from_millis(100),
+        date_s: AT_2026_S + off_s,
+    }
+}
+
+fn stops() -> Stops {
+    Stops::new("r1".into(), Arc::new(ManualClock::starting_at(AT_2026_US)))
+}
+
+/// A clock an earlier run found too far makes this one check it with one call at
+/// a time, until an answer agrees.
+#[tokio::test]
+async fn a_clock_found_too_far_before_is_checked_one_call_at_a_time() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("t.db");
+    let skewed = Skew {
+        clock: LimiterClock::Host,
+        skew_us: 3_600_000_000,
+        measured_at_us: AT_2026_US,
+    };
+    skew::record(&db, crate::schema::MIGRATIONS, &skewed).expect("recorded");
+    let check = ClockCheck::new("r1".into(), db.clone());
+    assert!(
+        check.gate().await.is_none(),
+        "trusted until the record is read"
+    );
+    check.distrust_if_skewed(Some(LimiterClock::Host)).await;
+    assert!(check.gate().await.is_some(), "one call at a time");
+    let stops = stops();
+    let agrees = check.check(LimiterClock::Host, reading(0), &stops).await;
+    assert_eq!(agrees, Ok(()));
+    assert!(check.gate().await.is_none(), "trusted again");
+    assert!(!stops.stopped(BUDGET_POLICY));
+    let last = skew::recorded_for(&db, LimiterClock::Host).expect("read");
+    assert!(last.is_some_and(|s| !s.too_far()), "{last:?}");
+}
+
+/// An answer too far from the limiter's clock stops every call and is recorded;
+/// a second one says nothing more.
+#[tokio::test]
+async fn an_answer_too_far_off_stops_every_call() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("t.db");
+    let check = ClockCheck::new("r1".into(), db.clone());
+    let stops = stops();
+    for _ in 0..2 {
+        let got = check
+            .check(LimiterClock::Host, reading(-3_600), &stops)
+            .await;
+        assert_eq!(got, Err(TooFar));
+    }
+    assert!(stops.stopped(BUDGET_POLICY));
+    assert!(matches!(stops.first(), Some(Stop::ClockSkew { .. })));
+    let last = skew::recorded_for(&db, LimiterClock::Host).expect("read");
+    assert!(last.is_some_and(|s| s.too_far()), "{last:?}");
+}
+
+/// Neither a limiter that is down (no clock) nor a database without a record
+/// makes the run distrust its clock.
+#[tokio::test]
+async fn no_record_no_distrust() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let check = ClockCheck::new("r1".into(), dir.path().join("t.db"));
+    check.distrust_if_skewed(None).await;
+    check.distrust_if_skewed(Some(LimiterClock::Host)).await;
+    assert!(check.gate().await.is_none());
+}

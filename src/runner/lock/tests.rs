@@ -1,0 +1,66 @@
+//! Unit tests of `runner/lock.rs`.
+
+use super::*;
+
+#[test]
+fn a_held_lock_is_refused_until_released() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("t.db");
+    let held = try_lock(&db, "US").expect("locking").expect("free");
+    assert!(
+        try_lock(&db, "US").expect("locking").is_none(),
+        "a second holder is refused"
+    );
+    assert!(
+        try_lock(&db, "GB").expect("locking").is_some(),
+        "other regions are independent"
+    );
+    drop(held);
+    assert!(try_lock(&db, "US").expect("locking").is_some());
+    assert_eq!(lock_path(&db, "US"), dir.path().join("t.db.US.lock"));
+}
+
+#[test]
+fn a_run_is_alive_while_its_lock_is_held() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("t.db");
+    assert!(!run_is_alive(&db, "r1").expect("checking"), "no file: dead");
+    let held = lock_run(&db, "r1").expect("locking");
+    assert!(run_is_alive(&db, "r1").expect("checking"));
+    assert!(!run_is_alive(&db, "r2").expect("checking"));
+    drop(held);
+    assert!(!run_is_alive(&db, "r1").expect("checking"));
+    assert!(!run_lock_path(&db, "r1").exists(), "removed when released");
+    // A file left by a killed process, its lock gone with it.
+    std::fs::write(run_lock_path(&db, "r3"), b"").expect("writing");
+    assert!(!run_is_alive(&db, "r3").expect("checking"));
+}
+
+#[test]
+fn only_a_run_whose_lock_is_free_is_marked_abandoned() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("t.db");
+    let store = Store::open(&db).expect("opening the store");
+    let alive = lock_run(&db, "alive").expect("locking");
+    for id in ["alive", "dead"] {
+        store
+            .begin_run(id, crate::store::RunKind::Run, 1_700_000_000)
+            .expect("beginning a run");
+    }
+    // What a killed process leaves: its lock file, no longer locked.
+    std::fs::write(run_lock_path(&db, "dead"), b"").expect("writing");
+    mark_abandoned(&store, &db);
+    let running: Vec<String> = store
+        .running_runs()
+        .expect("running runs")
+        .into_iter()
+        .map(|r| r.run_id)
+        .collect();
+    assert_eq!(running, ["alive"]);
+    assert!(
+        !run_lock_path(&db, "dead").exists(),
+        "the dead lock is removed"
+    );
+    assert!(run_lock_path(&db, "alive").exists());
+    drop(alive);
+}

@@ -1,0 +1,163 @@
+//! Unit tests of `runner/stops.rs`.
+
+use std::time::Duration;
+
+use super::*;
+use crate::quota::BUDGET_POLICY;
+
+fn stops() -> Stops {
+    Stops::new(
+        "r1".into(),
+        Arc::new(crate::clock::ManualClock::starting_at(0)),
+    )
+}
+
+fn fatal(message: &str) -> Stop {
+    Stop::Fatal {
+        message: message.into(),
+    }
+}
+
+fn budget(method: &'static str) -> Stop {
+    Stop::Budget {
+        method,
+        units: 1,
+        denied_by: BUDGET_POLICY.into(),
+        retry_after: None,
+        remaining: 0,
+    }
+}
+
+fn spent(bucket: &str) -> Stop {
+    Stop::UpstreamQuota {
+        until_us: 0,
+        reason: "quotaExceeded".into(),
+        bucket: bucket.into(),
+    }
+}
+
+fn bucket(name: &str) -> Scope {
+    Scope::Bucket(name.into())
+}
+
+/// Stops met, in order, and what they come to.
+struct Case {
+    name: &'static str,
+    met: Vec<(Scope, Stop)>,
+    /// Whether the calls of the main bucket and of `search` have stopped.
+    stopped: [bool; 2],
+    /// The stop the run reports.
+    first: Option<Stop>,
+    /// The status of a region the run's stop cut short.
+    status: Status,
+}
+
+#[test]
+fn which_calls_a_stop_ends_and_which_stop_is_reported() {
+    let interrupted = Stop::Interrupted { signal: "SIGTERM" };
+    let cases = [
+        Case {
+            name: "no stop: every call goes on",
+            met: vec![],
+            stopped: [false, false],
+            first: None,
+            status: Status::BudgetExhausted,
+        },
+        Case {
+            name: "a spent bucket stops only its own calls",
+            met: vec![(bucket("search"), spent("search"))],
+            stopped: [false, true],
+            first: Some(spent("search")),
+            status: Status::UpstreamQuotaExhausted,
+        },
+        Case {
+            name: "a stop of every call stops every bucket",
+            met: vec![(Scope::Every, fatal("bad key"))],
+            stopped: [true, true],
+            first: Some(fatal("bad key")),
+            status: Status::Failed,
+        },
+        Case {
+            name: "the first stop of a bucket stays its stop",
+            met: vec![
+                (bucket("search"), budget("search.list")),
+                (bucket("search"), spent("search")),
+            ],
+            stopped: [false, true],
+            first: Some(budget("search.list")),
+            status: Status::BudgetExhausted,
+        },
+        Case {
+            name: "a bucket's stop before a stop of all is the one reported",
+            met: vec![
+                (bucket("search"), spent("search")),
+                (Scope::Every, fatal("bad key")),
+            ],
+            stopped: [true, true],
+            first: Some(spent("search")),
+            status: Status::UpstreamQuotaExhausted,
+        },
+        Case {
+            name: "the first stop of all wins over a later one",
+            met: vec![
+                (Scope::Every, interrupted.clone()),
+                (Scope::Every, fatal("bad key")),
+            ],
+            stopped: [true, true],
+            first: Some(interrupted),
+            status: Status::Interrupted,
+        },
+    ];
+    for c in cases {
+        let stops = stops();
+        for (scope, stop) in c.met {
+            stops.record(scope, stop);
+        }
+        let got = [stops.stopped(BUDGET_POLICY), stops.stopped("search")];
+        assert_eq!(got, c.stopped, "{}: [budget, search] stopped", c.name);
+        assert_eq!(stops.first(), c.first, "{}: the stop reported", c.name);
+        assert_eq!(stops.status(), c.status, "{}: a cut-short region", c.name);
+    }
+}
+
+/// A stop of the bucket waited on, or of every call, ends the wait; another
+/// bucket's does not.
+#[tokio::test]
+async fn only_a_stop_of_its_calls_wakes_a_waiter() {
+    let cases = [
+        ("its bucket", bucket("search"), true),
+        ("every call", Scope::Every, true),
+        ("another bucket", bucket(BUDGET_POLICY), false),
+    ];
+    for (name, scope, wakes) in cases {
+        let stops = Arc::new(stops());
+        let waiting = tokio::spawn({
+            let stops = Arc::clone(&stops);
+            async move { stops.woken("search").await }
+        });
+        tokio::task::yield_now().await;
+        stops.record(scope, fatal("a stop"));
+        let woke = tokio::time::timeout(Duration::from_millis(200), waiting)
+            .await
+            .is_ok();
+        assert_eq!(woke, wakes, "a stop of {name}");
+    }
+}
+
+/// An interrupt stops every call but lets those in flight finish; giving them up
+/// is a second step.
+#[tokio::test]
+async fn an_interrupt_stops_new_calls_before_it_gives_up_those_in_flight() {
+    let stops = stops();
+    stops.interrupt("SIGINT");
+    assert!(stops.stopped(BUDGET_POLICY));
+    assert_eq!(stops.status(), Status::Interrupted);
+    let still_waiting = tokio::time::timeout(Duration::from_millis(50), stops.abandoned())
+        .await
+        .is_err();
+    assert!(still_waiting, "calls in flight are not given up yet");
+    stops.abandon_in_flight();
+    tokio::time::timeout(Duration::from_secs(2), stops.abandoned())
+        .await
+        .expect("given up");
+}

@@ -1,0 +1,77 @@
+//! Unit tests of `store/follow.rs`.
+
+use super::*;
+use crate::store::{RunKind, VideoRecord};
+
+fn counts(id: &str, views: Option<i64>) -> FollowCounts {
+    FollowCounts {
+        video_id: id.into(),
+        view_count: views,
+        like_count: None,
+        comment_count: Some(1),
+    }
+}
+
+#[test]
+fn the_stalest_charted_videos_are_due_and_a_follow_up_refreshes_or_marks_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("trendsync.db")).unwrap();
+    store.begin_run("r1", RunKind::Run, 100).unwrap();
+    let v = VideoRecord::bare;
+    store
+        .store_chart_page("r1", "US", None, 1, &[v("old")], 100)
+        .unwrap();
+    store
+        .store_chart_page("r1", "US", Some(17), 1, &[v("new")], 200)
+        .unwrap();
+    store
+        .store_search_page("r1", "US", "fresh", 1, &[v("searched")], 150)
+        .unwrap();
+    // Charted at or after 50, counted at or before 300: both, stalest first; the
+    // video only a search found is no chart's.
+    assert_eq!(store.due_for_follow_up(50, 300).unwrap(), ["old", "new"]);
+    assert_eq!(store.due_for_follow_up(150, 300).unwrap(), ["new"]);
+    assert_eq!(store.due_for_follow_up(50, 150).unwrap(), ["old"]);
+    // A search of a charted video counts it too.
+    store
+        .store_search_page("r1", "US", "fresh", 2, &[v("old")], 250)
+        .unwrap();
+    assert_eq!(store.due_for_follow_up(50, 300).unwrap(), ["new", "old"]);
+
+    let asked = vec!["new".to_owned(), "old".to_owned()];
+    let stored = store
+        .store_follow_ups(
+            &asked,
+            &[counts("new", Some(9)), counts("elsewhere", Some(1))],
+            400,
+        )
+        .unwrap();
+    assert_eq!(
+        stored,
+        FollowStored {
+            counted: 1,
+            removed: 1
+        }
+    );
+    assert!(store.due_for_follow_up(50, 399).unwrap().is_empty());
+    let latest = store.video("new").unwrap().expect("stored");
+    assert_eq!(latest.view_count, Some(9));
+    let removed: Option<i64> = store
+        .conn
+        .query_row("SELECT removed_at FROM videos WHERE id = 'old'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(removed, Some(400));
+    // Back on a chart, it is shown again.
+    store
+        .store_chart_page("r1", "GB", None, 1, &[v("old")], 500)
+        .unwrap();
+    let removed: Option<i64> = store
+        .conn
+        .query_row("SELECT removed_at FROM videos WHERE id = 'old'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(removed, None);
+}
