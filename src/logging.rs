@@ -43,7 +43,7 @@ pub fn init(format: LogFormat, verbose: u8, quiet: u8) {
     // stderr is the very stream that failed. A log line that cannot be written is lost;
     // the exit code stays the outcome's.
     let layer = fmt::layer()
-        .with_writer(crate::progress::LogWriter)
+        .with_writer(crate::output::progress::LogWriter)
         .with_target(false)
         .log_internal_errors(false);
     // Ignoring the error: a subscriber already set (in tests) is fine.
@@ -52,7 +52,7 @@ pub fn init(format: LogFormat, verbose: u8, quiet: u8) {
             .with(layer.json().flatten_event(true).with_filter(filter))
             .try_init(),
         LogFormat::Text => {
-            crate::progress::enable(true);
+            crate::output::progress::enable(true);
             let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             tracing_subscriber::registry()
                 .with(
@@ -76,7 +76,7 @@ impl fmt::time::FormatTime for ToTheSecond {
         let now_s = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        w.write_str(&crate::human::timestamp_s(now_s))
+        w.write_str(&crate::output::human::timestamp_s(now_s))
     }
 }
 

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use trendsync::table::columns;
+use trendsync::output::table::columns;
 
 use crate::common::harness::{Harness, REGIONS};
 use crate::common::upstream::{answer_fixture, page1};

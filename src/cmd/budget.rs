@@ -10,11 +10,12 @@ use serde::Serialize;
 use super::{Access, load_budget, open_limiter, read_status};
 use crate::cli::{BudgetAction, BudgetArgs, Global};
 use crate::error::{ExitCode, SilentExit, UsageError, after_output};
+use crate::output::human;
+use crate::output::json::{print_json, rfc3339, seconds};
 use crate::quota::skew::{self, Skew};
 use crate::quota::{
     Allowance, BUDGET_POLICY, BucketRef, Budget, ChargeError, Decision, Entry, Status, Window,
 };
-use crate::runner::report::{human, print_json, rfc3339, seconds};
 
 pub async fn run(global: &Global, args: &BudgetArgs) -> Result<()> {
     match &args.action {
@@ -91,7 +92,7 @@ async fn unblock(global: &Global, bucket: Option<&str>, json: bool) -> Result<()
                 b.name,
                 budget.key,
                 limiter.describe(),
-                crate::human::timestamp(until)
+                crate::output::human::timestamp(until)
             ),
             None => tracing::info!(
                 budget = %budget.key,
@@ -253,17 +254,23 @@ fn over(window: &str, window_s: f64) -> String {
     if window.starts_with(Window::DAY_PREFIX) {
         format!(
             "today ({window}, a day of {})",
-            human(Duration::from_secs_f64(window_s))
+            human::duration(Duration::from_secs_f64(window_s))
         )
     } else {
-        format!("over the last {}", human(Duration::from_secs_f64(window_s)))
+        format!(
+            "over the last {}",
+            human::duration(Duration::from_secs_f64(window_s))
+        )
     }
 }
 
 /// One bucket's lines of `budget`.
 fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::Result<()> {
     let opt = |d: Option<f64>, what: &str| match d {
-        Some(s) => format!("in {} ({what})", human(Duration::from_secs_f64(s))),
+        Some(s) => format!(
+            "in {} ({what})",
+            human::duration(Duration::from_secs_f64(s))
+        ),
         None => "now (the window is empty)".to_owned(),
     };
     if !alone {
@@ -307,7 +314,7 @@ fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::R
         Some(until) => writeln!(
             out,
             "  blocked     until {}: the upstream said this bucket's quota is spent",
-            crate::human::timestamp(until)
+            crate::output::human::timestamp(until)
         ),
         None => writeln!(out, "  blocked     no"),
     }
@@ -333,8 +340,8 @@ async fn show(global: &Global, json: bool) -> Result<()> {
     if json {
         return print_json(&report);
     }
-    let width = crate::table::width();
-    let mut out = crate::table::Wrapped::new(std::io::stdout().lock(), width);
+    let width = crate::output::table::width();
+    let mut out = crate::output::table::Wrapped::new(std::io::stdout().lock(), width);
     writeln!(out, "budget \"{}\" on {}", budget.key, limiter.describe())?;
     let alone = report.buckets.len() == 1;
     for b in &report.buckets {
@@ -342,7 +349,10 @@ async fn show(global: &Global, json: bool) -> Result<()> {
     }
     for l in &report.limits {
         let free = l.next_free_s.map_or(String::new(), |s| {
-            format!(", next free in {}", human(Duration::from_secs_f64(s)))
+            format!(
+                ", next free in {}",
+                human::duration(Duration::from_secs_f64(s))
+            )
         });
         writeln!(
             out,
@@ -350,7 +360,7 @@ async fn show(global: &Global, json: bool) -> Result<()> {
             l.name,
             l.used,
             l.max,
-            human(Duration::from_secs_f64(l.window_s))
+            human::duration(Duration::from_secs_f64(l.window_s))
         )?;
     }
     if std::io::stdout().is_terminal() {
@@ -445,7 +455,7 @@ async fn charge(
     } else {
         Allowance::Ceiling
     };
-    let id = format!("manual-{}", crate::runner::report::new_run_id());
+    let id = format!("manual-{}", crate::runner::run_id::new_run_id());
     let charge = budget
         .charge(&id, method, count, allowance)
         .map_err(|e| match e {
@@ -471,7 +481,7 @@ async fn charge(
         tracing::error!(
             "{} when last compared, at {}; nothing was charged: {}, then run `trendsync run` once, whose first call checks the clocks; once they agree, charging works again",
             skew.describe(),
-            crate::human::timestamp(skew.measured_at_us),
+            crate::output::human::timestamp(skew.measured_at_us),
             skew.clock.fix()
         );
         return refused(json, charge.units, CLOCK_SKEW);
@@ -575,8 +585,8 @@ fn print_decision(
         let wait = match decision.retry_after {
             Some(d) => format!(
                 "retry after {} (at {})",
-                human(d),
-                crate::human::timestamp(now_us + crate::quota::micros(d))
+                human::duration(d),
+                crate::output::human::timestamp(now_us + crate::quota::micros(d))
             ),
             None => "it can never fit: it is larger than the policy's maximum".to_owned(),
         };

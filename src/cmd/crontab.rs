@@ -16,7 +16,7 @@ pub fn schedule(every: Duration, offset: u32) -> Result<String, UsageError> {
     if !every.as_secs().is_multiple_of(60) || minutes == 0 {
         return Err(UsageError(format!(
             "--every {} is not a whole number of minutes",
-            crate::runner::report::human(every)
+            crate::output::human::duration(every)
         )));
     }
     match minutes {
@@ -32,7 +32,7 @@ pub fn schedule(every: Duration, offset: u32) -> Result<String, UsageError> {
         m if m == 24 * 60 => Ok(format!("{offset} 0")),
         _ => Err(UsageError(format!(
             "--every {} does not divide an hour or a day evenly; use e.g. 15m, 30m, 1h, 2h, 3h, 6h, 12h or 1d",
-            crate::runner::report::human(every)
+            crate::output::human::duration(every)
         ))),
     }
 }
@@ -171,7 +171,7 @@ fn fixed_command(global: &Global, binary: &Path, db: &Path) -> Result<String> {
 fn header(global: &Global, every: Duration) -> String {
     let mut text = format!(
         "# trendsync: one line per region of regions.toml at its offset minute, every {}.\n",
-        crate::runner::report::human(every)
+        crate::output::human::duration(every)
     );
     if global.api_key_file.is_none() {
         text.push_str(

@@ -12,8 +12,8 @@ use serde::Serialize;
 use super::run::signals::{Signals, StopRequest};
 use crate::cli::{ExportArgs, ExportFormat, ExportPer, Global};
 use crate::error::SilentExit;
+use crate::output::text::visible;
 use crate::store::{CountRow, ExportGrain, ExportRow, ExportSpan, Store};
-use crate::youtube::visible;
 
 /// The CSV header of `--counts`.
 pub const COUNTS_COLUMNS: [&str; 6] = [
@@ -229,7 +229,7 @@ fn write_rows<W: Write>(
                     let mut text = Vec::new();
                     value.write_to(&mut text)?;
                     let text = String::from_utf8_lossy(&text);
-                    out.write_all(crate::runner::report::terminal_safe_json(&text).as_bytes())?;
+                    out.write_all(crate::output::json::terminal_safe_json(&text).as_bytes())?;
                 } else {
                     value.write_to(&mut out)?;
                 }

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::error::TryLater;
+use crate::output::human;
 use crate::runner::lock::canonical;
-use crate::runner::report::human;
 
 /// How long a writer waits for a vacuum: longer than a year's file takes.
 pub(crate) const WRITER_PATIENCE: Duration = Duration::from_secs(15 * 60);
@@ -77,7 +77,7 @@ pub(crate) fn for_writing(db: &Path, patience: Duration) -> anyhow::Result<Optio
                 "database busy: {} has been held by `prune --vacuum` for {} and still is; \
                  nothing was done, the next run resumes",
                 db.display(),
-                human(started.elapsed())
+                human::duration(started.elapsed())
             ))
             .into());
         }
@@ -85,7 +85,7 @@ pub(crate) fn for_writing(db: &Path, patience: Duration) -> anyhow::Result<Optio
             tracing::info!(
                 "waiting for `prune --vacuum` to finish with {} (up to {})",
                 db.display(),
-                human(patience)
+                human::duration(patience)
             );
             said = true;
         }

@@ -121,7 +121,7 @@ fn print_failure_json(err: &anyhow::Error) {
         "exit_code": exit_code_for(err).code(),
         "error": crate::error::report(err),
     });
-    if let Err(e) = crate::runner::report::print_json(&object) {
+    if let Err(e) = crate::output::json::print_json(&object) {
         tracing::debug!("the failure could not be printed as JSON either: {e}");
     }
 }

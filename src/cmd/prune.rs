@@ -71,7 +71,7 @@ pub fn run(global: &Global, args: &PruneArgs) -> Result<()> {
         }
         report
     };
-    let cutoff_text = crate::human::timestamp_s(cutoff);
+    let cutoff_text = crate::output::human::timestamp_s(cutoff);
     // Under -q the text report, the prune's summary, goes as the run's does (DESIGN.md
     // 7): a cron line with -q writes nothing but warnings and errors to its log.
     let printed = if global.quiet > 0 && !args.json {
@@ -94,7 +94,7 @@ fn print_report(report: &PruneReport, cutoff_text: &str, json: bool) -> Result<(
             .iter()
             .map(|(what, n)| ((*what).to_string(), serde_json::Value::from(*n)))
             .collect();
-        return crate::runner::report::print_json(&PruneJson {
+        return crate::output::json::print_json(&PruneJson {
             dry_run: report.dry_run,
             interrupted: report.interrupted,
             cutoff: cutoff_text.to_owned(),

@@ -12,9 +12,10 @@ use super::{Access, key, load_config, open_limiter, select_regions};
 use crate::cli::{BackfillArgs, Global, RunArgs};
 use crate::config::{Config, Follow, Region};
 use crate::error::{SilentExit, after_output};
+use crate::output::human;
+use crate::output::json::print_json;
 use crate::quota::Allowance;
 use crate::runner::metrics;
-use crate::runner::report::{human, print_json};
 use crate::runner::{self, Freshness, Jitter, Run, RunDeps, RunSettings, lock};
 use crate::store::{RunKind, Store, StoreError};
 use crate::youtube::Client;
@@ -69,7 +70,7 @@ pub async fn backfill(global: &Global, args: &BackfillArgs) -> Result<()> {
     if stale.is_empty() {
         tracing::info!(
             "backfill: every selected region ({asked}) was fetched completely within the last {}",
-            human(args.stale_after)
+            human::duration(args.stale_after)
         );
     }
     let job = Job {
@@ -151,7 +152,7 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
     // The one clock the limiter, its ledger and journal, and the run decide by.
     let clock = crate::clock::system();
     let limiter = open_limiter(global, &config.budget, Access::Charge, &clock).await?;
-    let run_id = crate::runner::report::new_run_id();
+    let run_id = crate::runner::run_id::new_run_id();
     // Held until the run's outcome is recorded: while it is, nobody takes the run
     // for one a killed process left behind.
     let run_lock = lock::lock_run(&global.db, &run_id).with_context(|| {

@@ -9,11 +9,11 @@ use serde::Serialize;
 
 use super::status::{ago, at, charts_text, one_line};
 use crate::cli::{Global, RunsArgs};
+use crate::output::json::print_json;
+use crate::output::table::{self, Column, Table};
 use crate::region_status::{Recorded, RegionStatus, in_progress};
 use crate::runner::lock;
-use crate::runner::report::print_json;
 use crate::store::{HistoryFilter, HistoryRow, Store};
-use crate::table::{self, Column, Table};
 
 #[derive(Debug, Serialize)]
 struct RunJson<'a> {

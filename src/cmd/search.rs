@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use crate::cli::{Global, SearchArgs};
 use crate::error::UsageTip;
+use crate::output::text::visible;
 use crate::store::{QUERY_TIP, SearchHit, Store, StoreError};
-use crate::youtube::visible;
 
 #[derive(Serialize)]
 struct HitJson<'a> {
@@ -70,7 +70,7 @@ pub fn run(global: &Global, args: &SearchArgs) -> Result<()> {
                 regions: &h.regions,
             })
             .collect();
-        return crate::runner::report::print_json(&SearchJson {
+        return crate::output::json::print_json(&SearchJson {
             query: &args.query,
             region: region.as_deref(),
             results,

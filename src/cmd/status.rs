@@ -14,13 +14,14 @@ use serde::Serialize;
 use super::{Access, load_config, open_limiter, read_status};
 use crate::cli::{Global, StatusArgs};
 use crate::error::{ExitCode, SilentExit, after_output};
+use crate::output::human;
+use crate::output::json::{print_json, rfc3339};
+use crate::output::table::{self, Column, Table};
 use crate::quota::BUDGET_POLICY;
 use crate::quota::skew::{self, LimiterClock, MAX_SKEW, Skew, amount};
 use crate::region_status::{Recorded, RegionStatus, in_progress};
 use crate::runner::lock;
-use crate::runner::report::{human, print_json, rfc3339};
 use crate::store::{HistoryRow, RegionState, RunStart, Store};
-use crate::table::{self, Column, Table};
 
 /// Without `--stale-after`, a region is called stale as `backfill` would see it.
 const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(2 * 3600);
@@ -132,11 +133,11 @@ pub(crate) fn ago(now: i64, then: i64) -> String {
     if then > now {
         return format!(
             "in the future, {} ahead of this host's clock",
-            human(Duration::from_secs(u64::try_from(then - now).unwrap_or(0)))
+            human::duration(Duration::from_secs(u64::try_from(then - now).unwrap_or(0)))
         );
     }
     let secs = u64::try_from(now - then).unwrap_or(0);
-    format!("{} ago", human(Duration::from_secs(secs)))
+    format!("{} ago", human::duration(Duration::from_secs(secs)))
 }
 
 /// Text from the store (which holds scrubbed upstream messages) on one terminal
@@ -332,7 +333,7 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
             regions = %stale.join(","),
             "stale: {} not fetched completely within the last {}",
             stale.join(", "),
-            human(stale_after)
+            human::duration(stale_after)
         );
         return after_output(printed, Err(SilentExit(ExitCode::Failed).into()));
     }
@@ -390,7 +391,7 @@ fn print_text(
         out,
         "{stale} of {} regions not fetched completely within {}",
         report.regions.len(),
-        human(stale_after)
+        human::duration(stale_after)
     )?;
     for r in &stored.running {
         writeln!(
@@ -431,7 +432,7 @@ fn print_text(
                         .blocked_until_us
                         .map_or("not blocked".to_owned(), |u| format!(
                             "blocked until {} (the upstream said this quota is spent)",
-                            crate::human::timestamp(u)
+                            crate::output::human::timestamp(u)
                         ))
                 )?;
             }
@@ -455,7 +456,7 @@ fn print_text(
             out,
             "clock: {} (at {}); {verdict}",
             skew.describe(),
-            crate::human::timestamp(skew.measured_at_us)
+            crate::output::human::timestamp(skew.measured_at_us)
         )?;
     }
     Ok(())

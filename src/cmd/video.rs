@@ -10,9 +10,9 @@ use serde::Serialize;
 
 use crate::cli::{Global, VideoArgs};
 use crate::error::MissingConfig;
-use crate::runner::report::rfc3339;
+use crate::output::json::rfc3339;
+use crate::output::text::visible;
 use crate::store::{ChartSpan, CountPoint, Store};
-use crate::youtube::visible;
 
 #[derive(Serialize)]
 struct PlaceJson<'a> {
@@ -88,7 +88,7 @@ pub fn run(global: &Global, args: &VideoArgs) -> Result<()> {
         .with_context(reading)?;
 
     if args.json {
-        return crate::runner::report::print_json(&VideoJson {
+        return crate::output::json::print_json(&VideoJson {
             video_id: &video.id,
             title: &video.title,
             channel_title: &video.channel_title,

@@ -173,7 +173,7 @@ impl Skew {
 
 /// A skew for people, in the one form durations take (`850ms`, `6m 41s`, `25h`).
 pub fn amount(d: Duration) -> String {
-    crate::human::duration(d)
+    crate::output::human::duration(d)
 }
 
 /// The record could not be read or written.
@@ -276,9 +276,9 @@ pub fn note_clock_went_back(clock: LimiterClock, policy: &str, newest_us: i64, n
         clock = clock.as_str(),
         "{} went back: policy \"{policy}\" holds an entry made at {}, {} after now ({}); the window counts it until it leaves by the clock that made it. If the clock was wrong then, the budget was overspent: check the clocks",
         clock.name(),
-        crate::human::timestamp(newest_us),
+        crate::output::human::timestamp(newest_us),
         amount(Duration::from_micros(newest_us.abs_diff(now_us))),
-        crate::human::timestamp(now_us),
+        crate::output::human::timestamp(now_us),
     );
 }
 

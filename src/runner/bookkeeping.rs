@@ -77,7 +77,7 @@ pub(super) async fn run_report(
         retry_after_s: stop
             .as_ref()
             .and_then(|s| s.retry_after(now))
-            .map(super::report::seconds),
+            .map(crate::output::json::seconds),
         denied_by: stop.and_then(|s| s.denied_by().map(str::to_owned)),
         regions,
         follow,

@@ -168,7 +168,7 @@ impl Run {
             match class {
                 ErrorClass::Transient if n < MAX_ATTEMPTS => {
                     let wait = backoff(n, self.jitter);
-                    tracing::warn!(region = %report.code, "{err}; attempt {n} of {MAX_ATTEMPTS}, trying again in {}", crate::human::duration(wait));
+                    tracing::warn!(region = %report.code, "{err}; attempt {n} of {MAX_ATTEMPTS}, trying again in {}", crate::output::human::duration(wait));
                     // A stop (a signal) cuts the wait short; the next charge sees it
                     // and makes no call.
                     if !self.stopped_for(method) {

@@ -60,7 +60,7 @@ impl ClockCheck {
             Ok(Some(skew)) if skew.too_far() => format!(
                 "{} when last compared, at {}",
                 skew.describe(),
-                crate::human::timestamp(skew.measured_at_us)
+                crate::output::human::timestamp(skew.measured_at_us)
             ),
             Ok(_) => return,
             Err(e) => format!("{e}; taking the clock for a wrong one"),

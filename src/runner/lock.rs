@@ -145,7 +145,7 @@ pub fn mark_abandoned(store: &Store, db: &Path) {
                         "{} {} started at {} was left running by a process that died; marked abandoned",
                         r.kind.as_str(),
                         r.run_id,
-                        crate::human::timestamp_s(r.started_at)
+                        crate::output::human::timestamp_s(r.started_at)
                     );
                 }
                 Ok(false) => {}

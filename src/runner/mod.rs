@@ -6,7 +6,7 @@
 //! its `bookkeeping`. The upstream sits behind a seam (`upstream`), so the decisions
 //! are tested against a fake in the process (`test_support`). Around them: `plan`
 //! (what to call), `lock` (which regions are this process's), `outcome` (how it
-//! ended), and what a run leaves for others to read (`metrics`, `report`).
+//! ended), what a run leaves for others to read (`metrics`), and its id (`run_id`).
 
 mod backoff;
 mod bookkeeping;
@@ -20,8 +20,8 @@ pub mod metrics;
 pub mod outcome;
 pub mod plan;
 mod record;
-pub mod report;
 mod run;
+pub mod run_id;
 mod steps;
 mod stops;
 #[cfg(test)]

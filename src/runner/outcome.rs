@@ -116,8 +116,8 @@ impl Stop {
         let frees = |d: Option<Duration>| match d {
             Some(d) => format!(
                 "capacity frees in {} (at {})",
-                super::report::human(d),
-                crate::human::timestamp(now_us + crate::quota::micros(d))
+                crate::output::human::duration(d),
+                crate::output::human::timestamp(now_us + crate::quota::micros(d))
             ),
             None => "it can never fit: the call is larger than the policy's maximum".to_owned(),
         };
@@ -141,7 +141,7 @@ impl Stop {
                 bucket,
             } if bucket == BUDGET_POLICY => format!(
                 "{reason}; the budget is blocked until {}",
-                crate::human::timestamp(*until_us)
+                crate::output::human::timestamp(*until_us)
             ),
             Stop::UpstreamQuota {
                 until_us,
@@ -149,7 +149,7 @@ impl Stop {
                 bucket,
             } => format!(
                 "{reason}; the \"{bucket}\" bucket is spent: its calls are blocked until {}, the other buckets' calls go on",
-                crate::human::timestamp(*until_us)
+                crate::output::human::timestamp(*until_us)
             ),
             Stop::LimiterDown { method, reason } => format!(
                 "the limiter is down and [when_limiter_down] denies {method}: {reason}; start Redis or allow the method"
@@ -334,7 +334,7 @@ impl RunReport {
             "{kind} {} {} in {}: ",
             self.run_id,
             self.status.as_str(),
-            super::report::human(self.took),
+            crate::output::human::duration(self.took),
         );
         let videos: u64 = self.regions.iter().map(|r| r.videos).sum();
         let mut calls = Some(plural(self.calls, "call", "calls"));

@@ -11,7 +11,7 @@ use super::plan::{self, Step};
 use super::run::Run;
 use crate::config::{Follow, Region};
 use crate::error::chain;
-use crate::progress::RegionBar;
+use crate::output::progress::RegionBar;
 use crate::quota::micros;
 use crate::store::FollowCounts;
 use crate::youtube::{

@@ -168,7 +168,7 @@ impl Upstream for FakeUpstream {
     }
 
     fn scrub(&self, text: &str) -> String {
-        crate::youtube::visible(text).into_owned()
+        crate::output::text::visible(text).into_owned()
     }
 }
 

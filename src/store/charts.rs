@@ -104,13 +104,13 @@ pub(crate) fn in_batches(
     table: &str,
     sql: &str,
     batch: i64,
-) -> rusqlite::Result<(crate::progress::Task, i64)> {
+) -> rusqlite::Result<(crate::output::progress::Task, i64)> {
     let (total, last): (i64, i64) = conn.query_row(
         &format!("SELECT count(*), ifnull(max(num), 0) FROM {table}"),
         [],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    let bar = crate::progress::Task::new("upgrading the database", total.max(0) as u64);
+    let bar = crate::output::progress::Task::new("upgrading the database", total.max(0) as u64);
     let mut run = conn.prepare(sql)?;
     let mut from = 0i64;
     while from < last {

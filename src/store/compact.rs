@@ -156,7 +156,7 @@ pub(crate) fn migrate_from_v1(conn: &Connection) -> rusqlite::Result<()> {
     let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0));
     let total =
         count("SELECT count(*) FROM trending")? + count("SELECT count(*) FROM search_results")?;
-    let bar = crate::progress::Task::new("upgrading the database", total.max(0) as u64);
+    let bar = crate::output::progress::Task::new("upgrading the database", total.max(0) as u64);
 
     conn.execute(
         "INSERT INTO run_nums (run_id) SELECT run_id FROM runs ORDER BY started_at, rowid",
@@ -252,7 +252,7 @@ impl Mover {
         &mut self,
         conn: &Connection,
         select: &str,
-        bar: &crate::progress::Task,
+        bar: &crate::output::progress::Task,
     ) -> rusqlite::Result<()> {
         let mut rows_stmt = conn.prepare(select)?;
         let mut stats = conn.prepare(

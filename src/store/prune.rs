@@ -124,7 +124,7 @@ impl Store {
     ) -> Result<PruneReport, StoreError> {
         let before = self.page_counts()?;
         let old = self.fetches_before(cutoff)?;
-        let bar = crate::progress::Task::new("pruning", old.len() as u64);
+        let bar = crate::output::progress::Task::new("pruning", old.len() as u64);
         let snapshots = self.delete_fetches(&old, stop, &bar)?;
         let mut videos_deleted = snapshots.videos;
         let mut interrupted = snapshots.interrupted || stop();
@@ -180,7 +180,7 @@ impl Store {
         &self,
         old: &[i64],
         stop: &dyn Fn() -> bool,
-        bar: &crate::progress::Task,
+        bar: &crate::output::progress::Task,
     ) -> Result<SnapshotsDeleted, StoreError> {
         let mut done = SnapshotsDeleted::default();
         for chunk in old.chunks(FETCHES_PER_TX) {

@@ -10,10 +10,10 @@ use url::Url;
 use super::error::{CallContext, CallError, upstream_detail};
 use super::key::ApiKey;
 use super::raw::{self, MalformedResponse};
-use super::text::visible;
 use super::types::{Category, SearchPage, VideoCounts, VideoPage};
 use super::{MAX_RESULTS, SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_BATCH_GET_STATS, VIDEOS_LIST};
 use crate::mask::mask_url;
+use crate::output::text::visible;
 
 /// A full page of 50 videos is about 250 KiB; anything near this is not a YouTube answer.
 pub const DEFAULT_BODY_LIMIT: usize = 8 * 1024 * 1024;

@@ -187,7 +187,7 @@ pub enum CallError {
     #[error(
         "{call}: {} within {}; another attempt may succeed",
         if *connecting { "could not connect" } else { "no complete answer" },
-        crate::human::duration(*timeout)
+        crate::output::human::duration(*timeout)
     )]
     Timeout {
         call: CallContext,

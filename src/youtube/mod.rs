@@ -9,7 +9,6 @@ mod duration;
 mod error;
 mod key;
 mod raw;
-mod text;
 mod types;
 
 #[cfg(test)]
@@ -23,7 +22,6 @@ pub use duration::parse_duration_secs;
 pub use error::{CallContext, CallError, ErrorClass, UpstreamDetail};
 pub use key::ApiKey;
 pub use raw::MalformedResponse;
-pub use text::{is_unsafe_for_terminal, visible};
 pub use types::{Category, SearchPage, VideoCounts, VideoPage, VideoRecord};
 
 /// The upstream's page size limit, and the most ids one `videos.list` call takes. Here,

@@ -12,10 +12,11 @@ use crate::cmd::exit::exit_code_for_status;
 use crate::cmd::{Access, open_limiter, read_status};
 use crate::config::Config;
 use crate::error::{SilentExit, after_output};
+use crate::output::human;
+use crate::output::json::{print_json, seconds};
+use crate::output::table::{self, Column, Table};
 use crate::quota::Budget;
-use crate::runner::report::{human, print_json, seconds};
 use crate::runner::{self, Simulation, Status};
-use crate::table::{self, Column, Table};
 use crate::youtube;
 
 /// Plans the job, prices it against the budget, and prints what the real run would do;
@@ -121,7 +122,7 @@ fn print_plan(job: &Job<'_>, budget: &Budget, sim: &Simulation, limiter: &str) -
                     Some(policy) => {
                         let wait = stop.retry_after(sim.now_us).map_or(
                             "never: the call is larger than the policy's maximum".to_owned(),
-                            |d| format!("capacity frees in {}", human(d)),
+                            |d| format!("capacity frees in {}", human::duration(d)),
                         );
                         format!("{policy} would say no; {wait}")
                     }

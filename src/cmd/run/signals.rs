@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 
 use crate::cmd::exit::exit_code_for_status;
 use crate::error::ExitCode;
-use crate::runner::report::human;
+use crate::output::human;
 use crate::runner::{Run, Status};
 
 /// The signal that stopped a run.
@@ -96,7 +96,7 @@ impl Signals {
             signal = first.name(),
             "{}: stopping: no new calls; calls in flight get {} to answer; a second signal ends the process at once",
             first.name(),
-            human(SIGNAL_GRACE)
+            human::duration(SIGNAL_GRACE)
         );
         run.interrupt(first.name());
         tokio::select! {

@@ -140,7 +140,7 @@ impl RedisLimiter {
                     tracing::debug!(
                         "connecting to {endpoint} failed ({}); waiting {} for a failover to finish",
                         masked_detail(&e),
-                        crate::human::duration(pause)
+                        crate::output::human::duration(pause)
                     );
                     pause = wait(pause).await;
                 }

@@ -1,4 +1,4 @@
-//! Unit tests of `youtube/text.rs`.
+//! Unit tests of `output/text.rs`.
 
 use super::visible;
 

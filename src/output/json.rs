@@ -1,11 +1,8 @@
-//! Small helpers for what commands print: durations for people, seconds for JSON,
-//! timestamps, run ids.
+//! JSON for machines: one object a line on stdout, inert on a terminal, with times in
+//! RFC 3339 and durations in fractional seconds.
 
 use std::io::Write;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// A duration for people, in the one form of [`crate::human::duration`].
-pub use crate::human::duration as human;
+use std::time::Duration;
 
 /// Fractional seconds, for JSON.
 pub fn seconds(d: Duration) -> f64 {
@@ -13,7 +10,7 @@ pub fn seconds(d: Duration) -> f64 {
 }
 
 /// Microseconds since the Unix epoch as RFC 3339 at full precision, for JSON; text for
-/// people uses [`crate::human::timestamp`].
+/// people uses [`super::human::timestamp`].
 pub fn rfc3339(us: i64) -> String {
     jiff::Timestamp::from_microsecond(us).map_or_else(|_| format!("@{us}us"), |t| t.to_string())
 }
@@ -31,7 +28,7 @@ pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
 /// overrides from upstream titles) raw; as `\uXXXX` escapes they are the same JSON
 /// value and inert on a terminal. Outside strings JSON is ASCII, so only strings change.
 pub(crate) fn terminal_safe_json(json: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| !c.is_ascii() && crate::youtube::is_unsafe_for_terminal(c);
+    let unsafe_char = |c: char| !c.is_ascii() && crate::output::text::is_unsafe_for_terminal(c);
     if !json.chars().any(unsafe_char) {
         return std::borrow::Cow::Borrowed(json);
     }
@@ -45,14 +42,6 @@ pub(crate) fn terminal_safe_json(json: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     std::borrow::Cow::Owned(out)
-}
-
-/// A run id unique across hosts and processes: the start time, then random bits.
-pub fn new_run_id() -> String {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
-    format!("{ms:x}-{:08x}", rand::random::<u32>())
 }
 
 #[cfg(test)]

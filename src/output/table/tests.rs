@@ -1,4 +1,4 @@
-//! Unit tests of `table.rs`.
+//! Unit tests of `output/table.rs`.
 
 use super::*;
 

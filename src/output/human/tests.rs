@@ -1,4 +1,4 @@
-//! Unit tests of `human.rs`.
+//! Unit tests of `output/human.rs`.
 
 use super::*;
 

@@ -1,11 +1,6 @@
-//! Unit tests of `runner/report.rs`.
+//! Unit tests of `output/json.rs`.
 
 use super::*;
-
-#[test]
-fn run_ids_differ() {
-    assert_ne!(new_run_id(), new_run_id());
-}
 
 #[test]
 fn json_carries_bidi_overrides_and_c1_controls_escaped() {

@@ -1,0 +1,11 @@
+//! Output for people and for machines, in one room: durations and times in one form
+//! ([`human`]), tables that fit the terminal ([`table`]), progress bars and the log
+//! writer that shares the terminal with them ([`progress`]), text from the upstream
+//! made inert on a terminal ([`text`]), and JSON on stdout ([`json`]). A leaf: it knows
+//! nothing of the budget, the upstream or the store.
+
+pub mod human;
+pub mod json;
+pub mod progress;
+pub mod table;
+pub mod text;
