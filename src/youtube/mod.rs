@@ -51,33 +51,3 @@ pub fn quota_reset_after(now_us: i64) -> i64 {
     // Without a time zone database, a day from now is the safe side of the reset.
     next().unwrap_or(now_us + 86_400_000_000)
 }
-
-#[cfg(test)]
-mod reset_tests {
-    use super::quota_reset_after;
-
-    fn at(s: &str) -> i64 {
-        s.parse::<jiff::Timestamp>()
-            .map(|t| t.as_microsecond())
-            .unwrap_or_default()
-    }
-
-    #[test]
-    fn the_quota_resets_at_the_next_pacific_midnight() {
-        // 2026-07-01 10:00 UTC is 03:00 PDT (UTC-7): reset at 07:00 UTC on July 2.
-        assert_eq!(
-            quota_reset_after(at("2026-07-01T10:00:00Z")),
-            at("2026-07-02T07:00:00Z")
-        );
-        // In winter (PST, UTC-8).
-        assert_eq!(
-            quota_reset_after(at("2026-01-15T07:59:59Z")),
-            at("2026-01-15T08:00:00Z")
-        );
-        // Across the spring-forward day the reset is still a local midnight.
-        assert_eq!(
-            quota_reset_after(at("2026-03-08T12:00:00Z")),
-            at("2026-03-09T07:00:00Z")
-        );
-    }
-}

@@ -1,6 +1,6 @@
 //! Tests of the client against fixtures shaped like real YouTube Data API v3 answers,
 //! served by wiremock (or, where wiremock cannot misbehave enough, a raw socket) on
-//! 127.0.0.1.
+//! 127.0.0.1; and of when the upstream's daily quota resets.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -1350,5 +1350,33 @@ async fn an_answers_date_reaches_the_caller_that_asks() {
     assert!(
         client.categories("US", None).await.is_ok(),
         "without asking"
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// When the upstream's daily quota resets.
+
+fn at(s: &str) -> i64 {
+    s.parse::<jiff::Timestamp>()
+        .map(|t| t.as_microsecond())
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_quota_resets_at_the_next_pacific_midnight() {
+    // 2026-07-01 10:00 UTC is 03:00 PDT (UTC-7): reset at 07:00 UTC on July 2.
+    assert_eq!(
+        quota_reset_after(at("2026-07-01T10:00:00Z")),
+        at("2026-07-02T07:00:00Z")
+    );
+    // In winter (PST, UTC-8).
+    assert_eq!(
+        quota_reset_after(at("2026-01-15T07:59:59Z")),
+        at("2026-01-15T08:00:00Z")
+    );
+    // Across the spring-forward day the reset is still a local midnight.
+    assert_eq!(
+        quota_reset_after(at("2026-03-08T12:00:00Z")),
+        at("2026-03-09T07:00:00Z")
     );
 }
