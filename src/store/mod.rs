@@ -29,6 +29,8 @@ mod sql;
 mod write;
 
 #[cfg(test)]
+pub(crate) mod test_support;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_analysts;

@@ -3,50 +3,18 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 
-use rusqlite::Connection;
 use tempfile::TempDir;
 
 use super::*;
 use crate::region_status::RegionStatus;
 use crate::schema::{MIGRATIONS, latest_version as schema_version};
 use crate::sqlite::{Migration, SchemaError};
-
-fn temp_db() -> (TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("trendsync.db");
-    (dir, path)
-}
+use crate::store::test_support::{raw, temp_db, video};
 
 fn open_fresh() -> (TempDir, Store) {
     let (dir, path) = temp_db();
     let store = Store::open(&path).unwrap();
     (dir, store)
-}
-
-fn video(id: &str, title: &str) -> VideoRecord {
-    VideoRecord {
-        id: id.to_string(),
-        title: title.to_string(),
-        description: format!("description of {id}"),
-        channel_id: format!("UC{id}"),
-        channel_title: "Some Channel".to_string(),
-        published_at: "2024-05-01T12:00:00Z".to_string(),
-        category_id: Some("10".to_string()),
-        tags: Some(vec!["music".to_string(), "live".to_string()]),
-        default_language: Some("en".to_string()),
-        default_audio_language: Some("en-US".to_string()),
-        duration_s: Some(217),
-        live_broadcast_content: Some("none".to_string()),
-        thumbnail_url: Some(format!("https://i.ytimg.com/vi/{id}/hqdefault.jpg")),
-        region_restriction: Some(r#"{"blocked":["DE"]}"#.to_string()),
-        view_count: Some(1000),
-        like_count: Some(100),
-        comment_count: Some(10),
-    }
-}
-
-fn raw(path: &Path) -> Connection {
-    Connection::open(path).unwrap()
 }
 
 fn ids(hits: &[SearchHit]) -> Vec<&str> {

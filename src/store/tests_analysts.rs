@@ -2,42 +2,24 @@
 //! Datasette looks for it, with the same matches after an upgrade; the `_utc` twins;
 //! `video_history`; and the shipped Datasette canned queries answered from indexes.
 
-use std::path::PathBuf;
-
 use rusqlite::{Connection, types::Value};
-use tempfile::TempDir;
 
 use super::*;
 use crate::schema::MIGRATIONS;
+use crate::store::test_support::{query_plan, temp_db, video};
 
 /// The version before step 7.
 const BEFORE: usize = 6;
 
-fn temp_db() -> (TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("trendsync.db");
-    (dir, path)
-}
-
-fn video(id: &str, title: &str, tags: &[&str]) -> VideoRecord {
+/// A video of this file's channel: its channel's name and its description hold words
+/// [`matches`] looks for, and it was seen with ten views.
+fn tagged(id: &str, title: &str, tags: &[&str]) -> VideoRecord {
     VideoRecord {
-        id: id.to_string(),
-        title: title.to_string(),
         description: format!("all about {id}"),
-        channel_id: "UCx".to_string(),
         channel_title: "Harbour Light".to_string(),
-        published_at: "2024-05-01T12:00:00Z".to_string(),
-        category_id: Some("17".to_string()),
         tags: (!tags.is_empty()).then(|| tags.iter().map(|t| t.to_string()).collect()),
-        default_language: None,
-        default_audio_language: None,
-        duration_s: Some(60),
-        live_broadcast_content: None,
-        thumbnail_url: None,
-        region_restriction: None,
         view_count: Some(10),
-        like_count: None,
-        comment_count: Some(1),
+        ..video(id, title)
     }
 }
 
@@ -45,9 +27,9 @@ fn video(id: &str, title: &str, tags: &[&str]) -> VideoRecord {
 fn fill(store: &Store) {
     store.begin_run("r1", RunKind::Run, 100).unwrap();
     let page = [
-        video("a", "Volcano eruption", &["lava"]),
-        video("b", "Café crème", &[]),
-        video("c", "Tide tables", &["lighthouse", "coast"]),
+        tagged("a", "Volcano eruption", &["lava"]),
+        tagged("b", "Café crème", &[]),
+        tagged("c", "Tide tables", &["lighthouse", "coast"]),
     ];
     store
         .store_trending_page("r1", "US", 1, &page, 100)
@@ -175,8 +157,8 @@ fn a_version_6_file_gets_an_index_datasette_finds_with_the_same_matches() {
             "US",
             1,
             &[
-                video("a", "Glacier calving", &["lava"]),
-                video("d", "Volcano", &[]),
+                tagged("a", "Glacier calving", &["lava"]),
+                tagged("d", "Volcano", &[]),
             ],
             7300,
         )
@@ -345,7 +327,7 @@ fn the_canned_queries_are_answered_from_indexes() {
     store.conn.execute_batch("ANALYZE").unwrap();
     for (name, query) in queries {
         let sql = query["sql"].as_str().unwrap();
-        let details = super::tests_compact::query_plan(&store.conn, sql);
+        let details = query_plan(&store.conn, sql);
         // A view that is a UNION ALL runs as a co-routine, which yields only the rows
         // its own index searches found: reading those back is not a scan of a table.
         let coroutines: Vec<&str> = details

@@ -8,47 +8,21 @@ use tempfile::TempDir;
 
 use super::*;
 use crate::schema::{MIGRATIONS, latest_version as schema_version};
+use crate::store::test_support::{dump, query_plan, temp_db, video};
 
-fn temp_db() -> (TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("trendsync.db");
-    (dir, path)
-}
-
-fn video(id: &str, title: &str, views: Option<i64>) -> VideoRecord {
-    // Some optional fields left out, as the upstream may: NULL must survive too.
+/// A video seen with `views` (`None`: hidden) and a tenth as many likes.
+fn seen(id: &str, title: &str, views: Option<i64>) -> VideoRecord {
     VideoRecord {
-        title: title.to_string(),
-        description: format!("description of {id}"),
-        category_id: Some("10".to_string()),
-        tags: Some(vec!["music".to_string(), "live".to_string()]),
-        duration_s: Some(217),
-        live_broadcast_content: Some("none".to_string()),
         view_count: views,
         like_count: views.map(|v| v / 10),
-        ..VideoRecord::bare(id)
+        // Some optional fields left out, as the upstream may: NULL must survive too.
+        comment_count: None,
+        default_language: None,
+        default_audio_language: None,
+        thumbnail_url: None,
+        region_restriction: None,
+        ..video(id, title)
     }
-}
-
-/// Every row of `sql`, each column as its SQL text (NULL as "NULL"), sorted: what a
-/// table holds as a multiset.
-fn dump(conn: &Connection, sql: &str) -> Vec<String> {
-    let mut stmt = conn.prepare(sql).unwrap();
-    let n = stmt.column_count();
-    let mut rows: Vec<String> = stmt
-        .query_map([], |row| {
-            let mut cells = Vec::new();
-            for i in 0..n {
-                let cell: rusqlite::types::Value = row.get(i)?;
-                cells.push(format!("{cell:?}"));
-            }
-            Ok(cells.join("|"))
-        })
-        .unwrap()
-        .collect::<rusqlite::Result<_>>()
-        .unwrap();
-    rows.sort();
-    rows
 }
 
 /// The version 1 file of this test: every kind of row, and the awkward cases (hidden
@@ -154,7 +128,7 @@ fn a_v1_database_with_every_kind_of_row_upgrades_losslessly() {
 
     // Storing goes on in the new layout and reads back through the old names.
     store
-        .store_trending_page("r2", "GB", 1, &[video("vidD", "new one", Some(9))], 301)
+        .store_trending_page("r2", "GB", 1, &[seen("vidD", "new one", Some(9))], 301)
         .unwrap();
     assert_eq!(store.trending_count("r2").unwrap(), 2);
     assert_eq!(store.video_stats("vidA").unwrap().len(), 3);
@@ -187,8 +161,8 @@ fn history() -> (TempDir, Store) {
         store.begin_run(&run, RunKind::Run, at).unwrap();
         // "old{hour}" appear only in their hour; "steady" in every hour.
         let page = vec![
-            video("steady", "steady climber", Some(100 + hour)),
-            video(&format!("old{hour}"), &format!("fleeting {hour}"), None),
+            seen("steady", "steady climber", Some(100 + hour)),
+            seen(&format!("old{hour}"), &format!("fleeting {hour}"), None),
         ];
         store.store_trending_page(&run, "US", 1, &page, at).unwrap();
         store
@@ -223,20 +197,6 @@ fn reads_of_charts_histories_and_newest_fetches() {
             ("US".to_string(), Some(1_000_000 + 2 * 3600)),
         ]
     );
-}
-
-/// The steps of `EXPLAIN QUERY PLAN sql`, every parameter bound to "US".
-pub(super) fn query_plan(conn: &Connection, sql: &str) -> Vec<String> {
-    let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
-    for i in 1..=stmt.parameter_count() {
-        stmt.raw_bind_parameter(i, "US").unwrap();
-    }
-    let mut rows = stmt.raw_query();
-    let mut details = Vec::new();
-    while let Some(row) = rows.next().unwrap() {
-        details.push(row.get::<_, String>(3).unwrap());
-    }
-    details
 }
 
 /// EXPLAIN QUERY PLAN of every read the product makes: no step may walk a whole table

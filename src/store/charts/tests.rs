@@ -5,28 +5,8 @@ use std::path::Path;
 use rusqlite::Connection;
 
 use crate::schema::MIGRATIONS;
+use crate::store::test_support::dump;
 use crate::store::{Store, VideoRecord};
-
-/// Every row `sql` yields, each as its cells' debug text, sorted.
-fn dump(conn: &Connection, sql: &str) -> Vec<String> {
-    let mut stmt = conn.prepare(sql).unwrap();
-    let n = stmt.column_count();
-    let mut rows: Vec<String> = stmt
-        .query_map([], |row| {
-            (0..n)
-                .map(|i| {
-                    row.get::<_, rusqlite::types::Value>(i)
-                        .map(|v| format!("{v:?}"))
-                })
-                .collect::<rusqlite::Result<Vec<_>>>()
-                .map(|cells| cells.join("|"))
-        })
-        .unwrap()
-        .collect::<rusqlite::Result<_>>()
-        .unwrap();
-    rows.sort();
-    rows
-}
 
 /// What a reader of the version 4 layout sees, table by table and view by view.
 fn v4_picture(path: &Path) -> Vec<Vec<String>> {

@@ -1,0 +1,85 @@
+//! What the store's tests share: a file in a temporary directory, the videos they
+//! store, and the ways they read a file back (its rows, its query plans).
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::Connection;
+use tempfile::TempDir;
+
+use super::VideoRecord;
+
+/// A path for a database file in a new temporary directory, which goes when the
+/// returned [`TempDir`] is dropped. The file itself does not exist yet.
+pub(crate) fn temp_db() -> (TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("trendsync.db");
+    (dir, path)
+}
+
+/// A connection to the file at `path` that goes around the store, to plant rows or
+/// read what the store wrote.
+pub(crate) fn raw(path: &Path) -> Connection {
+    Connection::open(path).expect("opening the file directly")
+}
+
+/// A video with every field the upstream may send filled in, so that each column's
+/// way into the file and back is exercised. Tests change the fields they are about.
+pub(crate) fn video(id: &str, title: &str) -> VideoRecord {
+    VideoRecord {
+        id: id.to_string(),
+        title: title.to_string(),
+        description: format!("description of {id}"),
+        channel_id: format!("UC{id}"),
+        channel_title: "Some Channel".to_string(),
+        published_at: "2024-05-01T12:00:00Z".to_string(),
+        category_id: Some("10".to_string()),
+        tags: Some(vec!["music".to_string(), "live".to_string()]),
+        default_language: Some("en".to_string()),
+        default_audio_language: Some("en-US".to_string()),
+        duration_s: Some(217),
+        live_broadcast_content: Some("none".to_string()),
+        thumbnail_url: Some(format!("https://i.ytimg.com/vi/{id}/hqdefault.jpg")),
+        region_restriction: Some(r#"{"blocked":["DE"]}"#.to_string()),
+        view_count: Some(1000),
+        like_count: Some(100),
+        comment_count: Some(10),
+    }
+}
+
+/// Every row `sql` yields, each as its cells' debug text joined by `|` (NULL as
+/// `Null`), sorted: what a table or view holds, as a multiset.
+pub(crate) fn dump(conn: &Connection, sql: &str) -> Vec<String> {
+    let mut stmt = conn.prepare(sql).expect("a query to dump");
+    let n = stmt.column_count();
+    let mut rows: Vec<String> = stmt
+        .query_map([], |row| {
+            (0..n)
+                .map(|i| {
+                    row.get::<_, rusqlite::types::Value>(i)
+                        .map(|v| format!("{v:?}"))
+                })
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map(|cells| cells.join("|"))
+        })
+        .and_then(|rows| rows.collect::<rusqlite::Result<_>>())
+        .expect("the rows");
+    rows.sort();
+    rows
+}
+
+/// The steps of `EXPLAIN QUERY PLAN sql`, every parameter bound to "US".
+pub(crate) fn query_plan(conn: &Connection, sql: &str) -> Vec<String> {
+    let mut stmt = conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .expect("a query to explain");
+    for i in 1..=stmt.parameter_count() {
+        stmt.raw_bind_parameter(i, "US")
+            .expect("binding a parameter");
+    }
+    let mut rows = stmt.raw_query();
+    let mut details = Vec::new();
+    while let Some(row) = rows.next().expect("a step of the plan") {
+        details.push(row.get::<_, String>(3).expect("the step's detail"));
+    }
+    details
+}
