@@ -155,3 +155,6 @@ pub(crate) fn reindex(conn: &Connection) -> Result<(), StepError> {
     bar.finish();
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

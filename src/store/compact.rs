@@ -411,3 +411,6 @@ pub(crate) fn run_num(conn: &Connection, run_id: &str) -> rusqlite::Result<i64> 
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

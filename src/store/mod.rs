@@ -32,10 +32,6 @@ mod write;
 pub(crate) mod test_support;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_analysts;
-#[cfg(test)]
-mod tests_compact;
 
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};

@@ -4,9 +4,9 @@
 
 use rusqlite::{Connection, types::Value};
 
-use super::*;
 use crate::schema::MIGRATIONS;
 use crate::store::test_support::{query_plan, temp_db, video};
+use crate::store::{FollowCounts, RunKind, Store, VideoRecord};
 
 /// The version before step 7.
 const BEFORE: usize = 6;
@@ -316,7 +316,7 @@ fn video_history_has_every_sample_with_where_it_was() {
 #[test]
 fn the_canned_queries_are_answered_from_indexes() {
     let metadata: serde_json::Value =
-        serde_json::from_str(include_str!("../../contrib/datasette/metadata.json")).unwrap();
+        serde_json::from_str(include_str!("../../../contrib/datasette/metadata.json")).unwrap();
     let queries = metadata["databases"]["trendsync"]["queries"]
         .as_object()
         .unwrap();

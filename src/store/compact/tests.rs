@@ -6,9 +6,9 @@ use std::path::Path;
 use rusqlite::Connection;
 use tempfile::TempDir;
 
-use super::*;
 use crate::schema::{MIGRATIONS, latest_version as schema_version};
 use crate::store::test_support::{dump, query_plan, temp_db, video};
+use crate::store::{ExportSpan, RunKind, Store, StoreError, VideoRecord, sql};
 
 /// A video seen with `views` (`None`: hidden) and a tenth as many likes.
 fn seen(id: &str, title: &str, views: Option<i64>) -> VideoRecord {
