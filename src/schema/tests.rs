@@ -2,21 +2,20 @@
 //! opener comes first, nothing is lost; the limiter and the journal run only their own
 //! step on a file the store has versioned, and once the store has opened it the file
 //! is at the latest version with the layout of a new file; a newer file is refused by
-//! every opener alike.
+//! every opener alike. A store's open makes the whole file, every owner's tables; the
+//! file the store's own tests open is this list less the other owners' steps.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
-
-use rusqlite::Connection;
-use tempfile::TempDir;
 
 use super::*;
 use crate::clock::now_us;
 use crate::error::chain;
 use crate::quota::{Charge, EmbeddedLimiter, Journal, Limiter, Part, PolicyRef};
 use crate::sqlite::user_version;
+use crate::store::test_support::{self, raw, temp_db};
 use crate::store::{RunKind, Store};
 
 /// The limiter's tables exactly as every build before step 4 created them on open,
@@ -63,16 +62,6 @@ const HOUR_US: i64 = 3_600_000_000;
 
 /// Units the old limiter's rows hold in budget `key1`'s hourly window.
 const OLD_UNITS: u64 = 106;
-
-fn temp_db() -> (TempDir, PathBuf) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("t.db");
-    (dir, path)
-}
-
-fn raw(path: &Path) -> Connection {
-    Connection::open(path).expect("opening the file directly")
-}
 
 /// What an older limiter and a journal from before the ledger left in a file: three
 /// charges of budget `key1` still in its hourly window, and two calls made while the
@@ -562,4 +551,57 @@ fn contents_tell_trendsync_files_from_empty_and_foreign_ones() {
         Contents::Foreign,
         "a `runs` table in an unversioned file is someone else's"
     );
+}
+
+/// The file has one schema: a store's open brings a new file to this build's version,
+/// the last of the list, with the limiter's and the journal's tables beside the
+/// store's, and no second version table.
+#[test]
+fn a_stores_open_makes_the_whole_file_every_owners_tables_included() {
+    let (_dir, path) = temp_db();
+    let store = Store::open(&path).expect("a new file");
+    assert_eq!(
+        user_version(&raw(&path)).expect("version"),
+        latest_version()
+    );
+    assert_eq!(latest_version(), MIGRATIONS.len() as u32);
+    assert!(latest_version() >= 1);
+    let conn = raw(&path);
+    let named = |name: &str| -> i64 {
+        conn.query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE name = ?1",
+            [name],
+            |r| r.get(0),
+        )
+        .expect("counting")
+    };
+    for table in [
+        "runs",
+        "videos",
+        "quota_entry",
+        "quota_total",
+        "quota_block",
+        "quota_journal",
+        "quota_epoch",
+    ] {
+        assert_eq!(named(table), 1, "table {table} missing");
+    }
+    assert_eq!(named("quota_schema"), 0, "no second version table");
+    assert!(store.integrity_check().expect("check"));
+}
+
+/// The store's tests open files of the store's steps alone
+/// ([`test_support::FILE`]): those must be this file's steps less the other owners',
+/// in the same order, or they would test a file no build makes.
+#[test]
+fn the_store_tests_file_is_this_files_list_less_the_other_owners_steps() {
+    let others = crate::quota::schema::STEPS;
+    let theirs = |m: &Migration| others.iter().any(|o| o.description == m.description);
+    let store_steps: Vec<&str> = MIGRATIONS
+        .iter()
+        .filter(|m| !theirs(m))
+        .map(|m| m.description)
+        .collect();
+    let tested: Vec<&str> = test_support::FILE.iter().map(|m| m.description).collect();
+    assert_eq!(tested, store_steps);
 }

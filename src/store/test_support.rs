@@ -1,12 +1,61 @@
-//! What the store's tests share: a file in a temporary directory, the videos they
-//! store, and the ways they read a file back (its rows, its query plans).
+//! What the store's tests share: a file in a temporary directory, the store opened on
+//! it, the videos they store, and the ways they read a file back (its rows, its query
+//! plans).
+//!
+//! The store's tests open files made of the store's own steps ([`FILE`]), not the
+//! whole file's list: that list is composed above the store (`crate::schema`), which
+//! a lower room does not reach, and the store reads and writes only its own tables.
+//! What only the composed file shows (the other owners' tables beside the store's,
+//! its version) is tested with the composition, in `schema/tests.rs`.
 
 use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 use tempfile::TempDir;
 
-use super::VideoRecord;
+use super::schema::{ANALYSTS, CHARTS, COMPACT, FOLLOW_UPS, RUN_DURATIONS, RUN_OUTCOMES, VIDEOS};
+use super::{Store, StoreError, VideoRecord};
+use crate::sqlite::{Migration, version_of};
+
+/// Every step of the store's, in the order the file's one list has them, the other
+/// owners' steps left out: a file of the store's alone. The schema's tests check that
+/// it is the file's list less the other owners' steps.
+pub(crate) const FILE: &[Migration] = &[
+    VIDEOS,
+    RUN_OUTCOMES,
+    COMPACT,
+    CHARTS,
+    FOLLOW_UPS,
+    ANALYSTS,
+    RUN_DURATIONS,
+];
+
+/// The version [`open`] brings a file to: as many as [`FILE`] has steps.
+pub(crate) fn latest() -> u32 {
+    version_of(FILE)
+}
+
+/// The steps of [`FILE`] before `step`: a file as the build before `step` left the
+/// store's tables.
+pub(crate) fn steps_before(step: &Migration) -> &'static [Migration] {
+    let at = FILE
+        .iter()
+        .position(|m| m.description == step.description && m.sql == step.sql)
+        .expect("a step of the store's");
+    &FILE[..at]
+}
+
+/// Opens (creating if needed) the store at `path` and brings it through [`FILE`], as
+/// `Store::open` does through the whole file's list.
+pub(crate) fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
+    Store::open_with(path.as_ref(), FILE)
+}
+
+/// Opens the store at `path` only to read, as `Store::open_read_only` does, for a
+/// build whose list is [`FILE`].
+pub(crate) fn open_read_only(path: impl AsRef<Path>) -> Result<Option<Store>, StoreError> {
+    Store::open_read_only_with(path.as_ref(), FILE)
+}
 
 /// A path for a database file in a new temporary directory, which goes when the
 /// returned [`TempDir`] is dropped. The file itself does not exist yet.

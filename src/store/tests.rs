@@ -7,13 +7,12 @@ use tempfile::TempDir;
 
 use super::*;
 use crate::region_status::RegionStatus;
-use crate::schema::{MIGRATIONS, latest_version as schema_version};
 use crate::sqlite::{Migration, SchemaError};
-use crate::store::test_support::{raw, temp_db, video};
+use crate::store::test_support::{FILE, latest, open, open_read_only, raw, temp_db, video};
 
 fn open_fresh() -> (TempDir, Store) {
     let (dir, path) = temp_db();
-    let store = Store::open(&path).unwrap();
+    let store = open(&path).unwrap();
     (dir, store)
 }
 
@@ -35,14 +34,9 @@ fn fts_docs(store: &Store) -> i64 {
 #[test]
 fn fresh_open_migrates_to_latest_with_wal_and_foreign_keys() {
     let (dir, path) = temp_db();
-    let store = Store::open(&path).unwrap();
+    let store = open(&path).unwrap();
     assert!(path.exists());
-    assert_eq!(
-        crate::sqlite::user_version(&store.conn).unwrap(),
-        schema_version()
-    );
-    assert_eq!(schema_version(), MIGRATIONS.len() as u32);
-    assert!(schema_version() >= 1);
+    assert_eq!(crate::sqlite::user_version(&store.conn).unwrap(), latest());
     let mode: String = store
         .conn
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
@@ -68,13 +62,6 @@ fn fresh_open_migrates_to_latest_with_wal_and_foreign_keys() {
         "categories",
         "region_state",
         "videos_fts",
-        // The file has one schema: a store's open creates the limiter's and the
-        // journal's tables too.
-        "quota_entry",
-        "quota_total",
-        "quota_block",
-        "quota_journal",
-        "quota_epoch",
     ] {
         let n: i64 = store
             .conn
@@ -86,15 +73,6 @@ fn fresh_open_migrates_to_latest_with_wal_and_foreign_keys() {
             .unwrap();
         assert_eq!(n, 1, "table {table} missing");
     }
-    let limiter_version: i64 = store
-        .conn
-        .query_row(
-            "SELECT count(*) FROM sqlite_schema WHERE name = 'quota_schema'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(limiter_version, 0, "no second version table");
     assert!(store.integrity_check().unwrap());
     drop(dir);
 }
@@ -103,7 +81,7 @@ fn fresh_open_migrates_to_latest_with_wal_and_foreign_keys() {
 fn reopen_is_a_no_op_and_keeps_data() {
     let (_dir, path) = temp_db();
     {
-        let store = Store::open(&path).unwrap();
+        let store = open(&path).unwrap();
         store.begin_run("r1", RunKind::Run, 100).unwrap();
         store
             .store_trending_page("r1", "US", 1, &[video("a", "first")], 100)
@@ -119,11 +97,8 @@ fn reopen_is_a_no_op_and_keeps_data() {
             .collect::<Result<_, _>>()
             .unwrap()
     };
-    let store = Store::open(&path).unwrap();
-    assert_eq!(
-        crate::sqlite::user_version(&store.conn).unwrap(),
-        schema_version()
-    );
+    let store = open(&path).unwrap();
+    assert_eq!(crate::sqlite::user_version(&store.conn).unwrap(), latest());
     let schema_after: Vec<String> = {
         let mut stmt = store
             .conn
@@ -142,13 +117,13 @@ fn reopen_is_a_no_op_and_keeps_data() {
 #[test]
 fn newer_schema_is_refused_naming_file_and_versions() {
     let (_dir, path) = temp_db();
-    drop(Store::open(&path).unwrap());
-    let newer = schema_version() + 3;
+    drop(open(&path).unwrap());
+    let newer = latest() + 3;
     raw(&path)
         .execute_batch(&format!("PRAGMA user_version = {newer}"))
         .unwrap();
 
-    let err = Store::open(&path).unwrap_err();
+    let err = open(&path).unwrap_err();
     match &err {
         StoreError::Schema(SchemaError::Newer {
             path: p,
@@ -157,7 +132,7 @@ fn newer_schema_is_refused_naming_file_and_versions() {
         }) => {
             assert_eq!(p, &path);
             assert_eq!(*found, newer);
-            assert_eq!(*supported, schema_version());
+            assert_eq!(*supported, latest());
         }
         other => panic!("expected NewerSchema, got {other:?}"),
     }
@@ -165,13 +140,13 @@ fn newer_schema_is_refused_naming_file_and_versions() {
     assert!(message.contains(&path.display().to_string()), "{message}");
     assert!(message.contains(&format!("version {newer}")), "{message}");
     assert!(
-        message.contains(&format!("at most version {}", schema_version())),
+        message.contains(&format!("at most version {}", latest())),
         "{message}"
     );
     assert!(message.contains("upgrade trendsync"), "{message}");
 
     // Refused read-only as well, and the refusal changed nothing.
-    let err = Store::open_read_only(&path).unwrap_err();
+    let err = open_read_only(&path).unwrap_err();
     assert!(matches!(err, StoreError::Schema(SchemaError::Newer { found, .. }) if found == newer));
     let v: u32 = raw(&path)
         .query_row("PRAGMA user_version", [], |r| r.get(0))
@@ -194,7 +169,7 @@ fn concurrent_fresh_opens_all_succeed_and_can_write() {
                 let barrier = Arc::clone(&barrier);
                 std::thread::spawn(move || {
                     barrier.wait();
-                    let store = Store::open(&path)?;
+                    let store = open(&path)?;
                     let run = format!("run-{i}");
                     store.begin_run(&run, RunKind::Run, 1000 + i as i64)?;
                     let page: Vec<_> = (0..20)
@@ -210,11 +185,8 @@ fn concurrent_fresh_opens_all_succeed_and_can_write() {
                 panic!("round {round}: {e:?}");
             }
         }
-        let store = Store::open(&path).unwrap();
-        assert_eq!(
-            crate::sqlite::user_version(&store.conn).unwrap(),
-            schema_version()
-        );
+        let store = open(&path).unwrap();
+        assert_eq!(crate::sqlite::user_version(&store.conn).unwrap(), latest());
         assert_eq!(store.videos_count().unwrap(), 20);
         let stats: i64 = store
             .conn
@@ -232,15 +204,15 @@ fn concurrent_fresh_opens_all_succeed_and_can_write() {
 fn forward_migration_applies_on_existing_data_and_failure_rolls_back() {
     let (_dir, path) = temp_db();
     {
-        let store = Store::open(&path).unwrap();
+        let store = open(&path).unwrap();
         store.begin_run("r1", RunKind::Run, 1).unwrap();
         store
             .store_trending_page("r1", "US", 1, &[video("a", "one")], 1)
             .unwrap();
     }
-    let latest = schema_version();
+    let latest = latest();
 
-    let mut broken: Vec<Migration> = MIGRATIONS.to_vec();
+    let mut broken: Vec<Migration> = FILE.to_vec();
     broken.push(Migration {
         description: "half-broken step",
         sql: "CREATE TABLE extra (x INTEGER); INSERT INTO no_such_table VALUES (1);",
@@ -266,7 +238,7 @@ fn forward_migration_applies_on_existing_data_and_failure_rolls_back() {
     assert_eq!(extra, 0, "the failed step must roll back entirely");
     drop(conn);
 
-    let mut good: Vec<Migration> = MIGRATIONS.to_vec();
+    let mut good: Vec<Migration> = FILE.to_vec();
     good.push(Migration {
         description: "test step",
         sql: "CREATE TABLE extra AS SELECT id FROM videos;",
@@ -286,7 +258,7 @@ fn forward_migration_applies_on_existing_data_and_failure_rolls_back() {
     // This build (without the step) now refuses the file as newer.
     drop(store);
     assert!(matches!(
-        Store::open(&path),
+        open(&path),
         Err(StoreError::Schema(SchemaError::Newer { found, supported, .. }))
             if found == latest + 1 && supported == latest
     ));
@@ -602,7 +574,7 @@ fn runs_begin_finish_and_last_run() {
 #[test]
 fn finish_run_checkpoints_what_the_pages_wrote() {
     let (_dir, path) = temp_db();
-    let store = Store::open(&path).unwrap();
+    let store = open(&path).unwrap();
     store.begin_run("r1", RunKind::Run, 1).unwrap();
     for page in 0..5u32 {
         let videos: Vec<_> = (0..50)
@@ -923,7 +895,7 @@ fn integrity_check_notices_an_index_out_of_step() {
 // ---- read-only open (dry run) ----
 
 fn populated(path: &Path) -> Store {
-    let store = Store::open(path).unwrap();
+    let store = open(path).unwrap();
     store.begin_run("r1", RunKind::Run, 1).unwrap();
     store
         .store_trending_page("r1", "US", 1, &[video("a", "volcano")], 1)
@@ -959,7 +931,7 @@ fn assert_cannot_write(store: &Store) {
 #[test]
 fn read_only_open_of_a_missing_file_creates_nothing() {
     let (dir, path) = temp_db();
-    assert!(Store::open_read_only(&path).unwrap().is_none());
+    assert!(open_read_only(&path).unwrap().is_none());
     assert!(!path.exists());
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
@@ -971,7 +943,7 @@ fn read_only_open_while_a_writer_has_the_wal_open() {
     let (wal, _) = companions(&path);
     assert!(wal.exists());
 
-    let reader = Store::open_read_only(&path).unwrap().unwrap();
+    let reader = open_read_only(&path).unwrap().unwrap();
     assert!(reader.is_read_only());
     assert_eq!(reader.videos_count().unwrap(), 1);
     assert_eq!(ids(&reader.search("volcano", None, 5).unwrap()), ["a"]);
@@ -996,7 +968,7 @@ fn read_only_open_of_a_cleanly_closed_wal_database() {
     );
     let before = std::fs::read(&path).unwrap();
 
-    let reader = Store::open_read_only(&path).unwrap().unwrap();
+    let reader = open_read_only(&path).unwrap().unwrap();
     assert_eq!(reader.videos_count().unwrap(), 1);
     assert_eq!(reader.last_run().unwrap().unwrap().run_id, "r1");
     assert_eq!(ids(&reader.search("volcano", None, 5).unwrap()), ["a"]);
@@ -1010,7 +982,7 @@ fn read_only_open_of_a_cleanly_closed_wal_database() {
         assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0);
     }
     // And a writer can still use the file afterwards.
-    let store = Store::open(&path).unwrap();
+    let store = open(&path).unwrap();
     store.mark_region_complete("GB", 5).unwrap();
     assert!(store.integrity_check().unwrap());
 }
@@ -1022,7 +994,7 @@ fn read_only_open_of_an_unmigrated_or_older_file() {
     raw(&path)
         .execute_batch("CREATE TABLE quota_example (x INTEGER);")
         .unwrap();
-    assert!(Store::open_read_only(&path).unwrap().is_none());
+    assert!(open_read_only(&path).unwrap().is_none());
     let v: u32 = raw(&path)
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
@@ -1036,7 +1008,7 @@ fn read_only_open_of_an_unmigrated_or_older_file() {
         sql: "CREATE TABLE later (x INTEGER);",
         data: None,
     };
-    let mut longer: Vec<Migration> = MIGRATIONS.to_vec();
+    let mut longer: Vec<Migration> = FILE.to_vec();
     longer.push(future);
     let mut own: Vec<Migration> = schema::STEPS.to_vec();
     own.push(future);
@@ -1045,8 +1017,8 @@ fn read_only_open_of_an_unmigrated_or_older_file() {
         StoreError::OlderSchema {
             found, supported, ..
         } => {
-            assert_eq!(*found, schema_version());
-            assert_eq!(*supported, schema_version() + 1);
+            assert_eq!(*found, latest());
+            assert_eq!(*supported, latest() + 1);
         }
         other => panic!("expected OlderSchema, got {other:?}"),
     }
@@ -1063,7 +1035,7 @@ fn read_only_open_needs_only_the_steps_that_shape_the_stores_tables() {
     // limiter's: what an upgraded trendsync finds until its first writing command.
     // `status` must read it. (This build's last step may be the store's own; a
     // limiter's step after it is made up.)
-    let mut migrations: Vec<Migration> = MIGRATIONS.to_vec();
+    let mut migrations: Vec<Migration> = FILE.to_vec();
     migrations.push(Migration {
         description: "a later step of the limiter's",
         sql: "CREATE TABLE quota_later (x INTEGER);",
@@ -1109,10 +1081,10 @@ fn read_only_open_of_something_that_is_not_a_database() {
         b"this is not sqlite, just text long enough to have a header....",
     )
     .unwrap();
-    let err = Store::open_read_only(&path).unwrap_err();
+    let err = open_read_only(&path).unwrap_err();
     assert!(matches!(err, StoreError::Open { .. }), "{err:?}");
     assert!(err.to_string().contains(&path.display().to_string()));
-    assert!(matches!(Store::open(&path), Err(StoreError::Open { .. })));
+    assert!(matches!(open(&path), Err(StoreError::Open { .. })));
 }
 
 // ---- property: the index follows the table ----

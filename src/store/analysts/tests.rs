@@ -4,12 +4,15 @@
 
 use rusqlite::{Connection, types::Value};
 
-use crate::schema::MIGRATIONS;
-use crate::store::test_support::{query_plan, temp_db, video};
+use crate::sqlite::Migration;
+use crate::store::schema::ANALYSTS;
+use crate::store::test_support::{FILE, latest, open, query_plan, steps_before, temp_db, video};
 use crate::store::{FollowCounts, RunKind, Store, VideoRecord};
 
-/// The version before step 7.
-const BEFORE: usize = 6;
+/// A file as the build before step 7 left the store's tables.
+fn before_step_7() -> &'static [Migration] {
+    steps_before(&ANALYSTS)
+}
 
 /// A video of this file's channel: its channel's name and its description hold words
 /// [`matches`] looks for, and it was seen with ten views.
@@ -125,9 +128,9 @@ fn declaration(conn: &Connection) -> String {
 }
 
 #[test]
-fn a_version_6_file_gets_an_index_datasette_finds_with_the_same_matches() {
+fn a_file_from_before_step_7_gets_an_index_datasette_finds_with_the_same_matches() {
     let (_dir, path) = temp_db();
-    let old = Store::open_with(&path, &MIGRATIONS[..BEFORE]).unwrap();
+    let old = Store::open_with(&path, before_step_7()).unwrap();
     fill(&old);
     let before = matches(&old);
     assert!(
@@ -138,11 +141,8 @@ fn a_version_6_file_gets_an_index_datasette_finds_with_the_same_matches() {
     assert_eq!(before[1], ["b"]);
     drop(old);
 
-    let store = Store::open(&path).unwrap();
-    assert_eq!(
-        crate::sqlite::user_version(&store.conn).unwrap(),
-        crate::schema::latest_version()
-    );
+    let store = open(&path).unwrap();
+    assert_eq!(crate::sqlite::user_version(&store.conn).unwrap(), latest());
     let sql = declaration(&store.conn);
     assert!(sql.contains(r#"content="videos""#), "{sql}");
     assert!(sql.contains(r#"content_rowid="num""#), "{sql}");
@@ -174,7 +174,7 @@ fn a_version_6_file_gets_an_index_datasette_finds_with_the_same_matches() {
 
     // A new file declares it the same way as an upgraded one.
     let (_dir2, path2) = temp_db();
-    let fresh = Store::open(&path2).unwrap();
+    let fresh = open(&path2).unwrap();
     assert_eq!(declaration(&fresh.conn), sql);
 }
 
@@ -217,7 +217,7 @@ fn columns(conn: &Connection, table: &str) -> Vec<String> {
 #[test]
 fn every_twin_has_its_tables_columns_and_rows_with_readable_times() {
     let (_dir, path) = temp_db();
-    let store = Store::open(&path).unwrap();
+    let store = open(&path).unwrap();
     fill(&store);
     store
         .store_categories("US", &[("17".to_string(), "Sports".to_string())], 105)
@@ -282,7 +282,7 @@ fn every_twin_has_its_tables_columns_and_rows_with_readable_times() {
 #[test]
 fn video_history_has_every_sample_with_where_it_was() {
     let (_dir, path) = temp_db();
-    let store = Store::open(&path).unwrap();
+    let store = open(&path).unwrap();
     fill(&store);
     let got: Vec<String> = rows(
         &store.conn,
@@ -322,7 +322,7 @@ fn the_canned_queries_are_answered_from_indexes() {
         .unwrap();
     assert!(queries.contains_key("chart_at") && queries.contains_key("video_history"));
     let (_dir, path) = temp_db();
-    let store = Store::open(&path).unwrap();
+    let store = open(&path).unwrap();
     fill(&store);
     store.conn.execute_batch("ANALYZE").unwrap();
     for (name, query) in queries {
@@ -345,21 +345,21 @@ fn the_canned_queries_are_answered_from_indexes() {
 }
 
 /// Step 7 changes nothing trendsync reads: `status` and `search` of the build that
-/// brought it (whose last step it was) read a version 6 file as it is, before any
-/// writer upgrades it. (This build's readers need step 9, a store step, as well.)
+/// brought it (whose last step it was) read a file from before it as it is, before
+/// any writer upgrades it. (This build's readers need step 9, a store step, as well.)
 #[test]
-fn a_read_only_open_reads_a_version_6_file_without_step_7() {
+fn a_read_only_open_reads_a_file_from_before_step_7_without_it() {
     let (_dir, path) = temp_db();
-    let old = Store::open_with(&path, &MIGRATIONS[..BEFORE]).unwrap();
+    let old = Store::open_with(&path, before_step_7()).unwrap();
     fill(&old);
     let before = matches(&old);
     drop(old);
-    let read = Store::open_read_only_with(&path, &MIGRATIONS[..=BEFORE])
+    let read = Store::open_read_only_with(&path, &FILE[..=before_step_7().len()])
         .unwrap()
         .expect("the store's tables are there");
     assert_eq!(matches(&read), before);
     assert_eq!(
         crate::sqlite::user_version(&read.conn).unwrap() as usize,
-        BEFORE
+        before_step_7().len()
     );
 }

@@ -4,8 +4,8 @@ use std::path::Path;
 
 use rusqlite::Connection;
 
-use crate::schema::MIGRATIONS;
-use crate::store::test_support::dump;
+use crate::store::schema::CHARTS;
+use crate::store::test_support::{dump, open, steps_before, temp_db};
 use crate::store::{Store, VideoRecord};
 
 /// What a reader of the version 4 layout sees, table by table and view by view.
@@ -26,10 +26,10 @@ fn v4_picture(path: &Path) -> Vec<Vec<String>> {
     .collect()
 }
 
-/// A version 4 file: two runs of two regions, a search, a retried page's extra
+/// A file as version 4 left the store's tables (the steps before charts): two runs of two regions, a search, a retried page's extra
 /// counts, hidden counts, and gaps in the fetch numbers (a prune was here).
 fn v4_file(path: &Path) {
-    drop(Store::open_with(path, &MIGRATIONS[..4]).unwrap());
+    drop(Store::open_with(path, steps_before(&CHARTS)).unwrap());
     let conn = Connection::open(path).unwrap();
     conn.execute_batch(
         "INSERT INTO runs (run_id, kind, started_at, status) VALUES
@@ -57,11 +57,10 @@ fn v4_file(path: &Path) {
 
 #[test]
 fn the_upgrade_keeps_every_fetch_and_place_as_the_overall_chart_or_a_search() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("trendsync.db");
+    let (dir, path) = temp_db();
     v4_file(&path);
     let before = v4_picture(&path);
-    let store = Store::open(&path).unwrap();
+    let store = open(&path).unwrap();
     assert_eq!(before, v4_picture(&path));
     let conn = Connection::open(&path).unwrap();
     let charts = dump(&conn, "SELECT DISTINCT chart FROM fetches");
@@ -82,7 +81,7 @@ fn the_upgrade_keeps_every_fetch_and_place_as_the_overall_chart_or_a_search() {
         )
     };
     let new = dir.path().join("new.db");
-    drop(Store::open(&new).unwrap());
+    drop(open(&new).unwrap());
     assert_eq!(layout(&path), layout(&new));
 
     // A category chart in the same run is a fetch of its own, beside the overall one.
@@ -106,8 +105,8 @@ fn the_upgrade_keeps_every_fetch_and_place_as_the_overall_chart_or_a_search() {
 
 #[test]
 fn a_missing_chart_is_forgotten_when_the_category_names_are_stored_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().join("trendsync.db")).unwrap();
+    let (_dir, path) = temp_db();
+    let store = open(&path).unwrap();
     store.mark_chart_missing("US", 17, 10).unwrap();
     store.mark_chart_missing("US", 17, 11).unwrap();
     store.mark_chart_missing("GB", 20, 10).unwrap();

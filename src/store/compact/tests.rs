@@ -6,8 +6,7 @@ use std::path::Path;
 use rusqlite::Connection;
 use tempfile::TempDir;
 
-use crate::schema::{MIGRATIONS, latest_version as schema_version};
-use crate::store::test_support::{dump, query_plan, temp_db, video};
+use crate::store::test_support::{FILE, dump, latest, open, query_plan, temp_db, video};
 use crate::store::{ExportSpan, RunKind, Store, StoreError, VideoRecord, sql};
 
 /// A video seen with `views` (`None`: hidden) and a tenth as many likes.
@@ -29,7 +28,7 @@ fn seen(id: &str, title: &str, views: Option<i64>) -> VideoRecord {
 /// counts, a video in two regions in the same second with different counts, a page
 /// stored twice, a run still running, a search, the budget's own table).
 fn v1_file(path: &Path) {
-    Store::create_at_version(path, 1).unwrap();
+    drop(Store::open_with(path, &FILE[..1]).unwrap());
     let conn = Connection::open(path).unwrap();
     conn.execute_batch(
         r#"
@@ -95,11 +94,8 @@ fn a_v1_database_with_every_kind_of_row_upgrades_losslessly() {
     };
     assert_eq!(before[2].len(), 6, "the fixture holds six stats rows");
 
-    let store = Store::open(&path).unwrap();
-    assert_eq!(
-        crate::sqlite::user_version(&store.conn).unwrap(),
-        schema_version()
-    );
+    let store = open(&path).unwrap();
+    assert_eq!(crate::sqlite::user_version(&store.conn).unwrap(), latest());
     for (sql, rows) in VIEWS.iter().zip(&before) {
         assert_eq!(&dump(&store.conn, sql), rows, "{sql}");
     }
@@ -142,11 +138,11 @@ fn a_v1_database_with_every_kind_of_row_upgrades_losslessly() {
 #[test]
 fn a_v1_database_with_no_rows_upgrades_and_owes_no_vacuum() {
     let (_dir, path) = temp_db();
-    Store::create_at_version(&path, 1).unwrap();
-    let store = Store::open(&path).unwrap();
+    drop(Store::open_with(&path, &FILE[..1]).unwrap());
+    let store = open(&path).unwrap();
     assert_eq!(
         crate::sqlite::user_version(&store.conn).unwrap(),
-        MIGRATIONS.len() as u32
+        FILE.len() as u32
     );
     assert!(store.integrity_check().unwrap());
 }
@@ -154,7 +150,7 @@ fn a_v1_database_with_no_rows_upgrades_and_owes_no_vacuum() {
 /// A fresh store with three hourly runs over two regions and a search.
 fn history() -> (TempDir, Store) {
     let (dir, path) = temp_db();
-    let store = Store::open(&path).unwrap();
+    let store = open(&path).unwrap();
     for hour in 0..3i64 {
         let run = format!("run{hour}");
         let at = 1_000_000 + hour * 3600;

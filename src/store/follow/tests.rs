@@ -1,6 +1,7 @@
 //! Unit tests of `store/follow.rs`.
 
 use super::*;
+use crate::store::test_support::{open, temp_db};
 use crate::store::{RunKind, VideoRecord};
 
 fn counts(id: &str, views: Option<i64>) -> FollowCounts {
@@ -14,8 +15,8 @@ fn counts(id: &str, views: Option<i64>) -> FollowCounts {
 
 #[test]
 fn the_stalest_charted_videos_are_due_and_a_follow_up_refreshes_or_marks_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().join("trendsync.db")).unwrap();
+    let (_dir, path) = temp_db();
+    let store = open(&path).unwrap();
     store.begin_run("r1", RunKind::Run, 100).unwrap();
     let v = VideoRecord::bare;
     store

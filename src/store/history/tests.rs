@@ -2,7 +2,7 @@
 
 use super::super::RunOutcome;
 use super::*;
-use crate::schema::MIGRATIONS;
+use crate::store::test_support::{FILE, latest, open, temp_db};
 
 fn outcome(region: &str, status: RegionStatus, reason: Option<&str>) -> RegionOutcome {
     RegionOutcome {
@@ -35,8 +35,8 @@ fn finish(store: &Store, run_id: &str, status: RegionStatus, at: i64) {
 /// region's failure; a region the stop cut short is explained by it.
 #[test]
 fn a_completed_region_never_shows_someone_elses_failure() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = Store::open(dir.path().join("t.db")).expect("opening");
+    let (_dir, path) = temp_db();
+    let store = open(&path).expect("opening");
     let regions = ["US".to_owned(), "GB".to_owned(), "DE".to_owned()];
     store.begin_run("r1", RunKind::Run, 100).expect("begin");
     store
@@ -88,8 +88,8 @@ fn a_completed_region_never_shows_someone_elses_failure() {
 
 #[test]
 fn an_abandoned_run_abandons_its_regions_still_going_and_no_other() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path().join("t.db")).expect("opening");
+    let (_dir, path) = temp_db();
+    let store = open(&path).expect("opening");
     store.begin_run("r", RunKind::Run, 100).expect("begin");
     let regions = ["US".to_owned(), "GB".to_owned()];
     store
@@ -128,8 +128,8 @@ fn an_abandoned_run_abandons_its_regions_still_going_and_no_other() {
 
 #[test]
 fn the_history_says_which_region_failed_and_why() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = Store::open(dir.path().join("t.db")).expect("opening");
+    let (_dir, path) = temp_db();
+    let store = open(&path).expect("opening");
     let regions = ["US".to_owned(), "GB".to_owned()];
     store.begin_run("r1", RunKind::Run, 100).expect("begin");
     store
@@ -263,8 +263,8 @@ fn the_history_says_which_region_failed_and_why() {
 /// each row keeps its word, shown as it is, and is none of the known statuses.
 #[test]
 fn words_this_build_does_not_know_still_read() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = Store::open(dir.path().join("t.db")).expect("opening");
+    let (_dir, path) = temp_db();
+    let store = open(&path).expect("opening");
     store.begin_run("r", RunKind::Run, 100).expect("begin");
     store
         .begin_run_regions("r", 100, &["US".to_owned()])
@@ -321,10 +321,9 @@ fn words_this_build_does_not_know_still_read() {
 
 #[test]
 fn a_database_from_before_the_run_history_is_upgraded_with_its_runs() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("t.db");
+    let (_dir, path) = temp_db();
     {
-        let old = Store::open_with(&path, &MIGRATIONS[..1]).expect("the first schema");
+        let old = Store::open_with(&path, &FILE[..1]).expect("the first schema");
         old.begin_run("old", RunKind::Run, 10).expect("begin");
         // As the build of that schema finished a run: no duration then.
         old.conn
@@ -335,10 +334,10 @@ fn a_database_from_before_the_run_history_is_upgraded_with_its_runs() {
             )
             .expect("finishing");
     }
-    let store = Store::open(&path).expect("upgrading");
+    let store = open(&path).expect("upgrading");
     assert_eq!(
         crate::sqlite::user_version(&store.conn).expect("version"),
-        crate::schema::latest_version()
+        latest()
     );
     let all = store
         .history(&HistoryFilter {
