@@ -37,8 +37,12 @@ mod redis_server;
 #[path = "../tests/common/redis_deployments.rs"]
 mod redis_deployments;
 
+#[path = "limiter/admin.rs"]
+mod admin;
 #[path = "limiter/forms.rs"]
 mod forms;
+#[path = "limiter/stats.rs"]
+mod stats;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -46,11 +50,13 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
+use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Connection, Script};
 use trendsync::quota::{Allowance, Budget, Charge, Limiter, RedisLimiter};
 
+use admin::Admin;
 use redis_server::RedisServer;
+use stats::{CommandTime, Stats, micros};
 
 /// Measured calls per phase (the saturated-day phases excepted), in `BLOCKS` blocks,
 /// after `WARM_UP` calls per phase that are not measured.
@@ -102,196 +108,6 @@ redis.call('ZADD', KEYS[1], unpack(args))
 redis.call('PEXPIRE', KEYS[1], math.ceil(window / 1000))
 return {1, count + units}
 ";
-
-/// Latency statistics of one phase.
-struct Stats {
-    samples: usize,
-    mean: Duration,
-    p50: Duration,
-    p99: Duration,
-}
-
-impl Stats {
-    fn from_samples(mut samples: Vec<Duration>) -> Stats {
-        assert!(!samples.is_empty(), "a phase measured no calls");
-        samples.sort_unstable();
-        let total: Duration = samples.iter().sum();
-        let n = samples.len();
-        Stats {
-            samples: n,
-            mean: total / u32::try_from(n).expect("a phase's sample count fits in u32"),
-            p50: percentile(&samples, 50.0),
-            p99: percentile(&samples, 99.0),
-        }
-    }
-
-    /// Calls per second of one sequential client.
-    fn per_second(&self) -> f64 {
-        1.0 / self.mean.as_secs_f64()
-    }
-}
-
-/// Nearest-rank percentile of sorted samples.
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn micros(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
-}
-
-/// Cumulative calls and microseconds Redis has spent in one command.
-#[derive(Clone, Copy, Default)]
-struct CommandTime {
-    calls: u64,
-    usec: u64,
-}
-
-impl std::ops::Sub for CommandTime {
-    type Output = CommandTime;
-    fn sub(self, rhs: CommandTime) -> CommandTime {
-        CommandTime {
-            calls: self.calls - rhs.calls,
-            usec: self.usec - rhs.usec,
-        }
-    }
-}
-
-impl std::ops::AddAssign for CommandTime {
-    fn add_assign(&mut self, rhs: CommandTime) {
-        self.calls += rhs.calls;
-        self.usec += rhs.usec;
-    }
-}
-
-impl CommandTime {
-    fn per_call(self) -> f64 {
-        if self.calls == 0 {
-            return f64::NAN;
-        }
-        self.usec as f64 / self.calls as f64
-    }
-}
-
-/// The server side, outside any measurement: emptying keys and reading what the
-/// server knows about itself.
-struct Admin {
-    conn: Connection,
-}
-
-impl Admin {
-    fn flush(&mut self) -> Result<()> {
-        redis::cmd("FLUSHALL")
-            .arg("SYNC")
-            .query::<()>(&mut self.conn)
-            .context("emptying the bench redis-server (FLUSHALL)")
-    }
-
-    /// Deletes every key matching `pattern`.
-    fn delete(&mut self, pattern: &str) -> Result<()> {
-        for key in self.scan(pattern)? {
-            redis::cmd("DEL")
-                .arg(&key)
-                .query::<()>(&mut self.conn)
-                .with_context(|| format!("deleting {key}"))?;
-        }
-        Ok(())
-    }
-
-    /// `command` is lower case, as `INFO commandstats` names it (`evalsha`, `incr`).
-    fn command_time(&mut self, command: &str) -> Result<CommandTime> {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut self.conn)
-            .context("reading INFO commandstats")?;
-        let prefix = format!("cmdstat_{command}:");
-        let Some(line) = info.lines().find_map(|l| l.strip_prefix(&prefix)) else {
-            return Ok(CommandTime::default());
-        };
-        let field = |name: &str| -> Result<u64> {
-            line.split(',')
-                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-                .with_context(|| format!("no {name} in INFO commandstats line {line:?}"))?
-                .parse()
-                .with_context(|| format!("reading {name} in INFO commandstats line {line:?}"))
-        };
-        Ok(CommandTime {
-            calls: field("calls")?,
-            usec: field("usec")?,
-        })
-    }
-
-    fn server_version(&mut self) -> Result<String> {
-        let info: String = redis::cmd("INFO")
-            .arg("server")
-            .query(&mut self.conn)
-            .context("reading INFO server")?;
-        info.lines()
-            .find_map(|l| l.strip_prefix("redis_version:"))
-            .map(|v| v.trim().to_owned())
-            .context("no redis_version in INFO server")
-    }
-
-    /// Every key matching `pattern`, found with SCAN (never KEYS).
-    fn scan(&mut self, pattern: &str) -> Result<Vec<String>> {
-        let mut keys = Vec::new();
-        let mut cursor = 0u64;
-        loop {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query(&mut self.conn)
-                .with_context(|| format!("scanning for keys matching {pattern}"))?;
-            keys.extend(batch);
-            if next == 0 {
-                return Ok(keys);
-            }
-            cursor = next;
-        }
-    }
-
-    /// What the keys take in memory, every nested value counted (`SAMPLES 0`).
-    fn memory_of(&mut self, keys: &[String]) -> Result<u64> {
-        let mut bytes = 0;
-        for key in keys {
-            let usage: Option<u64> = redis::cmd("MEMORY")
-                .arg("USAGE")
-                .arg(key)
-                .arg("SAMPLES")
-                .arg(0)
-                .query(&mut self.conn)
-                .with_context(|| format!("reading MEMORY USAGE of {key}"))?;
-            bytes += usage.with_context(|| format!("{key} vanished before MEMORY USAGE"))?;
-        }
-        Ok(bytes)
-    }
-
-    /// "key: type/encoding, n element(s)", for the report.
-    fn describe(&mut self, key: &str) -> Result<String> {
-        let encoding: String = redis::cmd("OBJECT")
-            .arg("ENCODING")
-            .arg(key)
-            .query(&mut self.conn)
-            .with_context(|| format!("reading OBJECT ENCODING of {key}"))?;
-        let kind: String = redis::cmd("TYPE")
-            .arg(key)
-            .query(&mut self.conn)
-            .with_context(|| format!("reading TYPE of {key}"))?;
-        let len: u64 = if kind == "zset" {
-            redis::cmd("ZCARD")
-                .arg(key)
-                .query(&mut self.conn)
-                .with_context(|| format!("reading ZCARD of {key}"))?
-        } else {
-            1
-        };
-        Ok(format!("{key}: {kind}/{encoding}, {len} element(s)"))
-    }
-}
 
 /// The budget every product phase charges: no narrower limits, so a charge touches
 /// the budget's own window only (one sorted set and its total). Which Redis keys it
