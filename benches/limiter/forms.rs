@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use trendsync::quota::{Allowance, Limiter, RedisLimiter, TlsFiles};
+use trendsync::quota::{Allowance, Budget, Limiter, RedisLimiter, TlsFiles};
 
 use crate::redis_deployments::{Cluster, TlsCerts};
 use crate::redis_server::{Options, RedisServer};
@@ -66,7 +66,7 @@ fn flush(port: u16) -> Result<()> {
 /// `clients` clients, each with its own connection as a process would have, charge
 /// one unit at a time for [`PHASE`]; client `i` charges budget `i % budgets`.
 async fn phase(form: &Form, budgets: usize, clients: usize, round: usize) -> Result<f64> {
-    let budget = crate::bench_budget();
+    let budget = crate::workload::bench_budget();
     let mut limiters = Vec::with_capacity(clients);
     for i in 0..clients {
         let key = format!("bench-{}", i % budgets);
@@ -80,7 +80,7 @@ async fn phase(form: &Form, budgets: usize, clients: usize, round: usize) -> Res
     let deadline = started + PHASE;
     let mut tasks = Vec::new();
     for (i, (limiter, key)) in limiters.into_iter().enumerate() {
-        let budget = crate::Budget {
+        let budget = Budget {
             key,
             ..budget.clone()
         };
@@ -91,7 +91,7 @@ async fn phase(form: &Form, budgets: usize, clients: usize, round: usize) -> Res
                 let charge = budget
                     .charge(
                         &format!("r{round}-c{i}-{n}"),
-                        crate::SMALL,
+                        crate::workload::SMALL,
                         1,
                         Allowance::Ceiling,
                     )
@@ -270,7 +270,7 @@ fn verdicts(results: &[Measured]) -> String {
         let _ = writeln!(
             out,
             "[{}] {form}, one budget, 20 clients: {ratio:.2}x standalone (target >= {target}x)",
-            crate::verdict(ratio >= target)
+            crate::report::verdict(ratio >= target)
         );
     }
     let spread = find(results, "Cluster", 64, 20);
@@ -278,7 +278,7 @@ fn verdicts(results: &[Measured]) -> String {
     let _ = writeln!(
         out,
         "[{}] 64 budgets land on every primary: {} of {} primaries did work",
-        crate::verdict(every),
+        crate::report::verdict(every),
         spread.shares.values().filter(|n| **n > 0).count(),
         spread.shares.len()
     );
