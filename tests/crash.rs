@@ -54,8 +54,7 @@ fn regions_toml() -> String {
 /// runs to be killed.
 fn world(fake: FakeUpstream, redis: Option<&RedisServer>) -> Harness<'_> {
     let mut h = Harness::with(fake, redis);
-    h.costs(Costs::youtube().cost("search.list", 1))
-        .regions(&regions_toml());
+    h.costs(Costs::one_unit_each()).regions(&regions_toml());
     h
 }
 

@@ -31,12 +31,7 @@ fn with_stdout_closed(t: Trendsync) -> (i32, String) {
 #[test]
 fn exit_codes_are_the_outcome_even_when_stdout_is_a_closed_pipe() {
     let mut h = Harness::new(None);
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(1000)
-            .ceiling(5),
-    );
+    h.costs(Costs::one_unit_each().quota(1000).ceiling(5));
 
     // A run stopped by the ceiling: 75, in JSON and in text.
     let (code, stderr) = with_stdout_closed(h.cmd().args(["run", "--json"]));
@@ -65,12 +60,7 @@ fn exit_codes_are_the_outcome_even_when_stdout_is_a_closed_pipe() {
     assert_eq!(code, 2, "search with a bad query | true: {stderr}");
 
     // A failed run: 1.
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(1000)
-            .ceiling(1000),
-    );
+    h.costs(Costs::one_unit_each().quota(1000).ceiling(1000));
     h.fake
         .answer_instead(Mock::given(any()), answer(200, "{\"items\": ["));
     let (code, stderr) = with_stdout_closed(h.cmd().args(["run", "--json", "--region", "US"]));

@@ -87,12 +87,7 @@ fn run_broken(t: Trendsync, how: Broken) -> i32 {
 #[test]
 fn broken_stdout_and_stderr_never_panic_nor_change_the_outcome() {
     let mut h = Harness::new(None);
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(100_000)
-            .ceiling(90_000),
-    );
+    h.costs(Costs::one_unit_each().quota(100_000).ceiling(90_000));
     h.cmd().args(["run", "--region", "US"]).run();
 
     // (arguments, whether the command acts rather than only prints, its exit code)
@@ -232,12 +227,7 @@ fn fill_with_old_snapshots(db: &std::path::Path, fetches: i64) {
 #[test]
 fn interrupted_prunes_leave_nothing_behind_for_the_next() {
     let mut h = Harness::new(None);
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(100_000)
-            .ceiling(90_000),
-    );
+    h.costs(Costs::one_unit_each().quota(100_000).ceiling(90_000));
     h.cmd().args(["run", "--region", "US"]).run();
     fill_with_old_snapshots(&h.db_path(), 300);
     let orphans = |conn: &rusqlite::Connection| -> i64 {
@@ -372,12 +362,7 @@ fn temps(dir: &std::path::Path) -> Vec<String> {
 #[test]
 fn output_files_replace_only_regular_files_and_keep_their_mode() {
     let mut h = Harness::new(None);
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(100_000)
-            .ceiling(90_000),
-    );
+    h.costs(Costs::one_unit_each().quota(100_000).ceiling(90_000));
     h.cmd().args(["run", "--region", "US"]).run();
     let dir = h.scratch.path().to_path_buf();
 
@@ -458,12 +443,7 @@ fn output_files_replace_only_regular_files_and_keep_their_mode() {
 #[test]
 fn an_export_stopped_or_killed_leaves_no_temporary_file_behind() {
     let mut h = Harness::new(None);
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(100_000)
-            .ceiling(90_000),
-    );
+    h.costs(Costs::one_unit_each().quota(100_000).ceiling(90_000));
     h.cmd().args(["run", "--region", "US"]).run();
     fill_with_old_snapshots(&h.db_path(), 1000);
     let dir = h.scratch.path().to_path_buf();
@@ -524,12 +504,7 @@ fn an_export_stopped_or_killed_leaves_no_temporary_file_behind() {
 #[test]
 fn a_completed_region_never_shows_another_regions_failure() {
     let mut h = Harness::new(None);
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(100_000)
-            .ceiling(90_000),
-    );
+    h.costs(Costs::one_unit_each().quota(100_000).ceiling(90_000));
     h.fake
         .answer_instead(page1("GB"), answer(200, "{\"items\": ["));
     h.cmd()
@@ -619,12 +594,7 @@ fn hostile_titles(db: &std::path::Path) {
 #[test]
 fn export_shows_control_characters_on_a_terminal_and_no_formula_runs() {
     let mut h = Harness::new(None);
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(100_000)
-            .ceiling(90_000),
-    );
+    h.costs(Costs::one_unit_each().quota(100_000).ceiling(90_000));
     h.cmd().args(["run", "--region", "US"]).run();
     hostile_titles(&h.db_path());
 
@@ -677,12 +647,7 @@ fn export_shows_control_characters_on_a_terminal_and_no_formula_runs() {
 #[test]
 fn a_run_whose_start_cannot_be_recorded_charges_and_calls_nothing() {
     let mut h = Harness::new(None);
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(100_000)
-            .ceiling(90_000),
-    );
+    h.costs(Costs::one_unit_each().quota(100_000).ceiling(90_000));
     h.cmd().args(["run", "--region", "US"]).run();
     let used = h.budget()["used"].clone();
     let calls = h.fake.calls().len();
@@ -834,12 +799,7 @@ fn crontab_escapes_percent_signs_for_cron() {
 #[test]
 fn a_run_dated_in_the_future_is_stale_and_says_so() {
     let mut h = Harness::new(None);
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(100_000)
-            .ceiling(90_000),
-    );
+    h.costs(Costs::one_unit_each().quota(100_000).ceiling(90_000));
     h.regions("[defaults]\npages = 2\n\n[[region]]\ncode = \"US\"\noffset = 0\n");
     h.cmd().args(["run"]).run();
     h.bare().args(["status", "--stale-after", "2h"]).run();
@@ -878,12 +838,7 @@ fn a_killed_run_shows_the_units_it_charged() {
         crate::common::upstream::FakeUpstream::youtube_after(std::time::Duration::from_secs(30)),
         None,
     );
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(100_000)
-            .ceiling(90_000),
-    );
+    h.costs(Costs::one_unit_each().quota(100_000).ceiling(90_000));
     let mut child = h
         .cmd()
         .args(["run", "--region", "US", "--region", "GB"])
@@ -924,12 +879,7 @@ fn one_database_under_two_names_shares_its_locks_and_a_hard_link_is_refused() {
         crate::common::upstream::FakeUpstream::youtube_after(std::time::Duration::from_millis(600)),
         None,
     );
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(100_000)
-            .ceiling(90_000),
-    );
+    h.costs(Costs::one_unit_each().quota(100_000).ceiling(90_000));
     let link = h.scratch.file("other-name.db");
     h.cmd().args(["run", "--region", "US"]).run();
     std::os::unix::fs::symlink(h.db_path(), &link).expect("a symlink");
@@ -984,12 +934,7 @@ fn one_database_under_two_names_shares_its_locks_and_a_hard_link_is_refused() {
 #[test]
 fn writers_wait_for_a_vacuum_and_never_fail_for_it() {
     let mut h = Harness::new(None);
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(100_000)
-            .ceiling(90_000),
-    );
+    h.costs(Costs::one_unit_each().quota(100_000).ceiling(90_000));
     h.cmd().args(["run", "--region", "US"]).run();
 
     let lock = std::fs::OpenOptions::new()

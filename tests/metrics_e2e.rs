@@ -242,12 +242,7 @@ fn a_complete_run_writes_every_metric(redis: Option<&RedisServer>) {
 
 fn a_run_stopped_by_the_budget_still_writes_its_metrics(redis: Option<&RedisServer>) {
     let mut h = Harness::new(redis);
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(1000)
-            .ceiling(5),
-    );
+    h.costs(Costs::one_unit_each().quota(1000).ceiling(5));
     let dir = metrics_dir(&h);
     h.expect_stderr("stopped: budget exhausted")
         .expect_ended("budget_exhausted")

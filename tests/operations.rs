@@ -228,8 +228,7 @@ pub(crate) fn four_regions(h: &mut Harness<'_>) {
             i * 5
         ));
     }
-    h.costs(Costs::youtube().cost("search.list", 1))
-        .regions(&text);
+    h.costs(Costs::one_unit_each()).regions(&text);
 }
 
 /// Waits until `fake` has received `n` requests in all.
@@ -471,7 +470,7 @@ fn status_and_runs_say_which_region_failed_and_why() {
 
     // DE stopped by the budget after one call; this run marks GB's abandoned.
     let used = h.budget()["used"].as_u64().expect("used");
-    h.costs(Costs::youtube().cost("search.list", 1).ceiling(used + 1));
+    h.costs(Costs::one_unit_each().ceiling(used + 1));
     h.expect_stderr("marked abandoned")
         .expect_stderr("stopped: budget exhausted")
         .expect_ended("budget_exhausted")

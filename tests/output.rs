@@ -31,15 +31,14 @@ fn eight_regions() -> String {
 /// A history with long reasons: every region complete, then FR failing on a missing
 /// chart and the budget running out part way through the others.
 fn long_reasons(h: &mut Harness<'_>) {
-    h.costs(Costs::youtube().cost("search.list", 1))
-        .regions(&eight_regions());
+    h.costs(Costs::one_unit_each()).regions(&eight_regions());
     h.run(&["run"]);
     h.fake.answer_instead(
         page1("FR"),
         answer_fixture(404, "error_video_chart_not_found.json"),
     );
     let used = h.budget()["used"].as_u64().expect("used");
-    h.costs(Costs::youtube().cost("search.list", 1).ceiling(used + 9));
+    h.costs(Costs::one_unit_each().ceiling(used + 9));
     h.expect_stderr("videoChartNotFound")
         .expect_stderr("stopped: budget exhausted")
         .expect_ended("failed");
@@ -117,7 +116,7 @@ fn status_and_runs_fit_80_and_40_columns_and_json_keeps_every_reason_whole() {
 #[test]
 fn the_dry_run_plan_fits_80_and_40_columns() {
     let mut h = Harness::new(None);
-    h.costs(Costs::youtube().cost("search.list", 1).ceiling(9))
+    h.costs(Costs::one_unit_each().ceiling(9))
         .regions(&eight_regions());
     for width in [80, 40] {
         let ran = h
@@ -308,7 +307,7 @@ fn a_stopped_run_says_why_once_and_its_summary_stays_short() {
     assert!(!why.contains("run_id="), "{why}");
 
     let mut h = Harness::new(None);
-    h.costs(Costs::youtube().cost("search.list", 1).ceiling(4));
+    h.costs(Costs::one_unit_each().ceiling(4));
     let (line, why) = stopped_run(&h, "budget_exhausted");
     assert!(why.contains(" stopped: budget exhausted"), "{why}");
     assert!(

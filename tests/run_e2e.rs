@@ -244,12 +244,7 @@ fn a_full_run_stores_every_region(redis: Option<&RedisServer>) {
 // 2. A ceiling below the plan: the run stops cleanly, and the next resumes.
 fn a_run_cut_short_by_the_ceiling_is_resumed_by_the_next(redis: Option<&RedisServer>) {
     let mut h = Harness::new(redis);
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(1000)
-            .ceiling(5),
-    );
+    h.costs(Costs::one_unit_each().quota(1000).ceiling(5));
     // One region at a time, so which calls fit is the plan's order, not a race.
     h.expect_stderr("stopped: budget exhausted")
         .expect_ended("budget_exhausted");
@@ -305,12 +300,7 @@ fn a_run_cut_short_by_the_ceiling_is_resumed_by_the_next(redis: Option<&RedisSer
     assert_budget_matches_requests(&h);
 
     // More room: the next run starts with the regions this one missed, and finishes.
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(1000)
-            .ceiling(100),
-    );
+    h.costs(Costs::one_unit_each().quota(1000).ceiling(100));
     let (report, calls, _) = h.run_to(&["run", "--json", "--concurrency", "1"], 0, "complete");
     let mut expected = complete_calls(&REGIONS[1..]);
     // US was complete: it goes last, and its category names are still fresh.
@@ -786,12 +776,7 @@ fn two_runs_racing_for_a_region_fetch_it_once() {
 #[test]
 fn backfill_fills_what_a_cut_run_missed_from_the_reserve() {
     let mut h = Harness::new(None);
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(100)
-            .ceiling(5),
-    );
+    h.costs(Costs::one_unit_each().quota(100).ceiling(5));
     h.expect_stderr("stopped: budget exhausted")
         .expect_ended("budget_exhausted");
     let (_, calls) = h.status(75).run(&["run", "--json", "--concurrency", "1"]);
@@ -819,12 +804,7 @@ fn backfill_fills_what_a_cut_run_missed_from_the_reserve() {
 #[test]
 fn a_ceiling_cut_with_regions_in_parallel_charges_exactly_what_was_called() {
     let mut h = Harness::new(None);
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(1000)
-            .ceiling(5),
-    );
+    h.costs(Costs::one_unit_each().quota(1000).ceiling(5));
     h.expect_stderr("stopped: budget exhausted")
         .expect_ended("budget_exhausted");
     let (report, calls, _) = h.run_to(
@@ -852,12 +832,7 @@ fn a_ceiling_cut_with_regions_in_parallel_charges_exactly_what_was_called() {
 #[test]
 fn a_retry_is_charged_like_any_call_and_stops_at_the_ceiling() {
     let mut h = Harness::new(None);
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(1000)
-            .ceiling(2),
-    );
+    h.costs(Costs::one_unit_each().quota(1000).ceiling(2));
     h.fake
         .answer_instead(page1("US"), answer_fixture(500, "error_backend.json"));
     h.expect_stderr("HTTP 500")

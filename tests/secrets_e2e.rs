@@ -90,12 +90,7 @@ fn session(server: &RedisServer, redacted: &str, dead: &str) {
     );
 
     let mut h = Harness::new(Some(server));
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(1000)
-            .ceiling(30),
-    );
+    h.costs(Costs::one_unit_each().quota(1000).ceiling(30));
     let metrics = h.scratch.file("trendsync.prom");
     let metrics_arg = metrics.to_str().expect("a UTF-8 path");
     let mut session: Vec<(String, Ran)> = Vec::new();
@@ -123,12 +118,7 @@ fn session(server: &RedisServer, redacted: &str, dead: &str) {
         .run();
     assert!(ran.json()["status"] == "budget_exhausted", "{}", ran.stdout);
     step(&mut session, "run stopped by the budget, traced", ran);
-    h.costs(
-        Costs::youtube()
-            .cost("search.list", 1)
-            .quota(1000)
-            .ceiling(100),
-    );
+    h.costs(Costs::one_unit_each().quota(1000).ceiling(100));
     let ran = h
         .cmd()
         .args(["-vv", "--log-format", "json", "backfill", "--json"])

@@ -47,6 +47,12 @@ impl Costs {
             .when_limiter_down("search.list", "deny")
     }
 
+    /// [`Costs::youtube`] with every call at 1 unit, searches included: scenarios that
+    /// count calls and units as one.
+    pub fn one_unit_each() -> Costs {
+        Costs::youtube().cost("search.list", 1)
+    }
+
     /// `budget.key`: the shared pool's name, so that scenarios on one Redis keep
     /// apart.
     pub fn key(mut self, key: impl Into<String>) -> Costs {
