@@ -253,6 +253,9 @@ fn interrupted_prunes_leave_nothing_behind_for_the_next() {
             .args(["prune", "--older-than", "45d"])
             .allow_stderr(format!("SIG{name}: stopping the prune"))
             .start();
+        // The signal must find the prune, not a process still starting: before its
+        // handler is in place a signal kills it whatever it would do.
+        wait_until_it_catches(prune.child.id(), 15);
         std::thread::sleep(std::time::Duration::from_millis(rand::random_range(
             40..250,
         )));
@@ -972,4 +975,35 @@ fn writers_wait_for_a_vacuum_and_never_fail_for_it() {
     for command in std::iter::once(prune).chain(writers) {
         command.finish();
     }
+}
+
+/// Waits (10 s at most) until process `pid` catches `signal`, as Linux's
+/// `/proc/PID/status` shows it (`SigCgt`), or has ended; returns at once where there is
+/// no such file to read.
+fn wait_until_it_catches(pid: u32, signal: u32) {
+    let status = format!("/proc/{pid}/status");
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_secs(10) {
+        let Ok(text) = std::fs::read_to_string(&status) else {
+            return;
+        };
+        // A zombie has ended: nothing of it will catch a signal again.
+        if text
+            .lines()
+            .any(|line| line.starts_with("State:") && line.contains('Z'))
+        {
+            return;
+        }
+        let caught = text
+            .lines()
+            .find_map(|line| line.strip_prefix("SigCgt:"))
+            .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok());
+        match caught {
+            Some(mask) if mask & (1 << (signal - 1)) == 0 => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            _ => return,
+        }
+    }
+    panic!("process {pid} never caught signal {signal}");
 }
