@@ -427,7 +427,11 @@ impl Bench {
     fn limiter(&self, budget_key: &str) -> Result<Limiter> {
         let limiter = self
             .rt
-            .block_on(RedisLimiter::connect(&self.url, budget_key))
+            .block_on(RedisLimiter::connect(
+                &self.url,
+                budget_key,
+                trendsync::clock::system(),
+            ))
             .with_context(|| format!("connecting the product's limiter for {budget_key}"))?;
         Ok(Limiter::Redis(limiter))
     }
@@ -906,9 +910,14 @@ mod forms {
         let mut limiters = Vec::with_capacity(clients);
         for i in 0..clients {
             let key = format!("bench-{}", i % budgets);
-            let limiter = RedisLimiter::connect_with_tls(&form.url, &form.tls, &key)
-                .await
-                .with_context(|| format!("connecting to {}", form.url))?;
+            let limiter = RedisLimiter::connect_with_tls(
+                &form.url,
+                &form.tls,
+                &key,
+                trendsync::clock::system(),
+            )
+            .await
+            .with_context(|| format!("connecting to {}", form.url))?;
             limiters.push((Limiter::Redis(limiter), key));
         }
         let done = Arc::new(AtomicU64::new(0));

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use trendsync::clock::ManualClock;
+use trendsync::clock::{Clock, ManualClock, SystemClock};
 use trendsync::quota::{
     Charge, Decision, EmbeddedLimiter, Limiter, Part, PolicyRef, RedisLimiter, Status, TlsFiles,
 };
@@ -127,7 +127,7 @@ impl Backend {
     async fn redis() -> Backend {
         let server = RedisServer::start();
         let limiter = Limiter::Redis(
-            RedisLimiter::connect(&server.url(), "conf")
+            RedisLimiter::connect(&server.url(), "conf", trendsync::clock::system())
                 .await
                 .expect("connecting to redis"),
         );
@@ -173,9 +173,9 @@ impl Backend {
 
     fn embedded() -> Backend {
         let scratch = Scratch::new();
-        let clock = Arc::new(ManualClock::starting_at(trendsync::clock::now_us()));
+        let clock = Arc::new(ManualClock::starting_at(SystemClock.now()));
         let limiter = Limiter::Embedded(
-            EmbeddedLimiter::open_with_clock(&scratch.file("t.db"), "conf", clock.clone())
+            EmbeddedLimiter::open(&scratch.file("t.db"), "conf", clock.clone())
                 .expect("opening the embedded limiter"),
         );
         Backend {
@@ -191,7 +191,7 @@ impl Backend {
     async fn another(&self, i: usize) -> Limiter {
         match &self.store {
             Store::Embedded(scratch, clock) => Limiter::Embedded(
-                EmbeddedLimiter::open_with_clock(&scratch.file("t.db"), &self.key, clock.clone())
+                EmbeddedLimiter::open(&scratch.file("t.db"), &self.key, clock.clone())
                     .expect("opening"),
             ),
             _ => {
@@ -227,7 +227,7 @@ impl Backend {
         match &self.store {
             Store::Redis(_) | Store::Shared(_) => tokio::time::sleep(d).await,
             Store::Embedded(_, clock) => {
-                clock.advance(i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
+                clock.advance(d);
             }
         }
     }
@@ -254,7 +254,7 @@ impl Backend {
 async fn connect(url: &str, tls: &TlsFiles, key: &str) -> RedisLimiter {
     let mut tries = 0;
     loop {
-        match RedisLimiter::connect_with_tls(url, tls, key).await {
+        match RedisLimiter::connect_with_tls(url, tls, key, trendsync::clock::system()).await {
             Ok(limiter) => return limiter,
             Err(e) if tries < 4 && e.is_unavailable() => {
                 tries += 1;
@@ -1128,7 +1128,7 @@ async fn an_unreachable_redis_is_reported_as_down_quickly() {
     let url = server.url();
     server.stop();
     let started = std::time::Instant::now();
-    let err = RedisLimiter::connect(&url, "conf")
+    let err = RedisLimiter::connect(&url, "conf", trendsync::clock::system())
         .await
         .expect_err("nothing listens");
     assert!(err.is_unavailable(), "{err}");

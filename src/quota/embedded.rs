@@ -16,7 +16,7 @@ use super::{
     BUDGET_POLICY, Cause, Charge, Decision, Entry, LimiterError, PolicyRef, PolicyStatus,
     SqliteCause, Status, Window, from_micros, micros,
 };
-use crate::clock::{Clock, SystemClock};
+use crate::clock::Clock;
 use crate::sqlite::{Durability, Migration, OpenError};
 
 pub struct EmbeddedLimiter {
@@ -89,6 +89,7 @@ impl EmbeddedLimiter {
     pub(crate) fn open_read_only_in(
         path: &Path,
         budget_key: &str,
+        clock: Arc<dyn Clock>,
         file: &[Migration],
     ) -> Result<EmbeddedLimiter, LimiterError> {
         let conn = if path.exists() {
@@ -116,13 +117,8 @@ impl EmbeddedLimiter {
             path: path.to_path_buf(),
             budget_key: budget_key.to_owned(),
             conn,
-            clock: Arc::new(SystemClock),
+            clock,
         })
-    }
-
-    /// Decides by `clock` from now on, instead of the one it was opened with.
-    pub fn with_clock(self, clock: Arc<dyn Clock>) -> EmbeddedLimiter {
-        EmbeddedLimiter { clock, ..self }
     }
 
     pub fn endpoint(&self) -> String {
@@ -187,7 +183,7 @@ impl EmbeddedLimiter {
         policies: &[PolicyRef],
         with_entries: &[&str],
     ) -> Result<Status, LimiterError> {
-        let now = self.clock.now_us();
+        let now = self.clock.now().as_i64();
         let key = self.budget_key.clone();
         let wanted: Vec<(PolicyRef, bool)> = policies
             .iter()
@@ -237,7 +233,7 @@ impl EmbeddedLimiter {
 
     pub(super) async fn unblock(&self, bucket: &str) -> Result<Option<i64>, LimiterError> {
         let key = block_id(&self.budget_key, bucket);
-        let now = self.clock.now_us();
+        let now = self.clock.now().as_i64();
         let until = self
             .with_conn("lifting the budget's block", move |conn| {
                 conn.query_row(
@@ -380,7 +376,7 @@ fn charge_in(
 ) -> rusqlite::Result<(Decision, i64)> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     // Read inside the lock, so entries are written in the order of their times.
-    let now = clock.now_us();
+    let now = clock.now().as_i64();
     evict(&tx, now)?;
     for p in &charge.parts {
         let id = policy_id(budget_key, &p.policy);

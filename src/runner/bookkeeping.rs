@@ -12,7 +12,7 @@ use crate::store::{CallCount, RegionOutcome, RunOutcome};
 /// Records the run's start and its regions; false when the start could not be
 /// recorded, which halts the run before its first charge.
 pub(super) async fn record_start(run: &Run, regions: &[Region]) -> bool {
-    let started = run.clock.now_s();
+    let started = run.clock.now().to_secs().as_i64();
     if let Err(e) = run.record.begin_run(run.settings.kind, started).await {
         // A run that cannot be recorded would spend units no history shows and that
         // no later process could mark abandoned: it stops before its first charge.
@@ -31,7 +31,7 @@ pub(super) async fn record_start(run: &Run, regions: &[Region]) -> bool {
 
 /// Records when each region was last attempted and how it went.
 pub(super) async fn record_attempts(run: &Run, regions: &[RegionReport]) {
-    let now = run.clock.now_s();
+    let now = run.clock.now().to_secs().as_i64();
     for r in regions {
         if let Err(e) = run.record.region_attempt(&r.code, now, r.status).await {
             tracing::error!(region = %r.code, "{}", chain(&e));
@@ -64,7 +64,7 @@ pub(super) async fn run_report(
 ) -> (RunReport, i64) {
     let budget = run.meter.window().await;
     let remaining = run.meter.remaining(budget.as_ref());
-    let now = run.clock.now_us();
+    let now = run.clock.now().as_i64();
     let ended_at = now / 1_000_000;
     let totals = run.meter.totals();
     let report = RunReport {

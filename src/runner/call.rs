@@ -186,7 +186,7 @@ impl Run {
                 ErrorClass::QuotaExhausted => {
                     // Only the bucket of the method called is spent (DESIGN.md 3.5).
                     let bucket = self.meter.bucket_of(method).to_owned();
-                    let until_us = crate::youtube::quota_reset_after(self.clock.now_us());
+                    let until_us = crate::youtube::quota_reset_after(self.clock.now().as_i64());
                     // This bucket stops whether or not the limiter could be told.
                     if let Err(e) = self.meter.block_until(&bucket, until_us).await {
                         tracing::error!(

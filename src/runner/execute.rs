@@ -34,7 +34,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         .collect();
     let (locks, reports) = lock_regions(&run, ordered);
     // Every phase walks the steps the dry run plans, taken at one moment.
-    let now = run.clock.now_s();
+    let now = run.clock.now().to_secs().as_i64();
     let reports = fetch_regions(&run, reports, &fresh, now).await;
     drop(locks);
     let follow = match run.settings.follow {

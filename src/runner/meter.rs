@@ -134,7 +134,7 @@ impl Meter {
                 }
             }
             Ok((d, _)) => {
-                let stop = Stop::denied(method, &charge.bucket, &d, self.clock.now_us());
+                let stop = Stop::denied(method, &charge.bucket, &d, self.clock.now().as_i64());
                 Metered::Stopped(Scope::Bucket(charge.bucket), stop)
             }
             Err(e) if e.is_unavailable() => {
@@ -205,7 +205,7 @@ impl Meter {
         let journal = self
             .journal
             .get_or_try_init(|| async move {
-                tokio::task::spawn_blocking(move || Journal::open_with_clock(&db, clock))
+                tokio::task::spawn_blocking(move || Journal::open(&db, clock))
                     .await
                     .map_err(task)?
                     .map(Arc::new)

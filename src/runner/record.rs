@@ -112,14 +112,14 @@ impl Recorder {
         code: &str,
         pairs: Vec<(String, String)>,
     ) -> Result<(), RunError> {
-        let (region, now) = (code.to_owned(), self.clock.now_s());
+        let (region, now) = (code.to_owned(), self.clock.now().to_secs().as_i64());
         self.on_store(move |s| s.store_categories(&region, &pairs, now))
             .await
             .map_err(|f| f.doing(format!("storing the category names of region {code}")))
     }
 
     pub(super) async fn region_complete(&self, code: &str) -> Result<(), RunError> {
-        let (region, now) = (code.to_owned(), self.clock.now_s());
+        let (region, now) = (code.to_owned(), self.clock.now().to_secs().as_i64());
         self.on_store(move |s| s.mark_region_complete(&region, now))
             .await
             .map_err(|f| f.doing(format!("marking region {code} complete")))
@@ -135,7 +135,11 @@ impl Recorder {
         first_rank: u32,
         items: Vec<VideoRecord>,
     ) -> Result<usize, RunError> {
-        let (run_id, region, now) = (self.run_id.clone(), code.to_owned(), self.clock.now_s());
+        let (run_id, region, now) = (
+            self.run_id.clone(),
+            code.to_owned(),
+            self.clock.now().to_secs().as_i64(),
+        );
         self.on_store(move |s| {
             s.store_chart_page(&run_id, &region, category, first_rank, &items, now)
         })
@@ -152,7 +156,7 @@ impl Recorder {
 
     /// That the region has no chart of `category`.
     pub(super) async fn chart_missing(&self, code: &str, category: u32) -> Result<(), RunError> {
-        let (region, now) = (code.to_owned(), self.clock.now_s());
+        let (region, now) = (code.to_owned(), self.clock.now().to_secs().as_i64());
         self.on_store(move |s| s.mark_chart_missing(&region, category, now))
             .await
             .map_err(|f| {
@@ -179,7 +183,7 @@ impl Recorder {
         asked: Vec<String>,
         counts: Vec<FollowCounts>,
     ) -> Result<FollowStored, RunError> {
-        let now = self.clock.now_s();
+        let now = self.clock.now().to_secs().as_i64();
         self.on_store(move |s| s.store_follow_ups(&asked, &counts, now))
             .await
             .map_err(|f| f.doing("storing a follow-up's counts".to_owned()))
@@ -197,7 +201,7 @@ impl Recorder {
             self.run_id.clone(),
             code.to_owned(),
             name.to_owned(),
-            self.clock.now_s(),
+            self.clock.now().to_secs().as_i64(),
         );
         self.on_store(move |s| s.store_search_page(&run_id, &region, &search, 1, &ranked, now))
             .await

@@ -292,7 +292,7 @@ impl Run {
         let result = async {
             for search in planned {
                 let published_after = search.published_within.and_then(|w| {
-                    jiff::Timestamp::from_microsecond(self.clock.now_us() - micros(w)).ok()
+                    jiff::Timestamp::from_microsecond(self.clock.now().as_i64() - micros(w)).ok()
                 });
                 let req = SearchRequest {
                     region: &region.code,

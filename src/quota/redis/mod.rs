@@ -27,7 +27,7 @@ pub use url::RedisConfigError;
 use super::journal::{Epoch, Journal};
 use super::ledger::{Ledger, LedgerStore};
 use super::{BUDGET_POLICY, Charge, Decision, LimiterError, Part, PolicyRef, RecordPast, Status};
-use crate::clock::{Clock, SystemClock};
+use crate::clock::Clock;
 use conn::{Conn, Connector};
 use diagnose::{classify, is_failover, worth_once_more};
 use script::{Keys, Scripts};
@@ -106,19 +106,26 @@ impl std::fmt::Debug for RedisLimiter {
 
 impl RedisLimiter {
     /// Connects to the limiter for the budget named `budget_key`, TLS with the
-    /// system's trust store.
-    pub async fn connect(url: &str, budget_key: &str) -> Result<RedisLimiter, LimiterError> {
-        RedisLimiter::connect_with_tls(url, &TlsFiles::default(), budget_key).await
+    /// system's trust store; `clock` is this host's (see [`RedisLimiter::connect_with_tls`]).
+    pub async fn connect(
+        url: &str,
+        budget_key: &str,
+        clock: Arc<dyn Clock>,
+    ) -> Result<RedisLimiter, LimiterError> {
+        RedisLimiter::connect_with_tls(url, &TlsFiles::default(), budget_key, clock).await
     }
 
     /// Connects to the limiter for the budget named `budget_key` in any form of
     /// DESIGN.md section 8. A configuration that cannot work is
     /// [`LimiterError::Config`]; a deployment in the middle of a failover is waited
     /// for, within [`FAILOVER_PATIENCE`]; one that does not answer is unavailable.
+    /// Redis's own TIME decides; this host's `clock` is read only for the midnights
+    /// of calendar-day windows.
     pub async fn connect_with_tls(
         url: &str,
         tls: &TlsFiles,
         budget_key: &str,
+        clock: Arc<dyn Clock>,
     ) -> Result<RedisLimiter, LimiterError> {
         let keys = Keys::new(budget_key);
         let [budget_set, ..] = keys.policy(BUDGET_POLICY);
@@ -153,13 +160,8 @@ impl RedisLimiter {
             keys,
             scripts: Scripts::new(),
             ledger: None,
-            clock: Arc::new(SystemClock),
+            clock,
         })
-    }
-
-    /// Reads this host's time from `clock` for the midnights of calendar-day windows.
-    pub fn with_clock(self, clock: Arc<dyn Clock>) -> RedisLimiter {
-        RedisLimiter { clock, ..self }
     }
 
     pub fn endpoint(&self) -> &str {
@@ -215,7 +217,7 @@ impl RedisLimiter {
         // takes the day that Redis's own clock falls in.
         let inv = self
             .scripts
-            .charge(&self.keys, charge, self.clock.now_us(), age);
+            .charge(&self.keys, charge, self.clock.now().as_i64(), age);
         let inv = &inv;
         let reply: redis::Value = self
             .through_failover("charging the budget", |mut conn| async move {
@@ -230,9 +232,12 @@ impl RedisLimiter {
         policies: &[PolicyRef],
         with_entries: &[&str],
     ) -> Result<Status, LimiterError> {
-        let inv = self
-            .scripts
-            .status(&self.keys, policies, with_entries, self.clock.now_us());
+        let inv = self.scripts.status(
+            &self.keys,
+            policies,
+            with_entries,
+            self.clock.now().as_i64(),
+        );
         let inv = &inv;
         let reply: script::StatusReply = self
             .through_failover("reading the budget", |mut conn| async move {

@@ -21,7 +21,12 @@ fn reading(off_s: i64) -> Reading {
 }
 
 fn stops() -> Stops {
-    Stops::new("r1".into(), Arc::new(ManualClock::starting_at(AT_2026_US)))
+    Stops::new(
+        "r1".into(),
+        Arc::new(ManualClock::starting_at(crate::clock::Micros::new(
+            AT_2026_US,
+        ))),
+    )
 }
 
 /// A clock an earlier run found too far makes this one check it with one call at

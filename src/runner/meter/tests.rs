@@ -53,7 +53,9 @@ costs = { "search.list" = 1 }
 /// is down.
 fn meter(dir: &std::path::Path, costs: &str, down: bool) -> Meter {
     let db = dir.join("t.db");
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::starting_at(AT_2026_US));
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::starting_at(crate::clock::Micros::new(
+        AT_2026_US,
+    )));
     let budget = budget(costs);
     let limiter = if down {
         Limiter::Down {
@@ -62,7 +64,7 @@ fn meter(dir: &std::path::Path, costs: &str, down: bool) -> Meter {
         }
     } else {
         Limiter::Embedded(
-            crate::quota::EmbeddedLimiter::open_with_clock(&db, &budget.key, Arc::clone(&clock))
+            crate::quota::EmbeddedLimiter::open(&db, &budget.key, Arc::clone(&clock))
                 .expect("the embedded limiter"),
         )
     };

@@ -6,7 +6,11 @@ use crate::error::chain;
 
 fn recorder(dir: &std::path::Path) -> Recorder {
     let store = Store::open(dir.join("t.db")).expect("the store");
-    Recorder::new(store, "r1".into(), Arc::new(ManualClock::starting_at(0)))
+    Recorder::new(
+        store,
+        "r1".into(),
+        Arc::new(ManualClock::starting_at(crate::clock::Micros::new(0))),
+    )
 }
 
 /// A write that fails says what it was doing, in the words of the run's log.

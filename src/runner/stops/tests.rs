@@ -8,7 +8,9 @@ use crate::quota::BUDGET_POLICY;
 fn stops() -> Stops {
     Stops::new(
         "r1".into(),
-        Arc::new(crate::clock::ManualClock::starting_at(0)),
+        Arc::new(crate::clock::ManualClock::starting_at(
+            crate::clock::Micros::new(0),
+        )),
     )
 }
 
