@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rusqlite::{Connection, params};
+use trendsync::clock::{Clock, SystemClock};
 use trendsync::region_status::{CallOutcome, RegionStatus};
 use trendsync::store::{
     CallCount, FollowCounts, RegionOutcome, RunKind, RunOutcome, Store, VideoRecord,
@@ -682,7 +683,7 @@ fn fresh(path: &Path) {
 
 /// The year ends at the last full hour, so `export --since 30d` is its last month.
 fn year_end() -> i64 {
-    jiff::Timestamp::now().as_second() / 3600 * 3600
+    SystemClock.now().to_secs().as_i64() / 3600 * 3600
 }
 
 pub(crate) fn generate(dir: &Path, days: u32) -> Res<()> {
