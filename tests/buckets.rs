@@ -450,7 +450,7 @@ async fn used(l: &Limiter, budget: &Budget) -> (i64, BTreeMap<String, u64>) {
         .iter()
         .map(|p| (p.name.clone(), p.used))
         .collect();
-    (st.now_us, used)
+    (st.now.as_i64(), used)
 }
 
 /// Charges in the last seconds of a Pacific day and after its midnight fall in two
@@ -517,7 +517,7 @@ async fn a_day_is_23_or_25_hours_across_daylight_saving(c: Clocked) {
         (c.set)(unix_us(at));
         let st = c.limiter.status(&refs, &[]).await.expect("status");
         assert_eq!(
-            day.length_at(st.now_us),
+            day.length_at(st.now.as_i64()),
             Duration::from_secs(length),
             "{at}"
         );

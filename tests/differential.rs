@@ -130,7 +130,7 @@ async fn block(s: &Step, c: &Charge, model: &mut Model, limiter: &Limiter, now: 
         let until = now + i64::from(secs) * S;
         model.block_until(&c.bucket, until);
         limiter
-            .block_until(&c.bucket, until)
+            .block_until(&c.bucket, Micros::new(until))
             .await
             .expect("blocking");
     }
@@ -231,7 +231,8 @@ fn redis_leg(server: &RedisServer, steps: &[Step]) -> Result<(), TestCaseError> 
             let now = rt
                 .block_on(limiter.status(&[], &[]))
                 .expect("redis answers")
-                .now_us;
+                .now
+                .as_i64();
             rt.block_on(block(s, &c, &mut model, &limiter, now));
         }
         let got = rt.block_on(redis.decide(&c, age)).expect("redis answers");

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::{Access, load_budget, open_limiter, read_status};
 use crate::cli::{BudgetAction, BudgetArgs, Global};
-use crate::clock::Clock;
+use crate::clock::{Clock, Micros};
 use crate::error::{ExitCode, SilentExit, UsageError, after_output};
 use crate::output::human;
 use crate::output::json::{print_json, rfc3339, seconds};
@@ -99,7 +99,7 @@ async fn unblock(
                 b.name,
                 budget.key,
                 limiter.describe(),
-                crate::output::human::timestamp(until)
+                crate::output::human::timestamp(until.as_i64())
             ),
             None => tracing::info!(
                 budget = %budget.key,
@@ -110,7 +110,7 @@ async fn unblock(
                 limiter.describe()
             ),
         }
-        lifted.push((b.name.to_owned(), until));
+        lifted.push((b.name.to_owned(), until.map(Micros::as_i64)));
     }
     let report = UnblockJson {
         unblocked: lifted.iter().any(|(_, u)| u.is_some()),
@@ -210,12 +210,14 @@ fn bucket_json(bucket: &BucketRef<'_>, status: &Status) -> BucketJson {
         remaining: bucket.ceiling.saturating_sub(used),
         remaining_to_quota: bucket.quota.saturating_sub(used),
         window: bucket.window.to_string(),
-        window_s: seconds(bucket.window.length_at(status.now_us)),
+        window_s: seconds(bucket.window.length_at(status.now.as_i64())),
         next_free_s: state.and_then(|p| p.next_free).map(seconds),
         empty_in_s: state.and_then(|p| p.empty_in).map(seconds),
         by_method,
-        blocked_until: status.blocked_until(bucket.name).map(rfc3339),
-        blocked_until_us: status.blocked_until(bucket.name),
+        blocked_until: status
+            .blocked_until(bucket.name)
+            .map(|u| rfc3339(u.as_i64())),
+        blocked_until_us: status.blocked_until(bucket.name).map(Micros::as_i64),
     }
 }
 
@@ -235,7 +237,7 @@ fn summarize(budget: &Budget, status: &Status) -> BudgetJson {
                 name: l.name.clone(),
                 used: p.used,
                 max: l.max,
-                window_s: seconds(l.window.length_at(status.now_us)),
+                window_s: seconds(l.window.length_at(status.now.as_i64())),
                 next_free_s: p.next_free.map(seconds),
             })
         })
@@ -371,8 +373,8 @@ async fn show(global: &Global, json: bool, clock: &Arc<dyn Clock>) -> Result<()>
         chart(
             &mut out,
             entries.unwrap_or_default(),
-            budget.window.at(status.now_us).cutoff_us + 1,
-            status.now_us,
+            budget.window.at(status.now.as_i64()).cutoff_us + 1,
+            status.now.as_i64(),
             bar_width(width),
         )?;
     }

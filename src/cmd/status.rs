@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::{Access, load_config, open_limiter, read_status};
 use crate::cli::{Global, StatusArgs};
-use crate::clock::Clock;
+use crate::clock::{Clock, Micros};
 use crate::error::{ExitCode, SilentExit, after_output};
 use crate::output::human;
 use crate::output::json::{print_json, rfc3339};
@@ -261,8 +261,8 @@ pub async fn run(global: &Global, args: &StatusArgs, clock: &Arc<dyn Clock>) -> 
                         used,
                         ceiling: b.ceiling,
                         remaining: b.ceiling.saturating_sub(used),
-                        blocked_until: st.blocked_until(b.name).map(rfc3339),
-                        blocked_until_us: st.blocked_until(b.name),
+                        blocked_until: st.blocked_until(b.name).map(|u| rfc3339(u.as_i64())),
+                        blocked_until_us: st.blocked_until(b.name).map(Micros::as_i64),
                     }
                 })
                 .collect();

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use super::outcome::{FollowReport, RegionReport, RunReport, Status, Stop};
 use super::run::Run;
+use crate::clock::Micros;
 use crate::config::Region;
 use crate::error::chain;
 use crate::store::{CallCount, RegionOutcome, RunOutcome};
@@ -52,8 +53,7 @@ pub(super) fn run_status(follow: Option<&FollowReport>, regions: Status) -> Stat
     }
 }
 
-/// The run's report, with the budget as it stands now, and that moment (unix
-/// microseconds).
+/// The run's report, with the budget as it stands now, and that moment.
 pub(super) async fn run_report(
     run: &Run,
     status: Status,
@@ -61,11 +61,11 @@ pub(super) async fn run_report(
     follow: Option<FollowReport>,
     stop: Option<&Stop>,
     began: Instant,
-) -> (RunReport, i64) {
+) -> (RunReport, Micros) {
     let budget = run.meter.window().await;
     let remaining = run.meter.remaining(budget.as_ref());
-    let now = run.clock.now().as_i64();
-    let ended_at = now / 1_000_000;
+    let now = run.clock.now();
+    let ended_at = now.to_secs().as_i64();
     let totals = run.meter.totals();
     let report = RunReport {
         run_id: run.settings.run_id.clone(),
@@ -92,7 +92,7 @@ pub(super) async fn run_report(
 
 /// Records the run's end: its outcome, each region's, and its calls by method and
 /// outcome.
-pub(super) async fn record_end(run: &Run, report: &RunReport, stop: Option<&Stop>, now: i64) {
+pub(super) async fn record_end(run: &Run, report: &RunReport, stop: Option<&Stop>, now: Micros) {
     // A run failed by its regions, not stopped, says which and why in its row too.
     let failed: Vec<String> = report
         .regions
@@ -127,7 +127,7 @@ pub(super) async fn record_end(run: &Run, report: &RunReport, stop: Option<&Stop
 
 /// Each region's line of the run history: its status, and why when it did not
 /// complete (its own error, or else the run's stop).
-fn region_outcomes(report: &RunReport, stop: Option<&Stop>, now_us: i64) -> Vec<RegionOutcome> {
+fn region_outcomes(report: &RunReport, stop: Option<&Stop>, now: Micros) -> Vec<RegionOutcome> {
     report
         .regions
         .iter()
@@ -138,7 +138,7 @@ fn region_outcomes(report: &RunReport, stop: Option<&Stop>, now_us: i64) -> Vec<
                 (None, Status::Skipped) => {
                     Some("being fetched by another process on this host".to_owned())
                 }
-                (None, _) => stop.map(|s| s.describe(now_us)),
+                (None, _) => stop.map(|s| s.describe(now)),
             };
             RegionOutcome {
                 region: r.code.clone(),

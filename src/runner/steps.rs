@@ -9,6 +9,7 @@ use super::call::Failed;
 use super::outcome::{FollowReport, RegionReport, Status};
 use super::plan::{self, Step};
 use super::run::Run;
+use crate::clock::Secs;
 use crate::config::{Follow, Region};
 use crate::error::chain;
 use crate::output::progress::RegionBar;
@@ -216,7 +217,8 @@ impl Run {
     /// The follow-ups (DESIGN.md section 5): the counts of the videos on any chart
     /// in the last `follow.days` and not counted for `follow.every`, stalest first, 50
     /// a call, until none is due or their bucket says no (which stops only these).
-    pub(super) async fn follow_ups(self: Arc<Self>, follow: Follow, now: i64) -> FollowReport {
+    pub(super) async fn follow_ups(self: Arc<Self>, follow: Follow, now: Secs) -> FollowReport {
+        let now = now.as_i64();
         let mut report = RegionReport::new("follow-ups");
         let mut removed = 0u64;
         let days = i64::from(follow.days) * 86_400;

@@ -27,7 +27,7 @@ pub use url::RedisConfigError;
 use super::journal::{Epoch, Journal};
 use super::ledger::{Ledger, LedgerStore};
 use super::{BUDGET_POLICY, Charge, Decision, LimiterError, Part, PolicyRef, RecordPast, Status};
-use crate::clock::Clock;
+use crate::clock::{Clock, Micros};
 use conn::{Conn, Connector};
 use diagnose::{classify, is_failover, worth_once_more};
 use script::{Keys, Scripts};
@@ -192,7 +192,7 @@ impl RedisLimiter {
     pub(super) async fn charge_keeping_ledger(
         &self,
         charge: &Charge,
-    ) -> Result<(Decision, i64), LimiterError> {
+    ) -> Result<(Decision, Micros), LimiterError> {
         let Decided {
             decision,
             epoch,
@@ -201,7 +201,7 @@ impl RedisLimiter {
         if let Some(ledger) = self.ledger.as_deref() {
             ledger.charged(self, charge, &decision, epoch).await;
         }
-        Ok((decision, now_us))
+        Ok((decision, Micros::new(now_us)))
     }
 
     /// [`Limiter::charge`](super::Limiter::charge) (or, with `age`,
@@ -250,8 +250,9 @@ impl RedisLimiter {
     pub(super) async fn block_until(
         &self,
         bucket: &str,
-        until_us: i64,
+        until: Micros,
     ) -> Result<(), LimiterError> {
+        let until_us = until.as_i64();
         let until_ms = u64::try_from(until_us / 1000).unwrap_or(0);
         let mut set = redis::cmd("SET");
         set.arg(self.keys.blocked(bucket))
@@ -265,7 +266,7 @@ impl RedisLimiter {
         .await
     }
 
-    pub(super) async fn unblock(&self, bucket: &str) -> Result<Option<i64>, LimiterError> {
+    pub(super) async fn unblock(&self, bucket: &str) -> Result<Option<Micros>, LimiterError> {
         let mut getdel = redis::cmd("GETDEL");
         getdel.arg(self.keys.blocked(bucket));
         let getdel = &getdel;
@@ -274,7 +275,7 @@ impl RedisLimiter {
                 getdel.query_async::<Option<i64>>(&mut conn).await
             })
             .await?;
-        Ok(until)
+        Ok(until.map(Micros::new))
     }
 
     /// Sends `op`, and sends the same `op` again while the answer says a failover

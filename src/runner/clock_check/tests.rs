@@ -14,9 +14,9 @@ const AT_2026_S: i64 = AT_2026_US / 1_000_000;
 /// second later.
 fn reading(off_s: i64) -> Reading {
     Reading {
-        limiter_at_us: AT_2026_US,
+        limiter_at: crate::clock::Micros::new(AT_2026_US),
         elapsed: Duration::from_millis(100),
-        date_s: AT_2026_S + off_s,
+        date: crate::clock::Secs::new(AT_2026_S + off_s),
     }
 }
 

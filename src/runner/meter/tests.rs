@@ -223,7 +223,7 @@ async fn a_limiter_found_down_is_not_asked_again() {
         "granted 1",
         "a charge before the block"
     );
-    up.block_until("search", AT_2026_US + 1_000_000)
+    up.block_until("search", crate::clock::Micros::new(AT_2026_US + 1_000_000))
         .await
         .expect("blocked");
     let window = up.window().await.expect("the window");
@@ -239,7 +239,9 @@ async fn a_limiter_found_down_is_not_asked_again() {
     let dir = tempfile::tempdir().expect("temp dir");
     let down = meter(dir.path(), SEARCH_BUCKET, true);
     assert_eq!(short(&down.charge(VIDEOS_LIST).await), "unmetered 1");
-    let blocked = down.block_until("search", AT_2026_US).await;
+    let blocked = down
+        .block_until("search", crate::clock::Micros::new(AT_2026_US))
+        .await;
     assert!(
         blocked
             .as_ref()

@@ -32,7 +32,7 @@ fn budget(method: &'static str) -> Stop {
 
 fn spent(bucket: &str) -> Stop {
     Stop::UpstreamQuota {
-        until_us: 0,
+        until: crate::clock::Micros::new(0),
         reason: "quotaExceeded".into(),
         bucket: bucket.into(),
     }
