@@ -13,7 +13,7 @@ use crate::store::{CallCount, RegionOutcome, RunOutcome};
 /// Records the run's start and its regions; false when the start could not be
 /// recorded, which halts the run before its first charge.
 pub(super) async fn record_start(run: &Run, regions: &[Region]) -> bool {
-    let started = run.clock.now().to_secs().as_i64();
+    let started = run.clock.now().to_secs();
     if let Err(e) = run.record.begin_run(run.settings.kind, started).await {
         // A run that cannot be recorded would spend units no history shows and that
         // no later process could mark abandoned: it stops before its first charge.
@@ -32,7 +32,7 @@ pub(super) async fn record_start(run: &Run, regions: &[Region]) -> bool {
 
 /// Records when each region was last attempted and how it went.
 pub(super) async fn record_attempts(run: &Run, regions: &[RegionReport]) {
-    let now = run.clock.now().to_secs().as_i64();
+    let now = run.clock.now().to_secs();
     for r in regions {
         if let Err(e) = run.record.region_attempt(&r.code, now, r.status).await {
             tracing::error!(region = %r.code, "{}", chain(&e));

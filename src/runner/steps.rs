@@ -218,7 +218,6 @@ impl Run {
     /// in the last `follow.days` and not counted for `follow.every`, stalest first, 50
     /// a call, until none is due or their bucket says no (which stops only these).
     pub(super) async fn follow_ups(self: Arc<Self>, follow: Follow, now: Secs) -> FollowReport {
-        let now = now.as_i64();
         let mut report = RegionReport::new("follow-ups");
         let mut removed = 0u64;
         let days = i64::from(follow.days) * 86_400;
@@ -226,7 +225,10 @@ impl Run {
         let result = async {
             let due = self
                 .record
-                .due_for_follow_up(now - days, now.saturating_sub(every))
+                .due_for_follow_up(
+                    Secs::new(now.as_i64() - days),
+                    Secs::new(now.as_i64().saturating_sub(every)),
+                )
                 .await?;
             for batch in due.chunks(MAX_RESULTS) {
                 let ids = batch.to_vec();
