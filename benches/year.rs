@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rusqlite::{Connection, params};
+use trendsync::clock::{Clock, SystemClock};
 use trendsync::store::{RunKind, Store, VideoRecord};
 
 #[path = "year/charts.rs"]
@@ -256,7 +257,7 @@ fn generate(dir: &Path, days: u32) -> Res<()> {
     let words = Words::new();
     let channels: Vec<String> = (0..5000).map(|_| words.text(&mut rng, 2)).collect();
     let hours = i64::from(days) * 24;
-    let end = jiff::Timestamp::now().as_second() / 3600 * 3600;
+    let end = SystemClock.now().to_secs().as_i64() / 3600 * 3600;
     let start = end - hours * 3600;
 
     let mut all: Vec<Synth> = Vec::new();
@@ -574,7 +575,7 @@ fn measure(dir: &Path, binary: &Path) -> Res<()> {
     let mut rng = StdRng::seed_from_u64(7);
     let words = Words::new();
     let channels: Vec<String> = (0..100).map(|_| words.text(&mut rng, 2)).collect();
-    let now = jiff::Timestamp::now().as_second();
+    let now = SystemClock.now().to_secs().as_i64();
     let known: Vec<String> = {
         let mut stmt = v2_conn.prepare("SELECT id FROM videos ORDER BY num DESC LIMIT 200")?;
         stmt.query_map([], |r| r.get(0))?

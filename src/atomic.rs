@@ -16,7 +16,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// Writing a file atomically failed, or was refused.
 #[derive(Debug, thiserror::Error)]
@@ -95,7 +95,6 @@ where
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    remove_stale_temps(dir, name);
     let tmp = dir.join(temp_name(name, std::process::id(), rand::random::<u32>()));
     let io_err = |doing: &'static str, path: &Path| {
         let path = path.to_path_buf();
@@ -110,6 +109,9 @@ where
         .create_new(true)
         .open(&tmp)
         .map_err(io_err("creating", &tmp))?;
+    // The file system's own stamp on the file just made is "now" for the ages of the
+    // others beside it: the same clock stamped them, and no clock is read here.
+    remove_stale_temps(dir, name, file.metadata().and_then(|m| m.modified()).ok());
     let written = (|| {
         let mode = match target {
             Target::Regular { mode } => Some(mode),
@@ -171,9 +173,10 @@ fn temp_pid(candidate: &OsStr, name: &OsStr) -> Option<u32> {
 const STALE_AFTER: Duration = Duration::from_secs(24 * 3600);
 
 /// Removes the temporary files of `name` whose writer is gone: its process no longer
-/// runs (Linux, where `/proc` says), or the file has not changed for a day.
+/// runs (Linux, where `/proc` says), or the file has not changed for a day before
+/// `now` (by the file system's stamps; none, and age is not looked at).
 /// Best effort: a file that cannot be removed stays for the next write.
-fn remove_stale_temps(dir: &Path, name: &OsStr) {
+fn remove_stale_temps(dir: &Path, name: &OsStr, now: Option<SystemTime>) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
@@ -187,7 +190,8 @@ fn remove_stale_temps(dir: &Path, name: &OsStr) {
             .metadata()
             .and_then(|m| m.modified())
             .ok()
-            .and_then(|t| t.elapsed().ok())
+            .zip(now)
+            .and_then(|(changed, now)| now.duration_since(changed).ok())
             .is_some_and(|age| age > STALE_AFTER);
         if writer_gone || old {
             let _ = fs::remove_file(entry.path());

@@ -73,10 +73,10 @@ struct ToTheSecond;
 
 impl fmt::time::FormatTime for ToTheSecond {
     fn format_time(&self, w: &mut Writer<'_>) -> std::fmt::Result {
-        let now_s = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        w.write_str(&crate::output::human::timestamp_s(now_s))
+        // A stamp says when the line was written, whatever clock a test gives the
+        // command: the host's, always.
+        let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+        w.write_str(&crate::output::human::timestamp_s(now.to_secs().as_i64()))
     }
 }
 

@@ -32,7 +32,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::Clock;
 use crate::quota::{EmbeddedLimiter, Journal, JournalError, LimiterError};
 use crate::sqlite::{Migration, user_version, version_of};
 use crate::store::{Store, StoreError};
@@ -121,13 +121,9 @@ impl Store {
 }
 
 impl EmbeddedLimiter {
-    /// Opens (creating if needed) the database at `path` for charging.
-    pub fn open(path: &Path, budget_key: &str) -> Result<EmbeddedLimiter, LimiterError> {
-        EmbeddedLimiter::open_with_clock(path, budget_key, Arc::new(SystemClock))
-    }
-
-    /// [`EmbeddedLimiter::open`], deciding by `clock` instead of the host's.
-    pub fn open_with_clock(
+    /// Opens (creating if needed) the database at `path` for charging, deciding by
+    /// `clock`.
+    pub fn open(
         path: &Path,
         budget_key: &str,
         clock: Arc<dyn Clock>,
@@ -135,35 +131,30 @@ impl EmbeddedLimiter {
         EmbeddedLimiter::open_in(path, budget_key, clock, MIGRATIONS)
     }
 
-    /// Opens `path` only to read the window: creates nothing, writes nothing and never
-    /// migrates. A missing file is an empty window; so is a file whose schema predates
-    /// the limiter's tables, and an older file that holds them is read as it is (their
-    /// columns never changed). A file newer than this build is refused.
-    pub fn open_read_only(path: &Path, budget_key: &str) -> Result<EmbeddedLimiter, LimiterError> {
-        EmbeddedLimiter::open_read_only_in(path, budget_key, MIGRATIONS)
+    /// Opens `path` only to read the window as it stands by `clock`: creates nothing,
+    /// writes nothing and never migrates. A missing file is an empty window; so is a
+    /// file whose schema predates the limiter's tables, and an older file that holds
+    /// them is read as it is (their columns never changed). A file newer than this
+    /// build is refused.
+    pub fn open_read_only(
+        path: &Path,
+        budget_key: &str,
+        clock: Arc<dyn Clock>,
+    ) -> Result<EmbeddedLimiter, LimiterError> {
+        EmbeddedLimiter::open_read_only_in(path, budget_key, clock, MIGRATIONS)
     }
 }
 
 impl Journal {
     /// Opens the journal in the database at `path`, creating the file if needed and
-    /// bringing the journal's tables up to date.
-    pub fn open(path: &Path) -> Result<Journal, JournalError> {
-        Journal::open_with_clock(path, Arc::new(SystemClock))
-    }
-
-    /// [`Journal::open`], reading the time from `clock` instead of the host's.
-    pub fn open_with_clock(path: &Path, clock: Arc<dyn Clock>) -> Result<Journal, JournalError> {
+    /// bringing the journal's tables up to date; it reads the time from `clock`.
+    pub fn open(path: &Path, clock: Arc<dyn Clock>) -> Result<Journal, JournalError> {
         Journal::open_in(path, MIGRATIONS, clock)
     }
 
     /// Opens the journal only if the database exists and holds any rows of this
     /// host's calls (unmetered or in the ledger); creates nothing otherwise.
-    pub fn open_if_any(path: &Path) -> Result<Option<Journal>, JournalError> {
-        Journal::open_if_any_with_clock(path, Arc::new(SystemClock))
-    }
-
-    /// [`Journal::open_if_any`], reading the time from `clock`.
-    pub fn open_if_any_with_clock(
+    pub fn open_if_any(
         path: &Path,
         clock: Arc<dyn Clock>,
     ) -> Result<Option<Journal>, JournalError> {
@@ -172,12 +163,7 @@ impl Journal {
 
     /// Opens the journal only if the database exists and holds journalled calls:
     /// creates nothing otherwise, so commands that only read leave no trace.
-    pub fn open_if_pending(path: &Path) -> Result<Option<Journal>, JournalError> {
-        Journal::open_if_pending_with_clock(path, Arc::new(SystemClock))
-    }
-
-    /// [`Journal::open_if_pending`], reading the time from `clock`.
-    pub fn open_if_pending_with_clock(
+    pub fn open_if_pending(
         path: &Path,
         clock: Arc<dyn Clock>,
     ) -> Result<Option<Journal>, JournalError> {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use trendsync::clock::ManualClock;
+use trendsync::clock::{Clock, ManualClock, Micros, SystemClock};
 use trendsync::quota::{
     Allowance, Budget, EmbeddedLimiter, Limiter, PolicyRef, RedisLimiter, Window, Zone,
 };
@@ -193,7 +193,7 @@ fn a_search_bucket_spent_elsewhere_blocks_only_searches(redis: Option<&RedisServ
         .as_str()
         .unwrap_or_else(|| panic!("the search bucket is blocked: {budget}"));
     let until_us = unix_us(until);
-    let now = trendsync::clock::now_us();
+    let now = SystemClock.now().as_i64();
     assert_eq!(
         until_us,
         next_pacific_midnight(now),
@@ -400,34 +400,32 @@ struct Clocked {
 
 fn embedded_at(start_us: i64) -> Clocked {
     let scratch = Scratch::new();
-    let clock = Arc::new(ManualClock::starting_at(start_us));
+    let clock = Arc::new(ManualClock::starting_at(Micros::new(start_us)));
     let limiter = Limiter::Embedded(
-        EmbeddedLimiter::open_with_clock(&scratch.file("t.db"), "day", clock.clone())
-            .expect("opening"),
+        EmbeddedLimiter::open(&scratch.file("t.db"), "day", clock.clone()).expect("opening"),
     );
     let setter = clock.clone();
     Clocked {
         limiter,
-        set: Box::new(move |us| setter.set(us)),
+        set: Box::new(move |us| setter.set(Micros::new(us))),
         _keep: Box::new(scratch),
     }
 }
 
 async fn redis_at(start_us: i64) -> Clocked {
     let server = RedisServer::start_at(start_us);
-    let host = Arc::new(ManualClock::starting_at(start_us));
+    let host = Arc::new(ManualClock::starting_at(Micros::new(start_us)));
     let limiter = Limiter::Redis(
-        RedisLimiter::connect(&server.url(), "day")
+        RedisLimiter::connect(&server.url(), "day", host.clone())
             .await
-            .expect("connecting")
-            .with_clock(host.clone()),
+            .expect("connecting"),
     );
     let clock = server.clock();
     Clocked {
         limiter,
         set: Box::new(move |us| {
             clock.set_now_us(us);
-            host.set(us);
+            host.set(Micros::new(us));
         }),
         _keep: Box::new(server),
     }
@@ -452,7 +450,7 @@ async fn used(l: &Limiter, budget: &Budget) -> (i64, BTreeMap<String, u64>) {
         .iter()
         .map(|p| (p.name.clone(), p.used))
         .collect();
-    (st.now_us, used)
+    (st.now.as_i64(), used)
 }
 
 /// Charges in the last seconds of a Pacific day and after its midnight fall in two
@@ -519,7 +517,7 @@ async fn a_day_is_23_or_25_hours_across_daylight_saving(c: Clocked) {
         (c.set)(unix_us(at));
         let st = c.limiter.status(&refs, &[]).await.expect("status");
         assert_eq!(
-            day.length_at(st.now_us),
+            day.length_at(st.now.as_i64()),
             Duration::from_secs(length),
             "{at}"
         );

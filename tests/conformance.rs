@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use trendsync::clock::ManualClock;
+use trendsync::clock::{Clock, ManualClock, Micros, SystemClock};
 use trendsync::quota::{
     Charge, Decision, EmbeddedLimiter, Limiter, Part, PolicyRef, RedisLimiter, Status, TlsFiles,
 };
@@ -127,7 +127,7 @@ impl Backend {
     async fn redis() -> Backend {
         let server = RedisServer::start();
         let limiter = Limiter::Redis(
-            RedisLimiter::connect(&server.url(), "conf")
+            RedisLimiter::connect(&server.url(), "conf", trendsync::clock::system())
                 .await
                 .expect("connecting to redis"),
         );
@@ -173,9 +173,9 @@ impl Backend {
 
     fn embedded() -> Backend {
         let scratch = Scratch::new();
-        let clock = Arc::new(ManualClock::starting_at(trendsync::clock::now_us()));
+        let clock = Arc::new(ManualClock::starting_at(SystemClock.now()));
         let limiter = Limiter::Embedded(
-            EmbeddedLimiter::open_with_clock(&scratch.file("t.db"), "conf", clock.clone())
+            EmbeddedLimiter::open(&scratch.file("t.db"), "conf", clock.clone())
                 .expect("opening the embedded limiter"),
         );
         Backend {
@@ -191,7 +191,7 @@ impl Backend {
     async fn another(&self, i: usize) -> Limiter {
         match &self.store {
             Store::Embedded(scratch, clock) => Limiter::Embedded(
-                EmbeddedLimiter::open_with_clock(&scratch.file("t.db"), &self.key, clock.clone())
+                EmbeddedLimiter::open(&scratch.file("t.db"), &self.key, clock.clone())
                     .expect("opening"),
             ),
             _ => {
@@ -227,7 +227,7 @@ impl Backend {
         match &self.store {
             Store::Redis(_) | Store::Shared(_) => tokio::time::sleep(d).await,
             Store::Embedded(_, clock) => {
-                clock.advance(i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
+                clock.advance(d);
             }
         }
     }
@@ -254,7 +254,7 @@ impl Backend {
 async fn connect(url: &str, tls: &TlsFiles, key: &str) -> RedisLimiter {
     let mut tries = 0;
     loop {
-        match RedisLimiter::connect_with_tls(url, tls, key).await {
+        match RedisLimiter::connect_with_tls(url, tls, key, trendsync::clock::system()).await {
             Ok(limiter) => return limiter,
             Err(e) if tries < 4 && e.is_unavailable() => {
                 tries += 1;
@@ -655,7 +655,7 @@ async fn the_window_slides_across_a_fixed_window_boundary(b: Backend) {
     let period = 3 * S;
     let one = |id: String| charge(&id, "videos.list", &[("budget", w, 10, 1)]);
     // Wait on the limiter's own clock until 1 s before a 3 s boundary.
-    let now = b.status(&[("budget", w)]).await.now_us;
+    let now = b.status(&[("budget", w)]).await.now.as_i64();
     let into = now.rem_euclid(period);
     let target = 2 * S;
     let wait = if into <= target {
@@ -680,7 +680,7 @@ async fn the_window_slides_across_a_fixed_window_boundary(b: Backend) {
         .expect("entries");
     let boundary = (first.div_euclid(period) + 1) * period;
     loop {
-        let now = b.status(&[("budget", w)]).await.now_us;
+        let now = b.status(&[("budget", w)]).await.now.as_i64();
         if now > boundary + 100_000 {
             break;
         }
@@ -704,7 +704,7 @@ async fn the_window_slides_across_a_fixed_window_boundary(b: Backend) {
     let st = b.status(&[("budget", w)]).await;
     assert_ne!(
         first.div_euclid(period),
-        st.now_us.div_euclid(period),
+        st.now.as_i64().div_euclid(period),
         "the two bursts straddle a fixed-window boundary"
     );
     let wait = d.retry_after.expect("a wait");
@@ -716,9 +716,9 @@ async fn the_window_slides_across_a_fixed_window_boundary(b: Backend) {
 }
 
 async fn a_block_denies_every_charge_until_it_ends(b: Backend) {
-    let now = b.status(&[("budget", secs(60))]).await.now_us;
+    let now = b.status(&[("budget", secs(60))]).await.now.as_i64();
     b.limiter
-        .block_until("budget", now + 1_500_000)
+        .block_until("budget", Micros::new(now + 1_500_000))
         .await
         .expect("blocking");
     let d = b
@@ -733,7 +733,7 @@ async fn a_block_denies_every_charge_until_it_ends(b: Backend) {
     );
     assert_eq!(
         b.status(&[("budget", secs(60))]).await.blocked_until_us(),
-        Some(now + 1_500_000)
+        Some(Micros::new(now + 1_500_000))
     );
     b.wait(Duration::from_millis(1600)).await;
     grant(
@@ -849,9 +849,9 @@ async fn buckets_fill_apart_with_a_limit_across_them(b: Backend) {
 
 /// The upstream's block of one bucket denies its charges and no other bucket's.
 async fn a_block_stops_only_its_own_bucket(b: Backend) {
-    let now = b.status(&[("budget", secs(60))]).await.now_us;
+    let now = b.status(&[("budget", secs(60))]).await.now.as_i64();
     b.limiter
-        .block_until("search", now + 60 * S)
+        .block_until("search", Micros::new(now + 60 * S))
         .await
         .expect("blocking");
     let blocked = charge_to("search", "s", "search.list", &[("search", secs(60), 10, 1)]);
@@ -865,7 +865,7 @@ async fn a_block_stops_only_its_own_bucket(b: Backend) {
     let st = b
         .status(&[("budget", secs(60)), ("search", secs(60))])
         .await;
-    assert_eq!(st.blocked_until("search"), Some(now + 60 * S));
+    assert_eq!(st.blocked_until("search"), Some(Micros::new(now + 60 * S)));
     assert_eq!(
         st.blocked_until_us(),
         None,
@@ -873,7 +873,7 @@ async fn a_block_stops_only_its_own_bucket(b: Backend) {
     );
     assert_eq!(
         b.limiter.unblock("search").await.expect("unblocking"),
-        Some(now + 60 * S)
+        Some(Micros::new(now + 60 * S))
     );
     grant(&b, &blocked).await;
 }
@@ -1094,9 +1094,9 @@ async fn redis_keys_share_one_hash_tag_and_never_hold_the_api_key() {
         ),
     )
     .await;
-    let now = b.status(&[("budget", secs(60))]).await.now_us;
+    let now = b.status(&[("budget", secs(60))]).await.now.as_i64();
     b.limiter
-        .block_until("budget", now + 60 * S)
+        .block_until("budget", Micros::new(now + 60 * S))
         .await
         .expect("blocking");
     let Store::Redis(server) = &b.store else {
@@ -1128,7 +1128,7 @@ async fn an_unreachable_redis_is_reported_as_down_quickly() {
     let url = server.url();
     server.stop();
     let started = std::time::Instant::now();
-    let err = RedisLimiter::connect(&url, "conf")
+    let err = RedisLimiter::connect(&url, "conf", trendsync::clock::system())
         .await
         .expect_err("nothing listens");
     assert!(err.is_unavailable(), "{err}");

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use trendsync::clock::ManualClock;
+use trendsync::clock::{ManualClock, Micros};
 use trendsync::quota::model::Model;
 use trendsync::quota::{Charge, EmbeddedLimiter, Limiter, Part, RedisLimiter, Window, Zone};
 
@@ -130,7 +130,7 @@ async fn block(s: &Step, c: &Charge, model: &mut Model, limiter: &Limiter, now: 
         let until = now + i64::from(secs) * S;
         model.block_until(&c.bucket, until);
         limiter
-            .block_until(&c.bucket, until)
+            .block_until(&c.bucket, Micros::new(until))
             .await
             .expect("blocking");
     }
@@ -150,17 +150,16 @@ fn embedded_leg(steps: &[Step]) -> Result<(), TestCaseError> {
     let scratch = Scratch::new();
     // 23:45 Pacific (2023-11-14T07:45Z): a case of many steps crosses midnight.
     let start = 1_699_947_900 * S;
-    let clock = Arc::new(ManualClock::starting_at(start));
+    let clock = Arc::new(ManualClock::starting_at(Micros::new(start)));
     let limiter = Limiter::Embedded(
-        EmbeddedLimiter::open_with_clock(&scratch.file("t.db"), "diff", clock.clone())
-            .expect("opening"),
+        EmbeddedLimiter::open(&scratch.file("t.db"), "diff", clock.clone()).expect("opening"),
     );
     let mut model = Model::new();
     let mut now = start;
     let mut calls = HashMap::new();
     for s in steps {
         now += i64::from(s.gap_s) * S;
-        clock.set(now);
+        clock.set(Micros::new(now));
         let c = calls
             .entry(s.id)
             .or_insert_with(|| charge_of(s, true))
@@ -204,11 +203,19 @@ fn redis_leg(server: &RedisServer, steps: &[Step]) -> Result<(), TestCaseError> 
     );
     let rt = runtime();
     let redis = rt
-        .block_on(RedisLimiter::connect(&server.url(), &key))
+        .block_on(RedisLimiter::connect(
+            &server.url(),
+            &key,
+            trendsync::clock::system(),
+        ))
         .expect("connecting");
     let limiter = Limiter::Redis(
-        rt.block_on(RedisLimiter::connect(&server.url(), &key))
-            .expect("connecting"),
+        rt.block_on(RedisLimiter::connect(
+            &server.url(),
+            &key,
+            trendsync::clock::system(),
+        ))
+        .expect("connecting"),
     );
     let mut model = Model::new();
     let mut calls = HashMap::new();
@@ -224,7 +231,8 @@ fn redis_leg(server: &RedisServer, steps: &[Step]) -> Result<(), TestCaseError> 
             let now = rt
                 .block_on(limiter.status(&[], &[]))
                 .expect("redis answers")
-                .now_us;
+                .now
+                .as_i64();
             rt.block_on(block(s, &c, &mut model, &limiter, now));
         }
         let got = rt.block_on(redis.decide(&c, age)).expect("redis answers");

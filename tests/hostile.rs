@@ -5,6 +5,8 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
+use trendsync::clock::{Clock, SystemClock};
+
 use crate::common::harness::Harness;
 use crate::common::upstream::{API_KEY, answer, page1};
 use crate::common::{Costs, Trendsync, contains, lacks};
@@ -187,7 +189,7 @@ fn a_fatal_error_is_printed_whatever_rust_log_says() {
 /// (and full-text entries) still there.
 fn fill_with_old_snapshots(db: &std::path::Path, fetches: i64) {
     let conn = rusqlite::Connection::open(db).expect("opening the database to fill it");
-    let old = jiff::Timestamp::now().as_second() - 100 * 86_400;
+    let old = SystemClock.now().to_secs().as_i64() - 100 * 86_400;
     conn.execute_batch(&format!(
         "BEGIN;
          INSERT INTO videos (id, title, description, channel_id, channel_title, published_at,

@@ -48,7 +48,7 @@ async fn used(limiter: &Limiter) -> u64 {
 async fn a_redis_restart_between_charges_costs_one_retry_not_an_error() {
     let mut server = RedisServer::start_durable();
     let limiter = Limiter::Redis(
-        RedisLimiter::connect(&server.url(), "down")
+        RedisLimiter::connect(&server.url(), "down", trendsync::clock::system())
             .await
             .expect("connecting"),
     );
@@ -69,7 +69,7 @@ async fn a_redis_restart_between_charges_costs_one_retry_not_an_error() {
 async fn a_redis_that_stays_down_is_reported_unavailable_quickly() {
     let mut server = RedisServer::start();
     let limiter = Limiter::Redis(
-        RedisLimiter::connect(&server.url(), "down")
+        RedisLimiter::connect(&server.url(), "down", trendsync::clock::system())
             .await
             .expect("connecting"),
     );

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
 
+use trendsync::clock::{Clock, SystemClock};
 use wiremock::Mock;
 use wiremock::matchers::any;
 
@@ -28,10 +28,7 @@ const STATUSES: [&str; 5] = [
 ];
 
 fn now_s() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("after 1970")
-        .as_secs() as f64
+    SystemClock.now().to_secs().as_i64() as f64
 }
 
 /// The binary under `sh -c 'umask MASK; exec ...'`: the file's mode must not depend on

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 use serde_json::Value;
+use trendsync::clock::{Clock, SystemClock};
 use wiremock::Mock;
 use wiremock::matchers::any;
 
@@ -363,7 +364,8 @@ fn an_upstream_quota_verdict_blocks_the_budget_until_pacific_midnight(redis: Opt
         (0, 0, 0),
         "a Pacific midnight: {pacific}"
     );
-    let ahead = until.duration_since(jiff::Timestamp::now()).as_secs_f64();
+    let now = jiff::Timestamp::from_microsecond(SystemClock.now().as_i64()).expect("now in range");
+    let ahead = until.duration_since(now).as_secs_f64();
     assert!(
         ahead > 0.0 && ahead <= 25.0 * 3600.0,
         "the next one: {until}"

@@ -24,7 +24,7 @@ fn used(server: &RedisServer) -> u64 {
         .expect("a runtime");
     rt.block_on(async {
         let limiter = Limiter::Redis(
-            RedisLimiter::connect(&server.url(), "key1")
+            RedisLimiter::connect(&server.url(), "key1", trendsync::clock::system())
                 .await
                 .expect("connecting"),
         );
@@ -99,9 +99,11 @@ fn a_window_redis_lost_is_restored_by_each_hosts_next_run() {
 async fn the_first_charge_into_a_lost_window_restores_the_ledger() {
     let server = RedisServer::start();
     let scratch = crate::common::Scratch::new();
-    let journal = Arc::new(Journal::open(&scratch.file("host.db")).expect("journal"));
+    let journal = Arc::new(
+        Journal::open(&scratch.file("host.db"), trendsync::clock::system()).expect("journal"),
+    );
     let limiter = Limiter::Redis(
-        RedisLimiter::connect(&server.url(), "mid")
+        RedisLimiter::connect(&server.url(), "mid", trendsync::clock::system())
             .await
             .expect("connecting"),
     );
@@ -160,12 +162,15 @@ async fn a_window_that_kept_its_epoch_but_lost_the_newest_grants_is_restored() {
     let db = scratch.file("host.db");
     let connect = || async {
         let limiter = Limiter::Redis(
-            RedisLimiter::connect(&server.url(), "lost")
+            RedisLimiter::connect(&server.url(), "lost", trendsync::clock::system())
                 .await
                 .expect("connecting"),
         );
         limiter
-            .keep_ledger(Arc::new(Journal::open(&db).expect("journal")), "lost")
+            .keep_ledger(
+                Arc::new(Journal::open(&db, trendsync::clock::system()).expect("journal")),
+                "lost",
+            )
             .await
     };
     let budget = [PolicyRef {

@@ -144,7 +144,11 @@ impl Bench {
     pub(crate) fn limiter(&self, budget_key: &str) -> Result<Limiter> {
         let limiter = self
             .rt
-            .block_on(RedisLimiter::connect(&self.url, budget_key))
+            .block_on(RedisLimiter::connect(
+                &self.url,
+                budget_key,
+                trendsync::clock::system(),
+            ))
             .with_context(|| format!("connecting the product's limiter for {budget_key}"))?;
         Ok(Limiter::Redis(limiter))
     }

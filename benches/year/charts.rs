@@ -33,6 +33,7 @@ mod via_store;
 
 use std::path::Path;
 use std::time::Instant;
+use trendsync::clock::{Clock, SystemClock};
 
 use bulk::Bulk;
 use simulation::simulate;
@@ -50,7 +51,7 @@ fn fresh(path: &Path) {
 
 /// The year ends at the last full hour, so `export --since 30d` is its last month.
 fn year_end() -> i64 {
-    jiff::Timestamp::now().as_second() / 3600 * 3600
+    SystemClock.now().to_secs().as_i64() / 3600 * 3600
 }
 
 pub(crate) fn generate(dir: &Path, days: u32) -> Res<()> {

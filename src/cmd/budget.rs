@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -9,6 +10,7 @@ use serde::Serialize;
 
 use super::{Access, load_budget, open_limiter, read_status};
 use crate::cli::{BudgetAction, BudgetArgs, Global};
+use crate::clock::{Clock, Micros};
 use crate::error::{ExitCode, SilentExit, UsageError, after_output};
 use crate::output::human;
 use crate::output::json::{print_json, rfc3339, seconds};
@@ -17,17 +19,17 @@ use crate::quota::{
     Allowance, BUDGET_POLICY, BucketRef, Budget, ChargeError, Decision, Entry, Status, Window,
 };
 
-pub async fn run(global: &Global, args: &BudgetArgs) -> Result<()> {
+pub async fn run(global: &Global, args: &BudgetArgs, clock: &Arc<dyn Clock>) -> Result<()> {
     match &args.action {
-        None => show(global, args.json).await,
+        None => show(global, args.json, clock).await,
         Some(BudgetAction::Charge {
             method,
             count,
             reserve,
             json,
-        }) => charge(global, method, *count, *reserve, *json).await,
+        }) => charge(global, method, *count, *reserve, *json, clock).await,
         Some(BudgetAction::Unblock { bucket, json }) => {
-            unblock(global, bucket.as_deref(), *json).await
+            unblock(global, bucket.as_deref(), *json, clock).await
         }
     }
 }
@@ -65,7 +67,12 @@ fn bucket_named<'a>(budget: &'a Budget, name: &str) -> Result<BucketRef<'a>> {
 /// Lifts an upstream block before its reset, for the operator who knows the key's
 /// quota was raised or reset: of one bucket, or of every bucket. Logged, so the cron
 /// log shows who let calls through.
-async fn unblock(global: &Global, bucket: Option<&str>, json: bool) -> Result<()> {
+async fn unblock(
+    global: &Global,
+    bucket: Option<&str>,
+    json: bool,
+    clock: &Arc<dyn Clock>,
+) -> Result<()> {
     let budget = load_budget(global)?;
     let buckets = match bucket {
         Some(name) => vec![bucket_named(&budget, name)?],
@@ -73,7 +80,7 @@ async fn unblock(global: &Global, bucket: Option<&str>, json: bool) -> Result<()
     };
     let _writing =
         super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
-    let limiter = open_limiter(global, &budget, Access::Charge, &crate::clock::system()).await?;
+    let limiter = open_limiter(global, &budget, Access::Charge, clock).await?;
     let mut lifted = Vec::with_capacity(buckets.len());
     for b in &buckets {
         let until = limiter.unblock(b.name).await.with_context(|| {
@@ -92,7 +99,7 @@ async fn unblock(global: &Global, bucket: Option<&str>, json: bool) -> Result<()
                 b.name,
                 budget.key,
                 limiter.describe(),
-                crate::output::human::timestamp(until)
+                crate::output::human::timestamp(until.as_i64())
             ),
             None => tracing::info!(
                 budget = %budget.key,
@@ -103,7 +110,7 @@ async fn unblock(global: &Global, bucket: Option<&str>, json: bool) -> Result<()
                 limiter.describe()
             ),
         }
-        lifted.push((b.name.to_owned(), until));
+        lifted.push((b.name.to_owned(), until.map(Micros::as_i64)));
     }
     let report = UnblockJson {
         unblocked: lifted.iter().any(|(_, u)| u.is_some()),
@@ -203,12 +210,14 @@ fn bucket_json(bucket: &BucketRef<'_>, status: &Status) -> BucketJson {
         remaining: bucket.ceiling.saturating_sub(used),
         remaining_to_quota: bucket.quota.saturating_sub(used),
         window: bucket.window.to_string(),
-        window_s: seconds(bucket.window.length_at(status.now_us)),
+        window_s: seconds(bucket.window.length_at(status.now.as_i64())),
         next_free_s: state.and_then(|p| p.next_free).map(seconds),
         empty_in_s: state.and_then(|p| p.empty_in).map(seconds),
         by_method,
-        blocked_until: status.blocked_until(bucket.name).map(rfc3339),
-        blocked_until_us: status.blocked_until(bucket.name),
+        blocked_until: status
+            .blocked_until(bucket.name)
+            .map(|u| rfc3339(u.as_i64())),
+        blocked_until_us: status.blocked_until(bucket.name).map(Micros::as_i64),
     }
 }
 
@@ -228,7 +237,7 @@ fn summarize(budget: &Budget, status: &Status) -> BudgetJson {
                 name: l.name.clone(),
                 used: p.used,
                 max: l.max,
-                window_s: seconds(l.window.length_at(status.now_us)),
+                window_s: seconds(l.window.length_at(status.now.as_i64())),
                 next_free_s: p.next_free.map(seconds),
             })
         })
@@ -320,20 +329,14 @@ fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::R
     }
 }
 
-async fn show(global: &Global, json: bool) -> Result<()> {
+async fn show(global: &Global, json: bool, clock: &Arc<dyn Clock>) -> Result<()> {
     let budget = load_budget(global)?;
     if global.redis_url.is_none() {
         // The embedded limiter's window is in the database: none there is a typo in
         // --db, not a whole budget left.
         super::database::require(&global.db)?;
     }
-    let limiter = open_limiter(
-        global,
-        &budget,
-        Access::ReadReplayed,
-        &crate::clock::system(),
-    )
-    .await?;
+    let limiter = open_limiter(global, &budget, Access::ReadReplayed, clock).await?;
     let names: Vec<&str> = budget.buckets().iter().map(|b| b.name).collect();
     let status = read_status(&limiter, &budget, &names).await?;
     let report = summarize(&budget, &status);
@@ -370,8 +373,8 @@ async fn show(global: &Global, json: bool) -> Result<()> {
         chart(
             &mut out,
             entries.unwrap_or_default(),
-            budget.window.at(status.now_us).cutoff_us + 1,
-            status.now_us,
+            budget.window.at(status.now.as_i64()).cutoff_us + 1,
+            status.now.as_i64(),
             bar_width(width),
         )?;
     }
@@ -448,6 +451,7 @@ async fn charge(
     count: u64,
     reserve: bool,
     json: bool,
+    clock: &Arc<dyn Clock>,
 ) -> Result<()> {
     let budget = load_budget(global)?;
     let allowance = if reserve {
@@ -455,7 +459,10 @@ async fn charge(
     } else {
         Allowance::Ceiling
     };
-    let id = format!("manual-{}", crate::runner::run_id::new_run_id());
+    let id = format!(
+        "manual-{}",
+        crate::runner::run_id::new_run_id(clock.as_ref())
+    );
     let charge = budget
         .charge(&id, method, count, allowance)
         .map_err(|e| match e {
@@ -470,13 +477,12 @@ async fn charge(
         })?;
     let _writing =
         super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
-    let clock = crate::clock::system();
-    let limiter = open_limiter(global, &budget, Access::Charge, &clock).await?;
+    let limiter = open_limiter(global, &budget, Access::Charge, clock).await?;
     // A charge decided by a clock last seen far from the upstream's would count the
     // window wrongly; only a run can check the clock (its calls' answers say the
     // upstream's time), so until one has, nothing is charged here.
-    if let Some(clock) = limiter.clock()
-        && let Some(skew) = skew::recorded_for(&global.db, clock)?.filter(Skew::too_far)
+    if let Some(limiter_clock) = limiter.clock()
+        && let Some(skew) = skew::recorded_for(&global.db, limiter_clock)?.filter(Skew::too_far)
     {
         tracing::error!(
             "{} when last compared, at {}; nothing was charged: {}, then run `trendsync run` once, whose first call checks the clocks; once they agree, charging works again",
@@ -527,7 +533,7 @@ async fn charge(
     let printed = if json {
         print_json(&report)
     } else {
-        print_decision(&report, &decision, count, method, clock.now_us()).map_err(Into::into)
+        print_decision(&report, &decision, count, method, clock.now().as_i64()).map_err(Into::into)
     };
     let outcome = if decision.granted {
         Ok(())

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::run::signals::{Signals, StopRequest};
 use crate::cli::{ExportArgs, ExportFormat, ExportPer, Global};
+use crate::clock::Clock;
 use crate::error::SilentExit;
 use crate::output::text::visible;
 use crate::store::{CountRow, ExportGrain, ExportRow, ExportSpan, Store};
@@ -101,7 +102,7 @@ struct CountJson<'a> {
     source: &'a str,
 }
 
-pub fn run(global: &Global, args: &ExportArgs) -> Result<()> {
+pub fn run(global: &Global, args: &ExportArgs, clock: &dyn Clock) -> Result<()> {
     // First, so that SIGINT/SIGTERM stop the export between two rows (the file at
     // --output left as it was, no temporary file beside it) instead of killing it.
     let stop = Signals::listen()?.stop_request("the export");
@@ -126,7 +127,7 @@ pub fn run(global: &Global, args: &ExportArgs) -> Result<()> {
             .map(|r| r.trim().to_ascii_uppercase())
             .collect()
     };
-    let now = jiff::Timestamp::now().as_second();
+    let now = clock.now().to_secs().as_i64();
     let span = ExportSpan {
         since: args.since.map_or(i64::MIN, |d| {
             now.saturating_sub(i64::try_from(d.as_secs()).unwrap_or(i64::MAX))

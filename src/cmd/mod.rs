@@ -44,20 +44,24 @@ pub async fn run(cli: Cli) -> Result<()> {
     } else {
         Ok(())
     };
+    // The one real clock of this command: everything below that decides by time, or
+    // stamps what it writes, is handed this one.
+    let clock = crate::clock::system();
+    let clock = &clock;
     let result = match checked {
         Err(e) => Err(e),
         Ok(()) => match &cli.command {
-            Command::Run(args) => run::run(global, args).await,
-            Command::Backfill(args) => run::backfill(global, args).await,
-            Command::Budget(args) => budget::run(global, args).await,
+            Command::Run(args) => run::run(global, args, clock).await,
+            Command::Backfill(args) => run::backfill(global, args, clock).await,
+            Command::Budget(args) => budget::run(global, args, clock).await,
             Command::Completions { shell } => completions::run(*shell),
             Command::Search(args) => search::run(global, args),
             Command::Video(args) => video::run(global, args),
             Command::Crontab(args) => crontab::run(global, args),
-            Command::Status(args) => status::run(global, args).await,
-            Command::Runs(args) => runs::run(global, args),
-            Command::Prune(args) => prune::run(global, args),
-            Command::Export(args) => export::run(global, args),
+            Command::Status(args) => status::run(global, args, clock).await,
+            Command::Runs(args) => runs::run(global, args, clock.as_ref()),
+            Command::Prune(args) => prune::run(global, args, clock.as_ref()),
+            Command::Export(args) => export::run(global, args, clock.as_ref()),
         },
     };
     if let Err(err) = &result
@@ -194,13 +198,11 @@ pub(crate) async fn open_limiter(
                 client_cert: global.redis_client_cert.clone(),
                 client_key: global.redis_client_key.clone(),
             };
-            match RedisLimiter::connect_with_tls(url, &tls, &budget.key).await {
+            match RedisLimiter::connect_with_tls(url, &tls, &budget.key, Arc::clone(clock)).await {
                 // A limiter that cannot work however long one waits is a
                 // configuration error (78), not an outage.
                 Err(e @ LimiterError::Config(_)) => return Err(e.into()),
-                opened => Limiter::or_down(
-                    opened.map(|l| Limiter::Redis(l.with_clock(Arc::clone(clock)))),
-                )?,
+                opened => Limiter::or_down(opened.map(Limiter::Redis))?,
             }
         }
         None => embedded(&global.db, &budget.key, access, clock).map(Limiter::Embedded)?,
@@ -231,10 +233,8 @@ async fn keep_ledger(
     clock: &Arc<dyn Clock>,
 ) -> Limiter {
     let journal = match access {
-        Access::Charge => Journal::open_with_clock(db, Arc::clone(clock)).map(Some),
-        Access::Read | Access::ReadReplayed => {
-            Journal::open_if_any_with_clock(db, Arc::clone(clock))
-        }
+        Access::Charge => Journal::open(db, Arc::clone(clock)).map(Some),
+        Access::Read | Access::ReadReplayed => Journal::open_if_any(db, Arc::clone(clock)),
     };
     match journal {
         Ok(Some(journal)) => limiter.keep_ledger(Arc::new(journal), &budget.key).await,
@@ -251,7 +251,7 @@ async fn keep_ledger(
 /// Replays the journal into `limiter`. A replay that fails leaves what it did not
 /// replay for the next command, and never stops this one.
 async fn replay_journal(db: &Path, budget: &Budget, limiter: &Limiter, clock: &Arc<dyn Clock>) {
-    let journal = match Journal::open_if_pending_with_clock(db, Arc::clone(clock)) {
+    let journal = match Journal::open_if_pending(db, Arc::clone(clock)) {
         Ok(Some(journal)) => journal,
         Ok(None) => return,
         Err(e) => {
@@ -327,9 +327,9 @@ fn embedded(
     }
     let limiter = match access {
         Access::Read | Access::ReadReplayed => {
-            EmbeddedLimiter::open_read_only(db, key).map(|l| l.with_clock(Arc::clone(clock)))
+            EmbeddedLimiter::open_read_only(db, key, Arc::clone(clock))
         }
-        Access::Charge => EmbeddedLimiter::open_with_clock(db, key, Arc::clone(clock)),
+        Access::Charge => EmbeddedLimiter::open(db, key, Arc::clone(clock)),
     };
     limiter.with_context(|| format!("opening the embedded limiter in {}", db.display()))
 }

@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::maintenance;
 use super::run::signals::Signals;
 use crate::cli::{Global, PruneArgs};
+use crate::clock::Clock;
 use crate::error::{SilentExit, after_output};
 use crate::store::{PruneReport, Store};
 
@@ -23,11 +24,11 @@ struct PruneJson {
     bytes_freed: u64,
 }
 
-pub fn run(global: &Global, args: &PruneArgs) -> Result<()> {
+pub fn run(global: &Global, args: &PruneArgs, clock: &dyn Clock) -> Result<()> {
     // First, so that a signal from now on stops the prune between transactions
     // instead of killing it.
     let stop = Signals::listen()?.stop_request("the prune");
-    let now = jiff::Timestamp::now().as_second();
+    let now = clock.now().to_secs().as_i64();
     let older_than = i64::try_from(args.older_than.as_secs()).unwrap_or(i64::MAX);
     let cutoff = now.saturating_sub(older_than);
     let db = &global.db;

@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 
 use super::{Access, key, load_config, open_limiter, select_regions};
 use crate::cli::{BackfillArgs, Global, RunArgs};
+use crate::clock::Clock;
 use crate::config::{Config, Follow, Region};
 use crate::error::{SilentExit, after_output};
 use crate::output::human;
@@ -38,7 +39,7 @@ struct Job<'a> {
 /// A call that takes longer than this is treated as a timeout (and retried).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub async fn run(global: &Global, args: &RunArgs) -> Result<()> {
+pub async fn run(global: &Global, args: &RunArgs, clock: &Arc<dyn Clock>) -> Result<()> {
     let config = load_config(global)?;
     let regions = select_regions(&config, &args.fetch.regions)?;
     let job = Job {
@@ -49,15 +50,15 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<()> {
         json: args.fetch.json,
         concurrency: args.fetch.concurrency,
     };
-    execute(global, &config, job).await
+    execute(global, &config, job, clock).await
 }
 
-pub async fn backfill(global: &Global, args: &BackfillArgs) -> Result<()> {
+pub async fn backfill(global: &Global, args: &BackfillArgs, clock: &Arc<dyn Clock>) -> Result<()> {
     let config = load_config(global)?;
     let regions = select_regions(&config, &args.fetch.regions)?;
     let fresh = freshness(global)?;
     let stale_after = i64::try_from(args.stale_after.as_secs()).unwrap_or(i64::MAX);
-    let now = crate::clock::system().now_s();
+    let now = clock.now().to_secs().as_i64();
     let asked: Vec<&str> = regions.iter().map(|r| r.code.as_str()).collect();
     let asked = asked.join(", ");
     let stale: Vec<&Region> = regions
@@ -81,7 +82,7 @@ pub async fn backfill(global: &Global, args: &BackfillArgs) -> Result<()> {
         json: args.fetch.json,
         concurrency: args.fetch.concurrency,
     };
-    execute(global, &config, job).await
+    execute(global, &config, job, clock).await
 }
 
 /// What the store knows of each region, read without writing; nothing yet when the
@@ -119,7 +120,12 @@ fn due_for_follow_up(global: &Global, follow: Follow, now_s: i64) -> Result<usiz
     Ok(due.len())
 }
 
-async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
+async fn execute(
+    global: &Global,
+    config: &Config,
+    job: Job<'_>,
+    clock: &Arc<dyn Clock>,
+) -> Result<()> {
     // Something other than a file at --metrics-file is a mistake in the crontab (78),
     // refused before any call; once the run is under way, a file that cannot be
     // written is only logged.
@@ -127,14 +133,19 @@ async fn execute(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
         crate::atomic::check(path).context("--metrics-file")?;
     }
     if job.dry_run {
-        dry_run::run(global, config, &job).await
+        dry_run::run(global, config, &job, clock).await
     } else {
-        fetch(global, config, job).await
+        fetch(global, config, job, clock).await
     }
 }
 
 /// The real run: every call charged before it is made.
-async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
+async fn fetch(
+    global: &Global,
+    config: &Config,
+    job: Job<'_>,
+    clock: &Arc<dyn Clock>,
+) -> Result<()> {
     // Before anything else, so that a signal during the setup stops the run cleanly
     // too instead of killing the process.
     let signals = Signals::listen()?;
@@ -150,9 +161,8 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
         .with_context(|| format!("opening the database {}", global.db.display()))?;
     lock::mark_abandoned(&store, &global.db);
     // The one clock the limiter, its ledger and journal, and the run decide by.
-    let clock = crate::clock::system();
-    let limiter = open_limiter(global, &config.budget, Access::Charge, &clock).await?;
-    let run_id = crate::runner::run_id::new_run_id();
+    let limiter = open_limiter(global, &config.budget, Access::Charge, clock).await?;
+    let run_id = crate::runner::run_id::new_run_id(clock.as_ref());
     // Held until the run's outcome is recorded: while it is, nobody takes the run
     // for one a killed process left behind.
     let run_lock = lock::lock_run(&global.db, &run_id).with_context(|| {
@@ -174,7 +184,7 @@ async fn fetch(global: &Global, config: &Config, job: Job<'_>) -> Result<()> {
         upstream: Arc::new(client),
         store,
         db: global.db.clone(),
-        clock,
+        clock: Arc::clone(clock),
         jitter: Jitter::Random,
     };
     let run = Arc::new(Run::new(settings, deps));

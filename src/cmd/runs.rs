@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::status::{ago, at, charts_text, one_line};
 use crate::cli::{Global, RunsArgs};
+use crate::clock::Clock;
 use crate::output::json::print_json;
 use crate::output::table::{self, Column, Table};
 use crate::region_status::{Recorded, RegionStatus, in_progress};
@@ -36,10 +37,10 @@ struct RunsJson<'a> {
     runs: Vec<RunJson<'a>>,
 }
 
-pub fn run(global: &Global, args: &RunsArgs) -> Result<()> {
+pub fn run(global: &Global, args: &RunsArgs, clock: &dyn Clock) -> Result<()> {
     super::database::require(&global.db)?;
     super::check_read_regions(global, &args.regions, || super::stored_regions(&global.db))?;
-    let now = crate::clock::system().now_s();
+    let now = clock.now().to_secs().as_i64();
     let filter = HistoryFilter {
         since: args
             .since

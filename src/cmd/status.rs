@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -13,6 +14,7 @@ use serde::Serialize;
 
 use super::{Access, load_config, open_limiter, read_status};
 use crate::cli::{Global, StatusArgs};
+use crate::clock::{Clock, Micros};
 use crate::error::{ExitCode, SilentExit, after_output};
 use crate::output::human;
 use crate::output::json::{print_json, rfc3339};
@@ -203,11 +205,10 @@ fn read_stored(db: &Path, now_s: i64) -> Result<Stored> {
     read().with_context(|| format!("reading the run history from {}", db.display()))
 }
 
-pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
+pub async fn run(global: &Global, args: &StatusArgs, clock: &Arc<dyn Clock>) -> Result<()> {
     let config = load_config(global)?;
     super::database::require(&global.db)?;
-    let clock = crate::clock::system();
-    let mut stored = read_stored(&global.db, clock.now_s())?;
+    let mut stored = read_stored(&global.db, clock.now().to_secs().as_i64())?;
     // Runs the read-only look above found dead are shown as abandoned; the next run
     // records them so.
     let dead_ids: Vec<String> = stored.abandoned.iter().map(|r| r.run_id.clone()).collect();
@@ -216,7 +217,7 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
             a.status = RegionStatus::Abandoned.into();
         }
     }
-    let now = clock.now_s();
+    let now = clock.now().to_secs().as_i64();
     let stale_after = args.stale_after.unwrap_or(DEFAULT_STALE_AFTER);
     let stale_s = i64::try_from(stale_after.as_secs()).unwrap_or(i64::MAX);
     let regions: Vec<RegionJson> = config
@@ -247,7 +248,7 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
         .collect();
 
     let budget = &config.budget;
-    let limiter = open_limiter(global, budget, Access::Read, &clock).await?;
+    let limiter = open_limiter(global, budget, Access::Read, clock).await?;
     let window = match read_status(&limiter, budget, &[]).await {
         Ok(st) => {
             let buckets: Vec<BucketJson> = budget
@@ -260,8 +261,8 @@ pub async fn run(global: &Global, args: &StatusArgs) -> Result<()> {
                         used,
                         ceiling: b.ceiling,
                         remaining: b.ceiling.saturating_sub(used),
-                        blocked_until: st.blocked_until(b.name).map(rfc3339),
-                        blocked_until_us: st.blocked_until(b.name),
+                        blocked_until: st.blocked_until(b.name).map(|u| rfc3339(u.as_i64())),
+                        blocked_until_us: st.blocked_until(b.name).map(Micros::as_i64),
                     }
                 })
                 .collect();

@@ -16,7 +16,7 @@ use super::{
     BUDGET_POLICY, Cause, Charge, Decision, Entry, LimiterError, PolicyRef, PolicyStatus,
     SqliteCause, Status, Window, from_micros, micros,
 };
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, Micros};
 use crate::sqlite::{Durability, Migration, OpenError};
 
 pub struct EmbeddedLimiter {
@@ -89,6 +89,7 @@ impl EmbeddedLimiter {
     pub(crate) fn open_read_only_in(
         path: &Path,
         budget_key: &str,
+        clock: Arc<dyn Clock>,
         file: &[Migration],
     ) -> Result<EmbeddedLimiter, LimiterError> {
         let conn = if path.exists() {
@@ -116,13 +117,8 @@ impl EmbeddedLimiter {
             path: path.to_path_buf(),
             budget_key: budget_key.to_owned(),
             conn,
-            clock: Arc::new(SystemClock),
+            clock,
         })
-    }
-
-    /// Decides by `clock` from now on, instead of the one it was opened with.
-    pub fn with_clock(self, clock: Arc<dyn Clock>) -> EmbeddedLimiter {
-        EmbeddedLimiter { clock, ..self }
     }
 
     pub fn endpoint(&self) -> String {
@@ -165,7 +161,7 @@ impl EmbeddedLimiter {
         &self,
         charge: &Charge,
         age: Option<Duration>,
-    ) -> Result<(Decision, i64), LimiterError> {
+    ) -> Result<(Decision, Micros), LimiterError> {
         let charge_owned = charge.clone();
         let key = self.budget_key.clone();
         let clock = Arc::clone(&self.clock);
@@ -173,7 +169,8 @@ impl EmbeddedLimiter {
             .with_conn("charging the budget", move |conn| {
                 charge_in(conn, &key, &charge_owned, age, clock.as_ref())
             })
-            .await?;
+            .await?
+            .map(|(decision, at)| (decision, Micros::new(at)));
         decided.ok_or_else(|| LimiterError::Failed {
             endpoint: self.endpoint(),
             doing: "charging the budget",
@@ -187,14 +184,14 @@ impl EmbeddedLimiter {
         policies: &[PolicyRef],
         with_entries: &[&str],
     ) -> Result<Status, LimiterError> {
-        let now = self.clock.now_us();
+        let now = self.clock.now();
         let key = self.budget_key.clone();
         let wanted: Vec<(PolicyRef, bool)> = policies
             .iter()
             .map(|p| (p.clone(), with_entries.contains(&p.name.as_str())))
             .collect();
         let empty = Status {
-            now_us: now,
+            now,
             policies: wanted
                 .iter()
                 .map(|(p, list)| PolicyStatus {
@@ -210,7 +207,7 @@ impl EmbeddedLimiter {
         };
         let read = self
             .with_conn("reading the budget", move |conn| {
-                status_in(conn, &key, &wanted, now)
+                status_in(conn, &key, &wanted, now.as_i64())
             })
             .await?;
         // No database, or one the limiter never wrote to: nothing has been charged.
@@ -220,9 +217,10 @@ impl EmbeddedLimiter {
     pub(super) async fn block_until(
         &self,
         bucket: &str,
-        until_us: i64,
+        until: Micros,
     ) -> Result<(), LimiterError> {
         let key = block_id(&self.budget_key, bucket);
+        let until_us = until.as_i64();
         self.with_conn("blocking the budget", move |conn| {
             conn.execute(
                 "INSERT INTO quota_block (budget, until_us) VALUES (?1, ?2)
@@ -235,9 +233,9 @@ impl EmbeddedLimiter {
         .map(|_| ())
     }
 
-    pub(super) async fn unblock(&self, bucket: &str) -> Result<Option<i64>, LimiterError> {
+    pub(super) async fn unblock(&self, bucket: &str) -> Result<Option<Micros>, LimiterError> {
         let key = block_id(&self.budget_key, bucket);
-        let now = self.clock.now_us();
+        let now = self.clock.now();
         let until = self
             .with_conn("lifting the budget's block", move |conn| {
                 conn.query_row(
@@ -248,7 +246,7 @@ impl EmbeddedLimiter {
                 .optional()
             })
             .await?;
-        Ok(until.flatten().filter(|u| *u > now))
+        Ok(until.flatten().map(Micros::new).filter(|u| *u > now))
     }
 }
 
@@ -380,7 +378,7 @@ fn charge_in(
 ) -> rusqlite::Result<(Decision, i64)> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     // Read inside the lock, so entries are written in the order of their times.
-    let now = clock.now_us();
+    let now = clock.now().as_i64();
     evict(&tx, now)?;
     for p in &charge.parts {
         let id = policy_id(budget_key, &p.policy);
@@ -482,7 +480,7 @@ fn status_in(
     for (p, list) in wanted {
         // Only buckets are ever blocked; a limit's name finds no row.
         if let Some(until) = blocked_until(&tx, budget_key, &p.name, now)? {
-            blocked.insert(p.name.clone(), until);
+            blocked.insert(p.name.clone(), Micros::new(until));
         }
         let id = policy_id(budget_key, &p.name);
         let cutoff = p.window.at(now).cutoff_us;
@@ -517,7 +515,7 @@ fn status_in(
         });
     }
     Ok(Some(Status {
-        now_us: now,
+        now: Micros::new(now),
         policies,
         blocked,
     }))

@@ -28,7 +28,7 @@ use super::{
     BUDGET_POLICY, Charge, Limiter, LimiterError, Part, RecordPast, Window, Zone, from_micros,
     micros,
 };
-use crate::clock::Clock;
+use crate::clock::{Clock, Micros};
 use crate::sqlite::{Durability, Migration, OpenError, SchemaError};
 
 /// A row is the only trace of a call the window has not counted: it must survive a
@@ -266,8 +266,8 @@ impl Journal {
     }
 
     /// Now, on the clock this journal decides by.
-    pub fn now_us(&self) -> i64 {
-        self.clock.now_us()
+    pub fn now(&self) -> Micros {
+        self.clock.now()
     }
 
     pub fn path(&self) -> &Path {
@@ -293,7 +293,7 @@ impl Journal {
     /// Records that the call of `charge`, for the budget named `budget_key`, is made
     /// now without the limiter. Recording the same charge id again keeps the first.
     pub fn record(&self, budget_key: &str, charge: &Charge) -> Result<(), JournalError> {
-        self.record_at(budget_key, charge, self.now_us())
+        self.record_at(budget_key, charge, self.now().as_i64())
     }
 
     pub fn record_at(
@@ -527,7 +527,7 @@ impl Journal {
         };
         let total = pending.len() as u64;
         for j in pending {
-            let age = from_micros(self.now_us() - j.made_at_us);
+            let age = from_micros(self.now().as_i64() - j.made_at_us);
             match limiter.record_past(&j.charge, age).await {
                 Ok(_) => {
                     accepted(&j)?;

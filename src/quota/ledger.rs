@@ -115,7 +115,7 @@ impl Ledger {
             self.budget_key.clone(),
             charge.clone(),
         );
-        let made_at = self.journal.now_us();
+        let made_at = self.journal.now().as_i64();
         match tokio::task::spawn_blocking(move || journal.record_granted_at(&key, &charge, made_at))
             .await
         {
@@ -148,7 +148,10 @@ impl Ledger {
             Err(e) => tracing::debug!("reading the window's epoch failed: {e}"),
         }
         ledger.probe_newest_grant(store).await;
-        if let Err(e) = ledger.journal.prune(budget_key, ledger.journal.now_us()) {
+        if let Err(e) = ledger
+            .journal
+            .prune(budget_key, ledger.journal.now().as_i64())
+        {
             tracing::warn!("{e}; the ledger's old rows stay for next time");
         }
         Some(ledger)
@@ -217,7 +220,7 @@ impl Ledger {
             }
         };
         let Some(newest) = newest else { return };
-        let Some(part) = part_to_probe(&newest, self.journal.now_us()) else {
+        let Some(part) = part_to_probe(&newest, self.journal.now().as_i64()) else {
             return;
         };
         match store.holds(&newest.charge, part).await {

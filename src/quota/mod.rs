@@ -21,6 +21,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::clock::Micros;
+
 pub use embedded::EmbeddedLimiter;
 pub use journal::{Epoch, Journal, JournalError, Journalled, Replayed};
 pub use ledger::Ledger;
@@ -404,22 +406,22 @@ pub struct PolicyStatus {
 /// The budget as it stands.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Status {
-    /// The limiter's clock, microseconds since the Unix epoch.
-    pub now_us: i64,
+    /// Now, on the limiter's clock.
+    pub now: Micros,
     pub policies: Vec<PolicyStatus>,
-    /// Per bucket among the policies asked for, microseconds since the Unix epoch
-    /// until which the upstream said no (3.5); only buckets blocked now.
-    pub blocked: BTreeMap<String, i64>,
+    /// Per bucket among the policies asked for, until when the upstream said no
+    /// (3.5); only buckets blocked now.
+    pub blocked: BTreeMap<String, Micros>,
 }
 
 impl Status {
     /// Until when the upstream blocked `bucket`, if it still does.
-    pub fn blocked_until(&self, bucket: &str) -> Option<i64> {
+    pub fn blocked_until(&self, bucket: &str) -> Option<Micros> {
         self.blocked.get(bucket).copied()
     }
 
     /// Until when the upstream blocked the main bucket, if it still does.
-    pub fn blocked_until_us(&self) -> Option<i64> {
+    pub fn blocked_until_us(&self) -> Option<Micros> {
         self.blocked_until(BUDGET_POLICY)
     }
 
@@ -558,10 +560,9 @@ impl Limiter {
             .map(|(decision, _)| decision)
     }
 
-    /// [`Limiter::charge`], with the limiter's clock when it decided (microseconds
-    /// since the Unix epoch): what an upstream answer's own time is compared with
-    /// ([`skew`]).
-    pub async fn charge_timed(&self, charge: &Charge) -> Result<(Decision, i64), LimiterError> {
+    /// [`Limiter::charge`], with the limiter's clock when it decided: what an
+    /// upstream answer's own time is compared with ([`skew`]).
+    pub async fn charge_timed(&self, charge: &Charge) -> Result<(Decision, Micros), LimiterError> {
         match self {
             Limiter::Redis(l) => l.charge_keeping_ledger(charge).await,
             Limiter::Embedded(l) => l.charge(charge, None).await,
@@ -607,19 +608,19 @@ impl Limiter {
         }
     }
 
-    /// Denies every charge to `bucket` until `until_us` (microseconds since the Unix
-    /// epoch), for every process sharing this limiter. Other buckets are not touched.
-    pub async fn block_until(&self, bucket: &str, until_us: i64) -> Result<(), LimiterError> {
+    /// Denies every charge to `bucket` until `until`, for every process sharing this
+    /// limiter. Other buckets are not touched.
+    pub async fn block_until(&self, bucket: &str, until: Micros) -> Result<(), LimiterError> {
         match self {
-            Limiter::Redis(l) => l.block_until(bucket, until_us).await,
-            Limiter::Embedded(l) => l.block_until(bucket, until_us).await,
+            Limiter::Redis(l) => l.block_until(bucket, until).await,
+            Limiter::Embedded(l) => l.block_until(bucket, until).await,
             Limiter::Down { endpoint, reason } => Err(unavailable(endpoint, reason)),
         }
     }
 
     /// Lifts a block of `bucket` set by [`Limiter::block_until`] before it ends.
     /// Returns when it would have ended, or `None` when the bucket was not blocked.
-    pub async fn unblock(&self, bucket: &str) -> Result<Option<i64>, LimiterError> {
+    pub async fn unblock(&self, bucket: &str) -> Result<Option<Micros>, LimiterError> {
         match self {
             Limiter::Redis(l) => l.unblock(bucket).await,
             Limiter::Embedded(l) => l.unblock(bucket).await,

@@ -202,21 +202,21 @@ impl Model {
     }
 
     /// The window a limiter reported: every policy's entries and any block, so that
-    /// charges decided at `status.now_us` get the answers the limiter would give.
+    /// charges decided at `status.now` get the answers the limiter would give.
     ///
     /// Seeded entries get ids of their own (`seeded-N`). A policy listed without its entries
-    /// counts its `used` as one entry made at `status.now_us`: a wait computed from it
+    /// counts its `used` as one entry made at `status.now`: a wait computed from it
     /// is a whole window, never shorter than the limiter's.
     pub fn from_status(status: &Status) -> Model {
         let mut model = Model::new();
         for (bucket, until) in &status.blocked {
-            model.block_until(bucket, *until);
+            model.block_until(bucket, until.as_i64());
         }
         for policy in &status.policies {
             let window = model.windows.entry(policy.name.clone()).or_default();
             let entries: Vec<(i64, u64)> = match &policy.entries {
                 Some(entries) => entries.iter().map(|e| (e.at_us, e.units)).collect(),
-                None if policy.used > 0 => vec![(status.now_us, policy.used)],
+                None if policy.used > 0 => vec![(status.now.as_i64(), policy.used)],
                 None => Vec::new(),
             };
             for (i, (at, units)) in entries.into_iter().enumerate() {
@@ -230,7 +230,7 @@ impl Model {
                     .insert(pos, (at, units, format!("seeded-{i}")));
                 window.total += units;
             }
-            window.evict(policy.window.at(status.now_us));
+            window.evict(policy.window.at(status.now.as_i64()));
         }
         model
     }

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use rusqlite::params;
 
+use crate::clock::{Micros, Secs};
 use crate::sqlite::{Durability, Migration};
 
 /// The most two clocks may disagree before the limiter's is taken for wrong.
@@ -72,9 +73,9 @@ impl LimiterClock {
 /// answer's `Date` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reading {
-    pub limiter_at_us: i64,
+    pub limiter_at: Micros,
     pub elapsed: Duration,
-    pub date_s: i64,
+    pub date: Secs,
 }
 
 impl Reading {
@@ -82,13 +83,11 @@ impl Reading {
     /// answer was made between the charge and its arrival, at a time within the
     /// second `Date` names, so the skew lies in `low_us..=high_us`.
     pub fn measure(&self) -> Measured {
-        let date_us = self.date_s.saturating_mul(1_000_000);
+        let date_us = self.date.to_micros().as_i64();
+        let limiter_at_us = self.limiter_at.as_i64();
         let elapsed = super::micros(self.elapsed);
-        let low_us = self
-            .limiter_at_us
-            .saturating_sub(date_us.saturating_add(1_000_000));
-        let high_us = self
-            .limiter_at_us
+        let low_us = limiter_at_us.saturating_sub(date_us.saturating_add(1_000_000));
+        let high_us = limiter_at_us
             .saturating_add(elapsed)
             .saturating_sub(date_us);
         Measured {

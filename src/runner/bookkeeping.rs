@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use super::outcome::{FollowReport, RegionReport, RunReport, Status, Stop};
 use super::run::Run;
+use crate::clock::Micros;
 use crate::config::Region;
 use crate::error::chain;
 use crate::store::{CallCount, RegionOutcome, RunOutcome};
@@ -12,7 +13,7 @@ use crate::store::{CallCount, RegionOutcome, RunOutcome};
 /// Records the run's start and its regions; false when the start could not be
 /// recorded, which halts the run before its first charge.
 pub(super) async fn record_start(run: &Run, regions: &[Region]) -> bool {
-    let started = run.clock.now_s();
+    let started = run.clock.now().to_secs();
     if let Err(e) = run.record.begin_run(run.settings.kind, started).await {
         // A run that cannot be recorded would spend units no history shows and that
         // no later process could mark abandoned: it stops before its first charge.
@@ -31,7 +32,7 @@ pub(super) async fn record_start(run: &Run, regions: &[Region]) -> bool {
 
 /// Records when each region was last attempted and how it went.
 pub(super) async fn record_attempts(run: &Run, regions: &[RegionReport]) {
-    let now = run.clock.now_s();
+    let now = run.clock.now().to_secs();
     for r in regions {
         if let Err(e) = run.record.region_attempt(&r.code, now, r.status).await {
             tracing::error!(region = %r.code, "{}", chain(&e));
@@ -52,8 +53,7 @@ pub(super) fn run_status(follow: Option<&FollowReport>, regions: Status) -> Stat
     }
 }
 
-/// The run's report, with the budget as it stands now, and that moment (unix
-/// microseconds).
+/// The run's report, with the budget as it stands now, and that moment.
 pub(super) async fn run_report(
     run: &Run,
     status: Status,
@@ -61,11 +61,11 @@ pub(super) async fn run_report(
     follow: Option<FollowReport>,
     stop: Option<&Stop>,
     began: Instant,
-) -> (RunReport, i64) {
+) -> (RunReport, Micros) {
     let budget = run.meter.window().await;
     let remaining = run.meter.remaining(budget.as_ref());
-    let now = run.clock.now_us();
-    let ended_at = now / 1_000_000;
+    let now = run.clock.now();
+    let ended_at = now.to_secs().as_i64();
     let totals = run.meter.totals();
     let report = RunReport {
         run_id: run.settings.run_id.clone(),
@@ -92,7 +92,7 @@ pub(super) async fn run_report(
 
 /// Records the run's end: its outcome, each region's, and its calls by method and
 /// outcome.
-pub(super) async fn record_end(run: &Run, report: &RunReport, stop: Option<&Stop>, now: i64) {
+pub(super) async fn record_end(run: &Run, report: &RunReport, stop: Option<&Stop>, now: Micros) {
     // A run failed by its regions, not stopped, says which and why in its row too.
     let failed: Vec<String> = report
         .regions
@@ -127,7 +127,7 @@ pub(super) async fn record_end(run: &Run, report: &RunReport, stop: Option<&Stop
 
 /// Each region's line of the run history: its status, and why when it did not
 /// complete (its own error, or else the run's stop).
-fn region_outcomes(report: &RunReport, stop: Option<&Stop>, now_us: i64) -> Vec<RegionOutcome> {
+fn region_outcomes(report: &RunReport, stop: Option<&Stop>, now: Micros) -> Vec<RegionOutcome> {
     report
         .regions
         .iter()
@@ -138,7 +138,7 @@ fn region_outcomes(report: &RunReport, stop: Option<&Stop>, now_us: i64) -> Vec<
                 (None, Status::Skipped) => {
                     Some("being fetched by another process on this host".to_owned())
                 }
-                (None, _) => stop.map(|s| s.describe(now_us)),
+                (None, _) => stop.map(|s| s.describe(now)),
             };
             RegionOutcome {
                 region: r.code.clone(),

@@ -13,6 +13,7 @@ use super::meter::Metered;
 use super::outcome::{CallOutcome, RegionReport, Stop};
 use super::run::Run;
 use super::upstream::Answer;
+use crate::clock::{Micros, Secs};
 use crate::error::chain;
 use crate::quota::skew::Reading;
 use crate::youtube::ErrorClass;
@@ -66,13 +67,13 @@ impl Run {
         &self,
         method: &'static str,
         report: &mut RegionReport,
-    ) -> Result<Option<i64>, Failed> {
+    ) -> Result<Option<Micros>, Failed> {
         if self.stopped_for(method) {
             return Err(Failed::NotReached);
         }
         match self.meter.charge(method).await {
             Metered::Granted {
-                at_us,
+                at,
                 units,
                 run_units,
             } => {
@@ -86,7 +87,7 @@ impl Run {
                 {
                     tracing::debug!(region = %report.code, "{}", chain(&e));
                 }
-                Ok(Some(at_us))
+                Ok(Some(at))
             }
             Metered::Unmetered { units } => {
                 report.units_unmetered += units;
@@ -133,11 +134,11 @@ impl Run {
                 }
             };
             let clock = match (self.meter.limiter_clock(), charged_at, date_s) {
-                (Some(clock), Some(limiter_at_us), Some(date_s)) => {
+                (Some(clock), Some(limiter_at), Some(date_s)) => {
                     let reading = Reading {
-                        limiter_at_us,
+                        limiter_at,
                         elapsed: charging.elapsed(),
-                        date_s,
+                        date: Secs::new(date_s),
                     };
                     self.clock_check.check(clock, reading, &self.stops).await
                 }
@@ -186,16 +187,16 @@ impl Run {
                 ErrorClass::QuotaExhausted => {
                     // Only the bucket of the method called is spent (DESIGN.md 3.5).
                     let bucket = self.meter.bucket_of(method).to_owned();
-                    let until_us = crate::youtube::quota_reset_after(self.clock.now_us());
+                    let until = crate::youtube::quota_reset_after(self.clock.now());
                     // This bucket stops whether or not the limiter could be told.
-                    if let Err(e) = self.meter.block_until(&bucket, until_us).await {
+                    if let Err(e) = self.meter.block_until(&bucket, until).await {
                         tracing::error!(
                             region = %report.code,
                             "could not block bucket \"{bucket}\" until the upstream's reset: {e}"
                         );
                     }
                     let stop = Stop::UpstreamQuota {
-                        until_us,
+                        until,
                         reason: err,
                         bucket: bucket.clone(),
                     };

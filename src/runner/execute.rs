@@ -15,6 +15,7 @@ use super::lock::{self, RegionLock};
 use super::outcome::{RegionReport, RunReport, Status, overall};
 use super::plan::{self, Freshness};
 use super::run::Run;
+use crate::clock::Secs;
 use crate::config::Region;
 use crate::error::chain;
 
@@ -34,7 +35,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         .collect();
     let (locks, reports) = lock_regions(&run, ordered);
     // Every phase walks the steps the dry run plans, taken at one moment.
-    let now = run.clock.now_s();
+    let now = run.clock.now().to_secs();
     let reports = fetch_regions(&run, reports, &fresh, now).await;
     drop(locks);
     let follow = match run.settings.follow {
@@ -101,7 +102,7 @@ async fn fetch_regions(
     run: &Arc<Run>,
     reports: Vec<(Region, RegionReport)>,
     fresh: &BTreeMap<String, Freshness>,
-    now: i64,
+    now: Secs,
 ) -> Vec<(Region, RegionReport)> {
     let reports = each_region(run, reports, |run, region, report| {
         let steps = plan::steps(&region, fresh.get(&region.code), now);

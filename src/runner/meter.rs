@@ -12,7 +12,7 @@ use tokio::sync::OnceCell;
 use super::error::RunError;
 use super::outcome::{BucketWindow, BudgetWindow, Stop};
 use super::stops::Scope;
-use crate::clock::Clock;
+use crate::clock::{Clock, Micros};
 use crate::error::chain;
 use crate::quota::skew::LimiterClock;
 use crate::quota::{Allowance, Budget, Charge, DownPolicy, Journal, Limiter, LimiterError};
@@ -20,10 +20,10 @@ use crate::quota::{Allowance, Budget, Charge, DownPolicy, Journal, Limiter, Limi
 /// What charging one call came to.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Metered {
-    /// The limiter granted `units`, at `at_us` on its clock; the run has now been
+    /// The limiter granted `units`, `at` this time on its clock; the run has now been
     /// granted `run_units` in all.
     Granted {
-        at_us: i64,
+        at: Micros,
         units: u64,
         run_units: u64,
     },
@@ -123,18 +123,18 @@ impl Meter {
             return self.unmetered(method, &charge, reason).await;
         }
         match self.limiter.charge_timed(&charge).await {
-            Ok((d, at_us)) if d.granted => {
+            Ok((d, at)) if d.granted => {
                 let run_units =
                     self.units.fetch_add(charge.units, Ordering::Relaxed) + charge.units;
                 self.calls.fetch_add(1, Ordering::Relaxed);
                 Metered::Granted {
-                    at_us,
+                    at,
                     units: charge.units,
                     run_units,
                 }
             }
             Ok((d, _)) => {
-                let stop = Stop::denied(method, &charge.bucket, &d, self.clock.now_us());
+                let stop = Stop::denied(method, &charge.bucket, &d, self.clock.now());
                 Metered::Stopped(Scope::Bucket(charge.bucket), stop)
             }
             Err(e) if e.is_unavailable() => {
@@ -205,7 +205,7 @@ impl Meter {
         let journal = self
             .journal
             .get_or_try_init(|| async move {
-                tokio::task::spawn_blocking(move || Journal::open_with_clock(&db, clock))
+                tokio::task::spawn_blocking(move || Journal::open(&db, clock))
                     .await
                     .map_err(task)?
                     .map(Arc::new)
@@ -219,15 +219,15 @@ impl Meter {
             .map_err(|source| RunError::Journal { source })
     }
 
-    /// Denies every charge to `bucket` until `until_us`, for every process sharing
-    /// the limiter. A limiter already found down is not asked again (its timeout
-    /// would be paid once more).
-    pub(super) async fn block_until(&self, bucket: &str, until_us: i64) -> Result<(), String> {
+    /// Denies every charge to `bucket` until `until`, for every process sharing the
+    /// limiter. A limiter already found down is not asked again (its timeout would be
+    /// paid once more).
+    pub(super) async fn block_until(&self, bucket: &str, until: Micros) -> Result<(), String> {
         match self.limiter_down.get() {
             Some(reason) => Err(format!("the limiter is down: {reason}")),
             None => self
                 .limiter
-                .block_until(bucket, until_us)
+                .block_until(bucket, until)
                 .await
                 .map_err(|e| e.to_string()),
         }
@@ -254,7 +254,7 @@ impl Meter {
                     .map(|p| BucketWindow {
                         name: p.name.clone(),
                         used: p.used,
-                        blocked_until_us: st.blocked_until(&p.name),
+                        blocked_until_us: st.blocked_until(&p.name).map(Micros::as_i64),
                     })
                     .collect(),
             }),

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::clock::Micros;
 use crate::quota::skew::Skew;
 use crate::quota::{Allowance, BUDGET_POLICY, Decision, UPSTREAM_POLICY, micros};
 
@@ -25,7 +26,7 @@ pub enum Stop {
     /// The upstream said a bucket's quota is spent, now or earlier (the bucket is
     /// blocked).
     UpstreamQuota {
-        until_us: i64,
+        until: Micros,
         reason: String,
         bucket: String,
     },
@@ -44,13 +45,13 @@ pub enum Stop {
 }
 
 impl Stop {
-    /// The stop a denied charge for `method` (of `bucket`) makes at `now_us`. The
+    /// The stop a denied charge for `method` (of `bucket`) makes at `now`. The
     /// real run and the dry run both stop here, so they name the same policy and the
     /// same wait.
-    pub fn denied(method: &'static str, bucket: &str, d: &Decision, now_us: i64) -> Stop {
+    pub fn denied(method: &'static str, bucket: &str, d: &Decision, now: Micros) -> Stop {
         if d.denied_by.as_deref() == Some(UPSTREAM_POLICY) {
             return Stop::UpstreamQuota {
-                until_us: now_us + d.retry_after.map_or(0, micros),
+                until: Micros::new(now.as_i64() + d.retry_after.map_or(0, micros)),
                 reason: "the upstream said earlier that the key's quota is spent".into(),
                 bucket: bucket.to_owned(),
             };
@@ -98,12 +99,10 @@ impl Stop {
     }
 
     /// When trying again may succeed.
-    pub fn retry_after(&self, now_us: i64) -> Option<Duration> {
+    pub fn retry_after(&self, now: Micros) -> Option<Duration> {
         match self {
             Stop::Budget { retry_after, .. } => *retry_after,
-            Stop::UpstreamQuota { until_us, .. } => {
-                Some(crate::quota::from_micros(until_us - now_us))
-            }
+            Stop::UpstreamQuota { until, .. } => Some(until.since(now)),
             Stop::LimiterDown { .. }
             | Stop::Fatal { .. }
             | Stop::Interrupted { .. }
@@ -112,12 +111,12 @@ impl Stop {
     }
 
     /// The reason, as a person reads it.
-    pub fn describe(&self, now_us: i64) -> String {
+    pub fn describe(&self, now: Micros) -> String {
         let frees = |d: Option<Duration>| match d {
             Some(d) => format!(
                 "capacity frees in {} (at {})",
                 crate::output::human::duration(d),
-                crate::output::human::timestamp(now_us + crate::quota::micros(d))
+                crate::output::human::timestamp(now.as_i64() + crate::quota::micros(d))
             ),
             None => "it can never fit: the call is larger than the policy's maximum".to_owned(),
         };
@@ -136,20 +135,20 @@ impl Stop {
             // The reason is the upstream's answer, which says the quota is spent and
             // when it resets: it is not said again around it.
             Stop::UpstreamQuota {
-                until_us,
+                until,
                 reason,
                 bucket,
             } if bucket == BUDGET_POLICY => format!(
                 "{reason}; the budget is blocked until {}",
-                crate::output::human::timestamp(*until_us)
+                crate::output::human::timestamp(until.as_i64())
             ),
             Stop::UpstreamQuota {
-                until_us,
+                until,
                 reason,
                 bucket,
             } => format!(
                 "{reason}; the \"{bucket}\" bucket is spent: its calls are blocked until {}, the other buckets' calls go on",
-                crate::output::human::timestamp(*until_us)
+                crate::output::human::timestamp(until.as_i64())
             ),
             Stop::LimiterDown { method, reason } => format!(
                 "the limiter is down and [when_limiter_down] denies {method}: {reason}; start Redis or allow the method"

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::outcome::Stop;
+use crate::clock::{Micros, Secs};
 use crate::config::Region;
 use crate::quota::{Allowance, BUDGET_POLICY, Budget, Status, model::Model};
 use crate::youtube::{
@@ -140,7 +141,7 @@ pub fn order<'a>(regions: &[&'a Region], fresh: &BTreeMap<String, Freshness>) ->
     ordered
 }
 
-/// The calls a run makes for `region` at `now_s`, in order: its trending pages, its
+/// The calls a run makes for `region` at `now`, in order: its trending pages, its
 /// category names when they are stale, its category charts, then each search and its
 /// details. A category chart the upstream said it does not have is left out until the
 /// category names are fetched again (so, in the run that fetches them, it is asked
@@ -148,7 +149,8 @@ pub fn order<'a>(regions: &[&'a Region], fresh: &BTreeMap<String, Freshness>) ->
 ///
 /// The dry run plans these and the real run walks them; the real run may make fewer
 /// (a chart that ends before its last page, a search that finds nothing), never others.
-pub fn steps(region: &Region, fresh: Option<&Freshness>, now_s: i64) -> Vec<Step> {
+pub fn steps(region: &Region, fresh: Option<&Freshness>, now: Secs) -> Vec<Step> {
+    let now_s = now.as_i64();
     let max_age = i64::try_from(CATEGORIES_MAX_AGE.as_secs()).unwrap_or(i64::MAX);
     let categories_stale = fresh
         .and_then(|f| f.categories_fetched_at)
@@ -178,12 +180,12 @@ pub fn steps(region: &Region, fresh: Option<&Freshness>, now_s: i64) -> Vec<Step
         .collect()
 }
 
-/// Every call of a run over `regions`, at `now_s`: each region's [`steps`], phase by
+/// Every call of a run over `regions`, at `now`: each region's [`steps`], phase by
 /// phase: the core data of every region, then every category chart, then every search.
-pub fn plan(regions: &[&Region], fresh: &BTreeMap<String, Freshness>, now_s: i64) -> Vec<Planned> {
+pub fn plan(regions: &[&Region], fresh: &BTreeMap<String, Freshness>, now: Secs) -> Vec<Planned> {
     let per_region: Vec<(&Region, Vec<Step>)> = order(regions, fresh)
         .into_iter()
-        .map(|r| (r, steps(r, fresh.get(&r.code), now_s)))
+        .map(|r| (r, steps(r, fresh.get(&r.code), now)))
         .collect();
     let mut calls = Vec::new();
     for phase in Phase::ALL {
@@ -224,8 +226,8 @@ pub struct Simulation {
     pub bucket_stops: BTreeMap<String, Stop>,
     /// Per bucket, units left to its allowance after the calls that fit.
     pub remaining_by_bucket: BTreeMap<String, u64>,
-    /// The limiter's clock the plan was charged at, microseconds since the epoch.
-    pub now_us: i64,
+    /// The limiter's clock the plan was charged at.
+    pub now: Micros,
 }
 
 impl Simulation {
@@ -250,7 +252,7 @@ pub fn simulate(
     allowance: Allowance,
     status: &Status,
 ) -> Simulation {
-    let now = status.now_us;
+    let now = status.now;
     let mut model = Model::from_status(status);
     let mut calls = Vec::with_capacity(plan.len());
     let mut stop: Option<Stop> = None;
@@ -281,7 +283,7 @@ pub fn simulate(
                     });
                 }
                 Ok(charge) => {
-                    let decision = model.charge(&charge, now, None);
+                    let decision = model.charge(&charge, now.as_i64(), None);
                     if decision.granted {
                         fits = true;
                         *totals.entry(bucket.clone()).or_default() += units;
@@ -308,7 +310,7 @@ pub fn simulate(
         .buckets()
         .iter()
         .map(|b| {
-            let used = model.used(b.name, b.window, now);
+            let used = model.used(b.name, b.window, now.as_i64());
             (b.name.to_owned(), b.max_for(allowance).saturating_sub(used))
         })
         .collect();
@@ -317,7 +319,7 @@ pub fn simulate(
         stop,
         bucket_stops,
         remaining_by_bucket,
-        now_us: now,
+        now,
     }
 }
 

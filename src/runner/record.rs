@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use super::error::RunError;
 use super::outcome::Status;
 use super::plan::Freshness;
-use crate::clock::Clock;
+use crate::clock::{Clock, Secs};
 use crate::store::{
     CallCount, FollowCounts, FollowStored, RegionOutcome, RunKind, RunOutcome, Store, StoreError,
     VideoRecord,
@@ -65,9 +65,9 @@ impl Recorder {
         .map_err(Failure::Task)?
     }
 
-    /// The run's row, started at `started` (unix seconds).
-    pub(super) async fn begin_run(&self, kind: RunKind, started: i64) -> Result<(), RunError> {
-        let run_id = self.run_id.clone();
+    /// The run's row, started at `started`.
+    pub(super) async fn begin_run(&self, kind: RunKind, started: Secs) -> Result<(), RunError> {
+        let (run_id, started) = (self.run_id.clone(), started.as_i64());
         self.on_store(move |s| s.begin_run(&run_id, kind, started))
             .await
             .map_err(|f| f.doing(format!("recording the start of run {}", self.run_id)))
@@ -76,10 +76,10 @@ impl Recorder {
     /// A row for each of the run's regions, started at `started`.
     pub(super) async fn begin_regions(
         &self,
-        started: i64,
+        started: Secs,
         codes: Vec<String>,
     ) -> Result<(), RunError> {
-        let run_id = self.run_id.clone();
+        let (run_id, started) = (self.run_id.clone(), started.as_i64());
         self.on_store(move |s| s.begin_run_regions(&run_id, started, &codes))
             .await
             .map_err(|f| f.doing(format!("recording the regions of run {}", self.run_id)))
@@ -112,14 +112,14 @@ impl Recorder {
         code: &str,
         pairs: Vec<(String, String)>,
     ) -> Result<(), RunError> {
-        let (region, now) = (code.to_owned(), self.clock.now_s());
+        let (region, now) = (code.to_owned(), self.clock.now().to_secs().as_i64());
         self.on_store(move |s| s.store_categories(&region, &pairs, now))
             .await
             .map_err(|f| f.doing(format!("storing the category names of region {code}")))
     }
 
     pub(super) async fn region_complete(&self, code: &str) -> Result<(), RunError> {
-        let (region, now) = (code.to_owned(), self.clock.now_s());
+        let (region, now) = (code.to_owned(), self.clock.now().to_secs().as_i64());
         self.on_store(move |s| s.mark_region_complete(&region, now))
             .await
             .map_err(|f| f.doing(format!("marking region {code} complete")))
@@ -135,7 +135,11 @@ impl Recorder {
         first_rank: u32,
         items: Vec<VideoRecord>,
     ) -> Result<usize, RunError> {
-        let (run_id, region, now) = (self.run_id.clone(), code.to_owned(), self.clock.now_s());
+        let (run_id, region, now) = (
+            self.run_id.clone(),
+            code.to_owned(),
+            self.clock.now().to_secs().as_i64(),
+        );
         self.on_store(move |s| {
             s.store_chart_page(&run_id, &region, category, first_rank, &items, now)
         })
@@ -152,7 +156,7 @@ impl Recorder {
 
     /// That the region has no chart of `category`.
     pub(super) async fn chart_missing(&self, code: &str, category: u32) -> Result<(), RunError> {
-        let (region, now) = (code.to_owned(), self.clock.now_s());
+        let (region, now) = (code.to_owned(), self.clock.now().to_secs().as_i64());
         self.on_store(move |s| s.mark_chart_missing(&region, category, now))
             .await
             .map_err(|f| {
@@ -165,9 +169,10 @@ impl Recorder {
     /// The videos due for a follow-up (see [`Store::due_for_follow_up`]).
     pub(super) async fn due_for_follow_up(
         &self,
-        charted_since: i64,
-        counted_before: i64,
+        charted_since: Secs,
+        counted_before: Secs,
     ) -> Result<Vec<String>, RunError> {
+        let (charted_since, counted_before) = (charted_since.as_i64(), counted_before.as_i64());
         self.on_store(move |s| s.due_for_follow_up(charted_since, counted_before))
             .await
             .map_err(|f| f.doing("choosing the videos due for a follow-up".to_owned()))
@@ -179,7 +184,7 @@ impl Recorder {
         asked: Vec<String>,
         counts: Vec<FollowCounts>,
     ) -> Result<FollowStored, RunError> {
-        let now = self.clock.now_s();
+        let now = self.clock.now().to_secs().as_i64();
         self.on_store(move |s| s.store_follow_ups(&asked, &counts, now))
             .await
             .map_err(|f| f.doing("storing a follow-up's counts".to_owned()))
@@ -197,21 +202,21 @@ impl Recorder {
             self.run_id.clone(),
             code.to_owned(),
             name.to_owned(),
-            self.clock.now_s(),
+            self.clock.now().to_secs().as_i64(),
         );
         self.on_store(move |s| s.store_search_page(&run_id, &region, &search, 1, &ranked, now))
             .await
             .map_err(|f| f.doing(format!("storing search \"{name}\" of region {code}")))
     }
 
-    /// When region `code` was last attempted (`at`, unix seconds) and how it went.
+    /// When region `code` was last attempted (`at`) and how it went.
     pub(super) async fn region_attempt(
         &self,
         code: &str,
-        at: i64,
+        at: Secs,
         status: Status,
     ) -> Result<(), RunError> {
-        let region = code.to_owned();
+        let (region, at) = (code.to_owned(), at.as_i64());
         self.on_store(move |s| s.mark_region_attempt(&region, at, status))
             .await
             .map_err(|f| f.doing(format!("recording the attempt at region {code}")))

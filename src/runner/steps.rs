@@ -9,6 +9,7 @@ use super::call::Failed;
 use super::outcome::{FollowReport, RegionReport, Status};
 use super::plan::{self, Step};
 use super::run::Run;
+use crate::clock::Secs;
 use crate::config::{Follow, Region};
 use crate::error::chain;
 use crate::output::progress::RegionBar;
@@ -216,7 +217,7 @@ impl Run {
     /// The follow-ups (DESIGN.md section 5): the counts of the videos on any chart
     /// in the last `follow.days` and not counted for `follow.every`, stalest first, 50
     /// a call, until none is due or their bucket says no (which stops only these).
-    pub(super) async fn follow_ups(self: Arc<Self>, follow: Follow, now: i64) -> FollowReport {
+    pub(super) async fn follow_ups(self: Arc<Self>, follow: Follow, now: Secs) -> FollowReport {
         let mut report = RegionReport::new("follow-ups");
         let mut removed = 0u64;
         let days = i64::from(follow.days) * 86_400;
@@ -224,7 +225,10 @@ impl Run {
         let result = async {
             let due = self
                 .record
-                .due_for_follow_up(now - days, now.saturating_sub(every))
+                .due_for_follow_up(
+                    Secs::new(now.as_i64() - days),
+                    Secs::new(now.as_i64().saturating_sub(every)),
+                )
                 .await?;
             for batch in due.chunks(MAX_RESULTS) {
                 let ids = batch.to_vec();
@@ -292,7 +296,7 @@ impl Run {
         let result = async {
             for search in planned {
                 let published_after = search.published_within.and_then(|w| {
-                    jiff::Timestamp::from_microsecond(self.clock.now_us() - micros(w)).ok()
+                    jiff::Timestamp::from_microsecond(self.clock.now().as_i64() - micros(w)).ok()
                 });
                 let req = SearchRequest {
                     region: &region.code,

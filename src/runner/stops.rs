@@ -77,7 +77,7 @@ impl Stops {
         if !fresh {
             return;
         }
-        let why = stop.describe(self.clock.now_us());
+        let why = stop.describe(self.clock.now());
         match scope {
             Scope::Every => {
                 tracing::debug!(run_id = %self.run_id, "stopping: {why}; no further calls");

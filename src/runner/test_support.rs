@@ -217,7 +217,9 @@ impl Default for Scratch {
         Scratch {
             costs: crate::config::BUILTIN_COSTS.to_owned(),
             limiter_down: false,
-            clock: Arc::new(ManualClock::starting_at(AT_2026_US)),
+            clock: Arc::new(ManualClock::starting_at(crate::clock::Micros::new(
+                AT_2026_US,
+            ))),
             concurrency: 1,
             follow: None,
         }
@@ -236,7 +238,7 @@ impl Scratch {
             }
         } else {
             Limiter::Embedded(
-                EmbeddedLimiter::open_with_clock(&db, &budget.key, Arc::clone(&self.clock))
+                EmbeddedLimiter::open(&db, &budget.key, Arc::clone(&self.clock))
                     .expect("the embedded limiter"),
             )
         };

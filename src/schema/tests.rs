@@ -11,7 +11,7 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use super::*;
-use crate::clock::now_us;
+use crate::clock::{Clock, SystemClock};
 use crate::error::chain;
 use crate::quota::{Charge, EmbeddedLimiter, Journal, Limiter, Part, PolicyRef};
 use crate::sqlite::user_version;
@@ -67,7 +67,7 @@ const OLD_UNITS: u64 = 106;
 /// charges of budget `key1` still in its hourly window, and two calls made while the
 /// limiter was down, waiting for a replay.
 fn old_quota_rows(path: &Path) {
-    let now = now_us();
+    let now = SystemClock.now().as_i64();
     let conn = raw(path);
     conn.execute_batch(OLD_LIMITER).expect("the old limiter");
     conn.execute_batch(PRE_LEDGER_JOURNAL)
@@ -198,10 +198,12 @@ const OPENERS: [Opener; 3] = [Opener::Store, Opener::Limiter, Opener::Journal];
 fn open(opener: Opener, path: &Path) -> Result<(), String> {
     match opener {
         Opener::Store => Store::open(path).map(drop).map_err(|e| chain(&e)),
-        Opener::Limiter => EmbeddedLimiter::open(path, "key1")
+        Opener::Limiter => EmbeddedLimiter::open(path, "key1", crate::clock::system())
             .map(drop)
             .map_err(|e| chain(&e)),
-        Opener::Journal => Journal::open(path).map(drop).map_err(|e| chain(&e)),
+        Opener::Journal => Journal::open(path, crate::clock::system())
+            .map(drop)
+            .map_err(|e| chain(&e)),
     }
 }
 
@@ -228,7 +230,9 @@ fn assert_carried_forward(path: &Path, before: &BTreeMap<String, i64>, what: &st
 /// The old rows read back through the product: the window's units, and the calls
 /// journalled while the limiter was down as pending, not as the ledger.
 async fn assert_old_quota_rows_read_back(path: &Path, what: &str) {
-    let limiter = Limiter::Embedded(EmbeddedLimiter::open(path, "key1").expect("limiter"));
+    let limiter = Limiter::Embedded(
+        EmbeddedLimiter::open(path, "key1", crate::clock::system()).expect("limiter"),
+    );
     let status = limiter
         .status(
             &[PolicyRef {
@@ -240,7 +244,7 @@ async fn assert_old_quota_rows_read_back(path: &Path, what: &str) {
         .await
         .expect("status");
     assert_eq!(status.policies[0].used, OLD_UNITS, "{what}");
-    let journal = Journal::open(path).expect("journal");
+    let journal = Journal::open(path, crate::clock::system()).expect("journal");
     let (pending, unreadable) = journal.pending("key1").expect("pending");
     assert_eq!((pending.len(), unreadable), (2, 0), "{what}");
     assert!(
@@ -287,8 +291,9 @@ async fn a_file_only_the_embedded_limiter_used_is_versioned_without_loss() {
     // Read-only opens take the file as it is and change nothing: the store finds
     // none of its tables, the budget reads the old limiter's window.
     assert!(Store::open_read_only(&path).expect("store").is_none());
-    let limiter =
-        Limiter::Embedded(EmbeddedLimiter::open_read_only(&path, "key1").expect("limiter"));
+    let limiter = Limiter::Embedded(
+        EmbeddedLimiter::open_read_only(&path, "key1", crate::clock::system()).expect("limiter"),
+    );
     let window = [PolicyRef {
         name: "budget".into(),
         window: HOUR.into(),
@@ -301,7 +306,7 @@ async fn a_file_only_the_embedded_limiter_used_is_versioned_without_loss() {
 
     // The journal finds the calls waiting for a replay; opening it to replay them
     // upgrades the file.
-    let journal = Journal::open_if_pending(&path)
+    let journal = Journal::open_if_pending(&path, crate::clock::system())
         .expect("journal")
         .expect("pending calls");
     assert_eq!(journal.pending("key1").expect("pending").0.len(), 2);
@@ -383,7 +388,8 @@ fn openers_of_every_kind_on_a_fresh_file_together_all_succeed() {
                                     .map_err(|e| chain(&e))
                             }
                             Opener::Journal => {
-                                let journal = Journal::open(path).map_err(|e| chain(&e))?;
+                                let journal = Journal::open(path, crate::clock::system())
+                                    .map_err(|e| chain(&e))?;
                                 let charge = Charge {
                                     bucket: "budget".into(),
                                     id: format!("j{i}"),
@@ -429,7 +435,7 @@ fn a_newer_file_is_refused_alike_by_every_opener_and_left_alone() {
     let (_dir, path) = temp_db();
     store_v3(&path);
     old_quota_rows(&path);
-    drop(Journal::open(&path).expect("upgrading"));
+    drop(Journal::open(&path, crate::clock::system()).expect("upgrading"));
     let newer = latest_version() + 1;
     raw(&path)
         .execute_batch(&format!("PRAGMA user_version = {newer}"))
@@ -448,19 +454,21 @@ fn a_newer_file_is_refused_alike_by_every_opener_and_left_alone() {
         ),
         (
             "limiter, read-only",
-            EmbeddedLimiter::open_read_only(&path, "key1")
+            EmbeddedLimiter::open_read_only(&path, "key1", crate::clock::system())
                 .map(drop)
                 .map_err(|e| chain(&e)),
         ),
         (
             "journal, if pending",
-            Journal::open_if_pending(&path)
+            Journal::open_if_pending(&path, crate::clock::system())
                 .map(drop)
                 .map_err(|e| chain(&e)),
         ),
         (
             "journal, if any",
-            Journal::open_if_any(&path).map(drop).map_err(|e| chain(&e)),
+            Journal::open_if_any(&path, crate::clock::system())
+                .map(drop)
+                .map_err(|e| chain(&e)),
         ),
     ];
     let sentence = format!(
@@ -498,7 +506,9 @@ fn a_limiter_version_no_build_wrote_is_refused_and_nothing_is_lost() {
     }
     // A command that goes on without the journal logs its error's message alone:
     // that says why too.
-    let logged = Journal::open(&path).expect_err("refused").to_string();
+    let logged = Journal::open(&path, crate::clock::system())
+        .expect_err("refused")
+        .to_string();
     assert!(logged.contains("quota_schema"), "{logged}");
     assert_eq!((layout(&path), counts(&path)), before, "the file changed");
     assert_eq!(user_version(&raw(&path)).expect("version"), 0);

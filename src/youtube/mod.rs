@@ -24,6 +24,8 @@ pub use key::ApiKey;
 pub use raw::MalformedResponse;
 pub use types::{Category, SearchPage, VideoCounts, VideoPage, VideoRecord};
 
+use crate::clock::Micros;
+
 /// The upstream's page size limit, and the most ids one `videos.list` call takes. Here,
 /// not in the client, because the response parser bounds a page by it too.
 pub const MAX_RESULTS: usize = 50;
@@ -37,17 +39,17 @@ pub const VIDEO_CATEGORIES_LIST: &str = "videoCategories.list";
 /// Quota method of [`Client::video_counts`].
 pub const VIDEOS_BATCH_GET_STATS: &str = "videos.batchGetStats";
 
-/// When the upstream's daily quota resets after `now_us`: the next midnight in
-/// America/Los_Angeles, in microseconds since the Unix epoch.
-pub fn quota_reset_after(now_us: i64) -> i64 {
-    let next = || -> Result<i64, jiff::Error> {
+/// When the upstream's daily quota resets after `now`: the next midnight in
+/// America/Los_Angeles.
+pub fn quota_reset_after(now: Micros) -> Micros {
+    let next = || -> Result<Micros, jiff::Error> {
         let tz = jiff::tz::TimeZone::get("America/Los_Angeles")?;
-        let today = jiff::Timestamp::from_microsecond(now_us)?
+        let today = jiff::Timestamp::from_microsecond(now.as_i64())?
             .to_zoned(tz.clone())
             .date();
         let midnight = today.tomorrow()?.to_zoned(tz)?;
-        Ok(midnight.timestamp().as_microsecond())
+        Ok(Micros::new(midnight.timestamp().as_microsecond()))
     };
     // Without a time zone database, a day from now is the safe side of the reset.
-    next().unwrap_or(now_us + 86_400_000_000)
+    next().unwrap_or_else(|_| now.after(std::time::Duration::from_secs(86_400)))
 }

@@ -1356,10 +1356,12 @@ async fn an_answers_date_reaches_the_caller_that_asks() {
 // ---------------------------------------------------------------------------------
 // When the upstream's daily quota resets.
 
-fn at(s: &str) -> i64 {
-    s.parse::<jiff::Timestamp>()
-        .map(|t| t.as_microsecond())
-        .unwrap_or_default()
+fn at(s: &str) -> crate::clock::Micros {
+    crate::clock::Micros::new(
+        s.parse::<jiff::Timestamp>()
+            .map(|t| t.as_microsecond())
+            .unwrap_or_default(),
+    )
 }
 
 #[test]

@@ -12,7 +12,9 @@ use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
+
+use trendsync::clock::{Clock, SystemClock};
 
 pub struct RedisServer {
     child: Option<Child>,
@@ -475,10 +477,7 @@ impl ClockShift {
 
 /// Microseconds since the Unix epoch, by this process's (real) clock.
 pub fn real_now_us() -> i64 {
-    let since = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .expect("the clock is after 1970");
-    i64::try_from(since.as_micros()).expect("microseconds since 1970 fit in an i64")
+    SystemClock.now().as_i64()
 }
 
 /// `2026-03-08T07:59:58Z` in microseconds since the Unix epoch.

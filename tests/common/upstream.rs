@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use trendsync::clock::{Clock, SystemClock};
+
 use wiremock::matchers::{header, method, path, query_param, query_param_is_missing};
 use wiremock::{Mock, MockBuilder, MockServer, Request, Respond, ResponseTemplate};
 
@@ -392,7 +394,8 @@ impl DateShift {
         if shift == 0 {
             return None;
         }
-        let now = jiff::Timestamp::now()
+        let now = jiff::Timestamp::from_microsecond(SystemClock.now().as_i64())
+            .expect("now in range")
             .checked_add(jiff::SignedDuration::from_secs(shift))
             .expect("a shifted time in range");
         Some(

@@ -2,12 +2,14 @@
 //! it stands, printed as a table or as JSON. Nothing is called, charged or written.
 
 use std::io::Write;
+use std::sync::Arc;
 
 use anyhow::Result;
 use serde::Serialize;
 
 use super::{Job, due_for_follow_up, freshness};
 use crate::cli::Global;
+use crate::clock::Clock;
 use crate::cmd::exit::exit_code_for_status;
 use crate::cmd::{Access, open_limiter, read_status};
 use crate::config::Config;
@@ -21,20 +23,26 @@ use crate::youtube;
 
 /// Plans the job, prices it against the budget, and prints what the real run would do;
 /// the exit code is the one the real run would give for the same stop.
-pub(super) async fn run(global: &Global, config: &Config, job: &Job<'_>) -> Result<()> {
+pub(super) async fn run(
+    global: &Global,
+    config: &Config,
+    job: &Job<'_>,
+    clock: &Arc<dyn Clock>,
+) -> Result<()> {
     // No call is made, but a base the real run would refuse is refused here too (78).
     youtube::parse_api_base(&global.api_base)?;
     let fresh = freshness(global)?;
-    let clock = crate::clock::system();
-    let now = clock.now_s();
+    let now = clock.now().to_secs();
     let mut plan = runner::plan(&job.regions, &fresh, now);
     if let Some(follow) = config.regions.follow {
         plan.extend(runner::plan::follow_ups(due_for_follow_up(
-            global, follow, now,
+            global,
+            follow,
+            now.as_i64(),
         )?));
     }
     let budget = &config.budget;
-    let limiter = open_limiter(global, budget, Access::Read, &clock).await?;
+    let limiter = open_limiter(global, budget, Access::Read, clock).await?;
     let names: Vec<String> = budget.policies().into_iter().map(|p| p.name).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let status = read_status(&limiter, budget, &names).await?;
@@ -58,7 +66,7 @@ pub(super) async fn run(global: &Global, config: &Config, job: &Job<'_>) -> Resu
                 .position(|c| !c.fits)
                 .map_or(sim.calls.len(), |i| i + 1),
             sim.calls.len(),
-            stop.describe(sim.now_us)
+            stop.describe(sim.now)
         ),
     };
     let regions: Vec<&str> = job.regions.iter().map(|r| r.code.as_str()).collect();
@@ -120,13 +128,13 @@ fn print_plan(job: &Job<'_>, budget: &Budget, sim: &Simulation, limiter: &str) -
             if let Some(stop) = sim.bucket_stops.get(&c.bucket).or(sim.stop.as_ref()) {
                 let why = match stop.denied_by() {
                     Some(policy) => {
-                        let wait = stop.retry_after(sim.now_us).map_or(
+                        let wait = stop.retry_after(sim.now).map_or(
                             "never: the call is larger than the policy's maximum".to_owned(),
                             |d| format!("capacity frees in {}", human::duration(d)),
                         );
                         format!("{policy} would say no; {wait}")
                     }
-                    None => stop.describe(sim.now_us),
+                    None => stop.describe(sim.now),
                 };
                 plan.note(format!("  ---- the run would stop here: {why}"));
             }
@@ -179,7 +187,7 @@ fn print_plan(job: &Job<'_>, budget: &Budget, sim: &Simulation, limiter: &str) -
             .sum();
         let left = sim.remaining_by_bucket.get(b.name).copied().unwrap_or(0);
         let stop = sim.bucket_stops.get(b.name).map_or(String::new(), |s| {
-            format!(" (stops: {})", s.describe(sim.now_us))
+            format!(" (stops: {})", s.describe(sim.now))
         });
         let units = if planned == 1 { "unit" } else { "units" };
         writeln!(
@@ -285,7 +293,7 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
         retry_after_s: sim
             .stop
             .as_ref()
-            .and_then(|s| s.retry_after(sim.now_us))
+            .and_then(|s| s.retry_after(sim.now))
             .map(seconds),
         denied_by: sim
             .stop

@@ -10,7 +10,9 @@ const HOUR: Duration = Duration::from_secs(3600);
 
 /// The one clock a test's journal and limiter both read: set, never slept on.
 fn clock() -> Arc<ManualClock> {
-    Arc::new(ManualClock::starting_at(1_700_000_000_000_000))
+    Arc::new(ManualClock::starting_at(crate::clock::Micros::new(
+        1_700_000_000_000_000,
+    )))
 }
 
 fn charge(id: &str, units: u64) -> Charge {
@@ -59,7 +61,7 @@ async fn used(limiter: &Limiter, policy: &str, window: Duration) -> (u64, Option
 #[test]
 fn a_charge_reads_back_as_it_was_written() {
     let (_dir, path) = scratch();
-    let j = Journal::open(&path).expect("open");
+    let j = Journal::open(&path, crate::clock::system()).expect("open");
     j.record_at("key1", &charge("r-2", 1), 2_000)
         .expect("record");
     j.record_at("key1", &charge("r-1", 100), 1_000)
@@ -96,7 +98,7 @@ fn a_charge_reads_back_as_it_was_written() {
 #[test]
 fn negative_units_read_back_as_unreadable_not_zero() {
     let (_dir, path) = scratch();
-    let j = Journal::open(&path).expect("open");
+    let j = Journal::open(&path, crate::clock::system()).expect("open");
     j.record_at("key1", &charge("r-1", 7), 1_000)
         .expect("record");
     j.record_at("key1", &charge("r-2", 3), 2_000)
@@ -118,7 +120,9 @@ fn negative_units_read_back_as_unreadable_not_zero() {
 fn processes_opening_a_fresh_journal_together_all_succeed() {
     let (_dir, path) = scratch();
     let opened: Vec<Result<Journal, JournalError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..8).map(|_| s.spawn(|| Journal::open(&path))).collect();
+        let handles: Vec<_> = (0..8)
+            .map(|_| s.spawn(|| Journal::open(&path, crate::clock::system())))
+            .collect();
         handles
             .into_iter()
             .map(|h| h.join().expect("no panic"))
@@ -130,7 +134,7 @@ fn processes_opening_a_fresh_journal_together_all_succeed() {
             .expect("record");
     }
     assert_eq!(
-        Journal::open(&path)
+        Journal::open(&path, crate::clock::system())
             .expect("open")
             .pending("key1")
             .expect("pending")
@@ -143,14 +147,22 @@ fn processes_opening_a_fresh_journal_together_all_succeed() {
 #[test]
 fn opening_only_for_pending_calls_creates_nothing() {
     let (dir, path) = scratch();
-    assert!(Journal::open_if_pending(&path).expect("no file").is_none());
+    assert!(
+        Journal::open_if_pending(&path, crate::clock::system())
+            .expect("no file")
+            .is_none()
+    );
     assert!(!path.exists(), "no database is created");
     {
-        let j = Journal::open(&path).expect("open");
-        assert!(Journal::open_if_pending(&path).expect("empty").is_none());
+        let j = Journal::open(&path, crate::clock::system()).expect("open");
+        assert!(
+            Journal::open_if_pending(&path, crate::clock::system())
+                .expect("empty")
+                .is_none()
+        );
         j.record_at("key1", &charge("r-1", 1), 1).expect("record");
     }
-    let j = Journal::open_if_pending(&path)
+    let j = Journal::open_if_pending(&path, crate::clock::system())
         .expect("pending")
         .expect("a journal with rows");
     assert_eq!(j.pending("key1").expect("pending").0.len(), 1);
@@ -167,11 +179,10 @@ fn opening_only_for_pending_calls_creates_nothing() {
 async fn a_replay_counts_each_call_once_at_its_original_age() {
     let (_dir, path) = scratch();
     let clock = clock();
-    let limiter = Limiter::Embedded(
-        EmbeddedLimiter::open_with_clock(&path, "key1", clock.clone()).expect("limiter"),
-    );
-    let j = Journal::open_with_clock(&path, clock.clone()).expect("open");
-    let now = clock.now_us();
+    let limiter =
+        Limiter::Embedded(EmbeddedLimiter::open(&path, "key1", clock.clone()).expect("limiter"));
+    let j = Journal::open(&path, clock.clone()).expect("open");
+    let now = clock.now().as_i64();
     let ten_min = 600 * 1_000_000;
     j.record_at("key1", &charge("r-1", 100), now - ten_min)
         .expect("record");
@@ -208,7 +219,7 @@ async fn a_replay_counts_each_call_once_at_its_original_age() {
 #[test]
 fn the_ledger_keeps_granted_calls_until_their_longest_window_passes() {
     let (_dir, path) = scratch();
-    let j = Journal::open(&path).expect("open");
+    let j = Journal::open(&path, crate::clock::system()).expect("open");
     j.record_granted_at("key1", &charge("g-1", 100), 1_000)
         .expect("record");
     j.record_at("key1", &charge("u-1", 1), 2_000)
@@ -250,7 +261,7 @@ fn a_journal_written_before_the_ledger_keeps_its_calls() {
         )
         .expect("an old journal");
     }
-    let j = Journal::open_if_pending(&path)
+    let j = Journal::open_if_pending(&path, crate::clock::system())
         .expect("open")
         .expect("a pending call");
     let (rows, unreadable) = j.pending("key1").expect("pending");
@@ -263,8 +274,8 @@ fn a_journal_written_before_the_ledger_keeps_its_calls() {
 async fn a_restore_records_the_ledger_once_at_original_ages_and_keeps_it() {
     let (_dir, path) = scratch();
     let clock = clock();
-    let j = Journal::open_with_clock(&path, clock.clone()).expect("open");
-    let now = clock.now_us();
+    let j = Journal::open(&path, clock.clone()).expect("open");
+    let now = clock.now().as_i64();
     let ten_min = 600 * 1_000_000;
     j.record_granted_at("key1", &charge("g-1", 100), now - ten_min)
         .expect("record");
@@ -272,8 +283,7 @@ async fn a_restore_records_the_ledger_once_at_original_ages_and_keeps_it() {
         .expect("record");
     // The window this host charged into is gone: an empty one.
     let limiter = Limiter::Embedded(
-        EmbeddedLimiter::open_with_clock(&path.with_extension("other.db"), "key1", clock)
-            .expect("limiter"),
+        EmbeddedLimiter::open(&path.with_extension("other.db"), "key1", clock).expect("limiter"),
     );
     for _ in 0..2 {
         let done = j.restore("key1", &limiter).await.expect("restore");
@@ -293,11 +303,13 @@ async fn a_restore_records_the_ledger_once_at_original_ages_and_keeps_it() {
 #[tokio::test]
 async fn a_replay_that_fails_leaves_the_rest_for_next_time() {
     let (_dir, path) = scratch();
-    let clock = Arc::new(ManualClock::starting_at(1_800_000_000_000_000));
-    let j = Journal::open_with_clock(&path, clock.clone()).expect("open");
-    j.record_at("key1", &charge("r-1", 1), clock.now_us())
+    let clock = Arc::new(ManualClock::starting_at(crate::clock::Micros::new(
+        1_800_000_000_000_000,
+    )));
+    let j = Journal::open(&path, clock.clone()).expect("open");
+    j.record_at("key1", &charge("r-1", 1), clock.now().as_i64())
         .expect("record");
-    j.record_at("key1", &charge("r-2", 1), clock.now_us())
+    j.record_at("key1", &charge("r-2", 1), clock.now().as_i64())
         .expect("record");
     let down = Limiter::Down {
         endpoint: "redis://127.0.0.1:1/0".into(),

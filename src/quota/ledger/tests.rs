@@ -48,20 +48,20 @@ impl MemoryWindow {
     /// A live charge, decided as the charge script decides one: in the window's
     /// epoch, created if there is none.
     fn charge(&self, charge: &Charge) -> (Decision, Epoch) {
-        let now = self.clock.now_us();
+        let now = self.clock.now().as_i64();
         let epoch = *lock(&self.epoch).get_or_insert(Epoch(now));
         (lock(&self.model).charge(charge, now, None), epoch)
     }
 
     fn used(&self) -> u64 {
-        lock(&self.model).used("budget", &HOUR.into(), self.clock.now_us())
+        lock(&self.model).used("budget", &HOUR.into(), self.clock.now().as_i64())
     }
 }
 
 impl RecordPast for MemoryWindow {
     async fn record_past(&self, charge: &Charge, age: Duration) -> Result<Decision, LimiterError> {
         self.answering()?;
-        let now = self.clock.now_us();
+        let now = self.clock.now().as_i64();
         lock(&self.epoch).get_or_insert(Epoch(now));
         lock(&self.replayed).push(charge.id.clone());
         Ok(lock(&self.model).charge(charge, now, Some(age)))
@@ -281,10 +281,9 @@ const CASES: &[Case] = &[
 async fn the_ledger_is_replayed_when_and_only_when_the_window_is_lost() {
     for case in CASES {
         let dir = tempfile::tempdir().expect("temp dir");
-        let clock = Arc::new(ManualClock::starting_at(NOW));
-        let journal = Arc::new(
-            Journal::open_with_clock(&dir.path().join("host.db"), clock.clone()).expect("journal"),
-        );
+        let clock = Arc::new(ManualClock::starting_at(crate::clock::Micros::new(NOW)));
+        let journal =
+            Arc::new(Journal::open(&dir.path().join("host.db"), clock.clone()).expect("journal"));
         journal
             .set_epoch(KEY, case.known.map(Epoch))
             .expect("the epoch last seen");
@@ -337,10 +336,9 @@ async fn the_ledger_is_replayed_when_and_only_when_the_window_is_lost() {
 #[tokio::test]
 async fn only_a_granted_charge_joins_the_ledger() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let clock = Arc::new(ManualClock::starting_at(NOW));
-    let journal = Arc::new(
-        Journal::open_with_clock(&dir.path().join("host.db"), clock.clone()).expect("journal"),
-    );
+    let clock = Arc::new(ManualClock::starting_at(crate::clock::Micros::new(NOW)));
+    let journal =
+        Arc::new(Journal::open(&dir.path().join("host.db"), clock.clone()).expect("journal"));
     let store = MemoryWindow {
         model: Mutex::new(Model::new()),
         epoch: Mutex::new(None),

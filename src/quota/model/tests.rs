@@ -243,7 +243,7 @@ fn a_model_seeded_from_a_status_decides_as_the_limiter_that_reported_it() {
         method: "m".into(),
     };
     let status = |entries| Status {
-        now_us: 30 * S,
+        now: crate::clock::Micros::new(30 * S),
         policies: vec![policy(entries)],
         blocked: Default::default(),
     };

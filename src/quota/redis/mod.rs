@@ -27,7 +27,7 @@ pub use url::RedisConfigError;
 use super::journal::{Epoch, Journal};
 use super::ledger::{Ledger, LedgerStore};
 use super::{BUDGET_POLICY, Charge, Decision, LimiterError, Part, PolicyRef, RecordPast, Status};
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, Micros};
 use conn::{Conn, Connector};
 use diagnose::{classify, is_failover, worth_once_more};
 use script::{Keys, Scripts};
@@ -106,19 +106,26 @@ impl std::fmt::Debug for RedisLimiter {
 
 impl RedisLimiter {
     /// Connects to the limiter for the budget named `budget_key`, TLS with the
-    /// system's trust store.
-    pub async fn connect(url: &str, budget_key: &str) -> Result<RedisLimiter, LimiterError> {
-        RedisLimiter::connect_with_tls(url, &TlsFiles::default(), budget_key).await
+    /// system's trust store; `clock` is this host's (see [`RedisLimiter::connect_with_tls`]).
+    pub async fn connect(
+        url: &str,
+        budget_key: &str,
+        clock: Arc<dyn Clock>,
+    ) -> Result<RedisLimiter, LimiterError> {
+        RedisLimiter::connect_with_tls(url, &TlsFiles::default(), budget_key, clock).await
     }
 
     /// Connects to the limiter for the budget named `budget_key` in any form of
     /// DESIGN.md section 8. A configuration that cannot work is
     /// [`LimiterError::Config`]; a deployment in the middle of a failover is waited
     /// for, within [`FAILOVER_PATIENCE`]; one that does not answer is unavailable.
+    /// Redis's own TIME decides; this host's `clock` is read only for the midnights
+    /// of calendar-day windows.
     pub async fn connect_with_tls(
         url: &str,
         tls: &TlsFiles,
         budget_key: &str,
+        clock: Arc<dyn Clock>,
     ) -> Result<RedisLimiter, LimiterError> {
         let keys = Keys::new(budget_key);
         let [budget_set, ..] = keys.policy(BUDGET_POLICY);
@@ -153,13 +160,8 @@ impl RedisLimiter {
             keys,
             scripts: Scripts::new(),
             ledger: None,
-            clock: Arc::new(SystemClock),
+            clock,
         })
-    }
-
-    /// Reads this host's time from `clock` for the midnights of calendar-day windows.
-    pub fn with_clock(self, clock: Arc<dyn Clock>) -> RedisLimiter {
-        RedisLimiter { clock, ..self }
     }
 
     pub fn endpoint(&self) -> &str {
@@ -190,7 +192,7 @@ impl RedisLimiter {
     pub(super) async fn charge_keeping_ledger(
         &self,
         charge: &Charge,
-    ) -> Result<(Decision, i64), LimiterError> {
+    ) -> Result<(Decision, Micros), LimiterError> {
         let Decided {
             decision,
             epoch,
@@ -199,7 +201,7 @@ impl RedisLimiter {
         if let Some(ledger) = self.ledger.as_deref() {
             ledger.charged(self, charge, &decision, epoch).await;
         }
-        Ok((decision, now_us))
+        Ok((decision, Micros::new(now_us)))
     }
 
     /// [`Limiter::charge`](super::Limiter::charge) (or, with `age`,
@@ -215,7 +217,7 @@ impl RedisLimiter {
         // takes the day that Redis's own clock falls in.
         let inv = self
             .scripts
-            .charge(&self.keys, charge, self.clock.now_us(), age);
+            .charge(&self.keys, charge, self.clock.now().as_i64(), age);
         let inv = &inv;
         let reply: redis::Value = self
             .through_failover("charging the budget", |mut conn| async move {
@@ -230,9 +232,12 @@ impl RedisLimiter {
         policies: &[PolicyRef],
         with_entries: &[&str],
     ) -> Result<Status, LimiterError> {
-        let inv = self
-            .scripts
-            .status(&self.keys, policies, with_entries, self.clock.now_us());
+        let inv = self.scripts.status(
+            &self.keys,
+            policies,
+            with_entries,
+            self.clock.now().as_i64(),
+        );
         let inv = &inv;
         let reply: script::StatusReply = self
             .through_failover("reading the budget", |mut conn| async move {
@@ -245,8 +250,9 @@ impl RedisLimiter {
     pub(super) async fn block_until(
         &self,
         bucket: &str,
-        until_us: i64,
+        until: Micros,
     ) -> Result<(), LimiterError> {
+        let until_us = until.as_i64();
         let until_ms = u64::try_from(until_us / 1000).unwrap_or(0);
         let mut set = redis::cmd("SET");
         set.arg(self.keys.blocked(bucket))
@@ -260,7 +266,7 @@ impl RedisLimiter {
         .await
     }
 
-    pub(super) async fn unblock(&self, bucket: &str) -> Result<Option<i64>, LimiterError> {
+    pub(super) async fn unblock(&self, bucket: &str) -> Result<Option<Micros>, LimiterError> {
         let mut getdel = redis::cmd("GETDEL");
         getdel.arg(self.keys.blocked(bucket));
         let getdel = &getdel;
@@ -269,7 +275,7 @@ impl RedisLimiter {
                 getdel.query_async::<Option<i64>>(&mut conn).await
             })
             .await?;
-        Ok(until)
+        Ok(until.map(Micros::new))
     }
 
     /// Sends `op`, and sends the same `op` again while the answer says a failover

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use redis::{Script, ScriptInvocation};
 
+use crate::clock::Micros;
+
 use crate::quota::journal::Epoch;
 use crate::quota::model::{self, Fit, PartOutcome};
 use crate::quota::skew::{self, LimiterClock};
@@ -331,7 +333,7 @@ pub(super) fn status_reply(
         .iter()
         .zip(&states)
         .filter(|(_, state)| state.4 > 0)
-        .map(|(p, state)| (p.name.clone(), state.4))
+        .map(|(p, state)| (p.name.clone(), Micros::new(state.4)))
         .collect();
     let policies = policies
         .iter()
@@ -348,7 +350,7 @@ pub(super) fn status_reply(
         })
         .collect();
     Status {
-        now_us,
+        now: Micros::new(now_us),
         policies,
         blocked,
     }

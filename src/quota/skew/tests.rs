@@ -6,9 +6,9 @@ const S: i64 = 1_000_000;
 
 fn reading(limiter_at_us: i64, elapsed_ms: u64, date_s: i64) -> Measured {
     Reading {
-        limiter_at_us,
+        limiter_at: crate::clock::Micros::new(limiter_at_us),
         elapsed: Duration::from_millis(elapsed_ms),
-        date_s,
+        date: crate::clock::Secs::new(date_s),
     }
     .measure()
 }

@@ -14,14 +14,19 @@ const AT_2026_S: i64 = AT_2026_US / 1_000_000;
 /// second later.
 fn reading(off_s: i64) -> Reading {
     Reading {
-        limiter_at_us: AT_2026_US,
+        limiter_at: crate::clock::Micros::new(AT_2026_US),
         elapsed: Duration::from_millis(100),
-        date_s: AT_2026_S + off_s,
+        date: crate::clock::Secs::new(AT_2026_S + off_s),
     }
 }
 
 fn stops() -> Stops {
-    Stops::new("r1".into(), Arc::new(ManualClock::starting_at(AT_2026_US)))
+    Stops::new(
+        "r1".into(),
+        Arc::new(ManualClock::starting_at(crate::clock::Micros::new(
+            AT_2026_US,
+        ))),
+    )
 }
 
 /// A clock an earlier run found too far makes this one check it with one call at

@@ -39,7 +39,7 @@ async fn a_run_reads_the_time_only_from_its_clock() {
         .await;
     const AT_2030_S: i64 = 1_893_456_000;
     let clock = Arc::new(crate::clock::ManualClock::starting_at(
-        AT_2030_S * 1_000_000,
+        crate::clock::Secs::new(AT_2030_S).to_micros(),
     ));
     let client = crate::youtube::Client::new(
         &upstream.uri(),

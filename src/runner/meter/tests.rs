@@ -53,7 +53,9 @@ costs = { "search.list" = 1 }
 /// is down.
 fn meter(dir: &std::path::Path, costs: &str, down: bool) -> Meter {
     let db = dir.join("t.db");
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::starting_at(AT_2026_US));
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::starting_at(crate::clock::Micros::new(
+        AT_2026_US,
+    )));
     let budget = budget(costs);
     let limiter = if down {
         Limiter::Down {
@@ -62,7 +64,7 @@ fn meter(dir: &std::path::Path, costs: &str, down: bool) -> Meter {
         }
     } else {
         Limiter::Embedded(
-            crate::quota::EmbeddedLimiter::open_with_clock(&db, &budget.key, Arc::clone(&clock))
+            crate::quota::EmbeddedLimiter::open(&db, &budget.key, Arc::clone(&clock))
                 .expect("the embedded limiter"),
         )
     };
@@ -221,7 +223,7 @@ async fn a_limiter_found_down_is_not_asked_again() {
         "granted 1",
         "a charge before the block"
     );
-    up.block_until("search", AT_2026_US + 1_000_000)
+    up.block_until("search", crate::clock::Micros::new(AT_2026_US + 1_000_000))
         .await
         .expect("blocked");
     let window = up.window().await.expect("the window");
@@ -237,7 +239,9 @@ async fn a_limiter_found_down_is_not_asked_again() {
     let dir = tempfile::tempdir().expect("temp dir");
     let down = meter(dir.path(), SEARCH_BUCKET, true);
     assert_eq!(short(&down.charge(VIDEOS_LIST).await), "unmetered 1");
-    let blocked = down.block_until("search", AT_2026_US).await;
+    let blocked = down
+        .block_until("search", crate::clock::Micros::new(AT_2026_US))
+        .await;
     assert!(
         blocked
             .as_ref()

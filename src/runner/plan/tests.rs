@@ -1,6 +1,7 @@
 //! Unit tests of `runner/plan.rs`.
 
 use super::*;
+use crate::clock::{Micros, Secs};
 use crate::config::Search;
 use crate::quota::{Entry, PolicyStatus};
 use crate::youtube::SearchOrder;
@@ -33,7 +34,7 @@ fn budget(ceiling: u64) -> Budget {
 
 fn status(used: u64, at_us: i64, now_us: i64) -> Status {
     Status {
-        now_us,
+        now: Micros::new(now_us),
         policies: vec![
             PolicyStatus {
                 name: "budget".into(),
@@ -86,7 +87,7 @@ fn core_data_of_every_region_comes_before_any_search_and_stale_regions_lead() {
             },
         ),
     ]);
-    let got: Vec<(String, Step)> = plan(&[&us, &gb], &fresh, 2000)
+    let got: Vec<(String, Step)> = plan(&[&us, &gb], &fresh, Secs::new(2000))
         .into_iter()
         .map(|p| (p.region, p.step))
         .collect();
@@ -115,7 +116,7 @@ fn category_charts_come_after_every_overall_chart_and_before_any_search() {
     us.categories = vec![17, 25];
     let mut gb = region("GB", 1, &[]);
     gb.categories = vec![10];
-    let got: Vec<String> = plan(&[&us, &gb], &BTreeMap::new(), 0)
+    let got: Vec<String> = plan(&[&us, &gb], &BTreeMap::new(), Secs::new(0))
         .into_iter()
         .map(|p| format!("{} {}", p.region, p.step.describe()))
         .collect();
@@ -151,7 +152,7 @@ fn a_missing_chart_is_left_out_until_the_category_names_are_fetched_again() {
         },
     )]);
     let steps = |now| -> Vec<Step> {
-        plan(&[&us], &fresh, now)
+        plan(&[&us], &fresh, Secs::new(now))
             .into_iter()
             .map(|p| p.step)
             .collect()
@@ -211,14 +212,14 @@ fn categories_are_fetched_again_after_a_day() {
             ..Freshness::default()
         },
     )]);
-    assert_eq!(plan(&[&us], &fresh, day - 1).len(), 1);
-    assert_eq!(plan(&[&us], &fresh, day).len(), 2);
+    assert_eq!(plan(&[&us], &fresh, Secs::new(day - 1)).len(), 1);
+    assert_eq!(plan(&[&us], &fresh, Secs::new(day)).len(), 2);
 }
 
 #[test]
 fn the_simulation_stops_where_the_ceiling_is_reached() {
     let us = region("US", 4, &["fresh"]);
-    let calls = plan(&[&us], &BTreeMap::new(), 0);
+    let calls = plan(&[&us], &BTreeMap::new(), Secs::new(0));
     // 4 pages + categories = 5 units, then search.list costs 100.
     let sim = simulate(
         &calls,
@@ -232,7 +233,10 @@ fn the_simulation_stops_where_the_ceiling_is_reached() {
     assert_eq!(stop.denied_by(), Some("budget"));
     // 95 used + 100 > 100: all 95 must leave, including the 5 this plan charges
     // now, so a whole window from now; not when the 90 from t=1 s leave.
-    assert_eq!(stop.retry_after(0), Some(Duration::from_secs(86_400)));
+    assert_eq!(
+        stop.retry_after(Micros::new(0)),
+        Some(Duration::from_secs(86_400))
+    );
     assert_eq!(sim.remaining(), 5);
     assert_eq!(sim.calls[4].total, 5);
 }
@@ -240,7 +244,7 @@ fn the_simulation_stops_where_the_ceiling_is_reached() {
 #[test]
 fn the_reserve_lets_the_same_plan_through() {
     let us = region("US", 4, &["fresh"]);
-    let calls = plan(&[&us], &BTreeMap::new(), 0);
+    let calls = plan(&[&us], &BTreeMap::new(), Secs::new(0));
     let mut b = budget(100);
     b.quota = 300;
     let sim = simulate(
@@ -256,22 +260,22 @@ fn the_reserve_lets_the_same_plan_through() {
 #[test]
 fn a_blocked_budget_stops_the_plan_at_its_first_call_as_the_run() {
     let us = region("US", 1, &[]);
-    let calls = plan(&[&us], &BTreeMap::new(), 0);
+    let calls = plan(&[&us], &BTreeMap::new(), Secs::new(0));
     let mut st = status(0, 0, 2_000_000);
-    st.blocked.insert("budget".into(), 9_000_000);
+    st.blocked.insert("budget".into(), Micros::new(9_000_000));
     let sim = simulate(&calls, &budget(100), Allowance::Ceiling, &st);
     assert!(sim.calls.iter().all(|c| !c.fits));
     let stop = sim.stop.clone().expect("blocked");
     assert_eq!(stop.status(), super::super::Status::UpstreamQuotaExhausted);
     assert_eq!(stop.denied_by(), Some(crate::quota::UPSTREAM_POLICY));
-    assert_eq!(stop.retry_after(sim.now_us), Some(Duration::from_secs(7)));
+    assert_eq!(stop.retry_after(sim.now), Some(Duration::from_secs(7)));
     assert_eq!(sim.remaining(), 100);
 }
 
 #[test]
 fn equal_windows_both_over_name_the_policy_the_limiter_names() {
     let us = region("US", 3, &[]);
-    let calls = plan(&[&us], &BTreeMap::new(), 0);
+    let calls = plan(&[&us], &BTreeMap::new(), Secs::new(0));
     let mut b = budget(100);
     let limit = |name: &str| crate::quota::Limit {
         name: name.into(),
@@ -308,6 +312,6 @@ fn equal_windows_both_over_name_the_policy_the_limiter_names() {
     let said = limiter.charge(&page("p2"), 2_000_000, None);
     let stop = sim.stop.expect("the second page does not fit");
     assert_eq!(stop.denied_by(), said.denied_by.as_deref());
-    assert_eq!(stop.retry_after(0), said.retry_after);
+    assert_eq!(stop.retry_after(Micros::new(0)), said.retry_after);
     assert_eq!(said.retry_after, Some(Duration::from_secs(3599)));
 }

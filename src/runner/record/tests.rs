@@ -6,7 +6,11 @@ use crate::error::chain;
 
 fn recorder(dir: &std::path::Path) -> Recorder {
     let store = Store::open(dir.join("t.db")).expect("the store");
-    Recorder::new(store, "r1".into(), Arc::new(ManualClock::starting_at(0)))
+    Recorder::new(
+        store,
+        "r1".into(),
+        Arc::new(ManualClock::starting_at(crate::clock::Micros::new(0))),
+    )
 }
 
 /// A write that fails says what it was doing, in the words of the run's log.
@@ -47,8 +51,10 @@ async fn a_failed_write_says_what_it_was_doing() {
 async fn writes_reach_the_store() {
     let dir = tempfile::tempdir().expect("temp dir");
     let rec = recorder(dir.path());
-    rec.begin_run(RunKind::Run, 0).await.expect("begun");
-    rec.begin_regions(0, vec!["US".into()])
+    rec.begin_run(RunKind::Run, crate::clock::Secs::new(0))
+        .await
+        .expect("begun");
+    rec.begin_regions(crate::clock::Secs::new(0), vec!["US".into()])
         .await
         .expect("regions");
     rec.categories("US", vec![("10".into(), "Music".into())])

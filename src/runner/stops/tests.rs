@@ -8,7 +8,9 @@ use crate::quota::BUDGET_POLICY;
 fn stops() -> Stops {
     Stops::new(
         "r1".into(),
-        Arc::new(crate::clock::ManualClock::starting_at(0)),
+        Arc::new(crate::clock::ManualClock::starting_at(
+            crate::clock::Micros::new(0),
+        )),
     )
 }
 
@@ -30,7 +32,7 @@ fn budget(method: &'static str) -> Stop {
 
 fn spent(bucket: &str) -> Stop {
     Stop::UpstreamQuota {
-        until_us: 0,
+        until: crate::clock::Micros::new(0),
         reason: "quotaExceeded".into(),
         bucket: bucket.into(),
     }
