@@ -674,16 +674,34 @@ fn systemd_analyze() -> PathBuf {
 }
 
 /// The shipped units load: `systemd-analyze verify` says nothing about them. It
-/// checks that ExecStart's program exists, so the check runs on a copy whose
+/// checks that ExecStart's program exists, so the check runs on copies whose
 /// ExecStart names the binary just built; nothing else is changed. The README shows
-/// the same files.
+/// the same files. Every service calls exactly the exits the contract calls clean
+/// success (0, 75, 130, 143: 0 is systemd's own) and runs hardened.
 #[test]
 fn the_shipped_systemd_units_verify_and_the_readme_shows_them() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
     let s = Scratch::new();
+    let mut names: Vec<String> = std::fs::read_dir(root.join("contrib/systemd"))
+        .expect("contrib/systemd")
+        .map(|e| e.expect("a unit").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "trendsync-backfill.service",
+            "trendsync-backfill.timer",
+            "trendsync-prune.service",
+            "trendsync-prune.timer",
+            "trendsync.service",
+            "trendsync.timer",
+        ]
+    );
     let mut copies = Vec::new();
-    for name in ["trendsync.service", "trendsync.timer"] {
+    let mut services = Vec::new();
+    for name in &names {
         let text = std::fs::read_to_string(root.join("contrib/systemd").join(name))
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(readme.contains(&text), "README.md shows {name} as shipped");
@@ -696,18 +714,37 @@ fn the_shipped_systemd_units_verify_and_the_readme_shows_them() {
             "ExecStart=/usr/local/bin/trendsync ",
             &format!("ExecStart={} ", built.display()),
         );
+        if name.ends_with(".service") {
+            assert!(
+                copy.contains(&format!("ExecStart={} ", built.display())),
+                "{name}"
+            );
+            services.push((name.clone(), copy.clone()));
+        }
         copies.push(s.write(name, &copy));
     }
-    let service = std::fs::read_to_string(&copies[0]).expect("the copy");
-    assert!(service.contains(&format!("ExecStart={} ", binary().display())));
-    for want in [
-        "SuccessExitStatus=75\n",
-        "NoNewPrivileges=yes\n",
-        "ProtectSystem=strict\n",
-        "ReadWritePaths=/var/lib/trendsync\n",
-    ] {
-        assert!(service.contains(want), "{want}");
+    for (name, service) in &services {
+        let success: Vec<&str> = service
+            .lines()
+            .filter_map(|l| l.strip_prefix("SuccessExitStatus="))
+            .flat_map(str::split_whitespace)
+            .collect();
+        assert_eq!(success, ["75", "130", "143"], "{name}");
+        for want in [
+            "NoNewPrivileges=yes\n",
+            "ProtectSystem=strict\n",
+            "PrivateTmp=yes\n",
+            "ReadWritePaths=/var/lib/trendsync\n",
+            "WorkingDirectory=/var/lib/trendsync\n",
+        ] {
+            assert!(service.contains(want), "{name}: {want}");
+        }
     }
+    let service = services
+        .iter()
+        .find(|(name, _)| name == "trendsync.service")
+        .map(|(_, text)| text.clone())
+        .expect("trendsync.service");
     let out = Command::new(systemd_analyze())
         .arg("verify")
         .args(&copies)
@@ -726,8 +763,8 @@ fn the_shipped_systemd_units_verify_and_the_readme_shows_them() {
     let broken = s.write(
         "broken.service",
         &service.replace(
-            "SuccessExitStatus=75\n",
-            "SuccessExitStatus=75  # clean stop\n",
+            "SuccessExitStatus=75 130 143\n",
+            "SuccessExitStatus=75 130 143  # clean stops\n",
         ),
     );
     let out = Command::new(systemd_analyze())
