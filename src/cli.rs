@@ -163,6 +163,13 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Print the man page (roff), made from the same definitions as --help
+    Man {
+        /// A command's own page, e.g. `run` or `budget charge` (the pages the main one
+        /// lists under SUBCOMMANDS); without it, the main page
+        #[arg(value_name = "COMMAND")]
+        command: Vec<String>,
+    },
 }
 
 /// What `run` and `backfill` share.

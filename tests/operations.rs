@@ -685,7 +685,12 @@ fn the_shipped_systemd_units_verify_and_the_readme_shows_them() {
     let s = Scratch::new();
     let mut names: Vec<String> = std::fs::read_dir(root.join("contrib/systemd"))
         .expect("contrib/systemd")
-        .map(|e| e.expect("a unit").file_name().to_string_lossy().into_owned())
+        .map(|e| {
+            e.expect("a unit")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     names.sort();
     assert_eq!(
@@ -857,4 +862,64 @@ fn json_logs_carry_the_runs_fields() {
     for e in region_lines {
         assert_eq!(e["region"], "GB", "{e}");
     }
+}
+
+/// `trendsync man` is a page `man` renders, naming every command; `man COMMAND` is
+/// that command's own page, the one the main page lists; an unknown command is a
+/// usage error (2). Rendered by `man -l -`, as a reader installing it would check.
+#[test]
+fn the_man_pages_render_and_name_every_command() {
+    let s = Scratch::new();
+    let render = |roff: &str| -> String {
+        let mut man = Command::new("man")
+            .args(["-l", "-"])
+            .env("MANWIDTH", "80")
+            .env("MAN_KEEP_FORMATTING", "0")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("running man (scripts/test installs man-db)");
+        std::io::Write::write_all(&mut man.stdin.take().expect("stdin"), roff.as_bytes())
+            .expect("writing the page to man");
+        let out = man.wait_with_output().expect("man's output");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // man's own bold and underline, as overstrikes, come off.
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut plain = String::new();
+        for c in text.chars() {
+            if c == '\u{8}' {
+                plain.pop();
+            } else {
+                plain.push(c);
+            }
+        }
+        plain
+    };
+    let main = s.cmd().arg("man").run();
+    assert!(main.stdout.starts_with(".ie"), "{}", main.stdout);
+    let page = render(&main.stdout);
+    for needle in [
+        "trendsync(1)",
+        "SYNOPSIS",
+        "TRENDSYNC_DB",
+        "trendsync-run(1)",
+        "trendsync-budget(1)",
+        "trendsync-man(1)",
+    ] {
+        assert!(page.contains(needle), "{needle}: {page}");
+    }
+    let charge = s.cmd().args(["man", "budget", "charge"]).run();
+    let page = render(&charge.stdout);
+    assert!(page.contains("trendsync-budget-charge(1)"), "{page}");
+    assert!(page.contains("--reserve"), "{page}");
+    s.cmd()
+        .args(["man", "nope"])
+        .expect_stderr("no command \"nope\"")
+        .status(2)
+        .run();
 }

@@ -9,6 +9,7 @@ mod exit;
 mod export;
 mod key;
 mod maintenance;
+mod man;
 mod prune;
 mod run;
 mod runs;
@@ -37,7 +38,7 @@ pub async fn run(cli: Cli) -> Result<()> {
     let global = &cli.global;
     let uses_db = !matches!(
         cli.command,
-        Command::Completions { .. } | Command::Crontab(_)
+        Command::Completions { .. } | Command::Man { .. } | Command::Crontab(_)
     );
     let checked = if uses_db {
         refuse_hard_linked(&global.db)
@@ -55,6 +56,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             Command::Backfill(args) => run::backfill(global, args, clock).await,
             Command::Budget(args) => budget::run(global, args, clock).await,
             Command::Completions { shell } => completions::run(*shell),
+            Command::Man { command } => man::run(command),
             Command::Search(args) => search::run(global, args),
             Command::Video(args) => video::run(global, args),
             Command::Crontab(args) => crontab::run(global, args),
@@ -112,7 +114,10 @@ fn wants_json(command: &Command) -> bool {
         Command::Status(args) => args.json,
         Command::Runs(args) => args.json,
         Command::Prune(args) => args.json,
-        Command::Completions { .. } | Command::Crontab(_) | Command::Export(_) => false,
+        Command::Completions { .. }
+        | Command::Man { .. }
+        | Command::Crontab(_)
+        | Command::Export(_) => false,
     }
 }
 
