@@ -33,8 +33,9 @@ pub struct Cli {
 
 const EXAMPLES: &str = "\
 Examples:
-  # The cron line of one region (print them all with `trendsync crontab`)
-  7 * * * * cd /var/lib/trendsync && trendsync run --region GB >> trendsync.log 2>&1
+  # The cron line of one region (print them all with `trendsync crontab`); cron's PATH
+  # is /usr/bin:/bin, so the line names the binary by its full path
+  7 * * * * cd /var/lib/trendsync && /usr/local/bin/trendsync run --region GB >> trendsync.log 2>&1
 
   # What a run would call and where the budget would stop it; calls nothing
   trendsync run --dry-run

@@ -789,7 +789,8 @@ fn help_sets_global_options_apart_and_shows_examples() {
     let s = Scratch::new();
     let top = s.cmd().arg("--help").run();
     for example in [
-        "trendsync run --region GB >> trendsync.log 2>&1",
+        // cron's PATH is /usr/bin:/bin: the cron line names the binary by its path.
+        "&& /usr/local/bin/trendsync run --region GB >> trendsync.log 2>&1",
         "trendsync run --dry-run",
         "trendsync backfill --stale-after",
         "trendsync status --stale-after 3h",
