@@ -325,7 +325,7 @@ fn a_stopped_run_says_why_once_and_its_summary_stays_short() {
 }
 
 /// `-q prune` in a crontab writes nothing but warnings and errors; `--json` still
-/// prints its object.
+/// prints its object; the text says the space freed as people read sizes.
 #[test]
 fn a_quiet_prune_writes_nothing() {
     let h = Harness::new(None);
@@ -338,6 +338,9 @@ fn a_quiet_prune_writes_nothing() {
     h.bare()
         .args(["prune", "--older-than", "30d"])
         .stdout(starts_with("deleted snapshots"))
+        // A size for people, in the binary units of `du -h`, not a count of bytes.
+        .stdout(contains("B freed"))
+        .stdout(lacks("bytes"))
         .run();
     let ran = h
         .bare()

@@ -120,14 +120,16 @@ fn print_report(report: &PruneReport, cutoff_text: &str, json: bool) -> Result<(
     } else if report.interrupted {
         writeln!(
             out,
-            "stopped early: deleted snapshots fetched before {cutoff_text}: {rows}, and {} videos; {} bytes freed; the next prune finishes the rest",
-            report.videos_deleted, report.bytes_freed
+            "stopped early: deleted snapshots fetched before {cutoff_text}: {rows}, and {} videos; {} freed; the next prune finishes the rest",
+            report.videos_deleted,
+            crate::output::human::size(report.bytes_freed)
         )?;
     } else {
         writeln!(
             out,
-            "deleted snapshots fetched before {cutoff_text}: {rows}, and {} videos; {} bytes freed",
-            report.videos_deleted, report.bytes_freed
+            "deleted snapshots fetched before {cutoff_text}: {rows}, and {} videos; {} freed",
+            report.videos_deleted,
+            crate::output::human::size(report.bytes_freed)
         )?;
     }
     Ok(())

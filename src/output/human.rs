@@ -1,4 +1,4 @@
-//! Times and durations as text for people, in one form everywhere (DESIGN.md 2, "Text
+//! Times, durations and sizes as text for people, in one form everywhere (DESIGN.md 2, "Text
 //! output"): every command's text output and every log message use these, so that a
 //! person reads `2026-11-23T17:41:47Z` and `3h 12m` wherever they look. JSON keeps its
 //! own machine forms (RFC 3339 at full precision, fractional seconds).
@@ -52,6 +52,35 @@ pub fn timestamp(us: i64) -> String {
 /// [`timestamp`] of a moment in whole seconds since the Unix epoch.
 pub fn timestamp_s(s: i64) -> String {
     jiff::Timestamp::from_second(s).map_or_else(|_| format!("@{s}s"), |t| t.to_string())
+}
+
+/// A size in bytes, in binary units as `ls -lh` and `du -h` count them: `0 B`,
+/// `512 B`, `536 KiB`, `1.5 MiB`, `3.4 GiB`. One decimal below 10 of a unit, none
+/// from 10 on; rounded to the nearest.
+pub fn size(bytes: u64) -> String {
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut unit = 0;
+    let mut scale = 1u64;
+    while unit + 1 < UNITS.len() && bytes / scale >= 1024 {
+        scale *= 1024;
+        unit += 1;
+    }
+    if unit == 0 {
+        return format!("{bytes} B");
+    }
+    // Tenths of the unit, rounded to the nearest, in integers so that no size is
+    // misread through a float.
+    let tenths = (u128::from(bytes) * 10 + u128::from(scale) / 2) / u128::from(scale);
+    if tenths < 100 {
+        let (whole, tenth) = (tenths / 10, tenths % 10);
+        if tenth == 0 {
+            format!("{whole} {}", UNITS[unit])
+        } else {
+            format!("{whole}.{tenth} {}", UNITS[unit])
+        }
+    } else {
+        format!("{} {}", (tenths + 5) / 10, UNITS[unit])
+    }
 }
 
 #[cfg(test)]

@@ -60,3 +60,22 @@ fn timestamps_are_utc_to_the_second() {
     assert_eq!(timestamp_s(1_795_455_707), "2026-11-23T17:41:47Z");
     assert_eq!(timestamp(-1), "1969-12-31T23:59:59Z");
 }
+
+#[test]
+fn sizes_in_binary_units_at_the_boundaries_of_each_form() {
+    for (bytes, want) in [
+        (0, "0 B"),
+        (1023, "1023 B"),
+        (1024, "1 KiB"),
+        (1536, "1.5 KiB"),
+        (10_188, "9.9 KiB"),
+        (10_189, "10 KiB"),
+        (548_864, "536 KiB"),
+        (1_048_575, "1024 KiB"),
+        (1_048_576, "1 MiB"),
+        (3_650_722_201, "3.4 GiB"),
+        (u64::MAX, "16 EiB"),
+    ] {
+        assert_eq!(size(bytes), want, "{bytes}");
+    }
+}
