@@ -303,7 +303,8 @@ pub struct SearchArgs {
 
 #[derive(Debug, Args)]
 pub struct VideoArgs {
-    /// The video's id, e.g. dQw4w9WgXcQ
+    /// The video's id (dQw4w9WgXcQ), or its watch, share or Shorts URL as `search` prints it
+    #[arg(value_name = "VIDEO")]
     pub video_id: String,
 
     /// Print one JSON object on stdout

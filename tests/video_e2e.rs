@@ -72,6 +72,14 @@ fn a_video_shows_its_places_and_its_counts_with_their_sources() {
 
     let v = video(&h, LEFT_THE_CHART);
     assert_eq!(v["video_id"], LEFT_THE_CHART);
+    // The watch URL `search` prints, and the share and Shorts forms, name it too.
+    for url in [
+        format!("https://www.youtube.com/watch?v={LEFT_THE_CHART}"),
+        format!("https://youtu.be/{LEFT_THE_CHART}?si=shared"),
+        format!("youtube.com/shorts/{LEFT_THE_CHART}"),
+    ] {
+        assert_eq!(video(&h, &url), v, "{url}");
+    }
     assert_eq!(v["title"], "Midnight Ramen Speedrun in Osaka", "{v}");
     assert!(
         v["channel_title"].is_string() && v["published_at"].is_string(),
@@ -139,6 +147,18 @@ fn an_unknown_video_or_a_missing_database_is_an_error() {
         .expect_stderr("NoSuchVideo was never seen")
         .status(1)
         .stderr(contains("NoSuchVideo was never seen"))
+        .run();
+    // A URL of an id never seen is that id, never seen; one that names no video is a
+    // usage error.
+    h.bare()
+        .args(["video", "https://youtu.be/NoSuchVideo"])
+        .expect_stderr("NoSuchVideo was never seen")
+        .status(1)
+        .run();
+    h.bare()
+        .args(["video", "https://example.com/watch?v=NoSuchVideo"])
+        .expect_stderr("names no YouTube video")
+        .status(2)
         .run();
     let ran = h
         .bare()

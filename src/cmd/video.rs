@@ -1,4 +1,4 @@
-//! `trendsync video VIDEO_ID`: everything the database knows about one video, its
+//! `trendsync video VIDEO`: everything the database knows about one video, its
 //! latest metadata, its places per region and chart, and its counts over time with
 //! where each came from. Answers "what happened to this video after it trended";
 //! never calls the upstream and never writes.
@@ -9,7 +9,7 @@ use anyhow::{Context, Result, anyhow};
 use serde::Serialize;
 
 use crate::cli::{Global, VideoArgs};
-use crate::error::MissingConfig;
+use crate::error::{MissingConfig, UsageError};
 use crate::output::json::rfc3339;
 use crate::output::text::visible;
 use crate::store::{ChartSpan, CountPoint, Store};
@@ -53,6 +53,8 @@ fn chart_name(chart: Option<u32>) -> String {
 }
 
 pub fn run(global: &Global, args: &VideoArgs) -> Result<()> {
+    let id = video_id(&args.video_id)?;
+    let id = id.as_str();
     super::database::require(&global.db)?;
     let store = Store::open_read_only(&global.db)
         .with_context(|| format!("opening {} to read", global.db.display()))?
@@ -62,30 +64,17 @@ pub fn run(global: &Global, args: &VideoArgs) -> Result<()> {
                 global.db.display()
             ))
         })?;
-    let reading = || {
-        format!(
-            "reading video {} from {}",
-            args.video_id,
+    let reading = || format!("reading video {} from {}", id, global.db.display());
+    let video = store.video(id).with_context(reading)?.ok_or_else(|| {
+        anyhow!(
+            "video {} was never seen: it is on no chart or search stored in {}",
+            visible(id),
             global.db.display()
         )
-    };
-    let video = store
-        .video(&args.video_id)
-        .with_context(reading)?
-        .ok_or_else(|| {
-            anyhow!(
-                "video {} was never seen: it is on no chart or search stored in {}",
-                visible(&args.video_id),
-                global.db.display()
-            )
-        })?;
-    let places = store
-        .video_chart_places(&args.video_id)
-        .with_context(reading)?;
-    let counts = store.video_counts(&args.video_id).with_context(reading)?;
-    let removed_at = store
-        .video_removed_at(&args.video_id)
-        .with_context(reading)?;
+    })?;
+    let places = store.video_chart_places(id).with_context(reading)?;
+    let counts = store.video_counts(id).with_context(reading)?;
+    let removed_at = store.video_removed_at(id).with_context(reading)?;
 
     if args.json {
         return crate::output::json::print_json(&VideoJson {
@@ -98,6 +87,54 @@ pub fn run(global: &Global, args: &VideoArgs) -> Result<()> {
         });
     }
     print_text(&video, &places, &counts, removed_at)
+}
+
+/// The video id an argument names: the id itself, or a watch, share, Shorts, embed or
+/// live URL of it (`https://www.youtube.com/watch?v=ID`, `https://youtu.be/ID`,
+/// `…/shorts/ID`), with or without the scheme, as `search` prints them. A URL of
+/// another site, or one that names no video, is a usage error (2); an id that is not a
+/// URL goes on as it is (one never seen is the store's to say).
+fn video_id(arg: &str) -> Result<String, UsageError> {
+    let trimmed = arg.trim();
+    let looks_like_url =
+        trimmed.contains('/') || trimmed.contains("youtube.") || trimmed.contains("youtu.be");
+    if !looks_like_url {
+        return Ok(trimmed.to_owned());
+    }
+    let with_scheme = if trimmed.contains("://") {
+        trimmed.to_owned()
+    } else {
+        format!("https://{trimmed}")
+    };
+    let not_a_video = || {
+        UsageError(format!(
+            "{} names no YouTube video; give its id (dQw4w9WgXcQ) or its watch, share or \
+             Shorts URL (https://www.youtube.com/watch?v=ID, https://youtu.be/ID, \
+             https://www.youtube.com/shorts/ID)",
+            visible(arg)
+        ))
+    };
+    let url = url::Url::parse(&with_scheme).map_err(|_| not_a_video())?;
+    let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+    let host = host.strip_prefix("www.").unwrap_or(&host);
+    let mut path = url
+        .path_segments()
+        .into_iter()
+        .flatten()
+        .filter(|p| !p.is_empty());
+    let id = match host {
+        "youtu.be" => path.next().map(str::to_owned),
+        "youtube.com" | "m.youtube.com" | "music.youtube.com" => match path.next() {
+            Some("watch") => url
+                .query_pairs()
+                .find(|(key, _)| key == "v")
+                .map(|(_, v)| v.into_owned()),
+            Some("shorts" | "embed" | "live" | "v") => path.next().map(str::to_owned),
+            _ => None,
+        },
+        _ => None,
+    };
+    id.filter(|id| !id.is_empty()).ok_or_else(not_a_video)
 }
 
 fn place_json(p: &ChartSpan) -> PlaceJson<'_> {
@@ -185,3 +222,6 @@ fn print_text(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
