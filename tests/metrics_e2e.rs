@@ -8,9 +8,9 @@ use trendsync::clock::{Clock, SystemClock};
 use wiremock::Mock;
 use wiremock::matchers::any;
 
-use crate::common::harness::{Harness, REGIONS, assert_budget_matches_requests};
+use crate::common::harness::{Harness, REGIONS, THREE_REGIONS, assert_budget_matches_requests};
 use crate::common::promtool::check_metrics;
-use crate::common::upstream::{Call, OVERRIDE, answer, answer_fixture, categories};
+use crate::common::upstream::{Call, OVERRIDE, answer, answer_fixture, categories, page1};
 use crate::common::{Costs, Ran, RedisServer, Trendsync};
 use crate::on_both_limiters;
 
@@ -269,10 +269,14 @@ fn a_run_stopped_by_the_budget_still_writes_its_metrics(redis: Option<&RedisServ
         ),
         995.0
     );
-    // US was completed; GB got its pages but not its category names.
+    // US was completed; GB got its pages but not its category names; the others were
+    // not reached. Every region has its last success, 0 for those never completed.
+    let last = family(&m, "trendsync_region_last_success_timestamp_seconds");
+    assert_eq!(last.len(), 8, "{last:#?}");
     assert_eq!(
-        family(&m, "trendsync_region_last_success_timestamp_seconds")
-            .into_keys()
+        last.into_iter()
+            .filter(|(_, at)| *at > 0.0)
+            .map(|(series, _)| series)
             .collect::<Vec<_>>(),
         ["trendsync_region_last_success_timestamp_seconds{region=\"US\"}"]
     );
@@ -343,6 +347,92 @@ fn retries_and_refusals_are_counted_by_outcome() {
         1.0
     );
     assert_budget_matches_requests(&h);
+}
+
+/// The regions that have any series in the file, each once.
+fn regions_in(m: &BTreeMap<String, f64>) -> Vec<String> {
+    let mut regions: Vec<String> = m
+        .keys()
+        .filter_map(|series| {
+            let (_, rest) = series.split_once("region=\"")?;
+            Some(rest.split('"').next()?.to_owned())
+        })
+        .collect();
+    regions.sort_unstable();
+    regions.dedup();
+    regions
+}
+
+const LAST_SUCCESS: &str = "trendsync_region_last_success_timestamp_seconds";
+
+/// Every configured region has its last success, at 0 until it has one: a region the
+/// run did not fetch, and one whose every attempt fails, so that an alert sees them.
+#[test]
+fn a_region_that_never_succeeded_has_its_last_success_at_zero() {
+    let mut h = Harness::new(None);
+    h.regions(THREE_REGIONS);
+    let dir = metrics_dir(&h);
+    let success = |m: &BTreeMap<String, f64>, region: &str| {
+        get(m, &format!("{LAST_SUCCESS}{{region=\"{region}\"}}"))
+    };
+
+    // A run of US alone: GB and DE, configured but not fetched, are there at 0.
+    run_with_metrics(&h, &["run", "--region", "US"]);
+    let m = read_metrics(&dir);
+    assert!(success(&m, "US") > 0.0);
+    assert_eq!((success(&m, "GB"), success(&m, "DE")), (0.0, 0.0));
+    assert_eq!(family(&m, LAST_SUCCESS).len(), 3, "{m:#?}");
+
+    // GB's chart always fails: DE completes, GB stays at 0.
+    h.fake
+        .answer_instead(page1("GB"), answer(200, r#"{"items": ["#));
+    h.expect_stderr("malformed HTTP 200 response")
+        .expect_ended("failed")
+        .status(1);
+    run_with_metrics(&h, &["run"]);
+    let m = read_metrics(&dir);
+    assert!(success(&m, "DE") > 0.0);
+    assert_eq!(success(&m, "GB"), 0.0);
+    assert_eq!(
+        get(
+            &m,
+            "trendsync_region_last_run_status{region=\"GB\",status=\"failed\"}"
+        ),
+        1.0
+    );
+    assert_eq!(regions_in(&m), ["DE", "GB", "US"]);
+}
+
+/// A region taken out of regions.toml loses every series at the next run, though the
+/// database keeps its history: otherwise its alerts would never clear.
+#[test]
+fn a_region_taken_out_of_regions_toml_has_no_series() {
+    let mut h = Harness::new(None);
+    h.regions(THREE_REGIONS);
+    let dir = metrics_dir(&h);
+    run_with_metrics(&h, &["run"]);
+    let m = read_metrics(&dir);
+    assert_eq!(regions_in(&m), ["DE", "GB", "US"]);
+
+    let without_de = THREE_REGIONS
+        .split("[[region]]")
+        .filter(|part| !part.contains("\"DE\""))
+        .collect::<Vec<_>>()
+        .join("[[region]]");
+    assert!(!without_de.contains("DE"), "{without_de}");
+    h.regions(&without_de);
+    run_with_metrics(&h, &["run", "--region", "US"]);
+    let m = read_metrics(&dir);
+    assert_eq!(regions_in(&m), ["GB", "US"], "{m:#?}");
+    let kept: i64 = h
+        .db()
+        .query_row(
+            "SELECT COUNT(*) FROM regions WHERE code = 'DE'",
+            [],
+            |row| row.get(0),
+        )
+        .expect("reading the regions table");
+    assert_eq!(kept, 1, "the database keeps DE's history");
 }
 
 #[test]

@@ -184,7 +184,12 @@ fn every_crontab_line_runs_as_cron_runs_it_and_the_shared_metrics_file_shows_eve
         m["trendsync_budget_blocked_until_timestamp_seconds{budget=\"key1\"}"],
         0.0
     );
-    assert_eq!(m.keys().filter(|k| k.contains("last_success")).count(), 7);
+    // Every region has its last success; FR, whose line always fails, at 0.
+    assert_eq!(m.keys().filter(|k| k.contains("last_success")).count(), 8);
+    assert_eq!(
+        m["trendsync_region_last_success_timestamp_seconds{region=\"FR\"}"],
+        0.0
+    );
 }
 
 #[test]

@@ -195,8 +195,15 @@ async fn fetch(
     report.log_summary(job.kind.as_str(), job.allowance);
     // The run's outcome decides the exit code, not its metrics: a file that cannot be
     // written is logged, and the last-run timestamp going stale is what alerts.
+    let configured: Vec<&str> = config
+        .regions
+        .regions
+        .iter()
+        .map(|r| r.code.as_str())
+        .collect();
     if let Some(path) = &global.metrics_file
-        && let Err(e) = metrics::write_after_run(path, &global.db, &config.budget, &report)
+        && let Err(e) =
+            metrics::write_after_run(path, &global.db, &config.budget, &configured, &report)
     {
         tracing::error!(run_id = %report.run_id, "{}", crate::error::chain(&e));
     }

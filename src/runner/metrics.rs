@@ -2,6 +2,11 @@
 //! node_exporter's textfile collector: the last run of each kind, every region's last
 //! attempt and last success, the budget, and the calls by method and outcome.
 //!
+//! The regions are the configured ones, not the ones the database knows: a region that
+//! never completed has its last success at 0, so an alert sees it, and a region taken
+//! out of regions.toml has no series, so its alerts clear (its history stays in the
+//! database).
+//!
 //! The format is the classic Prometheus text exposition (0.0.4), not OpenMetrics: no
 //! `# EOF`, gauges without a `_total` suffix. Each family's `# HELP` and `# TYPE` come
 //! once, followed by all of its samples. It is written by hand: the whole format this
@@ -259,11 +264,18 @@ pub struct Picture {
     pub budget: Option<BudgetNumbers>,
     /// The last skew seen on each limiter's clock (DESIGN.md 6).
     pub skews: Vec<Skew>,
+    /// The regions configured in regions.toml, every one of them, not only those
+    /// the run fetched: only these have per-region series.
+    pub configured: Vec<String>,
 }
 
 impl Picture {
     /// Reads the picture from `store`; `budget` is the window a run reported.
-    pub fn read(store: &Store, budget: Option<BudgetNumbers>) -> Result<Picture, StoreError> {
+    pub fn read(
+        store: &Store,
+        budget: Option<BudgetNumbers>,
+        configured: Vec<String>,
+    ) -> Result<Picture, StoreError> {
         let mut last_runs = Vec::new();
         for kind in [RunKind::Run, RunKind::Backfill] {
             if let Some(run) = store.last_finished_run(kind)? {
@@ -283,7 +295,15 @@ impl Picture {
             calls: store.call_counts(None)?,
             budget,
             skews: Vec::new(),
+            configured,
         })
+    }
+
+    /// Whether `region` is configured, as regions.toml spells codes in any case.
+    fn is_configured(&self, region: &str) -> bool {
+        self.configured
+            .iter()
+            .any(|c| c.eq_ignore_ascii_case(region))
     }
 
     /// The exposition. `methods` are reported with every outcome even when never
@@ -372,7 +392,11 @@ impl Picture {
                 "trendsync_last_run_region_videos",
                 "Videos the last run of this kind stored for the region (trending positions and search results).",
             );
-            for r in &last.regions {
+            for r in last
+                .regions
+                .iter()
+                .filter(|r| self.is_configured(&r.region))
+            {
                 videos.sample(&[("kind", kind), ("region", &r.region)], r.videos as f64);
             }
         }
@@ -445,9 +469,14 @@ impl Picture {
         }
     }
 
-    /// Per region: its last attempt and its last complete fetch.
+    /// Per configured region: its last attempt and its last complete fetch, 0 for one
+    /// never fetched completely.
     fn region_families(&self, exp: &mut Exposition) {
-        let mut attempts: Vec<&HistoryRow> = self.attempts.iter().collect();
+        let mut attempts: Vec<&HistoryRow> = self
+            .attempts
+            .iter()
+            .filter(|a| a.region.as_deref().is_some_and(|r| self.is_configured(r)))
+            .collect();
         attempts.sort_by(|a, b| a.region.cmp(&b.region));
         for a in &attempts {
             let Some(code) = a.region.as_deref() else {
@@ -516,15 +545,23 @@ impl Picture {
             }
         }
         let mut done: Vec<(&str, i64)> = self
-            .regions
+            .configured
             .iter()
-            .filter_map(|s| s.last_complete_at.map(|at| (s.region.as_str(), at)))
+            .map(|code| {
+                let at = self
+                    .regions
+                    .iter()
+                    .filter(|s| s.region.eq_ignore_ascii_case(code))
+                    .find_map(|s| s.last_complete_at);
+                (code.as_str(), at.unwrap_or(0))
+            })
             .collect();
         done.sort_unstable();
+        done.dedup_by(|a, b| a.0.eq_ignore_ascii_case(b.0));
         for (code, at) in done {
             exp.gauge(
                 "trendsync_region_last_success_timestamp_seconds",
-                "When the region was last fetched completely, in seconds since the Unix epoch.",
+                "When the region was last fetched completely, in seconds since the Unix epoch; 0 when it never was.",
             )
             .sample(&[("region", code)], at as f64);
         }
@@ -627,13 +664,16 @@ fn bucket_families(exp: &mut Exposition, key: &str, buckets: &[BucketNumbers]) {
 /// Writes `--metrics-file` after a run. Every run sharing the file writes the whole
 /// picture from the database at `db`, not only its own regions, so the file is right
 /// whoever wrote it last; the budget's window is the one `report` carries (none when
-/// the limiter could not say).
+/// the limiter could not say). `configured` are the codes of every region in
+/// regions.toml, fetched by this run or not: they, and only they, get region series.
 pub fn write_after_run(
     path: &Path,
     db: &Path,
     budget: &Budget,
+    configured: &[&str],
     report: &RunReport,
 ) -> Result<(), MetricsError> {
+    let configured: Vec<String> = configured.iter().map(|c| (*c).to_owned()).collect();
     let numbers = report
         .budget
         .as_ref()
@@ -643,8 +683,11 @@ pub fn write_after_run(
         source: Box::new(source),
     };
     let mut picture = match Store::open_read_only(db).map_err(read)? {
-        Some(store) => Picture::read(&store, numbers).map_err(read)?,
-        None => Picture::default(),
+        Some(store) => Picture::read(&store, numbers, configured).map_err(read)?,
+        None => Picture {
+            configured,
+            ..Picture::default()
+        },
     };
     picture.skews = crate::quota::skew::recorded(db).map_err(MetricsError::Skew)?;
     write_atomically(path, &picture.exposition(&METHODS).render()).map_err(MetricsError::Write)?;

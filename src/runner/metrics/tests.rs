@@ -174,6 +174,7 @@ fn picture() -> Picture {
             skew_us: -250_000,
             measured_at_us: 1_700_000_001_500_000,
         }],
+        configured: vec!["US".into(), "GB".into(), "DE".into()],
     }
 }
 
@@ -181,6 +182,38 @@ fn lines_of<'a>(text: &'a str, family: &str) -> Vec<&'a str> {
     text.lines()
         .filter(|l| l.split(['{', ' ']).next() == Some(family))
         .collect()
+}
+
+/// Only configured regions have series: one taken out of regions.toml has none, though
+/// the database remembers it, and one never reached has its last success at 0.
+#[test]
+fn the_configured_regions_and_only_they_have_series() {
+    let mut picture = picture();
+    // DE is taken out of regions.toml, FR added and never fetched yet.
+    picture.configured = vec!["US".into(), "GB".into(), "FR".into()];
+    let text = picture.exposition(&["videos.list"]).render();
+    let regional: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains("region=\""))
+        .collect();
+    assert!(!regional.is_empty());
+    assert!(
+        regional.iter().all(|l| !l.contains("region=\"DE\"")),
+        "a removed region has no series: {text}"
+    );
+    assert_eq!(
+        lines_of(&text, "trendsync_region_last_success_timestamp_seconds"),
+        [
+            "trendsync_region_last_success_timestamp_seconds{region=\"FR\"} 0",
+            "trendsync_region_last_success_timestamp_seconds{region=\"GB\"} 0",
+            "trendsync_region_last_success_timestamp_seconds{region=\"US\"} 1700000030"
+        ]
+    );
+    assert_eq!(
+        lines_of(&text, "trendsync_region_last_run_status").len(),
+        2 * RegionStatus::ALL.len(),
+        "US and GB were attempted, FR not yet: {text}"
+    );
 }
 
 #[test]
@@ -243,9 +276,14 @@ fn every_region_and_both_kinds_are_in_the_file() {
         lines_of(&text, "trendsync_region_last_run_timestamp_seconds").len(),
         3
     );
+    // Every configured region, those that never completed at 0.
     assert_eq!(
         lines_of(&text, "trendsync_region_last_success_timestamp_seconds"),
-        ["trendsync_region_last_success_timestamp_seconds{region=\"US\"} 1700000030"]
+        [
+            "trendsync_region_last_success_timestamp_seconds{region=\"DE\"} 0",
+            "trendsync_region_last_success_timestamp_seconds{region=\"GB\"} 0",
+            "trendsync_region_last_success_timestamp_seconds{region=\"US\"} 1700000030"
+        ]
     );
     assert_eq!(
         lines_of(&text, "trendsync_last_run_region_videos"),
@@ -405,7 +443,14 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
             blocked_until_us: Some(1_700_086_400_000_000),
         }],
     };
-    write_after_run(&path, &db, &budget, &report_with(Some(window.clone()))).expect("writing");
+    write_after_run(
+        &path,
+        &db,
+        &budget,
+        &["US"],
+        &report_with(Some(window.clone())),
+    )
+    .expect("writing");
     let text = fs::read_to_string(&path).expect("reading");
     let key = &budget.key;
     assert!(text.contains(&format!(
@@ -420,16 +465,20 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
     )));
 
     // A limiter that could not say leaves the budget out; the rest is still written.
-    write_after_run(&path, &db, &budget, &report_with(None)).expect("writing");
+    write_after_run(&path, &db, &budget, &["US"], &report_with(None)).expect("writing");
     let text = fs::read_to_string(&path).expect("reading");
     assert!(!text.contains("trendsync_budget_"), "{text}");
     assert!(text.contains("trendsync_upstream_calls_total{method=\"search.list\""));
 
     // No database: an empty picture, not an error.
     let none = dir.path().join("none.db");
-    write_after_run(&path, &none, &budget, &report_with(Some(window))).expect("writing");
+    write_after_run(&path, &none, &budget, &["US"], &report_with(Some(window))).expect("writing");
     let text = fs::read_to_string(&path).expect("reading");
     assert!(text.contains("trendsync_upstream_calls_total"), "{text}");
+    assert!(
+        text.contains("trendsync_region_last_success_timestamp_seconds{region=\"US\"} 0\n"),
+        "a configured region has its series before any run reached it: {text}"
+    );
     assert!(!text.contains("trendsync_last_run"), "{text}");
     assert!(!none.exists(), "a metrics file never creates the database");
 }
