@@ -99,6 +99,18 @@ fn status_and_runs_fit_80_and_40_columns_and_json_keeps_every_reason_whole() {
         for word in ["status", "reason", "budget_exhausted", "failed"] {
             assert!(wide.contains(word), "{args:?}: {word} at 80\n{wide}");
         }
+        // A reason cut to fit keeps its cause, which comes last.
+        for reason in &reasons {
+            let tail: String = {
+                let mut end: Vec<char> = reason.chars().rev().take(12).collect();
+                end.reverse();
+                end.into_iter().collect()
+            };
+            assert!(
+                wide.lines().any(|l| l.trim_end().ends_with(tail.trim())),
+                "{args:?}: the end of {reason:?} at 80 columns\n{wide}"
+            );
+        }
         let narrow = at_width(&h, args, 40);
         for word in ["region", "status", "failed", "FR"] {
             assert!(narrow.contains(word), "{args:?}: {word} at 40\n{narrow}");

@@ -95,7 +95,7 @@ pub fn run(global: &Global, args: &RunsArgs, clock: &dyn Clock) -> Result<()> {
         Column::number("units", 3),
         Column::text("run", 9),
         Column::text("charts", 8),
-        Column::flex("reason"),
+        Column::reason("reason"),
     ]);
     for r in &rows {
         lines.row(vec![

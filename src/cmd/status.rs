@@ -361,7 +361,7 @@ fn print_text(
         Column::number("units", 5),
         Column::text("last complete", 3),
         Column::text("charts", 8),
-        Column::flex("reason"),
+        Column::reason("reason"),
     ]);
     for r in &report.regions {
         let attempt = stored.attempts.get(&r.code);

@@ -55,6 +55,48 @@ pub fn cut(text: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `text` cut to at most `max` columns in its middle: its start and, after the `…`,
+/// its end, which takes two thirds of the room. For a failure's reason, whose cause
+/// comes last ("videos.list for region FR: … the upstream answered 403 forbidden"), so
+/// that cutting it to fit never loses why.
+pub fn cut_middle(text: &str, max: usize) -> Cow<'_, str> {
+    if text.width() <= max {
+        return Cow::Borrowed(text);
+    }
+    if max < 3 {
+        return cut(text, max);
+    }
+    let room = max - 1;
+    let tail_room = room - room / 3;
+    let mut tail = Vec::new();
+    let mut used = 0;
+    for c in text.chars().rev() {
+        let w = c.width().unwrap_or(0);
+        if used + w > tail_room {
+            break;
+        }
+        used += w;
+        tail.push(c);
+    }
+    let head_room = room - used;
+    let mut out = String::new();
+    let mut head_used = 0;
+    for c in text.chars() {
+        let w = c.width().unwrap_or(0);
+        if head_used + w > head_room {
+            break;
+        }
+        head_used += w;
+        out.push(c);
+    }
+    // No blank on either side of the ellipsis.
+    out.truncate(out.trim_end().len());
+    out.push('…');
+    let tail: String = tail.into_iter().rev().collect();
+    out.push_str(tail.trim_start());
+    Cow::Owned(out)
+}
+
 /// Writes a line of prose wrapped at `width` (between words; a word longer than a line
 /// is cut), continuation lines indented two spaces more than the first.
 pub fn write_wrapped(
@@ -151,6 +193,9 @@ pub struct Column {
     pub drop_rank: u8,
     /// The column cut with `…` to fit (reasons, titles); at most one per table.
     pub flex: bool,
+    /// A flex column cut in its middle rather than at its end ([`cut_middle`]): a
+    /// reason, whose cause comes last.
+    pub keeps_end: bool,
 }
 
 impl Column {
@@ -160,6 +205,7 @@ impl Column {
             right: false,
             drop_rank,
             flex: false,
+            keeps_end: false,
         }
     }
 
@@ -175,6 +221,15 @@ impl Column {
         Column {
             flex: true,
             ..Column::text(header, 0)
+        }
+    }
+
+    /// The flex column of a failure's reason: cut in its middle, so that its cause,
+    /// which comes last, stays.
+    pub const fn reason(header: &'static str) -> Column {
+        Column {
+            keeps_end: true,
+            ..Column::flex(header)
         }
     }
 }
@@ -288,7 +343,12 @@ impl Table {
             if !line.is_empty() {
                 line.push(' ');
             }
-            let text = cut(cells.get(i).map_or("", String::as_str), w);
+            let cell = cells.get(i).map_or("", String::as_str);
+            let text = if column.keeps_end {
+                cut_middle(cell, w)
+            } else {
+                cut(cell, w)
+            };
             let pad = " ".repeat(w.saturating_sub(text.width()));
             if column.right {
                 line.push_str(&pad);

@@ -89,3 +89,22 @@ fn prose_wraps_between_words() {
     let text = String::from_utf8(out).expect("utf-8");
     assert_eq!(text, "  ---- stop\n    here: budget\n");
 }
+
+#[test]
+fn a_reason_cut_in_its_middle_keeps_its_cause() {
+    let reason = "videos.list for region FR, page token \"CAUQAA\": the upstream answered 403 forbidden (accessNotConfigured)";
+    for max in [1, 2, 3, 10, 24, 40, 79] {
+        let shown = cut_middle(reason, max);
+        assert!(shown.width() <= max, "{max}: {shown}");
+        if max >= 24 {
+            assert!(shown.starts_with("videos"), "{max}: {shown}");
+            assert!(shown.ends_with("Configured)"), "{max}: {shown}");
+            assert_eq!(shown.matches('…').count(), 1, "{max}: {shown}");
+        }
+    }
+    assert_eq!(cut_middle("short", 5), "short");
+    assert_eq!(cut_middle("quota exceeded", 9), "qu…ceeded");
+    // Wide characters count as two columns on either side.
+    let wide = cut_middle("日本語のタイトル: 理由", 9);
+    assert!(wide.width() <= 9, "{wide}");
+}
