@@ -1,5 +1,7 @@
 //! `budget`, `budget charge` and `run --dry-run` through the binary.
 
+use serde_json::Value;
+
 use crate::common::{Bucket, Costs, Expected, Limit, RedisServer, Scratch, contains, lacks};
 
 #[test]
@@ -521,6 +523,53 @@ fn a_charge_of_2_pow_50_units_on_redis_is_one_member_read_back_exactly() {
     assert_eq!(denied["granted"], false, "{denied}");
     assert_eq!(denied["used"], MAX, "{denied}");
     assert_eq!(members().len(), 1, "{:?}", members());
+}
+
+/// On a grant, `policy`, `used` and `remaining` are METHOD's bucket's (DESIGN.md 2),
+/// not the narrower limit's that has less room, and the text names the bucket first.
+fn a_grant_names_the_bucket_under_the_default_costs_file(redis: Option<&RedisServer>) {
+    let s = Scratch::new();
+    let c = |args: &[&str]| {
+        let cmd = s.cmd().args(args);
+        match redis {
+            Some(server) => cmd.redis(server),
+            None => cmd,
+        }
+    };
+    let granted = c(&["budget", "charge", "search.list", "--json"])
+        .run()
+        .json();
+    assert_eq!(granted["granted"], true, "{granted}");
+    assert_eq!(granted["policy"], "budget", "{granted}");
+    assert_eq!(granted["used"], 100, "{granted}");
+    assert_eq!(granted["remaining"], 9400, "{granted}");
+    assert_eq!(granted["denied_by"], Value::Null, "{granted}");
+
+    c(&["budget", "charge", "search.list"])
+        .stdout(contains(
+            "granted 100 units (1 × search.list); 200 used, 9300 remaining in bucket \"budget\"; 200 used, 1800 remaining in limit \"search\"",
+        ))
+        .run();
+
+    // A denial still names what said no, with its numbers.
+    let denied = c(&["budget", "charge", "search.list", "--count", "19", "--json"])
+        .status(75)
+        .run()
+        .json();
+    assert_eq!(denied["denied_by"], "search", "{denied}");
+    assert_eq!(denied["policy"], "search", "{denied}");
+    assert_eq!(denied["remaining"], 1800, "{denied}");
+}
+
+#[test]
+fn a_grant_names_the_bucket_on_the_embedded_limiter() {
+    a_grant_names_the_bucket_under_the_default_costs_file(None);
+}
+
+#[test]
+fn a_grant_names_the_bucket_on_redis() {
+    let server = RedisServer::start();
+    a_grant_names_the_bucket_under_the_default_costs_file(Some(&server));
 }
 
 #[test]
