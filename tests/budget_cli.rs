@@ -1,5 +1,7 @@
 //! `budget`, `budget charge` and `run --dry-run` through the binary.
 
+use serde_json::Value;
+
 use crate::common::{Bucket, Costs, Expected, Limit, RedisServer, Scratch, contains, lacks};
 
 #[test]
@@ -425,6 +427,149 @@ fn racing_processes_on_the_embedded_limiter_fill_each_bucket_exactly() {
 fn racing_processes_on_redis_fill_each_bucket_exactly() {
     let server = RedisServer::start();
     racing_processes_fill_each_bucket_exactly_through("test", |_| server.client_args());
+}
+
+/// A charge of 2^50 units, the most one may hold, on Redis: one member in the
+/// window, whose units read back exactly (DESIGN.md 3.3, "no step turns a number into
+/// text with fewer digits than it has"). Written as a Lua number, the member was
+/// `1.1258999068427e+15|…`: the next process did not find its own newest charge,
+/// replayed its ledger into a window that had lost nothing, and counted it twice.
+#[test]
+fn a_charge_of_2_pow_50_units_on_redis_is_one_member_read_back_exactly() {
+    const MAX: u64 = 1 << 50;
+    let server = RedisServer::start();
+    let s = Scratch::new();
+    let costs = s.write(
+        "c.toml",
+        &Costs::new()
+            .key("exact")
+            .quota(MAX)
+            .ceiling(MAX)
+            .cost("videos.list", 1)
+            .cost("big.list", MAX - 1)
+            .cost("all.list", MAX)
+            .to_toml(),
+    );
+    let c = |args: &[&str]| {
+        s.cmd()
+            .costs(&costs)
+            .redis(&server)
+            .args(args)
+            .stderr(lacks("Replaying"))
+    };
+    let members = || -> Vec<String> {
+        server.query(
+            redis::cmd("ZRANGE")
+                .arg("trendsync:{exact}:budget")
+                .arg(0)
+                .arg(-1),
+        )
+    };
+
+    // 2^50 − 1 units, then one more: both granted, to the unit.
+    let big = c(&["budget", "charge", "big.list", "--json"]).run().json();
+    assert_eq!(big["granted"], true, "{big}");
+    assert_eq!(big["used"], MAX - 1, "{big}");
+    assert_eq!(big["remaining"], 1, "{big}");
+    let held = members();
+    assert_eq!(held.len(), 1, "one charge, one member: {held:?}");
+    assert!(
+        held[0].starts_with(&format!("{}|big.list|", MAX - 1)),
+        "{held:?}"
+    );
+    let budget = c(&["budget", "--json"]).run().json();
+    assert_eq!(budget["used"], MAX - 1, "{budget}");
+    assert_eq!(budget["by_method"]["big.list"], MAX - 1, "{budget}");
+
+    let one = c(&["budget", "charge", "videos.list", "--json"])
+        .run()
+        .json();
+    assert_eq!(one["granted"], true, "{one}");
+    assert_eq!(one["used"], MAX, "{one}");
+    assert_eq!(one["remaining"], 0, "{one}");
+    assert_eq!(members().len(), 2, "{:?}", members());
+    let denied = c(&["budget", "charge", "videos.list", "--json"])
+        .status(75)
+        .run()
+        .json();
+    assert_eq!(denied["denied_by"], "budget", "{denied}");
+    assert_eq!(denied["used"], MAX, "{denied}");
+    assert_eq!(c(&["budget", "--json"]).run().json()["used"], MAX);
+
+    // 2^50 at once, in a window of its own: one member, used exact, and then not one
+    // unit more fits.
+    let _: () = server.query(&redis::cmd("FLUSHALL"));
+    let s2 = Scratch::new();
+    let c2 = |args: &[&str]| {
+        s2.cmd()
+            .costs(&costs)
+            .redis(&server)
+            .args(args)
+            .stderr(lacks("Replaying"))
+    };
+    let all = c2(&["budget", "charge", "all.list", "--json"]).run().json();
+    assert_eq!(all["granted"], true, "{all}");
+    assert_eq!(all["used"], MAX, "{all}");
+    let held = members();
+    assert_eq!(held.len(), 1, "one charge, one member: {held:?}");
+    assert!(held[0].starts_with(&format!("{MAX}|all.list|")), "{held:?}");
+    let budget = c2(&["budget", "--json"]).run().json();
+    assert_eq!(budget["used"], MAX, "{budget}");
+    assert_eq!(budget["remaining"], 0, "{budget}");
+    let denied = c2(&["budget", "charge", "videos.list", "--json"])
+        .status(75)
+        .run()
+        .json();
+    assert_eq!(denied["granted"], false, "{denied}");
+    assert_eq!(denied["used"], MAX, "{denied}");
+    assert_eq!(members().len(), 1, "{:?}", members());
+}
+
+/// On a grant, `policy`, `used` and `remaining` are METHOD's bucket's (DESIGN.md 2),
+/// not the narrower limit's that has less room, and the text names the bucket first.
+fn a_grant_names_the_bucket_under_the_default_costs_file(redis: Option<&RedisServer>) {
+    let s = Scratch::new();
+    let c = |args: &[&str]| {
+        let cmd = s.cmd().args(args);
+        match redis {
+            Some(server) => cmd.redis(server),
+            None => cmd,
+        }
+    };
+    let granted = c(&["budget", "charge", "search.list", "--json"])
+        .run()
+        .json();
+    assert_eq!(granted["granted"], true, "{granted}");
+    assert_eq!(granted["policy"], "budget", "{granted}");
+    assert_eq!(granted["used"], 100, "{granted}");
+    assert_eq!(granted["remaining"], 9400, "{granted}");
+    assert_eq!(granted["denied_by"], Value::Null, "{granted}");
+
+    c(&["budget", "charge", "search.list"])
+        .stdout(contains(
+            "granted 100 units (1 × search.list); 200 used, 9300 remaining in bucket \"budget\"; 200 used, 1800 remaining in limit \"search\"",
+        ))
+        .run();
+
+    // A denial still names what said no, with its numbers.
+    let denied = c(&["budget", "charge", "search.list", "--count", "19", "--json"])
+        .status(75)
+        .run()
+        .json();
+    assert_eq!(denied["denied_by"], "search", "{denied}");
+    assert_eq!(denied["policy"], "search", "{denied}");
+    assert_eq!(denied["remaining"], 1800, "{denied}");
+}
+
+#[test]
+fn a_grant_names_the_bucket_on_the_embedded_limiter() {
+    a_grant_names_the_bucket_under_the_default_costs_file(None);
+}
+
+#[test]
+fn a_grant_names_the_bucket_on_redis() {
+    let server = RedisServer::start();
+    a_grant_names_the_bucket_under_the_default_costs_file(Some(&server));
 }
 
 #[test]

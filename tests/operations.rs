@@ -655,7 +655,7 @@ fn an_upstream_block_can_be_lifted_and_charge_says_which_policy(redis: Option<&R
 
     h.bare()
         .args(["budget", "charge", "videos.list"])
-        .stdout(contains("2 used, 9498 remaining in policy \"budget\""))
+        .stdout(contains("2 used, 9498 remaining in bucket \"budget\""))
         .run();
 }
 

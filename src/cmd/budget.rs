@@ -516,11 +516,16 @@ async fn charge(
             });
         }
     };
-    // The numbers are those of the policy that said no or is next to; while the
-    // upstream block says no, which no policy's numbers describe, the bucket's own.
+    // The numbers are those of the policy that said no, else those of METHOD's
+    // bucket (DESIGN.md 2): the budget an operator charged, not a narrower limit that
+    // happens to have less room. While the upstream block says no, which no policy's
+    // numbers describe, the bucket's own too.
+    let bucket = decision.parts.iter().find(|p| p.policy == charge.bucket);
     let applied = decision
-        .applied()
-        .or_else(|| decision.parts.iter().find(|p| p.policy == charge.bucket));
+        .denied_by
+        .as_ref()
+        .and_then(|name| decision.parts.iter().find(|p| &p.policy == name))
+        .or(bucket);
     let report = ChargeJson {
         granted: decision.granted,
         units: decision.units,
@@ -533,7 +538,15 @@ async fn charge(
     let printed = if json {
         print_json(&report)
     } else {
-        print_decision(&report, &decision, count, method, clock.now().as_i64()).map_err(Into::into)
+        print_decision(
+            &report,
+            &decision,
+            &charge.bucket,
+            count,
+            method,
+            clock.now().as_i64(),
+        )
+        .map_err(Into::into)
     };
     let outcome = if decision.granted {
         Ok(())
@@ -565,24 +578,24 @@ fn refused(json: bool, units: u64, denied_by: &str) -> Result<()> {
 fn print_decision(
     report: &ChargeJson<'_>,
     decision: &Decision,
+    bucket: &str,
     count: u64,
     method: &str,
     now_us: i64,
 ) -> std::io::Result<()> {
-    let about = report
-        .policy
-        .map_or(String::new(), |p| format!(" in policy \"{p}\""));
     let (units, verb) = if report.units == 1 {
         ("unit", "does")
     } else {
         ("units", "do")
     };
     let what = format!("{} {units} ({count} × {method})", report.units);
-    let after = format!(
-        "{} used, {} remaining{about}",
-        report.used.unwrap_or(0),
-        report.remaining.unwrap_or(0)
-    );
+    let after = standing(decision, bucket).unwrap_or_else(|| {
+        format!(
+            "{} used, {} remaining",
+            report.used.unwrap_or(0),
+            report.remaining.unwrap_or(0)
+        )
+    });
     let mut out = std::io::stdout().lock();
     if decision.granted {
         writeln!(out, "granted {what}; {after}")?;
@@ -602,6 +615,32 @@ fn print_decision(
         )?;
     }
     Ok(())
+}
+
+/// Where the charge leaves what it went to, METHOD's bucket first, then each limit
+/// (DESIGN.md 2): `5 used, 9495 remaining in bucket "budget"; 5 used, 95 remaining
+/// in limit "search"`. `None` when the decision names no part.
+fn standing(decision: &Decision, bucket: &str) -> Option<String> {
+    let first = decision.parts.iter().find(|p| p.policy == bucket);
+    let rest = decision.parts.iter().filter(|p| p.policy != bucket);
+    let lines: Vec<String> = first
+        .into_iter()
+        .chain(rest)
+        .map(|p| {
+            let kind = if p.policy == bucket {
+                "bucket"
+            } else {
+                "limit"
+            };
+            format!(
+                "{} used, {} remaining in {kind} \"{}\"",
+                p.used,
+                p.remaining(),
+                p.policy
+            )
+        })
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("; "))
 }
 
 #[cfg(test)]

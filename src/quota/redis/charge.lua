@@ -129,6 +129,10 @@ for i = 1, n do
   local p = {
     tkey = KEYS[2 + i], okey = KEYS[2 + n + i], zkey = KEYS[2 + 2 * n + i],
     max = tonumber(ARGV[b + 1]), units = tonumber(ARGV[b + 2]),
+    -- The member as the client wrote its units: `p.units .. tail` would write a
+    -- number of 15 digits or more as "1.1258999068427e+15", a member no client
+    -- looks for and no count reads back.
+    member = ARGV[b + 2] .. tail,
   }
   -- An entry made at `at` leaves at p.stop (a calendar day) or at + p.window.
   local _
@@ -215,7 +219,7 @@ if denied then
   -- Denied, unless this very charge was recorded before (a retry after a lost reply).
   for i = 1, n do
     local p = parts[i]
-    if p.oldest and redis.call('ZSCORE', p.zkey, p.units .. tail) then
+    if p.oldest and redis.call('ZSCORE', p.zkey, p.member) then
       return reply(DUPLICATE, 0, nil, nil)
     end
   end
@@ -240,7 +244,7 @@ if forced then
   -- they hold this charge already. Ask them first.
   for i = 1, n do
     local p = parts[i]
-    if at <= p.cutoff and p.oldest and redis.call('ZSCORE', p.zkey, p.units .. tail) then
+    if at <= p.cutoff and p.oldest and redis.call('ZSCORE', p.zkey, p.member) then
       return reply(DUPLICATE, 0, nil, nil)
     end
   end
@@ -249,15 +253,13 @@ local added = {}
 for i = 1, n do
   local p = parts[i]
   if at > p.cutoff then
-    local member = p.units .. tail
-    if redis.call('ZADD', p.zkey, 'NX', at, member) == 0 then
+    if redis.call('ZADD', p.zkey, 'NX', at, p.member) == 0 then
       -- Recorded before: undo what this call added to the other parts.
       for _, q in ipairs(added) do
         redis.call('ZREM', q.zkey, q.member)
       end
       return reply(DUPLICATE, 0, nil, nil)
     end
-    p.member = member
     added[#added + 1] = p
   end
 end
