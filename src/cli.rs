@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
+use crate::config::When;
 pub use crate::logging::LogFormat;
 use crate::region_status::RegionStatus;
 
@@ -262,9 +263,10 @@ pub struct StatusArgs {
 
 #[derive(Debug, Args)]
 pub struct RunsArgs {
-    /// Only runs started within this long
-    #[arg(long, value_parser = parse_duration_arg, value_name = "DURATION")]
-    pub since: Option<Duration>,
+    /// Only runs started at or after WHEN: a duration back from now (12h), a UTC date
+    /// (2026-11-01, from its start) or an RFC 3339 time
+    #[arg(long, value_parser = crate::config::parse_when, value_name = "WHEN")]
+    pub since: Option<When>,
 
     /// Only this region (repeatable)
     #[arg(long = "region", id = "region", value_name = "CC")]
@@ -349,13 +351,15 @@ pub struct ExportArgs {
     #[arg(long = "region", id = "region", value_name = "CC")]
     pub regions: Vec<String>,
 
-    /// Only fetches newer than this: 7d, 24h, ...
-    #[arg(long, value_parser = parse_duration_arg, value_name = "DURATION")]
-    pub since: Option<Duration>,
+    /// Only fetches at or after WHEN: a duration back from now (7d), a UTC date
+    /// (2026-11-01, from its start) or an RFC 3339 time
+    #[arg(long, value_parser = crate::config::parse_when, value_name = "WHEN")]
+    pub since: Option<When>,
 
-    /// Only fetches at or before this time, e.g. 2025-01-31T00:00:00Z
-    #[arg(long, value_parser = parse_timestamp_arg, value_name = "RFC3339")]
-    pub until: Option<jiff::Timestamp>,
+    /// Only fetches at or before WHEN: a duration back from now, a UTC date (2026-11-30,
+    /// to its end) or an RFC 3339 time
+    #[arg(long, value_parser = crate::config::parse_when, value_name = "WHEN")]
+    pub until: Option<When>,
 
     /// Only this chart (repeatable): a category id, or "overall" [default: every chart]
     #[arg(long = "chart", id = "chart", value_parser = parse_chart_arg, value_name = "ID")]
@@ -412,12 +416,6 @@ fn parse_chart_arg(s: &str) -> Result<u32, String> {
         .ok_or_else(|| {
             format!("\"{s}\" is not a chart; expected a category id such as 17, or overall")
         })
-}
-
-fn parse_timestamp_arg(s: &str) -> Result<jiff::Timestamp, String> {
-    s.trim().parse::<jiff::Timestamp>().map_err(|e| {
-        format!("\"{s}\" is not an RFC 3339 time ({e}); expected e.g. 2025-01-31T00:00:00Z")
-    })
 }
 
 #[cfg(test)]

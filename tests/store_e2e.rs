@@ -544,3 +544,72 @@ fn a_newer_file_is_refused_by_every_command_alike() {
     }
     assert_eq!(std::fs::read(&db).expect("reading the file"), before);
 }
+
+/// `--since` and `--until` take a date, a duration or an RFC 3339 time alike; a date
+/// is its whole UTC day, so `--since 2026-11-01 --until 2026-11-30` is November, to
+/// the second on both sides.
+#[test]
+fn export_since_and_until_a_date_is_exactly_those_utc_days() {
+    let h = ingested();
+    let conn = Connection::open(h.db_path()).expect("opening the database");
+    for (code, at) in [
+        ("US", "2026-10-31T23:59:59Z"),
+        ("GB", "2026-11-01T00:00:00Z"),
+        ("DE", "2026-11-30T23:59:59Z"),
+        ("FR", "2026-12-01T00:00:00Z"),
+    ] {
+        let at = at.parse::<jiff::Timestamp>().expect("a time").as_second();
+        let moved = conn
+            .execute(
+                "UPDATE fetches SET fetched_at = ?1
+                 WHERE region = (SELECT num FROM regions WHERE code = ?2)",
+                rusqlite::params![at, code],
+            )
+            .expect("moving a fetch");
+        assert!(moved > 0, "{code}");
+    }
+    drop(conn);
+    let regions_in = |args: &[&str]| -> Vec<String> {
+        let ran = h
+            .bare()
+            .args(["export", "--format", "jsonl", "--region", "US"])
+            .args(["--region", "GB", "--region", "DE", "--region", "FR"])
+            .args(args)
+            .run();
+        let mut found: Vec<String> = ran
+            .stdout
+            .lines()
+            .map(|l| {
+                let row: serde_json::Value = serde_json::from_str(l).expect("a JSON line");
+                row["region"].as_str().expect("a region").to_owned()
+            })
+            .collect();
+        found.sort();
+        found.dedup();
+        found
+    };
+    assert_eq!(
+        regions_in(&["--since", "2026-11-01", "--until", "2026-11-30"]),
+        ["DE", "GB"]
+    );
+    assert_eq!(
+        regions_in(&[
+            "--since",
+            "2026-11-01T00:00:00Z",
+            "--until",
+            "2026-11-30T23:59:58Z"
+        ]),
+        ["GB"]
+    );
+    // A date alone on either side.
+    assert_eq!(regions_in(&["--until", "2026-10-31"]), ["US"]);
+    assert_eq!(regions_in(&["--since", "2026-12-01"]), ["FR"]);
+
+    // `runs --since` takes the same forms.
+    let runs_since = |when: &str| -> usize {
+        let ran = h.bare().args(["runs", "--json", "--since", when]).run();
+        ran.json()["runs"].as_array().expect("runs").len()
+    };
+    assert!(runs_since("2000-01-01") > 0);
+    assert_eq!(runs_since("2999-01-01T00:00:00Z"), 0);
+}

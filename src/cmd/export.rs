@@ -127,12 +127,10 @@ pub fn run(global: &Global, args: &ExportArgs, clock: &dyn Clock) -> Result<()> 
             .map(|r| r.trim().to_ascii_uppercase())
             .collect()
     };
-    let now = clock.now().to_secs().as_i64();
+    let now = clock.now().to_secs();
     let span = ExportSpan {
-        since: args.since.map_or(i64::MIN, |d| {
-            now.saturating_sub(i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        }),
-        until: args.until.map_or(i64::MAX, |t| t.as_second()),
+        since: args.since.map_or(i64::MIN, |w| w.since(now).as_i64()),
+        until: args.until.map_or(i64::MAX, |w| w.until(now).as_i64()),
     };
     let span = Selection {
         span,

@@ -40,11 +40,9 @@ struct RunsJson<'a> {
 pub fn run(global: &Global, args: &RunsArgs, clock: &dyn Clock) -> Result<()> {
     super::database::require(&global.db)?;
     super::check_read_regions(global, &args.regions, || super::stored_regions(&global.db))?;
-    let now = clock.now().to_secs().as_i64();
+    let now = clock.now().to_secs();
     let filter = HistoryFilter {
-        since: args
-            .since
-            .map(|d| now - i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+        since: args.since.map(|w| w.since(now).as_i64()),
         regions: args
             .regions
             .iter()
@@ -100,7 +98,7 @@ pub fn run(global: &Global, args: &RunsArgs, clock: &dyn Clock) -> Result<()> {
     for r in &rows {
         lines.row(vec![
             at(r.started_at),
-            ago(now, r.started_at),
+            ago(now.as_i64(), r.started_at),
             r.kind.as_str().to_owned(),
             r.region.as_deref().unwrap_or("-").to_owned(),
             r.status.to_string(),

@@ -7,6 +7,7 @@ mod duration;
 mod region_codes;
 pub use region_codes::nearest as nearest_region;
 mod regions;
+mod when;
 
 use std::fmt;
 use std::ops::Range;
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 pub use costs::parse_costs;
 pub use duration::parse_duration;
 pub use regions::{Follow, MAX_FOLLOW_DAYS, Region, Regions, Search, parse_regions};
+pub use when::{When, parse_when};
 
 use crate::quota::Budget;
 
