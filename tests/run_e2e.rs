@@ -1148,3 +1148,42 @@ fn terminal_controls_from_the_upstream_are_shown_escaped() {
         }
     }
 }
+
+/// A `categoryId` that is not a number in a string is stored as NULL, with one warning
+/// naming the region and the video (DESIGN.md 5: an id is never free text); the rest
+/// of the video, and of the run, is kept.
+#[test]
+fn a_category_id_that_is_not_a_number_is_stored_as_null_with_a_warning() {
+    let h = Harness::new(None);
+    let mut page = fixture_json("videos_last_page.json");
+    let video = page["items"][0]["id"]
+        .as_str()
+        .expect("the first video's id")
+        .to_owned();
+    page["items"][0]["snippet"]["categoryId"] = "=1+1".into();
+    h.fake
+        .answer_instead(page2("DE"), answer(200, &page.to_string()));
+    h.expect_stderr(&format!(
+        "video {video} has categoryId \"=1+1\", which is not a number"
+    ));
+    h.run(&["run", "--region", "DE"]);
+    let (category, title): (Option<String>, String) = h
+        .db()
+        .query_row(
+            "SELECT category_id, title FROM videos WHERE id = ?1",
+            [&video],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("the video is stored");
+    assert_eq!(category, None);
+    assert!(!title.is_empty());
+    let others: i64 = h
+        .db()
+        .query_row(
+            "SELECT count(*) FROM videos WHERE category_id IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .expect("counting");
+    assert!(others > 0, "the other videos keep their categories");
+}

@@ -73,6 +73,11 @@ pub enum ClientError {
     Http(reqwest::Error),
 }
 
+/// Whether a `categoryId` is what the upstream documents: a number in a string.
+fn is_category_id(text: &str) -> bool {
+    !text.is_empty() && text.len() <= 10 && text.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// How `search.list` orders its results; the names are the upstream's, so configuration
 /// files can use them as documented by YouTube.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize)]
@@ -217,9 +222,24 @@ impl Client {
     /// The key removed from every text field of a page's records before anything
     /// stores or prints them: an upstream that reflects the request's headers into a
     /// title must not put the key in the database.
-    fn scrub_page(&self, mut page: VideoPage) -> VideoPage {
+    /// The page as the store may keep it: the key scrubbed from its text, and a
+    /// `categoryId` that is not a number dropped with a warning naming the region and
+    /// the video (DESIGN.md 5: an id is never free text).
+    fn scrub_page(&self, call: &CallContext, mut page: VideoPage) -> VideoPage {
         let key = &self.key;
         for v in &mut page.items {
+            if let Some(category) = &v.category_id
+                && !is_category_id(category)
+            {
+                tracing::warn!(
+                    region = call.region_code().unwrap_or("-"),
+                    video = %v.id,
+                    "{call}: video {} has categoryId \"{}\", which is not a number; stored without a category",
+                    visible(&v.id),
+                    visible(&key.scrub(category))
+                );
+                v.category_id = None;
+            }
             for field in [
                 &mut v.title,
                 &mut v.description,
@@ -286,9 +306,10 @@ impl Client {
             }
         }
         let (status, body) = self.fetch(&call, url).await?;
-        raw::video_page(&body)
-            .map(|page| self.scrub_page(page))
-            .map_err(|problem| malformed(call, status, problem))
+        match raw::video_page(&body) {
+            Ok(page) => Ok(self.scrub_page(&call, page)),
+            Err(problem) => Err(malformed(call, status, problem)),
+        }
     }
 
     /// One page of search results: ids only, in rank order; their details come from
@@ -347,9 +368,10 @@ impl Client {
             }
         }
         let (status, body) = self.fetch(&call, url).await?;
-        raw::video_page(&body)
-            .map(|page| self.scrub_page(page))
-            .map_err(|problem| malformed(call, status, problem))
+        match raw::video_page(&body) {
+            Ok(page) => Ok(self.scrub_page(&call, page)),
+            Err(problem) => Err(malformed(call, status, problem)),
+        }
     }
 
     /// The counts of up to [`MAX_RESULTS`] videos (`videos.batchGetStats`), in the
