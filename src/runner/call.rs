@@ -142,6 +142,8 @@ impl Run {
                     };
                     self.clock_check.check(clock, reading, &self.stops).await
                 }
+                // Charged on the limiter's clock, and nothing to compare it with.
+                (Some(clock), Some(_), None) => self.clock_check.unconfirmed(clock, &self.stops),
                 _ => Ok(()),
             };
             drop(one_at_a_time);
