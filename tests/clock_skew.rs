@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::common::harness::Harness;
 use crate::common::redis_server::real_now_us;
-use crate::common::upstream::DateForm;
+use crate::common::upstream::{DateForm, answer_fixture, page1};
 use crate::common::{RedisServer, contains};
 use crate::on_both_limiters;
 
@@ -345,5 +345,47 @@ fn a_date_in_either_obsolete_form_is_compared_too(redis: Option<&RedisServer>) {
             .run();
         assert_eq!(h.fake.received(), 1, "{form:?}: {}", ran.stderr);
         assert_eq!(ran.json()["status"], "clock_skew", "{form:?}");
+    }
+}
+
+/// With Redis, the block a `quotaExceeded` sets ends at the next Pacific midnight by
+/// Redis `TIME`, the clock every host's limiter holds it against, whatever this
+/// host's own clock says (its answers agree with Redis, so nothing stops the run).
+/// Before, a host 3 days ahead blocked every host for 3 days more, and a host 2 days
+/// behind set a block already over, so the others kept calling into `quotaExceeded`.
+#[test]
+fn a_quota_block_on_redis_ends_at_the_next_pacific_midnight_by_redis_time() {
+    for host_off in ["+72h", "-48h"] {
+        let server = RedisServer::start();
+        let h = Harness::new(Some(&server));
+        h.fake.answer_instead(
+            page1("US"),
+            answer_fixture(403, "error_quota_exceeded.json"),
+        );
+        h.cmd()
+            .args(["run", "--region", "US"])
+            .faketime(&["-f", host_off])
+            .expect_stderr("quota is spent")
+            .expect_ended("upstream_quota_exhausted")
+            .status(75)
+            .run();
+        assert_eq!(h.fake.received(), 1, "{host_off}");
+        let budget = h.bare().args(["budget", "--json"]).run().json();
+        let until: jiff::Timestamp = budget["blocked_until"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{host_off}: blocked_until is set: {budget}"))
+            .parse()
+            .expect("blocked_until is RFC 3339");
+        let pacific = until.in_tz("America/Los_Angeles").expect("time zone");
+        assert_eq!(
+            (pacific.hour(), pacific.minute(), pacific.second()),
+            (0, 0, 0),
+            "{host_off}: a Pacific midnight: {pacific}"
+        );
+        let ahead_s = (until.as_microsecond() - real_now_us()) / 1_000_000;
+        assert!(
+            ahead_s > 0 && ahead_s <= 25 * 3600,
+            "{host_off}: the next one by Redis TIME, {ahead_s} s ahead: {until}"
+        );
     }
 }
