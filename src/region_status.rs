@@ -27,6 +27,9 @@ pub enum RegionStatus {
     Failed,
     Skipped,
     Interrupted,
+    /// The limiter's clock disagreed with the upstream's, or no answer could confirm
+    /// a clock already found wrong (DESIGN.md 6): no further calls until it is fixed.
+    ClockSkew,
     /// A region the run never reached: it stopped before this region's first call.
     /// Never a run's status.
     NotAttempted,
@@ -39,15 +42,16 @@ pub enum RegionStatus {
 }
 
 impl RegionStatus {
-    /// Every status: the six a run can end with, in the order of DESIGN.md section 2,
+    /// Every status: the seven a run can end with, in the order of DESIGN.md section 2,
     /// then a region's only ones.
-    pub const ALL: [RegionStatus; 10] = [
+    pub const ALL: [RegionStatus; 11] = [
         RegionStatus::Complete,
         RegionStatus::BudgetExhausted,
         RegionStatus::UpstreamQuotaExhausted,
         RegionStatus::Failed,
         RegionStatus::Skipped,
         RegionStatus::Interrupted,
+        RegionStatus::ClockSkew,
         RegionStatus::NotAttempted,
         RegionStatus::Queued,
         RegionStatus::Running,
@@ -67,10 +71,30 @@ impl RegionStatus {
             RegionStatus::Failed => "failed",
             RegionStatus::Skipped => "skipped",
             RegionStatus::Interrupted => "interrupted",
+            RegionStatus::ClockSkew => "clock_skew",
             RegionStatus::NotAttempted => "not_attempted",
             RegionStatus::Queued => "queued",
             RegionStatus::Running => "running",
             RegionStatus::Abandoned => "abandoned",
+        }
+    }
+
+    /// How serious a stop with this status is, when several stop one run: the most
+    /// serious is the run's status (DESIGN.md section 2: `failed`, `interrupted`,
+    /// `clock_skew`, then the stops that only say "later"). Higher is more serious.
+    pub fn seriousness(self) -> u8 {
+        match self {
+            RegionStatus::Failed => 5,
+            RegionStatus::Interrupted => 4,
+            RegionStatus::ClockSkew => 3,
+            RegionStatus::UpstreamQuotaExhausted => 2,
+            RegionStatus::BudgetExhausted => 1,
+            RegionStatus::Complete
+            | RegionStatus::Skipped
+            | RegionStatus::NotAttempted
+            | RegionStatus::Queued
+            | RegionStatus::Running
+            | RegionStatus::Abandoned => 0,
         }
     }
 

@@ -8,7 +8,14 @@ use serde_json::Value;
 
 use crate::common::harness::Harness;
 use crate::common::redis_server::real_now_us;
+use crate::common::upstream::{DateForm, answer_fixture, page1};
 use crate::common::{RedisServer, contains};
+use crate::on_both_limiters;
+
+on_both_limiters!(
+    with_a_skew_recorded_an_answer_without_a_readable_date_stops_the_run_after_one_call,
+    a_date_in_either_obsolete_form_is_compared_too,
+);
 
 const DAY_AND_AN_HOUR_S: f64 = 25.0 * 3600.0;
 
@@ -58,7 +65,7 @@ fn a_host_clock_a_day_ahead_stops_the_run_after_one_call_until_the_clocks_agree(
             .args(["--metrics-file", "trendsync.prom", "run", "--json"])
             .faketime(&["-f", "+25h"])
             .expect_stderr("this host's clock is 25h ahead")
-            .expect_ended("budget_exhausted")
+            .expect_ended("clock_skew")
             .status(75)
             .run()
     };
@@ -68,7 +75,7 @@ fn a_host_clock_a_day_ahead_stops_the_run_after_one_call_until_the_clocks_agree(
     let first = h.fake.received();
     assert!((1..=4).contains(&first), "{first} calls: {}", ran.stderr);
     let report = ran.json();
-    assert_eq!(report["status"], "budget_exhausted", "{report}");
+    assert_eq!(report["status"], "clock_skew", "{report}");
     assert_eq!(report["calls"], first, "{report}");
     assert_eq!(report["units_charged"], first, "{report}");
     let said: Vec<&str> = ran
@@ -155,7 +162,7 @@ fn a_host_clock_behind_the_upstream_stops_the_run_too() {
     h.cmd()
         .args(["run", "--region", "US"])
         .expect_stderr("this host's clock is 1h behind")
-        .expect_ended("budget_exhausted")
+        .expect_ended("clock_skew")
         .status(75)
         .stderr(contains("this host's clock is 1h behind the upstream's"))
         .run();
@@ -181,7 +188,7 @@ fn a_redis_clock_a_day_ahead_stops_the_run_and_names_the_redis_server() {
     h.cmd()
         .args(["run", "--region", "US"])
         .expect_stderr("the Redis server's clock (TIME) is 25h ahead")
-        .expect_ended("budget_exhausted")
+        .expect_ended("clock_skew")
         .status(75)
         .run();
     assert_eq!(h.fake.received(), 1, "a region's calls are made one by one");
@@ -192,7 +199,7 @@ fn a_redis_clock_a_day_ahead_stops_the_run_and_names_the_redis_server() {
         .expect_stderr("25h ahead of the upstream's when last compared")
         .expect_stderr("25h ahead of the upstream's (the Date of its answers)")
         .expect_stderr("stopped: the Redis server's clock (TIME) is 25h ahead")
-        .expect_ended("budget_exhausted")
+        .expect_ended("clock_skew")
         .status(75)
         .stderr(contains(
             "the Redis server's clock (TIME) is 25h ahead of the upstream's",
@@ -221,4 +228,164 @@ fn a_redis_clock_a_day_ahead_stops_the_run_and_names_the_redis_server() {
     let skew = skew_in_status(&h, "redis");
     assert_eq!(skew["too_far"], false, "{skew}");
     h.bare().args(["budget", "charge", "videos.list"]).run();
+}
+
+/// The last `trendsync_last_run_status` of `kind` set to 1 in `metrics`.
+fn status_in_metrics(metrics: &str, kind: &str) -> String {
+    let prefix = format!("trendsync_last_run_status{{kind=\"{kind}\",status=\"");
+    let set: Vec<&str> = metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .filter_map(|l| l.strip_suffix("\"} 1"))
+        .collect();
+    assert_eq!(set.len(), 1, "one status set in:\n{metrics}");
+    set[0].to_owned()
+}
+
+/// The issue's proxy (DESIGN.md 6, "the check fails closed"): with a skew recorded,
+/// an upstream whose answers carry no readable `Date` (empty, then unparsable)
+/// cannot confirm the limiter's clock. Before, the run warned and made every call;
+/// now each run makes its one call and stops, `clock_skew` (75) in the JSON, the
+/// metrics and the history, and the record stays until an answer agrees.
+fn with_a_skew_recorded_an_answer_without_a_readable_date_stops_the_run_after_one_call(
+    redis: Option<&RedisServer>,
+) {
+    let h = Harness::new(redis);
+    let clock = if redis.is_some() { "redis" } else { "host" };
+    h.fake.shift_dates(3600);
+    h.cmd()
+        .args(["run", "--region", "US"])
+        .expect_stderr("1h behind the upstream's")
+        .expect_ended("clock_skew")
+        .status(75)
+        .run();
+    assert_eq!(h.fake.received(), 1);
+    assert_eq!(skew_in_status(&h, clock)["too_far"], true);
+
+    h.fake.shift_dates(0);
+    for (form, shown) in [
+        (DateForm::Empty, "empty"),
+        (DateForm::Unreadable, "unparsable"),
+    ] {
+        h.fake.date_form(form);
+        let before = h.fake.received();
+        let ran = h
+            .cmd()
+            .args(["--metrics-file", "trendsync.prom", "run", "--json"])
+            .expect_stderr("1h behind the upstream's when last compared")
+            .expect_stderr("had no readable Date")
+            .expect_ended("clock_skew")
+            .status(75)
+            .run();
+        assert_eq!(
+            h.fake.received() - before,
+            1,
+            "{shown} Date: one call, not every region's: {}",
+            ran.stderr
+        );
+        let report = ran.json();
+        assert_eq!(report["status"], "clock_skew", "{shown}: {report}");
+        assert_eq!(report["calls"], 1, "{shown}: {report}");
+        let metrics = std::fs::read_to_string(h.scratch.file("trendsync.prom")).expect("metrics");
+        assert_eq!(status_in_metrics(&metrics, "run"), "clock_skew", "{shown}");
+        // Nothing was measured: the record still says the clock is too far.
+        assert_eq!(skew_in_status(&h, clock)["too_far"], true, "{shown}");
+    }
+    // In the history: each of the three runs, on the one region it called.
+    let runs = h
+        .bare()
+        .args(["runs", "--status", "clock_skew", "--json"])
+        .run()
+        .json();
+    let stopped: Vec<&Value> = runs["runs"].as_array().expect("a list").iter().collect();
+    assert_eq!(stopped.len(), 3, "{runs}");
+    assert!(
+        stopped
+            .iter()
+            .all(|r| r["reason"].as_str().is_some_and(|w| w.contains("clock"))),
+        "{runs}"
+    );
+    let status = h.bare().args(["status", "--json"]).run().json();
+    let last: Vec<&Value> = status["regions"]
+        .as_array()
+        .expect("regions")
+        .iter()
+        .filter(|r| r["last_status"] == "clock_skew")
+        .collect();
+    assert!(!last.is_empty(), "{status}");
+
+    // A `Date` the clocks agree by, in the asctime form a proxy may write, confirms
+    // the clock: the run goes on and clears the record.
+    h.fake.date_form(DateForm::Asctime);
+    let ran = h
+        .cmd()
+        .args(["run", "--json"])
+        .expect_stderr("1h behind the upstream's when last compared")
+        .stderr(contains("the clocks agree again"))
+        .run();
+    assert_eq!(ran.json()["status"], "complete");
+    assert_eq!(skew_in_status(&h, clock)["too_far"], false);
+}
+
+/// A `Date` in the obsolete RFC 850 or asctime form, as a proxy may rewrite it, is
+/// read and compared like an IMF-fixdate one: an upstream an hour ahead stops the
+/// run after its first call. Before, such a `Date` was unreadable and the run made
+/// every call.
+fn a_date_in_either_obsolete_form_is_compared_too(redis: Option<&RedisServer>) {
+    for form in [DateForm::Rfc850, DateForm::Asctime] {
+        let h = Harness::new(redis);
+        h.fake.date_form(form);
+        h.fake.shift_dates(3600);
+        let ran = h
+            .cmd()
+            .args(["run", "--region", "US", "--json"])
+            .expect_stderr("1h behind the upstream's")
+            .expect_ended("clock_skew")
+            .status(75)
+            .run();
+        assert_eq!(h.fake.received(), 1, "{form:?}: {}", ran.stderr);
+        assert_eq!(ran.json()["status"], "clock_skew", "{form:?}");
+    }
+}
+
+/// With Redis, the block a `quotaExceeded` sets ends at the next Pacific midnight by
+/// Redis `TIME`, the clock every host's limiter holds it against, whatever this
+/// host's own clock says (its answers agree with Redis, so nothing stops the run).
+/// Before, a host 3 days ahead blocked every host for 3 days more, and a host 2 days
+/// behind set a block already over, so the others kept calling into `quotaExceeded`.
+#[test]
+fn a_quota_block_on_redis_ends_at_the_next_pacific_midnight_by_redis_time() {
+    for host_off in ["+72h", "-48h"] {
+        let server = RedisServer::start();
+        let h = Harness::new(Some(&server));
+        h.fake.answer_instead(
+            page1("US"),
+            answer_fixture(403, "error_quota_exceeded.json"),
+        );
+        h.cmd()
+            .args(["run", "--region", "US"])
+            .faketime(&["-f", host_off])
+            .expect_stderr("quota is spent")
+            .expect_ended("upstream_quota_exhausted")
+            .status(75)
+            .run();
+        assert_eq!(h.fake.received(), 1, "{host_off}");
+        let budget = h.bare().args(["budget", "--json"]).run().json();
+        let until: jiff::Timestamp = budget["blocked_until"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{host_off}: blocked_until is set: {budget}"))
+            .parse()
+            .expect("blocked_until is RFC 3339");
+        let pacific = until.in_tz("America/Los_Angeles").expect("time zone");
+        assert_eq!(
+            (pacific.hour(), pacific.minute(), pacific.second()),
+            (0, 0, 0),
+            "{host_off}: a Pacific midnight: {pacific}"
+        );
+        let ahead_s = (until.as_microsecond() - real_now_us()) / 1_000_000;
+        assert!(
+            ahead_s > 0 && ahead_s <= 25 * 3600,
+            "{host_off}: the next one by Redis TIME, {ahead_s} s ahead: {until}"
+        );
+    }
 }

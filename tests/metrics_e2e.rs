@@ -19,10 +19,11 @@ on_both_limiters!(
     a_run_stopped_by_the_budget_still_writes_its_metrics,
 );
 
-const STATUSES: [&str; 5] = [
+const STATUSES: [&str; 6] = [
     "complete",
     "budget_exhausted",
     "upstream_quota_exhausted",
+    "clock_skew",
     "failed",
     "skipped",
 ];

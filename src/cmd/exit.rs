@@ -72,6 +72,7 @@ pub(crate) fn exit_code_for_status(status: RegionStatus) -> Option<ExitCode> {
         // Not finished (the runner never ends a run with queued or running).
         RegionStatus::BudgetExhausted
         | RegionStatus::UpstreamQuotaExhausted
+        | RegionStatus::ClockSkew
         | RegionStatus::Skipped
         | RegionStatus::NotAttempted
         | RegionStatus::Queued

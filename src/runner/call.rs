@@ -142,6 +142,8 @@ impl Run {
                     };
                     self.clock_check.check(clock, reading, &self.stops).await
                 }
+                // Charged on the limiter's clock, and nothing to compare it with.
+                (Some(clock), Some(_), None) => self.clock_check.unconfirmed(clock, &self.stops),
                 _ => Ok(()),
             };
             drop(one_at_a_time);
@@ -187,7 +189,13 @@ impl Run {
                 ErrorClass::QuotaExhausted => {
                     // Only the bucket of the method called is spent (DESIGN.md 3.5).
                     let bucket = self.meter.bucket_of(method).to_owned();
-                    let until = crate::youtube::quota_reset_after(self.clock.now());
+                    // The next Pacific midnight by the limiter's clock, which the block
+                    // is held against: its time at this call's charge (Redis `TIME` on
+                    // Redis), never this host's, which no answer has checked there. A
+                    // call made unmetered (the limiter down) has only the host's, and
+                    // its block cannot be recorded anyway.
+                    let at = charged_at.unwrap_or_else(|| self.clock.now());
+                    let until = crate::youtube::quota_reset_after(at);
                     // This bucket stops whether or not the limiter could be told.
                     if let Err(e) = self.meter.block_until(&bucket, until).await {
                         tracing::error!(

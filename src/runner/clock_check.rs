@@ -124,6 +124,28 @@ impl ClockCheck {
         Ok(())
     }
 
+    /// A call charged on the limiter's `clock` brought no readable `Date` (absent,
+    /// empty, unparsable) or no answer at all. Nothing is measured; but while the
+    /// clock is distrusted this was the call that was to confirm it, and an answer
+    /// that cannot confirm a clock is no better than one that disagrees: the run
+    /// stops (DESIGN.md 6, the check fails closed), and the record stays as it was.
+    pub(super) fn unconfirmed(&self, clock: LimiterClock, stops: &Stops) -> Result<(), TooFar> {
+        if !self.distrusted.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        if !self.stopped.swap(true, Ordering::SeqCst) {
+            tracing::error!(
+                run_id = %self.run_id,
+                clock = clock.as_str(),
+                "{} was too far from the upstream's when last compared, and the answer that was to check it had no readable Date (none, empty or in no HTTP date form), or none came: it cannot confirm the clock, so this run stops before its next call. {}; each run makes one call to check it",
+                clock.name(),
+                clock.fix()
+            );
+            stops.halt(Stop::ClockUnconfirmed { clock });
+        }
+        Err(TooFar)
+    }
+
     /// Records `skew` as the last seen on its clock; a failure is logged (the check
     /// itself has already decided).
     async fn record(&self, skew: Skew) {

@@ -44,7 +44,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     };
     let regions: Vec<RegionReport> = reports.into_iter().map(|(_, r)| r).collect();
     record_attempts(&run, &regions).await;
-    let stop = run.stops.first();
+    let stop = run.stops.reported();
     let status = run_status(follow.as_ref(), overall(&regions, stop.as_ref()));
     let (report, now) = run_report(&run, status, regions, follow, stop.as_ref(), began).await;
     // A run whose start is not in the database has no rows to finish (and made no

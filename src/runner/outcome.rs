@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::clock::Micros;
-use crate::quota::skew::Skew;
+use crate::quota::skew::{LimiterClock, Skew};
 use crate::quota::{Allowance, BUDGET_POLICY, Decision, UPSTREAM_POLICY, micros};
 
 /// Why a run, or the calls of one bucket (DESIGN.md 3.9), stopped before the plan was
@@ -42,6 +42,11 @@ pub enum Stop {
     /// The limiter's clock is too far from the upstream's for its window to be
     /// trusted (DESIGN.md 6): no further calls until it is fixed.
     ClockSkew { skew: Skew },
+    /// A clock found too far by an earlier run, and the answer to the call that was to
+    /// check it had no readable `Date` (absent, empty, unparsable) or never came: it
+    /// cannot confirm the clock, so the run stops as on a disagreeing one (DESIGN.md
+    /// 6: the check fails closed).
+    ClockUnconfirmed { clock: LimiterClock },
 }
 
 impl Stop {
@@ -81,17 +86,17 @@ impl Stop {
             Stop::LimiterDown { .. }
             | Stop::Fatal { .. }
             | Stop::Interrupted { .. }
-            | Stop::ClockSkew { .. } => None,
+            | Stop::ClockSkew { .. }
+            | Stop::ClockUnconfirmed { .. } => None,
         }
     }
 
     pub fn status(&self) -> Status {
         match self {
-            // A budget that cannot be counted rightly is one to stop at, as when the
-            // limiter is down: try later (75), once the clock is fixed.
-            Stop::Budget { .. } | Stop::LimiterDown { .. } | Stop::ClockSkew { .. } => {
-                Status::BudgetExhausted
-            }
+            Stop::Budget { .. } | Stop::LimiterDown { .. } => Status::BudgetExhausted,
+            // Its own status, never a spent budget's (DESIGN.md 6): the budget may be
+            // far from spent; the clock it is counted by is what to fix.
+            Stop::ClockSkew { .. } | Stop::ClockUnconfirmed { .. } => Status::ClockSkew,
             Stop::UpstreamQuota { .. } => Status::UpstreamQuotaExhausted,
             Stop::Fatal { .. } => Status::Failed,
             Stop::Interrupted { .. } => Status::Interrupted,
@@ -106,7 +111,8 @@ impl Stop {
             Stop::LimiterDown { .. }
             | Stop::Fatal { .. }
             | Stop::Interrupted { .. }
-            | Stop::ClockSkew { .. } => None,
+            | Stop::ClockSkew { .. }
+            | Stop::ClockUnconfirmed { .. } => None,
         }
     }
 
@@ -158,6 +164,11 @@ impl Stop {
                 format!("interrupted by {signal}: no new calls were made after it")
             }
             Stop::ClockSkew { skew } => format!("{}; {}", skew.describe(), skew.clock.fix()),
+            Stop::ClockUnconfirmed { clock } => format!(
+                "{} was last found too far from the upstream's, and the answer that was to check it had no readable Date, so it cannot be trusted; {}",
+                clock.name(),
+                clock.fix()
+            ),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Where a run stands on stopping, shared by its region tasks: one stop per bucket,
 //! which ends every task's calls of that bucket as soon as it (or the upstream, for
 //! it) says no (DESIGN.md 3.9), and one that ends every call (a fatal error, a
-//! signal). The first stop of all is the one the run reports.
+//! signal). The first stop of all is the one the run reports, unless a clock stop
+//! comes after a budget's (DESIGN.md section 2's order).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -34,8 +35,9 @@ pub(super) struct Stops {
 
 #[derive(Debug, Default)]
 struct Met {
-    /// The first stop of any kind: the one the run reports.
-    first: Option<Stop>,
+    /// The stop the run reports: the first of all, unless a more serious clean stop
+    /// came after a clean stop ([`outranks`]).
+    reported: Option<Stop>,
     /// A stop of every call: a fatal error or a signal.
     all: Option<Stop>,
     /// Per bucket, the stop of the calls charged to it (spent, blocked by the
@@ -65,7 +67,7 @@ impl Stops {
     }
 
     /// Records a stop of the calls `scope` names; the first of each scope wins, and
-    /// the first of all is what the run reports.
+    /// the first of all is what the run reports, unless this one [`outranks`] it.
     pub(super) fn record(&self, scope: Scope, stop: Stop) {
         let Ok(mut met) = self.met.lock() else {
             return;
@@ -88,7 +90,9 @@ impl Stops {
                 met.buckets.insert(b, stop.clone());
             }
         }
-        met.first.get_or_insert(stop);
+        if met.reported.as_ref().is_none_or(|r| outranks(&stop, r)) {
+            met.reported = Some(stop);
+        }
         drop(met);
         // Wakes the regions waiting out a retry's backoff (`woken`): a budget stop
         // cuts the wait short as a signal does.
@@ -115,9 +119,9 @@ impl Stops {
         }
     }
 
-    /// The first stop, the one the run reports.
-    pub(super) fn first(&self) -> Option<Stop> {
-        self.met.lock().ok().and_then(|m| m.first.clone())
+    /// The stop the run reports.
+    pub(super) fn reported(&self) -> Option<Stop> {
+        self.met.lock().ok().and_then(|m| m.reported.clone())
     }
 
     /// The status a region cut short by the run's stop ends with.
@@ -125,7 +129,7 @@ impl Stops {
         self.met
             .lock()
             .ok()
-            .and_then(|m| m.first.as_ref().map(Stop::status))
+            .and_then(|m| m.reported.as_ref().map(Stop::status))
             .unwrap_or(Status::BudgetExhausted)
     }
 
@@ -148,6 +152,17 @@ impl Stops {
         // The sender lives as long as the run, so the error (it was dropped) never comes.
         let _ = rx.wait_for(|gone| *gone).await;
     }
+}
+
+/// Whether `stop`, met after `reported`, is the one to report instead: a clock stop
+/// after a budget or upstream-quota stop (DESIGN.md section 2 puts `clock_skew`
+/// above both: the clock is what to fix first, and the budget's numbers were
+/// counted on it). Between a failure or a signal and anything else, the first still
+/// stands.
+fn outranks(stop: &Stop, reported: &Stop) -> bool {
+    let clean = Status::ClockSkew.seriousness();
+    let (new, old) = (stop.status().seriousness(), reported.status().seriousness());
+    new <= clean && new > old
 }
 
 #[cfg(test)]

@@ -1310,13 +1310,52 @@ async fn gzip_is_asked_for_and_decoded() {
     assert!(accept.contains("gzip"), "{accept}");
 }
 
+/// The three forms RFC 9110 says a recipient reads, each naming the same second
+/// (its example, and one of this century for the two-digit year).
 #[test]
-fn http_dates_read_to_the_second() {
-    assert_eq!(
-        parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
-        Some(784_111_777)
-    );
-    assert_eq!(parse_http_date("yesterday"), None);
+fn http_dates_read_to_the_second_in_all_three_forms() {
+    for (form, text, second) in [
+        ("IMF-fixdate", "Sun, 06 Nov 1994 08:49:37 GMT", 784_111_777),
+        ("RFC 850", "Sunday, 06-Nov-94 08:49:37 GMT", 784_111_777),
+        ("asctime", "Sun Nov  6 08:49:37 1994", 784_111_777),
+        (
+            "IMF-fixdate",
+            "Wed, 25 Nov 2026 17:24:44 GMT",
+            1_795_627_484,
+        ),
+        (
+            "RFC 850",
+            "Wednesday, 25-Nov-26 17:24:44 GMT",
+            1_795_627_484,
+        ),
+        ("asctime", "Wed Nov 25 17:24:44 2026", 1_795_627_484),
+        (
+            "asctime, trimmed",
+            " Sun Nov  6 08:49:37 1994 ",
+            784_111_777,
+        ),
+    ] {
+        assert_eq!(parse_http_date(text), Some(second), "{form}: {text:?}");
+    }
+}
+
+/// What names no second reads as none, so it can confirm no clock.
+#[test]
+fn an_unreadable_http_date_is_none() {
+    for text in [
+        "",
+        "   ",
+        "yesterday",
+        "Sun, 06 Nov 1994",
+        "Sun, 32 Nov 1994 08:49:37 GMT",
+        "Sunday, 06-Nov-94 08:49:37",
+        "Sun Nov  6 08:49:37",
+        "Sun Nov 31 08:49:37 1994",
+        "1994-11-06T08:49:37Z",
+        "784111777",
+    ] {
+        assert_eq!(parse_http_date(text), None, "{text:?}");
+    }
 }
 
 /// Every answer says when the upstream made it, a refusal's too; `dated` hands the

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -383,26 +383,51 @@ fn lock(ledger: &Mutex<Ledger>) -> MutexGuard<'_, Ledger> {
 }
 
 /// The upstream's clock as its answers' `Date` says it: the test's own clock, moved
-/// by a shift that a scenario may change while the fake runs (seconds; 0 leaves the
-/// header to the HTTP server, which dates answers by the real clock).
+/// by a shift that a scenario may change while the fake runs (seconds; 0 with the
+/// usual form leaves the header to the HTTP server, which dates answers by the real
+/// clock), written in one of the forms a proxy may send ([`DateForm`]).
 #[derive(Clone, Default)]
-struct DateShift(Arc<AtomicI64>);
+struct DateShift(Arc<AtomicI64>, Arc<AtomicU8>);
+
+/// How the fake writes its answers' `Date`. The HTTP server it runs on adds a `Date`
+/// of its own to an answer that has none, so "none" is written as an empty one:
+/// the client reads both alike, as no date.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum DateForm {
+    /// RFC 9110's IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`.
+    ImfFixdate = 0,
+    /// The obsolete RFC 850 form, `Sunday, 06-Nov-94 08:49:37 GMT`.
+    Rfc850 = 1,
+    /// C's asctime, `Sun Nov  6 08:49:37 1994`.
+    Asctime = 2,
+    /// An empty `Date`.
+    Empty = 3,
+    /// A `Date` that names no time.
+    Unreadable = 4,
+}
 
 impl DateShift {
     fn date_header(&self) -> Option<String> {
         let shift = self.0.load(Ordering::SeqCst);
-        if shift == 0 {
+        let form = self.1.load(Ordering::SeqCst);
+        if shift == 0 && form == DateForm::ImfFixdate as u8 {
             return None;
         }
         let now = jiff::Timestamp::from_microsecond(SystemClock.now().as_i64())
             .expect("now in range")
             .checked_add(jiff::SignedDuration::from_secs(shift))
             .expect("a shifted time in range");
-        Some(
-            jiff::fmt::rfc2822::DateTimePrinter::new()
+        let utc = now.to_zoned(jiff::tz::TimeZone::UTC);
+        Some(match form {
+            0 => jiff::fmt::rfc2822::DateTimePrinter::new()
                 .timestamp_to_rfc9110_string(&now)
                 .expect("an HTTP date"),
-        )
+            1 => utc.strftime("%A, %d-%b-%y %H:%M:%S GMT").to_string(),
+            2 => utc.strftime("%a %b %e %H:%M:%S %Y").to_string(),
+            3 => String::new(),
+            _ => "about now".to_owned(),
+        })
     }
 }
 
@@ -565,6 +590,12 @@ impl FakeUpstream {
     /// date them; 0 dates them by the real clock again.
     pub fn shift_dates(&self, secs: i64) {
         self.shift.0.store(secs, Ordering::SeqCst);
+    }
+
+    /// From now on, the default answers write their `Date` in `form` (still
+    /// [`FakeUpstream::shift_dates`] away from the real clock, where it names a time).
+    pub fn date_form(&self, form: DateForm) {
+        self.shift.1.store(form as u8, Ordering::SeqCst);
     }
 
     /// `http://127.0.0.1:PORT`, for `--api-base`.

@@ -191,6 +191,7 @@ fn every_status_gives_its_code() {
         (RegionStatus::Failed, Some(ExitCode::Failed)),
         (RegionStatus::Skipped, Some(ExitCode::TryLater)),
         (RegionStatus::Interrupted, Some(ExitCode::Interrupted)),
+        (RegionStatus::ClockSkew, Some(ExitCode::TryLater)),
         (RegionStatus::NotAttempted, Some(ExitCode::TryLater)),
         (RegionStatus::Queued, Some(ExitCode::TryLater)),
         (RegionStatus::Running, Some(ExitCode::TryLater)),

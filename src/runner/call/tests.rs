@@ -215,8 +215,8 @@ fn cases() -> Vec<Case> {
             dated_off_s: Some(3_600),
             regions: vec![region("US", &[]), region("GB", &[])],
             calls: vec![V],
-            status: Status::BudgetExhausted,
-            ends: vec![Status::BudgetExhausted, Status::NotAttempted],
+            status: Status::ClockSkew,
+            ends: vec![Status::ClockSkew, Status::NotAttempted],
             units: (1, 0),
             ..case("an answer an hour off the limiter's clock stops the run")
         },

@@ -72,7 +72,7 @@ async fn an_answer_too_far_off_stops_every_call() {
         assert_eq!(got, Err(TooFar));
     }
     assert!(stops.stopped(BUDGET_POLICY));
-    assert!(matches!(stops.first(), Some(Stop::ClockSkew { .. })));
+    assert!(matches!(stops.reported(), Some(Stop::ClockSkew { .. })));
     let last = skew::recorded_for(&db, LimiterClock::Host).expect("read");
     assert!(last.is_some_and(|s| s.too_far()), "{last:?}");
 }
@@ -86,4 +86,48 @@ async fn no_record_no_distrust() {
     check.distrust_if_skewed(None).await;
     check.distrust_if_skewed(Some(LimiterClock::Host)).await;
     assert!(check.gate().await.is_none());
+}
+
+/// While a clock found too far is distrusted, an answer with no readable `Date`
+/// cannot confirm it: the run stops as on a disagreeing answer (the check fails
+/// closed), with a clock stop, and the record of the skew stays as it was.
+#[tokio::test]
+async fn an_answer_without_a_date_stops_a_distrusted_clock() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("t.db");
+    let skewed = Skew {
+        clock: LimiterClock::Host,
+        skew_us: 3_600_000_000,
+        measured_at_us: AT_2026_US,
+    };
+    skew::record(&db, crate::schema::MIGRATIONS, &skewed).expect("recorded");
+    let check = ClockCheck::new("r1".into(), db.clone());
+    check.distrust_if_skewed(Some(LimiterClock::Host)).await;
+    let stops = stops();
+    for _ in 0..2 {
+        assert_eq!(check.unconfirmed(LimiterClock::Host, &stops), Err(TooFar));
+    }
+    assert!(stops.stopped(BUDGET_POLICY));
+    let stop = stops.reported().expect("a stop");
+    assert_eq!(
+        stop,
+        Stop::ClockUnconfirmed {
+            clock: LimiterClock::Host
+        }
+    );
+    assert_eq!(stop.status(), crate::runner::outcome::Status::ClockSkew);
+    let last = skew::recorded_for(&db, LimiterClock::Host).expect("read");
+    assert_eq!(last, Some(skewed), "the record is unchanged");
+}
+
+/// A clock that is trusted has nothing to confirm: an answer without a `Date`
+/// measures nothing and stops nothing.
+#[tokio::test]
+async fn an_answer_without_a_date_on_a_trusted_clock_goes_on() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let check = ClockCheck::new("r1".into(), dir.path().join("t.db"));
+    check.distrust_if_skewed(Some(LimiterClock::Host)).await;
+    let stops = stops();
+    assert_eq!(check.unconfirmed(LimiterClock::Host, &stops), Ok(()));
+    assert!(!stops.stopped(BUDGET_POLICY));
 }

@@ -57,6 +57,9 @@ struct Case {
 #[test]
 fn which_calls_a_stop_ends_and_which_stop_is_reported() {
     let interrupted = Stop::Interrupted { signal: "SIGTERM" };
+    let unconfirmed = Stop::ClockUnconfirmed {
+        clock: crate::quota::skew::LimiterClock::Host,
+    };
     let cases = [
         Case {
             name: "no stop: every call goes on",
@@ -109,6 +112,27 @@ fn which_calls_a_stop_ends_and_which_stop_is_reported() {
             first: Some(interrupted),
             status: Status::Interrupted,
         },
+        Case {
+            name: "a clock stop after a bucket's is the one reported",
+            met: vec![
+                (bucket("search"), spent("search")),
+                (bucket(BUDGET_POLICY), budget("videos.list")),
+                (Scope::Every, unconfirmed.clone()),
+            ],
+            stopped: [true, true],
+            first: Some(unconfirmed.clone()),
+            status: Status::ClockSkew,
+        },
+        Case {
+            name: "a failure before a clock stop stays the one reported",
+            met: vec![
+                (Scope::Every, fatal("bad key")),
+                (Scope::Every, unconfirmed),
+            ],
+            stopped: [true, true],
+            first: Some(fatal("bad key")),
+            status: Status::Failed,
+        },
     ];
     for c in cases {
         let stops = stops();
@@ -117,7 +141,7 @@ fn which_calls_a_stop_ends_and_which_stop_is_reported() {
         }
         let got = [stops.stopped(BUDGET_POLICY), stops.stopped("search")];
         assert_eq!(got, c.stopped, "{}: [budget, search] stopped", c.name);
-        assert_eq!(stops.first(), c.first, "{}: the stop reported", c.name);
+        assert_eq!(stops.reported(), c.first, "{}: the stop reported", c.name);
         assert_eq!(stops.status(), c.status, "{}: a cut-short region", c.name);
     }
 }
