@@ -20,6 +20,24 @@ fn reading(off_s: i64) -> Reading {
     }
 }
 
+/// A check over a file whose earlier run recorded the host's clock an hour off; the
+/// directory lives as long as the check is used.
+fn after_an_hour_of_skew() -> (tempfile::TempDir, ClockCheck) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("t.db");
+    skew::record(&db, crate::schema::MIGRATIONS, &an_hour_off()).expect("recorded");
+    (dir, ClockCheck::new("r1".into(), db))
+}
+
+/// The host's clock an hour ahead, as a run measured it.
+fn an_hour_off() -> Skew {
+    Skew {
+        clock: LimiterClock::Host,
+        skew_us: 3_600_000_000,
+        measured_at_us: AT_2026_US,
+    }
+}
+
 fn stops() -> Stops {
     Stops::new(
         "r1".into(),
@@ -33,15 +51,8 @@ fn stops() -> Stops {
 /// a time, until an answer agrees.
 #[tokio::test]
 async fn a_clock_found_too_far_before_is_checked_one_call_at_a_time() {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let (dir, check) = after_an_hour_of_skew();
     let db = dir.path().join("t.db");
-    let skewed = Skew {
-        clock: LimiterClock::Host,
-        skew_us: 3_600_000_000,
-        measured_at_us: AT_2026_US,
-    };
-    skew::record(&db, crate::schema::MIGRATIONS, &skewed).expect("recorded");
-    let check = ClockCheck::new("r1".into(), db.clone());
     assert!(
         check.gate().await.is_none(),
         "trusted until the record is read"
@@ -93,15 +104,8 @@ async fn no_record_no_distrust() {
 /// closed), with a clock stop, and the record of the skew stays as it was.
 #[tokio::test]
 async fn an_answer_without_a_date_stops_a_distrusted_clock() {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let (dir, check) = after_an_hour_of_skew();
     let db = dir.path().join("t.db");
-    let skewed = Skew {
-        clock: LimiterClock::Host,
-        skew_us: 3_600_000_000,
-        measured_at_us: AT_2026_US,
-    };
-    skew::record(&db, crate::schema::MIGRATIONS, &skewed).expect("recorded");
-    let check = ClockCheck::new("r1".into(), db.clone());
     check.distrust_if_skewed(Some(LimiterClock::Host)).await;
     let stops = stops();
     for _ in 0..2 {
@@ -117,7 +121,7 @@ async fn an_answer_without_a_date_stops_a_distrusted_clock() {
     );
     assert_eq!(stop.status(), crate::runner::outcome::Status::ClockSkew);
     let last = skew::recorded_for(&db, LimiterClock::Host).expect("read");
-    assert_eq!(last, Some(skewed), "the record is unchanged");
+    assert_eq!(last, Some(an_hour_off()), "the record is unchanged");
 }
 
 /// A clock that is trusted has nothing to confirm: an answer without a `Date`
