@@ -101,7 +101,8 @@ async fn unblock(
                 limiter.describe(),
                 crate::output::human::timestamp(until.as_i64())
             ),
-            None => tracing::info!(
+            // Nothing changed: the answer below says so, once; no log line.
+            None => tracing::debug!(
                 budget = %budget.key,
                 bucket = b.name,
                 "bucket \"{}\" of budget \"{}\" on {} was not blocked; nothing changed",
@@ -127,21 +128,21 @@ async fn unblock(
     if json {
         return print_json(&report);
     }
+    // A lifted block was said once, by its log line (the record of the change, which
+    // cron and the journal keep); what stayed as it was is said here.
     let mut out = std::io::stdout().lock();
-    for b in &report.buckets {
+    for b in report
+        .buckets
+        .iter()
+        .filter(|b| b.was_blocked_until.is_none())
+    {
         // The main bucket is the budget itself, as it was before there were others.
         let what = if b.name == BUDGET_POLICY {
             format!("budget \"{}\"", budget.key)
         } else {
             format!("bucket \"{}\" of budget \"{}\"", b.name, budget.key)
         };
-        match &b.was_blocked_until {
-            Some(was) => writeln!(
-                out,
-                "unblocked {what} (the block would have lasted until {was})"
-            )?,
-            None => writeln!(out, "{what} was not blocked")?,
-        }
+        writeln!(out, "{what} was not blocked")?;
     }
     Ok(())
 }
