@@ -99,6 +99,122 @@ fn the_rules_and_the_dashboard_use_only_metrics_the_binary_writes() {
     assert!(dashboard["panels"].as_array().is_some_and(|p| p.len() >= 5));
 }
 
+/// The metric names a PromQL expression selects, whatever their prefix: its identifiers
+/// outside strings, label matchers, ranges and grouping lists that are neither a
+/// function (followed by `(`) nor a keyword.
+fn metric_names(expr: &str) -> BTreeSet<String> {
+    // Words that are not names: keywords, and the aggregations, which may put their
+    // grouping before their `(`.
+    const NOT_NAMES: [&str; 27] = [
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "bool",
+        "and",
+        "or",
+        "unless",
+        "offset",
+        "Inf",
+        "NaN",
+        "sum",
+        "min",
+        "max",
+        "avg",
+        "group",
+        "stddev",
+        "stdvar",
+        "count",
+        "count_values",
+        "bottomk",
+        "topk",
+        "quantile",
+        "limitk",
+        "limit_ratio",
+    ];
+    const GROUPING: [&str; 6] = [
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+    ];
+    let chars: Vec<char> = expr.chars().collect();
+    let mut names = BTreeSet::new();
+    let mut i = 0;
+    let mut skip_list = false;
+    while i < chars.len() {
+        let c = chars[i];
+        let close = match c {
+            '"' | '\'' | '`' => Some(c),
+            '{' => Some('}'),
+            '[' => Some(']'),
+            '(' if skip_list => Some(')'),
+            _ => None,
+        };
+        if let Some(close) = close {
+            // Skip to the closing character, over the strings inside a matcher.
+            skip_list = false;
+            let mut quote = if close == c { Some(c) } else { None };
+            i += 1;
+            while i < chars.len() {
+                match (quote, chars[i]) {
+                    (Some(_), '\\') => i += 1,
+                    (Some(q), ch) if ch == q => {
+                        if close == q {
+                            break;
+                        }
+                        quote = None;
+                    }
+                    (None, ch) if ch == close => break,
+                    (None, ch @ ('"' | '\'' | '`')) => quote = Some(ch),
+                    _ => {}
+                }
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        if c.is_ascii_digit() {
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.') {
+                i += 1;
+            }
+            continue;
+        }
+        if c.is_ascii_alphabetic() || c == '_' || c == ':' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || "_:".contains(chars[i])) {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            let next = chars[i..].iter().find(|c| !c.is_whitespace());
+            if GROUPING.contains(&word.as_str()) {
+                skip_list = true;
+            } else if !NOT_NAMES.contains(&word.as_str()) && next != Some(&'(') {
+                names.insert(word);
+            }
+            continue;
+        }
+        if !c.is_whitespace() {
+            skip_list = false;
+        }
+        i += 1;
+    }
+    names
+}
+
+#[test]
+fn metric_names_finds_the_selected_names_only() {
+    let names = metric_names(
+        r#"sum by (instance, method) (increase(up{job="a b", x=~"c{d}"}[1h] offset 5m)) / on (instance) group_left(version) foo:bar > bool 1e3 * 1000"#,
+    );
+    let expected: BTreeSet<String> = ["up", "foo:bar"].map(str::to_owned).into();
+    assert_eq!(names, expected);
+}
+
 /// Grafana's date units: each reads its value as milliseconds since the epoch.
 fn is_date_unit(unit: &str) -> bool {
     unit.starts_with("dateTime")
@@ -149,7 +265,7 @@ fn dashboard_problems(dashboard: &serde_json::Value, written: &BTreeSet<String>)
             let Some(expr) = t["expr"].as_str() else {
                 continue;
             };
-            let names = names_in(expr);
+            let names = metric_names(expr);
             if names.is_empty() {
                 problems.push(format!("{title}: `{expr}` reads no trendsync metric"));
             }
