@@ -248,13 +248,29 @@ fn units(panel: &serde_json::Value) -> Vec<&str> {
 /// expression, the metric names, the date units, the table panels, the instance variable.
 fn dashboard_problems(dashboard: &serde_json::Value, written: &BTreeSet<String>) -> Vec<String> {
     let mut problems = Vec::new();
-    let has_instance = dashboard["templating"]["list"]
+    let instance = dashboard["templating"]["list"]
         .as_array()
         .into_iter()
         .flatten()
-        .any(|v| v["name"] == "instance" && v["type"] == "query");
-    if !has_instance {
-        problems.push("no `instance` query variable".to_owned());
+        .find(|v| v["name"] == "instance" && v["type"] == "query");
+    match instance {
+        None => problems.push("no `instance` query variable".to_owned()),
+        Some(v) => {
+            // Its values come from a metric every run writes, with its `instance` label.
+            let query = v["query"]["query"].as_str().or(v["query"].as_str());
+            let query = query.unwrap_or_default();
+            let names = names_in(query);
+            if names.is_empty()
+                || !names.is_subset(written)
+                || !query.starts_with("label_values(")
+                || !query.contains("instance)")
+            {
+                problems.push(format!(
+                    "the instance variable's query `{query}` is not the label_values of \
+                     `instance` on a metric the binary writes"
+                ));
+            }
+        }
     }
     let mut rules = String::from("groups:\n  - name: dashboard\n    rules:\n");
     for panel in panels(dashboard) {
