@@ -1,6 +1,7 @@
 //! The monitoring that ships with the project (DESIGN.md section 7): the Prometheus
-//! alert rules pass `promtool check rules` and their own unit tests, and the rules and
-//! the Grafana dashboard use only metric names the binary writes.
+//! alert rules pass `promtool check rules` and their own unit tests, the rules and
+//! the Grafana dashboard use only metric names the binary writes, and the dashboard's
+//! queries parse, scope by instance, and suit their panels (dates, tables).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -96,4 +97,240 @@ fn the_rules_and_the_dashboard_use_only_metrics_the_binary_writes() {
     )
     .expect("the dashboard is JSON");
     assert!(dashboard["panels"].as_array().is_some_and(|p| p.len() >= 5));
+}
+
+/// The metric names a PromQL expression selects, whatever their prefix: its identifiers
+/// outside strings, label matchers, ranges and grouping lists that are neither a
+/// function (followed by `(`) nor a keyword.
+fn metric_names(expr: &str) -> BTreeSet<String> {
+    // Words that are not names: keywords, and the aggregations, which may put their
+    // grouping before their `(`.
+    const NOT_NAMES: [&str; 27] = [
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "bool",
+        "and",
+        "or",
+        "unless",
+        "offset",
+        "Inf",
+        "NaN",
+        "sum",
+        "min",
+        "max",
+        "avg",
+        "group",
+        "stddev",
+        "stdvar",
+        "count",
+        "count_values",
+        "bottomk",
+        "topk",
+        "quantile",
+        "limitk",
+        "limit_ratio",
+    ];
+    const GROUPING: [&str; 6] = [
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+    ];
+    let chars: Vec<char> = expr.chars().collect();
+    let mut names = BTreeSet::new();
+    let mut i = 0;
+    let mut skip_list = false;
+    while i < chars.len() {
+        let c = chars[i];
+        let close = match c {
+            '"' | '\'' | '`' => Some(c),
+            '{' => Some('}'),
+            '[' => Some(']'),
+            '(' if skip_list => Some(')'),
+            _ => None,
+        };
+        if let Some(close) = close {
+            // Skip to the closing character, over the strings inside a matcher.
+            skip_list = false;
+            let mut quote = if close == c { Some(c) } else { None };
+            i += 1;
+            while i < chars.len() {
+                match (quote, chars[i]) {
+                    (Some(_), '\\') => i += 1,
+                    (Some(q), ch) if ch == q => {
+                        if close == q {
+                            break;
+                        }
+                        quote = None;
+                    }
+                    (None, ch) if ch == close => break,
+                    (None, ch @ ('"' | '\'' | '`')) => quote = Some(ch),
+                    _ => {}
+                }
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        if c.is_ascii_digit() {
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.') {
+                i += 1;
+            }
+            continue;
+        }
+        if c.is_ascii_alphabetic() || c == '_' || c == ':' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || "_:".contains(chars[i])) {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            let next = chars[i..].iter().find(|c| !c.is_whitespace());
+            if GROUPING.contains(&word.as_str()) {
+                skip_list = true;
+            } else if !NOT_NAMES.contains(&word.as_str()) && next != Some(&'(') {
+                names.insert(word);
+            }
+            continue;
+        }
+        if !c.is_whitespace() {
+            skip_list = false;
+        }
+        i += 1;
+    }
+    names
+}
+
+#[test]
+fn metric_names_finds_the_selected_names_only() {
+    let names = metric_names(
+        r#"sum by (instance, method) (increase(up{job="a b", x=~"c{d}"}[1h] offset 5m)) / on (instance) group_left(version) foo:bar > bool 1e3 * 1000"#,
+    );
+    let expected: BTreeSet<String> = ["up", "foo:bar"].map(str::to_owned).into();
+    assert_eq!(names, expected);
+}
+
+/// Grafana's date units: each reads its value as milliseconds since the epoch.
+fn is_date_unit(unit: &str) -> bool {
+    unit.starts_with("dateTime")
+}
+
+/// The panels of `dashboard`, with those nested in collapsed rows.
+fn panels(dashboard: &serde_json::Value) -> Vec<&serde_json::Value> {
+    let mut all = Vec::new();
+    for panel in dashboard["panels"].as_array().into_iter().flatten() {
+        all.push(panel);
+        all.extend(panel["panels"].as_array().into_iter().flatten());
+    }
+    all
+}
+
+/// The units a panel shows its values in: its default and those its overrides set.
+fn units(panel: &serde_json::Value) -> Vec<&str> {
+    let config = &panel["fieldConfig"];
+    let mut units: Vec<&str> = config["defaults"]["unit"].as_str().into_iter().collect();
+    for o in config["overrides"].as_array().into_iter().flatten() {
+        for p in o["properties"].as_array().into_iter().flatten() {
+            if p["id"] == "unit" {
+                units.extend(p["value"].as_str());
+            }
+        }
+    }
+    units
+}
+
+/// What is wrong with the dashboard, one line each: promtool's parse of every
+/// expression, the metric names, the date units, the table panels, the instance variable.
+fn dashboard_problems(dashboard: &serde_json::Value, written: &BTreeSet<String>) -> Vec<String> {
+    let mut problems = Vec::new();
+    let instance = dashboard["templating"]["list"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == "instance" && v["type"] == "query");
+    match instance {
+        None => problems.push("no `instance` query variable".to_owned()),
+        Some(v) => {
+            // Its values come from a metric every run writes, with its `instance` label.
+            let query = v["query"]["query"].as_str().or(v["query"].as_str());
+            let query = query.unwrap_or_default();
+            let names = names_in(query);
+            if names.is_empty()
+                || !names.is_subset(written)
+                || !query.starts_with("label_values(")
+                || !query.contains("instance)")
+            {
+                problems.push(format!(
+                    "the instance variable's query `{query}` is not the label_values of \
+                     `instance` on a metric the binary writes"
+                ));
+            }
+        }
+    }
+    let mut rules = String::from("groups:\n  - name: dashboard\n    rules:\n");
+    for panel in panels(dashboard) {
+        let title = panel["title"].as_str().unwrap_or("?");
+        let targets: Vec<&serde_json::Value> =
+            panel["targets"].as_array().into_iter().flatten().collect();
+        for t in &targets {
+            let Some(expr) = t["expr"].as_str() else {
+                continue;
+            };
+            let names = metric_names(expr);
+            if names.is_empty() {
+                problems.push(format!("{title}: `{expr}` reads no trendsync metric"));
+            }
+            for name in names.difference(written) {
+                problems.push(format!("{title}: `{name}` is not written by the binary"));
+            }
+            let selectors = expr.matches("trendsync_").count();
+            let scoped = expr.matches("instance=~\"$instance\"").count();
+            if scoped < selectors {
+                problems.push(format!(
+                    "{title}: `{expr}` does not select instance=~\"$instance\" on every metric"
+                ));
+            }
+            if units(panel).into_iter().any(is_date_unit) && !expr.contains("* 1000") {
+                problems.push(format!(
+                    "{title}: a date unit on `{expr}`, which is in seconds (no `* 1000`)"
+                ));
+            }
+            if panel["type"] == "table" && !(t["instant"] == true && t["format"] == "table") {
+                problems.push(format!(
+                    "{title}: a table panel whose query is not instant with the table format"
+                ));
+            }
+            let parsed = expr.replace("$instance", ".+");
+            rules.push_str(&format!(
+                "      - record: dashboard:expr_{}\n        expr: {}\n",
+                rules.lines().count(),
+                serde_json::Value::from(parsed)
+            ));
+        }
+    }
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let file = dir.path().join("dashboard.rules.yml");
+    std::fs::write(&file, &rules).expect("writing the rules file");
+    let (code, out) = promtool(&["check", "rules", &file.to_string_lossy()]);
+    if code != 0 {
+        problems.push(format!(
+            "promtool does not parse every expression:\n{out}\n{rules}"
+        ));
+    }
+    problems
+}
+
+#[test]
+fn the_dashboard_reads_its_data_right() {
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(contrib("grafana/trendsync.json")).expect("read"),
+    )
+    .expect("the dashboard is JSON");
+    let problems = dashboard_problems(&dashboard, &written_families());
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
