@@ -1,5 +1,6 @@
 //! `trendsync prune --older-than DURATION`: retention for a database cron fills for
-//! years. Deletes old chart and search snapshots, then the videos nothing refers to.
+//! years. Deletes old chart and search snapshots and follow-up counts, then the videos
+//! nothing refers to.
 
 use std::io::Write;
 
@@ -40,7 +41,12 @@ pub fn run(global: &Global, args: &PruneArgs, clock: &dyn Clock) -> Result<()> {
             None => PruneReport {
                 dry_run: true,
                 cutoff,
-                deleted: vec![("fetches", 0), ("places", 0), ("extra_counts", 0)],
+                deleted: vec![
+                    ("fetches", 0),
+                    ("places", 0),
+                    ("extra_counts", 0),
+                    ("follow_counts", 0),
+                ],
                 videos_deleted: 0,
                 bytes_freed: 0,
                 interrupted: false,
