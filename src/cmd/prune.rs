@@ -113,7 +113,7 @@ fn print_report(report: &PruneReport, cutoff_text: &str, json: bool) -> Result<(
     let rows = report
         .deleted
         .iter()
-        .map(|(what, n)| format!("{n} {}", what.replace('_', " ")))
+        .map(|(what, n)| format!("{n} {}", row_label(what)))
         .collect::<Vec<_>>()
         .join(", ");
     let mut out = std::io::stdout().lock();
@@ -139,4 +139,13 @@ fn print_report(report: &PruneReport, cutoff_text: &str, json: bool) -> Result<(
         )?;
     }
     Ok(())
+}
+
+/// How the text summary names a table's deleted rows: the table's name in words, and
+/// the follow-ups' counts as people call them.
+fn row_label(table: &str) -> String {
+    match table {
+        "follow_counts" => "follow-up counts".to_owned(),
+        other => other.replace('_', " "),
+    }
 }
