@@ -154,7 +154,7 @@ pub enum Command {
     Status(StatusArgs),
     /// The run history, one line per run and region: which region failed, and why
     Runs(RunsArgs),
-    /// Delete chart and search snapshots older than a cutoff, then videos nothing refers to
+    /// Delete chart and search snapshots and follow-up counts older than a cutoff, then videos nothing refers to
     Prune(PruneArgs),
     /// Write the trending snapshots out as CSV or JSON lines, one row per (fetch, region, rank)
     Export(ExportArgs),
@@ -316,7 +316,7 @@ pub struct VideoArgs {
 
 #[derive(Debug, Args)]
 pub struct PruneArgs {
-    /// Delete snapshots whose fetch began longer ago than this: 90d, 52w, ...
+    /// Delete snapshots whose fetch began, and follow-up counts taken, longer ago than this: 90d, 52w, ...
     #[arg(long, value_parser = parse_duration_arg, value_name = "DURATION")]
     pub older_than: Duration,
 

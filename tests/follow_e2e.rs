@@ -211,3 +211,83 @@ fn a_spent_stats_bucket_stops_only_the_follow_ups() {
         20
     );
 }
+
+/// Retention reaches the follow-ups (DESIGN.md 2): `prune --older-than` deletes the
+/// follow-up counts taken before its cutoff and keeps the newer ones, says how many in
+/// its text and its JSON (`deleted.follow_counts`), and deletes a video only when
+/// nothing is left that refers to it. The dry run counts the same and deletes nothing.
+#[test]
+fn prune_deletes_the_follow_up_counts_older_than_the_cutoff_and_says_how_many() {
+    let mut h = Harness::with(FakeUpstream::billing(Billing::single(10_000)), None);
+    h.costs(DEFAULT_COSTS).regions(FOLLOWING);
+    h.run_to(&["run", "--json"], 0, "complete");
+    seed(&h, 20, 0, 7);
+    let (report, _, _) = h.run_to(&["run", "--json"], 0, "complete");
+    assert_eq!(report["follow"]["videos"], 20, "{report}");
+    {
+        // Each followed video gets a sample 100 days old beside today's; five of
+        // them have only old samples (today's moved back 101 days).
+        let db = Connection::open(h.db_path()).expect("opening");
+        db.execute_batch(
+            "INSERT INTO follow_counts (video, at, views, likes, comments)
+                 SELECT video, at - 100 * 86400, views, likes, comments FROM follow_counts;
+             UPDATE follow_counts SET at = at - 101 * 86400
+              WHERE at = (SELECT max(at) FROM follow_counts)
+                AND video IN (SELECT num FROM videos WHERE id LIKE 'seed%'
+                              ORDER BY id LIMIT 5);",
+        )
+        .expect("ageing follow-up counts");
+    }
+    let old = "SELECT count(*) FROM follow_counts
+               WHERE at < (SELECT max(at) FROM follow_counts) - 90 * 86400";
+    assert_eq!(count(&h, old), 25);
+    assert_eq!(count(&h, "SELECT count(*) FROM follow_counts"), 40);
+    let videos = count(&h, "SELECT count(*) FROM videos");
+
+    h.bare()
+        .args(["prune", "--older-than", "90d", "--dry-run"])
+        .stdout(contains("25 follow-up counts"))
+        .stdout(contains("and 5 videos"))
+        .run();
+    let dry = h
+        .bare()
+        .args(["prune", "--older-than", "90d", "--dry-run", "--json"])
+        .run()
+        .json();
+    assert_eq!(dry["deleted"]["follow_counts"], 25, "{dry}");
+    assert_eq!(dry["videos_deleted"], 5, "{dry}");
+    assert_eq!(count(&h, "SELECT count(*) FROM follow_counts"), 40);
+
+    let done = h
+        .bare()
+        .args(["prune", "--older-than", "90d", "--json"])
+        .run()
+        .json();
+    assert_eq!(done["deleted"], dry["deleted"], "{done}");
+    assert_eq!(done["videos_deleted"], 5, "{done}");
+    // Only today's samples are left, each with its video; the five videos that had
+    // only old ones are gone, with their follow state.
+    assert_eq!(count(&h, old), 0);
+    assert_eq!(count(&h, "SELECT count(*) FROM follow_counts"), 15);
+    assert_eq!(
+        count(
+            &h,
+            "SELECT count(DISTINCT c.video) FROM follow_counts AS c
+             JOIN videos AS v ON v.num = c.video"
+        ),
+        15
+    );
+    assert_eq!(count(&h, "SELECT count(*) FROM videos"), videos - 5);
+    assert_eq!(
+        count(
+            &h,
+            "SELECT count(*) FROM follow_state
+             WHERE NOT EXISTS (SELECT 1 FROM videos WHERE num = follow_state.video)"
+        ),
+        0
+    );
+    assert_eq!(
+        count(&h, "SELECT count(*) FROM pragma_foreign_key_check"),
+        0
+    );
+}

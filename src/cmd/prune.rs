@@ -1,5 +1,6 @@
 //! `trendsync prune --older-than DURATION`: retention for a database cron fills for
-//! years. Deletes old chart and search snapshots, then the videos nothing refers to.
+//! years. Deletes old chart and search snapshots and follow-up counts, then the videos
+//! nothing refers to.
 
 use std::io::Write;
 
@@ -40,7 +41,12 @@ pub fn run(global: &Global, args: &PruneArgs, clock: &dyn Clock) -> Result<()> {
             None => PruneReport {
                 dry_run: true,
                 cutoff,
-                deleted: vec![("fetches", 0), ("places", 0), ("extra_counts", 0)],
+                deleted: vec![
+                    ("fetches", 0),
+                    ("places", 0),
+                    ("extra_counts", 0),
+                    ("follow_counts", 0),
+                ],
                 videos_deleted: 0,
                 bytes_freed: 0,
                 interrupted: false,
@@ -107,7 +113,7 @@ fn print_report(report: &PruneReport, cutoff_text: &str, json: bool) -> Result<(
     let rows = report
         .deleted
         .iter()
-        .map(|(what, n)| format!("{n} {}", what.replace('_', " ")))
+        .map(|(what, n)| format!("{n} {}", row_label(what)))
         .collect::<Vec<_>>()
         .join(", ");
     let mut out = std::io::stdout().lock();
@@ -133,4 +139,13 @@ fn print_report(report: &PruneReport, cutoff_text: &str, json: bool) -> Result<(
         )?;
     }
     Ok(())
+}
+
+/// How the text summary names a table's deleted rows: the table's name in words, and
+/// the follow-ups' counts as people call them.
+fn row_label(table: &str) -> String {
+    match table {
+        "follow_counts" => "follow-up counts".to_owned(),
+        other => other.replace('_', " "),
+    }
 }

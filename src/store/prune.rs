@@ -1,5 +1,5 @@
-//! Retention: deleting snapshots older than a cutoff, then the videos nothing refers to
-//! any more, in small transactions so a cron run that starts meanwhile waits at most
+//! Retention: deleting snapshots and follow-up counts older than a cutoff, then the
+//! videos nothing refers to any more, in small transactions so a cron run that starts meanwhile waits at most
 //! one of them.
 
 use std::collections::BTreeSet;
@@ -26,7 +26,8 @@ pub struct PruneReport {
     pub dry_run: bool,
     /// Unix seconds: fetches that began before this are deleted.
     pub cutoff: i64,
-    /// Rows deleted per table, by table name (`fetches`, `places`, `extra_counts`).
+    /// Rows deleted per table, by table name (`fetches`, `places`, `extra_counts`,
+    /// `follow_counts`).
     pub deleted: Vec<(&'static str, u64)>,
     pub videos_deleted: u64,
     /// Bytes the file no longer uses: free pages inside it, or, after a vacuum, how
@@ -44,9 +45,13 @@ pub struct PruneReport {
 const DROP_REGIONS_UNSEEN: &str = "DELETE FROM video_regions WHERE video = ?1
      AND NOT EXISTS (SELECT 1 FROM places AS p JOIN fetches AS f ON f.num = p.fetch
                      WHERE p.video = ?1 AND f.region = video_regions.region)";
+///
+/// A follow-up's counts refer to their video too: without it they would go with it
+/// (the foreign key cascades), newer than the cutoff or not.
 const DROP_VIDEO_UNREFERENCED: &str = "DELETE FROM videos WHERE num = ?1
      AND NOT EXISTS (SELECT 1 FROM places WHERE video = ?1)
-     AND NOT EXISTS (SELECT 1 FROM extra_counts WHERE video = ?1)";
+     AND NOT EXISTS (SELECT 1 FROM extra_counts WHERE video = ?1)
+     AND NOT EXISTS (SELECT 1 FROM follow_counts WHERE video = ?1)";
 
 /// What pruning old snapshots was doing, for its errors.
 const PRUNING: &str = "pruning old snapshots";
@@ -63,6 +68,14 @@ struct PageCounts {
 struct SnapshotsDeleted {
     fetches: u64,
     places: u64,
+    videos: u64,
+    interrupted: bool,
+}
+
+/// What the sweep of the videos deleted, and whether `stop` ended it early.
+#[derive(Default)]
+struct Swept {
+    follow_counts: u64,
     videos: u64,
     interrupted: bool,
 }
@@ -95,8 +108,8 @@ fn delete_fetch_chunk(
 
 impl Store {
     /// Deletes the chart and search snapshots whose fetch began before `cutoff` (unix
-    /// seconds), the counts kept beside them, then every video no snapshot refers to
-    /// any more (its full-text entry with it), and with `vacuum` gives the space back
+    /// seconds), the counts kept beside them and the follow-ups' counts taken before
+    /// it, then every video nothing refers to any more (its full-text entry with it), and with `vacuum` gives the space back
     /// to the file system. Never touches the budget's tables. With `dry_run`, counts
     /// what it would delete and writes nothing.
     pub fn prune(
@@ -128,14 +141,15 @@ impl Store {
         let snapshots = self.delete_fetches(&old, stop, &bar)?;
         let mut videos_deleted = snapshots.videos;
         let mut interrupted = snapshots.interrupted || stop();
-        let mut extra = 0;
+        let (mut extra, mut follow) = (0, 0);
         if !interrupted {
             let (n, v) = self.delete_counts_before(cutoff)?;
             extra = n;
             videos_deleted += v;
-            let (v, stopped) = self.sweep_unreferenced(stop)?;
-            videos_deleted += v;
-            interrupted = stopped;
+            let swept = self.sweep_unreferenced(cutoff, stop)?;
+            follow = swept.follow_counts;
+            videos_deleted += swept.videos;
+            interrupted = swept.interrupted;
         }
         bar.finish();
         let bytes_freed = self.bytes_freed(&before, vacuum && !interrupted)?;
@@ -146,6 +160,7 @@ impl Store {
                 ("fetches", snapshots.fetches),
                 ("places", snapshots.places),
                 ("extra_counts", extra),
+                ("follow_counts", follow),
             ],
             videos_deleted,
             bytes_freed: bytes_freed as u64,
@@ -229,19 +244,27 @@ impl Store {
         })
     }
 
-    /// Deletes every video no snapshot refers to, in order of their numbers, a batch
-    /// per transaction: what an older prune left when it was killed between deleting
-    /// snapshots and deleting their videos. One index probe per video. Returns the
-    /// videos deleted and whether `stop` ended the sweep early.
-    fn sweep_unreferenced(&self, stop: &dyn Fn() -> bool) -> Result<(u64, bool), StoreError> {
-        let context = "deleting the videos no snapshot refers to";
+    /// Walks the videos in order of their numbers, a batch per transaction: deletes
+    /// their follow-up counts taken before `cutoff` (the primary key's range, no
+    /// scan of the newer ones' table), then every video of the batch nothing refers
+    /// to any more: those the follow-ups alone kept, and what an older prune left when
+    /// it was killed between deleting snapshots and deleting their videos. One index
+    /// probe per video. Stops between transactions when `stop` says so; the next
+    /// prune walks again from the start.
+    fn sweep_unreferenced(
+        &self,
+        cutoff: i64,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Swept, StoreError> {
+        let context = "deleting old follow-up counts and the videos nothing refers to";
         let mut after = i64::MIN;
-        let mut deleted = 0u64;
+        let mut swept = Swept::default();
         loop {
             if stop() {
-                return Ok((deleted, true));
+                swept.interrupted = true;
+                return Ok(swept);
             }
-            let batch: Option<(i64, u64)> = self
+            let batch: Option<(i64, u64, u64)> = self
                 .yielding(|| {
                     let tx = self.write_tx()?;
                     let last: Option<i64> = tx.query_row(
@@ -253,22 +276,28 @@ impl Store {
                     let Some(last) = last else {
                         return Ok(None);
                     };
+                    let follow = tx.execute(
+                        "DELETE FROM follow_counts WHERE video > ?1 AND video <= ?2 AND at < ?3",
+                        params![after, last, cutoff],
+                    )?;
                     let n = tx.execute(
                         "DELETE FROM videos WHERE num > ?1 AND num <= ?2
                          AND NOT EXISTS (SELECT 1 FROM places WHERE video = videos.num)
-                         AND NOT EXISTS (SELECT 1 FROM extra_counts WHERE video = videos.num)",
+                         AND NOT EXISTS (SELECT 1 FROM extra_counts WHERE video = videos.num)
+                         AND NOT EXISTS (SELECT 1 FROM follow_counts WHERE video = videos.num)",
                         params![after, last],
                     )?;
                     tx.commit()?;
-                    Ok(Some((last, n as u64)))
+                    Ok(Some((last, follow as u64, n as u64)))
                 })
                 .map_err(self.err(context))?;
             match batch {
-                Some((last, n)) => {
+                Some((last, follow, n)) => {
                     after = last;
-                    deleted += n;
+                    swept.follow_counts += follow;
+                    swept.videos += n;
                 }
-                None => return Ok((deleted, false)),
+                None => return Ok(swept),
             }
         }
     }
@@ -288,6 +317,7 @@ impl Store {
              WHERE fetch IN (SELECT num FROM fetches WHERE fetched_at < ?1 AND ?2 = ?2)",
         )?;
         let extra = count("SELECT count(*) FROM extra_counts WHERE fetched_at < ?1 AND ?2 = ?2")?;
+        let follow = count("SELECT count(*) FROM follow_counts WHERE at < ?1 AND ?2 = ?2")?;
         let videos = count(
             "SELECT count(*) FROM videos AS v
              WHERE (v.last_seen_at < ?1 + ?2
@@ -295,7 +325,9 @@ impl Store {
                AND NOT EXISTS (SELECT 1 FROM places AS p JOIN fetches AS f ON f.num = p.fetch
                                WHERE p.video = v.num AND f.fetched_at >= ?1)
                AND NOT EXISTS (SELECT 1 FROM extra_counts AS e
-                               WHERE e.video = v.num AND e.fetched_at >= ?1)",
+                               WHERE e.video = v.num AND e.fetched_at >= ?1)
+               AND NOT EXISTS (SELECT 1 FROM follow_counts AS c
+                               WHERE c.video = v.num AND c.at >= ?1)",
         )?;
         Ok(PruneReport {
             dry_run: true,
@@ -304,6 +336,7 @@ impl Store {
                 ("fetches", fetches),
                 ("places", places),
                 ("extra_counts", extra),
+                ("follow_counts", follow),
             ],
             videos_deleted: videos,
             bytes_freed: 0,

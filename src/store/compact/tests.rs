@@ -243,7 +243,12 @@ fn prune_deletes_old_snapshots_and_only_videos_nothing_refers_to() {
     // Hour 0: 3 fetches (US, GB, FR search), 4 places; "old0" only appeared there.
     assert_eq!(
         done.deleted,
-        [("fetches", 3), ("places", 4), ("extra_counts", 0)]
+        [
+            ("fetches", 3),
+            ("places", 4),
+            ("extra_counts", 0),
+            ("follow_counts", 0)
+        ]
     );
     assert_eq!(done.videos_deleted, 1);
     assert!(store.video("old0").unwrap().is_none());

@@ -76,3 +76,71 @@ fn the_stalest_charted_videos_are_due_and_a_follow_up_refreshes_or_marks_them() 
         .unwrap();
     assert_eq!(removed, None);
 }
+
+/// Retention reaches the follow-ups' series: `prune` deletes the counts taken before
+/// its cutoff and keeps the newer ones, with the videos they belong to; a video that
+/// then has nothing left goes as before. The dry run counts the same.
+#[test]
+fn prune_deletes_the_follow_up_counts_before_the_cutoff_and_keeps_the_newer() {
+    let (_dir, path) = temp_db();
+    let store = open(&path).unwrap();
+    store.begin_run("r1", RunKind::Run, 100).unwrap();
+    let v = VideoRecord::bare;
+    store
+        .store_chart_page(
+            "r1",
+            "US",
+            None,
+            1,
+            &[v("kept"), v("gone"), v("charted")],
+            100,
+        )
+        .unwrap();
+    store
+        .store_chart_page("r1", "GB", None, 1, &[v("charted")], 1_000)
+        .unwrap();
+    let both = vec!["kept".to_owned(), "gone".to_owned()];
+    let counted = [counts("kept", Some(1)), counts("gone", Some(2))];
+    store.store_follow_ups(&both, &counted, 200).unwrap();
+    store
+        .store_follow_ups(&both[..1], &[counts("kept", Some(3))], 500)
+        .unwrap();
+    let series = |store: &Store| {
+        crate::store::test_support::dump(
+            &store.conn,
+            "SELECT v.id, c.at FROM follow_counts AS c JOIN videos AS v ON v.num = c.video
+             ORDER BY v.id, c.at",
+        )
+    };
+    let all = series(&store);
+    assert_eq!(all.len(), 3, "{all:?}");
+
+    let cutoff = 300;
+    let dry = store.prune(cutoff, true, false).unwrap();
+    assert_eq!(series(&store), all, "a dry run deletes nothing");
+    let done = store.prune(cutoff, false, false).unwrap();
+    assert_eq!(
+        done.deleted,
+        [
+            ("fetches", 1),
+            ("places", 3),
+            ("extra_counts", 0),
+            ("follow_counts", 2)
+        ]
+    );
+    assert_eq!(dry.deleted, done.deleted);
+    // "gone" had nothing left; "kept" has its newer follow-up, "charted" its chart.
+    assert_eq!(done.videos_deleted, 1);
+    assert_eq!(dry.videos_deleted, done.videos_deleted);
+    assert_eq!(
+        series(&store),
+        crate::store::test_support::dump(&store.conn, "SELECT 'kept', 500",)
+    );
+    assert!(store.video("gone").unwrap().is_none());
+    assert_eq!(
+        store.video("kept").unwrap().expect("kept").view_count,
+        Some(3)
+    );
+    assert!(store.video("charted").unwrap().is_some());
+    assert!(store.integrity_check().unwrap());
+}
