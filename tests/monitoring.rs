@@ -103,15 +103,18 @@ fn the_rules_and_the_dashboard_use_only_metrics_the_binary_writes() {
 /// outside strings, label matchers, ranges and grouping lists that are neither a
 /// function (followed by `(`) nor a keyword.
 fn metric_names(expr: &str) -> BTreeSet<String> {
-    // Words that are not names: keywords, and the aggregations, which may put their
-    // grouping before their `(`.
-    const NOT_NAMES: [&str; 27] = [
+    // The keywords a grouping list follows.
+    const GROUPING: [&str; 6] = [
         "by",
         "without",
         "on",
         "ignoring",
         "group_left",
         "group_right",
+    ];
+    // Other words that are not names: keywords, and the aggregations, which may put
+    // their grouping before their `(`.
+    const NOT_NAMES: [&str; 21] = [
         "bool",
         "and",
         "or",
@@ -133,14 +136,6 @@ fn metric_names(expr: &str) -> BTreeSet<String> {
         "quantile",
         "limitk",
         "limit_ratio",
-    ];
-    const GROUPING: [&str; 6] = [
-        "by",
-        "without",
-        "on",
-        "ignoring",
-        "group_left",
-        "group_right",
     ];
     let chars: Vec<char> = expr.chars().collect();
     let mut names = BTreeSet::new();
