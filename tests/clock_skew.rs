@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::common::harness::Harness;
+use crate::common::harness::{Harness, blocked_until_a_pacific_midnight};
 use crate::common::redis_server::real_now_us;
 use crate::common::upstream::{DateForm, answer_fixture, page1};
 use crate::common::{RedisServer, contains};
@@ -371,17 +371,7 @@ fn a_quota_block_on_redis_ends_at_the_next_pacific_midnight_by_redis_time() {
             .run();
         assert_eq!(h.fake.received(), 1, "{host_off}");
         let budget = h.bare().args(["budget", "--json"]).run().json();
-        let until: jiff::Timestamp = budget["blocked_until"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{host_off}: blocked_until is set: {budget}"))
-            .parse()
-            .expect("blocked_until is RFC 3339");
-        let pacific = until.in_tz("America/Los_Angeles").expect("time zone");
-        assert_eq!(
-            (pacific.hour(), pacific.minute(), pacific.second()),
-            (0, 0, 0),
-            "{host_off}: a Pacific midnight: {pacific}"
-        );
+        let until = blocked_until_a_pacific_midnight(&budget, host_off);
         let ahead_s = (until.as_microsecond() - real_now_us()) / 1_000_000;
         assert!(
             ahead_s > 0 && ahead_s <= 25 * 3600,

@@ -15,7 +15,7 @@ use wiremock::matchers::any;
 
 use crate::common::harness::{
     Harness, REGIONS, assert_budget_matches_requests, assert_error_mentions,
-    assert_report_matches_calls, regions_of, shorts,
+    assert_report_matches_calls, blocked_until_a_pacific_midnight, regions_of, shorts,
 };
 use crate::common::upstream::{
     API_KEY, FakeUpstream, OVERRIDE, PAGE2_TOKEN, answer, answer_fixture, categories,
@@ -353,17 +353,7 @@ fn an_upstream_quota_verdict_blocks_the_budget_until_pacific_midnight(redis: Opt
     assert_eq!(trending_rows(&h.db(), "US").len(), 7, "page 1 is kept");
 
     let budget = h.budget();
-    let until: jiff::Timestamp = budget["blocked_until"]
-        .as_str()
-        .unwrap_or_else(|| panic!("blocked_until is set: {budget}"))
-        .parse()
-        .expect("blocked_until is RFC 3339");
-    let pacific = until.in_tz("America/Los_Angeles").expect("time zone");
-    assert_eq!(
-        (pacific.hour(), pacific.minute(), pacific.second()),
-        (0, 0, 0),
-        "a Pacific midnight: {pacific}"
-    );
+    let until = blocked_until_a_pacific_midnight(&budget, "the run's block");
     let now = jiff::Timestamp::from_microsecond(SystemClock.now().as_i64()).expect("now in range");
     let ahead = until.duration_since(now).as_secs_f64();
     assert!(

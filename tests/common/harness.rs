@@ -362,3 +362,21 @@ macro_rules! on_both_limiters {
         }
     )*};
 }
+
+/// `budget --json`'s `blocked_until`, which must be set and be a midnight in
+/// America/Los_Angeles, where the upstream's day resets; `what` names the case.
+#[track_caller]
+pub fn blocked_until_a_pacific_midnight(budget: &Value, what: &str) -> jiff::Timestamp {
+    let until: jiff::Timestamp = budget["blocked_until"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{what}: blocked_until is set: {budget}"))
+        .parse()
+        .expect("blocked_until is RFC 3339");
+    let pacific = until.in_tz("America/Los_Angeles").expect("time zone");
+    assert_eq!(
+        (pacific.hour(), pacific.minute(), pacific.second()),
+        (0, 0, 0),
+        "{what}: a Pacific midnight: {pacific}"
+    );
+    until
+}
