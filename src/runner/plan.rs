@@ -65,11 +65,6 @@ impl Step {
             Step::FollowUp { .. } => Phase::FollowUps,
         }
     }
-
-    /// A search or its details: made after every region's charts.
-    pub fn is_search(&self) -> bool {
-        self.phase() == Phase::Searches
-    }
 }
 
 /// The parts of a run, in the order they are made: each part of every region before

@@ -126,19 +126,16 @@ impl Stops {
 
     /// The status a region cut short by the run's stop ends with.
     pub(super) fn status(&self) -> Status {
-        self.met
-            .lock()
-            .ok()
-            .and_then(|m| m.reported.as_ref().map(Stop::status))
-            .unwrap_or(Status::BudgetExhausted)
+        self.reported()
+            .as_ref()
+            .map_or(Status::BudgetExhausted, Stop::status)
     }
 
     /// A signal arrived: no new calls from now on. Calls already sent may finish,
     /// until [`Stops::abandon_in_flight`].
     pub(super) fn interrupt(&self, signal: &'static str) {
+        // Recording the stop wakes a region waiting out a retry's backoff.
         self.halt(Stop::Interrupted { signal });
-        // A region waiting out a retry's backoff wakes up to see the stop.
-        self.abandon.send_replace(false);
     }
 
     /// Gives up the calls still waiting for an answer.
