@@ -55,26 +55,9 @@ pub async fn dated<F: Future>(call: F) -> (F::Output, Option<i64>) {
 /// form; read only as IMF-fixdate, its answers could confirm no clock. `None` for
 /// anything else, an empty value included.
 pub fn parse_http_date(text: &str) -> Option<i64> {
-    let text = text.trim();
-    if let Ok(t) = jiff::fmt::rfc2822::DateTimeParser::new().parse_timestamp(text) {
-        return Some(t.as_second());
-    }
-    // The old forms are in UTC whatever they say; runs of spaces (asctime pads the
-    // day with one) are read as one.
-    let words: Vec<&str> = text.split_whitespace().collect();
-    let form = match words.as_slice() {
-        // RFC 850: the two-digit year is read as jiff's `%y` does (69-99 are 19xx,
-        // 00-68 20xx), which is RFC 9110's "not more than 50 years ahead" rule
-        // until 2068 without reading a clock here.
-        [_, _, _, "GMT"] => "%A, %d-%b-%y %H:%M:%S GMT",
-        [_, _, _, _, _] => "%a %b %d %H:%M:%S %Y",
-        _ => return None,
-    };
-    jiff::fmt::strtime::parse(form, words.join(" "))
-        .and_then(|parsed| parsed.to_datetime())
-        .and_then(|dt| dt.to_zoned(jiff::tz::TimeZone::UTC))
-        .ok()
-        .map(|z| z.timestamp().as_second())
+    let at = httpdate::parse_http_date(text.trim()).ok()?;
+    let secs = at.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+    i64::try_from(secs).ok()
 }
 
 /// Why a [`Client`] could not be built; all of these are configuration mistakes.
