@@ -101,7 +101,7 @@ impl RegionStatus {
     /// Whether a line with this status belongs to a run still going on, or to one
     /// whose process died before it ended (then it is shown `abandoned`).
     pub fn in_progress(self) -> bool {
-        matches!(self, RegionStatus::Queued | RegionStatus::Running)
+        Self::IN_PROGRESS.contains(&self)
     }
 }
 

@@ -74,8 +74,6 @@ pub fn run(global: &Global, args: &VideoArgs) -> Result<()> {
     })?;
     let places = store.video_chart_places(id).with_context(reading)?;
     let counts = store.video_counts(id).with_context(reading)?;
-    let removed_at = store.video_removed_at(id).with_context(reading)?;
-
     if args.json {
         return crate::output::json::print_json(&VideoJson {
             video_id: &video.id,
@@ -86,6 +84,8 @@ pub fn run(global: &Global, args: &VideoArgs) -> Result<()> {
             counts: counts.iter().map(count_json).collect(),
         });
     }
+    // Only the text says when a follow-up found the video gone.
+    let removed_at = store.video_removed_at(id).with_context(reading)?;
     print_text(&video, &places, &counts, removed_at)
 }
 

@@ -90,14 +90,6 @@ impl Ledger {
         })
     }
 
-    pub fn journal(&self) -> &Journal {
-        &self.journal
-    }
-
-    pub fn budget_key(&self) -> &str {
-        &self.budget_key
-    }
-
     pub fn known(&self) -> Option<Epoch> {
         *self.known.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -222,10 +222,9 @@ impl Client {
         visible(&self.key.scrub(text)).into_owned()
     }
 
-    /// The key removed from every text field of a page's records before anything
-    /// stores or prints them: an upstream that reflects the request's headers into a
-    /// title must not put the key in the database.
-    /// The page as the store may keep it: the key scrubbed from its text, and a
+    /// The page as the store may keep it: the key removed from every text field of its
+    /// records before anything stores or prints them (an upstream that reflects the
+    /// request's headers into a title must not put the key in the database), and a
     /// `categoryId` that is not a number dropped with a warning naming the region and
     /// the video (DESIGN.md 5: an id is never free text).
     fn scrub_page(&self, call: &CallContext, mut page: VideoPage) -> VideoPage {

@@ -312,14 +312,14 @@ pub(super) fn classify(endpoint: &str, doing: &'static str, e: &RedisError) -> L
     {
         LimiterError::Unavailable {
             endpoint: endpoint.to_owned(),
-            reason: scrub(e),
+            reason: masked_detail(e),
             source: Some(RedisCause::of(e).into()),
         }
     } else {
         LimiterError::Failed {
             endpoint: endpoint.to_owned(),
             doing,
-            reason: scrub(e),
+            reason: masked_detail(e),
             source: Some(RedisCause::of(e).into()),
         }
     }
@@ -346,14 +346,9 @@ impl RedisCause {
             kind: e.kind(),
             code: e.code().map(str::to_owned),
             refused: e.is_connection_refusal(),
-            detail: scrub(e),
+            detail: masked_detail(e),
         }
     }
-}
-
-/// Redis errors can quote the URL they were given; never let a password through.
-fn scrub(e: &RedisError) -> String {
-    masked_detail(e)
 }
 
 #[cfg(test)]

@@ -186,9 +186,8 @@ impl RedisLimiter {
 
     /// [`Limiter::charge`](super::Limiter::charge): decides `charge`, records a grant
     /// in the ledger, and restores the ledger when the reply shows Redis lost the
-    /// window.
-    /// Decides `charge` and keeps the ledger; returns Redis's clock at the decision
-    /// with it, for the clock check ([`super::skew`]).
+    /// window; returns Redis's clock at the decision with it, for the clock check
+    /// ([`super::skew`]).
     pub(super) async fn charge_keeping_ledger(
         &self,
         charge: &Charge,
