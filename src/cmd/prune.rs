@@ -38,19 +38,7 @@ pub fn run(global: &Global, args: &PruneArgs, clock: &dyn Clock) -> Result<()> {
             .with_context(|| format!("opening {} to see what prune would delete", db.display()))?
         {
             Some(store) => store.prune(cutoff, true, false)?,
-            None => PruneReport {
-                dry_run: true,
-                cutoff,
-                deleted: vec![
-                    ("fetches", 0),
-                    ("places", 0),
-                    ("extra_counts", 0),
-                    ("follow_counts", 0),
-                ],
-                videos_deleted: 0,
-                bytes_freed: 0,
-                interrupted: false,
-            },
+            None => PruneReport::nothing(cutoff),
         }
     } else {
         // Opening creates a missing file; an empty new database is not what a person

@@ -37,22 +37,31 @@ pub fn cut(text: &str, max: usize) -> Cow<'_, str> {
     if text.width() <= max {
         return Cow::Borrowed(text);
     }
+    if max == 0 {
+        return Cow::Owned(String::new());
+    }
+    // Room for the ellipsis.
+    let (mut out, _) = fit(text.chars(), max - 1);
+    // No blank before the ellipsis: "for region…".
+    out.truncate(out.trim_end().len());
+    out.push('…');
+    Cow::Owned(out)
+}
+
+/// The leading characters of `chars` that fit in `room` columns, and the columns
+/// they take.
+fn fit(chars: impl Iterator<Item = char>, room: usize) -> (String, usize) {
     let mut out = String::new();
     let mut used = 0;
-    for c in text.chars() {
+    for c in chars {
         let w = c.width().unwrap_or(0);
-        if used + w + 1 > max {
+        if used + w > room {
             break;
         }
         used += w;
         out.push(c);
     }
-    if max > 0 {
-        // No blank before the ellipsis: "for region…".
-        out.truncate(out.trim_end().len());
-        out.push('…');
-    }
-    Cow::Owned(out)
+    (out, used)
 }
 
 /// `text` cut to at most `max` columns in its middle: its start and, after the `…`,
@@ -67,32 +76,13 @@ pub fn cut_middle(text: &str, max: usize) -> Cow<'_, str> {
         return cut(text, max);
     }
     let room = max - 1;
-    let tail_room = room - room / 3;
-    let mut tail = Vec::new();
-    let mut used = 0;
-    for c in text.chars().rev() {
-        let w = c.width().unwrap_or(0);
-        if used + w > tail_room {
-            break;
-        }
-        used += w;
-        tail.push(c);
-    }
-    let head_room = room - used;
-    let mut out = String::new();
-    let mut head_used = 0;
-    for c in text.chars() {
-        let w = c.width().unwrap_or(0);
-        if head_used + w > head_room {
-            break;
-        }
-        head_used += w;
-        out.push(c);
-    }
+    // The end first, read backwards, then as much of the start as the rest holds.
+    let (tail, used) = fit(text.chars().rev(), room - room / 3);
+    let (mut out, _) = fit(text.chars(), room - used);
     // No blank on either side of the ellipsis.
     out.truncate(out.trim_end().len());
     out.push('…');
-    let tail: String = tail.into_iter().rev().collect();
+    let tail: String = tail.chars().rev().collect();
     out.push_str(tail.trim_start());
     Cow::Owned(out)
 }

@@ -20,6 +20,9 @@ const SWEEP_PER_TX: i64 = 2_000;
 /// the cutoff certainly has a place in a fetch that is kept (used by the dry run).
 const LONGEST_FETCH_S: i64 = 86_400;
 
+/// The tables a prune deletes rows of, in the order its report names them.
+const PRUNED_TABLES: [&str; 4] = ["fetches", "places", "extra_counts", "follow_counts"];
+
 /// What [`Store::prune`] deleted, or would delete (`dry_run`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PruneReport {
@@ -36,6 +39,25 @@ pub struct PruneReport {
     /// Whether the prune stopped early when asked to (a signal); what it deleted up to
     /// then is committed, and the next prune finishes the rest.
     pub interrupted: bool,
+}
+
+impl PruneReport {
+    /// A dry run's report where there is nothing to prune: no database yet.
+    pub fn nothing(cutoff: i64) -> PruneReport {
+        PruneReport {
+            dry_run: true,
+            cutoff,
+            deleted: deleted([0; 4]),
+            videos_deleted: 0,
+            bytes_freed: 0,
+            interrupted: false,
+        }
+    }
+}
+
+/// Rows deleted per table, in [`PRUNED_TABLES`]' order.
+fn deleted(rows: [u64; 4]) -> Vec<(&'static str, u64)> {
+    PRUNED_TABLES.into_iter().zip(rows).collect()
 }
 
 /// The videos a transaction took places or counts from: the regions they are no
@@ -156,12 +178,7 @@ impl Store {
         Ok(PruneReport {
             dry_run: false,
             cutoff,
-            deleted: vec![
-                ("fetches", snapshots.fetches),
-                ("places", snapshots.places),
-                ("extra_counts", extra),
-                ("follow_counts", follow),
-            ],
+            deleted: deleted([snapshots.fetches, snapshots.places, extra, follow]),
             videos_deleted,
             bytes_freed: bytes_freed as u64,
             interrupted,
@@ -332,12 +349,7 @@ impl Store {
         Ok(PruneReport {
             dry_run: true,
             cutoff,
-            deleted: vec![
-                ("fetches", fetches),
-                ("places", places),
-                ("extra_counts", extra),
-                ("follow_counts", follow),
-            ],
+            deleted: deleted([fetches, places, extra, follow]),
             videos_deleted: videos,
             bytes_freed: 0,
             interrupted: false,
