@@ -934,3 +934,53 @@ fn the_man_pages_render_and_name_every_command() {
         .status(2)
         .run();
 }
+
+/// Each shipped service's command line, with its `Environment=` defaults put in for
+/// the `${…}` systemd expands and its paths moved into a scratch directory, is one the
+/// binary takes: run as a dry run, it exits 0 and writes nothing. `systemd-analyze
+/// verify` checks the unit, not the arguments the binary gets.
+#[test]
+fn every_shipped_services_command_line_is_one_the_binary_takes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for name in [
+        "trendsync.service",
+        "trendsync-prune.service",
+        "trendsync-backfill.service",
+    ] {
+        let unit = std::fs::read_to_string(root.join("contrib/systemd").join(name))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let defaults: BTreeMap<&str, &str> = unit
+            .lines()
+            .filter_map(|l| l.strip_prefix("Environment="))
+            .filter_map(|kv| kv.split_once('='))
+            .collect();
+        let exec = unit
+            .lines()
+            .find_map(|l| l.strip_prefix("ExecStart="))
+            .unwrap_or_else(|| panic!("{name}: an ExecStart"));
+        let s = Scratch::new();
+        let state = format!("{}/", s.path().display());
+        let mut words = exec.split_whitespace().map(|word| {
+            let word = word.replace("/var/lib/trendsync/", &state);
+            match word.strip_prefix("${").and_then(|w| w.strip_suffix('}')) {
+                Some(var) => defaults
+                    .get(var)
+                    .unwrap_or_else(|| panic!("{name}: no Environment= default for {var}"))
+                    .to_string(),
+                None => word,
+            }
+        });
+        assert_eq!(
+            words.next().as_deref(),
+            Some("/usr/local/bin/trendsync"),
+            "{name}"
+        );
+        let args: Vec<String> = words.collect();
+        s.cmd().args(&args).arg("--dry-run").run();
+        assert_eq!(
+            s.listing(),
+            Vec::<String>::new(),
+            "{name}: a dry run writes nothing"
+        );
+    }
+}
