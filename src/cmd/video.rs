@@ -8,9 +8,9 @@ use std::io::Write;
 use anyhow::{Context, Result, anyhow};
 use serde::Serialize;
 
+use super::status::at;
 use crate::cli::{Global, VideoArgs};
 use crate::error::{MissingConfig, UsageError};
-use crate::output::json::rfc3339;
 use crate::output::text::visible;
 use crate::store::{ChartSpan, CountPoint, Store};
 
@@ -42,10 +42,6 @@ struct VideoJson<'a> {
     published_at: &'a str,
     places: Vec<PlaceJson<'a>>,
     counts: Vec<CountJson>,
-}
-
-fn at(s: i64) -> String {
-    rfc3339(s.saturating_mul(1_000_000))
 }
 
 fn chart_name(chart: Option<u32>) -> String {
