@@ -8,6 +8,7 @@
 //! any store and any clock. This module knows nothing of YouTube.
 
 mod embedded;
+mod fingerprint;
 mod journal;
 mod ledger;
 pub mod model;
