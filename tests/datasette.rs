@@ -233,6 +233,7 @@ fn datasette_searches_videos_hides_internals_and_runs_the_canned_queries() {
             "run_calls",
             "run_regions",
             "runs",
+            "upstream_changes",
             "videos"
         ],
         "{db}"

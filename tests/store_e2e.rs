@@ -613,3 +613,117 @@ fn export_since_and_until_a_date_is_exactly_those_utc_days() {
     assert!(runs_since("2000-01-01") > 0);
     assert_eq!(runs_since("2999-01-01T00:00:00Z"), 0);
 }
+
+/// The upstream changed what its view counts mean on 2026-08-27: fetches on either
+/// side carry two `methodology` values in every export (the quota changes of June 2026
+/// in between mark nothing), the file's `upstream_changes` lists the changes, and
+/// `video` marks where a video's counts cross one.
+#[test]
+fn exports_and_video_mark_the_upstreams_change_of_meaning() {
+    let h = ingested();
+    let conn = Connection::open(h.db_path()).expect("opening the database");
+    for (code, at) in [
+        ("US", "2026-08-26T12:00:00Z"),
+        ("GB", "2026-08-28T12:00:00Z"),
+    ] {
+        let at = at.parse::<jiff::Timestamp>().expect("a time").as_second();
+        let moved = conn
+            .execute(
+                "UPDATE fetches SET fetched_at = ?1
+                 WHERE region = (SELECT num FROM regions WHERE code = ?2)",
+                rusqlite::params![at, code],
+            )
+            .expect("moving a fetch");
+        assert!(moved > 0, "{code}");
+    }
+    let changes: Vec<(String, String)> = conn
+        .prepare("SELECT id, affects FROM upstream_changes ORDER BY effective_at")
+        .expect("the table of changes")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("reading it")
+        .collect::<rusqlite::Result<_>>()
+        .expect("rows");
+    for id in [
+        "2025-03-31",
+        "2025-07-21",
+        "2026-06-01",
+        "2026-06-03",
+        "2026-08-27",
+    ] {
+        assert!(changes.iter().any(|(c, _)| c == id), "{id} in {changes:?}");
+    }
+    drop(conn);
+    let export = |args: &[&str]| -> Vec<Value> {
+        let ran = h
+            .bare()
+            .args([
+                "export", "--format", "jsonl", "--region", "US", "--region", "GB",
+            ])
+            .args(args)
+            .run();
+        ran.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect()
+    };
+    let rows = export(&[]);
+    let marked = |region: &str| -> Vec<&Value> {
+        let mut m: Vec<&Value> = rows
+            .iter()
+            .filter(|r| r["region"] == region)
+            .map(|r| &r["methodology"])
+            .collect();
+        m.dedup();
+        m
+    };
+    assert_eq!(marked("US"), [&Value::from("2025-07-21")]);
+    assert_eq!(marked("GB"), [&Value::from("2026-08-27")]);
+    for per in ["day", "fetch"] {
+        let rows = export(&["--per", per]);
+        assert!(
+            rows.iter().all(|r| r["methodology"].is_string()),
+            "--per {per}"
+        );
+    }
+    // The counts series too, and the CSV's last column.
+    let counts = export(&["--counts"]);
+    assert!(counts.iter().any(|r| r["methodology"] == "2026-08-27"));
+    assert!(counts.iter().any(|r| r["methodology"] == "2025-07-21"));
+    let csv = h.bare().args(["export", "--region", "GB"]).run().stdout;
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let header = reader.headers().expect("a header").clone();
+    assert_eq!(header.iter().last(), Some("methodology"));
+    let records: Vec<csv::StringRecord> = reader
+        .records()
+        .collect::<Result<_, _>>()
+        .expect("CSV rows");
+    assert!(!records.is_empty());
+    assert!(
+        records
+            .iter()
+            .all(|r| r.iter().last() == Some("2026-08-27"))
+    );
+
+    // A video charted on both sides of the change: its counts cross it.
+    let us: Vec<&str> = rows
+        .iter()
+        .filter(|r| r["region"] == "US")
+        .filter_map(|r| r["video_id"].as_str())
+        .collect();
+    let both = rows
+        .iter()
+        .filter(|r| r["region"] == "GB")
+        .filter_map(|r| r["video_id"].as_str())
+        .find(|id| us.contains(id))
+        .expect("a video on the charts of both regions");
+    let video = h.bare().args(["video", both, "--json"]).run().json();
+    let crosses = video["crosses"].as_array().expect("crosses");
+    assert_eq!(crosses.len(), 1, "{video}");
+    assert_eq!(crosses[0]["id"], "2026-08-27");
+    assert_eq!(crosses[0]["effective_at"], "2026-08-27T00:00:00Z");
+    let text = h.bare().args(["video", both]).run().stdout;
+    assert!(
+        text.contains("-- 2026-08-27 upstream change: public view counts are unified"),
+        "{text}"
+    );
+}

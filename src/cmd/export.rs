@@ -14,16 +14,17 @@ use crate::cli::{ExportArgs, ExportFormat, ExportPer, Global};
 use crate::clock::Clock;
 use crate::error::SilentExit;
 use crate::output::text::visible;
-use crate::store::{CountRow, ExportGrain, ExportRow, ExportSpan, Store};
+use crate::store::{CountRow, ExportGrain, ExportRow, ExportSpan, Store, methodology_at};
 
 /// The CSV header of `--counts`.
-pub const COUNTS_COLUMNS: [&str; 6] = [
+pub const COUNTS_COLUMNS: [&str; 7] = [
     "video_id",
     "at",
     "views",
     "likes",
     "comment_count",
     "source",
+    "methodology",
 ];
 
 /// What an export writes: which rows, at which grain.
@@ -38,7 +39,7 @@ struct Selection<'a> {
 }
 
 /// The CSV header: the datasets' columns, then ours.
-pub const CSV_COLUMNS: [&str; 22] = [
+pub const CSV_COLUMNS: [&str; 23] = [
     "video_id",
     "trending_date",
     "title",
@@ -61,6 +62,7 @@ pub const CSV_COLUMNS: [&str; 22] = [
     "category_title",
     "duration_s",
     "chart",
+    "methodology",
 ];
 
 /// One JSON line: the CSV's columns with JSON types (null for hidden counts).
@@ -89,6 +91,8 @@ struct RowJson<'a> {
     duration_s: Option<i64>,
     /// The category id of the chart; null for the overall chart.
     chart: Option<String>,
+    /// The latest upstream change of meaning in force at `fetched_at`.
+    methodology: Option<&'static str>,
 }
 
 /// One JSON line of `--counts`.
@@ -100,6 +104,7 @@ struct CountJson<'a> {
     likes: Option<i64>,
     comment_count: Option<i64>,
     source: &'a str,
+    methodology: Option<&'static str>,
 }
 
 pub fn run(global: &Global, args: &ExportArgs, clock: &dyn Clock) -> Result<()> {
@@ -267,6 +272,7 @@ fn write_count_csv<W: Write>(csv: &mut csv::Writer<W>, row: &CountRow) -> csv::R
     csv.write_field(int(row.likes))?;
     csv.write_field(int(row.comments))?;
     csv.write_field(row.source)?;
+    csv.write_field(methodology_at(row.at).unwrap_or_default())?;
     csv.write_record(None::<&[u8]>)
 }
 
@@ -278,6 +284,7 @@ fn count_json(row: &CountRow) -> CountJson<'_> {
         likes: row.likes,
         comment_count: row.comments,
         source: row.source,
+        methodology: methodology_at(row.at),
     }
 }
 
@@ -346,6 +353,7 @@ fn write_csv<W: Write>(csv: &mut csv::Writer<W>, row: &ExportRow, shown: Shown) 
     csv.write_field(text(row.category_title.as_deref().unwrap_or("")))?;
     csv.write_field(int(row.duration_s))?;
     csv.write_field(row.chart.map(|c| c.to_string()).unwrap_or_default())?;
+    csv.write_field(methodology_at(row.fetched_at).unwrap_or_default())?;
     csv.write_record(None::<&[u8]>)
 }
 
@@ -373,6 +381,7 @@ fn json_row(row: &ExportRow) -> RowJson<'_> {
         category_title: row.category_title.as_deref(),
         duration_s: row.duration_s,
         chart: row.chart.map(|c| c.to_string()),
+        methodology: methodology_at(row.fetched_at),
     }
 }
 

@@ -12,7 +12,7 @@ use super::status::at;
 use crate::cli::{Global, VideoArgs};
 use crate::error::{MissingConfig, UsageError};
 use crate::output::text::visible;
-use crate::store::{ChartSpan, CountPoint, Store};
+use crate::store::{ChartSpan, CountPoint, Store, UpstreamChange, crossed, methodology_at};
 
 #[derive(Serialize)]
 struct PlaceJson<'a> {
@@ -32,6 +32,16 @@ struct CountJson {
     likes: Option<i64>,
     comments: Option<i64>,
     source: &'static str,
+    /// The latest upstream change of meaning in force at `at`.
+    methodology: Option<&'static str>,
+}
+
+/// An upstream change of meaning that the counts cross.
+#[derive(Serialize)]
+struct CrossingJson {
+    id: &'static str,
+    effective_at: String,
+    what: &'static str,
 }
 
 #[derive(Serialize)]
@@ -42,6 +52,8 @@ struct VideoJson<'a> {
     published_at: &'a str,
     places: Vec<PlaceJson<'a>>,
     counts: Vec<CountJson>,
+    /// The changes between the first and the last sample: where the series breaks.
+    crosses: Vec<CrossingJson>,
 }
 
 fn chart_name(chart: Option<u32>) -> String {
@@ -78,6 +90,13 @@ pub fn run(global: &Global, args: &VideoArgs) -> Result<()> {
             published_at: &video.published_at,
             places: places.iter().map(place_json).collect(),
             counts: counts.iter().map(count_json).collect(),
+            crosses: crossings(&counts)
+                .map(|c| CrossingJson {
+                    id: c.id,
+                    effective_at: at(c.effective_at),
+                    what: c.what,
+                })
+                .collect(),
         });
     }
     // Only the text says when a follow-up found the video gone.
@@ -151,7 +170,16 @@ fn count_json(c: &CountPoint) -> CountJson {
         likes: c.likes,
         comments: c.comments,
         source: c.source.as_str(),
+        methodology: methodology_at(c.at),
     }
+}
+
+/// The upstream changes of meaning between the first and the last of `counts`
+/// (oldest first).
+fn crossings(counts: &[CountPoint]) -> impl Iterator<Item = &'static UpstreamChange> {
+    let first = counts.first().map_or(0, |c| c.at);
+    let last = counts.last().map_or(0, |c| c.at);
+    crossed(first, last)
 }
 
 /// Text for people: upstream text with its control characters made visible.
@@ -205,7 +233,20 @@ fn print_text(
         "{:<20} {:>13} {:>11} {:>10}  source",
         "counts at", "views", "likes", "comments"
     )?;
+    let mut previous: Option<i64> = None;
     for c in counts {
+        if let Some(before) = previous {
+            // A change of what the numbers mean between two samples: the step from one
+            // to the next is not only the audience.
+            for change in crossed(before, c.at) {
+                writeln!(
+                    out,
+                    "-- {} upstream change: {}; counts before and after differ in meaning",
+                    change.id, change.what
+                )?;
+            }
+        }
+        previous = Some(c.at);
         writeln!(
             out,
             "{:<20} {:>13} {:>11} {:>10}  {}",

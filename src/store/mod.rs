@@ -16,6 +16,7 @@
 //! cheap once the schema is current).
 
 mod analysts;
+pub(crate) mod changes;
 mod charts;
 mod compact;
 mod error;
@@ -36,6 +37,7 @@ mod tests;
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 
+pub use changes::{UPSTREAM_CHANGES, UpstreamChange, crossed, methodology_at};
 pub use error::{QUERY_TIP, StoreError};
 pub use export::{CountRow, ExportGrain, ExportRow, ExportSpan};
 pub use follow::{FollowCounts, FollowStored};

@@ -28,6 +28,7 @@ pub(crate) const FILE: &[Migration] = &[
     FOLLOW_UPS,
     ANALYSTS,
     RUN_DURATIONS,
+    super::changes::STEP,
 ];
 
 /// The version [`open`] brings a file to: as many as [`FILE`] has steps.

@@ -185,6 +185,12 @@ const TWINS: &[(&str, &str, &[&str])] = &[
     ("search_results_utc", "search_results", &["fetched_at"]),
     ("video_stats_utc", "video_stats", &["fetched_at"]),
     ("video_history_utc", "video_history", &["at"]),
+    ("video_history_marked_utc", "video_history_marked", &["at"]),
+    (
+        "upstream_changes_utc",
+        "upstream_changes",
+        &["effective_at"],
+    ),
     (
         "videos_utc",
         "videos",
