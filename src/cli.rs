@@ -343,6 +343,8 @@ pub enum ExportFormat {
 pub enum ExportPer {
     Fetch,
     Day,
+    /// One row per (video, region, chart): its time on the chart and its best rank
+    Video,
 }
 
 #[derive(Debug, Args)]
@@ -365,11 +367,12 @@ pub struct ExportArgs {
     #[arg(long = "chart", id = "chart", value_parser = parse_chart_arg, value_name = "ID")]
     pub charts: Vec<u32>,
 
-    /// One row per fetch, or per (video, region, chart, UTC day): that day's last fetch
+    /// One row per fetch; per (video, region, chart, UTC day), that day's last fetch; or
+    /// per (video, region, chart), the chart history: days on chart, entries, best rank
     #[arg(long, value_enum, default_value_t = ExportPer::Fetch)]
     pub per: ExportPer,
 
-    /// The counts time series instead, one row per sample: video_id, at, views, likes, comment_count, source
+    /// The counts time series instead, one row per sample: video_id, at, views, likes, comment_count, source, methodology
     #[arg(long, conflicts_with_all = ["chart", "per"])]
     pub counts: bool,
 

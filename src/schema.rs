@@ -50,6 +50,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     crate::quota::schema::CLOCK_SKEW,
     crate::store::schema::RUN_DURATIONS,
     crate::store::changes::STEP,
+    crate::store::chart_history::STEP,
 ];
 
 /// The highest schema version this build knows: what the store brings the file to.

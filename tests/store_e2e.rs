@@ -692,7 +692,7 @@ fn exports_and_video_mark_the_upstreams_change_of_meaning() {
     let csv = h.bare().args(["export", "--region", "GB"]).run().stdout;
     let mut reader = csv::Reader::from_reader(csv.as_bytes());
     let header = reader.headers().expect("a header").clone();
-    assert_eq!(header.iter().last(), Some("methodology"));
+    assert_eq!(header.iter().next_back(), Some("methodology"));
     let records: Vec<csv::StringRecord> = reader
         .records()
         .collect::<Result<_, _>>()
@@ -701,7 +701,7 @@ fn exports_and_video_mark_the_upstreams_change_of_meaning() {
     assert!(
         records
             .iter()
-            .all(|r| r.iter().last() == Some("2026-08-27"))
+            .all(|r| r.iter().next_back() == Some("2026-08-27"))
     );
 
     // A video charted on both sides of the change: its counts cross it.
@@ -726,4 +726,93 @@ fn exports_and_video_mark_the_upstreams_change_of_meaning() {
         text.contains("-- 2026-08-27 upstream change: public view counts are unified"),
         "{text}"
     );
+}
+
+/// `export --per video`: one row per (video, region, chart), in CSV and JSON lines
+/// alike, agreeing with the per-fetch export and with the file's `chart_history` view.
+#[test]
+fn export_per_video_is_the_chart_history_in_every_format() {
+    let h = ingested();
+    let fetch_rows: Vec<Value> = h
+        .bare()
+        .args(["export", "--format", "jsonl", "--region", "US"])
+        .run()
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let rows: Vec<Value> = h
+        .bare()
+        .args([
+            "export", "--per", "video", "--format", "jsonl", "--region", "US",
+        ])
+        .run()
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let mut expected: Vec<(String, String, i64)> = fetch_rows
+        .iter()
+        .map(|r| {
+            (
+                r["video_id"].as_str().expect("an id").to_owned(),
+                r["chart"].to_string(),
+                r["rank"].as_i64().expect("a rank"),
+            )
+        })
+        .collect();
+    expected.sort();
+    let mut got: Vec<(String, String, i64)> = rows
+        .iter()
+        .map(|r| {
+            assert_eq!(r["days_on_chart"], 1, "{r}");
+            assert_eq!(r["entries"], 1, "{r}");
+            assert_eq!(r["fetches"], 1, "{r}");
+            assert_eq!(r["first_seen"], r["best_rank_at"], "{r}");
+            assert!(r["methodology"].is_string(), "{r}");
+            (
+                r["video_id"].as_str().expect("an id").to_owned(),
+                r["chart"].to_string(),
+                r["best_rank"].as_i64().expect("a rank"),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got, expected,
+        "one fetch: each place is its video's whole history"
+    );
+
+    let csv = h
+        .bare()
+        .args(["export", "--per", "video", "--region", "US"])
+        .run()
+        .stdout;
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let header: Vec<String> = reader
+        .headers()
+        .expect("a header")
+        .iter()
+        .map(str::to_owned)
+        .collect();
+    for column in [
+        "days_on_chart",
+        "entries",
+        "best_rank",
+        "best_rank_at",
+        "methodology",
+    ] {
+        assert!(header.iter().any(|c| c == column), "{column} in {header:?}");
+    }
+    assert_eq!(reader.records().count(), rows.len());
+
+    let conn = Connection::open(h.db_path()).expect("opening the database");
+    let in_view: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM chart_history WHERE region = 'US'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("the view");
+    assert_eq!(in_view as usize, rows.len());
 }

@@ -14,7 +14,9 @@ use crate::cli::{ExportArgs, ExportFormat, ExportPer, Global};
 use crate::clock::Clock;
 use crate::error::SilentExit;
 use crate::output::text::visible;
-use crate::store::{CountRow, ExportGrain, ExportRow, ExportSpan, Store, methodology_at};
+use crate::store::{
+    ChartHistoryRow, CountRow, ExportGrain, ExportRow, ExportSpan, Store, methodology_at,
+};
 
 /// The CSV header of `--counts`.
 pub const COUNTS_COLUMNS: [&str; 7] = [
@@ -27,13 +29,36 @@ pub const COUNTS_COLUMNS: [&str; 7] = [
     "methodology",
 ];
 
+/// The CSV header of `--per video`.
+pub const HISTORY_COLUMNS: [&str; 17] = [
+    "video_id",
+    "title",
+    "channel_title",
+    "category_id",
+    "region",
+    "chart",
+    "first_seen",
+    "last_seen",
+    "days_on_chart",
+    "fetches",
+    "best_rank",
+    "best_rank_at",
+    "entries",
+    "views",
+    "likes",
+    "comment_count",
+    "methodology",
+];
+
 /// What an export writes: which rows, at which grain.
 #[derive(Debug, Clone, Copy)]
 struct Selection<'a> {
     span: ExportSpan,
     /// Only these charts (0: the overall chart); every chart when `None`.
     charts: Option<&'a [u32]>,
-    grain: ExportGrain,
+    /// How many rows per chart place; `None` for the chart history, one row per
+    /// (video, region, chart).
+    grain: Option<ExportGrain>,
     /// The counts series instead of the chart places.
     counts: bool,
 }
@@ -141,8 +166,9 @@ pub fn run(global: &Global, args: &ExportArgs, clock: &dyn Clock) -> Result<()> 
         span,
         charts: (!args.charts.is_empty()).then_some(args.charts.as_slice()),
         grain: match args.per {
-            ExportPer::Fetch => ExportGrain::Fetch,
-            ExportPer::Day => ExportGrain::Day,
+            ExportPer::Fetch => Some(ExportGrain::Fetch),
+            ExportPer::Day => Some(ExportGrain::Day),
+            ExportPer::Video => None,
         },
         counts: args.counts,
     };
@@ -201,8 +227,11 @@ fn write_rows<W: Write>(
         }
     };
     let out = BufWriter::with_capacity(256 * 1024, out);
-    let places = |each: &mut dyn FnMut(&ExportRow) -> Result<()>| {
-        store.export_charts(regions, span.charts, span.span, span.grain, each)
+    let places = |grain: ExportGrain, each: &mut dyn FnMut(&ExportRow) -> Result<()>| {
+        store.export_charts(regions, span.charts, span.span, grain, each)
+    };
+    let history = |each: &mut dyn FnMut(&ChartHistoryRow) -> Result<()>| {
+        store.export_chart_history(regions, span.charts, span.span, each)
     };
     let counts = |each: &mut dyn FnMut(&CountRow) -> Result<()>| {
         store.export_counts(regions, span.span, each)
@@ -216,11 +245,17 @@ fn write_rows<W: Write>(
                     go_on()?;
                     Ok(write_count_csv(&mut csv, row)?)
                 })?;
-            } else {
+            } else if let Some(grain) = span.grain {
                 csv.write_record(CSV_COLUMNS)?;
-                places(&mut |row| {
+                places(grain, &mut |row| {
                     go_on()?;
                     Ok(write_csv(&mut csv, row, shown)?)
+                })?;
+            } else {
+                csv.write_record(HISTORY_COLUMNS)?;
+                history(&mut |row| {
+                    go_on()?;
+                    Ok(write_history_csv(&mut csv, row, shown)?)
                 })?;
             }
             csv.into_inner().map_err(|e| anyhow!("{}", e.error()))?
@@ -242,8 +277,10 @@ fn write_rows<W: Write>(
             };
             if span.counts {
                 counts(&mut |row| line(&count_json(row)))?;
+            } else if let Some(grain) = span.grain {
+                places(grain, &mut |row| line(&json_row(row)))?;
             } else {
-                places(&mut |row| line(&json_row(row)))?;
+                history(&mut |row| line(&history_json(row)))?;
             }
             out
         }
@@ -288,11 +325,108 @@ fn count_json(row: &CountRow) -> CountJson<'_> {
     }
 }
 
+/// One JSON line of `--per video`.
+#[derive(Serialize)]
+struct HistoryJson<'a> {
+    video_id: &'a str,
+    title: &'a str,
+    channel_title: &'a str,
+    category_id: Option<&'a str>,
+    region: &'a str,
+    /// The category id of the chart; null for the overall chart.
+    chart: Option<String>,
+    first_seen: String,
+    last_seen: String,
+    days_on_chart: u64,
+    fetches: u64,
+    best_rank: u32,
+    best_rank_at: String,
+    entries: u64,
+    views: Option<i64>,
+    likes: Option<i64>,
+    comment_count: Option<i64>,
+    /// The latest upstream change of meaning in force at `last_seen`.
+    methodology: Option<&'static str>,
+}
+
+fn history_json(row: &ChartHistoryRow) -> HistoryJson<'_> {
+    HistoryJson {
+        video_id: &row.video_id,
+        title: &row.title,
+        channel_title: &row.channel_title,
+        category_id: row.category_id.as_deref(),
+        region: &row.region,
+        chart: row.chart.map(|c| c.to_string()),
+        first_seen: utc_time(row.first_seen),
+        last_seen: utc_time(row.last_seen),
+        days_on_chart: row.days_on_chart,
+        fetches: row.fetches,
+        best_rank: row.best_rank,
+        best_rank_at: utc_time(row.best_rank_at),
+        entries: row.entries,
+        views: row.view_count,
+        likes: row.like_count,
+        comment_count: row.comment_count,
+        methodology: methodology_at(row.last_seen),
+    }
+}
+
+fn write_history_csv<W: Write>(
+    csv: &mut csv::Writer<W>,
+    row: &ChartHistoryRow,
+    shown: Shown,
+) -> csv::Result<()> {
+    let int = |n: Option<i64>| n.map(|n| n.to_string()).unwrap_or_default();
+    let text = |t: &str| -> String { shown.text(t) };
+    csv.write_field(shown.id(&row.video_id).as_bytes())?;
+    csv.write_field(text(&row.title))?;
+    csv.write_field(text(&row.channel_title))?;
+    csv.write_field(text(row.category_id.as_deref().unwrap_or("")))?;
+    csv.write_field(&row.region)?;
+    csv.write_field(row.chart.map(|c| c.to_string()).unwrap_or_default())?;
+    csv.write_field(utc_time(row.first_seen))?;
+    csv.write_field(utc_time(row.last_seen))?;
+    csv.write_field(row.days_on_chart.to_string())?;
+    csv.write_field(row.fetches.to_string())?;
+    csv.write_field(row.best_rank.to_string())?;
+    csv.write_field(utc_time(row.best_rank_at))?;
+    csv.write_field(row.entries.to_string())?;
+    csv.write_field(int(row.view_count))?;
+    csv.write_field(int(row.like_count))?;
+    csv.write_field(int(row.comment_count))?;
+    csv.write_field(methodology_at(row.last_seen).unwrap_or_default())?;
+    csv.write_record(None::<&[u8]>)
+}
+
 /// Where the rows go, which decides how upstream text is written.
 #[derive(Debug, Clone, Copy)]
 struct Shown {
     /// A terminal: control characters are shown escaped ([`visible`]).
     terminal: bool,
+}
+
+impl Shown {
+    /// The upstream's text as a cell: inert for a spreadsheet, and visible on a
+    /// terminal.
+    fn text(self, t: &str) -> String {
+        let cell = inert_cell(t);
+        if self.terminal {
+            visible(&cell).into_owned()
+        } else {
+            cell.into_owned()
+        }
+    }
+
+    /// A video id: never quoted (its alphabet, [A-Za-z0-9_-], spells no formula that
+    /// calls anything, and a quote in front of one starting with `-` would break every
+    /// join with it), but made visible on a terminal.
+    fn id(self, id: &str) -> Cow<'_, str> {
+        if self.terminal {
+            visible(id)
+        } else {
+            Cow::Borrowed(id)
+        }
+    }
 }
 
 /// A text cell as a spreadsheet will show it: one that it would run as a formula
@@ -309,25 +443,8 @@ fn inert_cell(text: &str) -> Cow<'_, str> {
 fn write_csv<W: Write>(csv: &mut csv::Writer<W>, row: &ExportRow, shown: Shown) -> csv::Result<()> {
     let int = |n: Option<i64>| n.map(|n| n.to_string()).unwrap_or_default();
     let flag = |b: bool| if b { "true" } else { "false" };
-    // The upstream's text. Not the video id: its alphabet ([A-Za-z0-9_-]) can spell no
-    // formula that calls anything, and a quote in front of an id that starts with `-`
-    // would break every join with it.
-    let text = |t: &str| -> String {
-        let cell = inert_cell(t);
-        if shown.terminal {
-            visible(&cell).into_owned()
-        } else {
-            cell.into_owned()
-        }
-    };
-    csv.write_field(
-        if shown.terminal {
-            visible(&row.video_id)
-        } else {
-            Cow::Borrowed(row.video_id.as_str())
-        }
-        .as_bytes(),
-    )?;
+    let text = |t: &str| -> String { shown.text(t) };
+    csv.write_field(shown.id(&row.video_id).as_bytes())?;
     csv.write_field(utc_date(row.fetch_started_at))?;
     csv.write_field(text(&row.title))?;
     csv.write_field(text(&row.channel_title))?;

@@ -17,6 +17,7 @@
 
 mod analysts;
 pub(crate) mod changes;
+pub(crate) mod chart_history;
 mod charts;
 mod compact;
 mod error;
@@ -38,6 +39,7 @@ use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 
 pub use changes::{UPSTREAM_CHANGES, UpstreamChange, crossed, methodology_at};
+pub use chart_history::ChartHistoryRow;
 pub use error::{QUERY_TIP, StoreError};
 pub use export::{CountRow, ExportGrain, ExportRow, ExportSpan};
 pub use follow::{FollowCounts, FollowStored};

@@ -29,6 +29,7 @@ pub(crate) const FILE: &[Migration] = &[
     ANALYSTS,
     RUN_DURATIONS,
     super::changes::STEP,
+    super::chart_history::STEP,
 ];
 
 /// The version [`open`] brings a file to: as many as [`FILE`] has steps.

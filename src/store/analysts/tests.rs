@@ -192,6 +192,11 @@ const TWINS: &[(&str, &str, &[&str])] = &[
         &["effective_at"],
     ),
     (
+        "chart_history_utc",
+        "chart_history",
+        &["first_seen", "last_seen", "best_rank_at"],
+    ),
+    (
         "videos_utc",
         "videos",
         &["first_seen_at", "last_seen_at", "removed_at"],
