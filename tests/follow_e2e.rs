@@ -124,8 +124,11 @@ fn follow_ups_under(costs: &str, billing: Billing) -> Harness<'static> {
     );
     assert_eq!(batches.concat(), due, "every due video once, stalest first");
     assert_eq!(report["follow"]["status"], "complete", "{report}");
-    assert_eq!(report["follow"]["calls"], 3, "{report}");
+    // Three batches, and one videos.list that confirms the two left out are gone.
+    assert_eq!(report["follow"]["calls"], 4, "{report}");
     assert_eq!(report["follow"]["videos"], 118, "{report}");
+    assert_eq!(report["follow"]["missing"], 2, "{report}");
+    assert_eq!(report["follow"]["missing_found"], 0, "{report}");
     assert_eq!(report["follow"]["removed"], 2, "{report}");
     assert_eq!(
         count(&h, "SELECT count(*) FROM follow_counts"),
@@ -139,17 +142,23 @@ fn follow_ups_under(costs: &str, billing: Billing) -> Harness<'static> {
         ),
         2
     );
-    // The follow-ups of a run come after every chart call.
+    // The follow-ups of a run come after every chart call; the one videos.list among
+    // them asks for the two ids the first answer left out.
     let calls = h.fake.calls();
     let first_follow = calls[before..]
         .iter()
         .position(|c| c.method == "videos.batchGetStats")
         .expect("a follow-up");
-    assert!(
-        calls[before + first_follow..]
-            .iter()
-            .all(|c| c.method == "videos.batchGetStats")
-    );
+    let after = &calls[before + first_follow..];
+    let confirming: Vec<&str> = after
+        .iter()
+        .filter(|c| c.method != "videos.batchGetStats")
+        .map(|c| {
+            assert_eq!(c.method, "videos.list", "{c:?}");
+            c.ids.as_deref().expect("ids")
+        })
+        .collect();
+    assert_eq!(confirming, [due[..2].join(",")]);
 
     // Refreshed now: none is due again before six hours.
     let before = h.fake.calls().len();
@@ -168,14 +177,16 @@ fn follow_ups_under(costs: &str, billing: Billing) -> Harness<'static> {
 #[test]
 fn follow_ups_batch_50_ids_and_are_charged_as_billed_under_the_default_costs() {
     let h = follow_ups_under(DEFAULT_COSTS, Billing::single(10_000));
-    // One pool: 3 runs of 2 pages (the category names in the first), 3 follow-ups.
-    assert_eq!(h.fake.billed()["budget"], 10);
+    // One pool: 3 runs of 2 pages (the category names in the first), 3 follow-ups
+    // and the videos.list that confirms the two videos gone.
+    assert_eq!(h.fake.billed()["budget"], 11);
 }
 
 #[test]
 fn follow_ups_batch_50_ids_and_are_charged_to_their_own_bucket_under_the_granular_costs() {
     let h = follow_ups_under(GRANULAR, Billing::granular(10_000, 100, 10_000));
-    assert_eq!(h.fake.billed()["budget"], 7);
+    // The videos.list that confirms the two videos gone is the main bucket's.
+    assert_eq!(h.fake.billed()["budget"], 8);
     assert_eq!(h.fake.billed()["stats"], 3);
 }
 
@@ -290,4 +301,51 @@ fn prune_deletes_the_follow_up_counts_older_than_the_cutoff_and_says_how_many() 
         count(&h, "SELECT count(*) FROM pragma_foreign_key_check"),
         0
     );
+}
+
+/// `videos.batchGetStats` is not atomic: an upstream whose every answer leaves out a
+/// third of the videos, which `videos.list` still shows. No video is marked removed;
+/// each missing one is confirmed, counted, and charged to the main bucket as billed.
+#[test]
+fn a_partial_follow_up_answer_marks_nothing_removed_and_confirms_with_videos_list() {
+    let mut h = Harness::with(
+        FakeUpstream::billing_partial_follow_ups(Billing::granular(10_000, 100, 10_000)),
+        None,
+    );
+    h.costs(GRANULAR).regions(FOLLOWING);
+    h.run_to(&["run", "--json"], 0, "complete");
+    let main_before = used(&h)["budget"];
+    let due = seed(&h, 120, 0, 7);
+    let before = h.fake.calls().len();
+    let (report, _, _) = h.run_to(&["run", "--json"], 0, "complete");
+    let follow = &report["follow"];
+    assert_eq!(follow["removed"], 0, "{report}");
+    // The first of every three in each answer of 50, 50 and 20.
+    assert_eq!(follow["missing"], 17 + 17 + 7, "{report}");
+    assert_eq!(follow["missing_found"], 17 + 17 + 7, "{report}");
+    assert_eq!(follow["videos"], 120, "{report}");
+    assert_eq!(
+        count(
+            &h,
+            "SELECT count(*) FROM videos WHERE removed_at IS NOT NULL"
+        ),
+        0
+    );
+    let confirmations = h.fake.calls()[before..]
+        .iter()
+        .filter(|c| c.method == "videos.list" && c.ids.is_some())
+        .count() as u64;
+    assert_eq!(
+        confirmations, 3,
+        "one videos.list per batch with a video left out"
+    );
+    assert_eq!(
+        follow_batches(&h, before).concat(),
+        due,
+        "every due video asked once"
+    );
+    // The confirmations are the main bucket's, and the budget counts what was billed.
+    let used = used(&h);
+    assert!(used["budget"] >= main_before + confirmations, "{used:?}");
+    assert_eq!(used, h.fake.billed(), "used (left) against billed (right)");
 }

@@ -225,8 +225,14 @@ pub struct FollowReport {
     pub calls: u64,
     /// Videos whose counts were stored.
     pub videos: u64,
-    /// Videos the upstream left out, marked removed.
+    /// Videos a follow-up's answer left out that a `videos.list` of their ids then
+    /// confirmed gone or private, marked removed.
     pub removed: u64,
+    /// Videos a follow-up's answer left out (the method is not atomic): each is asked
+    /// again with `videos.list` before it is marked removed.
+    pub missing: u64,
+    /// Of those, the ones `videos.list` still showed: counted, not removed.
+    pub missing_found: u64,
     pub units: u64,
     pub units_unmetered: u64,
     pub error: Option<String>,

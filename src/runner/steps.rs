@@ -20,6 +20,16 @@ use crate::youtube::{
     VIDEOS_LIST, VideoRecord,
 };
 
+/// What the follow-ups of a run have done so far.
+#[derive(Debug, Default)]
+struct FollowTally {
+    /// Calls made: batchGetStats and the videos.list that confirm what it left out.
+    calls: u64,
+    missing: u64,
+    missing_found: u64,
+    removed: u64,
+}
+
 /// The deepest chart position stored: the chart holds 200 videos (DESIGN.md 5).
 const MAX_RANK: usize = 200;
 
@@ -217,9 +227,15 @@ impl Run {
     /// The follow-ups (DESIGN.md section 5): the counts of the videos on any chart
     /// in the last `follow.days` and not counted for `follow.every`, stalest first, 50
     /// a call, until none is due or their bucket says no (which stops only these).
+    ///
+    /// `videos.batchGetStats` is not atomic: its answer may leave out videos that still
+    /// exist. A video left out is only missing; one `videos.list` of the missing ids
+    /// (from the main bucket) says which are gone, and only those are marked removed.
+    /// When that call cannot be made, the missing ones are left as they were, due
+    /// again, and the follow-ups stop as that call's bucket says.
     pub(super) async fn follow_ups(self: Arc<Self>, follow: Follow, now: Secs) -> FollowReport {
         let mut report = RegionReport::new("follow-ups");
-        let mut removed = 0u64;
+        let mut tally = FollowTally::default();
         let days = i64::from(follow.days) * 86_400;
         let every = i64::try_from(follow.every.as_secs()).unwrap_or(i64::MAX);
         let result = async {
@@ -231,13 +247,14 @@ impl Run {
                 )
                 .await?;
             for batch in due.chunks(MAX_RESULTS) {
-                let ids = batch.to_vec();
+                let mut asked = batch.to_vec();
                 let counts = self
                     .call(VIDEOS_BATCH_GET_STATS, &mut report, || {
-                        self.upstream.video_counts(&ids)
+                        self.upstream.video_counts(&asked)
                     })
                     .await?;
-                let counts: Vec<FollowCounts> = counts
+                tally.calls += 1;
+                let mut counts: Vec<FollowCounts> = counts
                     .into_iter()
                     .map(|c| FollowCounts {
                         video_id: c.id,
@@ -246,10 +263,50 @@ impl Run {
                         comment_count: c.comment_count,
                     })
                     .collect();
-                let stored = self.record.follow_ups(ids, counts).await?;
-                report.pages += 1;
+                let answered: HashSet<&str> = counts.iter().map(|c| c.video_id.as_str()).collect();
+                let missing: Vec<String> = asked
+                    .iter()
+                    .filter(|id| !answered.contains(id.as_str()))
+                    .cloned()
+                    .collect();
+                let mut unconfirmed = None;
+                if !missing.is_empty() {
+                    tally.missing += missing.len() as u64;
+                    match self
+                        .call(VIDEOS_LIST, &mut report, || {
+                            self.upstream.videos_by_id(&missing, None)
+                        })
+                        .await
+                    {
+                        Ok(page) => {
+                            tally.calls += 1;
+                            let shown: Vec<FollowCounts> = page
+                                .items
+                                .into_iter()
+                                .filter(|v| missing.contains(&v.id))
+                                .map(|v| FollowCounts {
+                                    video_id: v.id,
+                                    view_count: v.view_count,
+                                    like_count: v.like_count,
+                                    comment_count: v.comment_count,
+                                })
+                                .collect();
+                            tally.missing_found += shown.len() as u64;
+                            counts.extend(shown);
+                        }
+                        Err(failed) => {
+                            // Not confirmed either way: neither counted nor removed.
+                            asked.retain(|id| !missing.contains(id));
+                            unconfirmed = Some(failed);
+                        }
+                    }
+                }
+                let stored = self.record.follow_ups(asked, counts).await?;
                 report.videos += stored.counted as u64;
-                removed += stored.removed as u64;
+                tally.removed += stored.removed as u64;
+                if let Some(failed) = unconfirmed {
+                    return Err(failed);
+                }
             }
             Ok::<(), Failed>(())
         }
@@ -257,17 +314,22 @@ impl Run {
         if let Err(failed) = result {
             end_region(&mut report, failed, self.stops.status());
         }
-        if removed > 0 {
+        if tally.missing > 0 {
             tracing::info!(
                 run_id = %self.settings.run_id,
-                "follow-ups: {removed} videos are no longer shown by the upstream (removed or private); marked so"
+                "follow-ups: {} videos were missing from an answer; videos.list found {} of them, and {} are no longer shown by the upstream (removed or private), marked so",
+                tally.missing,
+                tally.missing_found,
+                tally.removed
             );
         }
         FollowReport {
             status: report.status,
-            calls: u64::from(report.pages),
+            calls: tally.calls,
             videos: report.videos,
-            removed,
+            removed: tally.removed,
+            missing: tally.missing,
+            missing_found: tally.missing_found,
             units: report.units,
             units_unmetered: report.units_unmetered,
             error: report.error,

@@ -284,11 +284,13 @@ impl Ledger {
 /// answering quotaExceeded, unbilled, once that bucket has no room for it.
 struct BilledYoutube {
     ledger: Arc<Mutex<Ledger>>,
+    /// Follow-ups' answers leave out some videos that exist ([`fixture_answer`]).
+    partial: bool,
 }
 
 impl Respond for BilledYoutube {
     fn respond(&self, req: &Request) -> ResponseTemplate {
-        let Some((method, body)) = fixture_answer(req) else {
+        let Some((method, body)) = fixture_answer(req, self.partial) else {
             // As the fixtures' YouTube does for what it does not know; nothing billed.
             return ResponseTemplate::new(404);
         };
@@ -299,8 +301,10 @@ impl Respond for BilledYoutube {
     }
 }
 
-/// The quota method of a request and the fixtures' answer to it, if they have one.
-fn fixture_answer(req: &Request) -> Option<(&'static str, String)> {
+/// The quota method of a request and the fixtures' answer to it, if they have one;
+/// `partial`: a `videos:batchGetStats` that leaves out videos that still exist, as the
+/// upstream documents it may.
+fn fixture_answer(req: &Request, partial: bool) -> Option<(&'static str, String)> {
     let param = |name: &str| {
         req.url
             .query_pairs()
@@ -316,9 +320,10 @@ fn fixture_answer(req: &Request) -> Option<(&'static str, String)> {
                 Some(_) => None,
             }
         }
-        "/videos" if get && param("id").is_some() => {
-            Some(("videos.list", fixture("videos_by_id.json")))
-        }
+        "/videos" if get && param("id").is_some() => Some((
+            "videos.list",
+            videos_by_id(&param("id").unwrap_or_default()),
+        )),
         "/videoCategories" if get => Some(("videoCategories.list", fixture("categories.json"))),
         "/search" if get => Some(("search.list", fixture("search.json"))),
         // No fixture holds this yet: an empty answer of the right kind.
@@ -326,10 +331,20 @@ fn fixture_answer(req: &Request) -> Option<(&'static str, String)> {
             "channels.list",
             r#"{"kind": "youtube#channelListResponse", "items": []}"#.to_owned(),
         )),
-        "/videos:batchGetStats" if get => Some((
-            "videos.batchGetStats",
-            video_stats(&param("id").unwrap_or_default()).to_string(),
-        )),
+        "/videos:batchGetStats" if get => {
+            let mut answer = video_stats(&param("id").unwrap_or_default());
+            if partial {
+                // Not atomic: every third video it would show is left out.
+                if let Some(items) = answer["items"].as_array_mut() {
+                    let mut i = 0;
+                    items.retain(|_| {
+                        i += 1;
+                        i % 3 != 1
+                    });
+                }
+            }
+            Some(("videos.batchGetStats", answer.to_string()))
+        }
         _ => None,
     }
 }
@@ -375,6 +390,36 @@ pub fn video_stats(ids: &str) -> serde_json::Value {
         .collect();
     answer["items"] = serde_json::Value::Array(items);
     answer
+}
+
+/// `videos?id=…`'s answer for the comma-separated `ids`: videos_by_id.json as it is
+/// when they name one of its videos (the details of a search), else a made-up item of
+/// its shape for each id [`video_stats`] would show, and nothing for a video gone
+/// ([`GONE_PREFIX`], or the chart video video_stats.json leaves out).
+pub fn videos_by_id(ids: &str) -> String {
+    let fixed = fixture("videos_by_id.json");
+    let mut answer = fixture_json("videos_by_id.json");
+    let known: Vec<serde_json::Value> = answer["items"].as_array().cloned().unwrap_or_default();
+    if ids.split(',').any(|id| known.iter().any(|v| v["id"] == id)) {
+        return fixed;
+    }
+    let shown = video_stats(ids);
+    let shown: Vec<&str> = shown["items"]
+        .as_array()
+        .map(|items| items.iter().filter_map(|v| v["id"].as_str()).collect())
+        .unwrap_or_default();
+    let items: Vec<serde_json::Value> = ids
+        .split(',')
+        .filter(|id| shown.contains(id))
+        .filter_map(|id| {
+            let mut made_up = known.first().cloned()?;
+            made_up["id"] = serde_json::Value::from(id);
+            made_up["etag"] = serde_json::Value::from(format!("made-up-{id}"));
+            Some(made_up)
+        })
+        .collect();
+    answer["items"] = serde_json::Value::Array(items);
+    answer.to_string()
 }
 
 /// The ledger, even if a test thread panicked while holding it.
@@ -521,12 +566,24 @@ impl FakeUpstream {
     /// scenario's own answers ([`FakeUpstream::answer_instead`]) stand in for the
     /// upstream entirely: their calls are neither billed nor denied.
     pub fn billing(billing: Billing) -> FakeUpstream {
+        FakeUpstream::billing_with(billing, false)
+    }
+
+    /// [`FakeUpstream::billing`], with a `videos:batchGetStats` that is not atomic: each
+    /// answer leaves out a third of the videos it would show (the first of every three),
+    /// while `videos?id=…` still shows them.
+    pub fn billing_partial_follow_ups(billing: Billing) -> FakeUpstream {
+        FakeUpstream::billing_with(billing, true)
+    }
+
+    fn billing_with(billing: Billing, partial: bool) -> FakeUpstream {
         let mut fake = FakeUpstream::empty();
         let ledger = Arc::new(Mutex::new(Ledger::new(billing)));
         fake.mount(
             Mock::given(header(KEY_HEADER, API_KEY)).respond_with(Dated {
                 inner: BilledYoutube {
                     ledger: Arc::clone(&ledger),
+                    partial,
                 },
                 shift: fake.shift.clone(),
             }),
