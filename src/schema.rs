@@ -51,6 +51,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     crate::store::schema::RUN_DURATIONS,
     crate::store::changes::STEP,
     crate::store::chart_history::STEP,
+    crate::store::text_ids::STEP,
 ];
 
 /// The highest schema version this build knows: what the store brings the file to.

@@ -135,7 +135,8 @@ fn export_csv_reads_back_as_the_store_row_for_row() {
             "fetched_at",
             "category_title",
             "duration_s",
-            "chart"
+            "chart",
+            "methodology"
         ]
     );
     let col = |name: &str| header.iter().position(|h| h == name).expect("a column");

@@ -296,7 +296,7 @@ WITH chart_fetches AS (
     JOIN chart_fetches AS c ON c.num = p.fetch
     WINDOW w AS (PARTITION BY p.video, c.region, c.chart ORDER BY c.ord)
 )
-SELECT v.id, g.code, nullif(s.chart, 0), min(s.at), max(s.at),
+SELECT v.id, g.code, CAST(nullif(s.chart, 0) AS TEXT), min(s.at), max(s.at),
        count(DISTINCT s.started / 86400), count(*), min(s.rank),
        max(CASE WHEN s.by_rank = 1 THEN s.at END), sum(s.starts),
        max(CASE WHEN s.by_recency = 1 THEN s.views END),

@@ -28,6 +28,7 @@ mod prune;
 mod read;
 pub(crate) mod schema;
 mod sql;
+pub(crate) mod text_ids;
 mod write;
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ pub(crate) const FILE: &[Migration] = &[
     RUN_DURATIONS,
     super::changes::STEP,
     super::chart_history::STEP,
+    super::text_ids::STEP,
 ];
 
 /// The version [`open`] brings a file to: as many as [`FILE`] has steps.

@@ -95,9 +95,9 @@ fn the_upgrade_keeps_every_fetch_and_place_as_the_overall_chart_or_a_search() {
     assert_eq!(
         us_r2,
         [
-            "Integer(17)|Integer(1)|Text(\"c\")",
             "Null|Integer(1)|Text(\"b\")",
             "Null|Integer(2)|Text(\"a\")",
+            "Text(\"17\")|Integer(1)|Text(\"c\")",
         ]
     );
     assert_eq!(store.trending_count("r2").unwrap(), 3);
