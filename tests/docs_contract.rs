@@ -632,3 +632,46 @@ fn every_exit_code_is_in_docs_exit_codes() {
         "docs/exit-codes.md has no row for {missing:?}"
     );
 }
+
+/// The README and docs/ link only to files of the repository: a user of it has no
+/// other document.
+#[test]
+fn the_readme_and_docs_link_only_into_the_repository() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).expect("docs/") {
+        let path = entry.expect("an entry of docs/").path();
+        if path.extension().is_some_and(|e| e == "md") {
+            files.push(path);
+        }
+    }
+    let mut problems = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("a page");
+        let name = file
+            .strip_prefix(root)
+            .unwrap_or(file)
+            .display()
+            .to_string();
+        if text.contains("DESIGN.md") {
+            problems.push(format!(
+                "{name} points at DESIGN.md, which is not in the repository"
+            ));
+        }
+        for (at, _) in text.match_indices("](") {
+            let target = &text[at + 2..];
+            let target = &target[..target.find(')').unwrap_or(target.len())];
+            let path = target.split('#').next().unwrap_or_default();
+            if path.is_empty() {
+                continue;
+            }
+            let dir = file.parent().unwrap_or(root);
+            if path.contains("://") || !dir.join(path).exists() {
+                problems.push(format!(
+                    "{name} links to {target}, not a file of the repository"
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
