@@ -274,6 +274,8 @@ fn printed(h: &Harness<'_>) -> BTreeMap<&'static str, Vec<Value>> {
         if !known.contains_key(&command_of(step)) {
             continue;
         }
+        // What is checked here is stdout; what the commands log (a denied charge's
+        // warning) is other tests' business.
         let ran = h
             .cmd()
             .args(step.args)
@@ -305,8 +307,7 @@ fn is_printed(printed: &BTreeSet<String>, path: &str) -> bool {
 
 /// Documented fields these scenarios cannot make the binary print: the Redis
 /// limiter's URL (the scenario runs the embedded limiter), runs in progress or killed,
-/// a bucket's suggestion (two upstream days in a row spent early), and fields of the
-/// same release whose command prints them only once its part is in.
+/// and a bucket's suggestion (two upstream days in a row spent early).
 const NOT_PRINTED_HERE: &[&str] = &[
     "limiter.url",
     "last_run_limiter.url",
@@ -314,12 +315,15 @@ const NOT_PRINTED_HERE: &[&str] = &[
     "running[].started_at",
     "abandoned[].run_id",
     "abandoned[].started_at",
-    "costs.path",
-    "costs.fingerprint",
     "buckets[].suggested.quota",
     "buckets[].suggested.ceiling",
     "buckets[].suggested.days[].date",
     "buckets[].suggested.days[].upstream_spent_at",
+];
+
+/// Documented fields that other changes of the same release add to the commands'
+/// JSON. Take each out once the binary prints it, so that the check covers it.
+const NOT_PRINTED_YET: &[&str] = &[
     "bucket",
     "buckets[].upstream_spent_at",
     "budget.buckets[].upstream_spent_at",
@@ -331,6 +335,8 @@ const NOT_PRINTED_HERE: &[&str] = &[
     "limiter.path",
     "last_run_limiter.kind",
     "last_run_limiter.path",
+    "costs.path",
+    "costs.fingerprint",
 ];
 
 /// The problems of one section of docs/json.md against what its commands printed:
@@ -355,7 +361,11 @@ fn section_problems(heading: &str, text: &str, objects: &[Value]) -> Vec<String>
         .collect();
     let stale: Vec<String> = documented
         .into_iter()
-        .filter(|p| !is_printed(&printed, p) && !NOT_PRINTED_HERE.contains(&p.as_str()))
+        .filter(|p| {
+            !is_printed(&printed, p)
+                && !NOT_PRINTED_HERE.contains(&p.as_str())
+                && !NOT_PRINTED_YET.contains(&p.as_str())
+        })
         .map(|p| format!("`{p}`"))
         .collect();
     if !stale.is_empty() {
@@ -463,10 +473,10 @@ fn every_command_and_flag_is_in_docs_commands() {
     let mut problems = Vec::new();
     let global = section(&doc, "Global options").expect("a section of the global options");
     for arg in cli.get_arguments() {
-        if let Some(long) = arg.get_long().filter(|l| !["help", "version"].contains(l)) {
-            if !global.contains(&format!("`--{long}")) {
-                problems.push(format!("Global options: `--{long}`"));
-            }
+        if let Some(long) = arg.get_long().filter(|l| !["help", "version"].contains(l))
+            && !global.contains(&format!("`--{long}"))
+        {
+            problems.push(format!("Global options: `--{long}`"));
         }
     }
     fn walk(cmd: &clap::Command, path: &str, doc: &str, problems: &mut Vec<String>) {
