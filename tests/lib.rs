@@ -22,6 +22,7 @@ mod conformance;
 mod crash;
 mod datasette;
 mod differential;
+mod docs_contract;
 mod error_style;
 mod export_charts_e2e;
 #[cfg(unix)]
