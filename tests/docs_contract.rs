@@ -208,6 +208,12 @@ const STEPS: &[Step] = &[
         code: 0,
         lines: true,
     },
+    Step {
+        doc: "`export --format jsonl --per video`",
+        args: &["export", "--format", "jsonl", "--per", "video"],
+        code: 0,
+        lines: true,
+    },
     step(
         "`prune --json`",
         &["prune", "--older-than", "1h", "--dry-run", "--json"],
@@ -319,6 +325,10 @@ const NOT_PRINTED_HERE: &[&str] = &[
     "buckets[].suggested.ceiling",
     "buckets[].suggested.days[].date",
     "buckets[].suggested.days[].upstream_spent_at",
+    // The scenario's video has counts on one side of every change.
+    "crosses[].id",
+    "crosses[].effective_at",
+    "crosses[].what",
 ];
 
 /// Documented fields that other changes of the same release add to the commands'
