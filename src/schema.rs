@@ -71,9 +71,10 @@ pub enum Contents {
     Foreign,
 }
 
-/// Tells what the file behind `conn` holds. A file at a version of [`MIGRATIONS`]
-/// holds `runs` (version 1 created it); one at version 0 that an older trendsync's
-/// limiter or journal wrote holds their `quota_` tables.
+/// Tells what the file behind `conn` holds. A file at a version of [`MIGRATIONS`], or
+/// of a newer trendsync's list, holds `runs` (version 1 created it); one at version 0
+/// that an older trendsync's limiter or journal wrote holds their `quota_` tables. A
+/// `user_version` alone proves nothing: another program's file may set any.
 pub fn contents(conn: &rusqlite::Connection) -> rusqlite::Result<Contents> {
     let version = user_version(conn)?;
     let tables: Vec<String> = conn
@@ -87,15 +88,13 @@ pub fn contents(conn: &rusqlite::Connection) -> rusqlite::Result<Contents> {
             matches!(name, "quota_entry" | "quota_journal")
         }
     };
-    Ok(
-        if version > latest_version() || tables.iter().any(|t| ours(t)) {
-            Contents::Trendsync
-        } else if tables.is_empty() {
-            Contents::Empty
-        } else {
-            Contents::Foreign
-        },
-    )
+    Ok(if tables.iter().any(|t| ours(t)) {
+        Contents::Trendsync
+    } else if tables.is_empty() {
+        Contents::Empty
+    } else {
+        Contents::Foreign
+    })
 }
 
 impl Store {

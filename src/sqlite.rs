@@ -143,7 +143,15 @@ fn enable_wal(conn: &Connection) -> rusqlite::Result<String> {
 /// cannot remove; a read-write connection that never writes (`query_only`) removes
 /// them again when it closes. Only a file this user cannot write falls back to
 /// SQLITE_OPEN_READ_ONLY.
+///
+/// A WAL database read with SQLITE_OPEN_READ_ONLY still needs its `-shm` file, or a
+/// directory to create it in: a file in a directory this user may only read (a
+/// snapshot, a health-check account) fails its first read. Such a file is opened
+/// `immutable` instead, which skips the locks and the WAL, but only when that cannot
+/// misread it: no `-wal` beside it (every write is in the file itself) and no write
+/// permission on it for anyone (nobody can change it while it is read).
 pub fn open_for_reading(path: &Path) -> rusqlite::Result<Connection> {
+    // SQLite opens a file it may not write read-only even when asked for read-write.
     let conn = match Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -155,7 +163,63 @@ pub fn open_for_reading(path: &Path) -> rusqlite::Result<Connection> {
         )?,
     };
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    // A real read of the schema: opening reads nothing, and the header alone
+    // (`user_version`) is read without the WAL index, so neither shows what fails.
+    let conn = match read_schema(&conn) {
+        Ok(()) => conn,
+        Err(e) if frozen(path) => {
+            drop(conn);
+            open_immutable(path).map_err(|_| e)?
+        }
+        Err(e) => return Err(e),
+    };
     conn.pragma_update(None, "query_only", true)?;
+    Ok(conn)
+}
+
+/// Reads the schema table, which a WAL database cannot answer without its index.
+fn read_schema(conn: &Connection) -> rusqlite::Result<()> {
+    conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map(drop)
+}
+
+/// Whether nobody can change the file at `path`: no write permission for anyone, and no
+/// `-wal` beside it holding writes not yet in the file.
+fn frozen(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let unwritable = std::fs::metadata(path)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o222 == 0);
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        unwritable && matches!(Path::new(&wal).try_exists(), Ok(false))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        false
+    }
+}
+
+/// Opens `path` as an immutable database (`?immutable=1`): no locks, no WAL.
+fn open_immutable(path: &Path) -> rusqlite::Result<Connection> {
+    let absolute = std::fs::canonicalize(path)
+        .map_err(|_| rusqlite::Error::InvalidPath(path.to_path_buf()))?;
+    let mut uri = url::Url::from_file_path(&absolute)
+        .map_err(|()| rusqlite::Error::InvalidPath(path.to_path_buf()))?;
+    uri.set_query(Some("immutable=1"));
+    let conn = Connection::open_with_flags(
+        uri.as_str(),
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| {
+        r.get::<_, i64>(0)
+    })?;
     Ok(conn)
 }
 

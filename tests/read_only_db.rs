@@ -151,3 +151,178 @@ fn budget_on_redis_needs_no_database() {
         .run();
     assert!(s.listing().is_empty(), "{:?}", s.listing());
 }
+
+/// Whether this test runs as root, for whom file permissions do not apply: then the
+/// reader is another account.
+fn is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// `cmd` run by a user who may only read what others may: as root, the `nobody`
+/// account (uid and gid 65534, no groups) running a copy of the binary that it may
+/// execute, in `dir` (made world-readable); otherwise this user.
+fn as_reader(cmd: crate::common::Trendsync, dir: &std::path::Path) -> crate::common::Trendsync {
+    use std::os::unix::fs::PermissionsExt;
+    if !is_root() {
+        return cmd;
+    }
+    let copy = dir.join("trendsync-for-reader");
+    if !copy.exists() {
+        // By `cp`, not by this process: a file this process held open for writing could
+        // be inherited by a child another test thread forks at that moment, and exec
+        // of it would fail with "Text file busy".
+        let copied = std::process::Command::new("cp")
+            .arg(assert_cmd::cargo::cargo_bin("trendsync"))
+            .arg(&copy)
+            .status()
+            .expect("running cp");
+        assert!(copied.success(), "copying the binary");
+    }
+    for (path, mode) in [(dir, 0o755), (copy.as_path(), 0o755)] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .expect("opening it to others");
+    }
+    let script = format!("exec '{}' \"$@\"", copy.display());
+    cmd.within(
+        std::path::Path::new("setpriv"),
+        &[
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "sh",
+            "-c",
+            &script,
+        ],
+    )
+}
+
+/// A health check run by an account that may only read the database: a snapshot
+/// (0444) in a directory it may not write (0555), with no -wal beside it. `status
+/// --stale-after` reads it and succeeds, and nothing is created.
+#[test]
+fn a_database_its_user_may_only_read_is_read_by_the_read_commands() {
+    use std::os::unix::fs::PermissionsExt;
+    let h = crate::common::harness::Harness::new(None);
+    h.run(&["run"]);
+    let snapshot_dir = h.scratch.file("snapshot");
+    std::fs::create_dir(&snapshot_dir).expect("a directory");
+    let snapshot = snapshot_dir.join("trendsync.db");
+    // The file as the last run closed it: in WAL mode, its -wal checkpointed away.
+    assert!(!h.scratch.file("trendsync.db-wal").exists());
+    std::fs::copy(h.db_path(), &snapshot).expect("a snapshot");
+    let header = std::fs::read(&snapshot).expect("its bytes");
+    assert_eq!(header[18..20], [2, 2], "a WAL database");
+    std::fs::set_permissions(&snapshot, std::fs::Permissions::from_mode(0o444))
+        .expect("read-only file");
+    std::fs::set_permissions(&snapshot_dir, std::fs::Permissions::from_mode(0o555))
+        .expect("read-only directory");
+    let listing = || {
+        let mut names: Vec<String> = std::fs::read_dir(&snapshot_dir)
+            .expect("listing")
+            .map(|e| {
+                e.expect("an entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    for args in [
+        &["status", "--stale-after", "2h"][..],
+        &["status", "--json"],
+        &["runs"],
+        &["search", "lighthouse"],
+        &["export", "--format", "jsonl"],
+        &["budget"],
+    ] {
+        let cmd = h.scratch.cmd().arg("--db").arg(&snapshot).args(args);
+        as_reader(cmd, h.scratch.path()).run();
+    }
+    assert_eq!(listing(), ["trendsync.db"], "nothing created beside it");
+    std::fs::set_permissions(&snapshot_dir, std::fs::Permissions::from_mode(0o755))
+        .expect("writable again, so that the scratch directory can be removed");
+}
+
+/// Files the read commands cannot use: one this user may not read, a database cut
+/// short, and another program's file that sets a high `user_version`. Each is 78,
+/// saying what is there.
+#[test]
+fn an_unreadable_a_truncated_and_a_foreign_versioned_file_are_refused_saying_what_they_are() {
+    use std::os::unix::fs::PermissionsExt;
+    let h = crate::common::harness::Harness::new(None);
+    h.run(&["run"]);
+    let whole = std::fs::read(h.db_path()).expect("the database");
+    let s = Scratch::new();
+
+    s.write("truncated.db", "");
+    std::fs::write(s.file("truncated.db"), &whole[..whole.len() / 3]).expect("cut short");
+    every_reader_refuses(&s, "truncated.db", "is damaged or truncated");
+
+    let other = rusqlite::Connection::open(s.file("versioned.db")).expect("creating");
+    other
+        .execute_batch("CREATE TABLE notes (t TEXT); PRAGMA user_version = 99;")
+        .expect("filling");
+    drop(other);
+    every_reader_refuses(
+        &s,
+        "versioned.db",
+        "is an SQLite database, but not trendsync's",
+    );
+
+    std::fs::write(s.file("locked.db"), &whole).expect("a copy");
+    std::fs::set_permissions(s.file("locked.db"), std::fs::Permissions::from_mode(0o000))
+        .expect("unreadable");
+    for args in [&["status"][..], &["runs", "--json"], &["budget"]] {
+        let cmd = s
+            .cmd()
+            .arg("--db")
+            .arg(s.file("locked.db"))
+            .args(args)
+            .expect_stderr("cannot be read (")
+            .status(78);
+        as_reader(cmd, s.path()).run();
+    }
+}
+
+/// `run`, `backfill`, `budget charge` and `prune` given another program's SQLite file
+/// refuse it (78) and leave it byte for byte as it was, with nothing beside it.
+#[test]
+fn the_writers_refuse_a_foreign_sqlite_file_and_leave_it_byte_for_byte() {
+    let s = Scratch::new();
+    let other = rusqlite::Connection::open(s.file("other.db")).expect("creating");
+    other
+        .execute_batch(
+            "CREATE TABLE contacts (name TEXT); INSERT INTO contacts VALUES ('x');
+             PRAGMA user_version = 9;",
+        )
+        .expect("filling");
+    drop(other);
+    let before = std::fs::read(s.file("other.db")).expect("its bytes");
+    let listing = s.listing();
+    for args in [
+        &["run"][..],
+        &["run", "--dry-run"],
+        &["backfill"],
+        &["budget", "charge", "videos.list"],
+        &["budget", "unblock"],
+        &["prune", "--older-than", "30d"],
+    ] {
+        s.cmd()
+            .args(["--db", "other.db"])
+            .args(args)
+            .expect_stderr("--db other.db: is an SQLite database, but not trendsync's")
+            .status(78)
+            .run();
+        assert_eq!(
+            std::fs::read(s.file("other.db")).expect("its bytes"),
+            before,
+            "{args:?}"
+        );
+        assert_eq!(s.listing(), listing, "{args:?} created nothing");
+    }
+}

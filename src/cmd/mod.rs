@@ -40,8 +40,24 @@ pub async fn run(cli: Cli) -> Result<()> {
         cli.command,
         Command::Completions { .. } | Command::Man { .. } | Command::Crontab(_)
     );
+    // The commands that write the file refuse one that is not trendsync's before
+    // anything opens it, so that it is left byte for byte as it was.
+    let writes_db = match &cli.command {
+        Command::Run(_) | Command::Backfill(_) | Command::Prune(_) => true,
+        Command::Budget(args) => matches!(
+            args.action,
+            Some(BudgetAction::Charge { .. } | BudgetAction::Unblock { .. })
+        ),
+        _ => false,
+    };
     let checked = if uses_db {
-        refuse_hard_linked(&global.db)
+        refuse_hard_linked(&global.db).and_then(|()| {
+            if writes_db {
+                database::refuse_foreign(&global.db)
+            } else {
+                Ok(())
+            }
+        })
     } else {
         Ok(())
     };

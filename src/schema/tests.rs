@@ -536,11 +536,21 @@ fn contents_tell_trendsync_files_from_empty_and_foreign_ones() {
         "an older journal's file"
     );
     assert_eq!(
-        of(&|p| raw(p)
-            .execute_batch("PRAGMA user_version = 99")
-            .expect("newer")),
+        of(&|p| {
+            drop(Store::open(p).expect("a store"));
+            raw(p)
+                .execute_batch("PRAGMA user_version = 99")
+                .expect("newer");
+        }),
         Contents::Trendsync,
         "a newer build's file, refused later by the open"
+    );
+    assert_eq!(
+        of(&|p| raw(p)
+            .execute_batch("CREATE TABLE notes (t TEXT); PRAGMA user_version = 99")
+            .expect("another program's")),
+        Contents::Foreign,
+        "a version proves nothing: another program's file may set any"
     );
     assert_eq!(
         of(&|p| raw(p).execute_batch("VACUUM").expect("an empty database")),
