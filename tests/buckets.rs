@@ -237,6 +237,12 @@ fn the_dry_run_stops_only_the_spent_bucket(redis: Option<&RedisServer>) {
         .args(["budget", "charge", "search.list", "--count", "90", "--json"])
         .run();
     assert_eq!(ran.json()["policy"], "search", "{}", ran.stdout);
+    assert_eq!(
+        ran.json()["parts"],
+        serde_json::json!([{"name": "search", "kind": "bucket", "used": 90, "remaining": 5}]),
+        "{}",
+        ran.stdout
+    );
 
     let dry = h
         .bare()

@@ -127,12 +127,13 @@ fn print_plan(job: &Job<'_>, budget: &Budget, sim: &Simulation, limiter: &str) -
             stop_shown = true;
             if let Some(stop) = sim.bucket_stops.get(&c.bucket).or(sim.stop.as_ref()) {
                 let why = match stop.denied_by() {
-                    Some(policy) => {
-                        let wait = stop.retry_after(sim.now).map_or(
-                            "never: the call is larger than the policy's maximum".to_owned(),
+                    Some(denied_by) => {
+                        let said = crate::runner::said_no(denied_by, &c.bucket);
+                        let wait = stop.retry_after(sim.now).map_or_else(
+                            || format!("never: the call is larger than the maximum of {said}"),
                             |d| format!("capacity frees in {}", human::duration(d)),
                         );
-                        format!("{policy} would say no; {wait}")
+                        format!("{said} would say no; {wait}")
                     }
                     None => stop.describe(sim.now),
                 };
