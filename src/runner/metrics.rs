@@ -795,16 +795,19 @@ fn previous(path: &Path) -> Option<String> {
     }
 }
 
+/// One sample line read back: its name, its labels (name, value) and its value.
+type ParsedSample = (String, Vec<(String, String)>, f64);
+
 /// The samples of a text exposition: name, labels and value of each line that is not
 /// a comment. A line this cannot read is skipped.
-fn parse_samples(text: &str) -> Vec<(String, Vec<(String, String)>, f64)> {
+fn parse_samples(text: &str) -> Vec<ParsedSample> {
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(parse_sample)
         .collect()
 }
 
-fn parse_sample(line: &str) -> Option<(String, Vec<(String, String)>, f64)> {
+fn parse_sample(line: &str) -> Option<ParsedSample> {
     let (series, value) = line.trim_end().rsplit_once(' ')?;
     let value: f64 = value.parse().ok()?;
     let Some((name, rest)) = series.split_once('{') else {
