@@ -253,6 +253,7 @@ fn the_dry_run_stops_only_the_spent_bucket(redis: Option<&RedisServer>) {
         .run();
     let plan = dry.json();
     assert_eq!(plan["denied_by"], "search", "{plan}");
+    assert_eq!(plan["bucket"], "search", "{plan}");
     let fits = |method: &str| {
         plan["plan"]
             .as_array()

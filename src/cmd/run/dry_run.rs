@@ -229,6 +229,8 @@ struct DryRunJson {
     run_id: Option<String>,
     dry_run: bool,
     status: &'static str,
+    /// The first bucket whose denial or block would cut the run short, else null.
+    bucket: Option<String>,
     units_charged: u64,
     units_unmetered: u64,
     calls: u64,
@@ -287,6 +289,11 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
         run_id: None,
         dry_run: true,
         status: status.as_str(),
+        bucket: sim
+            .calls
+            .iter()
+            .find(|c| !c.fits && sim.bucket_stops.contains_key(&c.bucket))
+            .map(|c| c.bucket.clone()),
         units_charged: 0,
         units_unmetered: 0,
         calls: 0,
