@@ -2,6 +2,11 @@
 //! node_exporter's textfile collector: the last run of each kind, every region's last
 //! attempt and last success, the budget, and the calls by method and outcome.
 //!
+//! The buckets' figures come from the limiter at the run's end. When it did not
+//! answer, `trendsync_limiter_up` is 0 and the figures are the ones the file last had,
+//! read back from it, so that the bucket alerts do not go quiet while it is down; the
+//! calls journalled meanwhile are counted in `trendsync_journal_pending_calls`.
+//!
 //! The regions are the configured ones, not the ones the database knows: a region that
 //! never completed has its last success at 0, so an alert sees it, and a region taken
 //! out of regions.toml has no series, so its alerts clear (its history stays in the
