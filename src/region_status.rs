@@ -30,6 +30,9 @@ pub enum RegionStatus {
     /// The limiter's clock disagreed with the upstream's, or no answer could confirm
     /// a clock already found wrong (DESIGN.md 6): no further calls until it is fixed.
     ClockSkew,
+    /// A call was refused only because the limiter did not answer and its method is
+    /// denied while it is down (DESIGN.md 3.6): the budget may be far from spent.
+    LimiterDown,
     /// A region the run never reached: it stopped before this region's first call.
     /// Never a run's status.
     NotAttempted,
@@ -42,9 +45,8 @@ pub enum RegionStatus {
 }
 
 impl RegionStatus {
-    /// Every status: the seven a run can end with, in the order of DESIGN.md section 2,
-    /// then a region's only ones.
-    pub const ALL: [RegionStatus; 11] = [
+    /// Every status: the eight a run can end with, then a region's only ones.
+    pub const ALL: [RegionStatus; 12] = [
         RegionStatus::Complete,
         RegionStatus::BudgetExhausted,
         RegionStatus::UpstreamQuotaExhausted,
@@ -52,6 +54,7 @@ impl RegionStatus {
         RegionStatus::Skipped,
         RegionStatus::Interrupted,
         RegionStatus::ClockSkew,
+        RegionStatus::LimiterDown,
         RegionStatus::NotAttempted,
         RegionStatus::Queued,
         RegionStatus::Running,
@@ -72,6 +75,7 @@ impl RegionStatus {
             RegionStatus::Skipped => "skipped",
             RegionStatus::Interrupted => "interrupted",
             RegionStatus::ClockSkew => "clock_skew",
+            RegionStatus::LimiterDown => "limiter_down",
             RegionStatus::NotAttempted => "not_attempted",
             RegionStatus::Queued => "queued",
             RegionStatus::Running => "running",
@@ -81,12 +85,14 @@ impl RegionStatus {
 
     /// How serious a stop with this status is, when several stop one run: the most
     /// serious is the run's status (DESIGN.md section 2: `failed`, `interrupted`,
-    /// `clock_skew`, then the stops that only say "later"). Higher is more serious.
+    /// `clock_skew`, `limiter_down`, `upstream_quota_exhausted`, `budget_exhausted`).
+    /// Higher is more serious.
     pub fn seriousness(self) -> u8 {
         match self {
-            RegionStatus::Failed => 5,
-            RegionStatus::Interrupted => 4,
-            RegionStatus::ClockSkew => 3,
+            RegionStatus::Failed => 6,
+            RegionStatus::Interrupted => 5,
+            RegionStatus::ClockSkew => 4,
+            RegionStatus::LimiterDown => 3,
             RegionStatus::UpstreamQuotaExhausted => 2,
             RegionStatus::BudgetExhausted => 1,
             RegionStatus::Complete

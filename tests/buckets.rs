@@ -128,6 +128,8 @@ fn searches_stop_at_their_own_ceiling_and_trending_goes_on(redis: Option<&RedisS
         } else {
             assert_eq!(report["status"], "budget_exhausted", "{report}");
             assert_eq!(report["denied_by"], "search", "{report}");
+            assert_eq!(report["bucket"], "search", "{report}");
+            assert_eq!(report["remaining_by_bucket"]["search"], 0, "{report}");
             // Each region's trending pages were stored even so.
             for region in report["regions"].as_array().expect("regions") {
                 assert_eq!(region["pages"], 2, "{region}");
@@ -237,6 +239,12 @@ fn the_dry_run_stops_only_the_spent_bucket(redis: Option<&RedisServer>) {
         .args(["budget", "charge", "search.list", "--count", "90", "--json"])
         .run();
     assert_eq!(ran.json()["policy"], "search", "{}", ran.stdout);
+    assert_eq!(
+        ran.json()["parts"],
+        serde_json::json!([{"name": "search", "kind": "bucket", "used": 90, "remaining": 5}]),
+        "{}",
+        ran.stdout
+    );
 
     let dry = h
         .bare()
@@ -245,6 +253,7 @@ fn the_dry_run_stops_only_the_spent_bucket(redis: Option<&RedisServer>) {
         .run();
     let plan = dry.json();
     assert_eq!(plan["denied_by"], "search", "{plan}");
+    assert_eq!(plan["bucket"], "search", "{plan}");
     let fits = |method: &str| {
         plan["plan"]
             .as_array()
@@ -686,3 +695,37 @@ fn each_bucket_has_its_own_ceiling_and_reserve(redis: Option<&RedisServer>) {
 }
 
 on_both_limiters!(each_bucket_has_its_own_ceiling_and_reserve);
+
+/// DESIGN.md 7: the cron heartbeat of a run of 8 regions over three buckets in use
+/// says what is left of each, by name after the main bucket's, as `run --json`'s
+/// `remaining_by_bucket` has them (no figure adds two buckets together), within 160
+/// characters.
+#[test]
+fn the_heartbeat_names_what_is_left_of_each_bucket() {
+    let h = granular(
+        FakeUpstream::billing(Billing::granular(10_000, 100, 10_000)),
+        None,
+    );
+    h.bare()
+        .args(["budget", "charge", "videos.batchGetStats", "--count", "3"])
+        .run();
+    let (ran, calls) = h.run(&["run", "--json"]);
+    let report = ran.json();
+    assert_eq!(report["status"], "complete", "{report}");
+    assert!(count(&calls, "search.list") > 0 && count(&calls, "videos.list") > 0);
+    let left = &report["remaining_by_bucket"];
+    assert_eq!(left["stats"], 9497, "{report}");
+    assert_eq!(report["remaining"], left["budget"], "{report}");
+    let said = format!(
+        "{} left, search {}, stats 9497",
+        left["budget"], left["search"]
+    );
+    let summary = ran
+        .stderr
+        .lines()
+        .find(|l| l.contains(" complete in "))
+        .unwrap_or_else(|| panic!("no summary line: {}", ran.stderr));
+    let message = summary.split_once(" INFO ").map_or(summary, |(_, m)| m);
+    assert!(message.contains(&said), "{message}");
+    assert!(message.chars().count() <= 160, "{message}");
+}

@@ -69,7 +69,7 @@ fn dry_run_against_a_spent_budget_exits_75_and_marks_the_stop() {
         .args(["run", "--dry-run"])
         .status(75)
         .stdout(contains(
-            "---- the run would stop here: budget would say no; capacity frees in",
+            "---- the run would stop here: bucket \"budget\" would say no; capacity frees in",
         ))
         .run();
 }
@@ -187,7 +187,7 @@ fn budget_charge_is_all_or_nothing_and_says_when_to_retry() {
     ])
     .status(75)
     .stdout(contains(
-        "denied by budget: 800 units (8 × search.list) do not fit; retry after",
+        "denied by bucket \"budget\": 800 units (8 × search.list) do not fit; retry after",
     ))
     .run();
     assert_eq!(c(&["budget", "--json"]).run().json()["used"], 300);
@@ -544,6 +544,15 @@ fn a_grant_names_the_bucket_under_the_default_costs_file(redis: Option<&RedisSer
     assert_eq!(granted["used"], 100, "{granted}");
     assert_eq!(granted["remaining"], 9400, "{granted}");
     assert_eq!(granted["denied_by"], Value::Null, "{granted}");
+    // Every part the charge went to, its bucket first.
+    assert_eq!(
+        granted["parts"],
+        serde_json::json!([
+            {"name": "budget", "kind": "bucket", "used": 100, "remaining": 9400},
+            {"name": "search", "kind": "limit", "used": 100, "remaining": 1900},
+        ]),
+        "{granted}"
+    );
 
     c(&["budget", "charge", "search.list"])
         .stdout(contains(
@@ -559,6 +568,26 @@ fn a_grant_names_the_bucket_under_the_default_costs_file(redis: Option<&RedisSer
     assert_eq!(denied["denied_by"], "search", "{denied}");
     assert_eq!(denied["policy"], "search", "{denied}");
     assert_eq!(denied["remaining"], 1800, "{denied}");
+    assert_eq!(
+        denied["parts"],
+        serde_json::json!([
+            {"name": "budget", "kind": "bucket", "used": 200, "remaining": 9300},
+            {"name": "search", "kind": "limit", "used": 200, "remaining": 1800},
+        ]),
+        "{denied}"
+    );
+    // The text leads with the bucket, names what said no in the words budget,
+    // bucket and limit, and never says "policy".
+    c(&["budget", "charge", "search.list", "--count", "19"])
+        .status(75)
+        .stdout(contains(
+            "denied by limit \"search\": 1900 units (19 × search.list) do not fit; retry after",
+        ))
+        .stdout(contains(
+            "; 200 used, 9300 remaining in bucket \"budget\"; 200 used, 1800 remaining in limit \"search\"",
+        ))
+        .stdout(lacks("polic"))
+        .run();
 }
 
 #[test]

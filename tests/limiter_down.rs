@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use trendsync::quota::{Charge, Limiter, Part, PolicyRef, RedisLimiter};
 
 use crate::common::harness::{Harness, THREE_REGIONS, shorts};
-use crate::common::upstream::{Call, FakeUpstream, answer_fixture, complete_calls, page2};
+use crate::common::upstream::{Billing, Call, FakeUpstream, answer_fixture, complete_calls, page2};
 use crate::common::{Ran, RedisServer, Running, Trendsync, contains, lacks};
 
 const WINDOW: Duration = Duration::from_secs(3600);
@@ -269,11 +269,11 @@ fn with_redis_down_from_the_start_allowed_calls_are_journalled_and_replayed_once
     h.regions(WITH_SEARCH);
     h.expect_stderr("is unreachable: Connection refused")
         .expect_stderr("stopped: the limiter is down and [when_limiter_down] denies search.list")
-        .expect_ended("budget_exhausted")
+        .expect_ended("limiter_down")
         .status(75);
     let (ran, calls) = run_bounded(&h, &server, &["run", "--json"]);
     let report = ran.json();
-    assert_eq!(report["status"], "budget_exhausted", "{report}");
+    assert_eq!(report["status"], "limiter_down", "{report}");
     assert_eq!(shorts(&calls), complete_calls(&["FR"]));
     assert_eq!(units(&report, "units_unmetered"), 3, "{report}");
     let says = lines_with(&ran.stderr, "the limiter is down");
@@ -530,4 +530,119 @@ fn a_charge_redis_holds_past_its_timeout_is_refused_without_claiming_nothing_was
     let (after, _) = budget(&h, &server);
     let used = after["used"].as_u64().expect("used is a number");
     assert!(used == 0 || used == 100, "{after}");
+}
+
+/// The metrics file's samples, `name{labels}` to value.
+fn samples(path: &std::path::Path) -> BTreeMap<String, f64> {
+    std::fs::read_to_string(path)
+        .expect("reading the metrics file")
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            Some((series.to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The buckets' and the main budget's series.
+fn budget_series(samples: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    samples
+        .iter()
+        .filter(|(s, _)| s.starts_with("trendsync_bucket_") || s.starts_with("trendsync_budget_"))
+        .map(|(s, v)| (s.clone(), *v))
+        .collect()
+}
+
+/// DESIGN.md 3.6 and 7: with Redis down, a run whose search is denied only because
+/// the limiter did not answer ends `limiter_down` (75), not `budget_exhausted`; the
+/// metrics file says the limiter is down and how many calls wait in the journal, and
+/// keeps the buckets' last known figures, so their alerts do not go quiet. The next
+/// run on a live Redis replays them: up again, nothing pending, and the window holds
+/// exactly what was called.
+#[test]
+fn a_run_stopped_by_a_down_limiter_ends_limiter_down_and_its_metrics_say_so() {
+    let mut server = RedisServer::start_durable();
+    let mut h = Harness::with(FakeUpstream::billing(Billing::single(10_000)), None);
+    h.regions(WITH_SEARCH);
+    let metrics = h.scratch.file("trendsync.prom");
+    let metrics_arg = metrics.to_str().expect("a UTF-8 path").to_owned();
+    let args = ["run", "--json", "--metrics-file", metrics_arg.as_str()];
+
+    let (ran, _) = run_bounded(&h, &server, &args);
+    let report = ran.json();
+    assert_eq!(report["status"], "complete", "{report}");
+    assert_eq!(report["bucket"], Value::Null, "{report}");
+    let live = samples(&metrics);
+    assert_eq!(
+        live.get("trendsync_limiter_up{budget=\"key1\"}"),
+        Some(&1.0)
+    );
+    assert_eq!(
+        live.get("trendsync_journal_pending_calls{budget=\"key1\"}"),
+        Some(&0.0)
+    );
+    let known = budget_series(&live);
+    assert!(
+        known.contains_key("trendsync_bucket_used_units{budget=\"key1\",bucket=\"budget\"}"),
+        "{known:?}"
+    );
+
+    server.stop();
+    h.expect_stderr("is unreachable: Connection refused")
+        .expect_stderr("stopped: the limiter is down and [when_limiter_down] denies search.list")
+        .expect_ended("limiter_down")
+        .status(75);
+    let (ran, calls) = run_bounded(&h, &server, &args);
+    let report = ran.json();
+    assert_eq!(report["status"], "limiter_down", "{report}");
+    assert_eq!(report["bucket"], "budget", "{report}");
+    assert_eq!(report["remaining_by_bucket"], Value::Null, "{report}");
+    assert!(
+        !calls.is_empty() && calls.iter().all(|c| c.method != "search.list"),
+        "the trending pages are made unmetered, the search is not: {:?}",
+        shorts(&calls)
+    );
+    let down = samples(&metrics);
+    assert_eq!(
+        down.get("trendsync_limiter_up{budget=\"key1\"}"),
+        Some(&0.0)
+    );
+    let pending = down
+        .get("trendsync_journal_pending_calls{budget=\"key1\"}")
+        .copied()
+        .unwrap_or(0.0);
+    assert!(pending > 0.0, "{down:?}");
+    assert_eq!(pending as usize, journalled(&h).len());
+    assert_eq!(
+        budget_series(&down),
+        known,
+        "the buckets' series stay, with the last known figures"
+    );
+    assert_eq!(
+        down.get("trendsync_last_run_status{kind=\"run\",status=\"limiter_down\"}"),
+        Some(&1.0)
+    );
+
+    server.restart();
+    let (ran, _) = run_bounded(&h, &server, &args);
+    let report = ran.json();
+    assert_eq!(report["status"], "complete", "{report}");
+    let back = samples(&metrics);
+    assert_eq!(
+        back.get("trendsync_limiter_up{budget=\"key1\"}"),
+        Some(&1.0)
+    );
+    assert_eq!(
+        back.get("trendsync_journal_pending_calls{budget=\"key1\"}"),
+        Some(&0.0)
+    );
+    assert!(journalled(&h).is_empty());
+    let (after, _) = budget(&h, &server);
+    assert_window_holds_what_was_sent(&h, &after);
+    assert_eq!(
+        back.get("trendsync_bucket_used_units{budget=\"key1\",bucket=\"budget\"}"),
+        after["used"].as_f64().as_ref(),
+        "{after}"
+    );
 }

@@ -149,7 +149,7 @@ fn the_dry_run_reports_a_blocked_budget_as_the_run_does(redis: Option<&RedisServ
         .args(["run", "--dry-run"])
         .status(75)
         .stdout(contains(
-            "---- the run would stop here: upstream would say no",
+            "---- the run would stop here: the upstream's block would say no",
         ))
         .run();
 }

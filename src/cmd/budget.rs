@@ -18,6 +18,7 @@ use crate::quota::skew::{self, Skew};
 use crate::quota::{
     Allowance, BUDGET_POLICY, BucketRef, Budget, ChargeError, Decision, Entry, Status, Window,
 };
+use crate::runner::said_no;
 
 pub async fn run(global: &Global, args: &BudgetArgs, clock: &Arc<dyn Clock>) -> Result<()> {
     match &args.action {
@@ -442,8 +443,44 @@ struct ChargeJson<'a> {
     remaining: Option<u64>,
     retry_after_s: Option<f64>,
     denied_by: Option<&'a str>,
-    /// The policy `used` and `remaining` describe.
+    /// What `used` and `remaining` describe: METHOD's bucket, unless a limit said
+    /// no (a JSON field name kept from before buckets and limits had their words).
     policy: Option<&'a str>,
+    /// Every bucket and limit the charge went to, its bucket first.
+    parts: Vec<PartJson<'a>>,
+}
+
+/// One bucket or limit a charge went to, after the decision.
+#[derive(Debug, Serialize)]
+struct PartJson<'a> {
+    name: &'a str,
+    /// `bucket` or `limit`.
+    kind: &'static str,
+    used: u64,
+    remaining: u64,
+}
+
+/// The parts of `decision`, METHOD's `bucket` first, each with its kind.
+fn parts_of<'a>(decision: &'a Decision, bucket: &str) -> Vec<PartJson<'a>> {
+    // A charge's first part is its bucket's (none when the method costs nothing
+    // there); a limit may bear the bucket's name, so position says which is which.
+    let mut parts: Vec<PartJson<'a>> = decision
+        .parts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| PartJson {
+            name: &p.policy,
+            kind: if i == 0 && p.policy == bucket {
+                "bucket"
+            } else {
+                "limit"
+            },
+            used: p.used,
+            remaining: p.remaining(),
+        })
+        .collect();
+    parts.sort_by_key(|p| p.kind != "bucket");
+    parts
 }
 
 async fn charge(
@@ -535,6 +572,7 @@ async fn charge(
         retry_after_s: decision.retry_after.map(seconds),
         denied_by: decision.denied_by.as_deref(),
         policy: applied.map(|p| p.policy.as_str()),
+        parts: parts_of(&decision, &charge.bucket),
     };
     let printed = if json {
         print_json(&report)
@@ -569,6 +607,7 @@ fn refused(json: bool, units: u64, denied_by: &str) -> Result<()> {
             retry_after_s: None,
             denied_by: Some(denied_by),
             policy: None,
+            parts: Vec::new(),
         })
     } else {
         Ok(())
@@ -590,7 +629,7 @@ fn print_decision(
         ("units", "do")
     };
     let what = format!("{} {units} ({count} × {method})", report.units);
-    let after = standing(decision, bucket).unwrap_or_else(|| {
+    let after = standing(&report.parts).unwrap_or_else(|| {
         format!(
             "{} used, {} remaining",
             report.used.unwrap_or(0),
@@ -601,18 +640,20 @@ fn print_decision(
     if decision.granted {
         writeln!(out, "granted {what}; {after}")?;
     } else {
-        let policy = report.denied_by.unwrap_or("the budget");
+        let said = report
+            .denied_by
+            .map_or_else(|| "the budget".to_owned(), |d| said_no(d, bucket));
         let wait = match decision.retry_after {
             Some(d) => format!(
                 "retry after {} (at {})",
                 human::duration(d),
                 crate::output::human::timestamp(now_us + crate::quota::micros(d))
             ),
-            None => "it can never fit: it is larger than the policy's maximum".to_owned(),
+            None => format!("it can never fit: it is larger than the maximum of {said}"),
         };
         writeln!(
             out,
-            "denied by {policy}: {what} {verb} not fit; {wait}; {after}"
+            "denied by {said}: {what} {verb} not fit; {wait}; {after}"
         )?;
     }
     Ok(())
@@ -620,24 +661,14 @@ fn print_decision(
 
 /// Where the charge leaves what it went to, METHOD's bucket first, then each limit
 /// (DESIGN.md 2): `5 used, 9495 remaining in bucket "budget"; 5 used, 95 remaining
-/// in limit "search"`. `None` when the decision names no part.
-fn standing(decision: &Decision, bucket: &str) -> Option<String> {
-    let first = decision.parts.iter().find(|p| p.policy == bucket);
-    let rest = decision.parts.iter().filter(|p| p.policy != bucket);
-    let lines: Vec<String> = first
-        .into_iter()
-        .chain(rest)
+/// in limit "search"`. `None` when the charge went to nothing.
+fn standing(parts: &[PartJson<'_>]) -> Option<String> {
+    let lines: Vec<String> = parts
+        .iter()
         .map(|p| {
-            let kind = if p.policy == bucket {
-                "bucket"
-            } else {
-                "limit"
-            };
             format!(
-                "{} used, {} remaining in {kind} \"{}\"",
-                p.used,
-                p.remaining(),
-                p.policy
+                "{} used, {} remaining in {} \"{}\"",
+                p.used, p.remaining, p.kind, p.name
             )
         })
         .collect();

@@ -73,6 +73,7 @@ pub(crate) fn exit_code_for_status(status: RegionStatus) -> Option<ExitCode> {
         RegionStatus::BudgetExhausted
         | RegionStatus::UpstreamQuotaExhausted
         | RegionStatus::ClockSkew
+        | RegionStatus::LimiterDown
         | RegionStatus::Skipped
         | RegionStatus::NotAttempted
         | RegionStatus::Queued

@@ -545,6 +545,43 @@ impl Journal {
     }
 }
 
+/// How many calls of `budget_key` made while the limiter was down wait in the
+/// journal of the database at `db` to be replayed into the window: read only, and 0
+/// for a database or a journal that does not exist.
+pub fn pending_calls(db: &Path, budget_key: &str) -> Result<u64, JournalError> {
+    const DOING: &str = "counting the calls not yet replayed";
+    if matches!(db.try_exists(), Ok(false)) {
+        return Ok(0);
+    }
+    let read = || -> rusqlite::Result<i64> {
+        let conn = crate::sqlite::open_for_reading(db)?;
+        let has = |sql: &str, name: &str| conn.prepare(sql)?.exists([name]);
+        if !has(
+            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+            "quota_journal",
+        )? {
+            return Ok(0);
+        }
+        // A journal from before the ledger holds only calls not yet replayed.
+        let rows = if has(
+            "SELECT 1 FROM pragma_table_info('quota_journal') WHERE name = ?1",
+            "metered",
+        )? {
+            "SELECT COUNT(*) FROM quota_journal WHERE budget = ?1 AND metered = 0"
+        } else {
+            "SELECT COUNT(*) FROM quota_journal WHERE budget = ?1"
+        };
+        conn.query_row(rows, [budget_key], |r| r.get(0))
+    };
+    read()
+        .map(|n| u64::try_from(n).unwrap_or(0))
+        .map_err(|source| JournalError::Sqlite {
+            path: db.to_path_buf(),
+            doing: DOING,
+            source,
+        })
+}
+
 /// When a call made at `made_at_us` has left every window it was charged to.
 fn keep_until(charge: &Charge, made_at_us: i64) -> i64 {
     charge

@@ -25,7 +25,7 @@ use std::time::Duration;
 use crate::clock::Micros;
 
 pub use embedded::EmbeddedLimiter;
-pub use journal::{Epoch, Journal, JournalError, Journalled, Replayed};
+pub use journal::{Epoch, Journal, JournalError, Journalled, Replayed, pending_calls};
 pub use ledger::Ledger;
 pub use model::{Fit, PartOutcome};
 pub use redis::{Decided, RedisCause, RedisConfigError, RedisLimiter, TlsFiles};

@@ -273,7 +273,7 @@ pub fn note_clock_went_back(clock: LimiterClock, policy: &str, newest_us: i64, n
     }
     tracing::warn!(
         clock = clock.as_str(),
-        "{} went back: policy \"{policy}\" holds an entry made at {}, {} after now ({}); the window counts it until it leaves by the clock that made it. If the clock was wrong then, the budget was overspent: check the clocks",
+        "{} went back: the window of \"{policy}\" holds an entry made at {}, {} after now ({}); the window counts it until it leaves by the clock that made it. If the clock was wrong then, the budget was overspent: check the clocks",
         clock.name(),
         crate::output::human::timestamp(newest_us),
         amount(Duration::from_micros(newest_us.abs_diff(now_us))),

@@ -44,11 +44,15 @@ pub(super) async fn record_attempts(run: &Run, regions: &[RegionReport]) {
 /// region does.
 pub(super) fn run_status(follow: Option<&FollowReport>, regions: Status) -> Status {
     match (follow, regions) {
-        (Some(f), Status::Complete | Status::BudgetExhausted | Status::UpstreamQuotaExhausted)
-            if f.status == Status::Failed =>
-        {
-            Status::Failed
-        }
+        // Failed outranks every clean stop (DESIGN.md section 2's order).
+        (
+            Some(f),
+            Status::Complete
+            | Status::BudgetExhausted
+            | Status::UpstreamQuotaExhausted
+            | Status::LimiterDown
+            | Status::ClockSkew,
+        ) if f.status == Status::Failed => Status::Failed,
         (_, status) => status,
     }
 }
@@ -64,16 +68,19 @@ pub(super) async fn run_report(
 ) -> (RunReport, Micros) {
     let budget = run.meter.window().await;
     let remaining = run.meter.remaining(budget.as_ref());
+    let remaining_by_bucket = run.meter.remaining_by_bucket(budget.as_ref());
     let now = run.clock.now();
     let ended_at = now.to_secs().as_i64();
     let totals = run.meter.totals();
     let report = RunReport {
         run_id: run.settings.run_id.clone(),
         status,
+        bucket: run.stops.first_bucket(),
         units_charged: totals.units,
         units_unmetered: totals.units_unmetered,
         calls: totals.calls,
         remaining,
+        remaining_by_bucket,
         retry_after_s: stop
             .as_ref()
             .and_then(|s| s.retry_after(now))
@@ -84,6 +91,7 @@ pub(super) async fn run_report(
         stop_reason: stop.map(|s| s.describe(now)),
         ended_at,
         took: began.elapsed(),
+        limiter_up: budget.is_some(),
         budget,
         attempts: run.attempts.lock().map(|a| a.clone()).unwrap_or_default(),
     };

@@ -274,6 +274,32 @@ impl Meter {
         })
     }
 
+    /// What the run may still spend of each bucket, given its `window`, the main
+    /// one first.
+    pub(super) fn remaining_by_bucket(
+        &self,
+        window: Option<&BudgetWindow>,
+    ) -> Option<Vec<(String, u64)>> {
+        let window = window?;
+        let left = self
+            .budget
+            .buckets()
+            .iter()
+            .map(|b| {
+                let used = window
+                    .buckets
+                    .iter()
+                    .find(|w| w.name == b.name)
+                    .map_or(0, |w| w.used);
+                (
+                    b.name.to_owned(),
+                    b.max_for(self.allowance).saturating_sub(used),
+                )
+            })
+            .collect();
+        Some(left)
+    }
+
     pub(super) fn totals(&self) -> Totals {
         Totals {
             units: self.units.load(Ordering::Relaxed),

@@ -2,6 +2,11 @@
 //! node_exporter's textfile collector: the last run of each kind, every region's last
 //! attempt and last success, the budget, and the calls by method and outcome.
 //!
+//! The buckets' figures come from the limiter at the run's end. When it did not
+//! answer, `trendsync_limiter_up` is 0 and the figures are the ones the file last had,
+//! read back from it, so that the bucket alerts do not go quiet while it is down; the
+//! calls journalled meanwhile are counted in `trendsync_journal_pending_calls`.
+//!
 //! The regions are the configured ones, not the ones the database knows: a region that
 //! never completed has its last success at 0, so an alert sees it, and a region taken
 //! out of regions.toml has no series, so its alerts clear (its history stays in the
@@ -224,6 +229,54 @@ pub struct BucketNumbers {
 }
 
 impl BudgetNumbers {
+    /// The figures a metrics file written earlier (`previous`, its text) gave for
+    /// `budget`, with today's ceilings and quotas: what is last known of the window
+    /// while the limiter does not answer. `None` when that file has no figure for the
+    /// main bucket of this budget.
+    pub fn last_known(budget: &Budget, previous: &str) -> Option<BudgetNumbers> {
+        let samples = parse_samples(previous);
+        let figure = |name: &str, bucket: Option<&str>| {
+            samples.iter().find_map(|(n, labels, value)| {
+                let label = |k: &str| labels.iter().find(|(l, _)| l == k).map(|(_, v)| v);
+                (n == name
+                    && label("budget").is_some_and(|k| *k == budget.key)
+                    && label("bucket").map(String::as_str) == bucket)
+                    .then_some(*value)
+            })
+        };
+        let mut buckets = Vec::new();
+        for b in budget.buckets() {
+            let used = figure("trendsync_bucket_used_units", Some(b.name)).or_else(|| {
+                // A file from before the buckets' series has the main bucket's alone.
+                b.is_main()
+                    .then(|| figure("trendsync_budget_used_units", None))
+                    .flatten()
+            });
+            let Some(used) = used else {
+                if b.is_main() {
+                    return None;
+                }
+                continue;
+            };
+            let blocked = figure(
+                "trendsync_bucket_blocked_until_timestamp_seconds",
+                Some(b.name),
+            )
+            .filter(|s| *s > 0.0);
+            buckets.push(BucketNumbers {
+                name: b.name.to_owned(),
+                used: used.max(0.0) as u64,
+                ceiling: b.ceiling,
+                quota: b.quota,
+                blocked_until_us: blocked.map(|s| (s as i64).saturating_mul(1_000_000)),
+            });
+        }
+        Some(BudgetNumbers {
+            key: budget.key.clone(),
+            buckets,
+        })
+    }
+
     /// `budget`'s numbers with its window as a run found it.
     pub fn of(budget: &Budget, window: &BudgetWindow) -> BudgetNumbers {
         let buckets = budget
@@ -267,6 +320,19 @@ pub struct Picture {
     /// The regions configured in regions.toml, every one of them, not only those
     /// the run fetched: only these have per-region series.
     pub configured: Vec<String>,
+    /// The limiter's health at the run's end; `None` leaves its series out.
+    pub limiter: Option<LimiterHealth>,
+}
+
+/// Whether the limiter answered at the end of a run, and what waits to be counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimiterHealth {
+    /// The budget's key, the series' label.
+    pub key: String,
+    /// The limiter gave the window at the run's end.
+    pub up: bool,
+    /// Calls made while it was down, in the journal, not yet replayed into the window.
+    pub pending_calls: u64,
 }
 
 impl Picture {
@@ -296,6 +362,7 @@ impl Picture {
             budget,
             skews: Vec::new(),
             configured,
+            limiter: None,
         })
     }
 
@@ -317,8 +384,26 @@ impl Picture {
         self.region_families(&mut exp);
         self.call_families(&mut exp, methods);
         self.budget_families(&mut exp);
+        self.limiter_families(&mut exp);
         self.skew_families(&mut exp);
         exp
+    }
+
+    /// Whether the limiter answered, and the calls its journal holds for it.
+    fn limiter_families(&self, exp: &mut Exposition) {
+        if let Some(health) = &self.limiter {
+            let key = health.key.as_str();
+            exp.gauge(
+                "trendsync_limiter_up",
+                "1 when the limiter answered at the end of the run that wrote this file, 0 when it did not: the bucket figures are then the last known ones.",
+            )
+            .sample(&[("budget", key)], if health.up { 1.0 } else { 0.0 });
+            exp.gauge(
+                "trendsync_journal_pending_calls",
+                "Calls made while the limiter was down, journalled in the database and not yet counted in the window; the next command that reaches the limiter replays them.",
+            )
+            .sample(&[("budget", key)], health.pending_calls as f64);
+        }
     }
 
     /// Per kind of run: when the last one ended, how long it took, its status, units and calls.
@@ -600,6 +685,8 @@ pub enum MetricsError {
     Write(#[source] WriteError),
     #[error("reading the metrics")]
     Skew(#[source] crate::quota::skew::SkewError),
+    #[error("reading the metrics")]
+    Journal(#[source] crate::quota::JournalError),
 }
 
 /// A per-bucket gauge: its name, its help, and its value for a bucket.
@@ -674,10 +761,13 @@ pub fn write_after_run(
     report: &RunReport,
 ) -> Result<(), MetricsError> {
     let configured: Vec<String> = configured.iter().map(|c| (*c).to_owned()).collect();
-    let numbers = report
-        .budget
-        .as_ref()
-        .map(|window| BudgetNumbers::of(budget, window));
+    // While the limiter does not answer, the buckets' series stay, with the figures
+    // the file last had (`trendsync_limiter_up 0` says they are not current): an
+    // alert on a nearly spent bucket must not go quiet when the limiter is down.
+    let numbers = match &report.budget {
+        Some(window) => Some(BudgetNumbers::of(budget, window)),
+        None => previous(path).and_then(|text| BudgetNumbers::last_known(budget, &text)),
+    };
     let read = |source| MetricsError::Read {
         db: db.to_path_buf(),
         source: Box::new(source),
@@ -690,9 +780,69 @@ pub fn write_after_run(
         },
     };
     picture.skews = crate::quota::skew::recorded(db).map_err(MetricsError::Skew)?;
+    picture.limiter = Some(LimiterHealth {
+        key: budget.key.clone(),
+        up: report.limiter_up,
+        pending_calls: crate::quota::pending_calls(db, &budget.key)
+            .map_err(MetricsError::Journal)?,
+    });
     write_atomically(path, &picture.exposition(&METHODS).render()).map_err(MetricsError::Write)?;
     tracing::debug!(path = %path.display(), "metrics written");
     Ok(())
+}
+
+/// The metrics file as an earlier run left it; `None` when there is none to read
+/// (a first run, or something that is not a file, which the write refuses anyway).
+fn previous(path: &Path) -> Option<String> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_file() => std::fs::read_to_string(path).ok(),
+        _ => None,
+    }
+}
+
+/// One sample line read back: its name, its labels (name, value) and its value.
+type ParsedSample = (String, Vec<(String, String)>, f64);
+
+/// The samples of a text exposition: name, labels and value of each line that is not
+/// a comment. A line this cannot read is skipped.
+fn parse_samples(text: &str) -> Vec<ParsedSample> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(parse_sample)
+        .collect()
+}
+
+fn parse_sample(line: &str) -> Option<ParsedSample> {
+    let (series, value) = line.trim_end().rsplit_once(' ')?;
+    let value: f64 = value.parse().ok()?;
+    let Some((name, rest)) = series.split_once('{') else {
+        return Some((series.to_owned(), Vec::new(), value));
+    };
+    let mut labels = Vec::new();
+    let mut chars = rest.chars();
+    loop {
+        let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+        let key = key.trim_start_matches(',');
+        if key == "}" || key.is_empty() {
+            break;
+        }
+        if chars.next() != Some('"') {
+            return None;
+        }
+        let mut value = String::new();
+        loop {
+            match chars.next()? {
+                '"' => break,
+                '\\' => match chars.next()? {
+                    'n' => value.push('\n'),
+                    c => value.push(c),
+                },
+                c => value.push(c),
+            }
+        }
+        labels.push((key.to_owned(), value));
+    }
+    Some((name.to_owned(), labels, value))
 }
 
 /// Writing the metrics file failed.

@@ -33,7 +33,7 @@ pub use error::RunError;
 pub use execute::execute;
 pub use outcome::{
     Attempts, BucketWindow, BudgetWindow, CallOutcome, FollowReport, RegionReport, RunReport,
-    Status, Stop,
+    Status, Stop, said_no,
 };
 pub use plan::{Freshness, Phase, Planned, Simulation, Step, plan, simulate};
 pub use record::read_freshness;

@@ -22,6 +22,8 @@ pub enum Stop {
         retry_after: Option<Duration>,
         /// Units left in the method's bucket.
         remaining: u64,
+        /// The method's bucket: `denied_by` is it, or else a limit.
+        bucket: String,
     },
     /// The upstream said a bucket's quota is spent, now or earlier (the bucket is
     /// blocked).
@@ -75,6 +77,7 @@ impl Stop {
                 .unwrap_or_else(|| BUDGET_POLICY.to_owned()),
             retry_after: d.retry_after,
             remaining,
+            bucket: bucket.to_owned(),
         }
     }
 
@@ -93,7 +96,10 @@ impl Stop {
 
     pub fn status(&self) -> Status {
         match self {
-            Stop::Budget { .. } | Stop::LimiterDown { .. } => Status::BudgetExhausted,
+            Stop::Budget { .. } => Status::BudgetExhausted,
+            // Its own status (DESIGN.md 3.6): nothing says the budget is spent; the
+            // limiter did not answer, and the method may not go ahead without it.
+            Stop::LimiterDown { .. } => Status::LimiterDown,
             // Its own status, never a spent budget's (DESIGN.md 6): the budget may be
             // far from spent; the clock it is counted by is what to fix.
             Stop::ClockSkew { .. } | Stop::ClockUnconfirmed { .. } => Status::ClockSkew,
@@ -124,7 +130,7 @@ impl Stop {
                 crate::output::human::duration(d),
                 crate::output::human::timestamp(now.as_i64() + crate::quota::micros(d))
             ),
-            None => "it can never fit: the call is larger than the policy's maximum".to_owned(),
+            None => "it can never fit: the call is larger than the maximum that said no".to_owned(),
         };
         match self {
             Stop::Budget {
@@ -133,9 +139,11 @@ impl Stop {
                 denied_by,
                 retry_after,
                 remaining,
+                bucket,
             } => format!(
-                "budget exhausted: {method} ({units} unit{}) denied by {denied_by} with {remaining} units left; {}",
+                "budget exhausted: {method} ({units} unit{}) denied by {} with {remaining} units left in its bucket; {}",
                 if *units == 1 { "" } else { "s" },
+                said_no(denied_by, bucket),
                 frees(*retry_after)
             ),
             // The reason is the upstream's answer, which says the quota is spent and
@@ -170,6 +178,18 @@ impl Stop {
                 clock.fix()
             ),
         }
+    }
+}
+
+/// What said no to a charge of `bucket`, in the words people read (budget, bucket,
+/// limit): the bucket itself, the upstream's block, or else one of its limits.
+pub fn said_no(denied_by: &str, bucket: &str) -> String {
+    if denied_by == UPSTREAM_POLICY {
+        "the upstream's block".to_owned()
+    } else if denied_by == bucket {
+        format!("bucket \"{denied_by}\"")
+    } else {
+        format!("limit \"{denied_by}\"")
     }
 }
 
@@ -266,13 +286,21 @@ pub struct BucketWindow {
 pub struct RunReport {
     pub run_id: String,
     pub status: Status,
+    /// The first bucket whose denial, block or limiter outage cut the run short; null
+    /// when none did.
+    pub bucket: Option<String>,
     /// Units the limiter granted.
     pub units_charged: u64,
     /// Units of the calls made unmetered while the limiter was down: journalled, and
     /// counted in the window when the journal is replayed. `calls` counts them too.
     pub units_unmetered: u64,
     pub calls: u64,
+    /// What the run's allowance leaves of the main bucket.
     pub remaining: Option<u64>,
+    /// What it leaves of each bucket, the main one first (a JSON object by name);
+    /// `None` when the limiter could not say.
+    #[serde(serialize_with = "by_name")]
+    pub remaining_by_bucket: Option<Vec<(String, u64)>>,
     pub retry_after_s: Option<f64>,
     /// The policy that stopped the run (`upstream` while the budget is blocked).
     pub denied_by: Option<String>,
@@ -292,6 +320,10 @@ pub struct RunReport {
     /// not say (or was down, and so not asked).
     #[serde(skip)]
     pub budget: Option<BudgetWindow>,
+    /// Whether the limiter answered at the run's end (`trendsync_limiter_up`): it
+    /// gave the window `budget` holds.
+    #[serde(skip)]
+    pub limiter_up: bool,
     /// Every attempt the run made, by method and outcome (for `--metrics-file`).
     #[serde(skip)]
     pub attempts: Attempts,
@@ -355,10 +387,7 @@ impl RunReport {
         let videos: u64 = self.regions.iter().map(|r| r.videos).sum();
         let mut calls = Some(plural(self.calls, "call", "calls"));
         let mut units = Some(plural(self.units_charged, "unit", "units"));
-        let left = self.remaining.map(|r| match allowance {
-            Allowance::Ceiling => format!("{r} left"),
-            Allowance::Quota => format!("{r} left to the quota"),
-        });
+        let left = self.left(allowance);
         let mut videos = Some(plural(videos, "video", "videos"));
         let unmetered = (self.units_unmetered > 0).then(|| {
             format!(
@@ -381,28 +410,71 @@ impl RunReport {
                 None => groups.push((r.status, vec![&r.code])),
             }
         }
-        let regions = if groups.is_empty() {
-            "; no region to fetch".to_owned()
-        } else {
-            let named: Vec<String> = groups
-                .iter()
-                .map(|(s, codes)| format!("{} {}", codes.join(" "), s.as_str()))
-                .collect();
-            format!("; regions {}", named.join(", "))
+        let named: Vec<String> = groups
+            .iter()
+            .map(|(s, codes)| format!("{} {}", codes.join(" "), s.as_str()))
+            .collect();
+        let regions = |label: &str| {
+            if groups.is_empty() {
+                "; no region to fetch".to_owned()
+            } else {
+                format!("; {label}{}", named.join(", "))
+            }
         };
+        let mut label = "regions ";
         loop {
             let numbers: Vec<&str> = [&calls, &units, &left, &videos, &unmetered]
                 .into_iter()
                 .flatten()
                 .map(String::as_str)
                 .collect();
-            let line = format!("{head}{}{follow}{regions}", numbers.join(", "));
+            let line = format!("{head}{}{follow}{}", numbers.join(", "), regions(label));
             if line.chars().count() <= SUMMARY_MAX {
                 return line;
             }
             if videos.take().is_none() && calls.take().is_none() && units.take().is_none() {
-                return line;
+                // Last, the word before the regions: their codes say what they are.
+                if label.is_empty() {
+                    return line;
+                }
+                label = "";
             }
+        }
+    }
+
+    /// What is left, bucket by bucket when there are several (DESIGN.md 7: `9480
+    /// left, search 91, stats 9497`): the main bucket's first, unnamed as it always
+    /// was, then each other bucket's by name. No figure adds two buckets together.
+    fn left(&self, allowance: Allowance) -> Option<String> {
+        let to = match allowance {
+            Allowance::Ceiling => "left",
+            Allowance::Quota => "left to the quota",
+        };
+        match self.remaining_by_bucket.as_deref() {
+            Some([(_, main), rest @ ..]) if !rest.is_empty() => {
+                let mut said = vec![format!("{main} {to}")];
+                said.extend(rest.iter().map(|(name, r)| format!("{name} {r}")));
+                Some(said.join(", "))
+            }
+            _ => self.remaining.map(|r| format!("{r} {to}")),
+        }
+    }
+}
+
+/// The buckets' remaining units as one JSON object, by bucket name.
+fn by_name<S: serde::Serializer>(
+    buckets: &Option<Vec<(String, u64)>>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    match buckets {
+        None => serializer.serialize_none(),
+        Some(buckets) => {
+            let mut map = serializer.serialize_map(Some(buckets.len()))?;
+            for (name, units) in buckets {
+                map.serialize_entry(name, units)?;
+            }
+            map.end()
         }
     }
 }

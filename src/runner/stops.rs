@@ -1,8 +1,8 @@
 //! Where a run stands on stopping, shared by its region tasks: one stop per bucket,
 //! which ends every task's calls of that bucket as soon as it (or the upstream, for
 //! it) says no (DESIGN.md 3.9), and one that ends every call (a fatal error, a
-//! signal). The first stop of all is the one the run reports, unless a clock stop
-//! comes after a budget's (DESIGN.md section 2's order).
+//! signal). The run reports the most serious stop it met (DESIGN.md section 2's
+//! order), the first of equals.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -43,6 +43,8 @@ struct Met {
     /// Per bucket, the stop of the calls charged to it (spent, blocked by the
     /// upstream, or the limiter down and the method denied).
     buckets: BTreeMap<String, Stop>,
+    /// The first bucket whose calls stopped (`bucket` in `run --json`).
+    first_bucket: Option<String>,
 }
 
 impl Stops {
@@ -87,6 +89,7 @@ impl Stops {
             }
             Scope::Bucket(b) => {
                 tracing::debug!(run_id = %self.run_id, "stopping the calls of bucket {b}: {why}");
+                met.first_bucket.get_or_insert_with(|| b.clone());
                 met.buckets.insert(b, stop.clone());
             }
         }
@@ -124,6 +127,11 @@ impl Stops {
         self.met.lock().ok().and_then(|m| m.reported.clone())
     }
 
+    /// The first bucket whose calls stopped, whatever the run reports.
+    pub(super) fn first_bucket(&self) -> Option<String> {
+        self.met.lock().ok().and_then(|m| m.first_bucket.clone())
+    }
+
     /// The status a region cut short by the run's stop ends with.
     pub(super) fn status(&self) -> Status {
         self.reported()
@@ -151,15 +159,14 @@ impl Stops {
     }
 }
 
-/// Whether `stop`, met after `reported`, is the one to report instead: a clock stop
-/// after a budget or upstream-quota stop (DESIGN.md section 2 puts `clock_skew`
-/// above both: the clock is what to fix first, and the budget's numbers were
-/// counted on it). Between a failure or a signal and anything else, the first still
-/// stands.
+/// Whether `stop`, met after `reported`, is the one to report instead: a more
+/// serious one (DESIGN.md section 2's order: `failed`, `interrupted`, `clock_skew`,
+/// `limiter_down`, `upstream_quota_exhausted`, `budget_exhausted`). A clock stop
+/// after a budget's is what to fix first, since the budget's numbers were counted on
+/// that clock; a limiter that stopped answering is what an operator must look at,
+/// not a budget that may be far from spent. Between equals, the first still stands.
 fn outranks(stop: &Stop, reported: &Stop) -> bool {
-    let clean = Status::ClockSkew.seriousness();
-    let (new, old) = (stop.status().seriousness(), reported.status().seriousness());
-    new <= clean && new > old
+    stop.status().seriousness() > reported.status().seriousness()
 }
 
 #[cfg(test)]

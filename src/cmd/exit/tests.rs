@@ -192,6 +192,7 @@ fn every_status_gives_its_code() {
         (RegionStatus::Skipped, Some(ExitCode::TryLater)),
         (RegionStatus::Interrupted, Some(ExitCode::Interrupted)),
         (RegionStatus::ClockSkew, Some(ExitCode::TryLater)),
+        (RegionStatus::LimiterDown, Some(ExitCode::TryLater)),
         (RegionStatus::NotAttempted, Some(ExitCode::TryLater)),
         (RegionStatus::Queued, Some(ExitCode::TryLater)),
         (RegionStatus::Running, Some(ExitCode::TryLater)),
@@ -214,6 +215,7 @@ fn a_clean_stop_of_a_run_is_75() {
         denied_by: "budget".into(),
         retry_after: None,
         remaining: 0,
+        bucket: "budget".into(),
     };
     let regions = [
         RegionReport::new("US"),

@@ -127,12 +127,13 @@ fn print_plan(job: &Job<'_>, budget: &Budget, sim: &Simulation, limiter: &str) -
             stop_shown = true;
             if let Some(stop) = sim.bucket_stops.get(&c.bucket).or(sim.stop.as_ref()) {
                 let why = match stop.denied_by() {
-                    Some(policy) => {
-                        let wait = stop.retry_after(sim.now).map_or(
-                            "never: the call is larger than the policy's maximum".to_owned(),
+                    Some(denied_by) => {
+                        let said = crate::runner::said_no(denied_by, &c.bucket);
+                        let wait = stop.retry_after(sim.now).map_or_else(
+                            || format!("never: the call is larger than the maximum of {said}"),
                             |d| format!("capacity frees in {}", human::duration(d)),
                         );
-                        format!("{policy} would say no; {wait}")
+                        format!("{said} would say no; {wait}")
                     }
                     None => stop.describe(sim.now),
                 };
@@ -228,6 +229,8 @@ struct DryRunJson {
     run_id: Option<String>,
     dry_run: bool,
     status: &'static str,
+    /// The first bucket whose denial or block would cut the run short, else null.
+    bucket: Option<String>,
     units_charged: u64,
     units_unmetered: u64,
     calls: u64,
@@ -286,6 +289,11 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
         run_id: None,
         dry_run: true,
         status: status.as_str(),
+        bucket: sim
+            .calls
+            .iter()
+            .find(|c| !c.fits && sim.bucket_stops.contains_key(&c.bucket))
+            .map(|c| c.bucket.clone()),
         units_charged: 0,
         units_unmetered: 0,
         calls: 0,

@@ -202,8 +202,8 @@ fn cases() -> Vec<Case> {
             limiter_down: true,
             regions: vec![region("US", &["a"])],
             calls: vec![V, C],
-            status: Status::BudgetExhausted,
-            ends: vec![Status::BudgetExhausted],
+            status: Status::LimiterDown,
+            ends: vec![Status::LimiterDown],
             units: (0, 2),
             ..case("the limiter down: allowed calls made unmetered, a denied one stops")
         },

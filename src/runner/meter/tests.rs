@@ -168,7 +168,7 @@ async fn what_each_charge_comes_to() {
             costs: SEARCH_BUCKET,
             limiter_down: true,
             charges: &[
-                (SEARCH_LIST, "stops search: budget_exhausted"),
+                (SEARCH_LIST, "stops search: limiter_down"),
                 (VIDEOS_LIST, "unmetered 1"),
             ],
             totals: (0, 1, 1),

@@ -17,6 +17,7 @@ fn a_failed_region_outranks_a_clean_stop() {
         denied_by: "budget".into(),
         retry_after: None,
         remaining: 0,
+        bucket: "budget".into(),
     };
     let regions = [region("US", Status::Complete), region("GB", Status::Failed)];
     assert_eq!(overall(&regions, Some(&stop)), Status::Failed);
@@ -42,10 +43,12 @@ fn a_slow_stopped_run_fits_its_summary_by_dropping_numbers() {
     let mut report = RunReport {
         run_id: "1a20af2636c-d2839a10".into(),
         status: Status::UpstreamQuotaExhausted,
+        bucket: None,
         units_charged: 7,
         units_unmetered: 0,
         calls: 7,
         remaining: Some(9493),
+        remaining_by_bucket: None,
         retry_after_s: None,
         denied_by: None,
         regions,
@@ -54,6 +57,7 @@ fn a_slow_stopped_run_fits_its_summary_by_dropping_numbers() {
         ended_at: 0,
         took: Duration::from_millis(45),
         budget: None,
+        limiter_up: true,
         attempts: Attempts::default(),
     };
     let fast = report.summary("run", Allowance::Ceiling);
@@ -66,6 +70,68 @@ fn a_slow_stopped_run_fits_its_summary_by_dropping_numbers() {
         "{slow}"
     );
     assert!(slow.ends_with("FR IN BR AU CA not_attempted"), "{slow}");
+}
+
+/// A run of eight regions over three buckets: the heartbeat says what is left of
+/// each, by name after the main bucket's, never a sum of two, and stays within the
+/// line's 160 characters.
+#[test]
+fn the_summary_says_what_is_left_per_bucket() {
+    let regions: Vec<RegionReport> = ["US", "GB", "DE", "FR", "IN", "JP", "BR", "MX"]
+        .into_iter()
+        .map(|code| region(code, Status::Complete))
+        .collect();
+    let mut report = RunReport {
+        run_id: "1a20af2636c-d2839a10".into(),
+        status: Status::Complete,
+        bucket: None,
+        units_charged: 6,
+        units_unmetered: 0,
+        calls: 6,
+        remaining: Some(9480),
+        remaining_by_bucket: Some(vec![
+            ("budget".into(), 9480),
+            ("search".into(), 91),
+            ("stats".into(), 9497),
+        ]),
+        retry_after_s: None,
+        denied_by: None,
+        regions,
+        follow: None,
+        stop_reason: None,
+        ended_at: 0,
+        took: Duration::from_millis(59 * 60_000 + 59_000),
+        budget: None,
+        limiter_up: true,
+        attempts: Attempts::default(),
+    };
+    let line = report.summary("run", Allowance::Ceiling);
+    assert!(line.chars().count() <= SUMMARY_MAX, "{line}");
+    assert!(line.contains("9480 left, search 91, stats 9497"), "{line}");
+    let backfill = report.summary("backfill", Allowance::Quota);
+    assert!(
+        backfill.contains("9480 left to the quota, search 91, stats 9497"),
+        "{backfill}"
+    );
+    // Stopped by the search bucket's limiter outage, regions ended two ways.
+    report.status = Status::LimiterDown;
+    for r in &mut report.regions[5..] {
+        r.status = Status::LimiterDown;
+    }
+    let stopped = report.summary("run", Allowance::Ceiling);
+    assert!(stopped.chars().count() <= SUMMARY_MAX, "{stopped}");
+    assert!(
+        stopped.contains("9480 left, search 91, stats 9497")
+            && stopped.ends_with("US GB DE FR IN complete, JP BR MX limiter_down"),
+        "{stopped}"
+    );
+    // One bucket: as it always was.
+    report.remaining_by_bucket = Some(vec![("budget".into(), 9480)]);
+    let one = report.summary("run", Allowance::Ceiling);
+    assert!(
+        one.contains(", 9480 left, ") && !one.contains("search"),
+        "{one}"
+    );
 }
 
 #[test]

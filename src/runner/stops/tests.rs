@@ -27,6 +27,7 @@ fn budget(method: &'static str) -> Stop {
         denied_by: BUDGET_POLICY.into(),
         retry_after: None,
         remaining: 0,
+        bucket: "budget".into(),
     }
 }
 
@@ -35,6 +36,13 @@ fn spent(bucket: &str) -> Stop {
         until: crate::clock::Micros::new(0),
         reason: "quotaExceeded".into(),
         bucket: bucket.into(),
+    }
+}
+
+fn down(method: &'static str) -> Stop {
+    Stop::LimiterDown {
+        method,
+        reason: "Connection refused".into(),
     }
 }
 
@@ -93,14 +101,34 @@ fn which_calls_a_stop_ends_and_which_stop_is_reported() {
             status: Status::BudgetExhausted,
         },
         Case {
-            name: "a bucket's stop before a stop of all is the one reported",
+            name: "a failure after a bucket's stop is the one reported",
             met: vec![
                 (bucket("search"), spent("search")),
                 (Scope::Every, fatal("bad key")),
             ],
             stopped: [true, true],
-            first: Some(spent("search")),
-            status: Status::UpstreamQuotaExhausted,
+            first: Some(fatal("bad key")),
+            status: Status::Failed,
+        },
+        Case {
+            name: "a limiter down after a spent bucket is the one reported",
+            met: vec![
+                (bucket(BUDGET_POLICY), budget("videos.list")),
+                (bucket("search"), down("search.list")),
+            ],
+            stopped: [true, true],
+            first: Some(down("search.list")),
+            status: Status::LimiterDown,
+        },
+        Case {
+            name: "an upstream block after a limiter down does not replace it",
+            met: vec![
+                (bucket("search"), down("search.list")),
+                (bucket(BUDGET_POLICY), spent(BUDGET_POLICY)),
+            ],
+            stopped: [true, true],
+            first: Some(down("search.list")),
+            status: Status::LimiterDown,
         },
         Case {
             name: "the first stop of all wins over a later one",
@@ -143,6 +171,64 @@ fn which_calls_a_stop_ends_and_which_stop_is_reported() {
         assert_eq!(got, c.stopped, "{}: [budget, search] stopped", c.name);
         assert_eq!(stops.reported(), c.first, "{}: the stop reported", c.name);
         assert_eq!(stops.status(), c.status, "{}: a cut-short region", c.name);
+    }
+}
+
+/// DESIGN.md section 2: when several things stop one run, its status is the most
+/// serious, in this order, whichever came first; and `bucket` names the first bucket
+/// that stopped, whatever the run reports.
+#[test]
+fn the_most_serious_stop_is_reported_in_either_order() {
+    let order = [
+        (Scope::Every, fatal("bad key")),
+        (Scope::Every, Stop::Interrupted { signal: "SIGTERM" }),
+        (
+            Scope::Every,
+            Stop::ClockUnconfirmed {
+                clock: crate::quota::skew::LimiterClock::Host,
+            },
+        ),
+        (bucket("search"), down("search.list")),
+        (bucket("stats"), spent("stats")),
+        (bucket(BUDGET_POLICY), budget("videos.list")),
+    ];
+    let statuses: Vec<Status> = order.iter().map(|(_, s)| s.status()).collect();
+    assert_eq!(
+        statuses,
+        [
+            Status::Failed,
+            Status::Interrupted,
+            Status::ClockSkew,
+            Status::LimiterDown,
+            Status::UpstreamQuotaExhausted,
+            Status::BudgetExhausted
+        ]
+    );
+    for (i, serious) in order.iter().enumerate() {
+        for lesser in &order[i + 1..] {
+            // Two stops of every call: the first stands (a second is not recorded).
+            if serious.0 == Scope::Every && lesser.0 == Scope::Every {
+                continue;
+            }
+            for met in [[serious, lesser], [lesser, serious]] {
+                let stops = stops();
+                for (scope, stop) in met {
+                    stops.record(scope.clone(), stop.clone());
+                }
+                assert_eq!(
+                    stops.status(),
+                    serious.1.status(),
+                    "{:?} then {:?}",
+                    met[0].1,
+                    met[1].1
+                );
+                let first_bucket = met.iter().find_map(|(scope, _)| match scope {
+                    Scope::Bucket(b) => Some(b.clone()),
+                    Scope::Every => None,
+                });
+                assert_eq!(stops.first_bucket(), first_bucket);
+            }
+        }
     }
 }
 
