@@ -39,7 +39,7 @@ fn chart_fetches(h: &Harness<'_>) -> Vec<(String, i64, i64)> {
     let db = h.db();
     let mut stmt = db
         .prepare(
-            "SELECT region, ifnull(chart, 0), count(*) FROM chart_places
+            "SELECT region, CAST(ifnull(chart, 0) AS INTEGER), count(*) FROM chart_places
              GROUP BY run_id, region, chart ORDER BY region, 2",
         )
         .expect("preparing");

@@ -134,7 +134,7 @@ offset = 7
     h.fake
         .answer_instead(category_chart("US", "17"), answer(200, &page.to_string()));
     h.run(&["run"]);
-    let places: Vec<(String, Option<i64>)> = {
+    let places: Vec<(String, Option<String>)> = {
         let db = h.db();
         let mut stmt = db
             .prepare("SELECT region, chart FROM chart_places WHERE video_id = 'SportsOnly1'")
@@ -146,7 +146,7 @@ offset = 7
     };
     assert_eq!(
         places,
-        [("US".to_owned(), Some(17))],
+        [("US".to_owned(), Some("17".to_owned()))],
         "only on US's Sports chart"
     );
 
