@@ -24,6 +24,7 @@ mod follow;
 mod history;
 mod prune;
 mod read;
+mod run_limiter;
 pub(crate) mod schema;
 mod sql;
 mod write;
@@ -42,6 +43,7 @@ pub use follow::{FollowCounts, FollowStored};
 pub use history::{CallCount, HistoryFilter, HistoryRow, RegionOutcome, RunStart};
 pub use prune::PruneReport;
 pub use read::{ChartPlace, ChartSpan, CountPoint, CountSource, VideoPlace};
+pub use run_limiter::{LastRunLimiter, RunLimiter};
 
 use crate::sqlite::{Durability, Migration, OpenError};
 
