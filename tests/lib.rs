@@ -16,7 +16,7 @@ mod clock_shift;
 mod clock_skew;
 mod config_bounds;
 mod config_errors;
-// Signals nothing, but runs /bin/sh and env -i as cron does: Unix only.
+// /bin/sh and env -i, as cron runs a line: Unix only.
 #[cfg(unix)]
 mod config_identity;
 mod conformance;
