@@ -96,3 +96,6 @@ impl Store {
             .map_err(self.err("looking for the runs' limiter columns"))
     }
 }
+
+#[cfg(test)]
+mod tests;

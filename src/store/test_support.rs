@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use rusqlite::Connection;
 use tempfile::TempDir;
 
-use super::schema::{ANALYSTS, CHARTS, COMPACT, FOLLOW_UPS, RUN_DURATIONS, RUN_OUTCOMES, VIDEOS};
+use super::schema::{
+    ANALYSTS, CHARTS, COMPACT, FOLLOW_UPS, RUN_DURATIONS, RUN_LIMITERS, RUN_OUTCOMES, VIDEOS,
+};
 use super::{Store, StoreError, VideoRecord};
 use crate::sqlite::{Migration, version_of};
 
@@ -28,6 +30,7 @@ pub(crate) const FILE: &[Migration] = &[
     FOLLOW_UPS,
     ANALYSTS,
     RUN_DURATIONS,
+    RUN_LIMITERS,
 ];
 
 /// The version [`open`] brings a file to: as many as [`FILE`] has steps.
