@@ -503,3 +503,34 @@ fn another_costs_file_than_the_latest_runs_is_named_with_both_fingerprints() {
     // The same file: nothing to say.
     h.bare().args(["status"]).stderr(lacks("WARN")).run();
 }
+
+/// A costs file this shell found where cron would not (its current directory) is
+/// named in every crontab line; one cron finds by itself is not.
+#[test]
+fn crontab_names_a_file_only_where_cron_would_not_find_it() {
+    let s = Scratch::new();
+    let granular = std::fs::read_to_string(repo().join("quota-costs.granular.toml"))
+        .expect("the granular file");
+    s.write("quota-costs.toml", &granular);
+    std::fs::create_dir(s.file("state")).expect("a directory");
+    let ran = s
+        .cmd()
+        .args(["--db", "state/trendsync.db", "crontab"])
+        .run();
+    let costs = s.file("quota-costs.toml");
+    let lines: Vec<&str> = ran.stdout.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(lines.len(), 8, "{}", ran.stdout);
+    for line in &lines {
+        assert!(
+            line.contains(&format!(" --costs {} ", costs.display())),
+            "{line}"
+        );
+        assert!(!line.contains("--regions"), "{line}");
+    }
+    // In the directory the lines start in, cron finds the same file by itself.
+    s.write("state/quota-costs.toml", &granular);
+    s.cmd()
+        .args(["--db", "state/trendsync.db", "crontab"])
+        .stdout(lacks("--costs"))
+        .run();
+}

@@ -90,7 +90,8 @@ impl ConfigDirs {
         if let Some(dir) = config_dir {
             dirs.push((dir, Source::ConfigDir));
         }
-        dirs.push((PathBuf::from("."), Source::CurrentDir));
+        // The empty path: a file found here is named as the user would, `quota-costs.toml`.
+        dirs.push((PathBuf::new(), Source::CurrentDir));
         let xdg = xdg_config_home
             .filter(|p| p.is_absolute())
             .or_else(|| home.map(|h| h.join(".config")));

@@ -31,7 +31,7 @@ fn the_directories_come_in_the_documented_order() {
         sources,
         [
             ("/c".to_owned(), Source::ConfigDir),
-            (".".to_owned(), Source::CurrentDir),
+            (String::new(), Source::CurrentDir),
             ("/x/trendsync".to_owned(), Source::XdgConfigHome),
             ("/etc/trendsync".to_owned(), Source::System),
         ]
