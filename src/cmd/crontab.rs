@@ -108,7 +108,11 @@ pub fn run(global: &Global, args: &CrontabArgs) -> Result<()> {
     if let Some(config_dir) = &config_dir {
         // cron starts the lines with none of this shell's variables: the lookup they
         // make must start where this one did.
-        text.push_str(&format!("TRENDSYNC_CONFIG_DIR={}\n", config_dir.display()));
+        text.push_str(&format!(
+            "# The lines look quota-costs.toml and regions.toml up from here first, as this shell did:\n\
+             TRENDSYNC_CONFIG_DIR={}\n",
+            config_dir.display()
+        ));
     }
     text.push_str(&region_lines(&schedules, &dir, &fixed));
     std::io::stdout().lock().write_all(text.as_bytes())?;
