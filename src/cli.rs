@@ -53,11 +53,11 @@ Examples:
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Global options")]
 pub struct Global {
-    /// quota-costs.toml [default: ./quota-costs.toml if present, else the built-in copy]
+    /// quota-costs.toml [default: the first found in $TRENDSYNC_CONFIG_DIR, the current directory, $XDG_CONFIG_HOME/trendsync, /etc/trendsync; else the built-in copy]
     #[arg(long, env = "TRENDSYNC_COSTS", global = true, value_name = "PATH")]
     pub costs: Option<PathBuf>,
 
-    /// regions.toml [default: ./regions.toml if present, else the built-in copy]
+    /// regions.toml [default: the first found in $TRENDSYNC_CONFIG_DIR, the current directory, $XDG_CONFIG_HOME/trendsync, /etc/trendsync; else the built-in copy]
     #[arg(long, env = "TRENDSYNC_REGIONS", global = true, value_name = "PATH")]
     pub regions: Option<PathBuf>,
 
@@ -160,6 +160,8 @@ pub enum Command {
     Export(ExportArgs),
     /// Print one crontab line per region at its offset minute
     Crontab(CrontabArgs),
+    /// Show the configuration in force and where each part came from (files, database, limiter, key)
+    Config(ConfigArgs),
     /// Print shell completions
     Completions {
         #[arg(value_enum)]
@@ -192,6 +194,11 @@ pub struct FetchArgs {
     /// Print one JSON object with the outcome on stdout
     #[arg(long)]
     pub json: bool,
+
+    /// Charge this limiter although the database's latest run charged the other kind
+    /// (embedded or Redis): the one step that moves a database between them on purpose
+    #[arg(long)]
+    pub switch_limiter: bool,
 }
 
 #[derive(Debug, Args)]
@@ -383,6 +390,13 @@ pub struct ExportArgs {
     /// Write here (replaced whole when done) instead of stdout
     #[arg(long, value_name = "PATH")]
     pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// Print one JSON object on stdout
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -52,6 +52,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     crate::store::changes::STEP,
     crate::store::chart_history::STEP,
     crate::store::text_ids::STEP,
+    crate::store::schema::RUN_LIMITERS,
 ];
 
 /// The highest schema version this build knows: what the store brings the file to.

@@ -342,7 +342,9 @@ fn every_place_that_shows_the_budget_shows_every_bucket(redis: Option<&RedisServ
     assert_eq!(names, ["budget", "search", "stats"], "{status}");
     h.bare()
         .args(["status"])
-        .stdout(contains("bucket \"search\": 2 used of ceiling 95"))
+        // Each figure names the limiter it came from.
+        .stdout(contains("bucket \"search\" (on "))
+        .stdout(contains("): 2 used of ceiling 95"))
         .run();
 
     let exposition = std::fs::read_to_string(&metrics).expect("the metrics file");

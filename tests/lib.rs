@@ -16,6 +16,9 @@ mod clock_shift;
 mod clock_skew;
 mod config_bounds;
 mod config_errors;
+// /bin/sh and env -i, as cron runs a line: Unix only.
+#[cfg(unix)]
+mod config_identity;
 mod conformance;
 // SIGKILL, exit statuses by signal, advisory locks: Unix only.
 #[cfg(unix)]

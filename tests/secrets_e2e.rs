@@ -221,6 +221,9 @@ fn session(server: &RedisServer, redacted: &str, dead: &str) {
         .env("RUST_LOG", "trace")
         .args(["--redis-url", dead, "budget"])
         .expect_stderr("is unreachable")
+        // Another Redis than the runs', and the built-in costs file: both named
+        // (masked), before the limiter is tried.
+        .expect_stderr("but the latest run")
         .status(1)
         .stderr(contains(dead_redacted.as_str()))
         .stderr(contains("unreachable"))

@@ -195,6 +195,42 @@ struct BudgetJson {
     limits: Vec<LimitJson>,
     blocked_until: Option<String>,
     buckets: Vec<BucketJson>,
+    /// The limiter these figures came from, and the one the latest run charged.
+    #[serde(flatten)]
+    read: Option<ReadJson>,
+}
+
+/// What `budget` and `status` read, against the database's latest run.
+#[derive(Debug, Serialize)]
+pub(crate) struct ReadJson {
+    pub limiter: super::identity::LimiterJson,
+    pub last_run_limiter: Option<super::identity::LimiterJson>,
+    /// The costs file read: its path (or `built-in quota-costs.toml`) and the parsed
+    /// budget's fingerprint.
+    pub costs: CostsReadJson,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct CostsReadJson {
+    pub path: String,
+    pub fingerprint: String,
+}
+
+impl ReadJson {
+    /// Warns first when this command reads another limiter or costs file than the
+    /// latest run (see [`super::identity::check_reading`]).
+    pub(crate) fn check(global: &Global, budget: &Budget) -> ReadJson {
+        let path = super::costs_file(global).origin.describe(super::COSTS_FILE);
+        let reading = super::identity::check_reading(global, budget, &path);
+        ReadJson {
+            limiter: reading.limiter,
+            last_run_limiter: reading.last_run,
+            costs: CostsReadJson {
+                path,
+                fingerprint: budget.fingerprint(),
+            },
+        }
+    }
 }
 
 fn bucket_json(bucket: &BucketRef<'_>, status: &Status) -> BucketJson {
@@ -257,6 +293,7 @@ fn summarize(budget: &Budget, status: &Status) -> BudgetJson {
         limits,
         blocked_until: main.blocked_until.clone(),
         buckets,
+        read: None,
     }
 }
 
@@ -338,16 +375,24 @@ async fn show(global: &Global, json: bool, clock: &Arc<dyn Clock>) -> Result<()>
         // --db, not a whole budget left.
         super::database::require(&global.db)?;
     }
+    let read = ReadJson::check(global, &budget);
     let limiter = open_limiter(global, &budget, Access::ReadReplayed, clock).await?;
     let names: Vec<&str> = budget.buckets().iter().map(|b| b.name).collect();
     let status = read_status(&limiter, &budget, &names).await?;
-    let report = summarize(&budget, &status);
+    let mut report = summarize(&budget, &status);
+    let costs = read.costs.path.clone();
+    report.read = Some(read);
     if json {
         return print_json(&report);
     }
     let width = crate::output::table::width();
     let mut out = crate::output::table::Wrapped::new(std::io::stdout().lock(), width);
-    writeln!(out, "budget \"{}\" on {}", budget.key, limiter.describe())?;
+    writeln!(
+        out,
+        "budget \"{}\" on {}, costs from {costs}",
+        budget.key,
+        limiter.describe()
+    )?;
     let alone = report.buckets.len() == 1;
     for b in &report.buckets {
         print_bucket(&mut out, b, alone)?;
@@ -515,6 +560,7 @@ async fn charge(
         })?;
     let _writing =
         super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
+    super::identity::refuse_other_kind(global, false, "budget charge")?;
     let limiter = open_limiter(global, &budget, Access::Charge, clock).await?;
     // A charge decided by a clock last seen far from the upstream's would count the
     // window wrongly; only a run can check the clock (its calls' answers say the

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 
 use super::load_config;
 use crate::cli::{CrontabArgs, Global};
+use crate::config::{ConfigDirs, Found, Origin, SYSTEM_DIR, Source};
 use crate::error::{MissingConfig, UsageError};
 
 /// The minute and hour fields that run a job every `every`, at `offset` past the hour.
@@ -101,8 +102,18 @@ pub fn run(global: &Global, args: &CrontabArgs) -> Result<()> {
     let dir = db
         .parent()
         .map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
-    let fixed = fixed_command(global, &binary, &db)?;
+    let config_dir = config_dir_variable()?;
+    let fixed = fixed_command(global, &binary, &db, &dir, config_dir.as_deref())?;
     let mut text = header(global, args.every);
+    if let Some(config_dir) = &config_dir {
+        // cron starts the lines with none of this shell's variables: the lookup they
+        // make must start where this one did.
+        text.push_str(&format!(
+            "# The lines look quota-costs.toml and regions.toml up from here first, as this shell did:\n\
+             TRENDSYNC_CONFIG_DIR={}\n",
+            config_dir.display()
+        ));
+    }
     text.push_str(&region_lines(&schedules, &dir, &fixed));
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(())
@@ -124,18 +135,85 @@ fn binary_path(given: Option<&Path>) -> Result<PathBuf> {
     Ok(p)
 }
 
+/// `$TRENDSYNC_CONFIG_DIR` made absolute, for a variable line of the crontab; an
+/// error when cron could not be given it whole (a crontab variable is one line, and
+/// cron strips quotes and spaces around it).
+fn config_dir_variable() -> Result<Option<PathBuf>> {
+    let Some(dir) = std::env::var_os("TRENDSYNC_CONFIG_DIR").filter(|d| !d.is_empty()) else {
+        return Ok(None);
+    };
+    let dir = absolute(Path::new(&dir))?;
+    let text = dir.display().to_string();
+    let unsafe_char = |c: char| c.is_control() || c == '\'' || c == '"' || c == '%';
+    if text.chars().any(unsafe_char) || text.trim() != text {
+        return Err(MissingConfig(format!(
+            "TRENDSYNC_CONFIG_DIR {text:?} cannot be written as a crontab variable (quotes, %, \
+             control characters or spaces at its ends); move the files, or name them with --costs and --regions"
+        ))
+        .into());
+    }
+    Ok(Some(dir))
+}
+
+/// Whether the file the lookup found here is the one a cron line, started in `dir`
+/// with only `config_dir` of this shell's variables, would find: cron has no
+/// `XDG_CONFIG_HOME`, and its `HOME` may not be this shell's, so only
+/// `$TRENDSYNC_CONFIG_DIR`, the line's directory and `/etc/trendsync` are counted on.
+fn cron_finds_the_same(found: &Found, name: &str, dir: &Path, config_dir: Option<&Path>) -> bool {
+    let mut dirs = Vec::with_capacity(3);
+    if let Some(config_dir) = config_dir {
+        dirs.push((config_dir.to_path_buf(), Source::ConfigDir));
+    }
+    dirs.push((dir.to_path_buf(), Source::CurrentDir));
+    dirs.push((PathBuf::from(SYSTEM_DIR), Source::System));
+    let cron = ConfigDirs { dirs }.find(name);
+    match (&found.origin, &cron.origin) {
+        (Origin::BuiltIn, Origin::BuiltIn) => true,
+        (Origin::Given(here), Origin::Given(there)) => {
+            matches!((std::fs::read(here), std::fs::read(there)), (Ok(a), Ok(b)) if a == b)
+        }
+        _ => false,
+    }
+}
+
 /// The program and the global options every line shares, each path checked and made
-/// absolute, since cron runs the lines from elsewhere.
-fn fixed_command(global: &Global, binary: &Path, db: &Path) -> Result<String> {
+/// absolute, since cron runs the lines from elsewhere. A configuration file the lines
+/// would find by themselves (in `/etc/trendsync`, say) is not named: the lookup finds
+/// it under cron as here. One they would not is named with its flag.
+fn fixed_command(
+    global: &Global,
+    binary: &Path,
+    db: &Path,
+    dir: &Path,
+    config_dir: Option<&Path>,
+) -> Result<String> {
     let mut fixed = format!("{} --db {}", sh(binary), sh(db));
-    for (flag, given, default) in [
-        ("--costs", &global.costs, "quota-costs.toml"),
-        ("--regions", &global.regions, "regions.toml"),
+    for (flag, given, found, name) in [
+        (
+            "--costs",
+            &global.costs,
+            super::costs_file(global),
+            super::COSTS_FILE,
+        ),
+        (
+            "--regions",
+            &global.regions,
+            super::regions_file(global),
+            super::REGIONS_FILE,
+        ),
     ] {
-        let path = match given {
-            Some(p) => Some(existing(p, flag)?),
-            None if Path::new(default).is_file() => Some(absolute(Path::new(default))?),
-            None => None,
+        let path = match (given, &found.origin) {
+            (Some(p), _) => Some(existing(p, flag)?),
+            _ if cron_finds_the_same(&found, name, dir, config_dir) => None,
+            (None, Origin::Given(p)) => Some(absolute(p)?),
+            (None, Origin::BuiltIn) => {
+                return Err(MissingConfig(format!(
+                    "this shell reads the built-in {name}, but the lines, started in {}, would read another {name}; \
+                     name the file to use with {flag}",
+                    dir.display()
+                ))
+                .into());
+            }
         };
         if let Some(p) = path {
             fixed.push_str(&format!(" {flag} {}", sh(&p)));

@@ -3,10 +3,12 @@
 
 mod budget;
 mod completions;
+mod configuration;
 mod crontab;
 mod database;
 mod exit;
 mod export;
+mod identity;
 mod key;
 mod maintenance;
 mod man;
@@ -26,7 +28,7 @@ use anyhow::{Context, Result};
 
 use crate::cli::{BudgetAction, Cli, Command, Global};
 use crate::clock::Clock;
-use crate::config::{self, Config, Origin};
+use crate::config::{self, Config, ConfigDirs, Found, Origin, Source};
 use crate::error::{MissingConfig, UsageError, is_broken_pipe, is_silent};
 use crate::quota::{
     Budget, EmbeddedLimiter, Journal, Limiter, LimiterError, RedisLimiter, Status, TlsFiles,
@@ -38,7 +40,10 @@ pub async fn run(cli: Cli) -> Result<()> {
     let global = &cli.global;
     let uses_db = !matches!(
         cli.command,
-        Command::Completions { .. } | Command::Man { .. } | Command::Crontab(_)
+        Command::Completions { .. }
+            | Command::Man { .. }
+            | Command::Crontab(_)
+            | Command::Config(_)
     );
     // The commands that write the file refuse one that is not trendsync's before
     // anything opens it, so that it is left byte for byte as it was.
@@ -76,6 +81,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             Command::Search(args) => search::run(global, args),
             Command::Video(args) => video::run(global, args),
             Command::Crontab(args) => crontab::run(global, args),
+            Command::Config(args) => configuration::run(global, args),
             Command::Status(args) => status::run(global, args, clock).await,
             Command::Runs(args) => runs::run(global, args, clock.as_ref()),
             Command::Prune(args) => prune::run(global, args, clock.as_ref()),
@@ -130,6 +136,7 @@ fn wants_json(command: &Command) -> bool {
         Command::Status(args) => args.json,
         Command::Runs(args) => args.json,
         Command::Prune(args) => args.json,
+        Command::Config(args) => args.json,
         Command::Completions { .. }
         | Command::Man { .. }
         | Command::Crontab(_)
@@ -154,16 +161,95 @@ fn print_failure_json(err: &anyhow::Error) {
 /// The upstream methods trendsync itself charges, which must all have a cost.
 const CALLED: &[&str] = &[youtube::VIDEOS_LIST, youtube::VIDEO_CATEGORIES_LIST];
 
+/// The costs file's name in the configuration directories.
+pub(crate) const COSTS_FILE: &str = "quota-costs.toml";
+/// The regions file's name in the configuration directories.
+pub(crate) const REGIONS_FILE: &str = "regions.toml";
+
+/// The `quota-costs.toml` this command reads, and why.
+pub(crate) fn costs_file(global: &Global) -> Found {
+    resolve(global.costs.as_deref(), "TRENDSYNC_COSTS", COSTS_FILE)
+}
+
+/// The `regions.toml` this command reads, and why.
+pub(crate) fn regions_file(global: &Global) -> Found {
+    resolve(global.regions.as_deref(), "TRENDSYNC_REGIONS", REGIONS_FILE)
+}
+
+/// The file a flag or variable names, else the first one the configuration
+/// directories hold, else the built-in copy. A file found that hides a different one
+/// further down the directories is named in a warning (once per process): a process
+/// started elsewhere (cron, systemd, another directory) would read the other one.
+fn resolve(given: Option<&Path>, variable: &str, name: &str) -> Found {
+    if let Some(path) = given {
+        let from_variable = std::env::var_os(variable).is_some_and(|v| Path::new(&v) == path);
+        return Found {
+            origin: Origin::Given(path.to_path_buf()),
+            source: if from_variable {
+                Source::Variable
+            } else {
+                Source::Flag
+            },
+            shadows: None,
+        };
+    }
+    let found = ConfigDirs::from_env().find(name);
+    if let (Origin::Given(path), Some((other, other_source))) = (&found.origin, &found.shadows) {
+        static WARNED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+        let first = WARNED.lock().map_or(true, |mut warned| {
+            let fresh = !warned.iter().any(|n| n == name);
+            if fresh {
+                warned.push(name.to_owned());
+            }
+            fresh
+        });
+        if first {
+            tracing::warn!(
+                "{name}: reading {} (found in {}), which hides a different {} (in {}); a process started in another directory or with other variables, as cron and systemd are, may read that one instead. Keep one of them, or name the file with {}",
+                shown(path),
+                where_found(found.source),
+                shown(other),
+                where_found(*other_source),
+                if name == COSTS_FILE {
+                    "--costs"
+                } else {
+                    "--regions"
+                }
+            );
+        }
+    }
+    found
+}
+
+/// Where a configuration directory is, in words.
+fn where_found(source: Source) -> &'static str {
+    match source {
+        Source::ConfigDir => "$TRENDSYNC_CONFIG_DIR",
+        Source::CurrentDir => "the current directory",
+        Source::XdgConfigHome => "$XDG_CONFIG_HOME/trendsync",
+        Source::System => config::SYSTEM_DIR,
+        Source::Flag | Source::Variable | Source::BuiltIn => "the place it was given",
+    }
+}
+
+/// A path made absolute for a message, so that it names one file wherever it is read.
+pub(crate) fn shown(path: &Path) -> String {
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
+}
+
 pub(crate) fn load_config(global: &Global) -> Result<Config> {
-    let costs = Origin::resolve(global.costs.as_deref(), "quota-costs.toml");
-    let regions = Origin::resolve(global.regions.as_deref(), "regions.toml");
+    let costs = costs_file(global).origin;
+    let regions = regions_file(global).origin;
     let config = Config::load(&costs, &regions, CALLED, youtube::SEARCH_LIST)?;
     refuse_api_key_as_budget_key(global, &config.budget, &costs)?;
     Ok(config)
 }
 
 pub(crate) fn load_budget(global: &Global) -> Result<Budget> {
-    let costs = Origin::resolve(global.costs.as_deref(), "quota-costs.toml");
+    let costs = costs_file(global).origin;
     let budget = config::load_budget(&costs)?;
     refuse_api_key_as_budget_key(global, &budget, &costs)?;
     Ok(budget)
@@ -177,10 +263,7 @@ fn refuse_api_key_as_budget_key(global: &Global, budget: &Budget, costs: &Origin
         return Ok(());
     };
     if key.is(&budget.key) {
-        let file = match costs {
-            Origin::Given(path) => path.display().to_string(),
-            Origin::BuiltIn => "built-in quota-costs.toml".to_owned(),
-        };
+        let file = costs.describe(COSTS_FILE);
         return Err(MissingConfig(format!(
             "{file}: budget.key is the API key in use; it must only name the pool (e.g. \"key1\"), \
              or the key would end up in Redis key names and the database"

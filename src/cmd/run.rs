@@ -34,6 +34,9 @@ struct Job<'a> {
     dry_run: bool,
     json: bool,
     concurrency: u16,
+    /// `--switch-limiter`: charge this limiter although the latest run charged the
+    /// other kind.
+    switch_limiter: bool,
 }
 
 /// A call that takes longer than this is treated as a timeout (and retried).
@@ -49,6 +52,7 @@ pub async fn run(global: &Global, args: &RunArgs, clock: &Arc<dyn Clock>) -> Res
         dry_run: args.fetch.dry_run,
         json: args.fetch.json,
         concurrency: args.fetch.concurrency,
+        switch_limiter: args.fetch.switch_limiter,
     };
     execute(global, &config, job, clock).await
 }
@@ -81,6 +85,7 @@ pub async fn backfill(global: &Global, args: &BackfillArgs, clock: &Arc<dyn Cloc
         dry_run: args.fetch.dry_run,
         json: args.fetch.json,
         concurrency: args.fetch.concurrency,
+        switch_limiter: args.fetch.switch_limiter,
     };
     execute(global, &config, job, clock).await
 }
@@ -150,6 +155,12 @@ async fn fetch(
     // too instead of killing the process.
     let signals = Signals::listen()?;
     let key = key::for_calls(global)?;
+    // Before anything is charged, the journal's replay included.
+    super::identity::refuse_other_kind(
+        global,
+        job.switch_limiter,
+        &format!("this {}", job.kind.as_str()),
+    )?;
     // Held for the whole run: a `prune --vacuum` under way is waited for here, before
     // anything is recorded or charged.
     let _writing =
@@ -178,6 +189,7 @@ async fn fetch(
         allowance: job.allowance,
         concurrency: usize::from(job.concurrency),
         follow: config.regions.follow,
+        limiter: Some(super::identity::run_record(global, &config.budget)),
     };
     let deps = RunDeps {
         limiter,

@@ -100,6 +100,10 @@ struct StatusJson {
     budget: Option<BudgetJson>,
     /// Every clock ever compared, the one in use among them.
     clock_skew: Vec<SkewJson>,
+    /// The limiter the budget was read from, the one the latest run charged, and the
+    /// costs file read.
+    #[serde(flatten)]
+    read: super::budget::ReadJson,
 }
 
 /// What the database says, read without writing anything.
@@ -248,6 +252,7 @@ pub async fn run(global: &Global, args: &StatusArgs, clock: &Arc<dyn Clock>) -> 
         .collect();
 
     let budget = &config.budget;
+    let read = super::budget::ReadJson::check(global, budget);
     let limiter = open_limiter(global, budget, Access::Read, clock).await?;
     let window = match read_status(&limiter, budget, &[]).await {
         Ok(st) => {
@@ -305,6 +310,7 @@ pub async fn run(global: &Global, args: &StatusArgs, clock: &Arc<dyn Clock>) -> 
         regions,
         budget: window,
         clock_skew,
+        read,
     };
     let printed = if args.json {
         print_json(&report)
@@ -414,14 +420,21 @@ fn print_text(
             ago(now, r.started_at)
         )?;
     }
+    // Every figure of the budget names the limiter it came from (and the file whose
+    // buckets it counts), which may not be the one the runs charge.
+    let from = format!(
+        "on {}, costs from {}",
+        report.read.limiter.describe(),
+        report.read.costs.path
+    );
     match &report.budget {
         Some(b) => {
             // The main bucket is the budget's line, as it was before there were others.
             for bucket in &b.buckets {
                 let what = if bucket.name == BUDGET_POLICY {
-                    format!("budget \"{budget_key}\"")
+                    format!("budget \"{budget_key}\" ({from})")
                 } else {
-                    format!("bucket \"{}\"", bucket.name)
+                    format!("bucket \"{}\" ({from})", bucket.name)
                 };
                 writeln!(
                     out,
@@ -440,7 +453,7 @@ fn print_text(
         }
         None => writeln!(
             out,
-            "budget \"{budget_key}\": the limiter cannot be read (see the warning above)"
+            "budget \"{budget_key}\" ({from}): the limiter cannot be read (see the warning above)"
         )?,
     }
     for skew in skews.iter().filter(|s| Some(s.clock) == in_use) {

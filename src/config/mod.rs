@@ -4,6 +4,7 @@
 
 mod costs;
 mod duration;
+mod lookup;
 mod region_codes;
 pub use region_codes::nearest as nearest_region;
 mod regions;
@@ -11,10 +12,11 @@ mod when;
 
 use std::fmt;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub use costs::parse_costs;
 pub use duration::parse_duration;
+pub use lookup::{ConfigDirs, Found, SYSTEM_DIR, Source};
 pub use regions::{Follow, MAX_FOLLOW_DAYS, Region, Regions, Search, parse_regions};
 pub use when::{When, parse_when};
 
@@ -111,22 +113,20 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
-/// Where a configuration file comes from: a path the user gave, the file in the
-/// current directory, or the copy built into the binary.
-#[derive(Debug, Clone)]
+/// Where a configuration file comes from: a path (given, or found by the lookup of
+/// [`ConfigDirs`]), or the copy built into the binary.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
     Given(PathBuf),
     BuiltIn,
 }
 
 impl Origin {
-    /// The path given on the command line or in the environment wins; otherwise the
-    /// file of that name in the current directory if there is one; otherwise built-in.
-    pub fn resolve(given: Option<&Path>, default_name: &str) -> Origin {
-        match given {
-            Some(p) => Origin::Given(p.to_path_buf()),
-            None if Path::new(default_name).is_file() => Origin::Given(PathBuf::from(default_name)),
-            None => Origin::BuiltIn,
+    /// The file as messages name it: its path, or `built-in NAME`.
+    pub fn describe(&self, default_name: &str) -> String {
+        match self {
+            Origin::Given(path) => path.display().to_string(),
+            Origin::BuiltIn => format!("built-in {default_name}"),
         }
     }
 

@@ -14,7 +14,12 @@ use crate::store::{CallCount, RegionOutcome, RunOutcome};
 /// recorded, which halts the run before its first charge.
 pub(super) async fn record_start(run: &Run, regions: &[Region]) -> bool {
     let started = run.clock.now().to_secs();
-    if let Err(e) = run.record.begin_run(run.settings.kind, started).await {
+    let limiter = run.settings.limiter.clone();
+    if let Err(e) = run
+        .record
+        .begin_run(run.settings.kind, started, limiter)
+        .await
+    {
         // A run that cannot be recorded would spend units no history shows and that
         // no later process could mark abandoned: it stops before its first charge.
         run.stops.halt(Stop::Fatal {

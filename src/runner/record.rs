@@ -10,8 +10,8 @@ use super::outcome::Status;
 use super::plan::Freshness;
 use crate::clock::{Clock, Secs};
 use crate::store::{
-    CallCount, FollowCounts, FollowStored, RegionOutcome, RunKind, RunOutcome, Store, StoreError,
-    VideoRecord,
+    CallCount, FollowCounts, FollowStored, RegionOutcome, RunKind, RunLimiter, RunOutcome, Store,
+    StoreError, VideoRecord,
 };
 
 /// A run's store, shared by its region tasks, behind a lock they take in turn.
@@ -66,11 +66,20 @@ impl Recorder {
     }
 
     /// The run's row, started at `started`.
-    pub(super) async fn begin_run(&self, kind: RunKind, started: Secs) -> Result<(), RunError> {
+    /// With `limiter`, that record too.
+    pub(super) async fn begin_run(
+        &self,
+        kind: RunKind,
+        started: Secs,
+        limiter: Option<RunLimiter>,
+    ) -> Result<(), RunError> {
         let (run_id, started) = (self.run_id.clone(), started.as_i64());
-        self.on_store(move |s| s.begin_run(&run_id, kind, started))
-            .await
-            .map_err(|f| f.doing(format!("recording the start of run {}", self.run_id)))
+        self.on_store(move |s| match &limiter {
+            Some(limiter) => s.begin_run_on(&run_id, kind, started, limiter),
+            None => s.begin_run(&run_id, kind, started),
+        })
+        .await
+        .map_err(|f| f.doing(format!("recording the start of run {}", self.run_id)))
     }
 
     /// A row for each of the run's regions, started at `started`.

@@ -15,7 +15,7 @@ use super::upstream::Upstream;
 use crate::clock::Clock;
 use crate::config::Follow;
 use crate::quota::{Allowance, Budget, Limiter};
-use crate::store::{RunKind, Store};
+use crate::store::{RunKind, RunLimiter, Store};
 
 /// What a run was asked to do: fixed before it starts, read by every region task.
 pub struct RunSettings {
@@ -27,6 +27,9 @@ pub struct RunSettings {
     pub concurrency: usize,
     /// The follow-ups after every region's calls, when configured.
     pub follow: Option<Follow>,
+    /// The limiter and parsed budget recorded with the run's row, so that a command
+    /// reading or charging another one can tell; none records nothing.
+    pub limiter: Option<RunLimiter>,
 }
 
 /// What a run works through: the budget's limiter, the upstream, and the database

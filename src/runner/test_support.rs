@@ -249,6 +249,7 @@ impl Scratch {
             allowance: Allowance::Ceiling,
             concurrency: self.concurrency,
             follow: self.follow,
+            limiter: None,
         };
         let deps = RunDeps {
             limiter,

@@ -26,6 +26,7 @@ mod follow;
 mod history;
 mod prune;
 mod read;
+mod run_limiter;
 pub(crate) mod schema;
 mod sql;
 pub(crate) mod text_ids;
@@ -47,6 +48,7 @@ pub use follow::{FollowCounts, FollowStored};
 pub use history::{CallCount, HistoryFilter, HistoryRow, RegionOutcome, RunStart};
 pub use prune::PruneReport;
 pub use read::{ChartPlace, ChartSpan, CountPoint, CountSource, VideoPlace};
+pub use run_limiter::{LastRunLimiter, RunLimiter};
 
 use crate::sqlite::{Durability, Migration, OpenError};
 

@@ -1,4 +1,4 @@
-//! The store's steps of the file's schema: versions 1 to 3, 5 to 7 and 9 of the one
+//! The store's steps of the file's schema: versions 1 to 3, 5 to 7, 9 and 10 of the one
 //! list composed above the owners (`crate::schema`); [`crate::sqlite`] applies them and
 //! explains how `PRAGMA user_version` counts them.
 //!
@@ -87,6 +87,35 @@ SELECT run_id, kind,
        strftime('%Y-%m-%dT%H:%M:%SZ', started_at, 'unixepoch'),
        strftime('%Y-%m-%dT%H:%M:%SZ', ended_at, 'unixepoch'),
        status, units, calls, stop_reason, duration_us
+FROM runs;
+";
+
+/// Step 13: changes only columns that a reader finds missing without harm (no run of
+/// such a file recorded its limiter), so it is not among [`STEPS`]: a read-only open of
+/// the store does not wait for it.
+pub(crate) const RUN_LIMITERS: Migration = Migration {
+    description: "each run's limiter (kind, masked URL) and its costs file's fingerprint",
+    sql: RUN_LIMITERS_SQL,
+    data: None,
+};
+
+/// Which limiter a run charged and under which parsed budget, so that a command that
+/// reads or charges another one can say so (or refuse). Older runs have NULL. The
+/// readable twin of `runs` gains the columns too.
+const RUN_LIMITERS_SQL: &str = "
+ALTER TABLE runs ADD COLUMN limiter_kind TEXT
+    CHECK (limiter_kind IS NULL OR limiter_kind IN ('embedded', 'redis'));
+ALTER TABLE runs ADD COLUMN limiter_url TEXT;
+ALTER TABLE runs ADD COLUMN costs_fingerprint TEXT;
+DROP VIEW IF EXISTS runs_utc;
+CREATE VIEW runs_utc (run_id, kind, started_at, ended_at, status, units, calls,
+                      stop_reason, duration_us, limiter_kind, limiter_url,
+                      costs_fingerprint) AS
+SELECT run_id, kind,
+       strftime('%Y-%m-%dT%H:%M:%SZ', started_at, 'unixepoch'),
+       strftime('%Y-%m-%dT%H:%M:%SZ', ended_at, 'unixepoch'),
+       status, units, calls, stop_reason, duration_us, limiter_kind, limiter_url,
+       costs_fingerprint
 FROM runs;
 ";
 

@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use rusqlite::Connection;
 use tempfile::TempDir;
 
-use super::schema::{ANALYSTS, CHARTS, COMPACT, FOLLOW_UPS, RUN_DURATIONS, RUN_OUTCOMES, VIDEOS};
+use super::schema::{
+    ANALYSTS, CHARTS, COMPACT, FOLLOW_UPS, RUN_DURATIONS, RUN_LIMITERS, RUN_OUTCOMES, VIDEOS,
+};
 use super::{Store, StoreError, VideoRecord};
 use crate::sqlite::{Migration, version_of};
 
@@ -31,6 +33,7 @@ pub(crate) const FILE: &[Migration] = &[
     super::changes::STEP,
     super::chart_history::STEP,
     super::text_ids::STEP,
+    RUN_LIMITERS,
 ];
 
 /// The version [`open`] brings a file to: as many as [`FILE`] has steps.

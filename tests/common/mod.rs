@@ -68,9 +68,13 @@ impl Scratch {
             "RUST_LOG",
             "NO_COLOR",
             "COLUMNS",
+            "TRENDSYNC_CONFIG_DIR",
         ] {
             cmd.env_remove(var);
         }
+        // The configuration directories: none of this user's, none of the machine's
+        // (no test writes /etc/trendsync, and the machine has none).
+        cmd.env("XDG_CONFIG_HOME", self.file("no-xdg-config"));
         Trendsync {
             cmd,
             checks: Checks::default(),

@@ -42,6 +42,10 @@ pub(super) async fn run(
         )?));
     }
     let budget = &config.budget;
+    let costs = crate::cmd::costs_file(global)
+        .origin
+        .describe(crate::cmd::COSTS_FILE);
+    crate::cmd::identity::check_reading(global, budget, &costs);
     let limiter = open_limiter(global, budget, Access::Read, clock).await?;
     let names: Vec<String> = budget.policies().into_iter().map(|p| p.name).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -50,7 +54,12 @@ pub(super) async fn run(
     let printed = if job.json {
         print_dry_run_json(job, &sim)
     } else {
-        print_plan(job, budget, &sim, &limiter.describe())
+        print_plan(
+            job,
+            budget,
+            &sim,
+            &format!("{}, costs from {costs}", limiter.describe()),
+        )
     };
     let summary = match &sim.stop {
         None => format!(

@@ -51,7 +51,7 @@ async fn a_failed_write_says_what_it_was_doing() {
 async fn writes_reach_the_store() {
     let dir = tempfile::tempdir().expect("temp dir");
     let rec = recorder(dir.path());
-    rec.begin_run(RunKind::Run, crate::clock::Secs::new(0))
+    rec.begin_run(RunKind::Run, crate::clock::Secs::new(0), None)
         .await
         .expect("begun");
     rec.begin_regions(crate::clock::Secs::new(0), vec!["US".into()])

@@ -1,0 +1,276 @@
+//! `trendsync config [--json]`: the configuration in force and where each part came
+//! from, so that a shell, a cron line and a systemd unit can be compared. The files
+//! are read as `run` reads them, and their mistakes are reported the same way (78).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use super::identity::LimiterJson;
+use super::{costs_file, load_config, regions_file, shown};
+use crate::cli::{ConfigArgs, Global};
+use crate::config::{Found, Origin};
+use crate::mask::mask_url;
+use crate::output::human;
+use crate::output::json::print_json;
+use crate::quota::Per;
+
+/// A configuration file: its path (`built-in` for the copy in the binary) and why it
+/// was chosen.
+#[derive(Debug, Serialize)]
+struct FileJson {
+    path: String,
+    source: &'static str,
+    /// A different file of the same name further down the configuration directories,
+    /// which this one hides.
+    shadows: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct CostsJson {
+    #[serde(flatten)]
+    file: FileJson,
+    /// The parsed budget's fingerprint, as each run records it.
+    fingerprint: String,
+}
+
+#[derive(Debug, Serialize)]
+struct BucketJson {
+    name: String,
+    quota: u64,
+    ceiling: u64,
+    window: String,
+    /// Units per call of each of its methods.
+    methods: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Serialize)]
+struct LimitJson {
+    name: String,
+    methods: Vec<String>,
+    max: u64,
+    window: String,
+    /// `unit`: each call counts its cost; `call`: each call counts 1.
+    per: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+struct SearchJson {
+    name: String,
+    q: String,
+    order: String,
+    published_within_s: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+struct RegionJson {
+    code: String,
+    offset: u32,
+    pages: u32,
+    hl: Option<String>,
+    /// The category charts fetched beside the overall one.
+    categories: Vec<String>,
+    searches: Vec<SearchJson>,
+}
+
+#[derive(Debug, Serialize)]
+struct FollowJson {
+    days: u32,
+    every_s: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct ConfigJson {
+    costs: CostsJson,
+    regions: FileJson,
+    db: String,
+    limiter: LimiterJson,
+    api_base: String,
+    /// `YOUTUBE_API_KEY`, `--api-key-file PATH`, or null when neither is set. Never
+    /// the key.
+    key_source: Option<String>,
+    budget_key: String,
+    buckets: Vec<BucketJson>,
+    limits: Vec<LimitJson>,
+    regions_configured: Vec<RegionJson>,
+    follow: Option<FollowJson>,
+}
+
+fn file_json(found: &Found) -> FileJson {
+    FileJson {
+        path: match &found.origin {
+            Origin::Given(path) => shown(path),
+            Origin::BuiltIn => "built-in".to_owned(),
+        },
+        source: found.source.as_str(),
+        shadows: found.shadows.as_ref().map(|(path, _)| shown(path)),
+    }
+}
+
+fn key_source(global: &Global) -> Option<String> {
+    match &global.api_key_file {
+        Some(path) => Some(format!("--api-key-file {}", shown(path))),
+        None => std::env::var("YOUTUBE_API_KEY")
+            .ok()
+            .filter(|k| !k.trim().is_empty())
+            .map(|_| "YOUTUBE_API_KEY".to_owned()),
+    }
+}
+
+pub fn run(global: &Global, args: &ConfigArgs) -> Result<()> {
+    let config = load_config(global)?;
+    let costs = costs_file(global);
+    let regions = regions_file(global);
+    let budget = &config.budget;
+    let report = ConfigJson {
+        costs: CostsJson {
+            file: file_json(&costs),
+            fingerprint: budget.fingerprint(),
+        },
+        regions: file_json(&regions),
+        db: shown(&global.db),
+        limiter: LimiterJson::configured(global),
+        api_base: mask_url(&global.api_base),
+        key_source: key_source(global),
+        budget_key: budget.key.clone(),
+        buckets: budget
+            .buckets()
+            .iter()
+            .map(|b| BucketJson {
+                name: b.name.to_owned(),
+                quota: b.quota,
+                ceiling: b.ceiling,
+                window: b.window.to_string(),
+                methods: b.costs.clone(),
+            })
+            .collect(),
+        limits: budget
+            .limits
+            .iter()
+            .map(|l| LimitJson {
+                name: l.name.clone(),
+                methods: l.methods.clone(),
+                max: l.max,
+                window: l.window.to_string(),
+                per: match l.per {
+                    Per::Unit => "unit",
+                    Per::Call => "call",
+                },
+            })
+            .collect(),
+        regions_configured: config
+            .regions
+            .regions
+            .iter()
+            .map(|r| RegionJson {
+                code: r.code.clone(),
+                offset: r.offset,
+                pages: r.pages,
+                hl: r.hl.clone(),
+                categories: r.categories.iter().map(u32::to_string).collect(),
+                searches: r
+                    .searches
+                    .iter()
+                    .map(|s| SearchJson {
+                        name: s.name.clone(),
+                        q: s.q.clone(),
+                        order: s.order.to_string(),
+                        published_within_s: s.published_within.map(|d| d.as_secs()),
+                    })
+                    .collect(),
+            })
+            .collect(),
+        follow: config.regions.follow.map(|f| FollowJson {
+            days: f.days,
+            every_s: f.every.as_secs(),
+        }),
+    };
+    if args.json {
+        return print_json(&report);
+    }
+    print_text(&report)
+}
+
+fn print_text(c: &ConfigJson) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    let file = |f: &FileJson| {
+        let mut text = format!("{} ({})", f.path, f.source);
+        if let Some(other) = &f.shadows {
+            text.push_str(&format!("; hides a different {other}"));
+        }
+        text
+    };
+    writeln!(
+        out,
+        "costs     {}; fingerprint {}",
+        file(&c.costs.file),
+        c.costs.fingerprint
+    )?;
+    writeln!(out, "regions   {}", file(&c.regions))?;
+    writeln!(out, "database  {}", c.db)?;
+    writeln!(out, "limiter   {}", c.limiter.describe())?;
+    writeln!(out, "api base  {}", c.api_base)?;
+    writeln!(
+        out,
+        "key       {}",
+        c.key_source
+            .as_deref()
+            .unwrap_or("none (set YOUTUBE_API_KEY or pass --api-key-file)")
+    )?;
+    writeln!(out, "budget    \"{}\"", c.budget_key)?;
+    for b in &c.buckets {
+        let methods: Vec<String> = b.methods.iter().map(|(m, u)| format!("{m} {u}")).collect();
+        writeln!(
+            out,
+            "  bucket {}: quota {}, ceiling {}, window {}; {}",
+            b.name,
+            b.quota,
+            b.ceiling,
+            b.window,
+            methods.join(", ")
+        )?;
+    }
+    for l in &c.limits {
+        writeln!(
+            out,
+            "  limit {}: {} {}{} per {}; {}",
+            l.name,
+            l.max,
+            l.per,
+            if l.max == 1 { "" } else { "s" },
+            l.window,
+            l.methods.join(", ")
+        )?;
+    }
+    for r in &c.regions_configured {
+        let mut charts = vec!["overall".to_owned()];
+        charts.extend(r.categories.iter().cloned());
+        let searches: Vec<&str> = r.searches.iter().map(|s| s.name.as_str()).collect();
+        writeln!(
+            out,
+            "region    {} at minute {}: {} page{} of {}{}",
+            r.code,
+            r.offset,
+            r.pages,
+            if r.pages == 1 { "" } else { "s" },
+            charts.join("+"),
+            if searches.is_empty() {
+                String::new()
+            } else {
+                format!("; searches {}", searches.join(", "))
+            }
+        )?;
+    }
+    match &c.follow {
+        Some(f) => writeln!(
+            out,
+            "follow    videos charted in the last {} days, every {}",
+            f.days,
+            human::duration(std::time::Duration::from_secs(f.every_s))
+        )?,
+        None => writeln!(out, "follow    none")?,
+    }
+    Ok(())
+}

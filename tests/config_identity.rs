@@ -1,0 +1,536 @@
+//! One configuration everywhere, and each command saying which limiter it read
+//! (DESIGN.md sections 2 and 7): the configuration directories, `config`, the README's
+//! deployment run as written for the shell, a cron line and the systemd unit, and the
+//! limiter each run records, which read commands compare and charging commands
+//! enforce.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::common::harness::{Harness, THREE_REGIONS};
+use crate::common::upstream::API_KEY;
+use crate::common::{RedisServer, Scratch, contains, lacks};
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn binary() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("trendsync")
+}
+
+/// The fingerprint `config --json` gives for the costs file `path`.
+fn fingerprint_of(path: &Path) -> String {
+    let s = Scratch::new();
+    let config = s.cmd().costs(path).args(["config", "--json"]).run().json();
+    config["costs"]["fingerprint"]
+        .as_str()
+        .expect("a fingerprint")
+        .to_owned()
+}
+
+/// The latest run's recorded limiter and fingerprint in the database at `db`.
+fn last_run(db: &Path) -> (String, Option<String>, String) {
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("the database");
+    conn.query_row(
+        "SELECT limiter_kind, limiter_url, costs_fingerprint FROM runs
+         ORDER BY started_at DESC, rowid DESC LIMIT 1",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )
+    .expect("a run that recorded its limiter")
+}
+
+/// The README's deployment block, between its markers.
+fn readme_deployment() -> String {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let begin = readme
+        .find("<!-- deployment:begin")
+        .expect("the README marks its deployment");
+    let end = readme
+        .find("<!-- deployment:end -->")
+        .expect("the README marks its deployment's end");
+    let block = &readme[begin..end];
+    let code = block
+        .split_once("```sh\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .expect("a sh block between the markers")
+        .0;
+    code.to_owned()
+}
+
+/// A scratch root standing in for the machine: `/etc/trendsync`, `/usr/local/bin` and
+/// `/var/lib/trendsync` under it. The binary is pointed at its `etc/trendsync` with
+/// `TRENDSYNC_CONFIG_DIR` (no test writes the real `/etc/trendsync`).
+struct Root {
+    dir: tempfile::TempDir,
+}
+
+impl Root {
+    fn path(&self, sub: &str) -> PathBuf {
+        self.dir.path().join(sub)
+    }
+
+    /// Text written for the real machine, moved into this root.
+    fn moved(&self, text: &str) -> String {
+        text.replace(
+            "/etc/trendsync",
+            &self.path("etc/trendsync").display().to_string(),
+        )
+        .replace(
+            "/usr/local/bin",
+            &self.path("usr/local/bin").display().to_string(),
+        )
+        .replace(
+            "/var/lib/trendsync",
+            &self.path("var/lib/trendsync").display().to_string(),
+        )
+        .replace("target/release/trendsync", &binary().display().to_string())
+    }
+
+    /// A command with only `vars` in its environment, as cron and systemd start one;
+    /// `TRENDSYNC_CONFIG_DIR` stands in for `/etc/trendsync`.
+    fn bare(&self, program: impl AsRef<std::ffi::OsStr>, vars: &[(&str, String)]) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.env_clear()
+            .env("TRENDSYNC_CONFIG_DIR", self.path("etc/trendsync"))
+            .env("XDG_CONFIG_HOME", self.path("home/.config"))
+            .env("HOME", self.path("home"));
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+}
+
+#[track_caller]
+fn ok(cmd: &mut Command) -> (String, String) {
+    let out = cmd.output().expect("running a command");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(
+        matches!(out.status.code(), Some(0 | 75)),
+        "{cmd:?}: {:?}\n{stdout}\n{stderr}",
+        out.status
+    );
+    (stdout, stderr)
+}
+
+/// The README's deployment, run as written (its paths moved into a scratch root): the
+/// shell, an `env -i` cron line that `trendsync crontab` printed, and the systemd
+/// unit's ExecStart all read the granular file from `/etc/trendsync` with no flag, and
+/// `config --json` says so.
+#[test]
+fn the_readmes_deployment_reads_one_file_in_the_shell_under_cron_and_under_systemd() {
+    let h = Harness::new(None);
+    let root = Root {
+        dir: tempfile::tempdir().expect("a scratch root"),
+    };
+    for dir in ["usr/local/bin", "var/lib/trendsync", "home"] {
+        std::fs::create_dir_all(root.path(dir)).expect("a directory");
+    }
+    let granular = fingerprint_of(&repo().join("quota-costs.granular.toml"));
+    let default = fingerprint_of(&repo().join("quota-costs.toml"));
+    assert_ne!(granular, default);
+    let path = format!("{}:/usr/bin:/bin", root.path("usr/local/bin").display());
+    let etc_costs = root.path("etc/trendsync/quota-costs.toml");
+
+    // The shell: the README's block, from the checkout.
+    let script = root.moved(&readme_deployment());
+    let (stdout, stderr) = ok(root
+        .bare("/bin/sh", &[("PATH", path.clone())])
+        .args(["-e", "-c", &script])
+        .current_dir(repo()));
+    assert!(
+        stdout.contains(&format!(
+            "costs     {} (TRENDSYNC_CONFIG_DIR)",
+            etc_costs.display()
+        )),
+        "{stdout}"
+    );
+    assert!(!stderr.contains("WARN"), "{stderr}");
+    let installed = root.path("usr/local/bin/trendsync");
+    let db = root.path("var/lib/trendsync/trendsync.db");
+    let upstream = [
+        ("YOUTUBE_API_KEY", API_KEY.to_owned()),
+        ("TRENDSYNC_API_BASE", h.fake.uri()),
+    ];
+
+    let (json, _) = ok(root
+        .bare(&installed, &[("PATH", path.clone())])
+        .arg("--db")
+        .arg(&db)
+        .args(["config", "--json"])
+        .current_dir(root.path("home")));
+    let config: Value = serde_json::from_str(&json).expect("config --json");
+    assert_eq!(
+        config["costs"]["path"],
+        etc_costs.display().to_string(),
+        "{config}"
+    );
+    assert_eq!(
+        config["costs"]["source"], "TRENDSYNC_CONFIG_DIR",
+        "{config}"
+    );
+    assert_eq!(
+        config["costs"]["fingerprint"],
+        granular.as_str(),
+        "{config}"
+    );
+    assert_eq!(
+        config["regions"]["source"], "TRENDSYNC_CONFIG_DIR",
+        "{config}"
+    );
+    assert_eq!(config["limiter"]["kind"], "embedded", "{config}");
+    assert_eq!(config["key_source"], Value::Null, "{config}");
+    let names: Vec<&str> = config["buckets"]
+        .as_array()
+        .expect("buckets")
+        .iter()
+        .map(|b| b["name"].as_str().expect("a name"))
+        .collect();
+    assert_eq!(names, ["budget", "search", "stats"], "{config}");
+
+    // The shell runs one region with no flag.
+    let mut shell = root.bare(&installed, &[("PATH", path.clone())]);
+    shell.envs(upstream.iter().map(|(k, v)| (*k, v.as_str())));
+    ok(shell
+        .arg("--db")
+        .arg(&db)
+        .args(["run", "--region", "US"])
+        .current_dir(root.path("home")));
+    assert_eq!(last_run(&db).2, granular, "the shell's run");
+
+    // cron: the lines `crontab` prints name no file, and carry the lookup's start.
+    let (crontab, _) = ok(root
+        .bare(&installed, &[("PATH", path.clone())])
+        .arg("--db")
+        .arg(&db)
+        .args(["crontab", "--binary"])
+        .arg(&installed)
+        .current_dir(root.path("home")));
+    assert!(
+        !crontab.contains("--costs") && !crontab.contains("--regions"),
+        "{crontab}"
+    );
+    let vars: Vec<&str> = crontab
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains('=') && !l.contains(' '))
+        .collect();
+    assert_eq!(
+        vars,
+        [format!(
+            "TRENDSYNC_CONFIG_DIR={}",
+            root.path("etc/trendsync").display()
+        )],
+        "{crontab}"
+    );
+    let line = crontab
+        .lines()
+        .find(|l| l.contains("--region GB "))
+        .expect("GB's line");
+    let command = line
+        .splitn(6, ' ')
+        .nth(5)
+        .expect("a command after the schedule");
+    let log = root.path("var/lib/trendsync/trendsync.log");
+    let out = Command::new("env")
+        .arg("-i")
+        .arg(format!("HOME={}", root.path("home").display()))
+        .args(["LOGNAME=trendsync", "PATH=/usr/bin:/bin", "SHELL=/bin/sh"])
+        .args(&vars)
+        .args(upstream.iter().map(|(k, v)| format!("{k}={v}")))
+        .args(["/bin/sh", "-c", command])
+        .current_dir("/")
+        .output()
+        .expect("running the cron line");
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(out.status.code(), Some(0), "{line}\n{logged}");
+    assert!(!logged.contains("WARN"), "{logged}");
+    assert_eq!(last_run(&db).2, granular, "the cron line's run");
+    let out = Command::new("env")
+        .arg("-i")
+        .args(&vars)
+        .arg(&installed)
+        .args(["config", "--json"])
+        .current_dir("/")
+        .output()
+        .expect("config as cron runs it");
+    let config: Value = serde_json::from_slice(&out.stdout).expect("config --json");
+    assert_eq!(
+        config["costs"]["path"],
+        etc_costs.display().to_string(),
+        "{config}"
+    );
+
+    // systemd: the unit's ExecStart, in its WorkingDirectory, with what
+    // /etc/trendsync/env holds.
+    let unit = std::fs::read_to_string(repo().join("contrib/systemd/trendsync.service"))
+        .expect("the unit");
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("an ExecStart");
+    assert!(
+        !exec.contains("--costs") && !exec.contains("--regions"),
+        "{exec}"
+    );
+    let exec = root.moved(exec);
+    let mut words = exec.split_whitespace();
+    let mut systemd = root.bare(words.next().expect("a program"), &[]);
+    systemd.envs(upstream.iter().map(|(k, v)| (*k, v.as_str())));
+    ok(systemd
+        .args(words)
+        .current_dir(root.path("var/lib/trendsync")));
+    let (kind, url, fingerprint) = last_run(&db);
+    assert_eq!(
+        (kind.as_str(), url, fingerprint),
+        ("embedded", None, granular)
+    );
+}
+
+/// A file found in the current directory that hides a different one further down the
+/// directories is named in a warning; the same file twice is not.
+#[test]
+fn a_file_that_hides_a_different_one_below_is_named() {
+    let s = Scratch::new();
+    let xdg = s.file("xdg");
+    std::fs::create_dir_all(xdg.join("trendsync")).expect("a directory");
+    let granular = std::fs::read_to_string(repo().join("quota-costs.granular.toml"))
+        .expect("the granular file");
+    std::fs::write(xdg.join("trendsync/quota-costs.toml"), &granular).expect("write");
+    let config = s
+        .cmd()
+        .env("XDG_CONFIG_HOME", &xdg)
+        .args(["config", "--json"])
+        .run()
+        .json();
+    assert_eq!(config["costs"]["source"], "XDG_CONFIG_HOME", "{config}");
+    assert_eq!(config["regions"]["source"], "built-in", "{config}");
+    assert_eq!(config["regions"]["path"], "built-in", "{config}");
+
+    // A copy in the current directory hides nothing.
+    s.write("quota-costs.toml", &granular);
+    s.cmd()
+        .env("XDG_CONFIG_HOME", &xdg)
+        .args(["config"])
+        .stdout(contains("(current directory)"))
+        .run();
+    // Another file does, and says which.
+    let default =
+        std::fs::read_to_string(repo().join("quota-costs.toml")).expect("the default file");
+    s.write("quota-costs.toml", &default);
+    let hidden = xdg.join("trendsync/quota-costs.toml");
+    let config = s
+        .cmd()
+        .env("XDG_CONFIG_HOME", &xdg)
+        .args(["config", "--json"])
+        .expect_stderr(format!("which hides a different {}", hidden.display()))
+        .run()
+        .json();
+    assert_eq!(config["costs"]["source"], "current directory", "{config}");
+    assert_eq!(config["costs"]["shadows"], hidden.display().to_string());
+    // Named once per command, however often the command reads the file.
+    let ran = s
+        .cmd()
+        .env("XDG_CONFIG_HOME", &xdg)
+        .args(["run", "--dry-run"])
+        .expect_stderr("which hides a different")
+        .run();
+    assert_eq!(
+        ran.stderr.matches("which hides a different").count(),
+        1,
+        "{}",
+        ran.stderr
+    );
+}
+
+/// `config` reports a mistake in a file found in the directories as `run` does (78).
+#[test]
+fn config_reports_file_problems_as_run_does() {
+    let s = Scratch::new();
+    let dir = s.file("conf");
+    std::fs::create_dir_all(&dir).expect("a directory");
+    std::fs::write(
+        dir.join("regions.toml"),
+        "[[region]]\ncode = \"US\"\noffset = 60\n",
+    )
+    .expect("write");
+    for args in [&["config", "--json"][..], &["run", "--dry-run"][..]] {
+        s.cmd()
+            .env("TRENDSYNC_CONFIG_DIR", &dir)
+            .args(args)
+            .status(78)
+            .expect_stderr(format!("{}:3:", dir.join("regions.toml").display()))
+            .run();
+    }
+}
+
+/// After a run on Redis, a shell without the Redis URL reads `status` with a warning
+/// naming both limiters and `last_run_limiter` saying Redis, and `budget charge` is
+/// refused (78) with nothing charged. `--switch-limiter` is the one step that moves
+/// the database to the embedded limiter; after it, Redis is the other kind.
+#[test]
+fn after_a_run_on_redis_a_shell_without_its_url_is_warned_and_cannot_charge() {
+    let server = RedisServer::start_with_password("s3cret-pw");
+    let mut h = Harness::new(Some(&server));
+    h.regions(THREE_REGIONS);
+    h.run_to(&["run", "--json"], 0, "complete");
+    let (kind, url, fingerprint) = last_run(&h.db_path());
+    assert_eq!(kind, "redis");
+    let url = url.expect("the run's Redis URL");
+    assert!(url.contains("***") && !url.contains("s3cret-pw"), "{url}");
+    assert_eq!(
+        fingerprint,
+        fingerprint_of(&repo().join("quota-costs.toml"))
+    );
+    let on_redis = h.budget();
+
+    // The shell lacks TRENDSYNC_REDIS_URL.
+    let regions = h.scratch.file("my-regions.toml");
+    let shell = || h.scratch.cmd().arg("--regions").arg(&regions);
+    let status = shell()
+        .args(["status", "--json"])
+        .expect_stderr(
+            "this command reads the embedded limiter in trendsync.db, but the latest run",
+        )
+        .run()
+        .json();
+    assert_eq!(status["last_run_limiter"]["kind"], "redis", "{status}");
+    assert_eq!(status["last_run_limiter"]["url"], url.as_str(), "{status}");
+    assert_eq!(status["limiter"]["kind"], "embedded", "{status}");
+    assert_eq!(status["limiter"]["path"], "trendsync.db", "{status}");
+    shell()
+        .args(["status"])
+        .expect_stderr(format!("charged Redis at {url}"))
+        .stdout(contains(
+            "budget \"key1\" (on the embedded limiter in trendsync.db, costs from built-in quota-costs.toml): 0 used",
+        ))
+        .run();
+    shell()
+        .args(["budget"])
+        .expect_stderr("set TRENDSYNC_REDIS_URL")
+        .stdout(contains("budget \"key1\" on embedded limiter in trendsync.db, costs from built-in quota-costs.toml"))
+        .run();
+    shell()
+        .args(["budget", "charge", "videos.list"])
+        .status(78)
+        .expect_stderr(
+            "budget charge would charge the embedded limiter in trendsync.db, but the latest run",
+        )
+        .expect_stderr("nothing was charged")
+        .stdout("")
+        .run();
+    shell()
+        .args(["run", "--dry-run"])
+        .expect_stderr("but the latest run")
+        .stdout(contains(
+            "plan against embedded limiter in trendsync.db, costs from built-in quota-costs.toml",
+        ))
+        .run();
+    let now_on_redis = h.budget();
+    assert_eq!(
+        (&now_on_redis["used"], &now_on_redis["by_method"]),
+        (&on_redis["used"], &on_redis["by_method"]),
+        "Redis charged nothing meanwhile"
+    );
+    let embedded = h
+        .db()
+        .query_row("SELECT count(*) FROM quota_entry", [], |r| {
+            r.get::<_, i64>(0)
+        });
+    assert_eq!(
+        embedded.ok(),
+        Some(0),
+        "the embedded window charged nothing"
+    );
+
+    // On Redis itself: no warning, and the JSON names it.
+    let status = h.bare().args(["status", "--json"]).run().json();
+    assert_eq!(status["limiter"]["kind"], "redis", "{status}");
+    assert_eq!(status["limiter"]["url"], url.as_str(), "{status}");
+
+    // The explicit step: one run on the embedded limiter with --switch-limiter.
+    shell()
+        .args(["--api-base", &h.fake.uri()])
+        .env("YOUTUBE_API_KEY", API_KEY)
+        .args(["run", "--region", "US", "--switch-limiter"])
+        .expect_stderr(
+            "--switch-limiter: this run charges the embedded limiter in trendsync.db from now on",
+        )
+        .run();
+    assert_eq!(last_run(&h.db_path()).0, "embedded");
+    shell()
+        .args(["budget", "charge", "videos.list"])
+        .stdout(contains("granted"))
+        .run();
+    h.bare()
+        .args(["budget", "charge", "videos.list"])
+        .status(78)
+        .expect_stderr("leave out TRENDSYNC_REDIS_URL")
+        .run();
+}
+
+/// Another Redis URL is not refused (the ledger restores the window), but it is named;
+/// a read under another costs file warns with both fingerprints.
+#[test]
+fn another_costs_file_than_the_latest_runs_is_named_with_both_fingerprints() {
+    let mut h = Harness::new(None);
+    h.regions(THREE_REGIONS);
+    h.run_to(&["run", "--json"], 0, "complete");
+    let default = fingerprint_of(&repo().join("quota-costs.toml"));
+    let granular = fingerprint_of(&repo().join("quota-costs.granular.toml"));
+    let budget = h
+        .bare()
+        .costs(&repo().join("quota-costs.granular.toml"))
+        .args(["budget", "--json"])
+        .expect_stderr(format!("(fingerprint {granular}), but the latest run"))
+        .expect_stderr(format!("another costs file (fingerprint {default})"))
+        .run()
+        .json();
+    assert_eq!(budget["last_run_limiter"]["kind"], "embedded", "{budget}");
+    assert_eq!(
+        budget["costs"]["fingerprint"],
+        granular.as_str(),
+        "{budget}"
+    );
+    // The same file: nothing to say.
+    h.bare().args(["status"]).stderr(lacks("WARN")).run();
+}
+
+/// A costs file this shell found where cron would not (its current directory) is
+/// named in every crontab line; one cron finds by itself is not.
+#[test]
+fn crontab_names_a_file_only_where_cron_would_not_find_it() {
+    let s = Scratch::new();
+    let granular = std::fs::read_to_string(repo().join("quota-costs.granular.toml"))
+        .expect("the granular file");
+    s.write("quota-costs.toml", &granular);
+    std::fs::create_dir(s.file("state")).expect("a directory");
+    let ran = s
+        .cmd()
+        .args(["--db", "state/trendsync.db", "crontab"])
+        .run();
+    let costs = s.file("quota-costs.toml");
+    let lines: Vec<&str> = ran.stdout.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(lines.len(), 8, "{}", ran.stdout);
+    for line in &lines {
+        assert!(
+            line.contains(&format!(" --costs {} ", costs.display())),
+            "{line}"
+        );
+        assert!(!line.contains("--regions"), "{line}");
+    }
+    // In the directory the lines start in, cron finds the same file by itself.
+    s.write("state/quota-costs.toml", &granular);
+    s.cmd()
+        .args(["--db", "state/trendsync.db", "crontab"])
+        .stdout(lacks("--costs"))
+        .run();
+}
