@@ -22,6 +22,7 @@ mod conformance;
 mod crash;
 mod datasette;
 mod differential;
+mod drift;
 mod error_style;
 mod export_charts_e2e;
 #[cfg(unix)]

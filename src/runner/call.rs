@@ -203,6 +203,8 @@ impl Run {
                             "could not block bucket \"{bucket}\" until the upstream's reset: {e}"
                         );
                     }
+                    // The answer is also a measurement of what the upstream counted.
+                    self.meter.note_upstream_refusal(&bucket).await;
                     let stop = Stop::UpstreamQuota {
                         until,
                         reason: err,
