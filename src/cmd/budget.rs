@@ -190,15 +190,18 @@ struct BucketJson {
 struct SuggestedJson {
     quota: u64,
     ceiling: u64,
-    /// The two upstream days (their dates in America/Los_Angeles) and their figures,
-    /// the earlier first.
+    /// The two upstream days (when each started: midnight America/Los_Angeles) and
+    /// their figures, the earlier first.
     days: Vec<SpentDayJson>,
 }
 
 #[derive(Debug, Serialize)]
 struct SpentDayJson {
-    date: String,
+    day_start: String,
     upstream_spent_at: u64,
+    /// The same moment for the text.
+    #[serde(skip)]
+    day_start_us: i64,
 }
 
 /// The JSON of `budget --json` (DESIGN.md section 2): the main bucket's numbers at
@@ -250,8 +253,9 @@ fn bucket_json(bucket: &BucketRef<'_>, status: &Status, spent: &[SpentDay]) -> B
                 .days
                 .iter()
                 .map(|d| SpentDayJson {
-                    date: d.date(),
+                    day_start: rfc3339(d.day_us),
                     upstream_spent_at: d.units,
+                    day_start_us: d.day_us,
                 })
                 .collect(),
         }),
@@ -376,7 +380,13 @@ fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::R
         let days: Vec<String> = s
             .days
             .iter()
-            .map(|d| format!("{} on {}", d.upstream_spent_at, d.date))
+            .map(|d| {
+                format!(
+                    "{} on the day from {}",
+                    d.upstream_spent_at,
+                    crate::output::human::timestamp(d.day_start_us)
+                )
+            })
             .collect();
         writeln!(
             out,

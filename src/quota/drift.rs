@@ -41,19 +41,6 @@ pub struct SpentDay {
     pub units: u64,
 }
 
-impl SpentDay {
-    /// The upstream day as its date in [`UPSTREAM_ZONE`]: `2026-11-25`.
-    pub fn date(&self) -> String {
-        jiff::Timestamp::from_microsecond(self.day_us)
-            .ok()
-            .zip(jiff::tz::TimeZone::get(UPSTREAM_ZONE).ok())
-            .map_or_else(
-                || self.day_us.to_string(),
-                |(ts, tz)| ts.to_zoned(tz).date().to_string(),
-            )
-    }
-}
-
 /// The midnight that starts the upstream day holding `at`.
 fn day_of(at: Micros) -> Option<i64> {
     Zone::get(UPSTREAM_ZONE)

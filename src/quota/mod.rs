@@ -630,14 +630,17 @@ impl Limiter {
     /// less than `quota` since the upstream's last midnight (by the limiter's clock),
     /// and this is the first such answer of that bucket and upstream day on any host,
     /// records those units and returns them; otherwise records nothing and returns
-    /// `None`.
+    /// `None`. `at` is a recent time on the limiter's clock (the refused call's
+    /// charge): the upstream's midnights are taken around it, never around this host's
+    /// unchecked clock.
     pub async fn note_upstream_refusal(
         &self,
         bucket: &str,
         quota: u64,
+        at: Micros,
     ) -> Result<Option<drift::SpentDay>, LimiterError> {
         match self {
-            Limiter::Redis(l) => l.note_upstream_refusal(bucket, quota).await,
+            Limiter::Redis(l) => l.note_upstream_refusal(bucket, quota, at).await,
             Limiter::Embedded(l) => l.note_upstream_refusal(bucket, quota).await,
             Limiter::Down { endpoint, reason } => Err(unavailable(endpoint, reason)),
         }

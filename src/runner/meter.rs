@@ -238,14 +238,19 @@ impl Meter {
     /// what this budget had charged the bucket since the upstream's midnight, when it
     /// was below the bucket's quota, and says so once per bucket and upstream day,
     /// from whichever process saw the first such refusal.
-    pub(super) async fn note_upstream_refusal(&self, bucket: &str) {
+    /// `at` is the refused call's charge on the limiter's clock.
+    pub(super) async fn note_upstream_refusal(&self, bucket: &str, at: Micros) {
         let Some(b) = self.budget.bucket(bucket) else {
             return;
         };
         if self.limiter_down.get().is_some() {
             return;
         }
-        match self.limiter.note_upstream_refusal(bucket, b.quota).await {
+        match self
+            .limiter
+            .note_upstream_refusal(bucket, b.quota, at)
+            .await
+        {
             Ok(Some(day)) => tracing::warn!(
                 budget = %self.budget.key,
                 bucket,
@@ -256,7 +261,7 @@ impl Meter {
                 day.units,
                 b.quota,
                 drift::UPSTREAM_ZONE,
-                day.date(),
+                crate::output::human::timestamp(day.day_us),
             ),
             Ok(None) => {}
             Err(e) => tracing::warn!(

@@ -273,13 +273,14 @@ impl RedisLimiter {
         &self,
         bucket: &str,
         quota: u64,
+        at: Micros,
     ) -> Result<Option<SpentDay>, LimiterError> {
         let Some(day) = drift::upstream_day() else {
             return Ok(None);
         };
-        let inv =
-            self.scripts
-                .upstream_spent(&self.keys, bucket, quota, &day, self.clock.now().as_i64());
+        let inv = self
+            .scripts
+            .upstream_spent(&self.keys, bucket, quota, &day, at.as_i64());
         let inv = &inv;
         let (recorded, units, day_us): (i64, i64, i64) = self
             .through_failover(

@@ -111,22 +111,23 @@ impl Scripts {
     }
 
     /// The call of `upstream_spent.lua` for a refusal of `bucket` (DESIGN.md 3.5):
-    /// `day` is the upstream's day as a window, sent as the midnights around this
-    /// host's `now_us`, of which the script takes the one Redis TIME falls in.
+    /// `day` is the upstream's day as a window, sent as the midnights around `at_us`
+    /// (a recent time of Redis's own), of which the script takes the one Redis TIME
+    /// falls in.
     pub(super) fn upstream_spent(
         &self,
         keys: &Keys,
         bucket: &str,
         quota: u64,
         day: &Window,
-        now_us: i64,
+        at_us: i64,
     ) -> ScriptInvocation<'_> {
         let [set, ..] = keys.policy(bucket);
         let mut inv = self.upstream_spent.prepare_invoke();
         inv.key(keys.upstream_spent())
             .key(set)
             .arg(bucket)
-            .arg(day.script_arg(now_us))
+            .arg(day.script_arg(at_us))
             .arg(quota)
             .arg(micros(drift::KEEP));
         inv
