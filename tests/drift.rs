@@ -185,3 +185,129 @@ fn the_upstream_spent_the_bucket_early(redis: Option<&RedisServer>) {
 }
 
 on_both_limiters!(the_upstream_spent_the_bucket_early);
+
+/// After two upstream days in a row spent early, `budget` suggests a quota and
+/// ceiling for a bucket over the upstream's own day, and for no other (DESIGN.md
+/// 3.5). The binary's clock is moved with faketime, a Redis's with the shim, and the
+/// fake upstream dates its answers alike, so the clock check agrees.
+#[cfg(target_os = "linux")]
+mod two_days {
+    use serde_json::Value;
+
+    use super::WARN;
+    use crate::common::harness::Harness;
+    use crate::common::redis_server::{real_now_us, unix_us};
+    use crate::common::upstream::{Billing, FakeUpstream};
+    use crate::common::{RedisServer, Trendsync};
+
+    /// What the upstream grants the key's search bucket a day, against the 100 of the
+    /// granular file.
+    const SEARCHES: u64 = 10;
+    /// Noon in Los Angeles on two days in a row.
+    const DAY_1: &str = "2026-11-24T20:00:00Z";
+    const DAY_2: &str = "2026-11-25T20:00:00Z";
+
+    /// One region, its first chart page, and 12 searches.
+    fn regions() -> String {
+        let mut text = String::from(
+            "[defaults]\npages = 1\ncategories = []\n\n[[region]]\ncode = \"US\"\noffset = 0\n",
+        );
+        for i in 0..12 {
+            text.push_str(&format!(
+                "\n[[region.search]]\nname = \"s{i}\"\nq = \"q{i}\"\n"
+            ));
+        }
+        text
+    }
+
+    /// `cmd`, its clock (and the upstream's `Date`) at `at`, standing still there. A
+    /// Redis's clock runs; it is set once per day ([`spent_early_on_two_days`]).
+    fn at_time(h: &Harness<'_>, cmd: Trendsync, at: &str) -> Trendsync {
+        h.fake
+            .shift_dates((unix_us(at) - real_now_us()) / 1_000_000);
+        let stamp = at.trim_end_matches('Z').replace('T', " ");
+        cmd.env("TZ", "UTC")
+            .faketime(&["--exclude-monotonic", "-f", &stamp])
+    }
+
+    fn bucket<'a>(budget: &'a Value, name: &str) -> &'a Value {
+        budget["buckets"]
+            .as_array()
+            .and_then(|b| b.iter().find(|b| b["name"] == name))
+            .unwrap_or_else(|| panic!("a bucket {name} in {budget}"))
+    }
+
+    fn spent_early_on_two_days(redis: Option<&RedisServer>) {
+        let mut h = Harness::with(
+            FakeUpstream::billing(Billing::granular(10_000, SEARCHES, 10_000)),
+            redis,
+        );
+        h.costs(include_str!("../quota-costs.granular.toml"))
+            .regions(&regions());
+        for day in [DAY_1, DAY_2] {
+            h.fake.midnight();
+            if let Some(server) = redis {
+                server.clock().set_now_us(unix_us(day));
+            }
+            let run = at_time(&h, h.cmd(), day)
+                .args(["run", "--json", "--concurrency", "1"])
+                .status(75)
+                .expect_stderr("quota is spent")
+                .expect_stderr(WARN)
+                .expect_stderr("upstream_quota_exhausted")
+                .run();
+            assert_eq!(run.json()["status"], "upstream_quota_exhausted", "{day}");
+            // The searches the upstream billed, and the one it refused: each
+            // charged before it was sent.
+            let budget = at_time(&h, h.bare(), day)
+                .args(["budget", "--json"])
+                .run()
+                .json();
+            assert_eq!(
+                bucket(&budget, "search")["upstream_spent_at"],
+                SEARCHES + 1,
+                "{day}: {budget}"
+            );
+            assert_eq!(bucket(&budget, "budget")["upstream_spent_at"], Value::Null);
+            if day == DAY_1 {
+                assert_eq!(
+                    bucket(&budget, "search")["suggested"],
+                    Value::Null,
+                    "{budget}"
+                );
+            }
+        }
+        let budget = at_time(&h, h.bare(), DAY_2)
+            .args(["budget", "--json"])
+            .run()
+            .json();
+        let suggested = &bucket(&budget, "search")["suggested"];
+        assert_eq!(suggested["quota"], SEARCHES + 1, "{budget}");
+        // The granular file's share: a ceiling of 95 for a quota of 100.
+        assert_eq!(suggested["ceiling"], (SEARCHES + 1) * 95 / 100, "{budget}");
+        assert_eq!(
+            suggested["days"][0]["day_start"], "2026-11-24T08:00:00Z",
+            "{budget}"
+        );
+        let text = at_time(&h, h.bare(), DAY_2).arg("budget").run().stdout;
+        assert!(
+            text.contains(&format!(
+                "suggested   quota {}, ceiling {}",
+                SEARCHES + 1,
+                (SEARCHES + 1) * 95 / 100
+            )),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn embedded() {
+        spent_early_on_two_days(None);
+    }
+
+    #[test]
+    fn redis() {
+        let server = RedisServer::start_at(unix_us(DAY_1));
+        spent_early_on_two_days(Some(&server));
+    }
+}
