@@ -106,3 +106,76 @@ fn across_the_change_to_standard_time_the_days_still_follow_each_other() {
     let s = suggest(&days, &b, at("2026-11-02T20:00:00Z")).expect("a suggestion");
     assert_eq!((s.quota, s.ceiling), (70, 66));
 }
+
+/// The embedded limiter records the first early refusal of a bucket and upstream day,
+/// from the entries since that day's midnight whatever the bucket's window, and only
+/// below the quota; a later refusal that day records nothing; a record goes a few
+/// days after its day.
+#[tokio::test]
+async fn the_embedded_limiter_records_the_first_early_refusal_of_a_day() {
+    use std::sync::Arc;
+
+    use crate::clock::{Clock, ManualClock};
+    use crate::quota::{Allowance, Budget, EmbeddedLimiter, Limiter};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(ManualClock::starting_at(at("2026-11-25T07:00:00Z")));
+    let limiter = Limiter::Embedded(
+        EmbeddedLimiter::open(&dir.path().join("t.db"), "key1", clock.clone())
+            .expect("the limiter"),
+    );
+    let budget = Budget {
+        key: "key1".into(),
+        quota: 10,
+        ceiling: 10,
+        window: Window::Sliding(Duration::from_secs(86_400)),
+        costs: BTreeMap::from([("videos.list".to_owned(), 1)]),
+        when_limiter_down: BTreeMap::new(),
+        limits: Vec::new(),
+        buckets: Vec::new(),
+    };
+    let charge = |id: &str, n: u64| {
+        budget
+            .charge(id, "videos.list", n, Allowance::Quota)
+            .expect("a charge")
+    };
+    // 3 units the day before (23:00 Pacific), 4 after midnight (08:00 UTC).
+    limiter.charge(&charge("a", 3)).await.expect("charged");
+    clock.set(at("2026-11-25T09:00:00Z"));
+    limiter.charge(&charge("b", 4)).await.expect("charged");
+    let noted = limiter
+        .note_upstream_refusal("budget", 10, clock.now())
+        .await
+        .expect("noted");
+    assert_eq!(noted, Some(day("budget", NOV_25, 4)));
+    // Later that day: already said.
+    limiter.charge(&charge("c", 1)).await.expect("charged");
+    let again = limiter
+        .note_upstream_refusal("budget", 10, clock.now())
+        .await
+        .expect("noted");
+    assert_eq!(again, None);
+    assert_eq!(
+        limiter.upstream_spent().await.expect("read"),
+        [day("budget", NOV_25, 4)]
+    );
+    // The next day, at the quota: the upstream agrees with the count, nothing to say.
+    clock.set(at("2026-11-26T09:00:00Z"));
+    limiter.charge(&charge("d", 10)).await.expect("charged");
+    let at_quota = limiter
+        .note_upstream_refusal("budget", 10, clock.now())
+        .await
+        .expect("noted");
+    assert_eq!(at_quota, None);
+    // Five days on, the old record is gone once a new one is written.
+    clock.set(at("2026-11-30T09:00:00Z"));
+    let late = limiter
+        .note_upstream_refusal("budget", 10, clock.now())
+        .await
+        .expect("noted");
+    assert_eq!(late, Some(day("budget", "2026-11-30T08:00:00Z", 0)));
+    assert_eq!(
+        limiter.upstream_spent().await.expect("read"),
+        [day("budget", "2026-11-30T08:00:00Z", 0)]
+    );
+}
