@@ -237,8 +237,8 @@ impl Meter {
     /// The upstream refused a call of `bucket` (DESIGN.md 3.5): records in the limiter
     /// what this budget had charged the bucket since the upstream's midnight, when it
     /// was below the bucket's quota, and says so once per bucket and upstream day,
-    /// from whichever process saw the first such refusal.
-    /// `at` is the refused call's charge on the limiter's clock.
+    /// from whichever process saw the first such refusal. `at` is the refused call's
+    /// charge on the limiter's clock.
     pub(super) async fn note_upstream_refusal(&self, bucket: &str, at: Micros) {
         let Some(b) = self.budget.bucket(bucket) else {
             return;
