@@ -53,6 +53,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     crate::store::chart_history::STEP,
     crate::store::text_ids::STEP,
     crate::store::schema::RUN_LIMITERS,
+    crate::quota::schema::UPSTREAM_SPENT,
 ];
 
 /// The highest schema version this build knows: what the store brings the file to.

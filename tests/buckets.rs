@@ -173,7 +173,10 @@ fn a_search_bucket_spent_elsewhere_blocks_only_searches(redis: Option<&RedisServ
     h.fake.spend("search", 100);
     // One region at a time: a second region's first search would otherwise be in
     // flight before the first 403 came back.
+    // The upstream refused a bucket this budget had counted 1 search of: the
+    // refusal measured it, and a warning says so (DESIGN.md 3.5).
     h.expect_stderr("quota is spent")
+        .expect_stderr("had counted 1 units of its quota 100")
         .expect_ended("upstream_quota_exhausted");
     let (ran, calls) = h
         .status(75)

@@ -366,6 +366,8 @@ fn a_quota_block_on_redis_ends_at_the_next_pacific_midnight_by_redis_time() {
             .args(["run", "--region", "US"])
             .faketime(&["-f", host_off])
             .expect_stderr("quota is spent")
+            // Measured by Redis's day too, whatever the host's clock says.
+            .expect_stderr("had counted 1 units")
             .expect_ended("upstream_quota_exhausted")
             .status(75)
             .run();

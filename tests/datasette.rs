@@ -215,6 +215,7 @@ fn datasette_searches_videos_hides_internals_and_runs_the_canned_queries() {
         "quota_block",
         "quota_journal",
         "quota_epoch",
+        "quota_upstream_spent",
         "videos_fts",
     ] {
         assert_eq!(table(internal)["hidden"], true, "{internal} is shown");

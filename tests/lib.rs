@@ -26,6 +26,7 @@ mod crash;
 mod datasette;
 mod differential;
 mod docs_contract;
+mod drift;
 mod error_style;
 mod export_charts_e2e;
 #[cfg(unix)]

@@ -70,7 +70,25 @@ fn written_families() -> BTreeSet<String> {
         .arg(&file)
         .args(["run", "--region", "US"])
         .run();
-    let text = std::fs::read_to_string(&file).expect("the metrics file");
+    let mut text = std::fs::read_to_string(&file).expect("the metrics file");
+    // A family written only on a day the upstream refused a bucket early: a pool of
+    // 2 units while the costs file says 10,000.
+    let h = Harness::with(FakeUpstream::billing(Billing::single(2)), None);
+    let file = h.scratch.file("early.prom");
+    h.cmd()
+        .arg("--metrics-file")
+        .arg(&file)
+        .args(["run", "--region", "US", "--concurrency", "1"])
+        .status(75)
+        .expect_stderr("quota is spent")
+        .expect_stderr("quota is lower than configured")
+        .expect_stderr("upstream_quota_exhausted")
+        .run();
+    text.push_str(&std::fs::read_to_string(&file).expect("the metrics file"));
+    assert!(
+        text.contains("# TYPE trendsync_bucket_upstream_spent_at_units gauge"),
+        "{text}"
+    );
     text.lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))
         .filter_map(|l| l.split_whitespace().next())

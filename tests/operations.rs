@@ -624,6 +624,7 @@ fn an_upstream_block_can_be_lifted_and_charge_says_which_policy(redis: Option<&R
             .with_priority(OVERRIDE),
     );
     h.expect_stderr("quota is spent")
+        .expect_stderr("quota is lower than configured")
         .expect_ended("upstream_quota_exhausted");
     h.status(75).run(&["run", "--region", "US"]);
     let budget = h.budget();

@@ -249,6 +249,8 @@ fn message_of(line: &str) -> &str {
 /// 160 characters of message, and the one line that says why it stopped.
 fn stopped_run(h: &Harness<'_>, status: &str) -> (String, String) {
     h.expect_stderr(" stopped: ").expect_ended(status);
+    // The upstream's refusal also says what this budget had counted (DESIGN.md 3.5).
+    h.allow_stderr("quota is lower than configured");
     let (ran, _) = h.status(75).run(&["run", "--concurrency", "1"]);
     let line = summary_of(&ran.stderr);
     let n = message_of(&line).chars().count();

@@ -99,6 +99,7 @@ fn the_dry_run_reports_a_blocked_budget_as_the_run_does(redis: Option<&RedisServ
         answer_fixture(403, "error_quota_exceeded.json"),
     );
     h.expect_stderr("quota is spent")
+        .expect_stderr("quota is lower than configured")
         .expect_ended("upstream_quota_exhausted");
     let (first, _) = h.status(75).run(&["run", "--json", "--concurrency", "1"]);
     assert_eq!(first.json()["status"], "upstream_quota_exhausted");

@@ -115,6 +115,7 @@ fn the_readme_acl_is_enough_for_every_path_and_no_more() {
         .env("YOUTUBE_API_KEY", API_KEY)
         .args(["run", "--region", "US", "--json"])
         .expect_stderr("quota is spent")
+        .expect_stderr("quota is lower than configured")
         .expect_ended("upstream_quota_exhausted")
         .status(75)
         .run();
@@ -136,6 +137,14 @@ fn the_readme_acl_is_enough_for_every_path_and_no_more() {
     );
     let blocked: i64 = server.query(redis::cmd("EXISTS").arg("trendsync:{test}:blocked"));
     assert_eq!(blocked, 1);
+    // And what the refusal measured (DESIGN.md 3.5), which `budget` read back.
+    let spent: i64 = server.query(redis::cmd("EXISTS").arg("trendsync:{test}:upstream_spent"));
+    assert_eq!(spent, 1);
+    assert!(
+        ran.json()["buckets"][0]["upstream_spent_at"].is_u64(),
+        "{}",
+        ran.stdout
+    );
     // And the operator lifts it.
     let ran = s
         .cmd()

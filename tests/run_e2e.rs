@@ -326,6 +326,8 @@ fn an_upstream_quota_verdict_blocks_the_budget_until_pacific_midnight(redis: Opt
         answer_fixture(403, "error_quota_exceeded.json"),
     );
     h.expect_stderr("quota is spent")
+        // The budget had counted 2 units of 10,000 (DESIGN.md 3.5).
+        .expect_stderr("had counted 2 units of its quota 10000")
         .expect_ended("upstream_quota_exhausted")
         .stderr(contains("quotaExceeded"))
         .stderr(contains("blocked until"));
@@ -383,6 +385,7 @@ fn daily_limit_exceeded_stops_the_run_like_quota_exceeded() {
         answer_fixture(403, "error_daily_limit_exceeded.json"),
     );
     h.expect_stderr("quota is spent")
+        .expect_stderr("quota is lower than configured")
         .expect_ended("upstream_quota_exhausted");
     let (ran, calls) = h.status(75).run(&["run", "--json", "--concurrency", "1"]);
     assert_eq!(ran.json()["status"], "upstream_quota_exhausted");

@@ -115,6 +115,7 @@ fn every_command_writes_times_and_durations_in_one_form() {
     );
     h.expect_stderr("trying again in ")
         .expect_stderr("quota is spent")
+        .expect_stderr("quota is lower than configured")
         .expect_ended("upstream_quota_exhausted")
         .status(75);
     let (run, _) = h.run(&[

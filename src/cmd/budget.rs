@@ -14,6 +14,7 @@ use crate::clock::{Clock, Micros};
 use crate::error::{ExitCode, SilentExit, UsageError, after_output};
 use crate::output::human;
 use crate::output::json::{print_json, rfc3339, seconds};
+use crate::quota::drift::{self, SpentDay};
 use crate::quota::skew::{self, Skew};
 use crate::quota::{
     Allowance, BUDGET_POLICY, BucketRef, Budget, ChargeError, Decision, Entry, Status, Window,
@@ -177,6 +178,31 @@ struct BucketJson {
     /// The same moment for the text, which shows it to the second.
     #[serde(skip)]
     blocked_until_us: Option<i64>,
+    /// Units charged to the bucket since midnight America/Los_Angeles when the
+    /// upstream first refused it this upstream day, below its quota (DESIGN.md 3.5).
+    upstream_spent_at: Option<u64>,
+    /// The quota and ceiling to configure after two upstream days in a row spent
+    /// early; only for a bucket over the upstream's own day.
+    suggested: Option<SuggestedJson>,
+}
+
+/// What `budget` suggests configuring for a bucket the upstream spent early.
+#[derive(Debug, Serialize)]
+struct SuggestedJson {
+    quota: u64,
+    ceiling: u64,
+    /// The two upstream days (when each started: midnight America/Los_Angeles) and
+    /// their figures, the earlier first.
+    days: Vec<SpentDayJson>,
+}
+
+#[derive(Debug, Serialize)]
+struct SpentDayJson {
+    day_start: String,
+    upstream_spent_at: u64,
+    /// The same moment for the text.
+    #[serde(skip)]
+    day_start_us: i64,
 }
 
 /// The JSON of `budget --json` (DESIGN.md section 2): the main bucket's numbers at
@@ -233,7 +259,7 @@ impl ReadJson {
     }
 }
 
-fn bucket_json(bucket: &BucketRef<'_>, status: &Status) -> BucketJson {
+fn bucket_json(bucket: &BucketRef<'_>, status: &Status, spent: &[SpentDay]) -> BucketJson {
     let state = status.policy(bucket.name);
     let used = state.map_or(0, |p| p.used);
     let mut by_method = BTreeMap::new();
@@ -256,14 +282,28 @@ fn bucket_json(bucket: &BucketRef<'_>, status: &Status) -> BucketJson {
             .blocked_until(bucket.name)
             .map(|u| rfc3339(u.as_i64())),
         blocked_until_us: status.blocked_until(bucket.name).map(Micros::as_i64),
+        upstream_spent_at: drift::spent_today(spent, bucket.name, status.now),
+        suggested: drift::suggest(spent, bucket, status.now).map(|s| SuggestedJson {
+            quota: s.quota,
+            ceiling: s.ceiling,
+            days: s
+                .days
+                .iter()
+                .map(|d| SpentDayJson {
+                    day_start: rfc3339(d.day_us),
+                    upstream_spent_at: d.units,
+                    day_start_us: d.day_us,
+                })
+                .collect(),
+        }),
     }
 }
 
-fn summarize(budget: &Budget, status: &Status) -> BudgetJson {
+fn summarize(budget: &Budget, status: &Status, spent: &[SpentDay]) -> BudgetJson {
     let buckets: Vec<BucketJson> = budget
         .buckets()
         .iter()
-        .map(|b| bucket_json(b, status))
+        .map(|b| bucket_json(b, status, spent))
         .collect();
     let main = &buckets[0];
     let limits = budget
@@ -363,9 +403,38 @@ fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::R
             out,
             "  blocked     until {}: the upstream said this bucket's quota is spent",
             crate::output::human::timestamp(until)
-        ),
-        None => writeln!(out, "  blocked     no"),
+        )?,
+        None => writeln!(out, "  blocked     no")?,
     }
+    if let Some(units) = b.upstream_spent_at {
+        writeln!(
+            out,
+            "  upstream    said the quota is spent today at {units} units counted since midnight {} (quota {}): another consumer of the key, or a quota lower than configured",
+            drift::UPSTREAM_ZONE,
+            b.quota
+        )?;
+    }
+    if let Some(s) = &b.suggested {
+        let days: Vec<String> = s
+            .days
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} on the day from {}",
+                    d.upstream_spent_at,
+                    crate::output::human::timestamp(d.day_start_us)
+                )
+            })
+            .collect();
+        writeln!(
+            out,
+            "  suggested   quota {}, ceiling {}: the upstream said the quota was spent at {} units counted",
+            s.quota,
+            s.ceiling,
+            days.join(" and ")
+        )?;
+    }
+    Ok(())
 }
 
 async fn show(global: &Global, json: bool, clock: &Arc<dyn Clock>) -> Result<()> {
@@ -379,7 +448,14 @@ async fn show(global: &Global, json: bool, clock: &Arc<dyn Clock>) -> Result<()>
     let limiter = open_limiter(global, &budget, Access::ReadReplayed, clock).await?;
     let names: Vec<&str> = budget.buckets().iter().map(|b| b.name).collect();
     let status = read_status(&limiter, &budget, &names).await?;
-    let mut report = summarize(&budget, &status);
+    let spent = limiter.upstream_spent().await.with_context(|| {
+        format!(
+            "reading what the upstream's refusals of budget \"{}\" measured from {}",
+            budget.key,
+            limiter.describe()
+        )
+    })?;
+    let mut report = summarize(&budget, &status, &spent);
     let costs = read.costs.path.clone();
     report.read = Some(read);
     if json {

@@ -19,8 +19,8 @@ use crate::error::{ExitCode, SilentExit, after_output};
 use crate::output::human;
 use crate::output::json::{print_json, rfc3339};
 use crate::output::table::{self, Column, Table};
-use crate::quota::BUDGET_POLICY;
 use crate::quota::skew::{self, LimiterClock, MAX_SKEW, Skew, amount};
+use crate::quota::{BUDGET_POLICY, drift};
 use crate::region_status::{Recorded, RegionStatus, in_progress};
 use crate::runner::lock;
 use crate::store::{HistoryRow, RegionState, RunStart, Store};
@@ -73,6 +73,11 @@ struct BucketJson {
     /// The same moment for the text, which shows it to the second.
     #[serde(skip)]
     blocked_until_us: Option<i64>,
+    /// Units charged to the bucket since midnight America/Los_Angeles when the
+    /// upstream first refused it this upstream day, below its quota (DESIGN.md 3.5).
+    upstream_spent_at: Option<u64>,
+    #[serde(skip)]
+    quota: u64,
 }
 
 /// The last skew seen between a limiter's clock and the upstream's (DESIGN.md 6).
@@ -256,6 +261,11 @@ pub async fn run(global: &Global, args: &StatusArgs, clock: &Arc<dyn Clock>) -> 
     let limiter = open_limiter(global, budget, Access::Read, clock).await?;
     let window = match read_status(&limiter, budget, &[]).await {
         Ok(st) => {
+            // Read like the window; a limiter that answered that much answers this.
+            let spent = limiter.upstream_spent().await.unwrap_or_else(|e| {
+                tracing::warn!("reading what the upstream's refusals measured: {e}");
+                Vec::new()
+            });
             let buckets: Vec<BucketJson> = budget
                 .buckets()
                 .iter()
@@ -268,6 +278,8 @@ pub async fn run(global: &Global, args: &StatusArgs, clock: &Arc<dyn Clock>) -> 
                         remaining: b.ceiling.saturating_sub(used),
                         blocked_until: st.blocked_until(b.name).map(|u| rfc3339(u.as_i64())),
                         blocked_until_us: st.blocked_until(b.name).map(Micros::as_i64),
+                        upstream_spent_at: drift::spent_today(&spent, b.name, st.now),
+                        quota: b.quota,
                     }
                 })
                 .collect();
@@ -436,9 +448,15 @@ fn print_text(
                 } else {
                     format!("bucket \"{}\" ({from})", bucket.name)
                 };
+                let early = bucket.upstream_spent_at.map_or(String::new(), |units| {
+                    format!(
+                        "; the upstream said it was spent today at {units} units counted, below quota {}",
+                        bucket.quota
+                    )
+                });
                 writeln!(
                     out,
-                    "{what}: {} used of ceiling {}, {} remaining; {}",
+                    "{what}: {} used of ceiling {}, {} remaining; {}{early}",
                     bucket.used,
                     bucket.ceiling,
                     bucket.remaining,

@@ -7,6 +7,7 @@
 //! returns a [`Decision`]. The window arithmetic itself lives in [`model`], apart from
 //! any store and any clock. This module knows nothing of YouTube.
 
+pub mod drift;
 mod embedded;
 mod fingerprint;
 mod journal;
@@ -36,8 +37,14 @@ pub use window::{Span, Window, Zone};
 pub const BUDGET_POLICY: &str = "budget";
 
 /// Names a `[[limit]]` or `[[bucket]]` may not take because the budget's own keys use
-/// them.
-pub const RESERVED_POLICY_NAMES: &[&str] = &[BUDGET_POLICY, "blocked", "journal", "epoch"];
+/// them (`upstream_spent`: the record of the upstream's early refusals, 3.5).
+pub const RESERVED_POLICY_NAMES: &[&str] = &[
+    BUDGET_POLICY,
+    "blocked",
+    "journal",
+    "epoch",
+    "upstream_spent",
+];
 
 /// The policy that denies while the upstream has said a bucket's quota is spent (3.5).
 pub const UPSTREAM_POLICY: &str = "upstream";
@@ -617,6 +624,38 @@ impl Limiter {
             Limiter::Embedded(l) => l.block_until(bucket, until).await,
             Limiter::Down { endpoint, reason } => Err(unavailable(endpoint, reason)),
         }
+    }
+
+    /// The upstream refused a call of `bucket` (3.5): when this budget had charged it
+    /// less than `quota` since the upstream's last midnight (by the limiter's clock),
+    /// and this is the first such answer of that bucket and upstream day on any host,
+    /// records those units and returns them; otherwise records nothing and returns
+    /// `None`. `at` is a recent time on the limiter's clock (the refused call's
+    /// charge): the upstream's midnights are taken around it, never around this host's
+    /// unchecked clock.
+    pub async fn note_upstream_refusal(
+        &self,
+        bucket: &str,
+        quota: u64,
+        at: Micros,
+    ) -> Result<Option<drift::SpentDay>, LimiterError> {
+        match self {
+            Limiter::Redis(l) => l.note_upstream_refusal(bucket, quota, at).await,
+            Limiter::Embedded(l) => l.note_upstream_refusal(bucket, quota).await,
+            Limiter::Down { endpoint, reason } => Err(unavailable(endpoint, reason)),
+        }
+    }
+
+    /// Every bucket's figures of the last few upstream days on which the upstream
+    /// refused it early ([`Limiter::note_upstream_refusal`]), oldest first.
+    pub async fn upstream_spent(&self) -> Result<Vec<drift::SpentDay>, LimiterError> {
+        let mut days = match self {
+            Limiter::Redis(l) => l.upstream_spent().await?,
+            Limiter::Embedded(l) => l.upstream_spent().await?,
+            Limiter::Down { endpoint, reason } => return Err(unavailable(endpoint, reason)),
+        };
+        days.sort_by(|a, b| (a.day_us, &a.bucket).cmp(&(b.day_us, &b.bucket)));
+        Ok(days)
     }
 
     /// Lifts a block of `bucket` set by [`Limiter::block_until`] before it ends.

@@ -17,7 +17,7 @@ use crate::sqlite::{Migration, StepError};
 
 /// The limiter's and the journal's steps, oldest first: all a limiter or a journal
 /// ever runs.
-pub(crate) const STEPS: &[Migration] = &[TABLES, CLOCK_SKEW];
+pub(crate) const STEPS: &[Migration] = &[TABLES, CLOCK_SKEW, UPSTREAM_SPENT];
 
 /// Step 4.
 pub(crate) const TABLES: Migration = Migration {
@@ -86,6 +86,27 @@ CREATE TABLE IF NOT EXISTS quota_clock_skew (
     clock          TEXT    PRIMARY KEY,   -- 'host' (the embedded limiter) | 'redis'
     skew_us        INTEGER NOT NULL,      -- that clock minus the upstream's
     measured_at_us INTEGER NOT NULL       -- the upstream's time when it was seen
+) WITHOUT ROWID;
+";
+
+/// Step 14.
+pub(crate) const UPSTREAM_SPENT: Migration = Migration {
+    description: "what the upstream's early refusals measured, per bucket and upstream day",
+    sql: UPSTREAM_SPENT_SQL,
+    data: None,
+};
+
+/// One row per budget, bucket and upstream day on which the upstream refused the
+/// bucket while the embedded limiter still counted room below its quota (DESIGN.md
+/// 3.5): the units charged to the bucket since that day's midnight in
+/// America/Los_Angeles at the first such refusal. Rows go a few days after their day.
+const UPSTREAM_SPENT_SQL: &str = "
+CREATE TABLE IF NOT EXISTS quota_upstream_spent (
+    budget TEXT    NOT NULL,   -- budget.key
+    bucket TEXT    NOT NULL,   -- the bucket's name; `budget` for the main one
+    day_us INTEGER NOT NULL,   -- the upstream day's midnight, America/Los_Angeles
+    units  INTEGER NOT NULL,   -- charged to the bucket that day, at the first refusal
+    PRIMARY KEY (budget, bucket, day_us)
 ) WITHOUT ROWID;
 ";
 

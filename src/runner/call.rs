@@ -203,6 +203,12 @@ impl Run {
                             "could not block bucket \"{bucket}\" until the upstream's reset: {e}"
                         );
                     }
+                    // The answer is also a measurement of what the upstream counted;
+                    // a call made unmetered has no time on the limiter's clock, and
+                    // the limiter is down anyway.
+                    if let Some(at) = charged_at {
+                        self.meter.note_upstream_refusal(&bucket, at).await;
+                    }
                     let stop = Stop::UpstreamQuota {
                         until,
                         reason: err,

@@ -14,6 +14,7 @@ use super::outcome::{BucketWindow, BudgetWindow, Stop};
 use super::stops::Scope;
 use crate::clock::{Clock, Micros};
 use crate::error::chain;
+use crate::quota::drift;
 use crate::quota::skew::LimiterClock;
 use crate::quota::{Allowance, Budget, Charge, DownPolicy, Journal, Limiter, LimiterError};
 
@@ -233,6 +234,51 @@ impl Meter {
         }
     }
 
+    /// The upstream refused a call of `bucket` (DESIGN.md 3.5): records in the limiter
+    /// what this budget had charged the bucket since the upstream's midnight, when it
+    /// was below the bucket's quota, and says so once per bucket and upstream day,
+    /// from whichever process saw the first such refusal. `at` is the refused call's
+    /// charge on the limiter's clock.
+    pub(super) async fn note_upstream_refusal(&self, bucket: &str, at: Micros) {
+        let Some(b) = self.budget.bucket(bucket) else {
+            return;
+        };
+        if self.limiter_down.get().is_some() {
+            return;
+        }
+        match self
+            .limiter
+            .note_upstream_refusal(bucket, b.quota, at)
+            .await
+        {
+            Ok(Some(day)) => tracing::warn!(
+                budget = %self.budget.key,
+                bucket,
+                units = day.units,
+                quota = b.quota,
+                "the upstream said the quota of {} is spent when this budget had counted {} units of its quota {} since midnight {} ({}): another consumer of the key spends from the same quota, or the key's quota is lower than configured (an upstream audit can lower it); compare with the key's quota page in the Cloud console, and set quota and ceiling in the costs file to what the upstream grants",
+                bucket_words(&self.budget.key, bucket),
+                day.units,
+                b.quota,
+                drift::UPSTREAM_ZONE,
+                crate::output::human::timestamp(day.day_us),
+            ),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                "could not record what the upstream's refusal of bucket \"{bucket}\" measured: {e}"
+            ),
+        }
+    }
+
+    /// What the upstream's early refusals measured, for the report; none when the
+    /// limiter could not say.
+    async fn upstream_spent(&self) -> Vec<drift::SpentDay> {
+        self.limiter.upstream_spent().await.unwrap_or_else(|e| {
+            tracing::debug!("what the upstream's refusals measured: {e}");
+            Vec::new()
+        })
+    }
+
     /// Whose clock the limiter decides by; `None` while it is down.
     pub(super) fn limiter_clock(&self) -> Option<LimiterClock> {
         self.limiter.clock()
@@ -247,17 +293,21 @@ impl Meter {
         }
         let buckets: Vec<_> = self.budget.buckets().iter().map(|b| b.policy()).collect();
         match self.limiter.status(&buckets, &[]).await {
-            Ok(st) => Some(BudgetWindow {
-                buckets: st
-                    .policies
-                    .iter()
-                    .map(|p| BucketWindow {
-                        name: p.name.clone(),
-                        used: p.used,
-                        blocked_until_us: st.blocked_until(&p.name).map(Micros::as_i64),
-                    })
-                    .collect(),
-            }),
+            Ok(st) => {
+                let spent = self.upstream_spent().await;
+                Some(BudgetWindow {
+                    buckets: st
+                        .policies
+                        .iter()
+                        .map(|p| BucketWindow {
+                            name: p.name.clone(),
+                            used: p.used,
+                            blocked_until_us: st.blocked_until(&p.name).map(Micros::as_i64),
+                            upstream_spent_at: drift::spent_today(&spent, &p.name, st.now),
+                        })
+                        .collect(),
+                })
+            }
             Err(e) => {
                 tracing::debug!("the budget's window after the run: {e}");
                 None
@@ -306,6 +356,15 @@ impl Meter {
             units_unmetered: self.units_unmetered.load(Ordering::Relaxed),
             calls: self.calls.load(Ordering::Relaxed),
         }
+    }
+}
+
+/// `budget "key1"` for the main bucket, `bucket "search" of budget "key1"` for another.
+fn bucket_words(key: &str, bucket: &str) -> String {
+    if bucket == crate::quota::BUDGET_POLICY {
+        format!("budget \"{key}\"")
+    } else {
+        format!("bucket \"{bucket}\" of budget \"{key}\"")
     }
 }
 

@@ -226,6 +226,9 @@ pub struct BucketNumbers {
     pub ceiling: u64,
     pub quota: u64,
     pub blocked_until_us: Option<i64>,
+    /// What the budget had charged the bucket today when the upstream first refused
+    /// it early (DESIGN.md 3.5).
+    pub upstream_spent_at: Option<u64>,
 }
 
 impl BudgetNumbers {
@@ -263,12 +266,14 @@ impl BudgetNumbers {
                 Some(b.name),
             )
             .filter(|s| *s > 0.0);
+            let spent = figure("trendsync_bucket_upstream_spent_at_units", Some(b.name));
             buckets.push(BucketNumbers {
                 name: b.name.to_owned(),
                 used: used.max(0.0) as u64,
                 ceiling: b.ceiling,
                 quota: b.quota,
                 blocked_until_us: blocked.map(|s| (s as i64).saturating_mul(1_000_000)),
+                upstream_spent_at: spent.map(|u| u.max(0.0) as u64),
             });
         }
         Some(BudgetNumbers {
@@ -290,6 +295,7 @@ impl BudgetNumbers {
                     ceiling: b.ceiling,
                     quota: b.quota,
                     blocked_until_us: seen.and_then(|w| w.blocked_until_us),
+                    upstream_spent_at: seen.and_then(|w| w.upstream_spent_at),
                 }
             })
             .collect();
@@ -732,6 +738,17 @@ fn bucket_families(exp: &mut Exposition, key: &str, buckets: &[BucketNumbers]) {
         let family = exp.gauge(name, help);
         for b in buckets {
             family.sample(&[("budget", key), ("bucket", &b.name)], value(b));
+        }
+    }
+    // Only a bucket the upstream refused early today has a series: none is the
+    // usual state, and an alert fires on the series being there.
+    for b in buckets {
+        if let Some(units) = b.upstream_spent_at {
+            exp.gauge(
+                "trendsync_bucket_upstream_spent_at_units",
+                "Units this budget had charged the bucket since midnight America/Los_Angeles when the upstream first said its quota was spent, below the configured quota: another consumer of the key, or a quota lower than configured. No series on a day the upstream has not refused early.",
+            )
+            .sample(&[("budget", key), ("bucket", &b.name)], units as f64);
         }
     }
     let remaining = exp.gauge(

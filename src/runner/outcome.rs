@@ -279,6 +279,9 @@ pub struct BucketWindow {
     pub name: String,
     pub used: u64,
     pub blocked_until_us: Option<i64>,
+    /// What this budget had charged the bucket today when the upstream first refused
+    /// it early (DESIGN.md 3.5); `None` when it has not this upstream day.
+    pub upstream_spent_at: Option<u64>,
 }
 
 /// The JSON object of `run --json` and `backfill --json`.

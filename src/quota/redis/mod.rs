@@ -24,6 +24,7 @@ pub use diagnose::RedisCause;
 pub use script::Decided;
 pub use url::RedisConfigError;
 
+use super::drift::{self, SpentDay};
 use super::journal::{Epoch, Journal};
 use super::ledger::{Ledger, LedgerStore};
 use super::{BUDGET_POLICY, Charge, Decision, LimiterError, Part, PolicyRef, RecordPast, Status};
@@ -263,6 +264,52 @@ impl RedisLimiter {
             set.query_async::<()>(&mut conn).await
         })
         .await
+    }
+
+    /// [`Limiter::note_upstream_refusal`](super::Limiter::note_upstream_refusal): one
+    /// script, on Redis's clock, so that the first refusal of a day on any host
+    /// records it and the others find it recorded.
+    pub(super) async fn note_upstream_refusal(
+        &self,
+        bucket: &str,
+        quota: u64,
+        at: Micros,
+    ) -> Result<Option<SpentDay>, LimiterError> {
+        let Some(day) = drift::upstream_day() else {
+            return Ok(None);
+        };
+        let inv = self
+            .scripts
+            .upstream_spent(&self.keys, bucket, quota, &day, at.as_i64());
+        let inv = &inv;
+        let (recorded, units, day_us): (i64, i64, i64) = self
+            .through_failover(
+                "recording what the upstream's refusal measured",
+                |mut conn| async move { inv.invoke_async(&mut conn).await },
+            )
+            .await?;
+        Ok((recorded == 1).then(|| SpentDay {
+            bucket: bucket.to_owned(),
+            day_us,
+            units: u64::try_from(units).unwrap_or(0),
+        }))
+    }
+
+    /// [`Limiter::upstream_spent`](super::Limiter::upstream_spent).
+    pub(super) async fn upstream_spent(&self) -> Result<Vec<SpentDay>, LimiterError> {
+        let mut hgetall = redis::cmd("HGETALL");
+        hgetall.arg(self.keys.upstream_spent());
+        let hgetall = &hgetall;
+        let fields: Vec<(String, String)> = self
+            .through_failover(
+                "reading what the upstream's refusals measured",
+                |mut conn| async move { hgetall.query_async(&mut conn).await },
+            )
+            .await?;
+        Ok(fields
+            .iter()
+            .filter_map(|(field, units)| script::spent_day(field, units))
+            .collect())
     }
 
     pub(super) async fn unblock(&self, bucket: &str) -> Result<Option<Micros>, LimiterError> {

@@ -9,12 +9,13 @@ use redis::{Script, ScriptInvocation};
 
 use crate::clock::Micros;
 
+use crate::quota::drift::{self, SpentDay};
 use crate::quota::journal::Epoch;
 use crate::quota::model::{self, Fit, PartOutcome};
 use crate::quota::skew::{self, LimiterClock};
 use crate::quota::{
     BUDGET_POLICY, Charge, Decision, Entry, LimiterError, Part, PolicyRef, PolicyStatus, Status,
-    from_micros, micros,
+    Window, from_micros, micros,
 };
 
 /// A charge script's answer.
@@ -30,11 +31,16 @@ pub struct Decided {
 /// Both scripts begin with the helpers and reply codes they share.
 const CHARGE_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("charge.lua"));
 const STATUS_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("status.lua"));
+const UPSTREAM_SPENT_LUA: &str = concat!(
+    include_str!("prelude.lua"),
+    include_str!("upstream_spent.lua")
+);
 
-/// The two scripts, with the hashes they are called by.
+/// The scripts, with the hashes they are called by.
 pub(super) struct Scripts {
     charge: Script,
     status: Script,
+    upstream_spent: Script,
 }
 
 impl Scripts {
@@ -42,6 +48,7 @@ impl Scripts {
         Scripts {
             charge: Script::new(CHARGE_LUA),
             status: Script::new(STATUS_LUA),
+            upstream_spent: Script::new(UPSTREAM_SPENT_LUA),
         }
     }
 
@@ -102,6 +109,40 @@ impl Scripts {
         }
         inv
     }
+
+    /// The call of `upstream_spent.lua` for a refusal of `bucket` (DESIGN.md 3.5):
+    /// `day` is the upstream's day as a window, sent as the midnights around `at_us`
+    /// (a recent time of Redis's own), of which the script takes the one Redis TIME
+    /// falls in.
+    pub(super) fn upstream_spent(
+        &self,
+        keys: &Keys,
+        bucket: &str,
+        quota: u64,
+        day: &Window,
+        at_us: i64,
+    ) -> ScriptInvocation<'_> {
+        let [set, ..] = keys.policy(bucket);
+        let mut inv = self.upstream_spent.prepare_invoke();
+        inv.key(keys.upstream_spent())
+            .key(set)
+            .arg(bucket)
+            .arg(day.script_arg(at_us))
+            .arg(quota)
+            .arg(micros(drift::KEEP));
+        inv
+    }
+}
+
+/// The field of the budget's record of early refusals for `bucket` and the upstream
+/// day starting at `day_us`, as `upstream_spent.lua` writes it, read back.
+pub(super) fn spent_day(field: &str, units: &str) -> Option<SpentDay> {
+    let (bucket, day) = field.rsplit_once('|')?;
+    Some(SpentDay {
+        bucket: bucket.to_owned(),
+        day_us: day.parse().ok()?,
+        units: units.parse().ok()?,
+    })
 }
 
 /// Where one budget's state lives in Redis (`prelude.lua`).
@@ -141,6 +182,12 @@ impl Keys {
             format!("{}:{policy}:total", self.prefix),
             format!("{}:{policy}:oldest", self.prefix),
         ]
+    }
+
+    /// The budget's records of what the upstream's early refusals measured, per bucket
+    /// and upstream day (DESIGN.md 3.5): one hash beside the budget's other keys.
+    pub(super) fn upstream_spent(&self) -> String {
+        format!("{}:upstream_spent", self.prefix)
     }
 
     /// The window's epoch marker (DESIGN.md 3.7).

@@ -167,6 +167,7 @@ fn picture() -> Picture {
                 ceiling: 9_500,
                 quota: 10_000,
                 blocked_until_us: Some(1_700_086_400_000_000),
+                upstream_spent_at: None,
             }],
         }),
         skews: vec![Skew {
@@ -357,6 +358,25 @@ fn without_the_budget_or_any_run_those_lines_are_left_out() {
     );
 }
 
+/// A bucket the upstream refused early today has its figure; one it has not refused
+/// early has no series at all, so that an alert on the series stays quiet.
+#[test]
+fn the_upstreams_early_refusal_is_a_series_only_while_there_is_one() {
+    let text = picture().exposition(&[]).render();
+    assert!(
+        !text.contains("trendsync_bucket_upstream_spent_at_units"),
+        "{text}"
+    );
+    let mut p = picture();
+    p.budget.as_mut().expect("a budget").buckets[0].upstream_spent_at = Some(61);
+    let text = p.exposition(&[]).render();
+    assert_eq!(
+        lines_of(&text, "trendsync_bucket_upstream_spent_at_units"),
+        ["trendsync_bucket_upstream_spent_at_units{budget=\"key1\",bucket=\"budget\"} 61"]
+    );
+    assert!(text.contains("# TYPE trendsync_bucket_upstream_spent_at_units gauge\n"));
+}
+
 #[cfg(unix)]
 fn mode(path: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
@@ -449,6 +469,7 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
             name: "budget".into(),
             used: 1234,
             blocked_until_us: Some(1_700_086_400_000_000),
+            upstream_spent_at: Some(1200),
         }],
     };
     write_after_run(
@@ -470,6 +491,9 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
     )));
     assert!(text.contains(&format!(
         "trendsync_budget_blocked_until_timestamp_seconds{{budget=\"{key}\"}} 1700086400\n"
+    )));
+    assert!(text.contains(&format!(
+        "trendsync_bucket_upstream_spent_at_units{{budget=\"{key}\",bucket=\"budget\"}} 1200\n"
     )));
 
     assert!(text.contains(&format!("trendsync_limiter_up{{budget=\"{key}\"}} 1\n")));
@@ -542,6 +566,7 @@ fn the_last_known_figures_are_read_back_from_the_file_written() {
                 ceiling: 9_500,
                 quota: 10_000,
                 blocked_until_us: None,
+                upstream_spent_at: None,
             },
             BucketNumbers {
                 name: "search".into(),
@@ -549,6 +574,7 @@ fn the_last_known_figures_are_read_back_from_the_file_written() {
                 ceiling: 95,
                 quota: 100,
                 blocked_until_us: Some(1_700_086_400_000_000),
+                upstream_spent_at: Some(61),
             },
         ],
     };
