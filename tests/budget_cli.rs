@@ -706,3 +706,47 @@ fn json_logs_are_one_object_per_line_and_levels_shift_with_v_and_q() {
         .stderr("")
         .run();
 }
+
+/// The budget's text leads with what can be spent now, so "more frees in 24h" above
+/// 9459 units left does not read as "nothing available"; a spent bucket says none
+/// first. `budget charge` names the limiter it charged and the file that keeps its
+/// ledger (a shell without cron's TRENDSYNC_DB would otherwise not know).
+#[test]
+fn the_budget_leads_with_what_is_available_and_a_charge_names_its_database() {
+    let server = RedisServer::start();
+    let s = Scratch::new();
+    s.cmd()
+        .args(["budget", "charge", "videos.list", "--count", "41"])
+        .stdout(contains("charged on embedded limiter in trendsync.db"))
+        .run();
+    let text = s.cmd().arg("budget").run().stdout;
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[1].starts_with("  available   9459 now, to the ceiling (9959 to the quota)"),
+        "{text}"
+    );
+    assert!(
+        lines[2].starts_with("  used        41 of ceiling 9500"),
+        "{text}"
+    );
+    assert!(lines[3].starts_with("  more frees  in "), "{text}");
+
+    s.cmd()
+        .redis(&server)
+        .args(["budget", "charge", "videos.list"])
+        .stdout(contains(
+            "its ledger of this charge is kept in trendsync.db",
+        ))
+        .run();
+
+    let spent = Costs::one_unit_each().key("key1").ceiling(41).quota(50).to_toml();
+    let costs = s.write("spent.toml", &spent);
+    let text = s.cmd().costs(&costs).arg("budget").run().stdout;
+    assert!(
+        text.lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("  available   none to the ceiling; 9 to the quota")),
+        "{text}"
+    );
+    assert!(text.contains("  next free   in "), "{text}");
+}

@@ -375,6 +375,21 @@ fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::R
             "the newest units leave the window".to_owned(),
         ),
     };
+    // What can be spent now comes first: "next free in 24h" above 9459 units left
+    // read as "nothing available".
+    if b.remaining > 0 {
+        writeln!(
+            out,
+            "  available   {} now, to the ceiling ({} to the quota)",
+            b.remaining, b.remaining_to_quota
+        )?;
+    } else {
+        writeln!(
+            out,
+            "  available   none to the ceiling; {} to the quota (backfill, budget charge --reserve)",
+            b.remaining_to_quota
+        )?;
+    }
     writeln!(
         out,
         "  used        {} of ceiling {} (quota {}) {}",
@@ -383,12 +398,12 @@ fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::R
         b.quota,
         over(&b.window, b.window_s)
     )?;
-    writeln!(
-        out,
-        "  remaining   {} to the ceiling, {} to the quota",
-        b.remaining, b.remaining_to_quota
-    )?;
-    writeln!(out, "  next free   {}", opt(b.next_free_s, &oldest))?;
+    let frees = if b.remaining > 0 {
+        "  more frees  "
+    } else {
+        "  next free   "
+    };
+    writeln!(out, "{frees}{}", opt(b.next_free_s, &oldest))?;
     writeln!(out, "  empty       {}", opt(b.empty_in_s, &newest))?;
     if !b.by_method.is_empty() {
         let methods: Vec<String> = b
@@ -707,6 +722,24 @@ async fn charge(
             method,
             clock.now().as_i64(),
         )
+        .and_then(|()| {
+            // Which window was charged, and which file keeps this host's record of it:
+            // a shell without cron's TRENDSYNC_DB would otherwise charge, and keep the
+            // ledger in, a new ./trendsync.db unawares.
+            let kept = if limiter.keeps_ledger() {
+                format!(
+                    "; its ledger of this charge is kept in {}",
+                    global.db.display()
+                )
+            } else {
+                String::new()
+            };
+            writeln!(
+                std::io::stdout().lock(),
+                "charged on {}{kept}",
+                limiter.describe()
+            )
+        })
         .map_err(Into::into)
     };
     let outcome = if decision.granted {
