@@ -739,7 +739,11 @@ fn the_budget_leads_with_what_is_available_and_a_charge_names_its_database() {
         ))
         .run();
 
-    let spent = Costs::one_unit_each().key("key1").ceiling(41).quota(50).to_toml();
+    let spent = Costs::one_unit_each()
+        .key("key1")
+        .ceiling(41)
+        .quota(50)
+        .to_toml();
     let costs = s.write("spent.toml", &spent);
     let text = s.cmd().costs(&costs).arg("budget").run().stdout;
     assert!(

@@ -383,3 +383,39 @@ fn run_durations_in_the_metrics_are_fractional_seconds() {
         assert_eq!(m.get(series), Some(&seconds), "{series}: {m:?}");
     }
 }
+
+/// `search` and `video` fit the terminal at 40, 80 and 120 columns (the title, the
+/// snippet, the places and the counts), and keep what matters: the URL search prints,
+/// and every count's row.
+#[test]
+fn search_and_video_fit_40_80_and_120_columns() {
+    let h = Harness::new(None);
+    h.run(&["run"]);
+    let hits = h
+        .bare()
+        .args(["search", "lighthouse", "--json"])
+        .run()
+        .json();
+    let id = hits["results"][0]["video_id"]
+        .as_str()
+        .expect("a video found")
+        .to_owned();
+    let whole = h.bare().args(["video", &id]).run().stdout;
+    assert!(
+        whole.lines().any(|l| columns(l) > 40),
+        "a line wider than 40 columns to fit:\n{whole}"
+    );
+    for width in [40, 80, 120] {
+        let found = at_width(&h, &["search", "lighthouse"], width);
+        assert!(found.contains(&id), "{width}: the URL's id\n{found}");
+        let video = at_width(&h, &["video", &id], width);
+        for word in ["region", "counts at", "views"] {
+            assert!(video.contains(word), "{width}: {word}\n{video}");
+        }
+        assert_eq!(
+            video.lines().filter(|l| l.contains("Z ")).count(),
+            whole.lines().filter(|l| l.contains("Z ")).count(),
+            "{width}: every place and count keeps its row\n{video}"
+        );
+    }
+}

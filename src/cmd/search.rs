@@ -76,7 +76,9 @@ pub fn run(global: &Global, args: &SearchArgs) -> Result<()> {
             results,
         });
     }
-    let mut out = std::io::stdout().lock();
+    // Each line wrapped at the terminal's width, as the tables are.
+    let mut out =
+        crate::output::table::Wrapped::new(std::io::stdout().lock(), crate::output::table::width());
     if hits.is_empty() {
         writeln!(out, "no videos match {:?}", args.query)?;
     }
@@ -97,9 +99,11 @@ pub fn run(global: &Global, args: &SearchArgs) -> Result<()> {
         writeln!(out, "     {}", visible(&h.snippet.replace('\n', " ")))?;
         writeln!(
             out,
-            "     https://www.youtube.com/watch?v={}",
+            // The share form: short enough to stay whole in 40 columns.
+            "     https://youtu.be/{}",
             visible(&h.video_id)
         )?;
     }
+    out.flush()?;
     Ok(())
 }

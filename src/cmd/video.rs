@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::status::at;
 use crate::cli::{Global, VideoArgs};
 use crate::error::{MissingConfig, UsageError};
+use crate::output::table::{self, Column, Table};
 use crate::output::text::visible;
 use crate::store::{ChartSpan, CountPoint, Store, UpstreamChange, crossed, methodology_at};
 
@@ -189,7 +190,8 @@ fn print_text(
     counts: &[CountPoint],
     removed_at: Option<i64>,
 ) -> Result<()> {
-    let mut out = std::io::stdout().lock();
+    let width = table::width();
+    let mut out = table::Wrapped::new(std::io::stdout().lock(), width);
     writeln!(out, "{}  {}", visible(&video.id), visible(&video.title))?;
     writeln!(
         out,
@@ -205,58 +207,63 @@ fn print_text(
         )?;
     }
     writeln!(out)?;
+    out.flush()?;
+    let mut out = std::io::stdout().lock();
     if places.is_empty() {
         writeln!(out, "on no chart (found by a search only)")?;
     } else {
-        writeln!(
-            out,
-            "{:<6} {:<12} {:<20} {:<20} {:>4} {:>7}",
-            "region", "chart", "first seen", "last seen", "best", "fetches"
-        )?;
+        // Fitted to the width: the least useful columns go first.
+        let mut shown = Table::new(vec![
+            Column::text("region", 0),
+            Column::text("chart", 0),
+            Column::text("first seen", 2),
+            Column::text("last seen", 1),
+            Column::number("best", 0),
+            Column::number("fetches", 3),
+        ]);
         for p in places {
-            writeln!(
-                out,
-                "{:<6} {:<12} {:<20} {:<20} {:>4} {:>7}",
-                p.region,
+            shown.row(vec![
+                p.region.clone(),
                 chart_name(p.chart),
                 at(p.first_seen),
                 at(p.last_seen),
-                p.best_rank,
-                p.fetches
-            )?;
+                p.best_rank.to_string(),
+                p.fetches.to_string(),
+            ]);
         }
+        shown.write(&mut out, width)?;
     }
     writeln!(out)?;
     let cell = |n: Option<i64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
-    writeln!(
-        out,
-        "{:<20} {:>13} {:>11} {:>10}  source",
-        "counts at", "views", "likes", "comments"
-    )?;
+    let mut series = Table::new(vec![
+        Column::text("counts at", 0),
+        Column::number("views", 0),
+        Column::number("likes", 2),
+        Column::number("comments", 1),
+        Column::text("source", 3),
+    ]);
     let mut previous: Option<i64> = None;
     for c in counts {
         if let Some(before) = previous {
             // A change of what the numbers mean between two samples: the step from one
             // to the next is not only the audience.
             for change in crossed(before, c.at) {
-                writeln!(
-                    out,
+                series.note(format!(
                     "-- {} upstream change: {}; counts before and after differ in meaning",
                     change.id, change.what
-                )?;
+                ));
             }
         }
         previous = Some(c.at);
-        writeln!(
-            out,
-            "{:<20} {:>13} {:>11} {:>10}  {}",
+        series.row(vec![
             at(c.at),
             cell(c.views),
             cell(c.likes),
             cell(c.comments),
-            c.source.as_str()
-        )?;
+            c.source.as_str().to_owned(),
+        ]);
     }
+    series.write(&mut out, width)?;
     Ok(())
 }
 
