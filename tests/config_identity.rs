@@ -157,6 +157,8 @@ fn the_readmes_deployment_reads_one_file_in_the_shell_under_cron_and_under_syste
     assert!(!stderr.contains("WARN"), "{stderr}");
     let installed = root.path("usr/local/bin/trendsync");
     let db = root.path("var/lib/trendsync/trendsync.db");
+    // The shell read the runs' database from /etc/trendsync/env.
+    assert!(stdout.contains(&db.display().to_string()), "{stdout}");
     let upstream = [
         ("YOUTUBE_API_KEY", API_KEY.to_owned()),
         ("TRENDSYNC_API_BASE", h.fake.uri()),
