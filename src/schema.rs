@@ -49,6 +49,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     crate::store::schema::ANALYSTS,
     crate::quota::schema::CLOCK_SKEW,
     crate::store::schema::RUN_DURATIONS,
+    crate::quota::schema::CALL_LOG,
 ];
 
 /// The highest schema version this build knows: what the store brings the file to.

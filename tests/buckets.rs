@@ -506,6 +506,8 @@ async fn the_upstream_day_turns_at_pacific_midnight(c: Clocked) {
 async fn a_day_is_23_or_25_hours_across_daylight_saving(c: Clocked) {
     let day = Window::Day(Zone::get("America/Los_Angeles").expect("a zone"));
     let refs = [PolicyRef {
+        kind: trendsync::quota::Kind::Bucket,
+        methods: Vec::new(),
         name: "search".into(),
         window: day.clone(),
     }];

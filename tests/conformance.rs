@@ -236,6 +236,8 @@ impl Backend {
         let refs: Vec<PolicyRef> = policies
             .iter()
             .map(|(n, w)| PolicyRef {
+                kind: trendsync::quota::Kind::Bucket,
+                methods: methods_of(n),
                 name: (*n).into(),
                 window: (*w).into(),
             })
@@ -265,6 +267,15 @@ async fn connect(url: &str, tls: &TlsFiles, key: &str) -> RedisLimiter {
     }
 }
 
+/// The methods of the buckets these scenarios charge, whose blocks make the bucket's.
+fn methods_of(bucket: &str) -> Vec<String> {
+    match bucket {
+        "budget" => vec!["videos.list".into()],
+        "search" => vec!["search.list".into()],
+        _ => Vec::new(),
+    }
+}
+
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
@@ -272,6 +283,7 @@ fn secs(s: u64) -> Duration {
 /// A charge with parts given as (policy, window, max, units).
 fn charge(id: &str, method: &str, parts: &[(&str, Duration, u64, u64)]) -> Charge {
     Charge {
+        calls: 1,
         bucket: "budget".into(),
         id: id.into(),
         method: method.into(),
@@ -279,6 +291,7 @@ fn charge(id: &str, method: &str, parts: &[(&str, Duration, u64, u64)]) -> Charg
         parts: parts
             .iter()
             .map(|(policy, window, max, units)| Part {
+                kind: trendsync::quota::Kind::Bucket,
                 policy: (*policy).into(),
                 window: (*window).into(),
                 max: *max,
@@ -718,7 +731,7 @@ async fn the_window_slides_across_a_fixed_window_boundary(b: Backend) {
 async fn a_block_denies_every_charge_until_it_ends(b: Backend) {
     let now = b.status(&[("budget", secs(60))]).await.now.as_i64();
     b.limiter
-        .block_until("budget", Micros::new(now + 1_500_000))
+        .block_until(&methods_of("budget"), Micros::new(now + 1_500_000))
         .await
         .expect("blocking");
     let d = b
@@ -802,6 +815,7 @@ async fn concurrent_charges_grant_exactly_what_fits(b: Backend) {
 /// A charge to bucket `bucket` with parts given as (policy, window, max, units).
 fn charge_to(bucket: &str, id: &str, method: &str, parts: &[(&str, Duration, u64, u64)]) -> Charge {
     Charge {
+        calls: 1,
         bucket: bucket.into(),
         ..charge(id, method, parts)
     }
@@ -851,7 +865,7 @@ async fn buckets_fill_apart_with_a_limit_across_them(b: Backend) {
 async fn a_block_stops_only_its_own_bucket(b: Backend) {
     let now = b.status(&[("budget", secs(60))]).await.now.as_i64();
     b.limiter
-        .block_until("search", Micros::new(now + 60 * S))
+        .block_until(&methods_of("search"), Micros::new(now + 60 * S))
         .await
         .expect("blocking");
     let blocked = charge_to("search", "s", "search.list", &[("search", secs(60), 10, 1)]);
@@ -872,7 +886,10 @@ async fn a_block_stops_only_its_own_bucket(b: Backend) {
         "the main bucket is not blocked"
     );
     assert_eq!(
-        b.limiter.unblock("search").await.expect("unblocking"),
+        b.limiter
+            .unblock(&methods_of("search"))
+            .await
+            .expect("unblocking"),
         Some(Micros::new(now + 60 * S))
     );
     grant(&b, &blocked).await;
@@ -1096,7 +1113,7 @@ async fn redis_keys_share_one_hash_tag_and_never_hold_the_api_key() {
     .await;
     let now = b.status(&[("budget", secs(60))]).await.now.as_i64();
     b.limiter
-        .block_until("budget", Micros::new(now + 60 * S))
+        .block_until(&methods_of("budget"), Micros::new(now + 60 * S))
         .await
         .expect("blocking");
     let Store::Redis(server) = &b.store else {

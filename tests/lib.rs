@@ -17,6 +17,9 @@ mod clock_skew;
 mod config_bounds;
 mod config_errors;
 mod conformance;
+// faketime for the binary, the LD_PRELOAD shim for a Redis: Linux only.
+#[cfg(target_os = "linux")]
+mod costs_switch;
 // SIGKILL, exit statuses by signal, advisory locks: Unix only.
 #[cfg(unix)]
 mod crash;

@@ -34,9 +34,11 @@ fn budget(ceiling: u64) -> Budget {
 
 fn status(used: u64, at_us: i64, now_us: i64) -> Status {
     Status {
+        blocked_methods: Default::default(),
         now: Micros::new(now_us),
         policies: vec![
             PolicyStatus {
+                kind: crate::quota::Kind::Bucket,
                 name: "budget".into(),
                 window: Duration::from_secs(86_400).into(),
                 used,
@@ -53,6 +55,7 @@ fn status(used: u64, at_us: i64, now_us: i64) -> Status {
                 }),
             },
             PolicyStatus {
+                kind: crate::quota::Kind::Bucket,
                 name: "search".into(),
                 window: Duration::from_secs(600).into(),
                 used: 0,
@@ -288,6 +291,7 @@ fn equal_windows_both_over_name_the_policy_the_limiter_names() {
     let mut st = status(0, 0, 2_000_000);
     for name in ["pages-a", "pages-b"] {
         st.policies.push(PolicyStatus {
+            kind: crate::quota::Kind::Bucket,
             name: name.into(),
             window: Duration::from_secs(3600).into(),
             used: 1,

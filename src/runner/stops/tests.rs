@@ -159,7 +159,7 @@ async fn only_a_stop_of_its_calls_wakes_a_waiter() {
         let stops = Arc::new(stops());
         let waiting = tokio::spawn({
             let stops = Arc::clone(&stops);
-            async move { stops.woken("search").await }
+            async move { stops.woken("search", "search.list").await }
         });
         tokio::task::yield_now().await;
         stops.record(scope, fatal("a stop"));
