@@ -225,8 +225,12 @@ impl RedisLimiter {
     #[must_use = "the limiter that keeps the ledger is the one returned"]
     pub async fn keep_ledger(mut self, journal: Arc<Journal>, budget_key: &str) -> RedisLimiter {
         // The ledger looks for its newest grant where today's costs file puts it: a
-        // window charged under another file is counted again first.
-        if let Err(e) = self.recount().await {
+        // window charged under another file is counted again first. With no grant to
+        // look for, the first charge does it.
+        let has_grants = journal
+            .ledger(budget_key)
+            .is_ok_and(|(rows, _)| !rows.is_empty());
+        if has_grants && let Err(e) = self.recount().await {
             tracing::debug!("counting the window again before reading the ledger: {e}");
         }
         if let Some(ledger) = Ledger::keep(journal, budget_key, &self).await {
