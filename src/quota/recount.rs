@@ -57,7 +57,7 @@ pub(crate) fn parse_member(member: &str, at_us: i64, budget: &Budget) -> Option<
         Some(calls) => (fields[2..fields.len() - 1].join("|"), calls),
         None => {
             let cost = budget.cost(&method).unwrap_or(0);
-            let calls = if cost > 0 { units / cost } else { units };
+            let calls = units.checked_div(cost).unwrap_or(units);
             (fields[2..].join("|"), calls.max(1))
         }
     };

@@ -52,7 +52,8 @@ pub struct RedisLimiter {
     elects: bool,
     endpoint: String,
     keys: Keys,
-    scripts: Scripts,
+    /// Boxed: four scripts' text and hashes need not make every `Limiter` larger.
+    scripts: Box<Scripts>,
     /// This host's record of its grants, replayed when Redis loses the window (3.7).
     /// Boxed: one per process, it need not make every `Limiter` larger.
     ledger: Option<Box<Ledger>>,
@@ -62,8 +63,15 @@ pub struct RedisLimiter {
     /// The budget charged, whose stamp the scripts compare with the window's, and
     /// which counts the window again when they differ (3.8). Without one (a tool
     /// that charges prepared charges), the window is charged as it stands.
-    budget: Option<Arc<Budget>>,
-    /// The budget's stamp (`Budget::stamp`), or '' without one.
+    /// Boxed with its stamp: one per process, it need not make every `Limiter`
+    /// larger.
+    budget: Option<Arc<Counting>>,
+}
+
+/// The budget a limiter charges under, and its stamp (`Budget::stamp`).
+#[derive(Debug)]
+struct Counting {
+    budget: Arc<Budget>,
     stamp: String,
 }
 
@@ -97,7 +105,7 @@ impl LedgerStore for RedisLimiter {
         // A window counted again under today's costs holds the charge as today's
         // file charges it: in its bucket (which keeps it 25 hours at least), at
         // today's units; or, for a method no bucket charges, in the main one at 0.
-        let today = self.budget.as_deref().and_then(|b| today(b, charge));
+        let today = self.budget().and_then(|b| today(b, charge));
         let (set, member) = match &today {
             Some(c) => match c.parts.iter().find(|p| p.kind == Kind::Bucket) {
                 Some(p) => (self.keys.policy(p.kind, &p.policy), script::member(c, p)),
@@ -188,11 +196,10 @@ impl RedisLimiter {
             elects,
             endpoint,
             keys,
-            scripts: Scripts::new(),
+            scripts: Box::new(Scripts::new()),
             ledger: None,
             clock,
             budget: None,
-            stamp: String::new(),
         })
     }
 
@@ -200,18 +207,25 @@ impl RedisLimiter {
     /// another is counted again at its costs first (DESIGN.md 3.8).
     #[must_use = "the limiter that knows the budget is the one returned"]
     pub fn with_budget(mut self, budget: Arc<Budget>) -> RedisLimiter {
-        self.stamp = budget.stamp();
-        self.budget = Some(budget);
+        let stamp = budget.stamp();
+        self.budget = Some(Arc::new(Counting { budget, stamp }));
         self
+    }
+
+    /// The budget charged under, if one was given.
+    fn budget(&self) -> Option<&Budget> {
+        self.budget.as_deref().map(|c| c.budget.as_ref())
+    }
+
+    /// Its stamp, or '' without one.
+    fn stamp_text(&self) -> &str {
+        self.budget.as_deref().map_or("", |c| c.stamp.as_str())
     }
 
     fn stamp(&self) -> Stamp<'_> {
         Stamp {
-            stamp: &self.stamp,
-            held: self
-                .budget
-                .as_deref()
-                .map_or(super::KEEP_AT_LEAST, Budget::keep),
+            stamp: self.stamp_text(),
+            held: self.budget().map_or(super::KEEP_AT_LEAST, Budget::keep),
         }
     }
 
@@ -273,9 +287,7 @@ impl RedisLimiter {
         age: Option<Duration>,
     ) -> Result<Decided, LimiterError> {
         // A replay is counted at today's costs, as the window it joins.
-        let rebuilt = age
-            .and(self.budget.as_deref())
-            .and_then(|b| today(b, charge));
+        let rebuilt = age.and(self.budget()).and_then(|b| today(b, charge));
         let charge = rebuilt.as_ref().unwrap_or(charge);
         for _ in 0..RECOUNT_TRIES {
             // A calendar day goes as the midnights around this host's clock; the
@@ -319,7 +331,7 @@ impl RedisLimiter {
     /// stamp (new, lost, or of an older layout) is counted as the budget in force
     /// says, silently.
     async fn recount(&self) -> Result<(), LimiterError> {
-        let Some(budget) = self.budget.as_deref() else {
+        let Some(budget) = self.budget() else {
             return Ok(());
         };
         for _ in 0..RECOUNT_TRIES {
@@ -331,7 +343,7 @@ impl RedisLimiter {
                     get.query_async(&mut conn).await
                 })
                 .await?;
-            if was.as_deref() == Some(self.stamp.as_str()) {
+            if was.as_deref() == Some(self.stamp_text()) {
                 return Ok(());
             }
             // The sets that hold the entries: the stamp's buckets, or, before there was
@@ -435,7 +447,7 @@ impl RedisLimiter {
         for _ in 0..RECOUNT_TRIES {
             let inv = self.scripts.status(
                 &self.keys,
-                &self.stamp,
+                self.stamp_text(),
                 policies,
                 with_entries,
                 self.clock.now().as_i64(),
@@ -558,7 +570,10 @@ pub(super) fn today(budget: &Budget, charge: &Charge) -> Option<Charge> {
         // Journalled before calls were kept: its units at the cost it has today.
         0 => {
             let cost = budget.cost(&charge.method).ok().filter(|c| *c > 0)?;
-            (charge.units % cost == 0).then_some(charge.units / cost)?
+            charge
+                .units
+                .is_multiple_of(cost)
+                .then_some(charge.units / cost)?
         }
         calls => calls,
     };
