@@ -134,7 +134,8 @@ fn the_readme_acl_is_enough_for_every_path_and_no_more() {
         "the block was recorded: {}",
         ran.stdout
     );
-    let blocked: i64 = server.query(redis::cmd("EXISTS").arg("trendsync:{test}:blocked"));
+    let blocked: i64 =
+        server.query(redis::cmd("EXISTS").arg("trendsync:{test}:blocked:videos.list"));
     assert_eq!(blocked, 1);
     // And the operator lifts it.
     let ran = s
@@ -143,7 +144,8 @@ fn the_readme_acl_is_enough_for_every_path_and_no_more() {
         .args(["--redis-url", &url, "budget", "unblock", "--json"])
         .expect_stderr("lifted the upstream block")
         .run();
-    let blocked: i64 = server.query(redis::cmd("EXISTS").arg("trendsync:{test}:blocked"));
+    let blocked: i64 =
+        server.query(redis::cmd("EXISTS").arg("trendsync:{test}:blocked:videos.list"));
     assert_eq!(blocked, 0, "the block was lifted: {}", ran.stdout);
 
     // Another budget's keys are out of reach: a configuration error, not an outage.

@@ -468,8 +468,10 @@ fn log_call(
     at_us: i64,
 ) -> rusqlite::Result<()> {
     conn.prepare_cached(
-        "INSERT OR IGNORE INTO quota_log (budget, charge_id, method, calls, at_us)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO quota_log (budget, charge_id, method, calls, at_us)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (budget, charge_id, method)
+         DO UPDATE SET calls = excluded.calls, at_us = excluded.at_us",
     )?
     .execute(params![budget_key, charge_id, method, calls, at_us])?;
     Ok(())

@@ -203,6 +203,14 @@ if not forced then
   end
 end
 
+-- Whether part p's window counts this charge already: its member is there, made
+-- after the cutoff. One kept from before the cutoff is the same id charged again
+-- once it left the window, which counts anew.
+local function counts(p)
+  local score = redis.call('ZSCORE', p.zkey, p.member)
+  return score ~= false and score ~= nil and tonumber(score) > p.cutoff
+end
+
 -- When enough units leave for this charge to fit: walk from the oldest entry only
 -- as far as the units it needs.
 local function wait_for(p)
@@ -234,7 +242,7 @@ if denied then
   -- Denied, unless this very charge was recorded before (a retry after a lost reply).
   for i = 1, n do
     local p = parts[i]
-    if p.oldest and redis.call('ZSCORE', p.zkey, p.member) then
+    if p.oldest and counts(p) then
       return reply(DUPLICATE, 0, nil, nil)
     end
   end
@@ -259,7 +267,7 @@ if forced then
   -- they hold this charge already. Ask them first.
   for i = 1, n do
     local p = parts[i]
-    if at <= p.cutoff and p.oldest and redis.call('ZSCORE', p.zkey, p.member) then
+    if at <= p.cutoff and p.oldest and counts(p) then
       return reply(DUPLICATE, 0, nil, nil)
     end
   end
@@ -269,11 +277,17 @@ for i = 1, n do
   local p = parts[i]
   if at <= p.cutoff and at > now - held then
     -- Out of the window but still kept: recorded, not counted.
+    -- The set then lives as long as an entry made now is kept: never shorter than
+    -- any entry it holds needs.
     redis.call('ZADD', p.zkey, 'NX', at, p.member)
-    local ttl = math.ceil((at + held - now) / 1000)
-    if redis.call('PTTL', p.zkey) < ttl then redis.call('PEXPIRE', p.zkey, ttl) end
+    redis.call('PEXPIRE', p.zkey, math.ceil(held / 1000))
   elseif at > p.cutoff then
-    if redis.call('ZADD', p.zkey, 'NX', at, p.member) == 0 then
+    if redis.call('ZADD', p.zkey, 'NX', at, p.member) == 1 then
+      -- added
+    elseif not counts(p) then
+      -- Kept from before the window: the same id charged again, made now.
+      redis.call('ZADD', p.zkey, 'XX', at, p.member)
+    else
       -- Recorded before: undo what this call added to the other parts.
       for _, q in ipairs(added) do
         redis.call('ZREM', q.zkey, q.member)
