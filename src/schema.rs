@@ -54,6 +54,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     crate::store::text_ids::STEP,
     crate::store::schema::RUN_LIMITERS,
     crate::quota::schema::UPSTREAM_SPENT,
+    crate::quota::schema::CALL_LOG,
 ];
 
 /// The highest schema version this build knows: what the store brings the file to.

@@ -236,6 +236,8 @@ impl Backend {
         let refs: Vec<PolicyRef> = policies
             .iter()
             .map(|(n, w)| PolicyRef {
+                kind: trendsync::quota::Kind::Bucket,
+                methods: methods_of(n),
                 name: (*n).into(),
                 window: (*w).into(),
             })
@@ -265,6 +267,15 @@ async fn connect(url: &str, tls: &TlsFiles, key: &str) -> RedisLimiter {
     }
 }
 
+/// The methods of the buckets these scenarios charge, whose blocks make the bucket's.
+fn methods_of(bucket: &str) -> Vec<String> {
+    match bucket {
+        "budget" => vec!["videos.list".into()],
+        "search" => vec!["search.list".into()],
+        _ => Vec::new(),
+    }
+}
+
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
@@ -272,6 +283,7 @@ fn secs(s: u64) -> Duration {
 /// A charge with parts given as (policy, window, max, units).
 fn charge(id: &str, method: &str, parts: &[(&str, Duration, u64, u64)]) -> Charge {
     Charge {
+        calls: 1,
         bucket: "budget".into(),
         id: id.into(),
         method: method.into(),
@@ -279,6 +291,7 @@ fn charge(id: &str, method: &str, parts: &[(&str, Duration, u64, u64)]) -> Charg
         parts: parts
             .iter()
             .map(|(policy, window, max, units)| Part {
+                kind: trendsync::quota::Kind::Bucket,
                 policy: (*policy).into(),
                 window: (*window).into(),
                 max: *max,
@@ -613,28 +626,29 @@ async fn idle_windows_expire_by_themselves(b: Backend) {
     grant(&b, &charge("a", "videos.list", &[("budget", w, 10, 1)])).await;
     if b.is_redis() {
         // A window and its slack (a tenth of it, at most a second) after the grant.
-        for key in [
-            b.redis_key("budget"),
-            b.redis_key("budget:total"),
-            b.redis_key("budget:oldest"),
-        ] {
+        for key in [b.redis_key("budget:total"), b.redis_key("budget:oldest")] {
             let ttl: i64 = b.query(redis::cmd("PTTL").arg(&key));
             assert!(
                 ttl > 1000 && ttl <= 1650,
                 "{key} expires with its window, PTTL {ttl}"
             );
         }
+        // The entries stay 25 hours, to be counted again under another costs file.
+        let ttl: i64 = b.query(redis::cmd("PTTL").arg(b.redis_key("budget")));
+        assert!(
+            ttl > 24 * 3_600_000 && ttl <= 25 * 3_600_000,
+            "the set keeps its entries 25 hours, PTTL {ttl}"
+        );
     }
     b.wait(Duration::from_millis(1700)).await;
     match &b.store {
         Store::Redis(_) | Store::Shared(_) => {
             let n: i64 = b.query(
                 redis::cmd("EXISTS")
-                    .arg(b.redis_key("budget"))
                     .arg(b.redis_key("budget:total"))
                     .arg(b.redis_key("budget:oldest")),
             );
-            assert_eq!(n, 0, "every key of the window is gone after it");
+            assert_eq!(n, 0, "the window's count is gone after it");
         }
         Store::Embedded(..) => {
             // Any later charge sweeps every expired entry, of any policy.
@@ -718,7 +732,7 @@ async fn the_window_slides_across_a_fixed_window_boundary(b: Backend) {
 async fn a_block_denies_every_charge_until_it_ends(b: Backend) {
     let now = b.status(&[("budget", secs(60))]).await.now.as_i64();
     b.limiter
-        .block_until("budget", Micros::new(now + 1_500_000))
+        .block_until(&methods_of("budget"), Micros::new(now + 1_500_000))
         .await
         .expect("blocking");
     let d = b
@@ -802,6 +816,7 @@ async fn concurrent_charges_grant_exactly_what_fits(b: Backend) {
 /// A charge to bucket `bucket` with parts given as (policy, window, max, units).
 fn charge_to(bucket: &str, id: &str, method: &str, parts: &[(&str, Duration, u64, u64)]) -> Charge {
     Charge {
+        calls: 1,
         bucket: bucket.into(),
         ..charge(id, method, parts)
     }
@@ -851,7 +866,7 @@ async fn buckets_fill_apart_with_a_limit_across_them(b: Backend) {
 async fn a_block_stops_only_its_own_bucket(b: Backend) {
     let now = b.status(&[("budget", secs(60))]).await.now.as_i64();
     b.limiter
-        .block_until("search", Micros::new(now + 60 * S))
+        .block_until(&methods_of("search"), Micros::new(now + 60 * S))
         .await
         .expect("blocking");
     let blocked = charge_to("search", "s", "search.list", &[("search", secs(60), 10, 1)]);
@@ -872,7 +887,10 @@ async fn a_block_stops_only_its_own_bucket(b: Backend) {
         "the main bucket is not blocked"
     );
     assert_eq!(
-        b.limiter.unblock("search").await.expect("unblocking"),
+        b.limiter
+            .unblock(&methods_of("search"))
+            .await
+            .expect("unblocking"),
         Some(Micros::new(now + 60 * S))
     );
     grant(&b, &blocked).await;
@@ -1053,7 +1071,7 @@ async fn redis_moves_the_expiry_only_when_it_falls_short_of_a_window() {
             "moved: the machine took its time"
         );
     }
-    for key in ["budget", "budget:total", "budget:oldest"] {
+    for key in ["budget:total", "budget:oldest"] {
         let ttl: i64 = b.query(redis::cmd("PTTL").arg(b.redis_key(key)));
         let left_ms = (expires - c) / 1000;
         assert!(
@@ -1096,7 +1114,7 @@ async fn redis_keys_share_one_hash_tag_and_never_hold_the_api_key() {
     .await;
     let now = b.status(&[("budget", secs(60))]).await.now.as_i64();
     b.limiter
-        .block_until("budget", Micros::new(now + 60 * S))
+        .block_until(&methods_of("budget"), Micros::new(now + 60 * S))
         .await
         .expect("blocking");
     let Store::Redis(server) = &b.store else {
@@ -1110,7 +1128,7 @@ async fn redis_keys_share_one_hash_tag_and_never_hold_the_api_key() {
     assert_eq!(
         keys,
         vec![
-            "trendsync:{conf}:blocked",
+            "trendsync:{conf}:blocked:videos.list",
             "trendsync:{conf}:budget",
             "trendsync:{conf}:budget:oldest",
             "trendsync:{conf}:budget:total",

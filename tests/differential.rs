@@ -96,13 +96,17 @@ fn charge_of(s: &Step, equal_windows: bool) -> Charge {
         let p = POLICIES[i + 1];
         if *on && (equal_windows || p.0 != "b") {
             // The per-call policy counts 1 whatever the units.
-            parts.push(part(p, if p.0 == "calls" { 1 } else { s.units }));
+            let mut limit = part(p, if p.0 == "calls" { 1 } else { s.units });
+            limit.kind = trendsync::quota::Kind::Limit;
+            parts.push(limit);
         }
     }
     Charge {
+        calls: 1,
         bucket: bucket.0.into(),
         id: format!("c{}", s.id),
-        method: "m".into(),
+        // A method of each bucket: the upstream's block stays with its methods.
+        method: if s.search { "s" } else { "m" }.into(),
         units: s.units,
         parts,
     }
@@ -110,6 +114,7 @@ fn charge_of(s: &Step, equal_windows: bool) -> Charge {
 
 fn part((name, window_s, max): (&str, u64, u64), units: u64) -> Part {
     Part {
+        kind: trendsync::quota::Kind::Bucket,
         policy: name.into(),
         window: match window_s {
             0 => pacific_day(),
@@ -124,13 +129,16 @@ fn part((name, window_s, max): (&str, u64, u64), units: u64) -> Part {
 async fn block(s: &Step, c: &Charge, model: &mut Model, limiter: &Limiter, now: i64) {
     let Some(secs) = s.block_s else { return };
     if secs == 0 {
-        model.block_until(&c.bucket, 0);
-        limiter.unblock(&c.bucket).await.expect("unblocking");
+        model.block_until(&c.method, 0);
+        limiter
+            .unblock(std::slice::from_ref(&c.method))
+            .await
+            .expect("unblocking");
     } else {
         let until = now + i64::from(secs) * S;
-        model.block_until(&c.bucket, until);
+        model.block_until(&c.method, until);
         limiter
-            .block_until(&c.bucket, Micros::new(until))
+            .block_until(std::slice::from_ref(&c.method), Micros::new(until))
             .await
             .expect("blocking");
     }

@@ -20,6 +20,9 @@ mod config_errors;
 #[cfg(unix)]
 mod config_identity;
 mod conformance;
+// faketime for the binary, the LD_PRELOAD shim for a Redis: Linux only.
+#[cfg(target_os = "linux")]
+mod costs_switch;
 // SIGKILL, exit statuses by signal, advisory locks: Unix only.
 #[cfg(unix)]
 mod crash;

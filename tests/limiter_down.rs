@@ -17,11 +17,13 @@ const WINDOW: Duration = Duration::from_secs(3600);
 
 fn one_unit(id: &str) -> Charge {
     Charge {
+        calls: 1,
         bucket: "budget".into(),
         id: id.into(),
         method: "videos.list".into(),
         units: 1,
         parts: vec![Part {
+            kind: trendsync::quota::Kind::Bucket,
             policy: "budget".into(),
             window: WINDOW.into(),
             max: 100,
@@ -34,6 +36,8 @@ async fn used(limiter: &Limiter) -> u64 {
     let st = limiter
         .status(
             &[PolicyRef {
+                kind: trendsync::quota::Kind::Bucket,
+                methods: Vec::new(),
                 name: "budget".into(),
                 window: WINDOW.into(),
             }],

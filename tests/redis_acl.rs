@@ -135,7 +135,8 @@ fn the_readme_acl_is_enough_for_every_path_and_no_more() {
         "the block was recorded: {}",
         ran.stdout
     );
-    let blocked: i64 = server.query(redis::cmd("EXISTS").arg("trendsync:{test}:blocked"));
+    let blocked: i64 =
+        server.query(redis::cmd("EXISTS").arg("trendsync:{test}:blocked:videos.list"));
     assert_eq!(blocked, 1);
     // And what the refusal measured (DESIGN.md 3.5), which `budget` read back.
     let spent: i64 = server.query(redis::cmd("EXISTS").arg("trendsync:{test}:upstream_spent"));
@@ -152,7 +153,8 @@ fn the_readme_acl_is_enough_for_every_path_and_no_more() {
         .args(["--redis-url", &url, "budget", "unblock", "--json"])
         .expect_stderr("lifted the upstream block")
         .run();
-    let blocked: i64 = server.query(redis::cmd("EXISTS").arg("trendsync:{test}:blocked"));
+    let blocked: i64 =
+        server.query(redis::cmd("EXISTS").arg("trendsync:{test}:blocked:videos.list"));
     assert_eq!(blocked, 0, "the block was lifted: {}", ran.stdout);
 
     // Another budget's keys are out of reach: a configuration error, not an outage.

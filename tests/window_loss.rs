@@ -31,6 +31,8 @@ fn used(server: &RedisServer) -> u64 {
         let st = limiter
             .status(
                 &[PolicyRef {
+                    kind: trendsync::quota::Kind::Bucket,
+                    methods: Vec::new(),
                     name: "budget".into(),
                     window: Duration::from_secs(86_400).into(),
                 }],
@@ -109,11 +111,13 @@ async fn the_first_charge_into_a_lost_window_restores_the_ledger() {
     );
     let limiter = limiter.keep_ledger(Arc::clone(&journal), "mid").await;
     let one = |id: &str| Charge {
+        calls: 1,
         bucket: "budget".into(),
         id: id.into(),
         method: "videos.list".into(),
         units: 1,
         parts: vec![Part {
+            kind: trendsync::quota::Kind::Bucket,
             policy: "budget".into(),
             window: HOUR.into(),
             max: 100,
@@ -124,6 +128,8 @@ async fn the_first_charge_into_a_lost_window_restores_the_ledger() {
         limiter
             .status(
                 &[PolicyRef {
+                    kind: trendsync::quota::Kind::Bucket,
+                    methods: Vec::new(),
                     name: "budget".into(),
                     window: HOUR.into(),
                 }],
@@ -174,17 +180,21 @@ async fn a_window_that_kept_its_epoch_but_lost_the_newest_grants_is_restored() {
             .await
     };
     let budget = [PolicyRef {
+        kind: trendsync::quota::Kind::Bucket,
+        methods: Vec::new(),
         name: "budget".into(),
         window: HOUR.into(),
     }];
     let first = connect().await;
     for id in ["c1", "c2", "c3"] {
         let c = Charge {
+            calls: 1,
             bucket: "budget".into(),
             id: id.into(),
             method: "videos.list".into(),
             units: 2,
             parts: vec![Part {
+                kind: trendsync::quota::Kind::Bucket,
                 policy: "budget".into(),
                 window: HOUR.into(),
                 max: 100,

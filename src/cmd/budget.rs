@@ -85,7 +85,7 @@ async fn unblock(
     let limiter = open_limiter(global, &budget, Access::Charge, clock).await?;
     let mut lifted = Vec::with_capacity(buckets.len());
     for b in &buckets {
-        let until = limiter.unblock(b.name).await.with_context(|| {
+        let until = limiter.unblock(&b.methods()).await.with_context(|| {
             format!(
                 "lifting the upstream block of bucket \"{}\" of budget \"{}\" on {}",
                 b.name,

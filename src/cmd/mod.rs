@@ -311,6 +311,8 @@ pub(crate) async fn open_limiter(
         }
         None => embedded(&global.db, &budget.key, access, clock).map(Limiter::Embedded)?,
     };
+    // Counted under this file's costs, whatever file the window was charged under.
+    limiter = limiter.with_budget(budget);
     let can_record = match &limiter {
         Limiter::Redis(_) => access != Access::Read,
         // Opened read-only for `budget`; the next charging command replays.

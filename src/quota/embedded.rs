@@ -12,10 +12,11 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::drift::{self, SpentDay};
 use super::model::{self, Fit, PartOutcome};
+use super::recount::{self, Logged};
 use super::skew::{self, LimiterClock};
 use super::{
-    BUDGET_POLICY, Cause, Charge, Decision, Entry, LimiterError, PolicyRef, PolicyStatus,
-    SqliteCause, Status, Window, from_micros, micros,
+    BUDGET_POLICY, Budget, Cause, Charge, Decision, Entry, KEEP_AT_LEAST, Kind, LimiterError,
+    PolicyRef, PolicyStatus, SqliteCause, Status, Window, from_micros, micros,
 };
 use crate::clock::{Clock, Micros};
 use crate::sqlite::{Durability, Migration, OpenError};
@@ -27,6 +28,9 @@ pub struct EmbeddedLimiter {
     conn: Option<Arc<Mutex<Connection>>>,
     /// Every decision reads the time here, once, and passes it down.
     clock: Arc<dyn Clock>,
+    /// The budget charged: a window last charged under another is counted again at
+    /// its costs (DESIGN.md 3.8). Without one, the window is charged as it stands.
+    budget: Option<Arc<Budget>>,
 }
 
 impl std::fmt::Debug for EmbeddedLimiter {
@@ -79,6 +83,7 @@ impl EmbeddedLimiter {
             budget_key: budget_key.to_owned(),
             conn: Some(Arc::new(Mutex::new(conn))),
             clock,
+            budget: None,
         })
     }
 
@@ -119,7 +124,15 @@ impl EmbeddedLimiter {
             budget_key: budget_key.to_owned(),
             conn,
             clock,
+            budget: None,
         })
+    }
+
+    /// Charges and reads under `budget` from now on (see [`super::Limiter::with_budget`]).
+    #[must_use = "the limiter that knows the budget is the one returned"]
+    pub fn with_budget(mut self, budget: Arc<Budget>) -> EmbeddedLimiter {
+        self.budget = Some(budget);
+        self
     }
 
     pub fn endpoint(&self) -> String {
@@ -163,12 +176,24 @@ impl EmbeddedLimiter {
         charge: &Charge,
         age: Option<Duration>,
     ) -> Result<(Decision, Micros), LimiterError> {
-        let charge_owned = charge.clone();
+        // A replay is counted at today's costs, as the window it joins.
+        let charge_owned = age
+            .and(self.budget.as_deref())
+            .and_then(|b| super::redis::today(b, charge))
+            .unwrap_or_else(|| charge.clone());
         let key = self.budget_key.clone();
         let clock = Arc::clone(&self.clock);
+        let budget = self.budget.clone();
         let decided = self
             .with_conn("charging the budget", move |conn| {
-                charge_in(conn, &key, &charge_owned, age, clock.as_ref())
+                charge_in(
+                    conn,
+                    &key,
+                    budget.as_deref(),
+                    &charge_owned,
+                    age,
+                    clock.as_ref(),
+                )
             })
             .await?
             .map(|(decision, at)| (decision, Micros::new(at)));
@@ -187,6 +212,8 @@ impl EmbeddedLimiter {
     ) -> Result<Status, LimiterError> {
         let now = self.clock.now();
         let key = self.budget_key.clone();
+        let budget = self.budget.clone();
+        let refs = policies.to_vec();
         let wanted: Vec<(PolicyRef, bool)> = policies
             .iter()
             .map(|p| (p.clone(), with_entries.contains(&p.name.as_str())))
@@ -197,6 +224,7 @@ impl EmbeddedLimiter {
                 .iter()
                 .map(|(p, list)| PolicyStatus {
                     name: p.name.clone(),
+                    kind: p.kind,
                     window: p.window.clone(),
                     used: 0,
                     next_free: None,
@@ -205,10 +233,11 @@ impl EmbeddedLimiter {
                 })
                 .collect(),
             blocked: Default::default(),
+            blocked_methods: Default::default(),
         };
         let read = self
             .with_conn("reading the budget", move |conn| {
-                status_in(conn, &key, &wanted, now.as_i64())
+                status_in(conn, &key, budget.as_deref(), &refs, &wanted, now.as_i64())
             })
             .await?;
         // No database, or one the limiter never wrote to: nothing has been charged.
@@ -217,18 +246,14 @@ impl EmbeddedLimiter {
 
     pub(super) async fn block_until(
         &self,
-        bucket: &str,
+        methods: &[String],
         until: Micros,
     ) -> Result<(), LimiterError> {
-        let key = block_id(&self.budget_key, bucket);
+        let key = self.budget_key.clone();
+        let methods = methods.to_vec();
         let until_us = until.as_i64();
         self.with_conn("blocking the budget", move |conn| {
-            conn.execute(
-                "INSERT INTO quota_block (budget, until_us) VALUES (?1, ?2)
-                 ON CONFLICT (budget) DO UPDATE SET until_us = excluded.until_us",
-                params![key, until_us],
-            )
-            .map(|_| ())
+            block_in(conn, &key, &methods, until_us)
         })
         .await
         .map(|_| ())
@@ -267,30 +292,65 @@ impl EmbeddedLimiter {
         Ok(read.unwrap_or_default())
     }
 
-    pub(super) async fn unblock(&self, bucket: &str) -> Result<Option<Micros>, LimiterError> {
-        let key = block_id(&self.budget_key, bucket);
+    pub(super) async fn unblock(&self, methods: &[String]) -> Result<Option<Micros>, LimiterError> {
+        let key = self.budget_key.clone();
+        let methods = methods.to_vec();
         let now = self.clock.now();
         let until = self
             .with_conn("lifting the budget's block", move |conn| {
-                conn.query_row(
-                    "DELETE FROM quota_block WHERE budget = ?1 RETURNING until_us",
-                    [&key],
-                    |r| r.get::<_, i64>(0),
-                )
-                .optional()
+                let mut latest = None;
+                for m in &methods {
+                    let until: Option<i64> = conn
+                        .query_row(
+                            "DELETE FROM quota_block WHERE budget = ?1 RETURNING until_us",
+                            [block_id(&key, m)],
+                            |r| r.get::<_, i64>(0),
+                        )
+                        .optional()?;
+                    latest = latest.max(until);
+                }
+                Ok(latest)
             })
             .await?;
         Ok(until.flatten().map(Micros::new).filter(|u| *u > now))
     }
 }
 
-fn policy_id(budget_key: &str, policy: &str) -> String {
-    format!("{budget_key}:{policy}")
+/// Blocks `methods` until `until_us`.
+fn block_in(
+    conn: &Connection,
+    budget_key: &str,
+    methods: &[String],
+    until_us: i64,
+) -> rusqlite::Result<()> {
+    for m in methods {
+        conn.prepare_cached(
+            "INSERT INTO quota_block (budget, until_us) VALUES (?1, ?2)
+             ON CONFLICT (budget) DO UPDATE SET until_us = excluded.until_us",
+        )?
+        .execute(params![block_id(budget_key, m), until_us])?;
+    }
+    Ok(())
 }
 
-/// The row of `quota_block` that blocks `bucket`: the main bucket's is the budget's
-/// own key, as before there were other buckets.
-fn block_id(budget_key: &str, bucket: &str) -> String {
+/// A policy's rows in `quota_entry` and `quota_total`: a bucket's are named by the
+/// bucket alone, as they always were; a limit's carry `limit:`, so that a limit and a
+/// bucket of one name never share rows.
+fn policy_id(budget_key: &str, kind: Kind, policy: &str) -> String {
+    match kind {
+        Kind::Bucket => format!("{budget_key}:{policy}"),
+        Kind::Limit => format!("{budget_key}:limit:{policy}"),
+    }
+}
+
+/// The row of `quota_block` that blocks `method`: a block stays with the methods of
+/// the bucket the upstream refused, whatever the costs file (DESIGN.md 3.8).
+fn block_id(budget_key: &str, method: &str) -> String {
+    format!("{budget_key}:blocked:{method}")
+}
+
+/// The row of the layout before per-method blocks that blocked `bucket`.
+fn legacy_block_id(budget_key: &str, bucket: &str) -> String {
     if bucket == BUDGET_POLICY {
         budget_key.to_owned()
     } else {
@@ -298,18 +358,179 @@ fn block_id(budget_key: &str, bucket: &str) -> String {
     }
 }
 
-/// Until when `bucket` is blocked, if it still is at `now`.
+/// Until when `method` is blocked, if it still is at `now`.
 fn blocked_until(
     conn: &Connection,
     budget_key: &str,
-    bucket: &str,
+    method: &str,
     now: i64,
 ) -> rusqlite::Result<Option<i64>> {
     let until: Option<i64> = conn
         .prepare_cached("SELECT until_us FROM quota_block WHERE budget = ?1")?
-        .query_row([block_id(budget_key, bucket)], |r| r.get(0))
+        .query_row([block_id(budget_key, method)], |r| r.get(0))
         .optional()?;
     Ok(until.filter(|u| *u > now))
+}
+
+/// The fingerprint of the budget this window was last charged under, if any.
+fn stamp_of(conn: &Connection, budget_key: &str) -> rusqlite::Result<Option<String>> {
+    conn.prepare_cached("SELECT fingerprint FROM quota_fingerprint WHERE budget = ?1")?
+        .query_row([budget_key], |r| r.get(0))
+        .optional()
+}
+
+/// Every entry the log keeps for `budget_key` at `now`.
+fn logged(conn: &Connection, budget_key: &str, held_after: i64) -> rusqlite::Result<Vec<Logged>> {
+    let mut q = conn.prepare_cached(
+        "SELECT charge_id, method, calls, at_us FROM quota_log
+         WHERE budget = ?1 AND at_us > ?2 ORDER BY at_us, charge_id",
+    )?;
+    let rows = q.query_map(params![budget_key, held_after], |r| {
+        Ok(Logged {
+            id: r.get(0)?,
+            method: r.get(1)?,
+            calls: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
+            at_us: r.get(3)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// Makes the window of `budget_key` the one `budget` counts from its log (DESIGN.md
+/// 3.8), when it was last charged under another budget, or never stamped: a file
+/// from before the log first has its buckets' entries logged and its blocks moved to
+/// their methods, as `budget` (the file in force) says.
+fn recount_if_changed(
+    conn: &Connection,
+    budget_key: &str,
+    budget: &Budget,
+    now: i64,
+) -> rusqlite::Result<()> {
+    let was = stamp_of(conn, budget_key)?;
+    let fingerprint = budget.fingerprint();
+    if was.as_deref() == Some(fingerprint.as_str()) {
+        return Ok(());
+    }
+    if was.is_none() {
+        adopt(conn, budget_key, budget)?;
+    }
+    let held_after = now - micros(budget.keep());
+    let logged = logged(conn, budget_key, held_after)?;
+    let rebuilt = recount::rebuild(budget, &logged);
+    let (from, to) = (format!("{budget_key}:"), format!("{budget_key};"));
+    conn.prepare_cached("DELETE FROM quota_entry WHERE policy >= ?1 AND policy < ?2")?
+        .execute(params![from, to])?;
+    conn.prepare_cached("DELETE FROM quota_total WHERE policy >= ?1 AND policy < ?2")?
+        .execute(params![from, to])?;
+    for (p, entries) in &rebuilt {
+        let id = policy_id(budget_key, p.kind, &p.name);
+        let span = p.window.at(now);
+        for e in entries
+            .iter()
+            .filter(|e| e.units > 0 && e.at_us > span.cutoff_us)
+        {
+            insert_entry(
+                conn,
+                &id,
+                &e.id,
+                e.at_us,
+                span.leaves(e.at_us, &p.window),
+                e.units,
+                &e.method,
+            )?;
+        }
+    }
+    conn.prepare_cached(
+        "INSERT INTO quota_fingerprint (budget, fingerprint) VALUES (?1, ?2)
+         ON CONFLICT (budget) DO UPDATE SET fingerprint = excluded.fingerprint",
+    )?
+    .execute(params![budget_key, fingerprint])?;
+    if let Some(was) = was {
+        warn_changed(budget_key, &was, budget, logged.len());
+    }
+    Ok(())
+}
+
+/// The warning of a window last charged under another budget (DESIGN.md 3.8).
+fn warn_changed(budget_key: &str, was: &str, budget: &Budget, entries: usize) {
+    tracing::warn!(
+        "budget \"{budget_key}\" in the embedded limiter was last charged under costs with fingerprint {was}, and this host's costs have fingerprint {}; its {entries} entr{} of the last {} were counted again at this host's costs. Every process charging one budget.key must use the same costs file",
+        budget.fingerprint(),
+        if entries == 1 { "y" } else { "ies" },
+        crate::output::human::duration(budget.keep()),
+    );
+}
+
+/// Logs the entries of a window charged before the log, as `budget` would have
+/// charged them, and moves its blocks from its buckets to their methods.
+fn adopt(conn: &Connection, budget_key: &str, budget: &Budget) -> rusqlite::Result<()> {
+    for b in budget.buckets() {
+        let id = policy_id(budget_key, Kind::Bucket, b.name);
+        let rows: Vec<(String, String, i64, i64)> = conn
+            .prepare_cached(
+                "SELECT member, method, units, at_us FROM quota_entry WHERE policy = ?1",
+            )?
+            .query_map([&id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        for (charge_id, method, units, at_us) in rows {
+            let cost = i64::try_from(b.costs.get(&method).copied().unwrap_or(0)).unwrap_or(0);
+            let calls = if cost > 0 { units / cost } else { units }.max(1);
+            log_call(conn, budget_key, &charge_id, &method, calls, at_us)?;
+        }
+        let legacy = legacy_block_id(budget_key, b.name);
+        let until: Option<i64> = conn
+            .query_row(
+                "DELETE FROM quota_block WHERE budget = ?1 RETURNING until_us",
+                [&legacy],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(until) = until {
+            block_in(conn, budget_key, &b.methods(), until)?;
+        }
+    }
+    Ok(())
+}
+
+/// Keeps a call in the log it is counted again from when the costs change.
+fn log_call(
+    conn: &Connection,
+    budget_key: &str,
+    charge_id: &str,
+    method: &str,
+    calls: i64,
+    at_us: i64,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO quota_log (budget, charge_id, method, calls, at_us)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (budget, charge_id, method)
+         DO UPDATE SET calls = excluded.calls, at_us = excluded.at_us",
+    )?
+    .execute(params![budget_key, charge_id, method, calls, at_us])?;
+    Ok(())
+}
+
+fn insert_entry(
+    conn: &Connection,
+    policy_id: &str,
+    charge_id: &str,
+    at: i64,
+    expires: i64,
+    units: u64,
+    method: &str,
+) -> rusqlite::Result<()> {
+    let units = i64::try_from(units).unwrap_or(i64::MAX);
+    conn.prepare_cached(
+        "INSERT INTO quota_entry (policy, member, at_us, expires_us, units, method) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![policy_id, charge_id, at, expires, units, method])?;
+    conn.prepare_cached(
+        "INSERT INTO quota_total (policy, total) VALUES (?1, ?2)
+         ON CONFLICT (policy) DO UPDATE SET total = total + excluded.total",
+    )?
+    .execute(params![policy_id, units])?;
+    Ok(())
 }
 
 /// Drops every entry that has left its window and subtracts it from its total.
@@ -389,7 +610,7 @@ fn outcomes(
         .iter()
         .zip(fits)
         .map(|(p, fit)| {
-            let id = policy_id(budget_key, &p.policy);
+            let id = policy_id(budget_key, p.kind, &p.policy);
             let (next_free, empty_in) = edges(conn, &id, &p.window, now)?;
             Ok(PartOutcome {
                 policy: p.policy.clone(),
@@ -406,6 +627,7 @@ fn outcomes(
 fn charge_in(
     conn: &mut Connection,
     budget_key: &str,
+    budget: Option<&Budget>,
     charge: &Charge,
     age: Option<Duration>,
     clock: &dyn Clock,
@@ -413,9 +635,12 @@ fn charge_in(
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     // Read inside the lock, so entries are written in the order of their times.
     let now = clock.now().as_i64();
+    if let Some(budget) = budget {
+        recount_if_changed(&tx, budget_key, budget, now)?;
+    }
     evict(&tx, now)?;
     for p in &charge.parts {
-        let id = policy_id(budget_key, &p.policy);
+        let id = policy_id(budget_key, p.kind, &p.policy);
         evict_policy(&tx, &id, p.window.at(now).cutoff_us)?;
         if let Some(newest) = newest_entry(&tx, &id)?.filter(|at| *at > now) {
             skew::note_clock_went_back(LimiterClock::Host, &p.policy, newest, now);
@@ -424,7 +649,7 @@ fn charge_in(
     let all_fit = vec![Fit::Now; charge.parts.len()];
     let forced = age.is_some();
 
-    if !forced && let Some(until) = blocked_until(&tx, budget_key, &charge.bucket, now)? {
+    if !forced && let Some(until) = blocked_until(&tx, budget_key, &charge.method, now)? {
         let parts = outcomes(&tx, budget_key, charge, &all_fit, now)?;
         tx.commit()?;
         return Ok((model::blocked(charge, parts, from_micros(until - now)), now));
@@ -434,7 +659,7 @@ fn charge_in(
         tx.prepare_cached("SELECT 1 FROM quota_entry WHERE policy = ?1 AND member = ?2")?;
     let mut duplicate = false;
     for p in &charge.parts {
-        duplicate |= seen.exists(params![policy_id(budget_key, &p.policy), charge.id])?;
+        duplicate |= seen.exists(params![policy_id(budget_key, p.kind, &p.policy), charge.id])?;
     }
     drop(seen);
     if duplicate {
@@ -449,7 +674,7 @@ fn charge_in(
             fits.push(Fit::Now);
             continue;
         }
-        let id = policy_id(budget_key, &p.policy);
+        let id = policy_id(budget_key, p.kind, &p.policy);
         let used = total_of(&tx, &id)?;
         let mut oldest_first = tx.prepare_cached(
             "SELECT at_us, units FROM quota_entry WHERE policy = ?1 ORDER BY at_us, member",
@@ -469,18 +694,20 @@ fn charge_in(
             if at <= span.cutoff_us {
                 continue; // already out of the window: nothing left to count
             }
-            let id = policy_id(budget_key, &p.policy);
-            let units = i64::try_from(p.units).unwrap_or(i64::MAX);
-            tx.prepare_cached(
-                "INSERT INTO quota_entry (policy, member, at_us, expires_us, units, method) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute(params![id, charge.id, at, span.leaves(at, &p.window), units, charge.method])?;
-            tx.prepare_cached(
-                "INSERT INTO quota_total (policy, total) VALUES (?1, ?2)
-                 ON CONFLICT (policy) DO UPDATE SET total = total + excluded.total",
-            )?
-            .execute(params![id, units])?;
+            let id = policy_id(budget_key, p.kind, &p.policy);
+            let leaves = span.leaves(at, &p.window);
+            insert_entry(&tx, &id, &charge.id, at, leaves, p.units, &charge.method)?;
         }
+        // Every call is logged with its method and calls, kept at least 25 hours
+        // whatever its window, to be counted again when the costs change.
+        let held = budget.map_or(KEEP_AT_LEAST, Budget::keep);
+        let held_after = now - micros(held);
+        if charge.calls > 0 && at > held_after {
+            let calls = i64::try_from(charge.calls).unwrap_or(i64::MAX);
+            log_call(&tx, budget_key, &charge.id, &charge.method, calls, at)?;
+        }
+        tx.prepare_cached("DELETE FROM quota_log WHERE budget = ?1 AND at_us <= ?2")?
+            .execute(params![budget_key, held_after])?;
     }
     let parts = outcomes(&tx, budget_key, charge, &fits, now)?;
     tx.commit()?;
@@ -499,6 +726,8 @@ fn newest_entry(conn: &Connection, policy: &str) -> rusqlite::Result<Option<i64>
 fn status_in(
     conn: &mut Connection,
     budget_key: &str,
+    budget: Option<&Budget>,
+    refs: &[PolicyRef],
     wanted: &[(PolicyRef, bool)],
     now: i64,
 ) -> rusqlite::Result<Option<Status>> {
@@ -509,14 +738,46 @@ fn status_in(
         return Ok(None);
     }
     let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
-    let mut blocked = std::collections::BTreeMap::new();
+    let mut blocked_methods = std::collections::BTreeMap::new();
+    for p in refs.iter().filter(|p| p.kind == Kind::Bucket) {
+        for m in &p.methods {
+            if let Some(until) = blocked_until(&tx, budget_key, m, now)? {
+                blocked_methods.insert(m.clone(), Micros::new(until));
+            }
+        }
+    }
+    // A window last charged under another budget is read as this one counts it,
+    // without writing (the next charge writes it so).
+    if let Some(budget) = budget
+        && has_log(&tx)?
+        && stamp_of(&tx, budget_key)?.is_some_and(|was| was != budget.fingerprint())
+    {
+        let logged = logged(&tx, budget_key, now - micros(budget.keep()))?;
+        if let Some(was) = stamp_of(&tx, budget_key)? {
+            warn_changed(budget_key, &was, budget, logged.len());
+        }
+        let rebuilt = recount::rebuild(budget, &logged);
+        let policies = wanted
+            .iter()
+            .map(|(p, list)| {
+                let counted = rebuilt
+                    .iter()
+                    .find(|(r, _)| r.kind == p.kind && r.name == p.name)
+                    .map(|(_, e)| e.as_slice())
+                    .unwrap_or_default();
+                counted_status(p, *list, counted, now)
+            })
+            .collect();
+        return Ok(Some(Status::new(
+            Micros::new(now),
+            refs,
+            policies,
+            blocked_methods,
+        )));
+    }
     let mut policies = Vec::with_capacity(wanted.len());
     for (p, list) in wanted {
-        // Only buckets are ever blocked; a limit's name finds no row.
-        if let Some(until) = blocked_until(&tx, budget_key, &p.name, now)? {
-            blocked.insert(p.name.clone(), Micros::new(until));
-        }
-        let id = policy_id(budget_key, &p.name);
+        let id = policy_id(budget_key, p.kind, &p.name);
         let cutoff = p.window.at(now).cutoff_us;
         let used: i64 = tx.query_row(
             "SELECT COALESCE(SUM(units), 0) FROM quota_entry WHERE policy = ?1 AND at_us > ?2",
@@ -541,6 +802,7 @@ fn status_in(
         };
         policies.push(PolicyStatus {
             name: p.name.clone(),
+            kind: p.kind,
             window: p.window.clone(),
             used: u64::try_from(used).unwrap_or(0),
             next_free,
@@ -548,11 +810,53 @@ fn status_in(
             entries,
         });
     }
-    Ok(Some(Status {
-        now: Micros::new(now),
+    Ok(Some(Status::new(
+        Micros::new(now),
+        refs,
         policies,
-        blocked,
-    }))
+        blocked_methods,
+    )))
+}
+
+/// Whether the file has the log (a file the limiter has not brought up to date, read
+/// as it is, may not).
+fn has_log(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'quota_fingerprint'")?
+        .exists([])
+}
+
+/// `p`'s state at `now` when it holds `counted`.
+fn counted_status(
+    p: &PolicyRef,
+    list: bool,
+    counted: &[recount::Counted],
+    now: i64,
+) -> PolicyStatus {
+    let span = p.window.at(now);
+    let mut inside: Vec<&recount::Counted> = counted
+        .iter()
+        .filter(|e| e.units > 0 && e.at_us > span.cutoff_us)
+        .collect();
+    inside.sort_by(|a, b| (a.at_us, &a.id).cmp(&(b.at_us, &b.id)));
+    let left = |at: i64| from_micros(span.leaves(at, &p.window) - now);
+    PolicyStatus {
+        name: p.name.clone(),
+        kind: p.kind,
+        window: p.window.clone(),
+        used: inside.iter().map(|e| e.units).sum(),
+        next_free: inside.first().map(|e| left(e.at_us)),
+        empty_in: inside.iter().map(|e| e.at_us).max().map(left),
+        entries: list.then(|| {
+            inside
+                .iter()
+                .map(|e| Entry {
+                    at_us: e.at_us,
+                    units: e.units,
+                    method: e.method.clone(),
+                })
+                .collect()
+        }),
+    }
 }
 
 /// Records, once per bucket and upstream day, the units charged to `bucket` since the
@@ -583,7 +887,7 @@ fn note_refusal_in(
         .prepare_cached(
             "SELECT COALESCE(SUM(units), 0) FROM quota_entry WHERE policy = ?1 AND at_us > ?2",
         )?
-        .query_row(params![policy_id(budget_key, bucket), cutoff], |r| r.get(0))?;
+        .query_row(params![policy_id(budget_key, Kind::Bucket, bucket), cutoff], |r| r.get(0))?;
     let units = u64::try_from(units).unwrap_or(0);
     if units >= quota {
         return Ok(None);

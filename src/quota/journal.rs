@@ -25,8 +25,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BUDGET_POLICY, Charge, Limiter, LimiterError, Part, RecordPast, Window, Zone, from_micros,
-    micros,
+    BUDGET_POLICY, Charge, Kind, Limiter, LimiterError, Part, RecordPast, Window, Zone,
+    from_micros, micros,
 };
 use crate::clock::{Clock, Micros};
 use crate::sqlite::{Durability, Migration, OpenError, SchemaError};
@@ -94,6 +94,10 @@ struct PartRow {
     /// The time zone of a calendar-day window (rows before them have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     zone: Option<String>,
+    /// `true` for a `[[limit]]`'s part (rows before limits had keys of their own
+    /// have none, and are read as buckets).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    limit: bool,
 }
 
 impl PartRow {
@@ -104,6 +108,7 @@ impl PartRow {
             max: p.max,
             units: p.units,
             zone: p.window.zone().map(|z| z.name().to_owned()),
+            limit: p.kind == Kind::Limit,
         }
     }
 
@@ -115,6 +120,11 @@ impl PartRow {
         };
         Some(Part {
             policy: self.policy,
+            kind: if self.limit {
+                Kind::Limit
+            } else {
+                Kind::Bucket
+            },
             window,
             max: self.max,
             units: self.units,
@@ -319,11 +329,12 @@ impl Journal {
             source,
         })?;
         let units = i64::try_from(charge.units).unwrap_or(i64::MAX);
+        let calls = i64::try_from(charge.calls).unwrap_or(i64::MAX);
         self.with_conn("journalling a call", |conn| {
             conn.prepare_cached(
                 "INSERT INTO quota_journal
-                    (charge_id, budget, method, units, parts, made_at_us, metered, keep_until_us)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (charge_id) DO NOTHING",
+                    (charge_id, budget, method, units, parts, made_at_us, metered, keep_until_us, calls)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (charge_id) DO NOTHING",
             )?
             .execute(params![
                 charge.id,
@@ -333,7 +344,8 @@ impl Journal {
                 parts,
                 made_at_us,
                 keep_until_us.is_some(),
-                keep_until_us.unwrap_or(0)
+                keep_until_us.unwrap_or(0),
+                calls
             ])
             .map(|_| ())
         })
@@ -356,20 +368,27 @@ impl Journal {
         budget_key: &str,
         metered: bool,
     ) -> Result<(Vec<Journalled>, u64), JournalError> {
-        let rows: Vec<(String, String, i64, String, i64)> =
-            self.with_conn("reading journalled calls", |conn| {
-                let mut q = conn.prepare_cached(
-                    "SELECT charge_id, method, units, parts, made_at_us FROM quota_journal
+        type Row = (String, String, i64, String, i64, Option<i64>);
+        let rows: Vec<Row> = self.with_conn("reading journalled calls", |conn| {
+            let mut q = conn.prepare_cached(
+                "SELECT charge_id, method, units, parts, made_at_us, calls FROM quota_journal
                      WHERE budget = ?1 AND metered = ?2 ORDER BY made_at_us, charge_id",
-                )?;
-                let rows = q.query_map(params![budget_key, metered], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-                })?;
-                rows.collect()
+            )?;
+            let rows = q.query_map(params![budget_key, metered], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
             })?;
+            rows.collect()
+        })?;
         let mut out = Vec::with_capacity(rows.len());
         let mut unreadable = 0;
-        for (id, method, units, parts, made_at_us) in rows {
+        for (id, method, units, parts, made_at_us, calls) in rows {
             // Negative units are a damaged row, not 0 units: left in place and counted;
             // so is a zone this build does not know.
             let parts = serde_json::from_str::<Vec<PartRow>>(&parts)
@@ -392,6 +411,8 @@ impl Journal {
                     bucket: parts
                         .first()
                         .map_or_else(|| BUDGET_POLICY.to_owned(), |p| p.policy.clone()),
+                    // 0 in a row journalled before calls were kept.
+                    calls: calls.and_then(|c| u64::try_from(c).ok()).unwrap_or(0),
                     units,
                     parts,
                 },

@@ -13,6 +13,7 @@ mod fingerprint;
 mod journal;
 mod ledger;
 pub mod model;
+pub(crate) mod recount;
 mod redis;
 pub(crate) mod schema;
 pub mod skew;
@@ -37,14 +38,29 @@ pub use window::{Span, Window, Zone};
 pub const BUDGET_POLICY: &str = "budget";
 
 /// Names a `[[limit]]` or `[[bucket]]` may not take because the budget's own keys use
-/// them (`upstream_spent`: the record of the upstream's early refusals, 3.5).
+/// them (`upstream_spent`: the record of the upstream's early refusals, 3.5; `limit`
+/// heads the keys of every `[[limit]]`).
 pub const RESERVED_POLICY_NAMES: &[&str] = &[
     BUDGET_POLICY,
     "blocked",
     "journal",
     "epoch",
     "upstream_spent",
+    "limit",
 ];
+
+/// How long every entry is kept at least, whatever the window of the policy that
+/// holds it (DESIGN.md 3.8): long enough to count it again under another costs file
+/// whose windows are a day, or the upstream's day of 25 hours.
+pub const KEEP_AT_LEAST: Duration = Duration::from_secs(25 * 3600);
+
+/// Whether a policy is a bucket (the main one included) or a `[[limit]]`: the two
+/// never share state, even under one name (DESIGN.md 3.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Bucket,
+    Limit,
+}
 
 /// The policy that denies while the upstream has said a bucket's quota is spent (3.5).
 pub const UPSTREAM_POLICY: &str = "upstream";
@@ -151,8 +167,15 @@ impl BucketRef<'_> {
     pub fn policy(&self) -> PolicyRef {
         PolicyRef {
             name: self.name.to_owned(),
+            kind: Kind::Bucket,
             window: self.window.clone(),
+            methods: self.costs.keys().cloned().collect(),
         }
+    }
+
+    /// The bucket's methods.
+    pub fn methods(&self) -> Vec<String> {
+        self.costs.keys().cloned().collect()
     }
 }
 
@@ -258,9 +281,32 @@ impl Budget {
             .map(BucketRef::policy)
             .chain(self.limits.iter().map(|l| PolicyRef {
                 name: l.name.clone(),
+                kind: Kind::Limit,
                 window: l.window.clone(),
+                methods: l.methods.clone(),
             }))
             .collect()
+    }
+
+    /// How long entries are kept: [`KEEP_AT_LEAST`], or the longest window
+    /// configured if that is longer.
+    pub fn keep(&self) -> Duration {
+        self.policies()
+            .iter()
+            .map(|p| p.window.longest())
+            .fold(KEEP_AT_LEAST, Duration::max)
+    }
+
+    /// What the limiter keeps beside the budget's state to tell whether it was
+    /// last charged under this budget: the fingerprint, then the names of the
+    /// buckets whose logs hold the entries, each after a space.
+    pub fn stamp(&self) -> String {
+        let mut out = self.fingerprint();
+        for b in self.each_bucket() {
+            out.push(' ');
+            out.push_str(b.name);
+        }
+        out
     }
 
     /// The charge for `count` calls of `method` as one all-or-nothing step: the
@@ -289,6 +335,7 @@ impl Budget {
         if units > 0 {
             parts.push(Part {
                 policy: bucket.name.to_owned(),
+                kind: Kind::Bucket,
                 window: bucket.window.clone(),
                 max: bucket.max_for(allowance),
                 units,
@@ -306,6 +353,7 @@ impl Budget {
             if units > 0 {
                 parts.push(Part {
                     policy: limit.name.clone(),
+                    kind: Kind::Limit,
                     window: limit.window.clone(),
                     max: limit.max,
                     units,
@@ -316,6 +364,7 @@ impl Budget {
             id: id.to_owned(),
             method: method.to_owned(),
             bucket: bucket.name.to_owned(),
+            calls: count,
             units,
             parts,
         })
@@ -326,13 +375,24 @@ impl Budget {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyRef {
     pub name: String,
+    pub kind: Kind,
     pub window: Window,
+    /// A bucket's methods (whose blocks make the bucket's), or a limit's.
+    pub methods: Vec<String>,
+}
+
+impl Part {
+    /// The policy's kind and name: what tells its window from every other's.
+    pub fn key(&self) -> (Kind, String) {
+        (self.kind, self.policy.clone())
+    }
 }
 
 /// What one charge asks of one policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Part {
     pub policy: String,
+    pub kind: Kind,
     pub window: Window,
     pub max: u64,
     pub units: u64,
@@ -348,6 +408,10 @@ pub struct Charge {
     /// The bucket the method belongs to: while the upstream has blocked it, the
     /// charge is denied (3.5).
     pub bucket: String,
+    /// How many calls of `method` it pays for: with the method, what the charge is
+    /// counted again from when the costs change (DESIGN.md 3.8). 0 for a charge
+    /// journalled before calls were kept, whose parts are then taken as written.
+    pub calls: u64,
     /// Units charged to the bucket's window.
     pub units: u64,
     pub parts: Vec<Part>,
@@ -401,6 +465,7 @@ pub struct Entry {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PolicyStatus {
     pub name: String,
+    pub kind: Kind,
     pub window: Window,
     pub used: u64,
     /// When the oldest entry leaves the window.
@@ -411,6 +476,13 @@ pub struct PolicyStatus {
     pub entries: Option<Vec<Entry>>,
 }
 
+impl PolicyStatus {
+    /// The policy's kind and name.
+    pub fn key(&self) -> (Kind, String) {
+        (self.kind, self.name.clone())
+    }
+}
+
 /// The budget as it stands.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Status {
@@ -418,11 +490,41 @@ pub struct Status {
     pub now: Micros,
     pub policies: Vec<PolicyStatus>,
     /// Per bucket among the policies asked for, until when the upstream said no
-    /// (3.5); only buckets blocked now.
+    /// (3.5); only buckets whose every method is blocked now.
     pub blocked: BTreeMap<String, Micros>,
+    /// Per method of those buckets, until when it is blocked: a block stays with the
+    /// methods of the bucket that was refused, whatever the costs file (3.8).
+    pub blocked_methods: BTreeMap<String, Micros>,
 }
 
 impl Status {
+    /// The state of `refs` (read as `policies`), with the blocks of their methods.
+    pub(crate) fn new(
+        now: Micros,
+        refs: &[PolicyRef],
+        policies: Vec<PolicyStatus>,
+        blocked_methods: BTreeMap<String, Micros>,
+    ) -> Status {
+        let blocked = refs
+            .iter()
+            .filter(|p| p.kind == Kind::Bucket && !p.methods.is_empty())
+            .filter_map(|p| {
+                let until = p
+                    .methods
+                    .iter()
+                    .map(|m| blocked_methods.get(m).copied())
+                    .collect::<Option<Vec<_>>>()?;
+                Some((p.name.clone(), until.into_iter().min()?))
+            })
+            .collect();
+        Status {
+            now,
+            policies,
+            blocked,
+            blocked_methods,
+        }
+    }
+
     /// Until when the upstream blocked `bucket`, if it still does.
     pub fn blocked_until(&self, bucket: &str) -> Option<Micros> {
         self.blocked.get(bucket).copied()
@@ -436,6 +538,13 @@ impl Status {
     /// The state of the policy `name`, when it was asked for.
     pub fn policy(&self, name: &str) -> Option<&PolicyStatus> {
         self.policies.iter().find(|p| p.name == name)
+    }
+
+    /// The state of the policy `name` of `kind`, when it was asked for.
+    pub fn policy_of(&self, kind: Kind, name: &str) -> Option<&PolicyStatus> {
+        self.policies
+            .iter()
+            .find(|p| p.kind == kind && p.name == name)
     }
 }
 
@@ -616,12 +725,13 @@ impl Limiter {
         }
     }
 
-    /// Denies every charge to `bucket` until `until`, for every process sharing this
-    /// limiter. Other buckets are not touched.
-    pub async fn block_until(&self, bucket: &str, until: Micros) -> Result<(), LimiterError> {
+    /// Denies every charge of `methods` (a bucket's) until `until`, for every process
+    /// sharing this limiter. Other methods are not touched: the block stays with
+    /// these methods, whatever bucket a later costs file puts them in (3.8).
+    pub async fn block_until(&self, methods: &[String], until: Micros) -> Result<(), LimiterError> {
         match self {
-            Limiter::Redis(l) => l.block_until(bucket, until).await,
-            Limiter::Embedded(l) => l.block_until(bucket, until).await,
+            Limiter::Redis(l) => l.block_until(methods, until).await,
+            Limiter::Embedded(l) => l.block_until(methods, until).await,
             Limiter::Down { endpoint, reason } => Err(unavailable(endpoint, reason)),
         }
     }
@@ -658,13 +768,27 @@ impl Limiter {
         Ok(days)
     }
 
-    /// Lifts a block of `bucket` set by [`Limiter::block_until`] before it ends.
-    /// Returns when it would have ended, or `None` when the bucket was not blocked.
-    pub async fn unblock(&self, bucket: &str) -> Result<Option<Micros>, LimiterError> {
+    /// Lifts the blocks of `methods` (a bucket's) set by [`Limiter::block_until`] before
+    /// they end. Returns when the latest would have ended, or `None` when none was
+    /// blocked.
+    pub async fn unblock(&self, methods: &[String]) -> Result<Option<Micros>, LimiterError> {
         match self {
-            Limiter::Redis(l) => l.unblock(bucket).await,
-            Limiter::Embedded(l) => l.unblock(bucket).await,
+            Limiter::Redis(l) => l.unblock(methods).await,
+            Limiter::Embedded(l) => l.unblock(methods).await,
             Limiter::Down { endpoint, reason } => Err(unavailable(endpoint, reason)),
+        }
+    }
+
+    /// Charges and reads under `budget` from now on: a window last charged under
+    /// another budget is counted again at this one's costs first, and the difference
+    /// is named in a warning (DESIGN.md 3.8).
+    #[must_use = "the limiter that knows the budget is the one returned"]
+    pub fn with_budget(self, budget: &Budget) -> Limiter {
+        let budget = Arc::new(budget.clone());
+        match self {
+            Limiter::Redis(l) => Limiter::Redis(l.with_budget(budget)),
+            Limiter::Embedded(l) => Limiter::Embedded(l.with_budget(budget)),
+            other => other,
         }
     }
 

@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use super::{Charge, Decision, Span, Status, UPSTREAM_POLICY, Window, from_micros};
+use super::{Charge, Decision, Kind, Span, Status, UPSTREAM_POLICY, Window, from_micros};
 
 /// Whether, and when, a charge fits a policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,8 +186,9 @@ impl Log {
 /// in. The backends are tested to decide as this does (`tests/differential.rs`).
 #[derive(Debug, Default, Clone)]
 pub struct Model {
-    windows: BTreeMap<String, Log>,
-    /// Per bucket, until when the upstream said no.
+    /// Per policy, by kind and name: a limit and a bucket of one name are apart.
+    windows: BTreeMap<(Kind, String), Log>,
+    /// Per method, until when the upstream said no to its bucket.
     blocked: BTreeMap<String, i64>,
 }
 
@@ -196,9 +197,9 @@ impl Model {
         Model::default()
     }
 
-    /// Denies every charge to `bucket` until `until_us`.
-    pub fn block_until(&mut self, bucket: &str, until_us: i64) {
-        self.blocked.insert(bucket.to_owned(), until_us);
+    /// Denies every charge of `method` until `until_us`.
+    pub fn block_until(&mut self, method: &str, until_us: i64) {
+        self.blocked.insert(method.to_owned(), until_us);
     }
 
     /// The window a limiter reported: every policy's entries and any block, so that
@@ -209,11 +210,11 @@ impl Model {
     /// is a whole window, never shorter than the limiter's.
     pub fn from_status(status: &Status) -> Model {
         let mut model = Model::new();
-        for (bucket, until) in &status.blocked {
-            model.block_until(bucket, until.as_i64());
+        for (method, until) in &status.blocked_methods {
+            model.block_until(method, until.as_i64());
         }
         for policy in &status.policies {
-            let window = model.windows.entry(policy.name.clone()).or_default();
+            let window = model.windows.entry(policy.key()).or_default();
             let entries: Vec<(i64, u64)> = match &policy.entries {
                 Some(entries) => entries.iter().map(|e| (e.at_us, e.units)).collect(),
                 None if policy.used > 0 => vec![(status.now.as_i64(), policy.used)],
@@ -235,18 +236,19 @@ impl Model {
         model
     }
 
-    /// Units in `policy`'s window at `now_us`.
-    pub fn used(&mut self, policy: &str, window: &Window, now_us: i64) -> u64 {
-        let w = self.windows.entry(policy.to_owned()).or_default();
+    /// Units in the window of `policy` (a bucket or a limit, as `kind` says) at
+    /// `now_us`.
+    pub fn used(&mut self, kind: Kind, policy: &str, window: &Window, now_us: i64) -> u64 {
+        let w = self.windows.entry((kind, policy.to_owned())).or_default();
         w.evict(window.at(now_us));
         w.total
     }
 
     /// Whether `policy`'s window holds an entry of the charge `id`. As a store's own
     /// lookup, it reads no clock: an entry past its window counts until evicted.
-    pub fn holds(&self, policy: &str, id: &str) -> bool {
+    pub fn holds(&self, kind: Kind, policy: &str, id: &str) -> bool {
         self.windows
-            .get(policy)
+            .get(&(kind, policy.to_owned()))
             .is_some_and(|w| w.entries.iter().any(|e| e.2 == id))
     }
 
@@ -257,7 +259,7 @@ impl Model {
         let at = now_us - age.map_or(0, super::micros);
         for part in &charge.parts {
             self.windows
-                .entry(part.policy.clone())
+                .entry(part.key())
                 .or_default()
                 .evict(part.window.at(now_us));
         }
@@ -266,19 +268,19 @@ impl Model {
                 .parts
                 .iter()
                 .map(|p| {
-                    let w = m.windows.get(&p.policy).cloned().unwrap_or_default();
+                    let w = m.windows.get(&p.key()).cloned().unwrap_or_default();
                     w.outcome(&p.policy, p.max, fit(&w, p), now_us, &p.window)
                 })
                 .collect()
         };
-        let block = self.blocked.get(&charge.bucket).copied();
+        let block = self.blocked.get(&charge.method).copied();
         if let Some(until) = block.filter(|u| *u > now_us && !forced) {
             let parts = snapshot(self, &|_, _| Fit::Now);
             return blocked(charge, parts, from_micros(until - now_us));
         }
         let duplicate = charge.parts.iter().any(|p| {
             self.windows
-                .get(&p.policy)
+                .get(&p.key())
                 .is_some_and(|w| w.entries.iter().any(|e| e.2 == charge.id))
         });
         if duplicate {
@@ -305,7 +307,7 @@ impl Model {
                 if at <= part.window.at(now_us).cutoff_us {
                     continue; // already out of the window: nothing left to count
                 }
-                let w = self.windows.entry(part.policy.clone()).or_default();
+                let w = self.windows.entry(part.key()).or_default();
                 let pos = w
                     .entries
                     .iter()

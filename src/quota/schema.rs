@@ -17,7 +17,7 @@ use crate::sqlite::{Migration, StepError};
 
 /// The limiter's and the journal's steps, oldest first: all a limiter or a journal
 /// ever runs.
-pub(crate) const STEPS: &[Migration] = &[TABLES, CLOCK_SKEW, UPSTREAM_SPENT];
+pub(crate) const STEPS: &[Migration] = &[TABLES, CLOCK_SKEW, UPSTREAM_SPENT, CALL_LOG];
 
 /// Step 4.
 pub(crate) const TABLES: Migration = Migration {
@@ -109,6 +109,44 @@ CREATE TABLE IF NOT EXISTS quota_upstream_spent (
     PRIMARY KEY (budget, bucket, day_us)
 ) WITHOUT ROWID;
 ";
+
+/// Step 15.
+pub(crate) const CALL_LOG: Migration = Migration {
+    description: "every call's method and calls, kept to count the window again when the costs change",
+    sql: CALL_LOG_SQL,
+    data: Some(journal_calls),
+};
+
+/// The embedded limiter's log of calls, kept at least 25 hours whatever the window of
+/// the policies that count them, and the fingerprint of the budget its windows were
+/// last counted under (DESIGN.md 3.8); and the journal's calls per row.
+const CALL_LOG_SQL: &str = "
+CREATE TABLE IF NOT EXISTS quota_log (
+    budget    TEXT    NOT NULL,   -- budget.key
+    charge_id TEXT    NOT NULL,
+    method    TEXT    NOT NULL,
+    calls     INTEGER NOT NULL,
+    at_us     INTEGER NOT NULL,   -- the limiter's clock
+    PRIMARY KEY (budget, charge_id, method)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS quota_log_by_time ON quota_log (budget, at_us);
+CREATE TABLE IF NOT EXISTS quota_fingerprint (
+    budget      TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL      -- Budget::fingerprint() the windows are counted under
+) WITHOUT ROWID;
+";
+
+/// The journal's `calls` column (NULL in a row journalled before it: its parts are
+/// replayed as written). Added only where missing: the step may run twice.
+fn journal_calls(conn: &Connection) -> Result<(), StepError> {
+    let present = conn
+        .prepare("SELECT 1 FROM pragma_table_info('quota_journal') WHERE name = 'calls'")?
+        .exists([])?;
+    if !present {
+        conn.execute_batch("ALTER TABLE quota_journal ADD COLUMN calls INTEGER")?;
+    }
+    Ok(())
+}
 
 /// The ledger's columns of `quota_journal`, as [`TABLES_SQL`] declares them.
 const LEDGER_COLUMNS: &[(&str, &str)] = &[

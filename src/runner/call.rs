@@ -51,13 +51,14 @@ impl From<TooFar> for Failed {
 impl Run {
     /// Whether the calls of `method` have stopped: every call, or its bucket's.
     pub(super) fn stopped_for(&self, method: &str) -> bool {
-        self.stops.stopped(self.meter.bucket_of(method))
+        self.stops
+            .stopped_method(self.meter.bucket_of(method), method)
     }
 
     /// Resolves once the calls of `method` have stopped, at once when they already
     /// have.
     pub(super) async fn woken(&self, method: &str) {
-        self.stops.woken(self.meter.bucket_of(method)).await;
+        self.stops.woken(self.meter.bucket_of(method), method).await;
     }
 
     /// Charges one call of `method` to the budget before it is made, counting it in

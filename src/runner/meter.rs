@@ -136,7 +136,15 @@ impl Meter {
             }
             Ok((d, _)) => {
                 let stop = Stop::denied(method, &charge.bucket, &d, self.clock.now());
-                Metered::Stopped(Scope::Bucket(charge.bucket), stop)
+                // The upstream's block is the method's (it may have been set on
+                // another bucket under another costs file); a spent window is the
+                // bucket's.
+                let scope = if d.denied_by.as_deref() == Some(crate::quota::UPSTREAM_POLICY) {
+                    Scope::Method(method.to_owned())
+                } else {
+                    Scope::Bucket(charge.bucket)
+                };
+                Metered::Stopped(scope, stop)
             }
             Err(e) if e.is_unavailable() => {
                 let reason = self.limiter_is_down(&e);
@@ -224,11 +232,14 @@ impl Meter {
     /// limiter. A limiter already found down is not asked again (its timeout would be
     /// paid once more).
     pub(super) async fn block_until(&self, bucket: &str, until: Micros) -> Result<(), String> {
+        let Some(bucket) = self.budget.bucket(bucket) else {
+            return Err(format!("the budget has no bucket \"{bucket}\""));
+        };
         match self.limiter_down.get() {
             Some(reason) => Err(format!("the limiter is down: {reason}")),
             None => self
                 .limiter
-                .block_until(bucket, until)
+                .block_until(&bucket.methods(), until)
                 .await
                 .map_err(|e| e.to_string()),
         }

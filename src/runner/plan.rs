@@ -305,7 +305,7 @@ pub fn simulate(
         .buckets()
         .iter()
         .map(|b| {
-            let used = model.used(b.name, b.window, now.as_i64());
+            let used = model.used(crate::quota::Kind::Bucket, b.name, b.window, now.as_i64());
             (b.name.to_owned(), b.max_for(allowance).saturating_sub(used))
         })
         .collect();

@@ -19,6 +19,9 @@ pub(super) enum Scope {
     Every,
     /// The calls charged to this bucket; the others go on.
     Bucket(String),
+    /// The calls of this method: the upstream's block of a bucket stays with its
+    /// methods when a later costs file puts them in another bucket (DESIGN.md 3.8).
+    Method(String),
 }
 
 /// The stops a run has met, and the signal that wakes whoever waits on one.
@@ -45,6 +48,9 @@ struct Met {
     buckets: BTreeMap<String, Stop>,
     /// The first bucket whose calls stopped (`bucket` in `run --json`).
     first_bucket: Option<String>,
+    /// Per method, the stop of its calls alone (a block of the methods of a bucket
+    /// charged under another costs file).
+    methods: BTreeMap<String, Stop>,
 }
 
 impl Stops {
@@ -77,6 +83,7 @@ impl Stops {
         let fresh = match &scope {
             Scope::Every => met.all.is_none(),
             Scope::Bucket(b) => !met.buckets.contains_key(b),
+            Scope::Method(m) => !met.methods.contains_key(m),
         };
         if !fresh {
             return;
@@ -91,6 +98,10 @@ impl Stops {
                 tracing::debug!(run_id = %self.run_id, "stopping the calls of bucket {b}: {why}");
                 met.first_bucket.get_or_insert_with(|| b.clone());
                 met.buckets.insert(b, stop.clone());
+            }
+            Scope::Method(m) => {
+                tracing::debug!(run_id = %self.run_id, "stopping the calls of {m}: {why}");
+                met.methods.insert(m, stop.clone());
             }
         }
         if met.reported.as_ref().is_none_or(|r| outranks(&stop, r)) {
@@ -110,12 +121,23 @@ impl Stops {
             .map_or(true, |m| m.all.is_some() || m.buckets.contains_key(bucket))
     }
 
-    /// Resolves once the calls of `bucket` have stopped, at once when they already
-    /// have (checked after subscribing, so no stop slips between).
-    pub(super) async fn woken(&self, bucket: &str) {
+    /// Whether the calls of `method`, charged to `bucket`, have stopped: every
+    /// call, its bucket's, or its own.
+    pub(super) fn stopped_method(&self, bucket: &str, method: &str) -> bool {
+        self.stopped(bucket)
+            || self
+                .met
+                .lock()
+                .map_or(true, |m| m.methods.contains_key(method))
+    }
+
+    /// Resolves once the calls of `method`, charged to `bucket`, have stopped, at
+    /// once when they already have (checked after subscribing, so no stop slips
+    /// between).
+    pub(super) async fn woken(&self, bucket: &str, method: &str) {
         let mut rx = self.abandon.subscribe();
         // Another bucket's stop wakes every waiter; only one of `bucket`'s ends the wait.
-        while !self.stopped(bucket) {
+        while !self.stopped_method(bucket, method) {
             if rx.changed().await.is_err() {
                 return;
             }

@@ -236,6 +236,8 @@ async fn assert_old_quota_rows_read_back(path: &Path, what: &str) {
     let status = limiter
         .status(
             &[PolicyRef {
+                kind: crate::quota::Kind::Bucket,
+                methods: Vec::new(),
                 name: "budget".into(),
                 window: HOUR.into(),
             }],
@@ -295,6 +297,8 @@ async fn a_file_only_the_embedded_limiter_used_is_versioned_without_loss() {
         EmbeddedLimiter::open_read_only(&path, "key1", crate::clock::system()).expect("limiter"),
     );
     let window = [PolicyRef {
+        kind: crate::quota::Kind::Bucket,
+        methods: Vec::new(),
         name: "budget".into(),
         window: HOUR.into(),
     }];
@@ -391,11 +395,13 @@ fn openers_of_every_kind_on_a_fresh_file_together_all_succeed() {
                                 let journal = Journal::open(path, crate::clock::system())
                                     .map_err(|e| chain(&e))?;
                                 let charge = Charge {
+                                    calls: 1,
                                     bucket: "budget".into(),
                                     id: format!("j{i}"),
                                     method: "videos.list".into(),
                                     units: 1,
                                     parts: vec![Part {
+                                        kind: crate::quota::Kind::Bucket,
                                         policy: "budget".into(),
                                         window: HOUR.into(),
                                         max: 10,

@@ -17,18 +17,21 @@ fn clock() -> Arc<ManualClock> {
 
 fn charge(id: &str, units: u64) -> Charge {
     Charge {
+        calls: 1,
         bucket: "budget".into(),
         id: id.into(),
         method: "videos.list".into(),
         units,
         parts: vec![
             Part {
+                kind: crate::quota::Kind::Bucket,
                 policy: "budget".into(),
                 window: HOUR.into(),
                 max: 9_500,
                 units,
             },
             Part {
+                kind: crate::quota::Kind::Bucket,
                 policy: "calls".into(),
                 window: Duration::from_secs(60).into(),
                 max: 50,
@@ -48,6 +51,8 @@ async fn used(limiter: &Limiter, policy: &str, window: Duration) -> (u64, Option
     let st = limiter
         .status(
             &[PolicyRef {
+                kind: crate::quota::Kind::Bucket,
+                methods: Vec::new(),
                 name: policy.into(),
                 window: window.into(),
             }],

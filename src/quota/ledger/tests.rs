@@ -54,7 +54,12 @@ impl MemoryWindow {
     }
 
     fn used(&self) -> u64 {
-        lock(&self.model).used("budget", &HOUR.into(), self.clock.now().as_i64())
+        lock(&self.model).used(
+            crate::quota::Kind::Bucket,
+            "budget",
+            &HOUR.into(),
+            self.clock.now().as_i64(),
+        )
     }
 }
 
@@ -80,18 +85,20 @@ impl LedgerStore for MemoryWindow {
 
     async fn holds(&self, charge: &Charge, part: &Part) -> Result<bool, LimiterError> {
         self.answering()?;
-        Ok(lock(&self.model).holds(&part.policy, &charge.id))
+        Ok(lock(&self.model).holds(part.kind, &part.policy, &charge.id))
     }
 }
 
 /// A call to the budget's hour-long window.
 fn call(id: &str, units: u64) -> Charge {
     Charge {
+        calls: 1,
         id: id.into(),
         bucket: "budget".into(),
         method: "videos.list".into(),
         units,
         parts: vec![Part {
+            kind: crate::quota::Kind::Bucket,
             policy: "budget".into(),
             window: HOUR.into(),
             max: 1_000,
@@ -451,9 +458,11 @@ fn the_newest_grant_is_looked_for_only_where_it_must_still_be() {
     for (name, windows, made_at_us, now_us, want) in cases {
         let newest = Journalled {
             charge: Charge {
+                calls: 1,
                 parts: windows
                     .into_iter()
                     .map(|(policy, window)| Part {
+                        kind: crate::quota::Kind::Bucket,
                         policy: policy.into(),
                         window,
                         max: 1_000,

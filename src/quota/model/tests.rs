@@ -7,6 +7,7 @@ const S: i64 = 1_000_000;
 
 fn part(policy: &str, window_s: u64, max: u64, units: u64) -> Part {
     Part {
+        kind: crate::quota::Kind::Bucket,
         policy: policy.into(),
         window: Duration::from_secs(window_s).into(),
         max,
@@ -17,6 +18,7 @@ fn part(policy: &str, window_s: u64, max: u64, units: u64) -> Part {
 fn charge(id: &str, parts: Vec<Part>) -> Charge {
     let units = parts.first().map_or(0, |p| p.units);
     Charge {
+        calls: 1,
         id: id.into(),
         bucket: "budget".into(),
         method: "m".into(),
@@ -106,11 +108,21 @@ fn strictest_wait_wins_and_nothing_is_charged_on_denial() {
     assert_eq!(d.denied_by.as_deref(), Some("budget"));
     assert_eq!(d.retry_after, Some(from_micros(94 * S)));
     assert_eq!(
-        m.used("budget", &Window::Sliding(Duration::from_secs(100)), 6 * S),
+        m.used(
+            crate::quota::Kind::Bucket,
+            "budget",
+            &Window::Sliding(Duration::from_secs(100)),
+            6 * S
+        ),
         950
     );
     assert_eq!(
-        m.used("search", &Window::Sliding(Duration::from_secs(10)), 6 * S),
+        m.used(
+            crate::quota::Kind::Bucket,
+            "search",
+            &Window::Sliding(Duration::from_secs(10)),
+            6 * S
+        ),
         100
     );
     // Only the narrow limit says no once the budget has room.
@@ -122,7 +134,12 @@ fn strictest_wait_wins_and_nothing_is_charged_on_denial() {
     assert_eq!(d.denied_by.as_deref(), Some("search"));
     assert_eq!(d.retry_after, Some(from_micros(3 * S)));
     assert_eq!(
-        m.used("budget", &Window::Sliding(Duration::from_secs(100)), 7 * S),
+        m.used(
+            crate::quota::Kind::Bucket,
+            "budget",
+            &Window::Sliding(Duration::from_secs(100)),
+            7 * S
+        ),
         950
     );
 }
@@ -164,7 +181,15 @@ fn the_same_charge_twice_counts_once() {
     assert!(m.charge(&c, 0, None).granted);
     let d = m.charge(&c, S, None);
     assert!(d.granted && d.duplicate);
-    assert_eq!(m.used("b", &Window::Sliding(Duration::from_secs(60)), S), 4);
+    assert_eq!(
+        m.used(
+            crate::quota::Kind::Bucket,
+            "b",
+            &Window::Sliding(Duration::from_secs(60)),
+            S
+        ),
+        4
+    );
 }
 
 #[test]
@@ -182,12 +207,22 @@ fn a_replayed_charge_keeps_its_age_and_ignores_the_max() {
     );
     assert!(d.granted);
     assert_eq!(
-        m.used("b", &Window::Sliding(Duration::from_secs(60)), 50 * S),
+        m.used(
+            crate::quota::Kind::Bucket,
+            "b",
+            &Window::Sliding(Duration::from_secs(60)),
+            50 * S
+        ),
         15
     );
     // It leaves the window 60 s after it was made, at t=70.
     assert_eq!(
-        m.used("b", &Window::Sliding(Duration::from_secs(60)), 70 * S),
+        m.used(
+            crate::quota::Kind::Bucket,
+            "b",
+            &Window::Sliding(Duration::from_secs(60)),
+            70 * S
+        ),
         10
     );
     // Older than the window: nothing to count.
@@ -197,7 +232,12 @@ fn a_replayed_charge_keeps_its_age_and_ignores_the_max() {
         Some(Duration::from_secs(61)),
     );
     assert_eq!(
-        m.used("b", &Window::Sliding(Duration::from_secs(60)), 70 * S),
+        m.used(
+            crate::quota::Kind::Bucket,
+            "b",
+            &Window::Sliding(Duration::from_secs(60)),
+            70 * S
+        ),
         10
     );
 }
@@ -205,7 +245,7 @@ fn a_replayed_charge_keeps_its_age_and_ignores_the_max() {
 #[test]
 fn a_block_denies_until_it_ends() {
     let mut m = Model::new();
-    m.block_until("budget", 30 * S);
+    m.block_until("m", 30 * S);
     let d = m.charge(&charge("a", vec![part("b", 60, 10, 1)]), 10 * S, None);
     assert_eq!(d.denied_by.as_deref(), Some(UPSTREAM_POLICY));
     assert_eq!(d.retry_after, Some(from_micros(20 * S)));
@@ -230,6 +270,7 @@ fn a_model_seeded_from_a_status_decides_as_the_limiter_that_reported_it() {
             .granted
     );
     let policy = |entries| PolicyStatus {
+        kind: crate::quota::Kind::Bucket,
         name: "b".into(),
         window: Duration::from_secs(60).into(),
         used: 10,
@@ -243,6 +284,7 @@ fn a_model_seeded_from_a_status_decides_as_the_limiter_that_reported_it() {
         method: "m".into(),
     };
     let status = |entries| Status {
+        blocked_methods: Default::default(),
         now: crate::clock::Micros::new(30 * S),
         policies: vec![policy(entries)],
         blocked: Default::default(),
@@ -273,9 +315,9 @@ proptest::proptest! {
             if narrow {
                 parts.push(part("narrow", 20, 150, units));
             }
-            let before = (m.used("budget", &Window::Sliding(Duration::from_secs(60)), now), m.used("narrow", &Window::Sliding(Duration::from_secs(20)), now));
+            let before = (m.used(crate::quota::Kind::Bucket, "budget", &Window::Sliding(Duration::from_secs(60)), now), m.used(crate::quota::Kind::Bucket, "narrow", &Window::Sliding(Duration::from_secs(20)), now));
             let d = m.charge(&charge(&format!("c{i}"), parts), now, None);
-            let after = (m.used("budget", &Window::Sliding(Duration::from_secs(60)), now), m.used("narrow", &Window::Sliding(Duration::from_secs(20)), now));
+            let after = (m.used(crate::quota::Kind::Bucket, "budget", &Window::Sliding(Duration::from_secs(60)), now), m.used(crate::quota::Kind::Bucket, "narrow", &Window::Sliding(Duration::from_secs(20)), now));
             proptest::prop_assert!(after.0 <= 500 && after.1 <= 150);
             if d.granted {
                 proptest::prop_assert_eq!(after.0, before.0 + units);

@@ -2,20 +2,27 @@
 -- (the key layout, the expiry rule and the helpers are in prelude.lua, prepended to
 -- this file).
 --
--- KEYS[1], KEYS[2]   the budget's block key and its epoch marker
--- KEYS[2+i]          part i's total          } each kind together, so that one
--- KEYS[2+n+i]        part i's oldest time    } MGET reads block, epoch and all these
--- KEYS[2+2n+i]       part i's sorted set of entries
--- ARGV[1]            "|<method>|<id>": the member's tail (the id is unique per call)
--- ARGV[3i-1 .. 3i+1] part i: window (us, or a calendar day: see `span` in
+-- KEYS[1], [2], [3]  the block of the charge's method, the budget's epoch marker, and
+--                    its stamp (the fingerprint of the budget last charged)
+-- KEYS[3+i]          part i's total          } each kind together, so that one
+-- KEYS[3+n+i]        part i's oldest time    } MGET reads block, epoch, stamp and
+-- KEYS[3+2n+i]       part i's sorted set of entries
+-- ARGV[1]            "|<method>|<id>|<calls>": the member's tail (the id is unique
+--                    per call)
+-- ARGV[2]            the stamp of the client's budget; '' to charge whatever it is
+-- ARGV[3]            how long every entry is kept (us), whatever its window
+-- ARGV[3i+1 .. 3i+3] part i: window (us, or a calendar day: see `span` in
 --                    prelude.lua), max, units
--- ARGV[3n+2]         only when replaying a call already made (journalled or in the
+-- ARGV[3n+4]         only when replaying a call already made (journalled or in the
 --                    ledger): its age in microseconds; it is recorded whatever the
 --                    window holds
 --
 -- Returns {code, blocked_wait_us, epoch, now_us, part...}: code GRANTED, DENIED,
 -- DUPLICATE (already recorded) or BLOCKED; each part is used, fit (FIT_NOW,
--- FIT_AFTER, FIT_NEVER), wait_us, next_free_us, empty_in_us (-1 for none).
+-- FIT_AFTER, FIT_NEVER), wait_us, next_free_us, empty_in_us (-1 for none). When the
+-- stamp is not the client's, it charges nothing and returns RECOUNT: the entries were
+-- counted under another budget, and the client counts them again under its own
+-- (recount.lua) before it charges.
 --
 -- The common grant answers briefly, in one string: "GRANTED_NOW epoch secs micros"
 -- (the epoch, and TIME as Redis gave it), then per part " total oldest:expires" as
@@ -25,21 +32,29 @@
 -- The script joins only text it already has: no number becomes text.
 --
 -- The common path, a live charge that is granted, makes four calls for one part:
--- TIME, one MGET (block, epoch, every total and oldest time), ZADD NX (the duplicate
--- check and the insert in one), and INCRBY of the total, which keeps its expiry; the
--- expiry is moved (PEXPIRE, PEXPIRE, SET) only when it falls short of a window after
--- the grant, about once per SLACK while charges keep coming. It runs as little Lua
--- as it can, since at 20 clients the script's own work is what limits throughput
--- (BENCHMARKS.md): no table, and no number turned into text. Eviction, denial,
--- duplicates, replays and a first entry read or write more.
+-- TIME, one MGET (block, epoch, stamp, every total and oldest time), ZADD NX (the
+-- duplicate check and the insert in one), and INCRBY of the total, which keeps its
+-- expiry; the expiry is moved (PEXPIRE, PEXPIRE, SET) only when it falls short of a
+-- window after the grant, about once per SLACK while charges keep coming. It runs as
+-- little Lua as it can, since at 20 clients the script's own work is what limits
+-- throughput (BENCHMARKS.md): no table, and no number turned into text; the stamp is
+-- one comparison of two strings. Eviction, denial, duplicates, replays and a first
+-- entry read or write more.
+--
+-- An entry stays in its set for ARGV[3] (at least 25 hours), after it has left the
+-- window: `:total` counts only the entries from `:oldest` on, and those before it
+-- are kept so that another costs file can count them again (DESIGN.md 3.8).
 
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 local tail = ARGV[1]
-local n = (#KEYS - 2) / 3
-local age = ARGV[3 * n + 2]
+local n = (#KEYS - 3) / 3
+local age = ARGV[3 * n + 4]
 
-local stored = redis.call('MGET', unpack(KEYS, 1, 2 + 2 * n))
+local stored = redis.call('MGET', unpack(KEYS, 1, 3 + 2 * n))
+if stored[3] ~= ARGV[2] and ARGV[2] ~= '' then
+  return RECOUNT
+end
 local epoch = stored[2]
 if not epoch then
   -- A new window, or one this Redis lost: hosts that saw another epoch replay.
@@ -61,23 +76,23 @@ local oldest, expires, cutoff, leaves
 local moves = false
 for i = 1, n do
   if not common then break end
-  local total, kept = stored[2 + i], stored[2 + n + i]
+  local total, kept = stored[3 + i], stored[3 + n + i]
   local colon = kept and find(kept, ':', 1, true)
   if not (total and colon) then
     common = false
   else
     oldest, expires = sub(kept, 1, colon - 1), sub(kept, colon + 1)
-    cutoff, leaves = span(ARGV[3 * i - 1], now)
-    common = oldest - cutoff > 0 and total + ARGV[3 * i + 1] <= ARGV[3 * i] + 0
+    cutoff, leaves = span(ARGV[3 * i + 1], now)
+    common = oldest - cutoff > 0 and total + ARGV[3 * i + 3] <= ARGV[3 * i + 2] + 0
     moves = moves or expires - leaves < 0
   end
 end
 for i = 1, n do
   if not common then break end
-  if redis.call('ZADD', KEYS[2 + 2 * n + i], 'NX', now, ARGV[3 * i + 1] .. tail) == 0 then
+  if redis.call('ZADD', KEYS[3 + 2 * n + i], 'NX', now, ARGV[3 * i + 3] .. tail) == 0 then
     -- Recorded before: undo, and let the general path below answer.
     for j = 1, i - 1 do
-      redis.call('ZREM', KEYS[2 + 2 * n + j], ARGV[3 * j + 1] .. tail)
+      redis.call('ZREM', KEYS[3 + 2 * n + j], ARGV[3 * j + 3] .. tail)
     end
     common = false
   end
@@ -86,49 +101,51 @@ if common then
   for i = 1, n do
     if moves then
       if n > 1 then
-        local kept = stored[2 + n + i]
+        local kept = stored[3 + n + i]
         local colon = find(kept, ':', 1, true)
         oldest, expires = sub(kept, 1, colon - 1), sub(kept, colon + 1)
-        cutoff, leaves = span(ARGV[3 * i - 1], now)
+        cutoff, leaves = span(ARGV[3 * i + 1], now)
       end
       if expires - leaves < 0 then
-        -- The expiry rule of prelude.lua, for a newest entry at now.
+        -- The expiry rule of prelude.lua, for a newest entry at now; the set keeps
+        -- its entries longer (ARGV[3]).
         local slack = math.min(math.floor((leaves - now) / 10), SLACK_MAX)
         local ttl = math.ceil((leaves - now + slack) / 1000)
-        redis.call('PEXPIRE', KEYS[2 + i], ttl)
-        redis.call('SET', KEYS[2 + n + i], string.format('%s:%d', oldest, leaves + slack), 'PX', ttl)
-        redis.call('PEXPIRE', KEYS[2 + 2 * n + i], ttl)
+        redis.call('PEXPIRE', KEYS[3 + i], ttl)
+        redis.call('SET', KEYS[3 + n + i], string.format('%s:%d', oldest, leaves + slack), 'PX', ttl)
+        redis.call('PEXPIRE', KEYS[3 + 2 * n + i], math.max(ttl, math.ceil(ARGV[3] / 1000)))
       end
     end
-    redis.call('INCRBY', KEYS[2 + i], ARGV[3 * i + 1])
+    redis.call('INCRBY', KEYS[3 + i], ARGV[3 * i + 3])
   end
   -- One concatenation, one new string, for one part or two (a bucket with a limit).
   if n == 1 then
-    return GRANTED_NOW .. ' ' .. epoch .. ' ' .. t[1] .. ' ' .. t[2] .. ' ' .. stored[3]
-      .. ' ' .. stored[4]
+    return GRANTED_NOW .. ' ' .. epoch .. ' ' .. t[1] .. ' ' .. t[2] .. ' ' .. stored[4]
+      .. ' ' .. stored[5]
   elseif n == 2 then
-    return GRANTED_NOW .. ' ' .. epoch .. ' ' .. t[1] .. ' ' .. t[2] .. ' ' .. stored[3]
-      .. ' ' .. stored[5] .. ' ' .. stored[4] .. ' ' .. stored[6]
+    return GRANTED_NOW .. ' ' .. epoch .. ' ' .. t[1] .. ' ' .. t[2] .. ' ' .. stored[4]
+      .. ' ' .. stored[6] .. ' ' .. stored[5] .. ' ' .. stored[7]
   end
   local out = GRANTED_NOW .. ' ' .. epoch .. ' ' .. t[1] .. ' ' .. t[2]
   for i = 1, n do
-    out = out .. ' ' .. stored[2 + i] .. ' ' .. stored[2 + n + i]
+    out = out .. ' ' .. stored[3 + i] .. ' ' .. stored[3 + n + i]
   end
   return out
 end
 
 -- Every other case: eviction, a first entry, a denial, a duplicate, a replay.
 local h = helpers()
-local units_of, oldest_in, newest_in = h.units_of, h.oldest_in, h.newest_in
-local units_until, keep, oldest_of = h.units_until, h.keep, h.oldest_of
+local units_of, first_after, newest_in = h.units_of, h.first_after, h.newest_in
+local units_between, keep, oldest_of = h.units_between, h.keep, h.oldest_of
 local forced = age ~= nil
 age = tonumber(age)
+local held = tonumber(ARGV[3])
 local parts = {}
 for i = 1, n do
-  local b = 3 * i - 1
+  local b = 3 * i + 1
   local p = {
-    tkey = KEYS[2 + i], okey = KEYS[2 + n + i], zkey = KEYS[2 + 2 * n + i],
-    max = tonumber(ARGV[b + 1]), units = tonumber(ARGV[b + 2]),
+    tkey = KEYS[3 + i], okey = KEYS[3 + n + i], zkey = KEYS[3 + 2 * n + i],
+    max = tonumber(ARGV[b + 1]), units = tonumber(ARGV[b + 2]), held = held,
     -- The member as the client wrote its units: `p.units .. tail` would write a
     -- number of 15 digits or more as "1.1258999068427e+15", a member no client
     -- looks for and no count reads back.
@@ -137,27 +154,24 @@ for i = 1, n do
   -- An entry made at `at` leaves at p.stop (a calendar day) or at + p.window.
   local _
   p.cutoff, _, p.stop, p.window = span(ARGV[b], now)
-  local total, oldest = tonumber(stored[2 + i]), oldest_of(stored[2 + n + i])
+  local total, oldest = tonumber(stored[3 + i]), oldest_of(stored[3 + n + i])
   local cutoff = p.cutoff
   if not (total and oldest and oldest > cutoff) then
     -- Something left the window, or the keys beside the set are gone (first entry,
-    -- idle expiry, deleted by hand) or of the older layout: evict, and count again
-    -- what is left.
-    if not total and oldest_in(p.zkey) then
-      -- The total is gone while entries remain: count them once.
-      total = 0
-      for _, m in ipairs(redis.call('ZRANGE', p.zkey, 0, -1)) do
-        total = total + units_of(m)
-      end
+    -- idle expiry, deleted by hand) or of the older layout: take what left off the
+    -- total, or count the window again, and drop what is no longer kept.
+    if total and oldest then
+      total = total - units_between(p.zkey, oldest, cutoff)
+    else
+      total = units_between(p.zkey, '(' .. string.format('%d', cutoff), '+inf')
     end
-    total = (total or 0) - units_until(p.zkey, cutoff)
-    redis.call('ZREMRANGEBYSCORE', p.zkey, '-inf', cutoff)
-    oldest = oldest_in(p.zkey)
+    redis.call('ZREMRANGEBYSCORE', p.zkey, '-inf', '(' .. string.format('%d', now - held))
+    oldest = first_after(p.zkey, cutoff)
     if oldest and total > 0 then
       keep(p, total, oldest, newest_in(p.zkey), now)
     else
       total, oldest = 0, nil
-      redis.call('DEL', p.zkey, p.tkey, p.okey)
+      redis.call('DEL', p.tkey, p.okey)
     end
   end
   p.total, p.oldest = total, oldest
@@ -189,13 +203,22 @@ if not forced then
   end
 end
 
+-- Whether part p's window counts this charge already: its member is there, made
+-- after the cutoff. One kept from before the cutoff is the same id charged again
+-- once it left the window, which counts anew.
+local function counts(p)
+  local score = redis.call('ZSCORE', p.zkey, p.member)
+  return score ~= false and score ~= nil and tonumber(score) > p.cutoff
+end
+
 -- When enough units leave for this charge to fit: walk from the oldest entry only
 -- as far as the units it needs.
 local function wait_for(p)
   local need = p.total + p.units - p.max
   local freed, start = 0, 0
   while true do
-    local batch = redis.call('ZRANGE', p.zkey, start, start + 99, 'WITHSCORES')
+    local batch = redis.call('ZRANGEBYSCORE', p.zkey, '(' .. string.format('%d', p.cutoff),
+    '+inf', 'WITHSCORES', 'LIMIT', start, 100)
     if #batch == 0 then return (p.stop or now + p.window) - now end
     for j = 1, #batch, 2 do
       freed = freed + units_of(batch[j])
@@ -219,7 +242,7 @@ if denied then
   -- Denied, unless this very charge was recorded before (a retry after a lost reply).
   for i = 1, n do
     local p = parts[i]
-    if p.oldest and redis.call('ZSCORE', p.zkey, p.member) then
+    if p.oldest and counts(p) then
       return reply(DUPLICATE, 0, nil, nil)
     end
   end
@@ -244,7 +267,7 @@ if forced then
   -- they hold this charge already. Ask them first.
   for i = 1, n do
     local p = parts[i]
-    if at <= p.cutoff and p.oldest and redis.call('ZSCORE', p.zkey, p.member) then
+    if at <= p.cutoff and p.oldest and counts(p) then
       return reply(DUPLICATE, 0, nil, nil)
     end
   end
@@ -252,8 +275,19 @@ end
 local added = {}
 for i = 1, n do
   local p = parts[i]
-  if at > p.cutoff then
-    if redis.call('ZADD', p.zkey, 'NX', at, p.member) == 0 then
+  if at <= p.cutoff and at > now - held then
+    -- Out of the window but still kept: recorded, not counted.
+    -- The set then lives as long as an entry made now is kept: never shorter than
+    -- any entry it holds needs.
+    redis.call('ZADD', p.zkey, 'NX', at, p.member)
+    redis.call('PEXPIRE', p.zkey, math.ceil(held / 1000))
+  elseif at > p.cutoff then
+    if redis.call('ZADD', p.zkey, 'NX', at, p.member) == 1 then
+      -- added
+    elseif not counts(p) then
+      -- Kept from before the window: the same id charged again, made now.
+      redis.call('ZADD', p.zkey, 'XX', at, p.member)
+    else
       -- Recorded before: undo what this call added to the other parts.
       for _, q in ipairs(added) do
         redis.call('ZREM', q.zkey, q.member)

@@ -27,11 +27,15 @@ pub use url::RedisConfigError;
 use super::drift::{self, SpentDay};
 use super::journal::{Epoch, Journal};
 use super::ledger::{Ledger, LedgerStore};
-use super::{BUDGET_POLICY, Charge, Decision, LimiterError, Part, PolicyRef, RecordPast, Status};
+use super::recount::{self, Logged};
+use super::{
+    BUDGET_POLICY, Budget, Charge, Decision, Kind, LimiterError, Part, PolicyRef, RecordPast,
+    Status,
+};
 use crate::clock::{Clock, Micros};
 use conn::{Conn, Connector};
 use diagnose::{classify, is_failover, worth_once_more};
-use script::{Keys, Scripts};
+use script::{Keys, Scripts, Stamp};
 use url::masked_detail;
 
 /// How long a failover may take before the limiter counts as down (DESIGN.md 3.6):
@@ -49,14 +53,31 @@ pub struct RedisLimiter {
     elects: bool,
     endpoint: String,
     keys: Keys,
-    scripts: Scripts,
+    /// Boxed: four scripts' text and hashes need not make every `Limiter` larger.
+    scripts: Box<Scripts>,
     /// This host's record of its grants, replayed when Redis loses the window (3.7).
     /// Boxed: one per process, it need not make every `Limiter` larger.
     ledger: Option<Box<Ledger>>,
     /// This host's clock, read only for the local midnights a calendar-day window
     /// sends along (3.9): Redis's own TIME decides.
     clock: Arc<dyn Clock>,
+    /// The budget charged, whose stamp the scripts compare with the window's, and
+    /// which counts the window again when they differ (3.8). Without one (a tool
+    /// that charges prepared charges), the window is charged as it stands.
+    /// Boxed with its stamp: one per process, it need not make every `Limiter`
+    /// larger.
+    budget: Option<Arc<Counting>>,
 }
+
+/// The budget a limiter charges under, and its stamp (`Budget::stamp`).
+#[derive(Debug)]
+struct Counting {
+    budget: Arc<Budget>,
+    stamp: String,
+}
+
+/// How many times a recount is tried while other hosts keep changing the window.
+const RECOUNT_TRIES: usize = 5;
 
 impl RecordPast for RedisLimiter {
     async fn record_past(&self, charge: &Charge, age: Duration) -> Result<Decision, LimiterError> {
@@ -82,9 +103,26 @@ impl LedgerStore for RedisLimiter {
     }
 
     async fn holds(&self, charge: &Charge, part: &Part) -> Result<bool, LimiterError> {
-        let [set, ..] = self.keys.policy(&part.policy);
+        // A window counted again under today's costs holds the charge as today's
+        // file charges it: in its bucket (which keeps it 25 hours at least), at
+        // today's units; or, for a method no bucket charges, in the main one at 0.
+        let today = self.budget().and_then(|b| today(b, charge));
+        let (set, member) = match &today {
+            Some(c) => match c.parts.iter().find(|p| p.kind == Kind::Bucket) {
+                Some(p) => (self.keys.policy(p.kind, &p.policy), script::member(c, p)),
+                None => (
+                    self.keys.policy(Kind::Bucket, BUDGET_POLICY),
+                    recount::member(0, &c.method, &c.id, c.calls),
+                ),
+            },
+            None => (
+                self.keys.policy(part.kind, &part.policy),
+                script::member(charge, part),
+            ),
+        };
+        let [set, ..] = set;
         let mut score = redis::cmd("ZSCORE");
-        score.arg(set).arg(script::member(charge, part));
+        score.arg(set).arg(member);
         let score = &score;
         let found: Option<f64> = self
             .through_failover(
@@ -129,7 +167,7 @@ impl RedisLimiter {
         clock: Arc<dyn Clock>,
     ) -> Result<RedisLimiter, LimiterError> {
         let keys = Keys::new(budget_key);
-        let [budget_set, ..] = keys.policy(BUDGET_POLICY);
+        let [budget_set, ..] = keys.policy(Kind::Bucket, BUDGET_POLICY);
         let connector = Connector::new(url, tls, budget_set)?;
         let endpoint = connector.endpoint().to_owned();
         let elects = connector.elects();
@@ -159,10 +197,37 @@ impl RedisLimiter {
             elects,
             endpoint,
             keys,
-            scripts: Scripts::new(),
+            scripts: Box::new(Scripts::new()),
             ledger: None,
             clock,
+            budget: None,
         })
+    }
+
+    /// Charges and reads under `budget` from now on: a window last charged under
+    /// another is counted again at its costs first (DESIGN.md 3.8).
+    #[must_use = "the limiter that knows the budget is the one returned"]
+    pub fn with_budget(mut self, budget: Arc<Budget>) -> RedisLimiter {
+        let stamp = budget.stamp();
+        self.budget = Some(Arc::new(Counting { budget, stamp }));
+        self
+    }
+
+    /// The budget charged under, if one was given.
+    fn budget(&self) -> Option<&Budget> {
+        self.budget.as_deref().map(|c| c.budget.as_ref())
+    }
+
+    /// Its stamp, or '' without one.
+    fn stamp_text(&self) -> &str {
+        self.budget.as_deref().map_or("", |c| c.stamp.as_str())
+    }
+
+    fn stamp(&self) -> Stamp<'_> {
+        Stamp {
+            stamp: self.stamp_text(),
+            held: self.budget().map_or(super::KEEP_AT_LEAST, Budget::keep),
+        }
     }
 
     pub fn endpoint(&self) -> &str {
@@ -174,6 +239,15 @@ impl RedisLimiter {
     /// prunes what every window has let go.
     #[must_use = "the limiter that keeps the ledger is the one returned"]
     pub async fn keep_ledger(mut self, journal: Arc<Journal>, budget_key: &str) -> RedisLimiter {
+        // The ledger looks for its newest grant where today's costs file puts it: a
+        // window charged under another file is counted again first. With no grant to
+        // look for, the first charge does it.
+        let has_grants = journal
+            .ledger(budget_key)
+            .is_ok_and(|(rows, _)| !rows.is_empty());
+        if has_grants && let Err(e) = self.recount().await {
+            tracing::debug!("counting the window again before reading the ledger: {e}");
+        }
         if let Some(ledger) = Ledger::keep(journal, budget_key, &self).await {
             self.ledger = Some(Box::new(ledger));
         }
@@ -213,18 +287,157 @@ impl RedisLimiter {
         charge: &Charge,
         age: Option<Duration>,
     ) -> Result<Decided, LimiterError> {
-        // A calendar day goes as the midnights around this host's clock; the script
-        // takes the day that Redis's own clock falls in.
-        let inv = self
-            .scripts
-            .charge(&self.keys, charge, self.clock.now().as_i64(), age);
-        let inv = &inv;
-        let reply: redis::Value = self
-            .through_failover("charging the budget", |mut conn| async move {
-                inv.invoke_async(&mut conn).await
-            })
-            .await?;
-        script::charge_reply(&self.endpoint, charge, &reply)
+        // A replay is counted at today's costs, as the window it joins.
+        let rebuilt = age.and(self.budget()).and_then(|b| today(b, charge));
+        let charge = rebuilt.as_ref().unwrap_or(charge);
+        for _ in 0..RECOUNT_TRIES {
+            // A calendar day goes as the midnights around this host's clock; the
+            // script takes the day that Redis's own clock falls in.
+            let inv = self.scripts.charge(
+                &self.keys,
+                self.stamp(),
+                charge,
+                self.clock.now().as_i64(),
+                age,
+            );
+            let inv = &inv;
+            let reply: redis::Value = self
+                .through_failover("charging the budget", |mut conn| async move {
+                    inv.invoke_async(&mut conn).await
+                })
+                .await?;
+            if script::is_recount(&reply) {
+                self.recount().await?;
+                continue;
+            }
+            return script::charge_reply(&self.endpoint, charge, &reply);
+        }
+        Err(self.kept_changing())
+    }
+
+    fn kept_changing(&self) -> LimiterError {
+        LimiterError::Failed {
+            endpoint: self.endpoint.clone(),
+            doing: "counting the window again under this costs file",
+            reason: format!(
+                "other hosts changed it {RECOUNT_TRIES} times meanwhile, likely under another costs file; every host charging one budget.key must use the same costs"
+            ),
+            source: None,
+        }
+    }
+
+    /// Counts every entry the window keeps again under this limiter's budget, at its
+    /// costs, in its buckets and limits (DESIGN.md 3.8), and stamps the window with
+    /// it. A window stamped by another budget is named in a warning; a window with no
+    /// stamp (new, lost, or of an older layout) is counted as the budget in force
+    /// says, silently.
+    async fn recount(&self) -> Result<(), LimiterError> {
+        let Some(budget) = self.budget() else {
+            return Ok(());
+        };
+        for _ in 0..RECOUNT_TRIES {
+            let mut get = redis::cmd("GET");
+            get.arg(self.keys.stamp());
+            let get = &get;
+            let was: Option<String> = self
+                .through_failover("reading the window's stamp", |mut conn| async move {
+                    get.query_async(&mut conn).await
+                })
+                .await?;
+            if was.as_deref() == Some(self.stamp_text()) {
+                return Ok(());
+            }
+            // The sets that hold the entries: the stamp's buckets, or, before there was
+            // a stamp, this budget's own.
+            let buckets: Vec<String> = match &was {
+                Some(stamp) => stamp.split(' ').skip(1).map(str::to_owned).collect(),
+                None => budget.buckets().iter().map(|b| b.name.to_owned()).collect(),
+            };
+            let inv = self.scripts.entries(&self.keys, &buckets);
+            let inv = &inv;
+            let (seen, token, sets): (String, String, Vec<Vec<String>>) = self
+                .through_failover("reading the window's entries", |mut conn| async move {
+                    inv.invoke_async(&mut conn).await
+                })
+                .await?;
+            if seen != was.clone().unwrap_or_default() {
+                continue;
+            }
+            let logged: Vec<Logged> = sets
+                .iter()
+                .flat_map(|set| set.chunks_exact(2))
+                .filter_map(|pair| {
+                    let at = pair[1].parse::<f64>().ok()? as i64;
+                    recount::parse_member(&pair[0], at, budget)
+                })
+                .collect();
+            let rebuilt = recount::rebuild(budget, &logged);
+            let legacy = match &was {
+                Some(_) => Vec::new(),
+                None => self.adopt_legacy_blocks(budget).await?,
+            };
+            let inv = self.scripts.recount(
+                &self.keys,
+                self.stamp(),
+                (&buckets, &seen, &token),
+                &legacy,
+                &rebuilt,
+                self.clock.now().as_i64(),
+            );
+            let inv = &inv;
+            let done: String = self
+                .through_failover("counting the window again", |mut conn| async move {
+                    inv.invoke_async(&mut conn).await
+                })
+                .await?;
+            if done != "DONE" {
+                continue;
+            }
+            if let Some(fingerprint) = was.as_deref().and_then(|s| s.split(' ').next())
+                && fingerprint != budget.fingerprint()
+            {
+                tracing::warn!(
+                    "budget \"{}\" on {} was last charged under costs with fingerprint {fingerprint}, and this host's costs have fingerprint {}; its {} entr{} of the last {} were counted again at this host's costs. Every host charging one budget.key must use the same costs file",
+                    budget.key,
+                    self.endpoint,
+                    budget.fingerprint(),
+                    logged.len(),
+                    if logged.len() == 1 { "y" } else { "ies" },
+                    crate::output::human::duration(budget.keep()),
+                );
+            }
+            return Ok(());
+        }
+        Err(self.kept_changing())
+    }
+
+    /// Moves the blocks of the layout before per-method blocks (one per bucket) to
+    /// the methods of those buckets in `budget`, the file the window is first
+    /// stamped with; returns the old keys and the legacy keys of the limits, for the
+    /// recount to delete.
+    async fn adopt_legacy_blocks(&self, budget: &Budget) -> Result<Vec<String>, LimiterError> {
+        let mut legacy = Vec::new();
+        for b in budget.buckets() {
+            let key = self.keys.legacy_blocked(b.name);
+            let mut get = redis::cmd("GET");
+            get.arg(&key);
+            let get = &get;
+            let until: Option<i64> = self
+                .through_failover("reading the budget's block", |mut conn| async move {
+                    get.query_async(&mut conn).await
+                })
+                .await?;
+            if let Some(until) = until {
+                self.block_until(&b.methods(), Micros::new(until)).await?;
+            }
+            legacy.push(key);
+        }
+        for l in &budget.limits {
+            if budget.bucket(&l.name).is_none() {
+                legacy.extend(self.keys.legacy_limit(&l.name));
+            }
+        }
+        Ok(legacy)
     }
 
     pub(super) async fn status(
@@ -232,36 +445,55 @@ impl RedisLimiter {
         policies: &[PolicyRef],
         with_entries: &[&str],
     ) -> Result<Status, LimiterError> {
-        let inv = self.scripts.status(
-            &self.keys,
-            policies,
-            with_entries,
-            self.clock.now().as_i64(),
-        );
-        let inv = &inv;
-        let reply: script::StatusReply = self
-            .through_failover("reading the budget", |mut conn| async move {
-                inv.invoke_async(&mut conn).await
-            })
-            .await?;
-        Ok(script::status_reply(policies, with_entries, reply))
+        for _ in 0..RECOUNT_TRIES {
+            let inv = self.scripts.status(
+                &self.keys,
+                self.stamp_text(),
+                policies,
+                with_entries,
+                self.clock.now().as_i64(),
+            );
+            let inv = &inv;
+            let reply: redis::Value = self
+                .through_failover("reading the budget", |mut conn| async move {
+                    inv.invoke_async(&mut conn).await
+                })
+                .await?;
+            if script::is_recount(&reply) {
+                self.recount().await?;
+                continue;
+            }
+            let reply: script::StatusReply =
+                redis::from_redis_value_ref(&reply).map_err(|e| LimiterError::Failed {
+                    endpoint: self.endpoint.clone(),
+                    doing: "reading the status script's answer",
+                    reason: e.to_string(),
+                    source: None,
+                })?;
+            return Ok(script::status_reply(policies, with_entries, reply));
+        }
+        Err(self.kept_changing())
     }
 
     pub(super) async fn block_until(
         &self,
-        bucket: &str,
+        methods: &[String],
         until: Micros,
     ) -> Result<(), LimiterError> {
         let until_us = until.as_i64();
         let until_ms = u64::try_from(until_us / 1000).unwrap_or(0);
-        let mut set = redis::cmd("SET");
-        set.arg(self.keys.blocked(bucket))
-            .arg(until_us)
-            .arg("PXAT")
-            .arg(until_ms);
-        let set = &set;
+        let mut pipe = redis::pipe();
+        for method in methods {
+            pipe.cmd("SET")
+                .arg(self.keys.blocked(method))
+                .arg(until_us)
+                .arg("PXAT")
+                .arg(until_ms)
+                .ignore();
+        }
+        let pipe = &pipe;
         self.through_failover("blocking the budget", |mut conn| async move {
-            set.query_async::<()>(&mut conn).await
+            pipe.query_async::<()>(&mut conn).await
         })
         .await
     }
@@ -312,16 +544,18 @@ impl RedisLimiter {
             .collect())
     }
 
-    pub(super) async fn unblock(&self, bucket: &str) -> Result<Option<Micros>, LimiterError> {
-        let mut getdel = redis::cmd("GETDEL");
-        getdel.arg(self.keys.blocked(bucket));
-        let getdel = &getdel;
-        let until: Option<i64> = self
+    pub(super) async fn unblock(&self, methods: &[String]) -> Result<Option<Micros>, LimiterError> {
+        let mut pipe = redis::pipe();
+        for method in methods {
+            pipe.cmd("GETDEL").arg(self.keys.blocked(method));
+        }
+        let pipe = &pipe;
+        let until: Vec<Option<i64>> = self
             .through_failover("lifting the budget's block", |mut conn| async move {
-                getdel.query_async::<Option<i64>>(&mut conn).await
+                pipe.query_async::<Vec<Option<i64>>>(&mut conn).await
             })
             .await?;
-        Ok(until.map(Micros::new))
+        Ok(until.into_iter().flatten().max().map(Micros::new))
     }
 
     /// Sends `op`, and sends the same `op` again while the answer says a failover
@@ -372,6 +606,39 @@ impl RedisLimiter {
             }
         }
     }
+}
+
+/// `charge` as `budget` charges it today: the same calls of the same method, to
+/// today's buckets and limits at today's costs; `None` when it cannot say (a charge
+/// journalled before calls were kept, or a method it no longer knows), and the
+/// charge is then sent as written.
+pub(super) fn today(budget: &Budget, charge: &Charge) -> Option<Charge> {
+    let calls = match charge.calls {
+        // Journalled before calls were kept: its units at the cost it has today.
+        0 => {
+            let cost = budget.cost(&charge.method).ok().filter(|c| *c > 0)?;
+            charge
+                .units
+                .is_multiple_of(cost)
+                .then_some(charge.units / cost)?
+        }
+        calls => calls,
+    };
+    let max = |p: &Part| (p.policy.clone(), p.kind, p.max);
+    let maxima: Vec<_> = charge.parts.iter().map(max).collect();
+    let mut today = budget
+        .charge(&charge.id, &charge.method, calls, super::Allowance::Quota)
+        .ok()?;
+    // The caller's own maxima (ceiling or quota) where the policy is the same.
+    for p in &mut today.parts {
+        if let Some((_, _, m)) = maxima
+            .iter()
+            .find(|(name, kind, _)| *name == p.policy && *kind == p.kind)
+        {
+            p.max = *m;
+        }
+    }
+    Some(today)
 }
 
 /// Sleeps about `pause` (with jitter, so that many hosts do not come back at once)

@@ -2,16 +2,23 @@
 -- (src/quota/redis.rs), so both read the keys the same way.
 --
 -- Keys of one budget, all under one hash tag `trendsync:{<budget.key>}`:
---   :blocked          until when the upstream said no to the main bucket (us),
---                     expiring then
---   :<bucket>:blocked the same for another bucket (DESIGN.md 3.9)
+--   :blocked:<method> until when the upstream said no to the method's bucket (us),
+--                     expiring then: a block stays with the methods it stopped, under
+--                     whatever costs file (DESIGN.md 3.8)
 --   :epoch            when this window was created (us), without expiry: a Redis that
 --                     lost the window lost it too, and hosts then replay their ledgers
---   :<policy>         sorted set of entries, member "<units>|<method>|<id>", score = us
---   :<policy>:total   the units in the set, a bare integer (a grant adds with INCRBY)
---   :<policy>:oldest  "<oldest>:<expires>": the set's oldest entry's time, and when
---                     the set, its total and this key expire (us). Nothing needs
---                     evicting while oldest + window > now
+--   :budget:stamp     "<fingerprint> <bucket> ...": the budget the entries are counted
+--                     under, and the buckets whose sets hold them; without expiry
+--   :<bucket>         a bucket's sorted set of entries (`:budget` for the main one),
+--                     member "<units>|<method>|<id>|<calls>", score = us
+--   :limit:<limit>    a `[[limit]]`'s, alike: a limit and a bucket never share a key
+--   <set>:total       the units counted in the set, a bare integer (a grant adds with
+--                     INCRBY)
+--   <set>:oldest      "<oldest>:<expires>": the oldest counted entry's time, and when
+--                     the total and this key expire (us). Nothing needs evicting while
+--                     oldest + window > now. Entries before it have left the window
+--                     and stay in the set, uncounted, for at least 25 hours, so that
+--                     another costs file can count them again (recount.lua)
 --
 -- Windows: a policy's window argument is either a number, the microseconds of a
 -- sliding window (an entry made at `at` counts while at > now - window, and leaves at
@@ -21,7 +28,8 @@
 -- either: the cutoff (entries at or before it no longer count), when an entry made now
 -- leaves, and for a day its end (nil for a sliding window, whose length comes fourth).
 --
--- Expiry: the three keys of a policy expire together, at <expires>. A grant leaves
+-- Expiry: the total and oldest keys of a policy expire together, at <expires>, and
+-- the set with them or later, when the last entry it keeps is 25 hours old. A grant leaves
 -- it alone while it is at least as late as the grant's own entry leaves, and
 -- otherwise moves it there plus SLACK: so keys expire by themselves between one
 -- window and one window plus SLACK after their newest entry (the last grant; in a
@@ -46,6 +54,8 @@
 -- text costs a Lua script more than a Redis call, and a table reply costs Redis an
 -- array whose length it learns only at the end: a reply block of its own per call.
 local GRANTED, DENIED, DUPLICATE, BLOCKED, GRANTED_NOW = 0, 1, 2, 3, '4'
+-- The stamp is not the client's budget: count the entries again first.
+local RECOUNT = 'RECOUNT'
 local FIT_NOW, FIT_AFTER, FIT_NEVER = 0, 1, 2
 
 -- The most a key outlives the newest entry of its window by (us).
@@ -92,9 +102,10 @@ local function helpers()
     return tonumber(string.match(member, '^(%d+)|')) or 0
   end
 
-  -- The oldest entry's time, or nil for an empty set.
-  function h.oldest_in(zkey)
-    local first = redis.call('ZRANGE', zkey, 0, 0, 'WITHSCORES')
+  -- The oldest entry's time after `cutoff` (one the window counts), or nil for none.
+  function h.first_after(zkey, cutoff)
+    local first = redis.call('ZRANGEBYSCORE', zkey, '(' .. string.format('%d', cutoff), '+inf',
+      'WITHSCORES', 'LIMIT', 0, 1)
     if first[2] then return tonumber(first[2]) end
     return nil
   end
@@ -105,10 +116,10 @@ local function helpers()
     return nil
   end
 
-  -- Units of the entries at or before `cutoff`: those that have left the window.
-  function h.units_until(zkey, cutoff)
+  -- Units of the entries scored from `from` through `to` (ZRANGEBYSCORE bounds).
+  function h.units_between(zkey, from, to)
     local units = 0
-    for _, m in ipairs(redis.call('ZRANGEBYSCORE', zkey, '-inf', cutoff)) do
+    for _, m in ipairs(redis.call('ZRANGEBYSCORE', zkey, from, to)) do
       units = units + h.units_of(m)
     end
     return units
@@ -123,7 +134,7 @@ local function helpers()
     local ttl = math.ceil((expires - now) / 1000)
     redis.call('SET', tkey, total, 'PX', ttl)
     redis.call('SET', okey, string.format('%d:%d', oldest, expires), 'PX', ttl)
-    redis.call('PEXPIRE', zkey, ttl)
+    redis.call('PEXPIRE', zkey, math.max(ttl, math.ceil((newest + p.held - now) / 1000)))
   end
 
   return h

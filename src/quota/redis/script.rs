@@ -12,10 +12,11 @@ use crate::clock::Micros;
 use crate::quota::drift::{self, SpentDay};
 use crate::quota::journal::Epoch;
 use crate::quota::model::{self, Fit, PartOutcome};
+use crate::quota::recount::Counted;
 use crate::quota::skew::{self, LimiterClock};
 use crate::quota::{
-    BUDGET_POLICY, Charge, Decision, Entry, LimiterError, Part, PolicyRef, PolicyStatus, Status,
-    Window, from_micros, micros,
+    BUDGET_POLICY, Charge, Decision, Entry, Kind, LimiterError, Part, PolicyRef, PolicyStatus,
+    Status, Window, from_micros, micros,
 };
 
 /// A charge script's answer.
@@ -28,19 +29,32 @@ pub struct Decided {
     pub now_us: i64,
 }
 
-/// Both scripts begin with the helpers and reply codes they share.
+/// Every script begins with the helpers and reply codes they share.
 const CHARGE_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("charge.lua"));
 const STATUS_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("status.lua"));
 const UPSTREAM_SPENT_LUA: &str = concat!(
     include_str!("prelude.lua"),
     include_str!("upstream_spent.lua")
 );
+const ENTRIES_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("entries.lua"));
+const RECOUNT_LUA: &str = concat!(include_str!("prelude.lua"), include_str!("recount.lua"));
 
 /// The scripts, with the hashes they are called by.
 pub(super) struct Scripts {
     charge: Script,
     status: Script,
     upstream_spent: Script,
+    entries: Script,
+    recount: Script,
+}
+
+/// What the client's budget is, as the scripts compare it with the stamp the window
+/// was last charged under: `stamp` is '' for a client that charges whatever it is.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Stamp<'a> {
+    pub stamp: &'a str,
+    /// How long every entry is kept, whatever its window.
+    pub held: Duration,
 }
 
 impl Scripts {
@@ -49,6 +63,8 @@ impl Scripts {
             charge: Script::new(CHARGE_LUA),
             status: Script::new(STATUS_LUA),
             upstream_spent: Script::new(UPSTREAM_SPENT_LUA),
+            entries: Script::new(ENTRIES_LUA),
+            recount: Script::new(RECOUNT_LUA),
         }
     }
 
@@ -57,18 +73,21 @@ impl Scripts {
     pub(super) fn charge(
         &self,
         keys: &Keys,
+        stamp: Stamp<'_>,
         charge: &Charge,
         now_us: i64,
         age: Option<Duration>,
     ) -> ScriptInvocation<'_> {
         let mut inv = self.charge.prepare_invoke();
-        inv.key(keys.blocked(&charge.bucket)).key(keys.epoch());
+        inv.key(keys.blocked(&charge.method))
+            .key(keys.epoch())
+            .key(keys.stamp());
         // Totals, then oldest times, then sets: the script reads the first two kinds
-        // with the block and the epoch in one MGET.
+        // with the block, the epoch and the stamp in one MGET.
         let policy_keys: Vec<[String; 3]> = charge
             .parts
             .iter()
-            .map(|p| keys.policy(&p.policy))
+            .map(|p| keys.policy(p.kind, &p.policy))
             .collect();
         for column in [1, 2, 0] {
             for k in &policy_keys {
@@ -76,7 +95,8 @@ impl Scripts {
             }
         }
         // Every member ends the same way; the script puts each part's units before it.
-        inv.arg(format!("|{}|{}", charge.method, charge.id));
+        inv.arg(format!("|{}|{}|{}", charge.method, charge.id, charge.calls));
+        inv.arg(stamp.stamp).arg(micros(stamp.held));
         for part in &charge.parts {
             inv.arg(part.window.script_arg(now_us))
                 .arg(part.max)
@@ -94,18 +114,22 @@ impl Scripts {
     pub(super) fn status(
         &self,
         keys: &Keys,
+        stamp: &str,
         policies: &[PolicyRef],
         with_entries: &[&str],
         now_us: i64,
     ) -> ScriptInvocation<'_> {
         let mut inv = self.status.prepare_invoke();
+        inv.key(keys.stamp()).arg(stamp).arg(policies.len());
         for p in policies {
-            for key in keys.policy(&p.name) {
+            for key in keys.policy(p.kind, &p.name) {
                 inv.key(key);
             }
-            inv.key(keys.blocked(&p.name));
             inv.arg(p.window.script_arg(now_us))
                 .arg(u8::from(with_entries.contains(&p.name.as_str())));
+        }
+        for method in blockable(policies) {
+            inv.key(keys.blocked(method));
         }
         inv
     }
@@ -122,7 +146,7 @@ impl Scripts {
         day: &Window,
         at_us: i64,
     ) -> ScriptInvocation<'_> {
-        let [set, ..] = keys.policy(bucket);
+        let [set, ..] = keys.policy(Kind::Bucket, bucket);
         let mut inv = self.upstream_spent.prepare_invoke();
         inv.key(keys.upstream_spent())
             .key(set)
@@ -130,6 +154,65 @@ impl Scripts {
             .arg(day.script_arg(at_us))
             .arg(quota)
             .arg(micros(drift::KEEP));
+        inv
+    }
+
+    /// The entries script's call: every entry in the sets of `buckets`.
+    pub(super) fn entries(&self, keys: &Keys, buckets: &[String]) -> ScriptInvocation<'_> {
+        let mut inv = self.entries.prepare_invoke();
+        inv.key(keys.stamp());
+        for b in buckets {
+            let [set, ..] = keys.policy(Kind::Bucket, b);
+            inv.key(set);
+        }
+        inv
+    }
+
+    /// The recount script's call: `read` (the buckets whose sets the entries script
+    /// read, with the stamp and token it gave) replaced by `rebuilt`, under `stamp`.
+    /// `legacy` names more keys to delete (an older layout's).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn recount(
+        &self,
+        keys: &Keys,
+        stamp: Stamp<'_>,
+        read: (&[String], &str, &str),
+        legacy: &[String],
+        rebuilt: &[(PolicyRef, Vec<Counted>)],
+        now_us: i64,
+    ) -> ScriptInvocation<'_> {
+        let (buckets, was, token) = read;
+        let mut inv = self.recount.prepare_invoke();
+        inv.key(keys.stamp());
+        let old: Vec<[String; 3]> = buckets
+            .iter()
+            .map(|b| keys.policy(Kind::Bucket, b))
+            .collect();
+        for [set, ..] in &old {
+            inv.key(set.as_str());
+        }
+        let deleted: Vec<&String> = old.iter().flatten().chain(legacy).collect();
+        for k in &deleted {
+            inv.key(k.as_str());
+        }
+        for (p, _) in rebuilt {
+            for key in keys.policy(p.kind, &p.name) {
+                inv.key(key);
+            }
+        }
+        inv.arg(was)
+            .arg(token)
+            .arg(stamp.stamp)
+            .arg(micros(stamp.held))
+            .arg(old.len())
+            .arg(deleted.len())
+            .arg(rebuilt.len());
+        for (p, entries) in rebuilt {
+            inv.arg(p.window.script_arg(now_us)).arg(entries.len());
+            for e in entries {
+                inv.arg(e.at_us).arg(e.member());
+            }
+        }
         inv
     }
 }
@@ -143,6 +226,15 @@ pub(super) fn spent_day(field: &str, units: &str) -> Option<SpentDay> {
         day_us: day.parse().ok()?,
         units: units.parse().ok()?,
     })
+}
+
+/// The methods whose blocks a status reads: those of the buckets among `policies`,
+/// in order.
+fn blockable(policies: &[PolicyRef]) -> impl Iterator<Item = &str> {
+    policies
+        .iter()
+        .filter(|p| p.kind == Kind::Bucket)
+        .flat_map(|p| p.methods.iter().map(String::as_str))
 }
 
 /// Where one budget's state lives in Redis (`prelude.lua`).
@@ -164,9 +256,14 @@ impl Keys {
         &self.prefix
     }
 
-    /// Where the upstream's block of `bucket` is kept: the main bucket's is
-    /// `:blocked`, as before there were other buckets; another's sits beside its set.
-    pub(super) fn blocked(&self, bucket: &str) -> String {
+    /// Where the upstream's block of `method`'s bucket is kept: with the method, so
+    /// that it stops the same calls under any costs file (DESIGN.md 3.8).
+    pub(super) fn blocked(&self, method: &str) -> String {
+        format!("{}:blocked:{method}", self.prefix)
+    }
+
+    /// Where the layout before per-method blocks kept the block of `bucket`.
+    pub(super) fn legacy_blocked(&self, bucket: &str) -> String {
         if bucket == BUDGET_POLICY {
             format!("{}:blocked", self.prefix)
         } else {
@@ -175,13 +272,26 @@ impl Keys {
     }
 
     /// A policy's sorted set of entries, its running total, and its oldest entry's time
-    /// with the three keys' expiry.
-    pub(super) fn policy(&self, policy: &str) -> [String; 3] {
-        [
-            format!("{}:{policy}", self.prefix),
-            format!("{}:{policy}:total", self.prefix),
-            format!("{}:{policy}:oldest", self.prefix),
-        ]
+    /// with the keys' expiry. A bucket's keys are named by the bucket alone (the main
+    /// one's `:budget`), as they always were; a limit's carry `:limit:`, so that a
+    /// limit and a bucket of one name never share a key.
+    pub(super) fn policy(&self, kind: Kind, policy: &str) -> [String; 3] {
+        let set = match kind {
+            Kind::Bucket => format!("{}:{policy}", self.prefix),
+            Kind::Limit => format!("{}:limit:{policy}", self.prefix),
+        };
+        [set.clone(), format!("{set}:total"), format!("{set}:oldest")]
+    }
+
+    /// Where a limit was kept before limits had keys of their own.
+    pub(super) fn legacy_limit(&self, limit: &str) -> [String; 3] {
+        self.policy(Kind::Bucket, limit)
+    }
+
+    /// The stamp: the fingerprint of the budget the window was last charged under,
+    /// and the buckets whose sets hold its entries.
+    pub(super) fn stamp(&self) -> String {
+        format!("{}:budget:stamp", self.prefix)
     }
 
     /// The budget's records of what the upstream's early refusals measured, per bucket
@@ -198,7 +308,7 @@ impl Keys {
 
 /// `part`'s entry for `charge` in its policy's set, as the charge script writes it.
 pub(super) fn member(charge: &Charge, part: &Part) -> String {
-    format!("{}|{}|{}", part.units, charge.method, charge.id)
+    crate::quota::recount::member(part.units, &charge.method, &charge.id, charge.calls)
 }
 
 /// The charge script's verdict, as `prelude.lua` names it.
@@ -239,6 +349,15 @@ fn fit_from_reply(code: i64, wait_us: i64) -> Option<Fit> {
 const PART_REPLY: usize = 5;
 /// Values per part in its brief reply (GRANTED_NOW): total, oldest, expires.
 const BRIEF_PART_REPLY: usize = 3;
+
+/// Whether a script's reply says the entries are to be counted again first.
+pub(super) fn is_recount(reply: &redis::Value) -> bool {
+    match reply {
+        redis::Value::BulkString(text) => text.as_slice() == b"RECOUNT",
+        redis::Value::SimpleString(text) => text == "RECOUNT",
+        _ => false,
+    }
+}
 
 /// The charge script's reply, read as the decision it says.
 pub(super) fn charge_reply(
@@ -360,33 +479,33 @@ fn decode_charge(endpoint: &str, charge: &Charge, reply: &[i64]) -> Result<Decid
 }
 
 /// The status script's reply: Redis's clock, then per policy its units, when its
-/// oldest and newest entries leave (-1 for none), its entries when asked for, until
-/// when its bucket is blocked (0 if not), and its newest entry's time.
-pub(super) type StatusReply = (i64, Vec<(i64, i64, i64, Vec<String>, i64, i64)>);
+/// oldest and newest entries leave (-1 for none), its entries when asked for, and its
+/// newest entry's time; then until when each method is blocked (0 if not).
+pub(super) type StatusReply = (i64, Vec<(i64, i64, i64, Vec<String>, i64)>, Vec<i64>);
 
 /// The status script's reply for `policies`, read as the budget's state.
 pub(super) fn status_reply(
     policies: &[PolicyRef],
     with_entries: &[&str],
-    (now_us, states): StatusReply,
+    (now_us, states, blocks): StatusReply,
 ) -> Status {
     let opt = |us: i64| (us >= 0).then(|| from_micros(us));
     for (p, state) in policies.iter().zip(&states) {
-        if state.5 > now_us {
-            skew::note_clock_went_back(LimiterClock::Redis, &p.name, state.5, now_us);
+        if state.4 > now_us {
+            skew::note_clock_went_back(LimiterClock::Redis, &p.name, state.4, now_us);
         }
     }
-    let blocked = policies
-        .iter()
-        .zip(&states)
-        .filter(|(_, state)| state.4 > 0)
-        .map(|(p, state)| (p.name.clone(), Micros::new(state.4)))
+    let blocked_methods = blockable(policies)
+        .zip(blocks)
+        .filter(|(_, until)| *until > 0)
+        .map(|(m, until)| (m.to_owned(), Micros::new(until)))
         .collect();
-    let policies = policies
+    let states = policies
         .iter()
         .zip(states)
-        .map(|(p, (used, next_free, empty_in, raw, _, _))| PolicyStatus {
+        .map(|(p, (used, next_free, empty_in, raw, _))| PolicyStatus {
             name: p.name.clone(),
+            kind: p.kind,
             window: p.window.clone(),
             used: u64::try_from(used).unwrap_or(0),
             next_free: opt(next_free),
@@ -396,19 +515,16 @@ pub(super) fn status_reply(
                 .then(|| decode_entries(&raw)),
         })
         .collect();
-    Status {
-        now: Micros::new(now_us),
-        policies,
-        blocked,
-    }
+    Status::new(Micros::new(now_us), policies, states, blocked_methods)
 }
 
-/// Members are "<units>|<method>|<id>", listed with their scores.
+/// Members are "<units>|<method>|<id>|<calls>" (or, from an older layout,
+/// "<units>|<method>|<id>"), listed with their scores.
 fn decode_entries(raw: &[String]) -> Vec<Entry> {
     raw.chunks_exact(2)
         .filter_map(|pair| {
             let mut fields = pair[0].splitn(3, '|');
-            let units = fields.next()?.parse().ok()?;
+            let units = fields.next()?.parse().ok().filter(|u| *u > 0)?;
             let method = fields.next()?.to_owned();
             let at_us = pair[1].parse::<f64>().ok()? as i64;
             Some(Entry {

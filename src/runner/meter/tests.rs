@@ -78,6 +78,7 @@ fn short(m: &Metered) -> String {
         Metered::Unmetered { units } => format!("unmetered {units}"),
         Metered::Stopped(Scope::Every, stop) => format!("stops every call: {}", stop.status()),
         Metered::Stopped(Scope::Bucket(b), stop) => format!("stops {b}: {}", stop.status()),
+        Metered::Stopped(Scope::Method(m), stop) => format!("stops {m}: {}", stop.status()),
     }
 }
 

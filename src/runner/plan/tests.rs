@@ -34,9 +34,11 @@ fn budget(ceiling: u64) -> Budget {
 
 fn status(used: u64, at_us: i64, now_us: i64) -> Status {
     Status {
+        blocked_methods: Default::default(),
         now: Micros::new(now_us),
         policies: vec![
             PolicyStatus {
+                kind: crate::quota::Kind::Bucket,
                 name: "budget".into(),
                 window: Duration::from_secs(86_400).into(),
                 used,
@@ -53,6 +55,7 @@ fn status(used: u64, at_us: i64, now_us: i64) -> Status {
                 }),
             },
             PolicyStatus {
+                kind: crate::quota::Kind::Bucket,
                 name: "search".into(),
                 window: Duration::from_secs(600).into(),
                 used: 0,
@@ -262,8 +265,12 @@ fn a_blocked_budget_stops_the_plan_at_its_first_call_as_the_run() {
     let us = region("US", 1, &[]);
     let calls = plan(&[&us], &BTreeMap::new(), Secs::new(0));
     let mut st = status(0, 0, 2_000_000);
-    st.blocked.insert("budget".into(), Micros::new(9_000_000));
-    let sim = simulate(&calls, &budget(100), Allowance::Ceiling, &st);
+    // The upstream's block is kept per method: every method of the main bucket.
+    let b = budget(100);
+    for method in b.main().methods() {
+        st.blocked_methods.insert(method, Micros::new(9_000_000));
+    }
+    let sim = simulate(&calls, &b, Allowance::Ceiling, &st);
     assert!(sim.calls.iter().all(|c| !c.fits));
     let stop = sim.stop.clone().expect("blocked");
     assert_eq!(stop.status(), super::super::Status::UpstreamQuotaExhausted);
@@ -288,6 +295,7 @@ fn equal_windows_both_over_name_the_policy_the_limiter_names() {
     let mut st = status(0, 0, 2_000_000);
     for name in ["pages-a", "pages-b"] {
         st.policies.push(PolicyStatus {
+            kind: crate::quota::Kind::Limit,
             name: name.into(),
             window: Duration::from_secs(3600).into(),
             used: 1,

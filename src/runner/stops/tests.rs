@@ -224,7 +224,7 @@ fn the_most_serious_stop_is_reported_in_either_order() {
                 );
                 let first_bucket = met.iter().find_map(|(scope, _)| match scope {
                     Scope::Bucket(b) => Some(b.clone()),
-                    Scope::Every => None,
+                    Scope::Every | Scope::Method(_) => None,
                 });
                 assert_eq!(stops.first_bucket(), first_bucket);
             }
@@ -245,7 +245,7 @@ async fn only_a_stop_of_its_calls_wakes_a_waiter() {
         let stops = Arc::new(stops());
         let waiting = tokio::spawn({
             let stops = Arc::clone(&stops);
-            async move { stops.woken("search").await }
+            async move { stops.woken("search", "search.list").await }
         });
         tokio::task::yield_now().await;
         stops.record(scope, fatal("a stop"));
