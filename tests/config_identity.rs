@@ -494,6 +494,10 @@ fn another_costs_file_than_the_latest_runs_is_named_with_both_fingerprints() {
         .args(["budget", "--json"])
         .expect_stderr(format!("(fingerprint {granular}), but the latest run"))
         .expect_stderr(format!("another costs file (fingerprint {default})"))
+        // The window, charged under the other file, is counted again at these costs.
+        .expect_stderr(format!(
+            "last charged under costs with fingerprint {default}, and this host's costs have fingerprint {granular}"
+        ))
         .run()
         .json();
     assert_eq!(budget["last_run_limiter"]["kind"], "embedded", "{budget}");

@@ -167,7 +167,9 @@ fn a_block_stays_with_its_methods_across_a_switch(redis: Option<&RedisServer>) {
     );
     h.costs(GRANULAR).regions(&regions_with_a_search());
     h.fake.spend("search", 100);
+    // The upstream refused the bucket before this budget counted its quota: measured.
     h.expect_stderr("quota is spent")
+        .expect_stderr("when this budget had counted 1 units of its quota 100")
         .expect_ended("upstream_quota_exhausted");
     let (ran, first) = h.status(75).run(&["run", "--json", "--concurrency", "1"]);
     assert_eq!(count(&first, "search.list"), 1, "{}", ran.stdout);

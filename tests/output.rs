@@ -60,7 +60,7 @@ fn at_width(h: &Harness<'_>, args: &[&str], width: usize) -> String {
 }
 
 #[test]
-fn status_and_runs_fit_80_and_40_columns_and_json_keeps_every_reason_whole() {
+fn status_and_runs_fit_120_80_and_40_columns_and_json_keeps_every_reason_whole() {
     let mut h = Harness::new(None);
     long_reasons(&mut h);
 
@@ -111,6 +111,7 @@ fn status_and_runs_fit_80_and_40_columns_and_json_keeps_every_reason_whole() {
                 "{args:?}: the end of {reason:?} at 80 columns\n{wide}"
             );
         }
+        at_width(&h, args, 120);
         let narrow = at_width(&h, args, 40);
         for word in ["region", "status", "failed", "FR"] {
             assert!(narrow.contains(word), "{args:?}: {word} at 40\n{narrow}");

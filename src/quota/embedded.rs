@@ -887,7 +887,10 @@ fn note_refusal_in(
         .prepare_cached(
             "SELECT COALESCE(SUM(units), 0) FROM quota_entry WHERE policy = ?1 AND at_us > ?2",
         )?
-        .query_row(params![policy_id(budget_key, Kind::Bucket, bucket), cutoff], |r| r.get(0))?;
+        .query_row(
+            params![policy_id(budget_key, Kind::Bucket, bucket), cutoff],
+            |r| r.get(0),
+        )?;
     let units = u64::try_from(units).unwrap_or(0);
     if units >= quota {
         return Ok(None);
