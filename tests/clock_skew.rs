@@ -381,3 +381,41 @@ fn a_quota_block_on_redis_ends_at_the_next_pacific_midnight_by_redis_time() {
         );
     }
 }
+
+/// A host clock that jumps a day ahead may evict the window's entries on its first
+/// charge, before any answer can tell it is wrong, but it may not lose them: the log
+/// keeps every call the window would still hold by the time the upstream last
+/// confirmed, and back on the right clock the window is counted again from it. So the
+/// wrong clock's runs make one call each, and the real entries still count after.
+#[test]
+fn a_clock_that_jumped_ahead_does_not_empty_the_embedded_window_for_good() {
+    let h = Harness::new(None);
+    // A run on the right clock confirms it; then most of the budget is spent.
+    h.run(&["run"]);
+    h.bare()
+        .args(["budget", "charge", "videos.list", "--count", "9000"])
+        .run();
+    let used_before = h.budget()["used"].as_u64().expect("used");
+    assert!(used_before >= 9000, "{used_before}");
+
+    for _ in 0..2 {
+        h.cmd()
+            .args(["run", "--json", "--concurrency", "1"])
+            .faketime(&["-f", "+25h"])
+            .expect_stderr("this host's clock is 25h ahead")
+            .expect_ended("clock_skew")
+            .status(75)
+            .run();
+    }
+    let wrong_clock_calls = 2;
+
+    // Back on the right clock: every real entry counts again (and the two calls made
+    // on the wrong clock, dated a day ahead, count too: the safe side).
+    let ran = h.bare().args(["budget", "--json"]).run();
+    let used = ran.json()["used"].as_u64().expect("used");
+    assert!(
+        used >= used_before,
+        "the window lost real entries: {used} used, {used_before} before the jump"
+    );
+    assert!(used <= used_before + wrong_clock_calls, "{used}");
+}

@@ -400,15 +400,21 @@ fn logged(conn: &Connection, budget_key: &str, held_after: i64) -> rusqlite::Res
 /// 3.8), when it was last charged under another budget, or never stamped: a file
 /// from before the log first has its buckets' entries logged and its blocks moved to
 /// their methods, as `budget` (the file in force) says.
+///
+/// `clock_went_back`: count again even under the same budget. A clock that ran ahead
+/// evicted entries that, back on the right time, are in the window again; the log
+/// still holds them (its pruning waits for a confirmed clock: [`confirmed_at`]).
 fn recount_if_changed(
     conn: &Connection,
     budget_key: &str,
     budget: &Budget,
     now: i64,
+    clock_went_back: bool,
 ) -> rusqlite::Result<()> {
     let was = stamp_of(conn, budget_key)?;
     let fingerprint = budget.fingerprint();
-    if was.as_deref() == Some(fingerprint.as_str()) {
+    let same = was.as_deref() == Some(fingerprint.as_str());
+    if same && !clock_went_back {
         return Ok(());
     }
     if was.is_none() {
@@ -445,10 +451,31 @@ fn recount_if_changed(
          ON CONFLICT (budget) DO UPDATE SET fingerprint = excluded.fingerprint",
     )?
     .execute(params![budget_key, fingerprint])?;
-    if let Some(was) = was {
+    if let Some(was) = was.filter(|_| !same) {
         warn_changed(budget_key, &was, budget, logged.len());
     }
     Ok(())
+}
+
+/// The newest time the host's clock is known to have been right: when the upstream's
+/// `Date` last confirmed it (the skew record's time, which is the upstream's own). A
+/// charge on a clock that jumped ahead may evict from the window, which a recount
+/// undoes, but may not prune from the log what the window would still hold by this
+/// time (DESIGN.md 6). `None` before any run compared the clocks.
+fn confirmed_at(conn: &Connection) -> rusqlite::Result<Option<i64>> {
+    conn.prepare_cached("SELECT measured_at_us FROM quota_clock_skew WHERE clock = ?1")?
+        .query_row([LimiterClock::Host.as_str()], |r| r.get(0))
+        .optional()
+}
+
+/// Whether the host's clock is now well before the one the latest charge read: a
+/// clock that ran ahead and was set right (a minute's slack for a slewing clock).
+fn clock_went_back(conn: &Connection, budget_key: &str, now: i64) -> rusqlite::Result<bool> {
+    let seen: Option<Option<i64>> = conn
+        .prepare_cached("SELECT seen_us FROM quota_fingerprint WHERE budget = ?1")?
+        .query_row([budget_key], |r| r.get(0))
+        .optional()?;
+    Ok(seen.flatten().is_some_and(|seen| now + 60_000_000 < seen))
 }
 
 /// The warning of a window last charged under another budget (DESIGN.md 3.8).
@@ -636,7 +663,10 @@ fn charge_in(
     // Read inside the lock, so entries are written in the order of their times.
     let now = clock.now().as_i64();
     if let Some(budget) = budget {
-        recount_if_changed(&tx, budget_key, budget, now)?;
+        let went_back = clock_went_back(&tx, budget_key, now)?;
+        recount_if_changed(&tx, budget_key, budget, now, went_back)?;
+        tx.prepare_cached("UPDATE quota_fingerprint SET seen_us = ?2 WHERE budget = ?1")?
+            .execute(params![budget_key, now])?;
     }
     evict(&tx, now)?;
     for p in &charge.parts {
@@ -701,13 +731,16 @@ fn charge_in(
         // Every call is logged with its method and calls, kept at least 25 hours
         // whatever its window, to be counted again when the costs change.
         let held = budget.map_or(KEEP_AT_LEAST, Budget::keep);
+        // Pruned by the time last confirmed, not by a clock that may have jumped ahead.
+        let confirmed = confirmed_at(&tx)?.map_or(now, |c| c.min(now));
         let held_after = now - micros(held);
+        let pruned_after = confirmed - micros(held);
         if charge.calls > 0 && at > held_after {
             let calls = i64::try_from(charge.calls).unwrap_or(i64::MAX);
             log_call(&tx, budget_key, &charge.id, &charge.method, calls, at)?;
         }
         tx.prepare_cached("DELETE FROM quota_log WHERE budget = ?1 AND at_us <= ?2")?
-            .execute(params![budget_key, held_after])?;
+            .execute(params![budget_key, pruned_after])?;
     }
     let parts = outcomes(&tx, budget_key, charge, &fits, now)?;
     tx.commit()?;
@@ -746,14 +779,16 @@ fn status_in(
             }
         }
     }
-    // A window last charged under another budget is read as this one counts it,
-    // without writing (the next charge writes it so).
+    // A window last charged under another budget, or on a clock that has since gone
+    // back, is read as this one counts it from the log, without writing (the next
+    // charge writes it so).
     if let Some(budget) = budget
         && has_log(&tx)?
-        && stamp_of(&tx, budget_key)?.is_some_and(|was| was != budget.fingerprint())
+        && let Some(was) = stamp_of(&tx, budget_key)?
+        && (was != budget.fingerprint() || clock_went_back(&tx, budget_key, now)?)
     {
         let logged = logged(&tx, budget_key, now - micros(budget.keep()))?;
-        if let Some(was) = stamp_of(&tx, budget_key)? {
+        if was != budget.fingerprint() {
             warn_changed(budget_key, &was, budget, logged.len());
         }
         let rebuilt = recount::rebuild(budget, &logged);

@@ -132,7 +132,8 @@ CREATE TABLE IF NOT EXISTS quota_log (
 CREATE INDEX IF NOT EXISTS quota_log_by_time ON quota_log (budget, at_us);
 CREATE TABLE IF NOT EXISTS quota_fingerprint (
     budget      TEXT PRIMARY KEY,
-    fingerprint TEXT NOT NULL      -- Budget::fingerprint() the windows are counted under
+    fingerprint TEXT NOT NULL,     -- Budget::fingerprint() the windows are counted under
+    seen_us     INTEGER            -- the host's clock at the latest charge
 ) WITHOUT ROWID;
 ";
 
