@@ -419,3 +419,25 @@ fn a_clock_that_jumped_ahead_does_not_empty_the_embedded_window_for_good() {
     );
     assert!(used <= used_before + wrong_clock_calls, "{used}");
 }
+
+/// The same day-ahead host on Redis: Redis counts by its own `TIME`, which the host's
+/// clock does not move, so the runs on that host agree with the upstream, and the
+/// window keeps every entry.
+#[test]
+fn a_host_clock_a_day_ahead_leaves_a_redis_window_whole() {
+    let server = RedisServer::start();
+    let h = Harness::new(Some(&server));
+    h.run(&["run"]);
+    h.bare()
+        .args(["budget", "charge", "videos.list", "--count", "9000"])
+        .run();
+    let used_before = h.budget()["used"].as_u64().expect("used");
+    let before = h.fake.received();
+    h.cmd()
+        .args(["run", "--json", "--concurrency", "1"])
+        .faketime(&["-f", "+25h"])
+        .run();
+    let made = (h.fake.received() - before) as u64;
+    let used = h.budget()["used"].as_u64().expect("used");
+    assert_eq!(used, used_before + made, "every entry, and the run's calls");
+}
