@@ -1,10 +1,12 @@
 //! The parsed budget's fingerprint (DESIGN.md 3.8): what two hosts charging one
 //! `budget.key` must agree on, as a short stable text.
 //!
-//! It covers what shapes the windows (every bucket's name, quota, ceiling, window and
-//! costs; every limit's name, methods, maximum, window and unit), not the file's
-//! bytes, comments or order, nor `[when_limiter_down]`, which decides nothing the
-//! window holds. It is written into the limiter beside the budget's keys and into
+//! It covers what shapes the windows (every bucket's name, window and costs; every
+//! limit's name, methods, window and unit), not the file's bytes, comments or order.
+//! Not the quotas, ceilings and maxima either: they are how far a caller may fill a
+//! window, not what it holds (the ceiling is each caller's limit over one shared log),
+//! so hosts may differ in them and raising one counts nothing again. Nor
+//! `[when_limiter_down]`, which decides nothing the window holds. It is written into the limiter beside the budget's keys and into
 //! each run's row, so it must not change between builds for the same budget: the
 //! canonical text below and FNV-1a are spelled out here, not left to a hasher whose
 //! output may change.
@@ -24,14 +26,7 @@ impl Budget {
     fn canonical(&self) -> String {
         let mut out = String::new();
         for b in self.buckets() {
-            let _ = write!(
-                out,
-                "bucket {} quota={} ceiling={} window={}",
-                b.name,
-                b.quota,
-                b.ceiling,
-                window_text(b.window)
-            );
+            let _ = write!(out, "bucket {} window={}", b.name, window_text(b.window));
             for (method, cost) in b.costs {
                 let _ = write!(out, " {method}={cost}");
             }
@@ -48,9 +43,8 @@ impl Budget {
             };
             let _ = writeln!(
                 out,
-                "limit {} max={} window={} per={per} methods={}",
+                "limit {} window={} per={per} methods={}",
                 l.name,
-                l.max,
                 window_text(&l.window),
                 methods.join(",")
             );

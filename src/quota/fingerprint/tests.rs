@@ -39,4 +39,15 @@ fn a_cost_or_a_window_changes_the_fingerprint() {
     let mut down = budget(default);
     down.when_limiter_down.clear();
     assert_eq!(a, down.fingerprint(), "when_limiter_down shapes no window");
+    let mut raised = budget(default);
+    raised.ceiling -= 500;
+    raised.quota += 1;
+    for l in &mut raised.limits {
+        l.max += 1;
+    }
+    assert_eq!(
+        a,
+        raised.fingerprint(),
+        "how far a caller may fill a window is not what it holds"
+    );
 }
