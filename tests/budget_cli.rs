@@ -760,3 +760,33 @@ fn the_budget_leads_with_what_is_available_and_a_charge_names_its_database() {
     );
     assert!(text.contains("  next free   in "), "{text}");
 }
+
+/// `budget` and the dry run cannot read a window from a limiter that does not answer:
+/// they say so and exit 75 (try later), as a run stopped by it does, never 1.
+#[test]
+fn budget_and_the_dry_run_exit_75_while_the_limiter_is_down() {
+    let s = Scratch::new();
+    let closed = format!("redis://127.0.0.1:{}", closed_port());
+    for args in [
+        &["budget"][..],
+        &["budget", "--json"],
+        &["run", "--dry-run"],
+    ] {
+        let ran = s
+            .cmd()
+            .args(["--redis-url", &closed])
+            .args(args)
+            .expect_stderr("is unreachable")
+            .status(75)
+            .run();
+        if args.contains(&"--json") {
+            assert_eq!(ran.json()["exit_code"], 75, "{}", ran.stdout);
+        }
+    }
+}
+
+/// A loopback port nothing listens on.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("its address").port()
+}

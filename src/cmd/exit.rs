@@ -38,8 +38,11 @@ fn code_of(e: &(dyn Error + 'static)) -> Option<ExitCode> {
         match e {
             // No retry can help.
             LimiterError::Config(_) => ExitCode::Config,
-            // A run applies `[when_limiter_down]` before it gets this far.
-            LimiterError::Unavailable { .. } | LimiterError::Failed { .. } => ExitCode::Failed,
+            // Down: try later, as a run stopped by it does (a run applies
+            // `[when_limiter_down]` before it gets this far; `budget` and the dry run,
+            // which cannot read the window, get here).
+            LimiterError::Unavailable { .. } => ExitCode::TryLater,
+            LimiterError::Failed { .. } => ExitCode::Failed,
         }
     } else if let Some(e) = e.downcast_ref::<ClientError>() {
         match e {

@@ -71,7 +71,7 @@ fn coded() -> Vec<(anyhow::Error, ExitCode)> {
                 source: None,
             }
             .into(),
-            ExitCode::Failed,
+            ExitCode::TryLater,
         ),
         (
             LimiterError::Failed {
@@ -164,7 +164,7 @@ fn the_outermost_coded_error_decides() {
         reason: "refused".into(),
         source: Some(Box::new(config)),
     };
-    assert_eq!(code(down), ExitCode::Failed);
+    assert_eq!(code(down), ExitCode::TryLater);
 }
 
 #[test]
