@@ -436,6 +436,13 @@ fn after_a_run_on_redis_a_shell_without_its_url_is_warned_and_cannot_charge() {
             "plan against embedded limiter in trendsync.db, costs from built-in quota-costs.toml",
         ))
         .run();
+    let plan = shell()
+        .args(["run", "--dry-run", "--json"])
+        .expect_stderr("but the latest run")
+        .run()
+        .json();
+    assert_eq!(plan["limiter"]["kind"], "embedded", "{plan}");
+    assert_eq!(plan["last_run_limiter"]["kind"], "redis", "{plan}");
     let now_on_redis = h.budget();
     assert_eq!(
         (&now_on_redis["used"], &now_on_redis["by_method"]),

@@ -42,17 +42,16 @@ pub(super) async fn run(
         )?));
     }
     let budget = &config.budget;
-    let costs = crate::cmd::costs_file(global)
-        .origin
-        .describe(crate::cmd::COSTS_FILE);
-    crate::cmd::identity::check_reading(global, budget, &costs);
+    // Warns first when this is not what the latest run read; the JSON names both.
+    let read = crate::cmd::budget::ReadJson::check(global, budget);
+    let costs = read.costs.path.clone();
     let limiter = open_limiter(global, budget, Access::Read, clock).await?;
     let names: Vec<String> = budget.policies().into_iter().map(|p| p.name).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let status = read_status(&limiter, budget, &names).await?;
     let sim = runner::simulate(&plan, budget, job.allowance, &status);
     let printed = if job.json {
-        print_dry_run_json(job, &sim)
+        print_dry_run_json(job, &sim, read)
     } else {
         print_plan(
             job,
@@ -252,10 +251,18 @@ struct DryRunJson {
     remaining_by_bucket: std::collections::BTreeMap<String, u64>,
     regions: Vec<RegionJson>,
     plan: Vec<PlanJson>,
+    /// The limiter and costs file the plan was checked against, and the latest run's
+    /// limiter (as `budget --json` names them).
+    #[serde(flatten)]
+    read: crate::cmd::budget::ReadJson,
 }
 
 /// The plan as the real run's `--json` report would read, plus the calls planned.
-fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
+fn print_dry_run_json(
+    job: &Job<'_>,
+    sim: &Simulation,
+    read: crate::cmd::budget::ReadJson,
+) -> Result<()> {
     // The statuses the real run would report for the same stop.
     let status = sim.stop.as_ref().map_or(Status::Complete, |s| s.status());
     // The region of the call where the run would stop; the regions after it, with no
@@ -319,6 +326,7 @@ fn print_dry_run_json(job: &Job<'_>, sim: &Simulation) -> Result<()> {
         units_planned: sim.calls.iter().filter(|c| c.fits).map(|c| c.units).sum(),
         remaining_by_bucket: sim.remaining_by_bucket.clone(),
         regions,
+        read,
         plan: sim
             .calls
             .iter()
