@@ -546,19 +546,9 @@ fn a_newer_file_is_refused_by_every_command_alike() {
     assert_eq!(std::fs::read(&db).expect("reading the file"), before);
 }
 
-/// `--since` and `--until` take a date, a duration or an RFC 3339 time alike; a date
-/// is its whole UTC day, so `--since 2026-11-01 --until 2026-11-30` is November, to
-/// the second on both sides.
-#[test]
-fn export_since_and_until_a_date_is_exactly_those_utc_days() {
-    let h = ingested();
-    let conn = Connection::open(h.db_path()).expect("opening the database");
-    for (code, at) in [
-        ("US", "2026-10-31T23:59:59Z"),
-        ("GB", "2026-11-01T00:00:00Z"),
-        ("DE", "2026-11-30T23:59:59Z"),
-        ("FR", "2026-12-01T00:00:00Z"),
-    ] {
+/// Moves every fetch of each region to the RFC 3339 time given for it.
+fn move_fetches(conn: &Connection, moves: &[(&str, &str)]) {
+    for (code, at) in moves {
         let at = at.parse::<jiff::Timestamp>().expect("a time").as_second();
         let moved = conn
             .execute(
@@ -569,6 +559,24 @@ fn export_since_and_until_a_date_is_exactly_those_utc_days() {
             .expect("moving a fetch");
         assert!(moved > 0, "{code}");
     }
+}
+
+/// `--since` and `--until` take a date, a duration or an RFC 3339 time alike; a date
+/// is its whole UTC day, so `--since 2026-11-01 --until 2026-11-30` is November, to
+/// the second on both sides.
+#[test]
+fn export_since_and_until_a_date_is_exactly_those_utc_days() {
+    let h = ingested();
+    let conn = Connection::open(h.db_path()).expect("opening the database");
+    move_fetches(
+        &conn,
+        &[
+            ("US", "2026-10-31T23:59:59Z"),
+            ("GB", "2026-11-01T00:00:00Z"),
+            ("DE", "2026-11-30T23:59:59Z"),
+            ("FR", "2026-12-01T00:00:00Z"),
+        ],
+    );
     drop(conn);
     let regions_in = |args: &[&str]| -> Vec<String> {
         let ran = h
@@ -623,20 +631,13 @@ fn export_since_and_until_a_date_is_exactly_those_utc_days() {
 fn exports_and_video_mark_the_upstreams_change_of_meaning() {
     let h = ingested();
     let conn = Connection::open(h.db_path()).expect("opening the database");
-    for (code, at) in [
-        ("US", "2026-08-26T12:00:00Z"),
-        ("GB", "2026-08-28T12:00:00Z"),
-    ] {
-        let at = at.parse::<jiff::Timestamp>().expect("a time").as_second();
-        let moved = conn
-            .execute(
-                "UPDATE fetches SET fetched_at = ?1
-                 WHERE region = (SELECT num FROM regions WHERE code = ?2)",
-                rusqlite::params![at, code],
-            )
-            .expect("moving a fetch");
-        assert!(moved > 0, "{code}");
-    }
+    move_fetches(
+        &conn,
+        &[
+            ("US", "2026-08-26T12:00:00Z"),
+            ("GB", "2026-08-28T12:00:00Z"),
+        ],
+    );
     let changes: Vec<(String, String)> = conn
         .prepare("SELECT id, affects FROM upstream_changes ORDER BY effective_at")
         .expect("the table of changes")

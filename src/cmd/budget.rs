@@ -223,40 +223,7 @@ struct BudgetJson {
     buckets: Vec<BucketJson>,
     /// The limiter these figures came from, and the one the latest run charged.
     #[serde(flatten)]
-    read: Option<ReadJson>,
-}
-
-/// What `budget` and `status` read, against the database's latest run.
-#[derive(Debug, Serialize)]
-pub(crate) struct ReadJson {
-    pub limiter: super::identity::LimiterJson,
-    pub last_run_limiter: Option<super::identity::LimiterJson>,
-    /// The costs file read: its path (or `built-in quota-costs.toml`) and the parsed
-    /// budget's fingerprint.
-    pub costs: CostsReadJson,
-}
-
-#[derive(Debug, Serialize)]
-pub(crate) struct CostsReadJson {
-    pub path: String,
-    pub fingerprint: String,
-}
-
-impl ReadJson {
-    /// Warns first when this command reads another limiter or costs file than the
-    /// latest run (see [`super::identity::check_reading`]).
-    pub(crate) fn check(global: &Global, budget: &Budget) -> ReadJson {
-        let path = super::costs_file(global).origin.describe(super::COSTS_FILE);
-        let reading = super::identity::check_reading(global, budget, &path);
-        ReadJson {
-            limiter: reading.limiter,
-            last_run_limiter: reading.last_run,
-            costs: CostsReadJson {
-                path,
-                fingerprint: budget.fingerprint(),
-            },
-        }
-    }
+    read: Option<super::identity::ReadJson>,
 }
 
 fn bucket_json(bucket: &BucketRef<'_>, status: &Status, spent: &[SpentDay]) -> BucketJson {
@@ -459,7 +426,7 @@ async fn show(global: &Global, json: bool, clock: &Arc<dyn Clock>) -> Result<()>
         // --db, not a whole budget left.
         super::database::require(&global.db)?;
     }
-    let read = ReadJson::check(global, &budget);
+    let read = super::identity::ReadJson::check(global, &budget);
     let limiter = open_limiter(global, &budget, Access::ReadReplayed, clock).await?;
     let names: Vec<&str> = budget.buckets().iter().map(|b| b.name).collect();
     let status = read_status(&limiter, &budget, &names).await?;

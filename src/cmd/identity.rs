@@ -190,3 +190,36 @@ pub(crate) fn refuse_other_kind(global: &Global, switch: bool, what: &str) -> Re
     ))
     .into())
 }
+
+/// What `budget`, `status` and the dry run read, against the database's latest run.
+#[derive(Debug, Serialize)]
+pub(crate) struct ReadJson {
+    pub limiter: LimiterJson,
+    pub last_run_limiter: Option<LimiterJson>,
+    /// The costs file read: its path (or `built-in quota-costs.toml`) and the parsed
+    /// budget's fingerprint.
+    pub costs: CostsReadJson,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct CostsReadJson {
+    pub path: String,
+    pub fingerprint: String,
+}
+
+impl ReadJson {
+    /// Warns first when this command reads another limiter or costs file than the
+    /// latest run (see [`check_reading`]).
+    pub(crate) fn check(global: &Global, budget: &Budget) -> ReadJson {
+        let path = super::costs_file(global).origin.describe(super::COSTS_FILE);
+        let reading = check_reading(global, budget, &path);
+        ReadJson {
+            limiter: reading.limiter,
+            last_run_limiter: reading.last_run,
+            costs: CostsReadJson {
+                path,
+                fingerprint: budget.fingerprint(),
+            },
+        }
+    }
+}

@@ -178,8 +178,12 @@ pub(crate) fn regions_file(global: &Global) -> Found {
 
 /// The file a flag or variable names, else the first one the configuration
 /// directories hold, else the built-in copy. A file found that hides a different one
-/// further down the directories is named in a warning (once per process): a process
-/// started elsewhere (cron, systemd, another directory) would read the other one.
+/// further down the directories is named in a warning: a process started elsewhere
+/// (cron, systemd, another directory) would read the other one.
+///
+/// The directories are searched once per process and file (which reads the files a
+/// shadow is judged by): every later question gets the same answer, so a command
+/// names the file it loaded, even if one appears meanwhile, and warns once.
 fn resolve(given: Option<&Path>, variable: &str, name: &str) -> Found {
     if let Some(path) = given {
         let from_variable = std::env::var_os(variable).is_some_and(|v| Path::new(&v) == path);
@@ -193,31 +197,29 @@ fn resolve(given: Option<&Path>, variable: &str, name: &str) -> Found {
             shadows: None,
         };
     }
+    static FOUND: std::sync::Mutex<Vec<(String, Found)>> = std::sync::Mutex::new(Vec::new());
+    let mut cache = FOUND
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, found)) = cache.iter().find(|(n, _)| *n == name) {
+        return found.clone();
+    }
     let found = ConfigDirs::from_env().find(name);
     if let (Origin::Given(path), Some((other, other_source))) = (&found.origin, &found.shadows) {
-        static WARNED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-        let first = WARNED.lock().map_or(true, |mut warned| {
-            let fresh = !warned.iter().any(|n| n == name);
-            if fresh {
-                warned.push(name.to_owned());
+        tracing::warn!(
+            "{name}: reading {} (found in {}), which hides a different {} (in {}); a process started in another directory or with other variables, as cron and systemd are, may read that one instead. Keep one of them, or name the file with {}",
+            shown(path),
+            where_found(found.source),
+            shown(other),
+            where_found(*other_source),
+            if name == COSTS_FILE {
+                "--costs"
+            } else {
+                "--regions"
             }
-            fresh
-        });
-        if first {
-            tracing::warn!(
-                "{name}: reading {} (found in {}), which hides a different {} (in {}); a process started in another directory or with other variables, as cron and systemd are, may read that one instead. Keep one of them, or name the file with {}",
-                shown(path),
-                where_found(found.source),
-                shown(other),
-                where_found(*other_source),
-                if name == COSTS_FILE {
-                    "--costs"
-                } else {
-                    "--regions"
-                }
-            );
-        }
+        );
     }
+    cache.push((name.to_owned(), found.clone()));
     found
 }
 

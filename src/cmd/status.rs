@@ -108,7 +108,7 @@ struct StatusJson {
     /// The limiter the budget was read from, the one the latest run charged, and the
     /// costs file read.
     #[serde(flatten)]
-    read: super::budget::ReadJson,
+    read: super::identity::ReadJson,
 }
 
 /// What the database says, read without writing anything.
@@ -257,7 +257,7 @@ pub async fn run(global: &Global, args: &StatusArgs, clock: &Arc<dyn Clock>) -> 
         .collect();
 
     let budget = &config.budget;
-    let read = super::budget::ReadJson::check(global, budget);
+    let read = super::identity::ReadJson::check(global, budget);
     let limiter = open_limiter(global, budget, Access::Read, clock).await?;
     let window = match read_status(&limiter, budget, &[]).await {
         Ok(st) => {

@@ -31,6 +31,8 @@ pub struct EmbeddedLimiter {
     /// The budget charged: a window last charged under another is counted again at
     /// its costs (DESIGN.md 3.8). Without one, the window is charged as it stands.
     budget: Option<Arc<Budget>>,
+    /// The budget's fingerprint, worked out once: every charge compares it.
+    fingerprint: Arc<str>,
 }
 
 impl std::fmt::Debug for EmbeddedLimiter {
@@ -84,6 +86,7 @@ impl EmbeddedLimiter {
             conn: Some(Arc::new(Mutex::new(conn))),
             clock,
             budget: None,
+            fingerprint: Arc::from(""),
         })
     }
 
@@ -125,12 +128,14 @@ impl EmbeddedLimiter {
             conn,
             clock,
             budget: None,
+            fingerprint: Arc::from(""),
         })
     }
 
     /// Charges and reads under `budget` from now on (see [`super::Limiter::with_budget`]).
     #[must_use = "the limiter that knows the budget is the one returned"]
     pub fn with_budget(mut self, budget: Arc<Budget>) -> EmbeddedLimiter {
+        self.fingerprint = Arc::from(budget.fingerprint());
         self.budget = Some(budget);
         self
     }
@@ -184,12 +189,13 @@ impl EmbeddedLimiter {
         let key = self.budget_key.clone();
         let clock = Arc::clone(&self.clock);
         let budget = self.budget.clone();
+        let fingerprint = Arc::clone(&self.fingerprint);
         let decided = self
             .with_conn("charging the budget", move |conn| {
                 charge_in(
                     conn,
                     &key,
-                    budget.as_deref(),
+                    budget.as_deref().map(|b| (b, &*fingerprint)),
                     &charge_owned,
                     age,
                     clock.as_ref(),
@@ -213,6 +219,7 @@ impl EmbeddedLimiter {
         let now = self.clock.now();
         let key = self.budget_key.clone();
         let budget = self.budget.clone();
+        let fingerprint = Arc::clone(&self.fingerprint);
         let refs = policies.to_vec();
         let wanted: Vec<(PolicyRef, bool)> = policies
             .iter()
@@ -237,7 +244,8 @@ impl EmbeddedLimiter {
         };
         let read = self
             .with_conn("reading the budget", move |conn| {
-                status_in(conn, &key, budget.as_deref(), &refs, &wanted, now.as_i64())
+                let budget = budget.as_deref().map(|b| (b, &*fingerprint));
+                status_in(conn, &key, budget, &refs, &wanted, now.as_i64())
             })
             .await?;
         // No database, or one the limiter never wrote to: nothing has been charged.
@@ -372,10 +380,33 @@ fn blocked_until(
     Ok(until.filter(|u| *u > now))
 }
 
-/// The fingerprint of the budget this window was last charged under, if any.
-fn stamp_of(conn: &Connection, budget_key: &str) -> rusqlite::Result<Option<String>> {
-    conn.prepare_cached("SELECT fingerprint FROM quota_fingerprint WHERE budget = ?1")?
-        .query_row([budget_key], |r| r.get(0))
+/// What the window of a budget was last charged under: the budget's fingerprint, and
+/// the host's clock at that charge.
+struct Stamp {
+    fingerprint: String,
+    seen_us: Option<i64>,
+}
+
+impl Stamp {
+    /// Whether the host's clock is now well before the one the latest charge read: a
+    /// clock that ran ahead and was set right (a minute's slack for a slewing clock).
+    /// A clock that ran ahead evicted entries that, back on the right time, are in the
+    /// window again; the log still holds them (its pruning waits for a confirmed
+    /// clock: [`confirmed_at`]).
+    fn clock_went_back(&self, now: i64) -> bool {
+        self.seen_us.is_some_and(|seen| now + 60_000_000 < seen)
+    }
+}
+
+/// The stamp of the window of `budget_key`, if it was ever charged under the log.
+fn stamp_of(conn: &Connection, budget_key: &str) -> rusqlite::Result<Option<Stamp>> {
+    conn.prepare_cached("SELECT fingerprint, seen_us FROM quota_fingerprint WHERE budget = ?1")?
+        .query_row([budget_key], |r| {
+            Ok(Stamp {
+                fingerprint: r.get(0)?,
+                seen_us: r.get(1)?,
+            })
+        })
         .optional()
 }
 
@@ -399,24 +430,20 @@ fn logged(conn: &Connection, budget_key: &str, held_after: i64) -> rusqlite::Res
 /// Makes the window of `budget_key` the one `budget` counts from its log (DESIGN.md
 /// 3.8), when it was last charged under another budget, or never stamped: a file
 /// from before the log first has its buckets' entries logged and its blocks moved to
-/// their methods, as `budget` (the file in force) says.
-///
-/// `clock_went_back`: count again even under the same budget. A clock that ran ahead
-/// evicted entries that, back on the right time, are in the window again; the log
-/// still holds them (its pruning waits for a confirmed clock: [`confirmed_at`]).
+/// their methods, as `budget` (the file in force) says. Also when the clock went back
+/// ([`Stamp::clock_went_back`]), under the same budget.
 fn recount_if_changed(
     conn: &Connection,
     budget_key: &str,
-    budget: &Budget,
+    (budget, fingerprint): (&Budget, &str),
     now: i64,
-    clock_went_back: bool,
 ) -> rusqlite::Result<()> {
-    let was = stamp_of(conn, budget_key)?;
-    let fingerprint = budget.fingerprint();
-    let same = was.as_deref() == Some(fingerprint.as_str());
-    if same && !clock_went_back {
+    let stamp = stamp_of(conn, budget_key)?;
+    let same = stamp.as_ref().is_some_and(|s| s.fingerprint == fingerprint);
+    if same && !stamp.as_ref().is_some_and(|s| s.clock_went_back(now)) {
         return Ok(());
     }
+    let was = stamp.map(|s| s.fingerprint);
     if was.is_none() {
         adopt(conn, budget_key, budget)?;
     }
@@ -466,16 +493,6 @@ fn confirmed_at(conn: &Connection) -> rusqlite::Result<Option<i64>> {
     conn.prepare_cached("SELECT measured_at_us FROM quota_clock_skew WHERE clock = ?1")?
         .query_row([LimiterClock::Host.as_str()], |r| r.get(0))
         .optional()
-}
-
-/// Whether the host's clock is now well before the one the latest charge read: a
-/// clock that ran ahead and was set right (a minute's slack for a slewing clock).
-fn clock_went_back(conn: &Connection, budget_key: &str, now: i64) -> rusqlite::Result<bool> {
-    let seen: Option<Option<i64>> = conn
-        .prepare_cached("SELECT seen_us FROM quota_fingerprint WHERE budget = ?1")?
-        .query_row([budget_key], |r| r.get(0))
-        .optional()?;
-    Ok(seen.flatten().is_some_and(|seen| now + 60_000_000 < seen))
 }
 
 /// The warning of a window last charged under another budget (DESIGN.md 3.8).
@@ -654,7 +671,7 @@ fn outcomes(
 fn charge_in(
     conn: &mut Connection,
     budget_key: &str,
-    budget: Option<&Budget>,
+    counting: Option<(&Budget, &str)>,
     charge: &Charge,
     age: Option<Duration>,
     clock: &dyn Clock,
@@ -662,9 +679,9 @@ fn charge_in(
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     // Read inside the lock, so entries are written in the order of their times.
     let now = clock.now().as_i64();
-    if let Some(budget) = budget {
-        let went_back = clock_went_back(&tx, budget_key, now)?;
-        recount_if_changed(&tx, budget_key, budget, now, went_back)?;
+    let budget = counting.map(|(b, _)| b);
+    if let Some(counting) = counting {
+        recount_if_changed(&tx, budget_key, counting, now)?;
         tx.prepare_cached("UPDATE quota_fingerprint SET seen_us = ?2 WHERE budget = ?1")?
             .execute(params![budget_key, now])?;
     }
@@ -759,7 +776,7 @@ fn newest_entry(conn: &Connection, policy: &str) -> rusqlite::Result<Option<i64>
 fn status_in(
     conn: &mut Connection,
     budget_key: &str,
-    budget: Option<&Budget>,
+    counting: Option<(&Budget, &str)>,
     refs: &[PolicyRef],
     wanted: &[(PolicyRef, bool)],
     now: i64,
@@ -782,14 +799,14 @@ fn status_in(
     // A window last charged under another budget, or on a clock that has since gone
     // back, is read as this one counts it from the log, without writing (the next
     // charge writes it so).
-    if let Some(budget) = budget
+    if let Some((budget, fingerprint)) = counting
         && has_log(&tx)?
-        && let Some(was) = stamp_of(&tx, budget_key)?
-        && (was != budget.fingerprint() || clock_went_back(&tx, budget_key, now)?)
+        && let Some(stamp) = stamp_of(&tx, budget_key)?
+        && (stamp.fingerprint != fingerprint || stamp.clock_went_back(now))
     {
         let logged = logged(&tx, budget_key, now - micros(budget.keep()))?;
-        if was != budget.fingerprint() {
-            warn_changed(budget_key, &was, budget, logged.len());
+        if stamp.fingerprint != fingerprint {
+            warn_changed(budget_key, &stamp.fingerprint, budget, logged.len());
         }
         let rebuilt = recount::rebuild(budget, &logged);
         let policies = wanted

@@ -43,7 +43,7 @@ pub(super) async fn run(
     }
     let budget = &config.budget;
     // Warns first when this is not what the latest run read; the JSON names both.
-    let read = crate::cmd::budget::ReadJson::check(global, budget);
+    let read = crate::cmd::identity::ReadJson::check(global, budget);
     let costs = read.costs.path.clone();
     let limiter = open_limiter(global, budget, Access::Read, clock).await?;
     let names: Vec<String> = budget.policies().into_iter().map(|p| p.name).collect();
@@ -254,14 +254,14 @@ struct DryRunJson {
     /// The limiter and costs file the plan was checked against, and the latest run's
     /// limiter (as `budget --json` names them).
     #[serde(flatten)]
-    read: crate::cmd::budget::ReadJson,
+    read: crate::cmd::identity::ReadJson,
 }
 
 /// The plan as the real run's `--json` report would read, plus the calls planned.
 fn print_dry_run_json(
     job: &Job<'_>,
     sim: &Simulation,
-    read: crate::cmd::budget::ReadJson,
+    read: crate::cmd::identity::ReadJson,
 ) -> Result<()> {
     // The statuses the real run would report for the same stop.
     let status = sim.stop.as_ref().map_or(Status::Complete, |s| s.status());
