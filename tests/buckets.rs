@@ -565,22 +565,6 @@ on_both_clocks!(
 // The calendar day through the binary: its clock moved with faketime (Debian's
 // libfaketime), a Redis's with the shim, each set to the same instant.
 
-/// The binary of `h`, its clock (and the Redis's, if any) at `at` (RFC 3339, UTC).
-///
-/// The binary's wall clock stands still at `at` (`-f` with an absolute time; its
-/// monotonic clock runs, so timeouts work): a clock that started at `at` and ran
-/// would stamp a slow process's charges later than the next one's "now", which
-/// then rightly warns that the clock went back (seen on a loaded machine).
-fn at_time(h: &Harness<'_>, redis: Option<&RedisServer>, at: &str) -> crate::common::Trendsync {
-    if let Some(server) = redis {
-        server.clock().set_now_us(unix_us(at));
-    }
-    let stamp = at.trim_end_matches('Z').replace('T', " ");
-    h.bare()
-        .env("TZ", "UTC")
-        .faketime(&["--exclude-monotonic", "-f", &stamp])
-}
-
 /// Through the binary: 95 searches at 23:59:50 Pacific fill the search bucket, the
 /// 96th waits exactly until midnight, and after midnight the day starts empty; the
 /// days of the daylight-saving changes are 23 and 25 hours.
@@ -588,10 +572,11 @@ fn the_upstream_day_through_the_binary(redis: Option<&RedisServer>) {
     let mut h = Harness::with(FakeUpstream::empty(), redis);
     h.costs(GRANULAR);
     let before = "2026-11-24T07:59:50Z";
-    at_time(&h, redis, before)
+    h.at_time(before)
         .args(["budget", "charge", "search.list", "--count", "95", "--json"])
         .run();
-    let ran = at_time(&h, redis, before)
+    let ran = h
+        .at_time(before)
         .args(["budget", "charge", "search.list", "--json"])
         .status(75)
         .run();
@@ -600,11 +585,12 @@ fn the_upstream_day_through_the_binary(redis: Option<&RedisServer>) {
     let wait = denied["retry_after_s"].as_f64().expect("a retry-after");
     assert!(wait > 8.0 && wait <= 10.0, "the time to midnight: {denied}");
     // The main bucket lost nothing to it.
-    at_time(&h, redis, before)
+    h.at_time(before)
         .args(["budget", "charge", "videos.list", "--json"])
         .run();
 
-    let ran = at_time(&h, redis, "2026-11-24T08:00:02Z")
+    let ran = h
+        .at_time("2026-11-24T08:00:02Z")
         .args(["budget", "--json"])
         .run();
     let after = buckets(&ran.json());
@@ -619,7 +605,7 @@ fn the_upstream_day_through_the_binary(redis: Option<&RedisServer>) {
         ("2026-03-08T20:00:00Z", 82_800.0),
         ("2026-11-01T20:00:00Z", 90_000.0),
     ] {
-        let ran = at_time(&h, redis, at).args(["budget", "--json"]).run();
+        let ran = h.at_time(at).args(["budget", "--json"]).run();
         let budget = ran.json();
         assert_eq!(budget["window_s"], length, "{at}: {budget}");
         assert_eq!(buckets(&budget)["search"]["window_s"], length, "{at}");

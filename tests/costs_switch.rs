@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::common::harness::{Harness, REGIONS};
-use crate::common::redis_server::unix_us;
 use crate::common::upstream::{Billing, Call, FakeUpstream};
 use crate::common::{Costs, RedisServer, contains};
 use crate::on_both_limiters;
@@ -198,17 +197,6 @@ on_both_limiters!(
     a_block_stays_with_its_methods_across_a_switch,
 );
 
-/// The binary of `h` with its clock (and the Redis's) at `at` (RFC 3339, UTC).
-fn at_time(h: &Harness<'_>, redis: Option<&RedisServer>, at: &str) -> crate::common::Trendsync {
-    if let Some(server) = redis {
-        server.clock().set_now_us(unix_us(at));
-    }
-    let stamp = at.trim_end_matches('Z').replace('T', " ");
-    h.bare()
-        .env("TZ", "UTC")
-        .faketime(&["--exclude-monotonic", "-f", &stamp])
-}
-
 /// The main bucket's window changes from a sliding 24 h to the upstream's day with
 /// entries on both sides of midnight in Los Angeles: the day counts its own, and the
 /// sliding window, back again, all of them.
@@ -220,7 +208,7 @@ fn a_window_that_becomes_the_upstreams_day(redis: Option<&RedisServer>) {
         .window("day@America/Los_Angeles");
     h.costs(sliding.to_toml());
     let charge_at = |h: &Harness<'_>, at: &str, count: &str| {
-        at_time(h, redis, at)
+        h.at_time(at)
             .args([
                 "budget",
                 "charge",
@@ -237,7 +225,8 @@ fn a_window_that_becomes_the_upstreams_day(redis: Option<&RedisServer>) {
     h.allow_stderr("were counted again at this host's costs");
 
     h.costs(day.to_toml());
-    let budget = at_time(&h, redis, "2026-11-24T08:01:00Z")
+    let budget = h
+        .at_time("2026-11-24T08:01:00Z")
         .args(["budget", "--json"])
         .run()
         .json();
@@ -245,7 +234,8 @@ fn a_window_that_becomes_the_upstreams_day(redis: Option<&RedisServer>) {
     charge_at(&h, "2026-11-24T08:01:30Z", "1");
 
     h.costs(sliding.to_toml());
-    let budget = at_time(&h, redis, "2026-11-24T08:02:00Z")
+    let budget = h
+        .at_time("2026-11-24T08:02:00Z")
         .args(["budget", "--json"])
         .run()
         .json();

@@ -210,6 +210,22 @@ impl<'r> Harness<'r> {
         self.bare().args(["budget", "--json"]).run().json()
     }
 
+    /// The binary, its clock (and its Redis's, if any) at `at` (RFC 3339, UTC).
+    ///
+    /// The binary's wall clock stands still at `at` (`-f` with an absolute time; its
+    /// monotonic clock runs, so timeouts work): a clock that started at `at` and ran
+    /// would stamp a slow process's charges later than the next one's "now", which
+    /// then rightly warns that the clock went back (seen on a loaded machine).
+    pub fn at_time(&self, at: &str) -> Trendsync {
+        if let Some(server) = self.redis {
+            server.clock().set_now_us(super::redis_server::unix_us(at));
+        }
+        let stamp = at.trim_end_matches('Z').replace('T', " ");
+        self.bare()
+            .env("TZ", "UTC")
+            .faketime(&["--exclude-monotonic", "-f", &stamp])
+    }
+
     pub fn db_path(&self) -> PathBuf {
         self.scratch.file("trendsync.db")
     }
