@@ -441,3 +441,97 @@ fn a_host_clock_a_day_ahead_leaves_a_redis_window_whole() {
     let used = h.budget()["used"].as_u64().expect("used");
     assert_eq!(used, used_before + made, "every entry, and the run's calls");
 }
+
+/// A Redis whose own `TIME` jumps a day and two hours ahead: the runs on it stop after
+/// one call each (the check above), but that call's charge, on a clock no answer has
+/// confirmed, evicts the whole window. It may not lose it: Redis keeps every entry
+/// the window would hold by the time the upstream last confirmed `TIME` (and the sets
+/// outlive the jump), so back on the right time every real entry counts again.
+#[test]
+fn a_redis_clock_that_jumped_ahead_does_not_empty_the_window_for_good() {
+    let server = RedisServer::start_at(real_now_us());
+    let h = Harness::new(Some(&server));
+    // A run on the right clock confirms it; then most of the budget is spent.
+    h.run(&["run"]);
+    h.bare()
+        .args(["budget", "charge", "videos.list", "--count", "9000"])
+        .run();
+    let used_before = h.budget()["used"].as_u64().expect("used");
+    assert!(used_before >= 9000, "{used_before}");
+
+    server.clock().advance_us(26 * 3600 * 1_000_000);
+    for _ in 0..2 {
+        h.cmd()
+            .args(["run", "--json", "--concurrency", "1"])
+            .expect_stderr("the Redis server's clock (TIME) is 26h ahead")
+            .expect_ended("clock_skew")
+            .status(75)
+            .run();
+    }
+    let wrong_clock_calls = 2;
+
+    server.clock().set_shift_us(0);
+    // Read, then charged: both count the window again from the set, since the keys
+    // beside it were written on a clock a day ahead of this one. (The two calls made
+    // on the wrong clock, dated a day ahead, count too: the safe side.)
+    let ran = h
+        .bare()
+        .args(["budget", "--json"])
+        .expect_stderr("the Redis server's clock (TIME) went back")
+        .run();
+    let used = ran.json()["used"].as_u64().expect("used");
+    assert!(
+        used >= used_before,
+        "the window lost real entries: {used} used, {used_before} before the jump"
+    );
+    assert!(used <= used_before + wrong_clock_calls, "{used}");
+    // The next run finds the clocks agree, and charges on top of the whole window.
+    let before = h.fake.received();
+    h.cmd()
+        .args(["run"])
+        .expect_stderr("26h ahead of the upstream's when last compared")
+        .expect_stderr("the Redis server's clock (TIME) went back")
+        .run();
+    let made = (h.fake.received() - before) as u64;
+    assert!(made > 0, "the run made no call");
+    let after = h
+        .bare()
+        .args(["budget", "--json"])
+        .expect_stderr("the Redis server's clock (TIME) went back")
+        .run();
+    assert_eq!(after.json()["used"].as_u64(), Some(used + made));
+}
+
+/// A smaller jump, inside the window: Redis an hour ahead evicts the hour of entries
+/// at the window's far end on its next charge. Back on the right time those entries
+/// are in the window again, and both the read and the next charge count them,
+/// though the keys beside the set still hold the total of the clock that ran ahead.
+#[test]
+fn a_redis_clock_set_back_counts_again_what_it_evicted_while_ahead() {
+    // The entries are made 23 hours before the Redis clock's right time.
+    let server = RedisServer::start_at(real_now_us() - 23 * 3600 * 1_000_000);
+    let h = Harness::new(Some(&server));
+    h.bare()
+        .args(["budget", "charge", "videos.list", "--count", "9000"])
+        .run();
+    // The right time, then an hour ahead of it: the 9000 units leave the window.
+    server.clock().set_shift_us(3600 * 1_000_000);
+    h.bare().args(["budget", "charge", "videos.list"]).run();
+    assert_eq!(h.budget()["used"].as_u64(), Some(1), "evicted while ahead");
+
+    // Set right: the 9000 units were made 23 hours ago, inside the 24 hours.
+    server.clock().set_shift_us(0);
+    let ran = h
+        .bare()
+        .args(["budget", "--json"])
+        .expect_stderr("the Redis server's clock (TIME) went back")
+        .run();
+    assert_eq!(ran.json()["used"].as_u64(), Some(9001), "{}", ran.stdout);
+    h.bare().args(["budget", "charge", "videos.list"]).run();
+    let ran = h
+        .bare()
+        .args(["budget", "--json"])
+        .expect_stderr("the Redis server's clock (TIME) went back")
+        .run();
+    assert_eq!(ran.json()["used"].as_u64(), Some(9002), "{}", ran.stdout);
+}

@@ -308,7 +308,9 @@ pub(crate) async fn open_limiter(
                 // A limiter that cannot work however long one waits is a
                 // configuration error (78), not an outage.
                 Err(e @ LimiterError::Config(_)) => return Err(e.into()),
-                opened => Limiter::or_down(opened.map(Limiter::Redis))?,
+                opened => Limiter::or_down(
+                    opened.map(|l| Limiter::Redis(l.confirmed_at(redis_confirmed_at(&global.db)))),
+                )?,
             }
         }
         None => embedded(&global.db, &budget.key, access, clock).map(Limiter::Embedded)?,
@@ -328,6 +330,15 @@ pub(crate) async fn open_limiter(
         replay_journal(&global.db, budget, &limiter, clock).await;
     }
     Ok(limiter)
+}
+
+/// When the upstream last confirmed Redis `TIME`, by this database's skew record; a
+/// record that cannot be read confirms nothing (entries then go by `TIME` alone).
+fn redis_confirmed_at(db: &Path) -> Option<i64> {
+    crate::quota::skew::recorded_for(db, crate::quota::skew::LimiterClock::Redis)
+        .ok()
+        .flatten()
+        .map(|s| s.measured_at_us)
 }
 
 /// Keeps this host's ledger of Redis grants in the database, restoring it first if

@@ -10,7 +10,9 @@
 -- ARGV[1]            "|<method>|<id>|<calls>": the member's tail (the id is unique
 --                    per call)
 -- ARGV[2]            the stamp of the client's budget; '' to charge whatever it is
--- ARGV[3]            how long every entry is kept (us), whatever its window
+-- ARGV[3]            how long every entry is kept (us), whatever its window, and
+--                    when the upstream last confirmed TIME: see `holding` in
+--                    prelude.lua
 -- ARGV[3i+1 .. 3i+3] part i: window (us, or a calendar day: see `span` in
 --                    prelude.lua), max, units
 -- ARGV[3n+4]         only when replaying a call already made (journalled or in the
@@ -83,8 +85,12 @@ for i = 1, n do
   else
     oldest, expires = sub(kept, 1, colon - 1), sub(kept, colon + 1)
     cutoff, leaves = span(ARGV[3 * i + 1], now)
-    common = oldest - cutoff > 0 and total + ARGV[3 * i + 3] <= ARGV[3 * i + 2] + 0
-    moves = moves or expires - leaves < 0
+    -- The keys expire at most SLACK_MAX after an entry made now leaves; later, and
+    -- TIME went back since they were written: the general path counts the set again.
+    local gap = expires - leaves
+    common = gap - SLACK_MAX <= 0 and oldest - cutoff > 0
+      and total + ARGV[3 * i + 3] <= ARGV[3 * i + 2] + 0
+    moves = moves or gap < 0
   end
 end
 for i = 1, n do
@@ -113,7 +119,9 @@ if common then
         local ttl = math.ceil((leaves - now + slack) / 1000)
         redis.call('PEXPIRE', KEYS[3 + i], ttl)
         redis.call('SET', KEYS[3 + n + i], string.format('%s:%d', oldest, leaves + slack), 'PX', ttl)
-        redis.call('PEXPIRE', KEYS[3 + 2 * n + i], math.max(ttl, math.ceil(ARGV[3] / 1000)))
+        local h = helpers()
+        local held = h.holding(ARGV[3], now)
+        redis.call('PEXPIRE', KEYS[3 + 2 * n + i], math.max(ttl, h.set_ttl(held, now, now)))
       end
     end
     redis.call('INCRBY', KEYS[3 + i], ARGV[3 * i + 3])
@@ -139,7 +147,7 @@ local units_of, first_after, newest_in = h.units_of, h.first_after, h.newest_in
 local units_between, keep, oldest_of = h.units_between, h.keep, h.oldest_of
 local forced = age ~= nil
 age = tonumber(age)
-local held = tonumber(ARGV[3])
+local held, pruned = h.holding(ARGV[3], now)
 local parts = {}
 for i = 1, n do
   local b = 3 * i + 1
@@ -154,18 +162,21 @@ for i = 1, n do
   -- An entry made at `at` leaves at p.stop (a calendar day) or at + p.window.
   local _
   p.cutoff, _, p.stop, p.window = span(ARGV[b], now)
-  local total, oldest = tonumber(stored[3 + i]), oldest_of(stored[3 + n + i])
+  local total, oldest, expires = tonumber(stored[3 + i]), oldest_of(stored[3 + n + i])
   local cutoff = p.cutoff
-  if not (total and oldest and oldest > cutoff) then
+  local went_back = oldest and h.went_back(p, expires, now)
+  if not (total and oldest and oldest > cutoff) or went_back then
     -- Something left the window, or the keys beside the set are gone (first entry,
-    -- idle expiry, deleted by hand) or of the older layout: take what left off the
-    -- total, or count the window again, and drop what is no longer kept.
-    if total and oldest then
+    -- idle expiry, deleted by hand) or of the older layout, or TIME went back since
+    -- they were written (what a clock that ran ahead evicted is in the window again):
+    -- take what left off the total, or count the window again, and drop what is no
+    -- longer kept.
+    if total and oldest and not went_back then
       total = total - units_between(p.zkey, oldest, cutoff)
     else
       total = units_between(p.zkey, '(' .. string.format('%d', cutoff), '+inf')
     end
-    redis.call('ZREMRANGEBYSCORE', p.zkey, '-inf', '(' .. string.format('%d', now - held))
+    redis.call('ZREMRANGEBYSCORE', p.zkey, '-inf', '(' .. string.format('%d', pruned))
     oldest = first_after(p.zkey, cutoff)
     if oldest and total > 0 then
       keep(p, total, oldest, newest_in(p.zkey), now)
@@ -280,7 +291,7 @@ for i = 1, n do
     -- The set then lives as long as an entry made now is kept: never shorter than
     -- any entry it holds needs.
     redis.call('ZADD', p.zkey, 'NX', at, p.member)
-    redis.call('PEXPIRE', p.zkey, math.ceil(held / 1000))
+    redis.call('PEXPIRE', p.zkey, h.set_ttl(held, now, now))
   elseif at > p.cutoff then
     if redis.call('ZADD', p.zkey, 'NX', at, p.member) == 1 then
       -- added

@@ -67,6 +67,10 @@ pub struct RedisLimiter {
     /// Boxed with its stamp: one per process, it need not make every `Limiter`
     /// larger.
     budget: Option<Arc<Counting>>,
+    /// When the upstream last confirmed Redis `TIME` (the upstream's own time of
+    /// that answer, us): no entry the window would hold by then is dropped, however
+    /// far `TIME` has run ahead since (DESIGN.md 6).
+    confirmed_us: Option<i64>,
 }
 
 /// The budget a limiter charges under, and its stamp (`Budget::stamp`).
@@ -201,6 +205,7 @@ impl RedisLimiter {
             ledger: None,
             clock,
             budget: None,
+            confirmed_us: None,
         })
     }
 
@@ -210,6 +215,16 @@ impl RedisLimiter {
     pub fn with_budget(mut self, budget: Arc<Budget>) -> RedisLimiter {
         let stamp = budget.stamp();
         self.budget = Some(Arc::new(Counting { budget, stamp }));
+        self
+    }
+
+    /// Drops no entry that a window would still hold at `confirmed_us`, when the
+    /// upstream last confirmed Redis `TIME` (the skew record's time): a `TIME` that
+    /// jumped ahead may evict entries, which are counted again once it is set right,
+    /// but it does not lose them. `None`: entries go when kept long enough by `TIME`.
+    #[must_use = "the limiter that knows the confirmed time is the one returned"]
+    pub fn confirmed_at(mut self, confirmed_us: Option<i64>) -> RedisLimiter {
+        self.confirmed_us = confirmed_us;
         self
     }
 
@@ -227,6 +242,7 @@ impl RedisLimiter {
         Stamp {
             stamp: self.stamp_text(),
             held: self.budget().map_or(super::KEEP_AT_LEAST, Budget::keep),
+            confirmed_us: self.confirmed_us,
         }
     }
 

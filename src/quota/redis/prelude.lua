@@ -18,7 +18,9 @@
 --                     the total and this key expire (us). Nothing needs evicting while
 --                     oldest + window > now. Entries before it have left the window
 --                     and stay in the set, uncounted, for at least 25 hours, so that
---                     another costs file can count them again (recount.lua)
+--                     another costs file can count them again (recount.lua). An
+--                     expiry later than the rule below allows says TIME went back
+--                     since it was written: the set is counted again
 --
 -- Windows: a policy's window argument is either a number, the microseconds of a
 -- sliding window (an entry made at `at` counts while at > now - window, and leaves at
@@ -29,7 +31,8 @@
 -- leaves, and for a day its end (nil for a sliding window, whose length comes fourth).
 --
 -- Expiry: the total and oldest keys of a policy expire together, at <expires>, and
--- the set with them or later, when the last entry it keeps is 25 hours old. A grant leaves
+-- the set with them or later, a week (JUMP_MARGIN) after the last entry it keeps is
+-- 25 hours old. A grant leaves
 -- it alone while it is at least as late as the grant's own entry leaves, and
 -- otherwise moves it there plus SLACK: so keys expire by themselves between one
 -- window and one window plus SLACK after their newest entry (the last grant; in a
@@ -60,6 +63,10 @@ local FIT_NOW, FIT_AFTER, FIT_NEVER = 0, 1, 2
 
 -- The most a key outlives the newest entry of its window by (us).
 local SLACK_MAX = 1000000
+-- How much longer than its entries are kept a set lives (us): a week, so that a Redis
+-- whose clock jumps ahead by less does not expire entries that, once its clock is
+-- set right, are in the window again.
+local JUMP_MARGIN = 7 * 86400 * 1000000
 
 local function span(w, now)
   local window = tonumber(w)
@@ -125,16 +132,47 @@ local function helpers()
     return units
   end
 
+  -- The keeping argument, "<held>" or "<held>:<confirmed>": how long every entry is
+  -- kept (us), and the time before which entries are dropped. That is `held` before
+  -- now, or before the last time the upstream confirmed this clock when that is
+  -- earlier (but not more than JUMP_MARGIN earlier, which sets outlive anyway): a
+  -- TIME that jumped ahead may evict entries from a window, which counting again
+  -- undoes once it is set right, but it drops none that the window would still hold
+  -- by the confirmed time (DESIGN.md 6).
+  function h.holding(arg, now)
+    local colon = string.find(arg, ':', 1, true)
+    if not colon then
+      local held = tonumber(arg)
+      return held, now - held
+    end
+    local held = tonumber(string.sub(arg, 1, colon - 1))
+    local confirmed = tonumber(string.sub(arg, colon + 1))
+    return held, math.max(math.min(now, confirmed), now - JUMP_MARGIN) - held
+  end
+
+  -- The expiry (ms from now) of a set whose newest entry is `newest`.
+  function h.set_ttl(held, newest, now)
+    return math.ceil((newest - now + held + JUMP_MARGIN) / 1000)
+  end
+
+  -- Whether TIME went back since part p's keys were written to expire at `expires`:
+  -- by the rule above they expire at most SLACK_MAX after an entry made now leaves.
+  function h.went_back(p, expires, now)
+    return expires - (p.stop or now + p.window) > SLACK_MAX
+  end
+
   -- Writes part p's total and oldest time, and gives them and its set the expiry of
-  -- the rule above for a newest entry at `newest`.
+  -- the rule above for a newest entry at `newest`. An entry newer than now (TIME went
+  -- back) is counted while its window holds it, but the keys expire as if it were
+  -- made now, so that the next charges see a clock that agrees with them.
   function h.keep(p, total, oldest, newest, now)
     local tkey, okey, zkey = p.tkey, p.okey, p.zkey
-    local leaves = p.stop or newest + p.window
+    local leaves = p.stop or math.min(newest, now) + p.window
     local expires = leaves + math.min(math.floor(((p.stop or now + p.window) - now) / 10), SLACK_MAX)
     local ttl = math.ceil((expires - now) / 1000)
     redis.call('SET', tkey, total, 'PX', ttl)
     redis.call('SET', okey, string.format('%d:%d', oldest, expires), 'PX', ttl)
-    redis.call('PEXPIRE', zkey, math.max(ttl, math.ceil((newest + p.held - now) / 1000)))
+    redis.call('PEXPIRE', zkey, math.max(ttl, h.set_ttl(p.held, newest, now)))
   end
 
   return h

@@ -10,7 +10,8 @@
 -- ARGV[1]                      the stamp entries.lua read ('' for none)
 -- ARGV[2]                      the token entries.lua gave
 -- ARGV[3]                      the new stamp
--- ARGV[4]                      how long entries are kept (us)
+-- ARGV[4]                      how long entries are kept (us), and when the upstream
+--                              last confirmed TIME (`holding` in prelude.lua)
 -- ARGV[5], [6], [7]            o, d, and m, the number of new policies
 -- then per new policy          its window (see `span`), c, and c pairs of score and
 --                              member
@@ -29,8 +30,8 @@ if redis.sha1hex(table.concat(read, '\n\n')) ~= ARGV[2] then return 'AGAIN' end
 
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
-local held = tonumber(ARGV[4])
 local h = helpers()
+local held, pruned = h.holding(ARGV[4], now)
 for k = 2 + o, 1 + o + d do
   redis.call('DEL', KEYS[k])
 end
@@ -55,14 +56,14 @@ for i = 1, m do
     j = j + k
   end
   a = a + 2 * c
-  redis.call('ZREMRANGEBYSCORE', p.zkey, '-inf', '(' .. string.format('%d', now - held))
+  redis.call('ZREMRANGEBYSCORE', p.zkey, '-inf', '(' .. string.format('%d', pruned))
   local total = h.units_between(p.zkey, '(' .. string.format('%d', p.cutoff), '+inf')
   local oldest = h.first_after(p.zkey, p.cutoff)
   local newest = h.newest_in(p.zkey)
   if oldest and total > 0 then
     h.keep(p, total, oldest, newest, now)
   elseif newest then
-    redis.call('PEXPIRE', p.zkey, math.ceil((newest + held - now) / 1000))
+    redis.call('PEXPIRE', p.zkey, h.set_ttl(held, newest, now))
   end
 end
 redis.call('SET', KEYS[1], ARGV[3])

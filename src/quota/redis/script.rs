@@ -55,6 +55,19 @@ pub(super) struct Stamp<'a> {
     pub stamp: &'a str,
     /// How long every entry is kept, whatever its window.
     pub held: Duration,
+    /// When the upstream last confirmed Redis `TIME`, if it did.
+    pub confirmed_us: Option<i64>,
+}
+
+impl Stamp<'_> {
+    /// The scripts' keeping argument: "<held>", or "<held>:<confirmed>" (`holding`
+    /// in prelude.lua).
+    fn keeping(&self) -> String {
+        match self.confirmed_us {
+            Some(confirmed) => format!("{}:{confirmed}", micros(self.held)),
+            None => micros(self.held).to_string(),
+        }
+    }
 }
 
 impl Scripts {
@@ -96,7 +109,7 @@ impl Scripts {
         }
         // Every member ends the same way; the script puts each part's units before it.
         inv.arg(format!("|{}|{}|{}", charge.method, charge.id, charge.calls));
-        inv.arg(stamp.stamp).arg(micros(stamp.held));
+        inv.arg(stamp.stamp).arg(stamp.keeping());
         for part in &charge.parts {
             inv.arg(part.window.script_arg(now_us))
                 .arg(part.max)
@@ -203,7 +216,7 @@ impl Scripts {
         inv.arg(was)
             .arg(token)
             .arg(stamp.stamp)
-            .arg(micros(stamp.held))
+            .arg(stamp.keeping())
             .arg(old.len())
             .arg(deleted.len())
             .arg(rebuilt.len());

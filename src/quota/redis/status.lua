@@ -29,8 +29,10 @@ for i = 1, count do
   local want_entries = ARGV[2 * i + 2] == '1'
   local after = '(' .. string.format('%d', cutoff)
   local stored = redis.call('MGET', tkey, okey)
-  local used, oldest = tonumber(stored[1]), h.oldest_of(stored[2])
-  if not (used and oldest) then
+  local used, oldest, expires = tonumber(stored[1]), h.oldest_of(stored[2])
+  if not (used and oldest) or h.went_back({stop = stop, window = window}, expires, now) then
+    -- Missing, or written before TIME went back: what a clock that ran ahead evicted
+    -- may be in the window again.
     used = h.units_between(zkey, after, '+inf')
     oldest = nil
   elseif oldest <= cutoff then
