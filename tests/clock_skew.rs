@@ -390,13 +390,7 @@ fn a_quota_block_on_redis_ends_at_the_next_pacific_midnight_by_redis_time() {
 #[test]
 fn a_clock_that_jumped_ahead_does_not_empty_the_embedded_window_for_good() {
     let h = Harness::new(None);
-    // A run on the right clock confirms it; then most of the budget is spent.
-    h.run(&["run"]);
-    h.bare()
-        .args(["budget", "charge", "videos.list", "--count", "9000"])
-        .run();
-    let used_before = h.budget()["used"].as_u64().expect("used");
-    assert!(used_before >= 9000, "{used_before}");
+    let used_before = confirmed_then_mostly_spent(&h);
 
     for _ in 0..2 {
         h.cmd()
@@ -413,6 +407,24 @@ fn a_clock_that_jumped_ahead_does_not_empty_the_embedded_window_for_good() {
     // on the wrong clock, dated a day ahead, count too: the safe side).
     let ran = h.bare().args(["budget", "--json"]).run();
     let used = ran.json()["used"].as_u64().expect("used");
+    assert_whole(used, used_before, wrong_clock_calls);
+}
+
+/// A run on the right clock confirms it; then most of the budget is spent. The
+/// units used then.
+fn confirmed_then_mostly_spent(h: &Harness<'_>) -> u64 {
+    h.run(&["run"]);
+    h.bare()
+        .args(["budget", "charge", "videos.list", "--count", "9000"])
+        .run();
+    let used = h.budget()["used"].as_u64().expect("used");
+    assert!(used >= 9000, "{used}");
+    used
+}
+
+/// Back on the right clock, `used` counts every real entry of `used_before`, and at
+/// most the `wrong_clock_calls` made in between besides.
+fn assert_whole(used: u64, used_before: u64, wrong_clock_calls: u64) {
     assert!(
         used >= used_before,
         "the window lost real entries: {used} used, {used_before} before the jump"
@@ -427,11 +439,7 @@ fn a_clock_that_jumped_ahead_does_not_empty_the_embedded_window_for_good() {
 fn a_host_clock_a_day_ahead_leaves_a_redis_window_whole() {
     let server = RedisServer::start();
     let h = Harness::new(Some(&server));
-    h.run(&["run"]);
-    h.bare()
-        .args(["budget", "charge", "videos.list", "--count", "9000"])
-        .run();
-    let used_before = h.budget()["used"].as_u64().expect("used");
+    let used_before = confirmed_then_mostly_spent(&h);
     let before = h.fake.received();
     h.cmd()
         .args(["run", "--json", "--concurrency", "1"])
@@ -451,13 +459,7 @@ fn a_host_clock_a_day_ahead_leaves_a_redis_window_whole() {
 fn a_redis_clock_that_jumped_ahead_does_not_empty_the_window_for_good() {
     let server = RedisServer::start_at(real_now_us());
     let h = Harness::new(Some(&server));
-    // A run on the right clock confirms it; then most of the budget is spent.
-    h.run(&["run"]);
-    h.bare()
-        .args(["budget", "charge", "videos.list", "--count", "9000"])
-        .run();
-    let used_before = h.budget()["used"].as_u64().expect("used");
-    assert!(used_before >= 9000, "{used_before}");
+    let used_before = confirmed_then_mostly_spent(&h);
 
     server.clock().advance_us(26 * 3600 * 1_000_000);
     for _ in 0..2 {
@@ -471,20 +473,11 @@ fn a_redis_clock_that_jumped_ahead_does_not_empty_the_window_for_good() {
     let wrong_clock_calls = 2;
 
     server.clock().set_shift_us(0);
-    // Read, then charged: both count the window again from the set, since the keys
-    // beside it were written on a clock a day ahead of this one. (The two calls made
-    // on the wrong clock, dated a day ahead, count too: the safe side.)
-    let ran = h
-        .bare()
-        .args(["budget", "--json"])
-        .expect_stderr("the Redis server's clock (TIME) went back")
-        .run();
-    let used = ran.json()["used"].as_u64().expect("used");
-    assert!(
-        used >= used_before,
-        "the window lost real entries: {used} used, {used_before} before the jump"
-    );
-    assert!(used <= used_before + wrong_clock_calls, "{used}");
+    // Read, the window is counted again from the set, since the keys beside it were
+    // written on a clock a day ahead of this one. (The two calls made on the wrong
+    // clock, dated a day ahead, count too: the safe side.)
+    let used = used_after_redis_went_back(&h);
+    assert_whole(used, used_before, wrong_clock_calls);
     // The next run finds the clocks agree, and charges on top of the whole window.
     let before = h.fake.received();
     h.cmd()
@@ -494,12 +487,18 @@ fn a_redis_clock_that_jumped_ahead_does_not_empty_the_window_for_good() {
         .run();
     let made = (h.fake.received() - before) as u64;
     assert!(made > 0, "the run made no call");
-    let after = h
+    assert_eq!(used_after_redis_went_back(&h), used + made);
+}
+
+/// The main bucket's units by `budget --json`, which warns that Redis `TIME` went
+/// back past the window's newest entry.
+fn used_after_redis_went_back(h: &Harness<'_>) -> u64 {
+    let ran = h
         .bare()
         .args(["budget", "--json"])
         .expect_stderr("the Redis server's clock (TIME) went back")
         .run();
-    assert_eq!(after.json()["used"].as_u64(), Some(used + made));
+    ran.json()["used"].as_u64().expect("used")
 }
 
 /// A smaller jump, inside the window: Redis an hour ahead evicts the hour of entries
@@ -521,17 +520,7 @@ fn a_redis_clock_set_back_counts_again_what_it_evicted_while_ahead() {
 
     // Set right: the 9000 units were made 23 hours ago, inside the 24 hours.
     server.clock().set_shift_us(0);
-    let ran = h
-        .bare()
-        .args(["budget", "--json"])
-        .expect_stderr("the Redis server's clock (TIME) went back")
-        .run();
-    assert_eq!(ran.json()["used"].as_u64(), Some(9001), "{}", ran.stdout);
+    assert_eq!(used_after_redis_went_back(&h), 9001);
     h.bare().args(["budget", "charge", "videos.list"]).run();
-    let ran = h
-        .bare()
-        .args(["budget", "--json"])
-        .expect_stderr("the Redis server's clock (TIME) went back")
-        .run();
-    assert_eq!(ran.json()["used"].as_u64(), Some(9002), "{}", ran.stdout);
+    assert_eq!(used_after_redis_went_back(&h), 9002);
 }
