@@ -524,3 +524,21 @@ impl Drop for RedisServer {
         self.stop();
     }
 }
+
+/// Listens on loopback `port` (where a stopped server was) and closes every connection
+/// at once: the count of connections a client asked for there, which says whether it
+/// tried once more or kept reconnecting, with no timing.
+pub fn closing_listener(port: u16) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener =
+        std::net::TcpListener::bind(("127.0.0.1", port)).expect("listening where the server was");
+    let asked = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&asked);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            counted.fetch_add(1, Ordering::SeqCst);
+            drop(conn);
+        }
+    });
+    asked
+}
