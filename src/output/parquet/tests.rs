@@ -208,3 +208,14 @@ fn a_row_that_does_not_fit_the_columns_is_refused_and_adds_nothing() {
     write_row(&mut table, 0).expect("a row");
     table.finish().expect("finishing");
 }
+
+#[test]
+fn a_table_of_no_rows_is_a_file_with_its_schema() {
+    let file = write(0, SMALL);
+    let (groups, batches) = read(&file);
+    assert!(groups.is_empty());
+    assert!(batches.is_empty());
+    let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(file.path()).expect("open"))
+        .expect("a Parquet file");
+    assert_eq!(reader.schema().as_ref(), &schema(COLUMNS));
+}
