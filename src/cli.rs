@@ -344,6 +344,8 @@ pub struct PruneArgs {
 pub enum ExportFormat {
     Csv,
     Jsonl,
+    /// Typed columns (integers, UTC timestamps, text; nulls kept), to a file or a pipe
+    Parquet,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

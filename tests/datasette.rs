@@ -43,7 +43,7 @@ fn datasette_binary() -> PathBuf {
     }
     panic!(
         "datasette is not installed, and the tests check the database as Datasette shows \
-         it: run scripts/test (it installs a pinned Datasette into target/datasette-venv \
+         it: run scripts/test (it installs a pinned Datasette into target/analysts-venv \
          and points TRENDSYNC_TEST_DATASETTE at it), or point TRENDSYNC_TEST_DATASETTE at \
          a datasette binary"
     );

@@ -32,6 +32,9 @@ mod docs_contract;
 mod drift;
 mod error_style;
 mod export_charts_e2e;
+// A pty from `script` for the terminal: Unix only.
+#[cfg(unix)]
+mod export_parquet;
 #[cfg(unix)]
 mod failover;
 mod follow_e2e;

@@ -1,7 +1,8 @@
 //! `trendsync export`: the trending snapshots for analysts, one row per (fetch,
 //! region, chart, rank) or per (video, region, chart, UTC day), as CSV in the column
 //! layout of the public trending-video datasets or as JSON lines; or the counts time
-//! series. Streamed: memory stays flat however long the history.
+//! series; or the same columns, typed, as Parquet. Streamed: memory stays flat however
+//! long the history.
 
 use std::borrow::Cow;
 use std::io::{BufWriter, IsTerminal, Write};
@@ -12,7 +13,8 @@ use serde::Serialize;
 use super::run::signals::{Signals, StopRequest};
 use crate::cli::{ExportArgs, ExportFormat, ExportPer, Global};
 use crate::clock::Clock;
-use crate::error::SilentExit;
+use crate::error::{SilentExit, UsageTip};
+use crate::output::parquet::{Cell, Column, Kind, Limits, Table};
 use crate::output::text::visible;
 use crate::store::{
     ChartHistoryRow, CountRow, ExportGrain, ExportRow, ExportSpan, Store, methodology_at,
@@ -48,6 +50,38 @@ pub const HISTORY_COLUMNS: [&str; 17] = [
     "likes",
     "comment_count",
     "methodology",
+];
+
+/// The Parquet columns of `--counts`: [`COUNTS_COLUMNS`] with their types.
+pub const COUNTS_TABLE: [Column; 7] = [
+    Column::required("video_id", Kind::Text),
+    Column::required("at", Kind::Time),
+    Column::optional("views", Kind::Int),
+    Column::optional("likes", Kind::Int),
+    Column::optional("comment_count", Kind::Int),
+    Column::required("source", Kind::Text),
+    Column::optional("methodology", Kind::Text),
+];
+
+/// The Parquet columns of `--per video`: [`HISTORY_COLUMNS`] with their types.
+pub const HISTORY_TABLE: [Column; 17] = [
+    Column::required("video_id", Kind::Text),
+    Column::required("title", Kind::Text),
+    Column::required("channel_title", Kind::Text),
+    Column::optional("category_id", Kind::Text),
+    Column::required("region", Kind::Text),
+    Column::optional("chart", Kind::Text),
+    Column::required("first_seen", Kind::Time),
+    Column::required("last_seen", Kind::Time),
+    Column::required("days_on_chart", Kind::Int),
+    Column::required("fetches", Kind::Int),
+    Column::required("best_rank", Kind::Int),
+    Column::required("best_rank_at", Kind::Time),
+    Column::required("entries", Kind::Int),
+    Column::optional("views", Kind::Int),
+    Column::optional("likes", Kind::Int),
+    Column::optional("comment_count", Kind::Int),
+    Column::optional("methodology", Kind::Text),
 ];
 
 /// What an export writes: which rows, at which grain.
@@ -88,6 +122,34 @@ pub const CSV_COLUMNS: [&str; 23] = [
     "duration_s",
     "chart",
     "methodology",
+];
+
+/// The Parquet columns of the chart places: [`CSV_COLUMNS`] with their types.
+/// `publish_time` is null where the upstream's text is not a time.
+pub const PLACES_TABLE: [Column; 23] = [
+    Column::required("video_id", Kind::Text),
+    Column::required("trending_date", Kind::Day),
+    Column::required("title", Kind::Text),
+    Column::required("channel_title", Kind::Text),
+    Column::optional("category_id", Kind::Text),
+    Column::optional("publish_time", Kind::Time),
+    Column::optional("tags", Kind::TextList),
+    Column::optional("views", Kind::Int),
+    Column::optional("likes", Kind::Int),
+    Column::optional("dislikes", Kind::Int),
+    Column::optional("comment_count", Kind::Int),
+    Column::optional("thumbnail_link", Kind::Text),
+    Column::required("comments_disabled", Kind::Bool),
+    Column::required("ratings_disabled", Kind::Bool),
+    Column::required("video_error_or_removed", Kind::Bool),
+    Column::required("description", Kind::Text),
+    Column::required("region", Kind::Text),
+    Column::required("rank", Kind::Int),
+    Column::required("fetched_at", Kind::Time),
+    Column::optional("category_title", Kind::Text),
+    Column::optional("duration_s", Kind::Int),
+    Column::optional("chart", Kind::Text),
+    Column::optional("methodology", Kind::Text),
 ];
 
 /// One JSON line: the CSV's columns with JSON types (null for hidden counts).
@@ -133,6 +195,16 @@ struct CountJson<'a> {
 }
 
 pub fn run(global: &Global, args: &ExportArgs, clock: &dyn Clock) -> Result<()> {
+    if args.format == ExportFormat::Parquet
+        && args.output.is_none()
+        && std::io::stdout().is_terminal()
+    {
+        return Err(UsageTip {
+            message: "--format parquet writes a binary file, and stdout is a terminal".into(),
+            tip: "give --output PATH, or send stdout to a file or a pipe".into(),
+        }
+        .into());
+    }
     // First, so that SIGINT/SIGTERM stop the export between two rows (the file at
     // --output left as it was, no temporary file beside it) instead of killing it.
     let stop = Signals::listen()?.stop_request("the export");
@@ -174,7 +246,9 @@ pub fn run(global: &Global, args: &ExportArgs, clock: &dyn Clock) -> Result<()> 
     };
     let result = match &args.output {
         None => {
-            let out = std::io::stdout().lock();
+            // Not locked: the Parquet writer needs a writer it could send to another
+            // thread, and the buffer in front of it takes the lock once per 256 KiB.
+            let out = std::io::stdout();
             // Titles and descriptions are the upstream's text: on a terminal a screen
             // clear or a right-to-left override in one is shown escaped, never acted on.
             let shown = Shown {
@@ -210,7 +284,7 @@ pub fn run(global: &Global, args: &ExportArgs, clock: &dyn Clock) -> Result<()> 
 struct Stopped;
 
 /// Streams every row into `out` and hands it back flushed.
-fn write_rows<W: Write>(
+fn write_rows<W: Write + Send>(
     store: &Store,
     regions: &[String],
     span: Selection<'_>,
@@ -283,6 +357,30 @@ fn write_rows<W: Write>(
                 history(&mut |row| line(&history_json(row)))?;
             }
             out
+        }
+        ExportFormat::Parquet => {
+            if span.counts {
+                let mut table = Table::new(out, &COUNTS_TABLE, Limits::EXPORT)?;
+                counts(&mut |row| {
+                    go_on()?;
+                    write_count_parquet(&mut table, row)
+                })?;
+                table.finish()?
+            } else if let Some(grain) = span.grain {
+                let mut table = Table::new(out, &PLACES_TABLE, Limits::EXPORT)?;
+                places(grain, &mut |row| {
+                    go_on()?;
+                    write_parquet(&mut table, row)
+                })?;
+                table.finish()?
+            } else {
+                let mut table = Table::new(out, &HISTORY_TABLE, Limits::EXPORT)?;
+                history(&mut |row| {
+                    go_on()?;
+                    write_history_parquet(&mut table, row)
+                })?;
+                table.finish()?
+            }
         }
     };
     out.into_inner().map_err(|e| anyhow!(e.into_error()))
@@ -500,6 +598,90 @@ fn json_row(row: &ExportRow) -> RowJson<'_> {
         chart: row.chart.map(|c| c.to_string()),
         methodology: methodology_at(row.fetched_at),
     }
+}
+
+fn write_parquet<W: Write + Send>(table: &mut Table<W>, row: &ExportRow) -> Result<()> {
+    let chart = row.chart.map(|c| c.to_string());
+    table.row(&[
+        Cell::Text(&row.video_id),
+        Cell::Day(instant(row.fetch_started_at)?),
+        Cell::Text(&row.title),
+        Cell::Text(&row.channel_title),
+        Cell::from(row.category_id.as_deref()),
+        row.published_at
+            .parse::<jiff::Timestamp>()
+            .map_or(Cell::Null, Cell::Time),
+        row.tags.as_deref().map_or(Cell::Null, Cell::TextList),
+        Cell::int(row.view_count),
+        Cell::int(row.like_count),
+        // The API no longer returns dislikes.
+        Cell::Null,
+        Cell::int(row.comment_count),
+        Cell::from(row.thumbnail_url.as_deref()),
+        Cell::Bool(row.comment_count.is_none()),
+        Cell::Bool(row.like_count.is_none()),
+        Cell::Bool(row.removed),
+        Cell::Text(&row.description),
+        Cell::Text(&row.region),
+        Cell::Int(row.rank.into()),
+        Cell::Time(instant(row.fetched_at)?),
+        Cell::from(row.category_title.as_deref()),
+        Cell::int(row.duration_s),
+        Cell::from(chart.as_deref()),
+        Cell::from(methodology_at(row.fetched_at)),
+    ])?;
+    Ok(())
+}
+
+fn write_history_parquet<W: Write + Send>(
+    table: &mut Table<W>,
+    row: &ChartHistoryRow,
+) -> Result<()> {
+    let chart = row.chart.map(|c| c.to_string());
+    table.row(&[
+        Cell::Text(&row.video_id),
+        Cell::Text(&row.title),
+        Cell::Text(&row.channel_title),
+        Cell::from(row.category_id.as_deref()),
+        Cell::Text(&row.region),
+        Cell::from(chart.as_deref()),
+        Cell::Time(instant(row.first_seen)?),
+        Cell::Time(instant(row.last_seen)?),
+        Cell::Int(count(row.days_on_chart)?),
+        Cell::Int(count(row.fetches)?),
+        Cell::Int(row.best_rank.into()),
+        Cell::Time(instant(row.best_rank_at)?),
+        Cell::Int(count(row.entries)?),
+        Cell::int(row.view_count),
+        Cell::int(row.like_count),
+        Cell::int(row.comment_count),
+        Cell::from(methodology_at(row.last_seen)),
+    ])?;
+    Ok(())
+}
+
+fn write_count_parquet<W: Write + Send>(table: &mut Table<W>, row: &CountRow) -> Result<()> {
+    table.row(&[
+        Cell::Text(&row.video_id),
+        Cell::Time(instant(row.at)?),
+        Cell::int(row.views),
+        Cell::int(row.likes),
+        Cell::int(row.comments),
+        Cell::Text(row.source),
+        Cell::from(methodology_at(row.at)),
+    ])?;
+    Ok(())
+}
+
+/// Unix seconds from the database as an instant.
+fn instant(secs: i64) -> Result<jiff::Timestamp> {
+    jiff::Timestamp::from_second(secs)
+        .with_context(|| format!("the database holds a time out of range ({secs} s)"))
+}
+
+/// A count as a Parquet `int64`.
+fn count(n: u64) -> Result<i64> {
+    i64::try_from(n).with_context(|| format!("a count too large for int64 ({n})"))
 }
 
 /// Unix seconds as RFC 3339 UTC, e.g. `2025-01-31T09:00:00Z`.

@@ -1,11 +1,13 @@
 //! Output for people and for machines, in one room: durations and times in one form
 //! ([`human`]), tables that fit the terminal ([`table`]), progress bars and the log
 //! writer that shares the terminal with them ([`progress`]), text from the upstream
-//! made inert on a terminal ([`text`]), and JSON on stdout ([`json`]). A leaf: it knows
-//! nothing of the budget, the upstream or the store.
+//! made inert on a terminal ([`text`]), JSON on stdout ([`json`]), and typed tables as
+//! Parquet files ([`parquet`]). A leaf: it knows nothing of the budget, the upstream
+//! or the store.
 
 pub mod human;
 pub mod json;
+pub mod parquet;
 pub mod progress;
 pub mod table;
 pub mod text;
