@@ -366,6 +366,20 @@ pub(crate) fn best(
     region: Option<&str>,
     limit: u32,
 ) -> rusqlite::Result<Option<Vec<i64>>> {
+    // One snapshot: the lists, the changes and the index as one writer left them, not
+    // a rebuild's lists beside the changes it forgot.
+    let tx = conn.unchecked_transaction()?;
+    let best = best_in(&tx, word, region, limit)?;
+    tx.commit()?;
+    Ok(best)
+}
+
+fn best_in(
+    conn: &Connection,
+    word: &str,
+    region: Option<&str>,
+    limit: u32,
+) -> rusqlite::Result<Option<Vec<i64>>> {
     let has_lists: bool = conn
         .prepare_cached(
             "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = 'best_matches_state')",
