@@ -6,6 +6,7 @@
 //! cargo bench --bench year -- charts-generate DIR [--days N]   # issue 18's year, see charts.rs
 //! cargo bench --bench year -- charts-check DIR [--days N]
 //! cargo bench --bench year -- charts-measure DIR [--binary PATH] [--no-export]
+//! cargo bench --bench year -- charts-search DIR [--binary PATH]
 //! ```
 //!
 //! `generate` writes `DIR/v1.db`: 8 regions, one run per region per hour (crontab
@@ -69,13 +70,17 @@ fn main() -> Res<()> {
             let binary = flag("--binary").map_or_else(default_binary, PathBuf::from);
             measure(&dir, &binary)
         }
-        Some(cmd @ ("charts-generate" | "charts-check" | "charts-measure")) => {
+        Some(cmd @ ("charts-generate" | "charts-check" | "charts-measure" | "charts-search")) => {
             let dir = PathBuf::from(args.get(1).ok_or("charts-… DIR")?);
             match cmd {
                 "charts-generate" => {
                     charts::generate(&dir, flag("--days").map_or(Ok(365), |d| d.parse())?)
                 }
                 "charts-check" => charts::check(&dir, flag("--days").map_or(Ok(2), |d| d.parse())?),
+                "charts-search" => charts::search(
+                    &dir,
+                    &flag("--binary").map_or_else(default_binary, PathBuf::from),
+                ),
                 _ => charts::measure(
                     &dir,
                     &flag("--binary").map_or_else(default_binary, PathBuf::from),
@@ -87,7 +92,8 @@ fn main() -> Res<()> {
             eprintln!(
                 "usage: year generate DIR [--days N] | year measure DIR [--binary PATH]\n       \
                  year charts-generate DIR [--days N] | year charts-check DIR [--days N] | \
-                 year charts-measure DIR [--binary PATH] [--no-export]"
+                 year charts-measure DIR [--binary PATH] [--no-export] | \
+                 year charts-search DIR [--binary PATH]"
             );
             Ok(())
         }

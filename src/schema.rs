@@ -55,6 +55,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     crate::store::schema::RUN_LIMITERS,
     crate::quota::schema::UPSTREAM_SPENT,
     crate::quota::schema::CALL_LOG,
+    crate::store::best_matches::STEP,
 ];
 
 /// The highest schema version this build knows: what the store brings the file to.

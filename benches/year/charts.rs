@@ -7,6 +7,7 @@
 //! cargo bench --bench year -- charts-generate DIR [--days N]   # DIR/charts.db
 //! cargo bench --bench year -- charts-check DIR                 # bulk SQL = the Store API?
 //! cargo bench --bench year -- charts-measure DIR [--binary PATH] [--no-export]
+//! cargo bench --bench year -- charts-search DIR [--binary PATH]  # search's times
 //! ```
 //!
 //! One simulation drives two writers: bulk SQL (prepared statements in day-long
@@ -26,6 +27,8 @@ mod bulk;
 mod check;
 #[path = "charts/measure.rs"]
 mod measure;
+#[path = "charts/search.rs"]
+mod search;
 #[path = "charts/simulation.rs"]
 mod simulation;
 #[path = "charts/via_store.rs"]
@@ -42,6 +45,7 @@ use super::{Res, file_size, mb};
 
 pub(crate) use check::check;
 pub(crate) use measure::measure;
+pub(crate) use search::search;
 
 fn fresh(path: &Path) {
     for suffix in ["", "-wal", "-shm"] {

@@ -16,6 +16,7 @@
 //! cheap once the schema is current).
 
 mod analysts;
+pub(crate) mod best_matches;
 pub(crate) mod changes;
 pub(crate) mod chart_history;
 mod charts;

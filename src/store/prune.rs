@@ -174,6 +174,10 @@ impl Store {
             interrupted = swept.interrupted;
         }
         bar.finish();
+        if !interrupted {
+            use super::best_matches::{COMMON, KEEP, STALE};
+            self.refresh_best_matches(STALE, COMMON, KEEP)?;
+        }
         let bytes_freed = self.bytes_freed(&before, vacuum && !interrupted)?;
         Ok(PruneReport {
             dry_run: false,

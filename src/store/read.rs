@@ -216,17 +216,19 @@ impl Store {
         region: Option<&str>,
         limit: u32,
     ) -> Result<Vec<SearchHit>, StoreError> {
-        self.search_with(query, region, limit, FEW_MATCHES)
+        self.search_with(query, region, limit, FEW_MATCHES, true)
     }
 
     /// [`Store::search`], with `few_matches` the number of matches below which the
-    /// region test is done per match.
+    /// region test is done per match, and `use_lists` whether a common word may be
+    /// ranked from its kept best matches (`store::best_matches`) instead of every match.
     pub(crate) fn search_with(
         &self,
         query: &str,
         region: Option<&str>,
         limit: u32,
         few_matches: i64,
+        use_lists: bool,
     ) -> Result<Vec<SearchHit>, StoreError> {
         if query.trim().is_empty() {
             return Err(StoreError::BadQuery {
@@ -249,6 +251,15 @@ impl Store {
         // and regions inside the ranking query would do it for every match.
         // With a region, a query matching few videos checks each match's regions;
         // one matching many filters through the region's video list, read once.
+        // A common word alone: rank its kept best matches when they prove the answer.
+        let best = match super::best_matches::single_word(query) {
+            Some(word) if use_lists => super::best_matches::best(&self.conn, &word, region, limit)
+                .map_err(self.err(context.clone()))?,
+            _ => None,
+        };
+        if let Some(nums) = best {
+            return self.search_hits(query, nums, &bad_query);
+        }
         let rank_sql = match region {
             Some(_) => {
                 let matches: i64 = self
@@ -279,6 +290,17 @@ impl Store {
             }
             nums
         };
+        self.search_hits(query, nums, &bad_query)
+    }
+
+    /// The hits shown for the ranked videos `nums` of a search for `query`.
+    fn search_hits(
+        &self,
+        query: &str,
+        nums: Vec<i64>,
+        bad_query: &dyn Fn(rusqlite::Error) -> StoreError,
+    ) -> Result<Vec<SearchHit>, StoreError> {
+        let context = format!("searching for {query:?}");
         let mut stmt = self
             .conn
             .prepare_cached(sql::SEARCH_HIT)

@@ -60,7 +60,7 @@ WHERE videos_fts MATCH ?1
   AND (?2 IS NULL
        OR +rowid IN (SELECT vr.video FROM video_regions AS vr
                      WHERE vr.region = (SELECT num FROM regions WHERE code = ?2)))
-ORDER BY bm25(videos_fts, 10.0, 1.0, 4.0, 2.0)
+ORDER BY bm25(videos_fts, 10.0, 1.0, 4.0, 2.0), rowid
 LIMIT ?3";
 
 /// [`SEARCH_RANK`] for a query with few matches: each match looks its region up in
@@ -72,8 +72,27 @@ WHERE videos_fts MATCH ?1
   AND EXISTS (SELECT 1 FROM video_regions AS vr
               WHERE vr.video = videos_fts.rowid
                 AND vr.region = (SELECT num FROM regions WHERE code = ?2))
-ORDER BY bm25(videos_fts, 10.0, 1.0, 4.0, 2.0)
+ORDER BY bm25(videos_fts, 10.0, 1.0, 4.0, 2.0), rowid
 LIMIT ?3";
+
+/// A common word's kept best matches (`frontier` 0) and the frontier of the rest (1):
+/// see `store::best_matches`.
+pub(crate) const BEST_MATCHES_OF: &str = "
+SELECT frontier, video FROM best_matches WHERE term = ?1";
+
+/// The bm25 of the matches of ?1 among the videos of the JSON array ?2 and those
+/// above num ?4, and whether each was seen in region ?3 (any region when NULL). One
+/// walk of the word's matches: the `+` keeps the rowid tests from FTS5, which would
+/// start the query afresh (and count the word's matches again for bm25) per rowid. bm25
+/// is computed only for the rows kept.
+pub(crate) const BEST_MATCHES_SCORE: &str = "
+SELECT rowid, bm25(videos_fts, 10.0, 1.0, 4.0, 2.0),
+       ?3 IS NULL OR EXISTS (SELECT 1 FROM video_regions AS vr
+                             WHERE vr.video = videos_fts.rowid
+                               AND vr.region = (SELECT num FROM regions WHERE code = ?3))
+FROM videos_fts
+WHERE videos_fts MATCH ?1
+  AND (+rowid IN (SELECT value FROM json_each(?2)) OR +rowid > ?4)";
 
 /// How many matches a query has, counted up to `?2` (cheap: no ranking).
 pub(crate) const SEARCH_MATCHES_UP_TO: &str = "

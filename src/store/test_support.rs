@@ -34,6 +34,7 @@ pub(crate) const FILE: &[Migration] = &[
     super::chart_history::STEP,
     super::text_ids::STEP,
     RUN_LIMITERS,
+    super::best_matches::STEP,
 ];
 
 /// The version [`open`] brings a file to: as many as [`FILE`] has steps.

@@ -338,28 +338,28 @@ fn search_by_region_answers_the_same_by_either_route() {
         ("steady", "XX"),
     ] {
         // Every query counts as many matches, then as few.
-        let listed = store.search_with(query, Some(region), 10, 0).unwrap();
+        let listed = store.search_with(query, Some(region), 10, 0, true).unwrap();
         let sought = store
-            .search_with(query, Some(region), 10, i64::MAX)
+            .search_with(query, Some(region), 10, i64::MAX, true)
             .unwrap();
         assert_eq!(listed, sought, "{query} in {region}");
     }
     assert_eq!(
         store
-            .search_with("fleeting", Some("US"), 10, 0)
+            .search_with("fleeting", Some("US"), 10, 0, true)
             .unwrap()
             .len(),
         3
     );
     assert!(
         store
-            .search_with("steady", Some("FR"), 10, i64::MAX)
+            .search_with("steady", Some("FR"), 10, i64::MAX, true)
             .unwrap()
             .is_empty()
     );
     assert_eq!(
         store
-            .search_with("steady", Some("GB"), 10, 0)
+            .search_with("steady", Some("GB"), 10, 0, true)
             .unwrap()
             .len(),
         1

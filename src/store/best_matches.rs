@@ -1,0 +1,469 @@
+//! The best matches of the common words (schema step 16), so that `search WORD` ranks a
+//! few hundred videos instead of every one that holds the word, and still shows what
+//! ranking every match by bm25 shows.
+//!
+//! FTS5 ranks by computing bm25 for every match and sorting: on a year's file the most
+//! common word is in every video, and ranking half a million matches to show 20 takes
+//! a quarter of a second. For a word alone, bm25 depends on a video through two
+//! numbers only: `f`, the word's occurrences weighted by column (title 10, description
+//! 1, tags 4, channel 2), and `D`, the video's length in tokens. It grows with `f` and
+//! shrinks with `D`, whatever the file's average length and the word's rarity. So a
+//! video with no more occurrences and no fewer tokens than another never ranks above
+//! it.
+//!
+//! For every word in at least [`COMMON`] videos, the step keeps, in `best_matches`:
+//! - the [`KEEP`] best matches (by bm25 as the file stood), `frontier = 0`;
+//! - the frontier of the rest (`frontier = 1`): the matches that no other match of the
+//!   rest beats on both `f` and `D`. Every other match of the rest ranks at or below
+//!   one of them, whatever the averages become.
+//!
+//! A search for one word then ranks, with FTS5's own bm25, the kept matches, the
+//! frontier, the videos added since (`num` above `best_matches_state.built_through`)
+//! and the videos whose text changed since (`best_matches_changed`, kept by triggers
+//! on `videos`). If the `limit`-th best of those (in the region, if one is asked for)
+//! ranks strictly above every frontier video, no other video can be among the first
+//! `limit`: the answer is exactly the full ranking's, ties broken by `num` as FTS5's
+//! own order breaks them. Otherwise (a frontier video changed, too few kept matches in
+//! the region, a tie at the edge) the search ranks every match, as before.
+//!
+//! The lists are derived from the index alone: the step can be killed at any moment
+//! (it is one transaction) and rebuilt at will ([`rebuild`]).
+
+use std::collections::{HashMap, HashSet};
+
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+
+use super::{Store, StoreError};
+use crate::sqlite::{Migration, StepError};
+
+/// A word gets lists when at least this many videos hold it: below it, ranking every
+/// match takes a few milliseconds.
+pub(crate) const COMMON: i64 = 5_000;
+
+/// The best matches kept per common word: enough for 20 hits of a region that holds a
+/// tenth of the videos, with room.
+pub(crate) const KEEP: usize = 600;
+
+/// The weights of title, description, tags and channel title in bm25, as search ranks.
+pub(crate) const WEIGHTS: [f64; 4] = [10.0, 1.0, 4.0, 2.0];
+
+/// Step 16.
+pub(crate) const STEP: Migration = Migration {
+    description: "the best matches of the common words, for searches at a year's scale",
+    sql: CREATE,
+    data: Some(build),
+};
+
+const CREATE: &str = "
+-- For each common word: its best matches when built (frontier = 0) and the frontier
+-- of the rest (frontier = 1). Derived from videos_fts; rebuilt at will.
+CREATE TABLE best_matches (
+    term     TEXT NOT NULL,
+    frontier INTEGER NOT NULL CHECK (frontier IN (0, 1)),
+    video    INTEGER NOT NULL,
+    PRIMARY KEY (term, frontier, video)
+) STRICT, WITHOUT ROWID;
+
+-- The highest video num when the lists were built: videos above it are ranked by
+-- every search of a common word.
+CREATE TABLE best_matches_state (
+    one           INTEGER PRIMARY KEY CHECK (one = 1),
+    built_through INTEGER NOT NULL
+) STRICT;
+
+-- Videos whose indexed text changed (or that went) since the lists were built, in
+-- the order of the changes: a rebuild forgets the changes it read, not later ones.
+CREATE TABLE best_matches_changed (
+    seq   INTEGER PRIMARY KEY,
+    video INTEGER NOT NULL
+) STRICT;
+
+CREATE TRIGGER best_matches_after_insert AFTER INSERT ON videos
+WHEN new.num <= (SELECT built_through FROM best_matches_state)
+BEGIN
+    INSERT INTO best_matches_changed (video) VALUES (new.num);
+END;
+
+CREATE TRIGGER best_matches_after_delete AFTER DELETE ON videos BEGIN
+    INSERT INTO best_matches_changed (video) VALUES (old.num);
+END;
+
+CREATE TRIGGER best_matches_after_update AFTER UPDATE ON videos
+WHEN old.num IS NOT new.num
+  OR old.title IS NOT new.title
+  OR old.description IS NOT new.description
+  OR old.tags_text IS NOT new.tags_text
+  OR old.channel_title IS NOT new.channel_title
+BEGIN
+    INSERT INTO best_matches_changed (video) VALUES (old.num);
+    INSERT INTO best_matches_changed (video) SELECT new.num WHERE new.num IS NOT old.num;
+END;
+";
+
+fn build(conn: &Connection) -> Result<(), StepError> {
+    rebuild(conn, COMMON, KEEP).map_err(StepError::from)
+}
+
+/// Reads an SQLite varint (as FTS5 writes them) at `at`; returns it and its length.
+fn varint(blob: &[u8], at: usize) -> (u64, usize) {
+    let mut value = 0u64;
+    for i in 0..9 {
+        let Some(&byte) = blob.get(at + i) else {
+            return (value, i);
+        };
+        if i == 8 {
+            return ((value << 8) | u64::from(byte), 9);
+        }
+        value = (value << 7) | u64::from(byte & 0x7f);
+        if byte & 0x80 == 0 {
+            return (value, i + 1);
+        }
+    }
+    (value, 9)
+}
+
+/// A video's length in tokens, all columns: the sum of its `videos_fts_docsize` row.
+fn doc_length(blob: &[u8]) -> u64 {
+    let (mut at, mut total) = (0, 0);
+    while at < blob.len() {
+        let (n, len) = varint(blob, at);
+        if len == 0 {
+            break;
+        }
+        total += n;
+        at += len;
+    }
+    total
+}
+
+/// bm25's share of one word in a video, without the word's rarity (the same factor
+/// for every video): what orders the matches of a word alone.
+fn weight(f: f64, d: f64, avgdl: f64) -> f64 {
+    let (k1, b) = (1.2, 0.75);
+    f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * d / avgdl))
+}
+
+/// The lists as computed from the index, to be written by [`Lists::write`].
+pub(crate) struct Lists {
+    /// The highest video num the index held.
+    built_through: i64,
+    /// The last change it had seen (`best_matches_changed.seq`).
+    seen_changes: i64,
+    /// (term, frontier, video).
+    rows: Vec<(String, bool, i64)>,
+}
+
+/// Writes the lists afresh: every word in at least `common` videos gets its `keep`
+/// best matches and the frontier of the rest. Inside the caller's transaction.
+pub(crate) fn rebuild(conn: &Connection, common: i64, keep: usize) -> rusqlite::Result<()> {
+    compute(conn, common, keep)?.write(conn)
+}
+
+/// Reads the index and works the lists out, writing nothing but temporary tables.
+pub(crate) fn compute(conn: &Connection, common: i64, keep: usize) -> rusqlite::Result<Lists> {
+    conn.execute_batch(
+        "DROP TABLE IF EXISTS temp.best_matches_rows;
+         DROP TABLE IF EXISTS temp.best_matches_instances;
+         CREATE VIRTUAL TABLE temp.best_matches_rows
+             USING fts5vocab(main, videos_fts, 'row');
+         CREATE VIRTUAL TABLE temp.best_matches_instances
+             USING fts5vocab(main, videos_fts, 'instance');",
+    )?;
+    let (built_through, seen_changes): (i64, i64) = conn.query_row(
+        "SELECT (SELECT ifnull(max(num), 0) FROM videos),
+                (SELECT ifnull(max(seq), 0) FROM best_matches_changed)",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let mut out = Vec::new();
+    let terms: Vec<String> = conn
+        .prepare("SELECT term FROM temp.best_matches_rows WHERE doc >= ?1")?
+        .query_map([common], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    if !terms.is_empty() {
+        let mut lengths: HashMap<i64, u64> = HashMap::new();
+        let mut stmt = conn.prepare("SELECT id, sz FROM videos_fts_docsize")?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let sz: Vec<u8> = row.get(1)?;
+            lengths.insert(row.get(0)?, doc_length(&sz));
+        }
+        let avgdl = (lengths.values().sum::<u64>() as f64 / lengths.len().max(1) as f64).max(1.0);
+        let columns: HashMap<String, f64> = ["title", "description", "tags_text", "channel_title"]
+            .into_iter()
+            .map(str::to_string)
+            .zip(WEIGHTS)
+            .collect();
+        let bar = crate::output::progress::Task::new(
+            "the best matches of common words",
+            terms.len() as u64,
+        );
+        let mut instances =
+            conn.prepare("SELECT doc, col FROM temp.best_matches_instances WHERE term = ?1")?;
+        for term in &terms {
+            // Weighted occurrences per video, in doc order.
+            let mut f: Vec<(i64, f64)> = Vec::new();
+            let mut rows = instances.query([term])?;
+            while let Some(row) = rows.next()? {
+                let doc: i64 = row.get(0)?;
+                let col: String = row.get(1)?;
+                let w = columns.get(&col).copied().unwrap_or(1.0);
+                match f.last_mut() {
+                    Some((last, sum)) if *last == doc => *sum += w,
+                    _ => f.push((doc, w)),
+                }
+            }
+            let mut scored: Vec<(f64, f64, u64, i64)> = f
+                .into_iter()
+                .map(|(doc, f)| {
+                    let d = lengths.get(&doc).copied().unwrap_or(0);
+                    (weight(f, d as f64, avgdl), f, d, doc)
+                })
+                .collect();
+            // Best first; the order only picks which to keep: correctness is checked
+            // against the frontier when searching.
+            scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.3.cmp(&b.3)));
+            let rest = scored.split_off(scored.len().min(keep));
+            out.extend(scored.iter().map(|s| (term.clone(), false, s.3)));
+            out.extend(
+                frontier(rest)
+                    .into_iter()
+                    .map(|doc| (term.clone(), true, doc)),
+            );
+            bar.inc(1);
+        }
+        bar.finish();
+    }
+    conn.execute_batch(
+        "DROP TABLE temp.best_matches_rows;
+         DROP TABLE temp.best_matches_instances;",
+    )?;
+    Ok(Lists {
+        built_through,
+        seen_changes,
+        rows: out,
+    })
+}
+
+impl Lists {
+    /// Replaces the lists with these, forgetting the changes they saw. Inside the
+    /// caller's transaction.
+    pub(crate) fn write(&self, conn: &Connection) -> rusqlite::Result<()> {
+        conn.execute("DELETE FROM best_matches", [])?;
+        let mut insert =
+            conn.prepare("INSERT INTO best_matches (term, frontier, video) VALUES (?1, ?2, ?3)")?;
+        for (term, frontier, video) in &self.rows {
+            insert.execute(params![term, i64::from(*frontier), video])?;
+        }
+        conn.execute(
+            "INSERT INTO best_matches_state (one, built_through) VALUES (1, ?1)
+             ON CONFLICT (one) DO UPDATE SET built_through = excluded.built_through",
+            [self.built_through],
+        )?;
+        conn.execute(
+            "DELETE FROM best_matches_changed WHERE seq <= ?1",
+            [self.seen_changes],
+        )?;
+        Ok(())
+    }
+}
+
+/// How stale the lists are: the videos added since they were built and the changes
+/// since; `None` on a file without them.
+pub(crate) fn staleness(conn: &Connection) -> rusqlite::Result<Option<i64>> {
+    let has_lists: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = 'best_matches_state')",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has_lists {
+        return Ok(None);
+    }
+    conn.query_row(
+        "SELECT (SELECT count(*) FROM videos
+                 WHERE num > ifnull((SELECT built_through FROM best_matches_state), 0))
+                + (SELECT count(*) FROM best_matches_changed)",
+        [],
+        |r| r.get(0),
+    )
+    .map(Some)
+}
+
+/// Lists older than this many new or changed videos are rebuilt by `prune`: below it,
+/// ranking the videos added since costs a few milliseconds.
+pub(crate) const STALE: i64 = COMMON;
+
+impl Store {
+    /// Rebuilds the best matches of the words in `common` videos or more (`keep` each)
+    /// when at least `min_stale` videos were added or changed since they were built,
+    /// and at least a twentieth of the file (a year's file: every few weeks). The index is read in a read
+    /// transaction, which writers do not wait for; only the swap of the lists takes
+    /// the write lock. Returns whether it rebuilt.
+    pub(crate) fn refresh_best_matches(
+        &self,
+        min_stale: i64,
+        common: i64,
+        keep: usize,
+    ) -> Result<bool, StoreError> {
+        let context = "rebuilding the best matches of the common words";
+        let stale = staleness(&self.conn).map_err(self.err(context))?;
+        let videos = self.videos_count()? as i64;
+        match stale {
+            Some(n) if n > 0 && n >= min_stale && n >= videos / 20 => {}
+            _ => return Ok(false),
+        }
+        let lists = (|| {
+            let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred)?;
+            let lists = compute(&tx, common, keep)?;
+            tx.commit()?;
+            Ok(lists)
+        })()
+        .map_err(self.err(context))?;
+        (|| {
+            let tx = self.write_tx()?;
+            lists.write(&tx)?;
+            tx.commit()
+        })()
+        .map_err(self.err(context))?;
+        Ok(true)
+    }
+}
+
+/// The matches that no other beats on both counts: none has more weighted occurrences
+/// and no more tokens, or as many occurrences and fewer tokens. Every match ranks at or
+/// below one of them.
+fn frontier(mut rest: Vec<(f64, f64, u64, i64)>) -> Vec<i64> {
+    // Most occurrences first, then shortest.
+    rest.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)).then(a.3.cmp(&b.3)));
+    let mut shortest = u64::MAX;
+    let mut out = Vec::new();
+    for (_, _, d, doc) in rest {
+        if d < shortest {
+            shortest = d;
+            out.push(doc);
+        }
+    }
+    out
+}
+
+/// The single word `query` is, as the index spells it, when it is one: ASCII letters
+/// and digits only (the tokenizer lowercases them), not an operator.
+pub(crate) fn single_word(query: &str) -> Option<String> {
+    let word = query.trim();
+    let plain = !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric());
+    (plain && !matches!(word, "AND" | "OR" | "NOT" | "NEAR")).then(|| word.to_ascii_lowercase())
+}
+
+/// One ranked candidate: bm25 (lower ranks first), num, and whether it is in the region.
+type Scored = (f64, i64, bool);
+
+/// The first `limit` matches of `word` by bm25 then num, in the region if one is
+/// given, from the lists; `None` when the lists cannot prove it (then rank every
+/// match).
+pub(crate) fn best(
+    conn: &Connection,
+    word: &str,
+    region: Option<&str>,
+    limit: u32,
+) -> rusqlite::Result<Option<Vec<i64>>> {
+    // One snapshot: the lists, the changes and the index as one writer left them, not
+    // a rebuild's lists beside the changes it forgot.
+    let tx = conn.unchecked_transaction()?;
+    let best = best_in(&tx, word, region, limit)?;
+    tx.commit()?;
+    Ok(best)
+}
+
+fn best_in(
+    conn: &Connection,
+    word: &str,
+    region: Option<&str>,
+    limit: u32,
+) -> rusqlite::Result<Option<Vec<i64>>> {
+    let has_lists: bool = conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = 'best_matches_state')",
+        )?
+        .query_row([], |r| r.get(0))?;
+    if !has_lists {
+        return Ok(None);
+    }
+    let Some(built_through) = conn
+        .prepare_cached("SELECT built_through FROM best_matches_state")?
+        .query_row([], |r| r.get::<_, i64>(0))
+        .optional()?
+    else {
+        return Ok(None);
+    };
+    let mut kept = Vec::new();
+    let mut front = Vec::new();
+    {
+        let mut stmt = conn.prepare_cached(super::sql::BEST_MATCHES_OF)?;
+        let mut rows = stmt.query([word])?;
+        while let Some(row) = rows.next()? {
+            let video: i64 = row.get(1)?;
+            if row.get::<_, i64>(0)? == 0 {
+                kept.push(video);
+            } else {
+                front.push(video);
+            }
+        }
+    }
+    if kept.is_empty() {
+        // Not a common word: ranking every match is quick.
+        return Ok(None);
+    }
+    let changed: Vec<i64> = conn
+        .prepare_cached("SELECT DISTINCT video FROM best_matches_changed")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let changed_set: HashSet<i64> = changed.iter().copied().collect();
+    if front.iter().any(|v| changed_set.contains(v)) {
+        return Ok(None);
+    }
+    let front_set: HashSet<i64> = front.iter().copied().collect();
+    let mut candidates: Vec<i64> = kept;
+    candidates.extend(&front);
+    candidates.extend(changed.iter().filter(|v| !front_set.contains(v)));
+    candidates.sort_unstable();
+    candidates.dedup();
+    let ids = serde_json::Value::from(candidates).to_string();
+    let mut scored: Vec<Scored> = Vec::new();
+    {
+        let mut stmt = conn.prepare_cached(super::sql::BEST_MATCHES_SCORE)?;
+        let mut rows = stmt.query(params![word, ids, region, built_through])?;
+        while let Some(row) = rows.next()? {
+            scored.push((row.get(1)?, row.get(0)?, row.get(2)?));
+        }
+    }
+    // The best a video outside the candidates can rank: its frontier's best.
+    let bound = scored
+        .iter()
+        .filter(|s| front_set.contains(&s.1))
+        .map(|s| s.0)
+        .min_by(f64::total_cmp);
+    if bound.is_none() && !front.is_empty() {
+        // A frontier video no longer matches: it changed, so the lists are stale.
+        return Ok(None);
+    }
+    let mut shown: Vec<Scored> = scored.into_iter().filter(|s| s.2).collect();
+    shown.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let limit = limit as usize;
+    match bound {
+        // Every match is a candidate.
+        None => {}
+        Some(bound) => {
+            if shown.len() < limit || limit == 0 && shown.is_empty() {
+                return Ok(None);
+            }
+            if limit > 0 && shown[limit - 1].0 >= bound {
+                return Ok(None);
+            }
+        }
+    }
+    shown.truncate(limit);
+    Ok(Some(shown.into_iter().map(|s| s.1).collect()))
+}
+
+#[cfg(test)]
+mod tests;

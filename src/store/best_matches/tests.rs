@@ -1,0 +1,351 @@
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::*;
+use crate::store::test_support::{FILE, open, raw, steps_before, temp_db, video};
+use crate::store::{RunKind, SearchHit, Store, VideoRecord};
+
+/// A few words, the first far more common than the last, so that some are in most
+/// videos and some in few.
+const WORDS: &[&str] = &[
+    "alpha", "beta", "gamma", "delta", "kappa", "sigma", "omega", "zeta",
+];
+
+const REGIONS: &[&str] = &["US", "GB", "DE", "FR"];
+
+fn word(rng: &mut StdRng) -> &'static str {
+    // The smaller of two draws: the first words come far more often.
+    let i = rng
+        .random_range(0..WORDS.len())
+        .min(rng.random_range(0..WORDS.len()));
+    WORDS[i]
+}
+
+fn text(rng: &mut StdRng, most: usize) -> String {
+    let n = rng.random_range(0..=most);
+    (0..n).map(|_| word(rng)).collect::<Vec<_>>().join(" ")
+}
+
+/// A video of random text; a third of them copy an earlier video's text exactly, so
+/// that bm25 ties (same occurrences, same length) are common.
+fn random_video(rng: &mut StdRng, id: usize, earlier: &[VideoRecord]) -> VideoRecord {
+    let mut v = video(&format!("v{id:05}"), "");
+    if !earlier.is_empty() && rng.random_bool(0.33) {
+        let e = &earlier[rng.random_range(0..earlier.len())];
+        v.title = e.title.clone();
+        v.description = e.description.clone();
+        v.tags = e.tags.clone();
+        v.channel_title = e.channel_title.clone();
+    } else {
+        v.title = format!("{} {}", word(rng), text(rng, 3));
+        v.description = text(rng, 12);
+        v.tags = Some(
+            (0..rng.random_range(0..3))
+                .map(|_| word(rng).to_string())
+                .collect(),
+        );
+        v.channel_title = ["Alpha News", "Sigma Sports", "Plain"][rng.random_range(0..3)].into();
+    }
+    v
+}
+
+/// Stores `n` random videos in pages of 50, each page in a region, and returns them.
+fn fill(
+    store: &Store,
+    rng: &mut StdRng,
+    run: &str,
+    at: i64,
+    n: usize,
+    from: usize,
+) -> Vec<VideoRecord> {
+    store.begin_run(run, RunKind::Run, at).unwrap();
+    let mut all: Vec<VideoRecord> = Vec::new();
+    for i in 0..n {
+        let v = random_video(rng, from + i, &all);
+        all.push(v);
+    }
+    for (page, videos) in all.chunks(50).enumerate() {
+        let region = REGIONS[page % REGIONS.len()];
+        store
+            .store_trending_page(run, region, 1, videos, at + page as i64)
+            .unwrap();
+    }
+    all
+}
+
+fn ids(hits: &[SearchHit]) -> Vec<String> {
+    hits.iter().map(|h| h.video_id.clone()).collect()
+}
+
+/// The ranking as the build before the lists ranked: every match by bm25, in the
+/// statement it ran (no tie-break of its own: ties come in FTS5's order, by num).
+fn ranked_by_every_match(
+    store: &Store,
+    word: &str,
+    region: Option<&str>,
+    limit: u32,
+) -> Vec<String> {
+    let mut stmt = store
+        .conn
+        .prepare(
+            "SELECT v.id FROM videos_fts JOIN videos AS v ON v.num = videos_fts.rowid
+             WHERE videos_fts MATCH ?1
+               AND (?2 IS NULL
+                    OR +videos_fts.rowid IN (
+                        SELECT vr.video FROM video_regions AS vr
+                        WHERE vr.region = (SELECT num FROM regions WHERE code = ?2)))
+             ORDER BY bm25(videos_fts, 10.0, 1.0, 4.0, 2.0)
+             LIMIT ?3",
+        )
+        .unwrap();
+    stmt.query_map(params![word, region, limit], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+}
+
+/// Every word, region and limit: `search` answers what ranking every match answers.
+/// Returns how many of those answers came from the lists.
+fn assert_same_as_every_match(store: &Store) -> usize {
+    let mut from_lists = 0;
+    for word in WORDS {
+        for region in [None, Some("US"), Some("GB"), Some("DE"), Some("XX")] {
+            for limit in [1, 5, 20, 50] {
+                let shown = ids(&store.search(word, region, limit).unwrap());
+                let every = ranked_by_every_match(store, word, region, limit);
+                assert_eq!(shown, every, "{word} in {region:?}, {limit}");
+                if best(&store.conn, word, region, limit).unwrap().is_some() {
+                    from_lists += 1;
+                }
+            }
+        }
+    }
+    from_lists
+}
+
+/// How many of the first `n` of a word's full ranking share their bm25 with the next.
+fn ties_in_top(store: &Store, word: &str, n: usize) -> usize {
+    let scores: Vec<f64> = store
+        .conn
+        .prepare(
+            "SELECT bm25(videos_fts, 10.0, 1.0, 4.0, 2.0) AS s FROM videos_fts
+             WHERE videos_fts MATCH ?1 ORDER BY s LIMIT ?2",
+        )
+        .unwrap()
+        .query_map(params![word, n as i64 + 1], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    scores.windows(2).filter(|w| w[0] == w[1]).count()
+}
+
+#[test]
+fn the_lists_show_exactly_what_ranking_every_match_shows_ties_and_changes_included() {
+    let (_dir, path) = temp_db();
+    let store = open(&path).unwrap();
+    let mut rng = StdRng::seed_from_u64(27);
+    let first = fill(&store, &mut rng, "r1", 1_000, 1_500, 0);
+    // Small lists, so that most words have a frontier and the bound is put to work.
+    rebuild(&store.conn, 40, 25).unwrap();
+    let listed: i64 = store
+        .conn
+        .query_row("SELECT count(DISTINCT term) FROM best_matches", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(listed >= WORDS.len() as i64, "every word is common here");
+    assert!(
+        ties_in_top(&store, "alpha", 50) > 0,
+        "the fixture has ties at the top"
+    );
+    let from_lists = assert_same_as_every_match(&store);
+    assert!(
+        from_lists > 40,
+        "the lists answered only {from_lists} searches"
+    );
+    for word in ["alpha", "beta"] {
+        assert!(
+            best(&store.conn, word, None, 20).unwrap().is_some(),
+            "{word}"
+        );
+    }
+
+    // Text changes, kept and frontier videos among them, deletions and new videos.
+    let frontier: Vec<i64> = store
+        .conn
+        .prepare("SELECT video FROM best_matches WHERE frontier = 1 LIMIT 5")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert!(!frontier.is_empty());
+    store.begin_run("r2", RunKind::Run, 5_000).unwrap();
+    let mut changed: Vec<VideoRecord> = first.iter().step_by(37).cloned().collect();
+    for (i, v) in changed.iter_mut().enumerate() {
+        v.title = format!("alpha alpha {}", text(&mut rng, 2));
+        if i % 2 == 0 {
+            v.description = String::new();
+        }
+    }
+    store
+        .store_trending_page("r2", "US", 1, &changed, 5_000)
+        .unwrap();
+    store
+        .conn
+        .execute(
+            "DELETE FROM videos WHERE num IN (SELECT video FROM best_matches
+                                              WHERE frontier = 0 AND term = 'beta' LIMIT 3)",
+            [],
+        )
+        .unwrap();
+    fill(&store, &mut rng, "r3", 6_000, 300, 10_000);
+    assert_same_as_every_match(&store);
+
+    // A frontier video changed: its word's lists no longer prove anything.
+    store
+        .conn
+        .execute(
+            "UPDATE videos SET title = 'alpha alpha alpha alpha' WHERE num = ?1",
+            [frontier[0]],
+        )
+        .unwrap();
+    assert_same_as_every_match(&store);
+
+    // Rebuilt, the lists start afresh and agree again.
+    rebuild(&store.conn, 40, 25).unwrap();
+    let changed_left: i64 = store
+        .conn
+        .query_row("SELECT count(*) FROM best_matches_changed", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(changed_left, 0);
+    assert!(assert_same_as_every_match(&store) > 40);
+}
+
+#[test]
+fn videos_tied_on_bm25_show_in_the_order_they_were_first_stored() {
+    let (_dir, path) = temp_db();
+    let store = open(&path).unwrap();
+    store.begin_run("r1", RunKind::Run, 1).unwrap();
+    let same = |id: &str| {
+        let mut v = video(id, "gamma gamma");
+        v.description = "same words".into();
+        v.tags = None;
+        v
+    };
+    // Stored in this order: z first, a last.
+    let videos = [same("z-first"), same("m-second"), same("a-third")];
+    store
+        .store_trending_page("r1", "US", 1, &videos, 1)
+        .unwrap();
+    rebuild(&store.conn, 1, 1).unwrap();
+    let expected = ["z-first", "m-second", "a-third"];
+    assert_eq!(ids(&store.search("gamma", None, 10).unwrap()), expected);
+    assert_eq!(
+        ids(&store.search("gamma", Some("US"), 10).unwrap()),
+        expected
+    );
+    assert_eq!(ranked_by_every_match(&store, "gamma", None, 10), expected);
+    // Three tied at the edge of a limit of 2: not provable from a list of 1, ranked in
+    // full, and still the first two stored.
+    assert_eq!(
+        ids(&store.search("gamma", None, 2).unwrap()),
+        ["z-first", "m-second"]
+    );
+}
+
+#[test]
+fn only_a_plain_word_is_looked_up_in_the_lists() {
+    assert_eq!(single_word("Alpha").as_deref(), Some("alpha"));
+    assert_eq!(single_word("  beta42 ").as_deref(), Some("beta42"));
+    for query in [
+        "alp*",
+        "title:alpha",
+        "alpha beta",
+        "\"alpha\"",
+        "AND",
+        "NOT",
+        "",
+        "café",
+    ] {
+        assert_eq!(single_word(query), None, "{query:?}");
+    }
+}
+
+#[test]
+fn the_frontier_keeps_what_no_other_match_beats_on_both_counts() {
+    // (score, weighted occurrences, tokens, num)
+    let rest = vec![
+        (0.0, 10.0, 50, 1),
+        (0.0, 10.0, 40, 2),
+        (0.0, 3.0, 10, 3),
+        (0.0, 3.0, 45, 4),
+        (0.0, 1.0, 5, 5),
+        (0.0, 1.0, 5, 6),
+    ];
+    assert_eq!(frontier(rest), [2, 3, 5]);
+    assert_eq!(doc_length(&[3, 0x81, 0x00, 2]), 3 + 128 + 2);
+}
+
+/// The step on a file of the version before it: the lists built from what the file
+/// holds, nothing else changed, and searches answer as before.
+#[test]
+fn the_step_builds_the_lists_of_an_older_file_and_changes_nothing_else() {
+    let (_dir, path) = temp_db();
+    {
+        let store = Store::open_with(&path, steps_before(&STEP)).unwrap();
+        let mut rng = StdRng::seed_from_u64(16);
+        fill(&store, &mut rng, "r1", 1_000, 200, 0);
+    }
+    let videos: i64 = raw(&path)
+        .query_row("SELECT count(*) FROM videos", [], |r| r.get(0))
+        .unwrap();
+    let store = Store::open_with(&path, FILE).unwrap();
+    let (through, changed): (i64, i64) = store
+        .conn
+        .query_row(
+            "SELECT built_through, (SELECT count(*) FROM best_matches_changed)
+             FROM best_matches_state",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((through, changed), (videos, 0));
+    assert_eq!(store.videos_count().unwrap() as i64, videos);
+    // A file this small has no word in COMMON videos: every search ranks every match.
+    for word in WORDS {
+        assert_eq!(
+            ids(&store.search(word, None, 20).unwrap()),
+            ranked_by_every_match(&store, word, None, 20)
+        );
+    }
+    assert!(store.integrity_check().unwrap());
+}
+
+#[test]
+fn a_refresh_rebuilds_stale_lists_and_forgets_only_the_changes_it_read() {
+    let (_dir, path) = temp_db();
+    let store = open(&path).unwrap();
+    let mut rng = StdRng::seed_from_u64(7);
+    fill(&store, &mut rng, "r1", 1_000, 600, 0);
+    rebuild(&store.conn, 40, 25).unwrap();
+    assert!(
+        !store.refresh_best_matches(1, 40, 25).unwrap(),
+        "nothing is stale"
+    );
+    fill(&store, &mut rng, "r2", 2_000, 200, 5_000);
+    store
+        .conn
+        .execute("UPDATE videos SET title = 'omega omega' WHERE num <= 3", [])
+        .unwrap();
+    assert_eq!(staleness(&store.conn).unwrap(), Some(200 + 3));
+    assert!(
+        !store.refresh_best_matches(1_000, 40, 25).unwrap(),
+        "below the floor"
+    );
+    assert!(store.refresh_best_matches(1, 40, 25).unwrap());
+    assert_eq!(staleness(&store.conn).unwrap(), Some(0));
+    assert!(assert_same_as_every_match(&store) > 40);
+}
