@@ -306,31 +306,9 @@ fn parquet_export_of_every_kind_has_the_rows_values_and_types_of_the_other_forma
     }
 }
 
-/// Runs `t` with stdout and stderr on a terminal (a pty from `script`): its exit code
-/// and what the terminal received.
+/// Runs `t` on a terminal: its exit code and what the terminal received.
 fn on_terminal(t: crate::common::Trendsync) -> (Option<i32>, String) {
-    let cmd = &t.cmd;
-    let quote = |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"));
-    let mut line = quote(cmd.get_program());
-    for arg in cmd.get_args() {
-        line.push(' ');
-        line.push_str(&quote(arg));
-    }
-    let mut script = Command::new("script");
-    script.args(["-qec", &line, "/dev/null"]);
-    for (k, v) in cmd.get_envs() {
-        match v {
-            Some(v) => script.env(k, v),
-            None => script.env_remove(k),
-        };
-    }
-    if let Some(dir) = cmd.get_current_dir() {
-        script.current_dir(dir);
-    }
-    let out = script
-        .stdin(Stdio::null())
-        .output()
-        .expect("running script");
+    let out = t.on_terminal();
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -538,31 +538,9 @@ fn a_completed_region_never_shows_another_regions_failure() {
     assert_eq!(us["last_reason"], serde_json::Value::Null, "{status}");
 }
 
-/// Runs `t` with stdout and stderr on a terminal (a pty from `script`), and returns
-/// what the terminal received.
+/// Runs `t` on a terminal, which must succeed, and returns what the terminal received.
 fn on_terminal(t: Trendsync) -> Vec<u8> {
-    let cmd = &t.cmd;
-    let quote = |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"));
-    let mut line = quote(cmd.get_program());
-    for arg in cmd.get_args() {
-        line.push(' ');
-        line.push_str(&quote(arg));
-    }
-    let mut script = Command::new("script");
-    script.args(["-qec", &line, "/dev/null"]);
-    for (k, v) in cmd.get_envs() {
-        match v {
-            Some(v) => script.env(k, v),
-            None => script.env_remove(k),
-        };
-    }
-    if let Some(dir) = cmd.get_current_dir() {
-        script.current_dir(dir);
-    }
-    let out = script
-        .stdin(Stdio::null())
-        .output()
-        .expect("running script");
+    let out = t.on_terminal();
     assert!(
         out.status.success(),
         "{}",

@@ -100,6 +100,35 @@ pub struct Trendsync {
 }
 
 impl Trendsync {
+    /// Runs with stdout and stderr on a terminal (a pty from `script`), stdin empty:
+    /// `script`'s output holds what the terminal received, and its status the
+    /// binary's. The scenario's checks are not applied.
+    pub fn on_terminal(self) -> Output {
+        let cmd = &self.cmd;
+        let quote =
+            |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"));
+        let mut line = quote(cmd.get_program());
+        for arg in cmd.get_args() {
+            line.push(' ');
+            line.push_str(&quote(arg));
+        }
+        let mut script = std::process::Command::new("script");
+        script.args(["-qec", &line, "/dev/null"]);
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => script.env(k, v),
+                None => script.env_remove(k),
+            };
+        }
+        if let Some(dir) = cmd.get_current_dir() {
+            script.current_dir(dir);
+        }
+        script
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("running script")
+    }
+
     pub fn args<I, S>(mut self, args: I) -> Self
     where
         I: IntoIterator<Item = S>,

@@ -11,7 +11,7 @@ use trendsync::store::Store;
 use crate::{Res, file_size, mb, median, ms, run_with_rss};
 
 /// `trendsync --db DB ARGS`, timed; its stdout discarded.
-fn time_binary(binary: &Path, db: &Path, args: &[&str]) -> Res<Duration> {
+pub(super) fn time_binary(binary: &Path, db: &Path, args: &[&str]) -> Res<Duration> {
     let t = Instant::now();
     let out = Command::new(binary)
         .arg("--db")

@@ -3,34 +3,13 @@
 //! process and the product's `Store::search` in process, median of 5 after a warm-up.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use trendsync::store::Store;
 
+use super::measure::time_binary;
 use crate::{Res, median, ms};
-
-/// `trendsync --db DB search ARGS`, timed; its stdout discarded.
-fn time_search(binary: &Path, db: &Path, args: &[&str]) -> Res<Duration> {
-    let t = Instant::now();
-    let out = Command::new(binary)
-        .arg("--db")
-        .arg(db)
-        .arg("search")
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .output()?;
-    let elapsed = t.elapsed();
-    if !out.status.success() {
-        return Err(format!(
-            "trendsync search {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
-    }
-    Ok(elapsed)
-}
 
 /// A warm-up, then the median of 5.
 fn median_of_5(mut f: impl FnMut() -> Res<Duration>) -> Res<Duration> {
@@ -70,8 +49,9 @@ pub(crate) fn search(dir: &Path, binary: &Path) -> Res<()> {
     );
     println!("  |---|--:|--:|--:|--:|--:|");
     for (what, (word, docs)) in &words {
-        let whole = median_of_5(|| time_search(binary, &db, &[word]))?;
-        let whole_us = median_of_5(|| time_search(binary, &db, &[word, "--region", "US"]))?;
+        let whole = median_of_5(|| time_binary(binary, &db, &["search", word]))?;
+        let whole_us =
+            median_of_5(|| time_binary(binary, &db, &["search", word, "--region", "US"]))?;
         let inner = |region: Option<&'static str>| {
             median_of_5(|| {
                 let t = Instant::now();
