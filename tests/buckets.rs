@@ -612,20 +612,7 @@ fn the_upstream_day_through_the_binary(redis: Option<&RedisServer>) {
     }
 }
 
-mod the_upstream_day_through_the_binary {
-    #[test]
-    fn embedded() {
-        super::the_upstream_day_through_the_binary(None);
-    }
-
-    #[test]
-    fn redis() {
-        let server = crate::common::RedisServer::start_at(crate::common::redis_server::unix_us(
-            "2026-11-24T07:59:50Z",
-        ));
-        super::the_upstream_day_through_the_binary(Some(&server));
-    }
-}
+on_both_limiters!(the_upstream_day_through_the_binary @ "2026-11-24T07:59:50Z");
 
 /// Redis restarted without persistence loses every bucket's window; the host's next
 /// run replays its ledger into each of them, so each bucket again holds what the

@@ -242,17 +242,4 @@ fn a_window_that_becomes_the_upstreams_day(redis: Option<&RedisServer>) {
     assert_eq!(budget["used"], 6, "every entry of the last 24 h: {budget}");
 }
 
-mod a_window_that_becomes_the_upstreams_day {
-    #[test]
-    fn embedded() {
-        super::a_window_that_becomes_the_upstreams_day(None);
-    }
-
-    #[test]
-    fn redis() {
-        let server = crate::common::RedisServer::start_at(crate::common::redis_server::unix_us(
-            "2026-11-24T07:59:00Z",
-        ));
-        super::a_window_that_becomes_the_upstreams_day(Some(&server));
-    }
-}
+on_both_limiters!(a_window_that_becomes_the_upstreams_day @ "2026-11-24T07:59:00Z");

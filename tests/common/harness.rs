@@ -365,10 +365,17 @@ pub fn assert_error_mentions(region: &Value, needle: &str) {
 }
 
 /// Runs a scenario `fn name(redis: Option<&RedisServer>)` as two tests, `name::embedded`
-/// and `name::redis`, one per limiter.
+/// and `name::redis`, one per limiter. `name @ "RFC 3339"` starts that Redis with its
+/// clock at that time (the scenario moves the binary's clock with it).
 #[macro_export]
 macro_rules! on_both_limiters {
-    ($($scenario:ident),* $(,)?) => {$(
+    (@server) => {
+        $crate::common::RedisServer::start()
+    };
+    (@server $at:literal) => {
+        $crate::common::RedisServer::start_at($crate::common::redis_server::unix_us($at))
+    };
+    ($($scenario:ident $(@ $at:literal)?),* $(,)?) => {$(
         mod $scenario {
             #[test]
             fn embedded() {
@@ -377,7 +384,7 @@ macro_rules! on_both_limiters {
 
             #[test]
             fn redis() {
-                let server = $crate::common::RedisServer::start();
+                let server = $crate::on_both_limiters!(@server $($at)?);
                 super::$scenario(Some(&server));
             }
         }
