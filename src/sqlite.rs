@@ -217,9 +217,7 @@ fn open_immutable(path: &Path) -> rusqlite::Result<Connection> {
             | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
-    conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| {
-        r.get::<_, i64>(0)
-    })?;
+    read_schema(&conn)?;
     Ok(conn)
 }
 

@@ -170,7 +170,7 @@ fn cron_finds_the_same(found: &Found, name: &str, dir: &Path, config_dir: Option
     match (&found.origin, &cron.origin) {
         (Origin::BuiltIn, Origin::BuiltIn) => true,
         (Origin::Given(here), Origin::Given(there)) => {
-            matches!((std::fs::read(here), std::fs::read(there)), (Ok(a), Ok(b)) if a == b)
+            crate::config::same_text(here, there) == Some(true)
         }
         _ => false,
     }

@@ -128,10 +128,16 @@ impl ConfigDirs {
 /// Whether two files hold different text: the same file reached twice (a symbolic
 /// link, the current directory being `/etc/trendsync`) or a copy hides nothing.
 fn differ(a: &Path, b: &Path) -> bool {
+    // One cannot be read: the command that reads it says why; nothing to compare.
+    same_text(a, b) == Some(false)
+}
+
+/// Whether the files at `a` and `b` hold the same bytes; `None` when either cannot be
+/// read.
+pub(crate) fn same_text(a: &Path, b: &Path) -> Option<bool> {
     match (std::fs::read(a), std::fs::read(b)) {
-        (Ok(a), Ok(b)) => a != b,
-        // One cannot be read: the command that reads it says why; nothing to compare.
-        _ => false,
+        (Ok(a), Ok(b)) => Some(a == b),
+        _ => None,
     }
 }
 

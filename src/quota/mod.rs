@@ -169,7 +169,7 @@ impl BucketRef<'_> {
             name: self.name.to_owned(),
             kind: Kind::Bucket,
             window: self.window.clone(),
-            methods: self.costs.keys().cloned().collect(),
+            methods: self.methods(),
         }
     }
 
@@ -291,9 +291,10 @@ impl Budget {
     /// How long entries are kept: [`KEEP_AT_LEAST`], or the longest window
     /// configured if that is longer.
     pub fn keep(&self) -> Duration {
-        self.policies()
+        self.buckets()
             .iter()
-            .map(|p| p.window.longest())
+            .map(|b| b.window.longest())
+            .chain(self.limits.iter().map(|l| l.window.longest()))
             .fold(KEEP_AT_LEAST, Duration::max)
     }
 
@@ -538,13 +539,6 @@ impl Status {
     /// The state of the policy `name`, when it was asked for.
     pub fn policy(&self, name: &str) -> Option<&PolicyStatus> {
         self.policies.iter().find(|p| p.name == name)
-    }
-
-    /// The state of the policy `name` of `kind`, when it was asked for.
-    pub fn policy_of(&self, kind: Kind, name: &str) -> Option<&PolicyStatus> {
-        self.policies
-            .iter()
-            .find(|p| p.kind == kind && p.name == name)
     }
 }
 

@@ -268,15 +268,18 @@ impl Lists {
     }
 }
 
+/// Whether the file has the lists (schema 16 or later).
+fn has_lists(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = 'best_matches_state')",
+    )?
+    .query_row([], |r| r.get(0))
+}
+
 /// How stale the lists are: the videos added since they were built and the changes
 /// since; `None` on a file without them.
 pub(crate) fn staleness(conn: &Connection) -> rusqlite::Result<Option<i64>> {
-    let has_lists: bool = conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = 'best_matches_state')",
-        [],
-        |r| r.get(0),
-    )?;
-    if !has_lists {
+    if !has_lists(conn)? {
         return Ok(None);
     }
     conn.query_row(
@@ -380,12 +383,7 @@ fn best_in(
     region: Option<&str>,
     limit: u32,
 ) -> rusqlite::Result<Option<Vec<i64>>> {
-    let has_lists: bool = conn
-        .prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = 'best_matches_state')",
-        )?
-        .query_row([], |r| r.get(0))?;
-    if !has_lists {
+    if !has_lists(conn)? {
         return Ok(None);
     }
     let Some(built_through) = conn

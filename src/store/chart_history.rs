@@ -161,15 +161,17 @@ impl Store {
             let context = format!("exporting the chart history of {region}");
             let fetches = self
                 .chart_fetches(region, charts, span)
-                .map_err(self.err(context.clone()))?;
+                .map_err(|e| self.err(context.as_str())(e))?;
             if fetches.is_empty() {
                 continue;
             }
             let mut stmt = self
                 .conn
                 .prepare_cached(REGION_VIDEO_PLACES)
-                .map_err(self.err(context.clone()))?;
-            let mut rows = stmt.query([region]).map_err(self.err(context.clone()))?;
+                .map_err(|e| self.err(context.as_str())(e))?;
+            let mut rows = stmt
+                .query([region])
+                .map_err(|e| self.err(context.as_str())(e))?;
             let mut current: Option<i64> = None;
             let mut video = VideoText::default();
             let mut by_chart: BTreeMap<u32, Gathered> = BTreeMap::new();
@@ -184,13 +186,13 @@ impl Store {
                     }
                     Ok(n)
                 };
-            while let Some(row) = rows.next().map_err(self.err(context.clone()))? {
+            while let Some(row) = rows.next().map_err(|e| self.err(context.as_str())(e))? {
                 let read = (|| -> rusqlite::Result<_> {
                     let num: i64 = row.get(0)?;
                     let fetch: i64 = row.get(5)?;
                     Ok((num, fetch))
                 })()
-                .map_err(self.err(context.clone()))?;
+                .map_err(|e| self.err(context.as_str())(e))?;
                 let (num, fetch) = read;
                 if current != Some(num) {
                     count += flush(&video, &mut by_chart)?;
@@ -203,7 +205,7 @@ impl Store {
                             category_id: row.get(4)?,
                         })
                     })()
-                    .map_err(self.err(context.clone()))?;
+                    .map_err(|e| self.err(context.as_str())(e))?;
                 }
                 // A place in a search, or in a fetch outside the span or the charts
                 // asked for.
@@ -222,7 +224,7 @@ impl Store {
                         comments: row.get(10)?,
                     })
                 })()
-                .map_err(self.err(context.clone()))?;
+                .map_err(|e| self.err(context.as_str())(e))?;
                 by_chart.entry(f.chart).or_default().places.push(place);
             }
             count += flush(&video, &mut by_chart)?;
