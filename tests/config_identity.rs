@@ -486,6 +486,34 @@ fn after_a_run_on_redis_a_shell_without_its_url_is_warned_and_cannot_charge() {
         .run();
 }
 
+/// A real `run` or `backfill` from that shell is refused the same way (78), before it
+/// makes a single upstream call: an empty embedded window would spend the key's quota
+/// a second time.
+#[test]
+fn after_a_run_on_redis_a_run_or_backfill_without_its_url_calls_nothing() {
+    let server = RedisServer::start();
+    let mut h = Harness::new(Some(&server));
+    h.regions(THREE_REGIONS);
+    h.run_to(&["run", "--json"], 0, "complete");
+    let called = h.fake.received();
+    let regions = h.scratch.file("my-regions.toml");
+    for command in [&["run", "--region", "US"][..], &["backfill"][..]] {
+        h.scratch
+            .cmd()
+            .arg("--regions")
+            .arg(&regions)
+            .args(["--api-base", &h.fake.uri()])
+            .env("YOUTUBE_API_KEY", API_KEY)
+            .args(command)
+            .status(78)
+            .expect_stderr("but the latest run")
+            .expect_stderr("nothing was charged")
+            .run();
+        assert_eq!(h.fake.received(), called, "{command:?} called the upstream");
+    }
+    assert_eq!(last_run(&h.db_path()).0, "redis", "no run was recorded");
+}
+
 /// Another Redis URL is not refused (the ledger restores the window), but it is named;
 /// a read under another costs file warns with both fingerprints.
 #[test]
