@@ -575,3 +575,23 @@ fn crontab_names_a_file_only_where_cron_would_not_find_it() {
         .stdout(lacks("--costs"))
         .run();
 }
+
+/// `config` shows the Redis URL with its password masked and names where the API key
+/// comes from, never the key itself, in text and in JSON.
+#[test]
+fn config_masks_the_redis_password_and_never_shows_the_key() {
+    let server = RedisServer::start_with_password("s3cret-pw");
+    let h = Harness::new(Some(&server));
+    for args in [&["config"][..], &["config", "--json"][..]] {
+        let ran = h
+            .cmd()
+            .args(args)
+            .stdout(contains("***"))
+            .stdout(lacks("s3cret-pw"))
+            .stdout(lacks(API_KEY))
+            .stderr(lacks("s3cret-pw"))
+            .stderr(lacks(API_KEY))
+            .run();
+        assert!(ran.stdout.contains("YOUTUBE_API_KEY"), "{}", ran.stdout);
+    }
+}
