@@ -93,9 +93,13 @@ for i = 1, n do
     moves = moves or gap < 0
   end
 end
+-- The entries' score is now, as text joined from TIME's own digits (seconds, then
+-- microseconds padded to six): Redis would write the number `now` out with a
+-- 17-digit printf, the dearest step of the common path after the calls themselves.
+local score = common and t[1] .. string.sub('00000', #t[2]) .. t[2]
 for i = 1, n do
   if not common then break end
-  if redis.call('ZADD', KEYS[3 + 2 * n + i], 'NX', now, ARGV[3 * i + 3] .. tail) == 0 then
+  if redis.call('ZADD', KEYS[3 + 2 * n + i], 'NX', score, ARGV[3 * i + 3] .. tail) == 0 then
     -- Recorded before: undo, and let the general path below answer.
     for j = 1, i - 1 do
       redis.call('ZREM', KEYS[3 + 2 * n + j], ARGV[3 * j + 3] .. tail)
