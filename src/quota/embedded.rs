@@ -479,7 +479,14 @@ fn recount_if_changed(
     )?
     .execute(params![budget_key, fingerprint])?;
     if let Some(was) = was.filter(|_| !same) {
-        warn_changed(budget_key, &was, budget, logged.len());
+        recount::warn_changed(
+            budget_key,
+            budget,
+            "in the embedded limiter",
+            "process",
+            &was,
+            logged.len(),
+        );
     }
     Ok(())
 }
@@ -495,16 +502,6 @@ fn confirmed_at(conn: &Connection) -> rusqlite::Result<Option<i64>> {
         .optional()
 }
 
-/// The warning of a window last charged under another budget (DESIGN.md 3.8).
-fn warn_changed(budget_key: &str, was: &str, budget: &Budget, entries: usize) {
-    tracing::warn!(
-        "budget \"{budget_key}\" in the embedded limiter was last charged under costs with fingerprint {was}, and this host's costs have fingerprint {}; its {entries} entr{} of the last {} were counted again at this host's costs. Every process charging one budget.key must use the same costs file",
-        budget.fingerprint(),
-        if entries == 1 { "y" } else { "ies" },
-        crate::output::human::duration(budget.keep()),
-    );
-}
-
 /// Logs the entries of a window charged before the log, as `budget` would have
 /// charged them, and moves its blocks from its buckets to their methods.
 fn adopt(conn: &Connection, budget_key: &str, budget: &Budget) -> rusqlite::Result<()> {
@@ -517,8 +514,9 @@ fn adopt(conn: &Connection, budget_key: &str, budget: &Budget) -> rusqlite::Resu
             .query_map([&id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
             .collect::<rusqlite::Result<_>>()?;
         for (charge_id, method, units, at_us) in rows {
-            let cost = i64::try_from(b.costs.get(&method).copied().unwrap_or(0)).unwrap_or(0);
-            let calls = if cost > 0 { units / cost } else { units }.max(1);
+            let units = u64::try_from(units).unwrap_or(0);
+            let calls = recount::calls_of(units, b.costs.get(&method).copied().unwrap_or(0));
+            let calls = i64::try_from(calls).unwrap_or(i64::MAX);
             log_call(conn, budget_key, &charge_id, &method, calls, at_us)?;
         }
         let legacy = legacy_block_id(budget_key, b.name);
@@ -806,7 +804,14 @@ fn status_in(
     {
         let logged = logged(&tx, budget_key, now - micros(budget.keep()))?;
         if stamp.fingerprint != fingerprint {
-            warn_changed(budget_key, &stamp.fingerprint, budget, logged.len());
+            recount::warn_changed(
+                budget_key,
+                budget,
+                "in the embedded limiter",
+                "process",
+                &stamp.fingerprint,
+                logged.len(),
+            );
         }
         let rebuilt = recount::rebuild(budget, &logged);
         let policies = wanted

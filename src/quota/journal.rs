@@ -357,6 +357,17 @@ impl Journal {
         self.rows(budget_key, false)
     }
 
+    /// Whether the ledger of `budget_key` holds any call: one seek, where
+    /// [`Journal::ledger`] reads them all.
+    pub fn has_ledger(&self, budget_key: &str) -> Result<bool, JournalError> {
+        self.with_conn("reading journalled calls", |conn| {
+            conn.prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM quota_journal WHERE budget = ?1 AND metered = 1)",
+            )?
+            .query_row(params![budget_key], |r| r.get(0))
+        })
+    }
+
     /// The ledger of `budget_key`: the calls this host made that the window counted,
     /// oldest first (pruned ones gone).
     pub fn ledger(&self, budget_key: &str) -> Result<(Vec<Journalled>, u64), JournalError> {

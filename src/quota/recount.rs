@@ -55,11 +55,10 @@ pub(crate) fn parse_member(member: &str, at_us: i64, budget: &Budget) -> Option<
     };
     let (id, calls) = match calls {
         Some(calls) => (fields[2..fields.len() - 1].join("|"), calls),
-        None => {
-            let cost = budget.cost(&method).unwrap_or(0);
-            let calls = units.checked_div(cost).unwrap_or(units);
-            (fields[2..].join("|"), calls.max(1))
-        }
+        None => (
+            fields[2..].join("|"),
+            calls_of(units, budget.cost(&method).unwrap_or(0)),
+        ),
     };
     Some(Logged {
         id,
@@ -67,6 +66,32 @@ pub(crate) fn parse_member(member: &str, at_us: i64, budget: &Budget) -> Option<
         calls,
         at_us,
     })
+}
+
+/// The calls an entry of the layout before calls were kept stands for: its units over
+/// its method's cost in the file it was charged under (its units when the method cost
+/// nothing), and at least one.
+pub(crate) fn calls_of(units: u64, cost: u64) -> u64 {
+    units.checked_div(cost).unwrap_or(units).max(1)
+}
+
+/// The warning of a window of budget `key` last charged under another budget (DESIGN.md
+/// 3.8), from the limiter `place` names ("in the embedded limiter", "on <endpoint>"),
+/// whose `sharers` ("process", "host") must all use one costs file.
+pub(crate) fn warn_changed(
+    key: &str,
+    budget: &Budget,
+    place: &str,
+    sharers: &str,
+    was: &str,
+    entries: usize,
+) {
+    tracing::warn!(
+        "budget \"{key}\" {place} was last charged under costs with fingerprint {was}, and this host's costs have fingerprint {}; its {entries} entr{} of the last {} were counted again at this host's costs. Every {sharers} charging one budget.key must use the same costs file",
+        budget.fingerprint(),
+        if entries == 1 { "y" } else { "ies" },
+        crate::output::human::duration(budget.keep()),
+    );
 }
 
 /// Every policy of `budget` with the entries it holds when `logged` is charged to it

@@ -258,9 +258,7 @@ impl RedisLimiter {
         // The ledger looks for its newest grant where today's costs file puts it: a
         // window charged under another file is counted again first. With no grant to
         // look for, the first charge does it.
-        let has_grants = journal
-            .ledger(budget_key)
-            .is_ok_and(|(rows, _)| !rows.is_empty());
+        let has_grants = journal.has_ledger(budget_key).unwrap_or(false);
         if has_grants && let Err(e) = self.recount().await {
             tracing::debug!("counting the window again before reading the ledger: {e}");
         }
@@ -412,14 +410,13 @@ impl RedisLimiter {
             if let Some(fingerprint) = was.as_deref().and_then(|s| s.split(' ').next())
                 && fingerprint != budget.fingerprint()
             {
-                tracing::warn!(
-                    "budget \"{}\" on {} was last charged under costs with fingerprint {fingerprint}, and this host's costs have fingerprint {}; its {} entr{} of the last {} were counted again at this host's costs. Every host charging one budget.key must use the same costs file",
-                    budget.key,
-                    self.endpoint,
-                    budget.fingerprint(),
+                recount::warn_changed(
+                    &budget.key,
+                    budget,
+                    &format!("on {}", self.endpoint),
+                    "host",
+                    fingerprint,
                     logged.len(),
-                    if logged.len() == 1 { "y" } else { "ies" },
-                    crate::output::human::duration(budget.keep()),
                 );
             }
             return Ok(());
