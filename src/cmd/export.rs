@@ -360,30 +360,33 @@ fn write_rows<W: Write + Send>(
         }
         ExportFormat::Parquet => {
             if span.counts {
-                let mut table = Table::new(out, &COUNTS_TABLE, Limits::EXPORT)?;
-                counts(&mut |row| {
-                    go_on()?;
-                    write_count_parquet(&mut table, row)
-                })?;
-                table.finish()?
+                parquet(out, &COUNTS_TABLE, &go_on, counts, write_count_parquet)?
             } else if let Some(grain) = span.grain {
-                let mut table = Table::new(out, &PLACES_TABLE, Limits::EXPORT)?;
-                places(grain, &mut |row| {
-                    go_on()?;
-                    write_parquet(&mut table, row)
-                })?;
-                table.finish()?
+                let places = |each: &mut dyn FnMut(&ExportRow) -> Result<()>| places(grain, each);
+                parquet(out, &PLACES_TABLE, &go_on, places, write_parquet)?
             } else {
-                let mut table = Table::new(out, &HISTORY_TABLE, Limits::EXPORT)?;
-                history(&mut |row| {
-                    go_on()?;
-                    write_history_parquet(&mut table, row)
-                })?;
-                table.finish()?
+                parquet(out, &HISTORY_TABLE, &go_on, history, write_history_parquet)?
             }
         }
     };
     out.into_inner().map_err(|e| anyhow!(e.into_error()))
+}
+
+/// The rows `rows` hands out, each written by `write` into one Parquet table of
+/// `columns`; stops when `go_on` says so.
+fn parquet<W: Write + Send, R>(
+    out: W,
+    columns: &'static [Column],
+    go_on: &dyn Fn() -> Result<()>,
+    rows: impl FnOnce(&mut dyn FnMut(&R) -> Result<()>) -> Result<u64>,
+    write: fn(&mut Table<W>, &R) -> Result<()>,
+) -> Result<W> {
+    let mut table = Table::new(out, columns, Limits::EXPORT)?;
+    rows(&mut |row| {
+        go_on()?;
+        write(&mut table, row)
+    })?;
+    Ok(table.finish()?)
 }
 
 /// A JSON line of either kind, written without knowing which.
