@@ -243,3 +243,43 @@ fn a_window_that_becomes_the_upstreams_day(redis: Option<&RedisServer>) {
 }
 
 on_both_limiters!(a_window_that_becomes_the_upstreams_day @ "2026-11-24T07:59:00Z");
+
+/// A window longer than the 25 hours every entry is kept at least: its entries are kept
+/// while it holds them, so a switch 30 hours after a charge counts that charge again,
+/// after a charge in between that dropped what was no longer kept.
+fn a_window_longer_than_a_day_keeps_its_entries_through_a_switch(redis: Option<&RedisServer>) {
+    let mut h = Harness::with(FakeUpstream::empty(), redis);
+    let before = Costs::new().cost("videos.list", 1).window("48h");
+    let after = Costs::new().cost("videos.list", 2).window("48h");
+    h.costs(before.to_toml());
+    let charge_at = |h: &Harness<'_>, at: &str, count: &str| {
+        h.at_time(at)
+            .args([
+                "budget",
+                "charge",
+                "videos.list",
+                "--count",
+                count,
+                "--json",
+            ])
+            .run()
+            .json()
+    };
+    charge_at(&h, "2026-11-20T00:00:00Z", "5");
+    let later = charge_at(&h, "2026-11-21T06:00:00Z", "1");
+    assert_eq!(later["used"], 6, "the window holds both charges: {later}");
+    h.allow_stderr("were counted again at this host's costs");
+
+    h.costs(after.to_toml());
+    let budget = h
+        .at_time("2026-11-21T06:01:00Z")
+        .args(["budget", "--json"])
+        .run()
+        .json();
+    assert_eq!(
+        budget["used"], 12,
+        "6 calls at 2 units, the 30-hour-old ones too: {budget}"
+    );
+}
+
+on_both_limiters!(a_window_longer_than_a_day_keeps_its_entries_through_a_switch @ "2026-11-20T00:00:00Z");
