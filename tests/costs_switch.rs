@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::common::harness::{Harness, REGIONS};
 use crate::common::upstream::{Billing, Call, FakeUpstream};
-use crate::common::{Costs, RedisServer, contains};
+use crate::common::{Costs, Ran, RedisServer, contains};
 use crate::on_both_limiters;
 
 /// The shipped cost files.
@@ -197,6 +197,20 @@ on_both_limiters!(
     a_block_stays_with_its_methods_across_a_switch,
 );
 
+/// `budget charge videos.list --count COUNT --json` at time `at`.
+fn charge_at(h: &Harness<'_>, at: &str, count: &str) -> Ran {
+    h.at_time(at)
+        .args([
+            "budget",
+            "charge",
+            "videos.list",
+            "--count",
+            count,
+            "--json",
+        ])
+        .run()
+}
+
 /// The main bucket's window changes from a sliding 24 h to the upstream's day with
 /// entries on both sides of midnight in Los Angeles: the day counts its own, and the
 /// sliding window, back again, all of them.
@@ -207,18 +221,6 @@ fn a_window_that_becomes_the_upstreams_day(redis: Option<&RedisServer>) {
         .cost("videos.list", 1)
         .window("day@America/Los_Angeles");
     h.costs(sliding.to_toml());
-    let charge_at = |h: &Harness<'_>, at: &str, count: &str| {
-        h.at_time(at)
-            .args([
-                "budget",
-                "charge",
-                "videos.list",
-                "--count",
-                count,
-                "--json",
-            ])
-            .run()
-    };
     // 23:59 and 00:00:30 Pacific (PST, UTC-8).
     charge_at(&h, "2026-11-24T07:59:00Z", "2");
     charge_at(&h, "2026-11-24T08:00:30Z", "3");
@@ -252,21 +254,8 @@ fn a_window_longer_than_a_day_keeps_its_entries_through_a_switch(redis: Option<&
     let before = Costs::new().cost("videos.list", 1).window("48h");
     let after = Costs::new().cost("videos.list", 2).window("48h");
     h.costs(before.to_toml());
-    let charge_at = |h: &Harness<'_>, at: &str, count: &str| {
-        h.at_time(at)
-            .args([
-                "budget",
-                "charge",
-                "videos.list",
-                "--count",
-                count,
-                "--json",
-            ])
-            .run()
-            .json()
-    };
     charge_at(&h, "2026-11-20T00:00:00Z", "5");
-    let later = charge_at(&h, "2026-11-21T06:00:00Z", "1");
+    let later = charge_at(&h, "2026-11-21T06:00:00Z", "1").json();
     assert_eq!(later["used"], 6, "the window holds both charges: {later}");
     h.allow_stderr("were counted again at this host's costs");
 
