@@ -67,6 +67,29 @@ fn exit_codes_are_the_outcome_even_when_stdout_is_a_closed_pipe() {
     assert_eq!(code, 1, "a failed run --json | true: {stderr}");
 }
 
+/// An export read by a reader that stopped (`| head`, `| true`) is not a failure, in
+/// every format and kind: exit 0, and nothing on stderr but the log.
+#[test]
+fn an_export_to_a_closed_pipe_ends_quietly_in_every_format() {
+    let mut h = Harness::new(None);
+    h.costs(Costs::one_unit_each().quota(100_000).ceiling(90_000));
+    h.cmd().args(["run", "--region", "US"]).run();
+    for format in ["csv", "jsonl", "parquet"] {
+        for kind in [&[][..], &["--per", "video"][..], &["--counts"][..]] {
+            let (code, stderr) = with_stdout_closed(
+                h.bare()
+                    .args(["export", "--format", format])
+                    .args(kind)
+                    .stderr(lacks("rror")),
+            );
+            assert_eq!(
+                code, 0,
+                "export --format {format} {kind:?} | true: {stderr}"
+            );
+        }
+    }
+}
+
 /// Runs `cmd`, which must exit 78 with `says` on stderr, and with --json print one
 /// object on stdout that says so; returns the object.
 #[track_caller]

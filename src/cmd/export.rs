@@ -332,7 +332,8 @@ fn write_rows<W: Write + Send>(
                     Ok(write_history_csv(&mut csv, row, shown)?)
                 })?;
             }
-            csv.into_inner().map_err(|e| anyhow!("{}", e.error()))?
+            csv.into_inner()
+                .map_err(|e| anyhow::Error::new(e.into_error()))?
         }
         ExportFormat::Jsonl => {
             let mut out = out;
