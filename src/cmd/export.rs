@@ -479,11 +479,14 @@ fn write_history_csv<W: Write>(
     shown: Shown,
 ) -> csv::Result<()> {
     let int = |n: Option<i64>| n.map(|n| n.to_string()).unwrap_or_default();
-    let text = |t: &str| -> String { shown.text(t) };
     csv.write_field(shown.id(&row.video_id).as_bytes())?;
-    csv.write_field(text(&row.title))?;
-    csv.write_field(text(&row.channel_title))?;
-    csv.write_field(text(row.category_id.as_deref().unwrap_or("")))?;
+    csv.write_field(shown.text(&row.title).as_bytes())?;
+    csv.write_field(shown.text(&row.channel_title).as_bytes())?;
+    csv.write_field(
+        shown
+            .text(row.category_id.as_deref().unwrap_or(""))
+            .as_bytes(),
+    )?;
     csv.write_field(&row.region)?;
     csv.write_field(row.chart.map(|c| c.to_string()).unwrap_or_default())?;
     csv.write_field(utc_time(row.first_seen))?;
@@ -510,13 +513,14 @@ struct Shown {
 impl Shown {
     /// The upstream's text as a cell: inert for a spreadsheet, and visible on a
     /// terminal.
-    fn text(self, t: &str) -> String {
+    fn text(self, t: &str) -> Cow<'_, str> {
         let cell = inert_cell(t);
-        if self.terminal {
-            visible(&cell).into_owned()
-        } else {
-            cell.into_owned()
+        if self.terminal
+            && let Cow::Owned(shown) = visible(&cell)
+        {
+            return Cow::Owned(shown);
         }
+        cell
     }
 
     /// A video id: never quoted (its alphabet, [A-Za-z0-9_-], spells no formula that
@@ -545,31 +549,41 @@ fn inert_cell(text: &str) -> Cow<'_, str> {
 fn write_csv<W: Write>(csv: &mut csv::Writer<W>, row: &ExportRow, shown: Shown) -> csv::Result<()> {
     let int = |n: Option<i64>| n.map(|n| n.to_string()).unwrap_or_default();
     let flag = |b: bool| if b { "true" } else { "false" };
-    let text = |t: &str| -> String { shown.text(t) };
     csv.write_field(shown.id(&row.video_id).as_bytes())?;
     csv.write_field(utc_date(row.fetch_started_at))?;
-    csv.write_field(text(&row.title))?;
-    csv.write_field(text(&row.channel_title))?;
-    csv.write_field(text(row.category_id.as_deref().unwrap_or("")))?;
-    csv.write_field(text(&utc_time_text(&row.published_at)))?;
-    csv.write_field(text(
-        &row.tags.as_ref().map(|t| t.join("|")).unwrap_or_default(),
-    ))?;
+    csv.write_field(shown.text(&row.title).as_bytes())?;
+    csv.write_field(shown.text(&row.channel_title).as_bytes())?;
+    csv.write_field(
+        shown
+            .text(row.category_id.as_deref().unwrap_or(""))
+            .as_bytes(),
+    )?;
+    csv.write_field(shown.text(&utc_time_text(&row.published_at)).as_bytes())?;
+    let tags = row.tags.as_ref().map(|t| t.join("|")).unwrap_or_default();
+    csv.write_field(shown.text(&tags).as_bytes())?;
     csv.write_field(int(row.view_count))?;
     csv.write_field(int(row.like_count))?;
     // The API no longer returns dislikes.
     csv.write_field("")?;
     csv.write_field(int(row.comment_count))?;
-    csv.write_field(text(row.thumbnail_url.as_deref().unwrap_or("")))?;
+    csv.write_field(
+        shown
+            .text(row.thumbnail_url.as_deref().unwrap_or(""))
+            .as_bytes(),
+    )?;
     csv.write_field(flag(row.comment_count.is_none()))?;
     csv.write_field(flag(row.like_count.is_none()))?;
     // A follow-up found it gone or private.
     csv.write_field(flag(row.removed))?;
-    csv.write_field(text(&row.description))?;
+    csv.write_field(shown.text(&row.description).as_bytes())?;
     csv.write_field(&row.region)?;
     csv.write_field(row.rank.to_string())?;
     csv.write_field(utc_time(row.fetched_at))?;
-    csv.write_field(text(row.category_title.as_deref().unwrap_or("")))?;
+    csv.write_field(
+        shown
+            .text(row.category_title.as_deref().unwrap_or(""))
+            .as_bytes(),
+    )?;
     csv.write_field(int(row.duration_s))?;
     csv.write_field(row.chart.map(|c| c.to_string()).unwrap_or_default())?;
     csv.write_field(methodology_at(row.fetched_at).unwrap_or_default())?;
