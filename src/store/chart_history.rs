@@ -6,7 +6,10 @@
 //! index (`fetches_by_chart_time`), each numbered in its chart's order; then the
 //! region's videos are walked in order (`video_regions_by_region`) and each video's
 //! places read from `places_by_video`, so a video's row is made from its own places
-//! alone, never a scan of other videos' snapshots. Memory holds the region's fetch
+//! alone, never a scan of other videos' snapshots. A span holding less than half of
+//! the region's fetches (`--since 30d` of a year) finds its videos through its own
+//! fetches' places instead (the primary key of `places`), and reads each one's places
+//! from the span's first fetch to its last only. Memory holds the region's fetch
 //! numbers and one video's places: flat in the number of videos, however long the
 //! history.
 
@@ -63,6 +66,51 @@ JOIN videos AS v ON v.num = r.video
 JOIN places AS p ON p.video = r.video
 WHERE r.region = (SELECT num FROM regions WHERE code = ?1)
 ORDER BY r.video, p.fetch";
+
+/// The places of the videos placed by the region's chart fetches within a span, video
+/// by video, in fetch order, from the first to the last fetch of the span (?2, ?3:
+/// unix seconds; ?4, ?5: their fetch numbers): for a span that holds a small part of
+/// the history, so that a month reads the month's places and the places of the
+/// month's videos in it, not every place the region ever held.
+const SPAN_VIDEO_PLACES: &str = "
+WITH span_fetches AS (
+    SELECT f.num FROM fetches AS f
+    WHERE f.region = (SELECT num FROM regions WHERE code = ?1)
+      AND f.search = 0 AND f.fetched_at >= ?2 AND f.fetched_at <= ?3
+), span_videos AS (
+    SELECT DISTINCT p.video FROM span_fetches AS s JOIN places AS p ON p.fetch = s.num
+)
+SELECT v.num, v.id, v.title, v.channel_title, v.category_id,
+       p.fetch, p.rank, p.offset_s, p.views, p.likes, p.comments
+FROM span_videos AS s
+JOIN videos AS v ON v.num = s.video
+JOIN places AS p ON p.video = s.video AND p.fetch >= ?4 AND p.fetch <= ?5
+ORDER BY s.video, p.fetch";
+
+/// How many chart fetches the region holds, whatever their time.
+const REGION_CHART_FETCHES: &str = "
+SELECT count(*) FROM fetches
+WHERE region = (SELECT num FROM regions WHERE code = ?1) AND search = 0";
+
+/// The region's chart fetches within a span, read once: those of the charts asked for
+/// by number, and how many fetches of any chart the span holds, from which to which
+/// number.
+#[derive(Debug, Default)]
+struct SpanFetches {
+    wanted: HashMap<i64, ChartFetch>,
+    count: u64,
+    first: i64,
+    last: i64,
+}
+
+/// How [`Store::export_chart_history_by`] finds a region's videos.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Walk {
+    /// Every video the region holds ([`REGION_VIDEO_PLACES`]).
+    Region,
+    /// The videos the span's fetches placed ([`SPAN_VIDEO_PLACES`]).
+    Span,
+}
 
 /// A chart fetch: its chart, its number in the chart's order, when it began.
 #[derive(Debug, Clone, Copy)]
@@ -154,24 +202,71 @@ impl Store {
         regions: &[String],
         charts: Option<&[u32]>,
         span: ExportSpan,
+        each: impl FnMut(&ChartHistoryRow) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        self.export_chart_history_by(regions, charts, span, None, each)
+    }
+
+    /// [`Store::export_chart_history`], finding each region's videos as `walk` says;
+    /// with `None`, through the span's fetches when it holds less than half of the
+    /// region's, else through every video of the region.
+    pub(crate) fn export_chart_history_by<E: From<StoreError>>(
+        &self,
+        regions: &[String],
+        charts: Option<&[u32]>,
+        span: ExportSpan,
+        walk: Option<Walk>,
         mut each: impl FnMut(&ChartHistoryRow) -> Result<(), E>,
     ) -> Result<u64, E> {
         let mut count = 0u64;
         for region in regions {
             let context = format!("exporting the chart history of {region}");
-            let fetches = self
+            let span_fetches = self
                 .chart_fetches(region, charts, span)
                 .map_err(|e| self.err(context.as_str())(e))?;
+            let fetches = &span_fetches.wanted;
             if fetches.is_empty() {
                 continue;
             }
+            // A span with less than half of the region's fetches reads its own videos'
+            // places within it; a longer one walks every video of the region, which
+            // costs less than finding them through the span's places.
+            let walk = match walk {
+                Some(walk) => walk,
+                None => {
+                    let all: i64 = self
+                        .conn
+                        .prepare_cached(REGION_CHART_FETCHES)
+                        .and_then(|mut s| s.query_row([region], |r| r.get(0)))
+                        .map_err(|e| self.err(context.as_str())(e))?;
+                    if span_fetches.count.saturating_mul(2) < all.unsigned_abs() {
+                        Walk::Span
+                    } else {
+                        Walk::Region
+                    }
+                }
+            };
+            let narrow = walk == Walk::Span;
             let mut stmt = self
                 .conn
-                .prepare_cached(REGION_VIDEO_PLACES)
+                .prepare_cached(if narrow {
+                    SPAN_VIDEO_PLACES
+                } else {
+                    REGION_VIDEO_PLACES
+                })
                 .map_err(|e| self.err(context.as_str())(e))?;
-            let mut rows = stmt
-                .query([region])
-                .map_err(|e| self.err(context.as_str())(e))?;
+            let mut rows = if narrow {
+                stmt.query(params![
+                    region,
+                    span.since,
+                    span.until,
+                    span_fetches.first,
+                    span_fetches.last
+                ])
+            } else {
+                stmt.query(params![region])
+            }
+            .map_err(|e| self.err(context.as_str())(e))?;
             let mut current: Option<i64> = None;
             let mut video = VideoText::default();
             let mut by_chart: BTreeMap<u32, Gathered> = BTreeMap::new();
@@ -238,10 +333,14 @@ impl Store {
         region: &str,
         charts: Option<&[u32]>,
         span: ExportSpan,
-    ) -> rusqlite::Result<HashMap<i64, ChartFetch>> {
+    ) -> rusqlite::Result<SpanFetches> {
         let mut stmt = self.conn.prepare_cached(CHART_FETCHES)?;
         let mut rows = stmt.query(params![region, span.since, span.until])?;
-        let mut out = HashMap::new();
+        let mut out = SpanFetches {
+            first: i64::MAX,
+            last: i64::MIN,
+            ..SpanFetches::default()
+        };
         let mut last_chart: Option<u32> = None;
         let mut ord = 0u64;
         while let Some(row) = rows.next()? {
@@ -253,8 +352,11 @@ impl Store {
                 ord = 0;
             }
             ord += 1;
+            out.count += 1;
+            out.first = out.first.min(num);
+            out.last = out.last.max(num);
             if charts.is_none_or(|c| c.contains(&chart)) {
-                out.insert(
+                out.wanted.insert(
                     num,
                     ChartFetch {
                         chart,
