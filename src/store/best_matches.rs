@@ -17,14 +17,25 @@
 //!   rest beats on both `f` and `D`. Every other match of the rest ranks at or below
 //!   one of them, whatever the averages become.
 //!
-//! A search for one word then ranks, with FTS5's own bm25, the kept matches, the
-//! frontier, the videos added since (`num` above `best_matches_state.built_through`)
-//! and the videos whose text changed since (`best_matches_changed`, kept by triggers
-//! on `videos`). If the `limit`-th best of those (in the region, if one is asked for)
-//! ranks strictly above every frontier video, no other video can be among the first
-//! `limit`: the answer is exactly the full ranking's, ties broken by `num` as FTS5's
-//! own order breaks them. Otherwise (a frontier video changed, too few kept matches in
-//! the region, a tie at the edge) the search ranks every match, as before.
+//! A search for one word then ranks the kept matches, the frontier, the videos added
+//! since (`num` above `best_matches_state.built_through`) and the videos whose text
+//! changed since (`best_matches_changed`, kept by triggers on `videos`). If the
+//! `limit`-th best of those (in the region, if one is asked for) ranks strictly above
+//! every frontier video as built, no other video can be among the first `limit`: the
+//! answer is exactly the full ranking's, ties broken by `num` as FTS5's own order
+//! breaks them. Otherwise (too few kept matches in the region, a tie at the edge) the
+//! search ranks every match, as before.
+//!
+//! Since step 17 every listed match keeps its `f` and `D` (`occurrences`, `tokens`),
+//! and the ranking is computed here ([`outside`]), with no walk of the word's matches:
+//! bm25 of a word alone is the word's rarity (a positive factor, the same for every
+//! video, that FTS5 gets by counting the word's matches) times [`share`] of `f`, `D`
+//! and the average length, which FTS5's averages record holds. [`share`] is FTS5's
+//! expression operation for operation, so the shares are FTS5's to the bit, and their
+//! order is bm25's, except where the product by the rarity could round two shares
+//! into one bm25: shares that close, or too many videos added or changed since to
+//! look up one by one, send the search to ranking the candidates with FTS5's own bm25
+//! ([`best_in`]), which needs no such care.
 //!
 //! The lists are derived from the index alone: the step can be killed at any moment
 //! (it is one transaction) and rebuilt at will ([`rebuild`]).
@@ -256,7 +267,8 @@ pub(crate) fn compute(conn: &Connection, common: i64, keep: usize) -> rusqlite::
             // against the frontier when searching.
             scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.3.cmp(&b.3)));
             let rest = scored.split_off(scored.len().min(keep));
-            let row = |frontier: bool, s: &Match| (term.clone(), frontier, s.3, s.1 as i64, s.2 as i64);
+            let row =
+                |frontier: bool, s: &Match| (term.clone(), frontier, s.3, s.1 as i64, s.2 as i64);
             out.extend(scored.iter().map(|s| row(false, s)));
             out.extend(frontier(rest).iter().map(|s| row(true, s)));
             bar.inc(1);
@@ -292,7 +304,13 @@ impl Lists {
         })?;
         for (term, frontier, video, occurrences, tokens) in &self.rows {
             if counts {
-                insert.execute(params![term, i64::from(*frontier), video, occurrences, tokens])?;
+                insert.execute(params![
+                    term,
+                    i64::from(*frontier),
+                    video,
+                    occurrences,
+                    tokens
+                ])?;
             } else {
                 insert.execute(params![term, i64::from(*frontier), video])?;
             }
@@ -450,9 +468,14 @@ pub(crate) enum Outside {
     Unsure,
 }
 
-/// New and changed videos above this many, [`outside`] leaves to FTS5: looking each
-/// one's occurrences up would cost more than FTS5's walk of the word's matches.
+/// Videos added since the lists were built that match the word, above this many,
+/// [`outside`] leaves to FTS5: counting each one's occurrences (about 13 us each on a
+/// year's file) would cost as much as FTS5's walk of the word's matches.
 pub(crate) const FRESH_MOST: usize = 2_000;
+
+/// Videos changed since the lists were built, above this many, [`outside`] leaves to
+/// FTS5: each is looked up on its own (about 80 us on a year's file).
+pub(crate) const CHANGED_MOST: usize = 250;
 
 /// FTS5's average length of a video in tokens, as bm25 computes it: the tokens of
 /// every column over the rows, from the averages record (`videos_fts_data` id 1: a
@@ -556,7 +579,7 @@ pub(crate) fn outside(
         .prepare_cached("SELECT DISTINCT video FROM best_matches_changed")?
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
-    if changed.len() > FRESH_MOST {
+    if changed.len() > CHANGED_MOST {
         return Ok(Outside::Unsure);
     }
     // The candidates: the listed videos as built, unless their text changed since,

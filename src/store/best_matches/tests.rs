@@ -465,7 +465,11 @@ fn bm25_computed_outside_fts5_is_fts5s_to_the_last_bit() {
             .unwrap();
         assert!(!stored.is_empty(), "{word}");
         for (video, occurrences, tokens) in stored {
-            assert_eq!(counts.get(&video), Some(&(occurrences, tokens)), "{word} {video}");
+            assert_eq!(
+                counts.get(&video),
+                Some(&(occurrences, tokens)),
+                "{word} {video}"
+            );
         }
         let mut stmt = store
             .conn
@@ -480,7 +484,11 @@ fn bm25_computed_outside_fts5_is_fts5s_to_the_last_bit() {
             let bm25: f64 = row.get(1).unwrap();
             let (occurrences, tokens) = counts[&num];
             let here = -1.0 * (0.0 + idf * share(occurrences as f64, tokens as f64, avgdl));
-            assert_eq!(here.to_bits(), bm25.to_bits(), "{word} in {num}: {here} {bm25}");
+            assert_eq!(
+                here.to_bits(),
+                bm25.to_bits(),
+                "{word} in {num}: {here} {bm25}"
+            );
             compared += 1;
         }
     }
@@ -525,9 +533,7 @@ fn the_lists_rank_outside_fts5_what_ranking_every_match_shows() {
         .unwrap();
     let fronts: Vec<i64> = store
         .conn
-        .prepare(
-            "SELECT min(video) FROM best_matches WHERE frontier = 1 GROUP BY term",
-        )
+        .prepare("SELECT min(video) FROM best_matches WHERE frontier = 1 GROUP BY term")
         .unwrap()
         .query_map([], |r| r.get(0))
         .unwrap()
@@ -563,8 +569,25 @@ fn the_lists_rank_outside_fts5_what_ranking_every_match_shows() {
         "a changed frontier video no longer stops the lists"
     );
 
-    // More new videos than are looked up one by one: FTS5 ranks the candidates.
-    fill(&store, &mut rng, "r4", 7_000, FRESH_MOST + 100, 20_000);
+    // More changed videos than are looked up one by one: FTS5 ranks the candidates.
+    store
+        .conn
+        .execute(
+            "UPDATE videos SET title = title || ' omega'
+             WHERE num IN (SELECT num FROM videos ORDER BY num LIMIT ?1)",
+            [CHANGED_MOST as i64 + 1],
+        )
+        .unwrap();
+    assert_eq!(
+        outside(&store.conn, "alpha", None, 20).unwrap(),
+        Outside::Unsure
+    );
+    assert_same_as_every_match(&store);
+    rebuild(&store.conn, 40, 25).unwrap();
+    assert!(proved_outside(&store) > 60);
+
+    // More new videos than are counted one by one: the same.
+    fill(&store, &mut rng, "r4", 7_000, FRESH_MOST * 3 / 2, 20_000);
     assert_eq!(
         outside(&store.conn, "alpha", None, 20).unwrap(),
         Outside::Unsure
@@ -621,7 +644,10 @@ fn step_17_stores_the_counts_of_a_version_16_files_lists() {
         // A change after the build, which the upgrade's build reads.
         store
             .conn
-            .execute("UPDATE videos SET title = 'zeta zeta zeta' WHERE num = 7", [])
+            .execute(
+                "UPDATE videos SET title = 'zeta zeta zeta' WHERE num = 7",
+                [],
+            )
             .unwrap();
     }
     let store = Store::open_with(&path, FILE).unwrap();
