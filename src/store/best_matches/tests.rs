@@ -483,7 +483,8 @@ fn bm25_computed_outside_fts5_is_fts5s_to_the_last_bit() {
             let num: i64 = row.get(0).unwrap();
             let bm25: f64 = row.get(1).unwrap();
             let (occurrences, tokens) = counts[&num];
-            let here = -1.0 * (0.0 + idf * share(occurrences as f64, tokens as f64, avgdl));
+            // FTS5: score = 0.0 + idf * share; returns -1.0 * score (negation is exact).
+            let here = -(0.0 + idf * share(occurrences as f64, tokens as f64, avgdl));
             assert_eq!(
                 here.to_bits(),
                 bm25.to_bits(),
