@@ -460,11 +460,11 @@ pub(crate) fn best(
 pub(crate) enum Outside {
     /// The answer, exactly the full ranking's.
     Proved(Vec<i64>),
-    /// The word has no lists (or the file none with counts): rank every match.
+    /// The word has no lists: rank every match.
     NotListed,
     /// The lists could not prove it here (too many new or changed videos, a tie
-    /// at the edge, scores too close to order without FTS5's own arithmetic):
-    /// ask FTS5 to rank the candidates.
+    /// at the edge, scores too close to order without FTS5's own arithmetic, lists
+    /// without counts): ask FTS5 to rank the candidates.
     Unsure,
 }
 
@@ -545,7 +545,8 @@ pub(crate) fn outside(
     limit: u32,
 ) -> rusqlite::Result<Outside> {
     if !has_counts(conn)? {
-        return Ok(Outside::NotListed);
+        // A file read without being upgraded may have step 16's lists: FTS5 ranks them.
+        return Ok(Outside::Unsure);
     }
     let Some(built_through) = conn
         .prepare_cached("SELECT built_through FROM best_matches_state")?

@@ -688,3 +688,23 @@ fn step_17_stores_the_counts_of_a_version_16_files_lists() {
     }
     assert!(store.integrity_check().unwrap());
 }
+
+/// A file of version 16 read as it is (a read-only open does not upgrade it): its lists
+/// have no counts, and FTS5 ranks them as step 16 did.
+#[test]
+fn lists_without_counts_are_still_ranked_by_fts5() {
+    let (_dir, path) = temp_db();
+    let store = Store::open_with(&path, steps_before(&COUNTS)).unwrap();
+    let mut rng = StdRng::seed_from_u64(16);
+    fill(&store, &mut rng, "r1", 1_000, 600, 0);
+    compute(&store.conn, 40, 25)
+        .unwrap()
+        .write_as(&store.conn, false)
+        .unwrap();
+    assert_eq!(
+        outside(&store.conn, "alpha", None, 20).unwrap(),
+        Outside::Unsure
+    );
+    assert!(best(&store.conn, "alpha", None, 20).unwrap().is_some());
+    assert!(assert_same_as_every_match(&store) > 40);
+}
