@@ -132,6 +132,11 @@ CREATE TABLE best_matches (
     tokens      INTEGER NOT NULL,
     PRIMARY KEY (term, frontier, video)
 ) STRICT, WITHOUT ROWID;
+
+-- The highest video num when the lists were last built in full: `prune` appends the
+-- videos added since to the kept matches (moving built_through), and rebuilds in full
+-- when those and the changes are many.
+ALTER TABLE best_matches_state ADD COLUMN rebuilt_through INTEGER;
 ";
 
 /// Step 16's data: the lists as step 16 shipped them (no counts: its table has no
@@ -316,8 +321,15 @@ impl Lists {
             }
         }
         conn.execute(
-            "INSERT INTO best_matches_state (one, built_through) VALUES (1, ?1)
-             ON CONFLICT (one) DO UPDATE SET built_through = excluded.built_through",
+            if counts {
+                "INSERT INTO best_matches_state (one, built_through, rebuilt_through)
+                 VALUES (1, ?1, ?1)
+                 ON CONFLICT (one) DO UPDATE SET built_through = excluded.built_through,
+                                                 rebuilt_through = excluded.rebuilt_through"
+            } else {
+                "INSERT INTO best_matches_state (one, built_through) VALUES (1, ?1)
+                 ON CONFLICT (one) DO UPDATE SET built_through = excluded.built_through"
+            },
             [self.built_through],
         )?;
         conn.execute(
@@ -347,20 +359,76 @@ fn has_counts(conn: &Connection) -> rusqlite::Result<bool> {
     .query_row([], |r| r.get(0))
 }
 
-/// How stale the lists are: the videos added since they were built and the changes
-/// since; `None` on a file without them.
+/// How stale the lists are: the videos added since they were built in full (whether
+/// appended since or not) and the changes since; `None` on a file without them.
 pub(crate) fn staleness(conn: &Connection) -> rusqlite::Result<Option<i64>> {
     if !has_lists(conn)? {
         return Ok(None);
     }
+    let through = if has_counts(conn)? {
+        "ifnull(rebuilt_through, built_through)"
+    } else {
+        "built_through"
+    };
     conn.query_row(
-        "SELECT (SELECT count(*) FROM videos
-                 WHERE num > ifnull((SELECT built_through FROM best_matches_state), 0))
-                + (SELECT count(*) FROM best_matches_changed)",
+        &format!(
+            "SELECT (SELECT count(*) FROM videos
+                     WHERE num > ifnull((SELECT {through} FROM best_matches_state), 0))
+                    + (SELECT count(*) FROM best_matches_changed)"
+        ),
         [],
         |r| r.get(0),
     )
     .map(Some)
+}
+
+/// The kept matches of the videos added since the lists were built, to append: every
+/// listed word's matches above `built_through`, with their counts, read as a search
+/// reads them. Returns the rows, the highest num read, and the `built_through` they
+/// follow; `None` when there is nothing to append.
+type Appended = (Vec<(String, i64, i64, i64)>, i64, i64);
+
+fn to_append(conn: &Connection) -> rusqlite::Result<Option<Appended>> {
+    if !has_counts(conn)? {
+        return Ok(None);
+    }
+    let Some((built_through, newest)) = conn
+        .query_row(
+            "SELECT built_through, (SELECT ifnull(max(num), 0) FROM videos)
+             FROM best_matches_state",
+            [],
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+        )
+        .optional()?
+    else {
+        return Ok(None);
+    };
+    if newest <= built_through {
+        return Ok(None);
+    }
+    let terms: Vec<String> = conn
+        .prepare("SELECT DISTINCT term FROM best_matches")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut rows = Vec::new();
+    let mut stmt = conn.prepare(super::sql::BEST_MATCHES_FRESH_AFTER)?;
+    for term in terms {
+        let mut found = stmt.query(params![term, built_through, i64::MAX])?;
+        while let Some(row) = found.next()? {
+            let video: i64 = row.get(0)?;
+            if video > newest {
+                continue;
+            }
+            let mut per_column = [0i64; COLUMNS];
+            for (i, n) in per_column.iter_mut().enumerate() {
+                *n = row.get(i + 1)?;
+            }
+            let sizes: Option<Vec<u8>> = row.get(COLUMNS + 1)?;
+            let tokens = sizes.as_deref().map_or(0, doc_length) as i64;
+            rows.push((term.clone(), video, weighted(per_column), tokens));
+        }
+    }
+    Ok(Some((rows, newest, built_through)))
 }
 
 /// Lists older than this many new or changed videos are rebuilt by `prune`: below it,
@@ -400,6 +468,57 @@ impl Store {
         })()
         .map_err(self.err(context))?;
         Ok(true)
+    }
+
+    /// Appends the videos added since the lists were built to every listed word's kept
+    /// matches, with their counts, so that a search need not count them: a second or
+    /// two for a day of a year's file, where a rebuild takes half a minute. The lists
+    /// grow by the new matches; [`staleness`] still counts them, so a rebuild in full
+    /// comes when they are many. Read in a read transaction; only the insert takes the
+    /// write lock. Returns how many rows it appended.
+    pub(crate) fn append_best_matches(&self) -> Result<usize, StoreError> {
+        let context = "adding the new videos to the best matches of the common words";
+        let found = (|| {
+            let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred)?;
+            let found = to_append(&tx)?;
+            tx.commit()?;
+            Ok(found)
+        })()
+        .map_err(self.err(context))?;
+        let Some((rows, newest, built_through)) = found else {
+            return Ok(0);
+        };
+        (|| {
+            let tx = self.write_tx()?;
+            // Another writer may have rebuilt or appended meanwhile: then these rows
+            // are not the ones that follow its lists.
+            let now: Option<i64> = tx
+                .query_row("SELECT built_through FROM best_matches_state", [], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            if now != Some(built_through) {
+                return Ok(0);
+            }
+            {
+                let mut insert = tx.prepare(
+                    "INSERT OR IGNORE INTO best_matches
+                         (term, frontier, video, occurrences, tokens)
+                     VALUES (?1, 0, ?2, ?3, ?4)",
+                )?;
+                for (term, video, occurrences, tokens) in &rows {
+                    insert.execute(params![term, video, occurrences, tokens])?;
+                }
+            }
+            tx.execute(
+                "UPDATE best_matches_state SET built_through = ?1,
+                     rebuilt_through = ifnull(rebuilt_through, ?2)",
+                params![newest, built_through],
+            )?;
+            tx.commit()?;
+            Ok(rows.len())
+        })()
+        .map_err(self.err(context))
     }
 }
 

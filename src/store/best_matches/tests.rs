@@ -663,6 +663,13 @@ fn step_17_stores_the_counts_of_a_version_16_files_lists() {
         )
         .unwrap();
     assert_eq!((through, changed), (COMMON + 50, 0));
+    let rebuilt: i64 = store
+        .conn
+        .query_row("SELECT rebuilt_through FROM best_matches_state", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(rebuilt, COMMON + 50);
     let counts = fresh_counts(&store, "zeta");
     let stored: Vec<(i64, i64, i64)> = store
         .conn
@@ -707,4 +714,101 @@ fn lists_without_counts_are_still_ranked_by_fts5() {
     );
     assert!(best(&store.conn, "alpha", None, 20).unwrap().is_some());
     assert!(assert_same_as_every_match(&store) > 40);
+}
+
+/// `prune` between rebuilds appends the new videos to the lists with their counts, so
+/// that however many were added a search counts none of them; the rows appended are a
+/// search's own counts, a rebuild in full still comes when they are many, and every
+/// answer is the full ranking's.
+#[test]
+fn new_videos_appended_to_the_lists_keep_searches_outside_fts5() {
+    let (_dir, path) = temp_db();
+    let store = open(&path).unwrap();
+    let mut rng = StdRng::seed_from_u64(1717);
+    fill(&store, &mut rng, "r1", 1_000, 1_000, 0);
+    rebuild(&store.conn, 40, 25).unwrap();
+    assert_eq!(store.append_best_matches().unwrap(), 0, "nothing new");
+    fill(&store, &mut rng, "r2", 2_000, FRESH_MOST * 3 / 2, 10_000);
+    assert_eq!(
+        outside(&store.conn, "alpha", None, 20).unwrap(),
+        Outside::Unsure,
+        "too many new videos to count at search time"
+    );
+    // A new video changed before the append: appended, and still looked up.
+    store
+        .conn
+        .execute(
+            "UPDATE videos SET title = 'alpha alpha alpha' WHERE num = (SELECT max(num) FROM videos)",
+            [],
+        )
+        .unwrap();
+    let appended = store.append_best_matches().unwrap();
+    assert!(appended > FRESH_MOST, "{appended}");
+    let counts = fresh_counts(&store, "alpha");
+    let newest: i64 = store
+        .conn
+        .query_row("SELECT max(num) FROM videos", [], |r| r.get(0))
+        .unwrap();
+    let (through, rebuilt): (i64, i64) = store
+        .conn
+        .query_row(
+            "SELECT built_through, rebuilt_through FROM best_matches_state",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((through, rebuilt), (newest, 1_000));
+    let stored: Vec<(i64, i64, i64)> = store
+        .conn
+        .prepare(
+            "SELECT video, occurrences, tokens FROM best_matches
+             WHERE term = 'alpha' AND video > 1000",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert_eq!(
+        stored.len(),
+        counts.keys().filter(|&&v| v > 1_000).count(),
+        "every new match of alpha"
+    );
+    for (video, occurrences, tokens) in stored {
+        assert_eq!(counts.get(&video), Some(&(occurrences, tokens)), "{video}");
+    }
+    assert!(matches!(
+        outside(&store.conn, "alpha", None, 20).unwrap(),
+        Outside::Proved(_)
+    ));
+    assert!(proved_outside(&store) > 60);
+    assert_same_as_every_match(&store);
+    // Still stale by the videos added since the full rebuild: prune's rule rebuilds.
+    assert_eq!(
+        staleness(&store.conn).unwrap(),
+        Some(FRESH_MOST as i64 * 3 / 2 + 1)
+    );
+    assert!(store.refresh_best_matches(1, 40, 25).unwrap());
+    let rebuilt: i64 = store
+        .conn
+        .query_row("SELECT rebuilt_through FROM best_matches_state", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(rebuilt, newest);
+    assert!(proved_outside(&store) > 60);
+
+    // `prune` appends what a rebuild would not yet redo.
+    fill(&store, &mut rng, "r3", 9_000, 100, 20_000);
+    store.prune(0, false, false).unwrap();
+    let (through, rebuilt): (i64, i64) = store
+        .conn
+        .query_row(
+            "SELECT built_through, rebuilt_through FROM best_matches_state",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((through, rebuilt), (newest + 100, newest));
+    assert_same_as_every_match(&store);
 }
