@@ -382,12 +382,13 @@ pub(crate) fn staleness(conn: &Connection) -> rusqlite::Result<Option<i64>> {
     .map(Some)
 }
 
-/// The kept matches of the videos added since the lists were built, to append: every
-/// listed word's matches above `built_through`, with their counts, read as a search
-/// reads them. Returns the rows, the highest num read, and the `built_through` they
-/// follow; `None` when there is nothing to append.
+/// Rows to append, (term, video, occurrences, tokens); the highest num read; the
+/// `built_through` they follow.
 type Appended = (Vec<(String, i64, i64, i64)>, i64, i64);
 
+/// The kept matches of the videos added since the lists were built, to append: every
+/// listed word's matches above `built_through`, with their counts, read as a search
+/// reads them. `None` when there is nothing to append.
 fn to_append(conn: &Connection) -> rusqlite::Result<Option<Appended>> {
     if !has_counts(conn)? {
         return Ok(None);
