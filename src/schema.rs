@@ -56,6 +56,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     crate::quota::schema::UPSTREAM_SPENT,
     crate::quota::schema::CALL_LOG,
     crate::store::best_matches::STEP,
+    crate::store::best_matches::COUNTS,
 ];
 
 /// The highest schema version this build knows: what the store brings the file to.

@@ -176,7 +176,9 @@ impl Store {
         bar.finish();
         if !interrupted {
             use super::best_matches::{COMMON, KEEP, STALE};
-            self.refresh_best_matches(STALE, COMMON, KEEP)?;
+            if !self.refresh_best_matches(STALE, COMMON, KEEP)? {
+                self.append_best_matches()?;
+            }
         }
         let bytes_freed = self.bytes_freed(&before, vacuum && !interrupted)?;
         Ok(PruneReport {

@@ -94,6 +94,56 @@ FROM videos_fts
 WHERE videos_fts MATCH ?1
   AND (+rowid IN (SELECT value FROM json_each(?2)) OR +rowid > ?4)";
 
+/// A common word's kept best matches and frontier (schema 17) with what bm25 knows of
+/// each: weighted occurrences and length in tokens.
+pub(crate) const BEST_MATCHES_COUNTS_OF: &str = "
+SELECT frontier, video, occurrences, tokens FROM best_matches WHERE term = ?1";
+
+/// FTS5's averages record: the rows of the index and their tokens per column.
+pub(crate) const FTS_AVERAGES: &str = "
+SELECT block FROM videos_fts_data WHERE id = 1";
+
+/// The matches of ?1 above num ?2 (the videos added since the lists were built) with
+/// their occurrences per column and their lengths, for bm25 outside FTS5. FTS5 seeks
+/// to ?2 and computes no bm25 (which would count every match of the word first).
+/// highlight() adds one byte, char(1), per occurrence: its length less the text's is
+/// the count.
+pub(crate) const BEST_MATCHES_FRESH_AFTER: &str = "
+SELECT rowid,
+       ifnull(length(CAST(highlight(videos_fts, 0, char(1), '') AS BLOB))
+              - length(CAST(title AS BLOB)), 0),
+       ifnull(length(CAST(highlight(videos_fts, 1, char(1), '') AS BLOB))
+              - length(CAST(description AS BLOB)), 0),
+       ifnull(length(CAST(highlight(videos_fts, 2, char(1), '') AS BLOB))
+              - length(CAST(tags_text AS BLOB)), 0),
+       ifnull(length(CAST(highlight(videos_fts, 3, char(1), '') AS BLOB))
+              - length(CAST(channel_title AS BLOB)), 0),
+       (SELECT d.sz FROM videos_fts_docsize AS d WHERE d.id = videos_fts.rowid)
+FROM videos_fts
+WHERE videos_fts MATCH ?1 AND rowid > ?2
+LIMIT ?3";
+
+/// [`BEST_MATCHES_FRESH_AFTER`] for one video, num ?2 (one whose text changed).
+pub(crate) const BEST_MATCHES_FRESH_ONE: &str = "
+SELECT rowid,
+       ifnull(length(CAST(highlight(videos_fts, 0, char(1), '') AS BLOB))
+              - length(CAST(title AS BLOB)), 0),
+       ifnull(length(CAST(highlight(videos_fts, 1, char(1), '') AS BLOB))
+              - length(CAST(description AS BLOB)), 0),
+       ifnull(length(CAST(highlight(videos_fts, 2, char(1), '') AS BLOB))
+              - length(CAST(tags_text AS BLOB)), 0),
+       ifnull(length(CAST(highlight(videos_fts, 3, char(1), '') AS BLOB))
+              - length(CAST(channel_title AS BLOB)), 0),
+       (SELECT d.sz FROM videos_fts_docsize AS d WHERE d.id = videos_fts.rowid)
+FROM videos_fts
+WHERE videos_fts MATCH ?1 AND rowid = ?2";
+
+/// Whether video ?1 was seen in region ?2 (a code).
+pub(crate) const VIDEO_IN_REGION: &str = "
+SELECT EXISTS (SELECT 1 FROM video_regions AS vr
+               WHERE vr.video = ?1
+                 AND vr.region = (SELECT num FROM regions WHERE code = ?2))";
+
 /// How many matches a query has, counted up to `?2` (cheap: no ranking).
 pub(crate) const SEARCH_MATCHES_UP_TO: &str = "
 SELECT count(*) FROM (SELECT 1 FROM videos_fts WHERE videos_fts MATCH ?1 LIMIT ?2)";
@@ -207,6 +257,11 @@ pub(crate) const ALL: &[(&str, &str)] = &[
     ("search rank, few matches", SEARCH_RANK_FEW),
     ("search matches", SEARCH_MATCHES_UP_TO),
     ("search hit", SEARCH_HIT),
+    ("best matches with counts", BEST_MATCHES_COUNTS_OF),
+    ("fts averages", FTS_AVERAGES),
+    ("best matches, fresh videos", BEST_MATCHES_FRESH_AFTER),
+    ("best matches, a changed video", BEST_MATCHES_FRESH_ONE),
+    ("video in region", VIDEO_IN_REGION),
     ("region lists", REGION_LISTS),
     ("export region", EXPORT_REGION),
     ("export list counts", EXPORT_LIST_COUNTS),

@@ -35,6 +35,7 @@ pub(crate) const FILE: &[Migration] = &[
     super::text_ids::STEP,
     RUN_LIMITERS,
     super::best_matches::STEP,
+    super::best_matches::COUNTS,
 ];
 
 /// The version [`open`] brings a file to: as many as [`FILE`] has steps.
