@@ -482,11 +482,7 @@ fn write_history_csv<W: Write>(
     csv.write_field(shown.id(&row.video_id).as_bytes())?;
     csv.write_field(shown.text(&row.title).as_bytes())?;
     csv.write_field(shown.text(&row.channel_title).as_bytes())?;
-    csv.write_field(
-        shown
-            .text(row.category_id.as_deref().unwrap_or(""))
-            .as_bytes(),
-    )?;
+    csv.write_field(shown.text_or_empty(row.category_id.as_deref()).as_bytes())?;
     csv.write_field(&row.region)?;
     csv.write_field(row.chart.map(|c| c.to_string()).unwrap_or_default())?;
     csv.write_field(utc_time(row.first_seen))?;
@@ -523,6 +519,11 @@ impl Shown {
         cell
     }
 
+    /// [`Shown::text`] of text that may be missing: an empty cell then.
+    fn text_or_empty(self, t: Option<&str>) -> Cow<'_, str> {
+        self.text(t.unwrap_or(""))
+    }
+
     /// A video id: never quoted (its alphabet, [A-Za-z0-9_-], spells no formula that
     /// calls anything, and a quote in front of one starting with `-` would break every
     /// join with it), but made visible on a terminal.
@@ -553,11 +554,7 @@ fn write_csv<W: Write>(csv: &mut csv::Writer<W>, row: &ExportRow, shown: Shown) 
     csv.write_field(utc_date(row.fetch_started_at))?;
     csv.write_field(shown.text(&row.title).as_bytes())?;
     csv.write_field(shown.text(&row.channel_title).as_bytes())?;
-    csv.write_field(
-        shown
-            .text(row.category_id.as_deref().unwrap_or(""))
-            .as_bytes(),
-    )?;
+    csv.write_field(shown.text_or_empty(row.category_id.as_deref()).as_bytes())?;
     csv.write_field(shown.text(&utc_time_text(&row.published_at)).as_bytes())?;
     let tags = row.tags.as_ref().map(|t| t.join("|")).unwrap_or_default();
     csv.write_field(shown.text(&tags).as_bytes())?;
@@ -566,11 +563,7 @@ fn write_csv<W: Write>(csv: &mut csv::Writer<W>, row: &ExportRow, shown: Shown) 
     // The API no longer returns dislikes.
     csv.write_field("")?;
     csv.write_field(int(row.comment_count))?;
-    csv.write_field(
-        shown
-            .text(row.thumbnail_url.as_deref().unwrap_or(""))
-            .as_bytes(),
-    )?;
+    csv.write_field(shown.text_or_empty(row.thumbnail_url.as_deref()).as_bytes())?;
     csv.write_field(flag(row.comment_count.is_none()))?;
     csv.write_field(flag(row.like_count.is_none()))?;
     // A follow-up found it gone or private.
@@ -581,7 +574,7 @@ fn write_csv<W: Write>(csv: &mut csv::Writer<W>, row: &ExportRow, shown: Shown) 
     csv.write_field(utc_time(row.fetched_at))?;
     csv.write_field(
         shown
-            .text(row.category_title.as_deref().unwrap_or(""))
+            .text_or_empty(row.category_title.as_deref())
             .as_bytes(),
     )?;
     csv.write_field(int(row.duration_s))?;

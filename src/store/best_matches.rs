@@ -382,6 +382,18 @@ pub(crate) fn staleness(conn: &Connection) -> rusqlite::Result<Option<i64>> {
     .map(Some)
 }
 
+/// A row of [`super::sql::BEST_MATCHES_FRESH`]: the video, and its weighted
+/// occurrences of the word and its length in tokens.
+fn fresh_counts(row: &rusqlite::Row) -> rusqlite::Result<(i64, (i64, i64))> {
+    let mut per_column = [0i64; COLUMNS];
+    for (i, n) in per_column.iter_mut().enumerate() {
+        *n = row.get(i + 1)?;
+    }
+    let sizes: Option<Vec<u8>> = row.get(COLUMNS + 1)?;
+    let tokens = sizes.as_deref().map_or(0, doc_length) as i64;
+    Ok((row.get(0)?, (weighted(per_column), tokens)))
+}
+
 /// Rows to append, (term, video, occurrences, tokens); the highest num read; the
 /// `built_through` they follow.
 type Appended = (Vec<(String, i64, i64, i64)>, i64, i64);
@@ -412,21 +424,12 @@ fn to_append(conn: &Connection) -> rusqlite::Result<Option<Appended>> {
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     let mut rows = Vec::new();
-    let mut stmt = conn.prepare(super::sql::BEST_MATCHES_FRESH_AFTER)?;
+    let mut stmt = conn.prepare(super::sql::BEST_MATCHES_FRESH)?;
     for term in terms {
-        let mut found = stmt.query(params![term, built_through, i64::MAX])?;
+        let mut found = stmt.query(params![term, built_through, newest, i64::MAX])?;
         while let Some(row) = found.next()? {
-            let video: i64 = row.get(0)?;
-            if video > newest {
-                continue;
-            }
-            let mut per_column = [0i64; COLUMNS];
-            for (i, n) in per_column.iter_mut().enumerate() {
-                *n = row.get(i + 1)?;
-            }
-            let sizes: Option<Vec<u8>> = row.get(COLUMNS + 1)?;
-            let tokens = sizes.as_deref().map_or(0, doc_length) as i64;
-            rows.push((term.clone(), video, weighted(per_column), tokens));
+            let (video, (occurrences, tokens)) = fresh_counts(row)?;
+            rows.push((term.clone(), video, occurrences, tokens));
         }
     }
     Ok(Some((rows, newest, built_through)))
@@ -710,34 +713,30 @@ pub(crate) fn outside(
         .filter(|(video, _, _)| !changed.contains(video))
         .map(|(video, occurrences, tokens)| (video, (occurrences, tokens)))
         .collect();
-    let fresh = |row: &rusqlite::Row| -> rusqlite::Result<(i64, (i64, i64))> {
-        let mut per_column = [0i64; COLUMNS];
-        for (i, n) in per_column.iter_mut().enumerate() {
-            *n = row.get(i + 1)?;
-        }
-        let sizes: Option<Vec<u8>> = row.get(COLUMNS + 1)?;
-        let tokens = sizes.as_deref().map_or(0, doc_length) as i64;
-        Ok((row.get(0)?, (weighted(per_column), tokens)))
-    };
+    let mut stmt = conn.prepare_cached(super::sql::BEST_MATCHES_FRESH)?;
     {
-        let mut stmt = conn.prepare_cached(super::sql::BEST_MATCHES_FRESH_AFTER)?;
-        let mut rows = stmt.query(params![word, built_through, FRESH_MOST as i64 + 1])?;
+        let mut rows = stmt.query(params![
+            word,
+            built_through,
+            i64::MAX,
+            FRESH_MOST as i64 + 1
+        ])?;
         let mut added = 0;
         while let Some(row) = rows.next()? {
             added += 1;
             if added > FRESH_MOST {
                 return Ok(Outside::Unsure);
             }
-            let (video, counts) = fresh(row)?;
+            let (video, counts) = fresh_counts(row)?;
             candidates.insert(video, counts);
         }
     }
-    {
-        let mut stmt = conn.prepare_cached(super::sql::BEST_MATCHES_FRESH_ONE)?;
-        for &video in &changed {
-            if let Some((video, counts)) = stmt.query_row(params![word, video], fresh).optional()? {
-                candidates.insert(video, counts);
-            }
+    for &video in &changed {
+        let now = stmt
+            .query_row(params![word, video - 1, video, 1], fresh_counts)
+            .optional()?;
+        if let Some((video, counts)) = now {
+            candidates.insert(video, counts);
         }
     }
     // Every video outside the candidates matched the word when the lists were built,

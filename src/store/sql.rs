@@ -103,12 +103,13 @@ SELECT frontier, video, occurrences, tokens FROM best_matches WHERE term = ?1";
 pub(crate) const FTS_AVERAGES: &str = "
 SELECT block FROM videos_fts_data WHERE id = 1";
 
-/// The matches of ?1 above num ?2 (the videos added since the lists were built) with
-/// their occurrences per column and their lengths, for bm25 outside FTS5. FTS5 seeks
-/// to ?2 and computes no bm25 (which would count every match of the word first).
-/// highlight() adds one byte, char(1), per occurrence: its length less the text's is
-/// the count.
-pub(crate) const BEST_MATCHES_FRESH_AFTER: &str = "
+/// The matches of ?1 with a num above ?2 and at most ?3, at most ?4 of them, with their
+/// occurrences per column and their lengths, for bm25 outside FTS5: the videos added
+/// since the lists were built, or (?2 = ?3 - 1) one video whose text changed. FTS5
+/// seeks to ?2 and computes no bm25 (which would count every match of the word
+/// first). highlight() adds one byte, char(1), per occurrence: its length less the
+/// text's is the count.
+pub(crate) const BEST_MATCHES_FRESH: &str = "
 SELECT rowid,
        ifnull(length(CAST(highlight(videos_fts, 0, char(1), '') AS BLOB))
               - length(CAST(title AS BLOB)), 0),
@@ -120,23 +121,8 @@ SELECT rowid,
               - length(CAST(channel_title AS BLOB)), 0),
        (SELECT d.sz FROM videos_fts_docsize AS d WHERE d.id = videos_fts.rowid)
 FROM videos_fts
-WHERE videos_fts MATCH ?1 AND rowid > ?2
-LIMIT ?3";
-
-/// [`BEST_MATCHES_FRESH_AFTER`] for one video, num ?2 (one whose text changed).
-pub(crate) const BEST_MATCHES_FRESH_ONE: &str = "
-SELECT rowid,
-       ifnull(length(CAST(highlight(videos_fts, 0, char(1), '') AS BLOB))
-              - length(CAST(title AS BLOB)), 0),
-       ifnull(length(CAST(highlight(videos_fts, 1, char(1), '') AS BLOB))
-              - length(CAST(description AS BLOB)), 0),
-       ifnull(length(CAST(highlight(videos_fts, 2, char(1), '') AS BLOB))
-              - length(CAST(tags_text AS BLOB)), 0),
-       ifnull(length(CAST(highlight(videos_fts, 3, char(1), '') AS BLOB))
-              - length(CAST(channel_title AS BLOB)), 0),
-       (SELECT d.sz FROM videos_fts_docsize AS d WHERE d.id = videos_fts.rowid)
-FROM videos_fts
-WHERE videos_fts MATCH ?1 AND rowid = ?2";
+WHERE videos_fts MATCH ?1 AND rowid > ?2 AND rowid <= ?3
+LIMIT ?4";
 
 /// Whether video ?1 was seen in region ?2 (a code).
 pub(crate) const VIDEO_IN_REGION: &str = "
@@ -259,8 +245,7 @@ pub(crate) const ALL: &[(&str, &str)] = &[
     ("search hit", SEARCH_HIT),
     ("best matches with counts", BEST_MATCHES_COUNTS_OF),
     ("fts averages", FTS_AVERAGES),
-    ("best matches, fresh videos", BEST_MATCHES_FRESH_AFTER),
-    ("best matches, a changed video", BEST_MATCHES_FRESH_ONE),
+    ("best matches, fresh videos", BEST_MATCHES_FRESH),
     ("video in region", VIDEO_IN_REGION),
     ("region lists", REGION_LISTS),
     ("export region", EXPORT_REGION),

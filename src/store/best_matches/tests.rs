@@ -28,6 +28,41 @@ fn text(rng: &mut StdRng, most: usize) -> String {
     (0..n).map(|_| word(rng)).collect::<Vec<_>>().join(" ")
 }
 
+/// Stores again, in run "r2" of `region`, every `every`-th video of `first` with a
+/// title of `title` and a few random words, half of them without a description.
+fn change_some(
+    store: &Store,
+    rng: &mut StdRng,
+    first: &[VideoRecord],
+    every: usize,
+    title: &str,
+    region: &str,
+) {
+    store.begin_run("r2", RunKind::Run, 5_000).unwrap();
+    let mut changed: Vec<VideoRecord> = first.iter().step_by(every).cloned().collect();
+    for (i, v) in changed.iter_mut().enumerate() {
+        v.title = format!("{title} {}", text(rng, 2));
+        if i % 2 == 0 {
+            v.description = String::new();
+        }
+    }
+    store
+        .store_trending_page("r2", region, 1, &changed, 5_000)
+        .unwrap();
+}
+
+/// Deletes three of the kept best matches of `term`.
+fn delete_kept(store: &Store, term: &str) {
+    store
+        .conn
+        .execute(
+            "DELETE FROM videos WHERE num IN (SELECT video FROM best_matches
+                                              WHERE frontier = 0 AND term = ?1 LIMIT 3)",
+            [term],
+        )
+        .unwrap();
+}
+
 /// A video of random text; a third of them copy an earlier video's text exactly, so
 /// that bm25 ties (same occurrences, same length) are common.
 fn random_video(rng: &mut StdRng, id: usize, earlier: &[VideoRecord]) -> VideoRecord {
@@ -182,25 +217,8 @@ fn the_lists_show_exactly_what_ranking_every_match_shows_ties_and_changes_includ
         .collect::<rusqlite::Result<_>>()
         .unwrap();
     assert!(!frontier.is_empty());
-    store.begin_run("r2", RunKind::Run, 5_000).unwrap();
-    let mut changed: Vec<VideoRecord> = first.iter().step_by(37).cloned().collect();
-    for (i, v) in changed.iter_mut().enumerate() {
-        v.title = format!("alpha alpha {}", text(&mut rng, 2));
-        if i % 2 == 0 {
-            v.description = String::new();
-        }
-    }
-    store
-        .store_trending_page("r2", "US", 1, &changed, 5_000)
-        .unwrap();
-    store
-        .conn
-        .execute(
-            "DELETE FROM videos WHERE num IN (SELECT video FROM best_matches
-                                              WHERE frontier = 0 AND term = 'beta' LIMIT 3)",
-            [],
-        )
-        .unwrap();
+    change_some(&store, &mut rng, &first, 37, "alpha alpha", "US");
+    delete_kept(&store, "beta");
     fill(&store, &mut rng, "r3", 6_000, 300, 10_000);
     assert_same_as_every_match(&store);
 
@@ -358,9 +376,9 @@ fn a_refresh_rebuilds_stale_lists_and_forgets_only_the_changes_it_read() {
 fn fresh_counts(store: &Store, word: &str) -> HashMap<i64, (i64, i64)> {
     let mut stmt = store
         .conn
-        .prepare(crate::store::sql::BEST_MATCHES_FRESH_AFTER)
+        .prepare(crate::store::sql::BEST_MATCHES_FRESH)
         .unwrap();
-    let mut rows = stmt.query(params![word, 0, i64::MAX]).unwrap();
+    let mut rows = stmt.query(params![word, 0, i64::MAX, i64::MAX]).unwrap();
     let mut out = HashMap::new();
     while let Some(row) = rows.next().unwrap() {
         let per_column: [i64; COLUMNS] = std::array::from_fn(|i| row.get(i + 1).unwrap());
@@ -521,17 +539,7 @@ fn the_lists_rank_outside_fts5_what_ranking_every_match_shows() {
 
     // New videos, changed ones (a frontier video of each word among them) and deleted
     // ones: still proved, and right.
-    store.begin_run("r2", RunKind::Run, 5_000).unwrap();
-    let mut changed: Vec<VideoRecord> = first.iter().step_by(41).cloned().collect();
-    for (i, v) in changed.iter_mut().enumerate() {
-        v.title = format!("alpha {}", text(&mut rng, 2));
-        if i % 2 == 0 {
-            v.description = String::new();
-        }
-    }
-    store
-        .store_trending_page("r2", "GB", 1, &changed, 5_000)
-        .unwrap();
+    change_some(&store, &mut rng, &first, 41, "alpha", "GB");
     let fronts: Vec<i64> = store
         .conn
         .prepare("SELECT min(video) FROM best_matches WHERE frontier = 1 GROUP BY term")
@@ -550,14 +558,7 @@ fn the_lists_rank_outside_fts5_what_ranking_every_match_shows() {
             )
             .unwrap();
     }
-    store
-        .conn
-        .execute(
-            "DELETE FROM videos WHERE num IN (SELECT video FROM best_matches
-                                              WHERE frontier = 0 AND term = 'alpha' LIMIT 3)",
-            [],
-        )
-        .unwrap();
+    delete_kept(&store, "alpha");
     fill(&store, &mut rng, "r3", 6_000, 300, 10_000);
     let proved = proved_outside(&store);
     assert!(proved > 60, "proved only {proved} after changes");
