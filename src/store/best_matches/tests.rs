@@ -51,6 +51,35 @@ fn change_some(
         .unwrap();
 }
 
+/// The two numbers of `sql`'s one row.
+fn pair(store: &Store, sql: &str) -> (i64, i64) {
+    store
+        .conn
+        .query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+}
+
+/// The lists' `built_through`, and how many changes they have recorded since.
+fn built_through_and_changed(store: &Store) -> (i64, i64) {
+    pair(
+        store,
+        "SELECT built_through, (SELECT count(*) FROM best_matches_changed)
+         FROM best_matches_state",
+    )
+}
+
+/// The first column of `sql`'s rows, as numbers.
+fn nums(store: &Store, sql: &str) -> Vec<i64> {
+    store
+        .conn
+        .prepare(sql)
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+}
+
 /// Deletes three of the kept best matches of `term`.
 fn delete_kept(store: &Store, term: &str) {
     store
@@ -208,14 +237,10 @@ fn the_lists_show_exactly_what_ranking_every_match_shows_ties_and_changes_includ
     }
 
     // Text changes, kept and frontier videos among them, deletions and new videos.
-    let frontier: Vec<i64> = store
-        .conn
-        .prepare("SELECT video FROM best_matches WHERE frontier = 1 LIMIT 5")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<rusqlite::Result<_>>()
-        .unwrap();
+    let frontier: Vec<i64> = nums(
+        &store,
+        "SELECT video FROM best_matches WHERE frontier = 1 LIMIT 5",
+    );
     assert!(!frontier.is_empty());
     change_some(&store, &mut rng, &first, 37, "alpha alpha", "US");
     delete_kept(&store, "beta");
@@ -324,15 +349,7 @@ fn the_step_builds_the_lists_of_an_older_file_and_changes_nothing_else() {
         .query_row("SELECT count(*) FROM videos", [], |r| r.get(0))
         .unwrap();
     let store = Store::open_with(&path, FILE).unwrap();
-    let (through, changed): (i64, i64) = store
-        .conn
-        .query_row(
-            "SELECT built_through, (SELECT count(*) FROM best_matches_changed)
-             FROM best_matches_state",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
+    let (through, changed) = built_through_and_changed(&store);
     assert_eq!((through, changed), (videos, 0));
     assert_eq!(store.videos_count().unwrap() as i64, videos);
     // A file this small has no word in COMMON videos: every search ranks every match.
@@ -540,14 +557,10 @@ fn the_lists_rank_outside_fts5_what_ranking_every_match_shows() {
     // New videos, changed ones (a frontier video of each word among them) and deleted
     // ones: still proved, and right.
     change_some(&store, &mut rng, &first, 41, "alpha", "GB");
-    let fronts: Vec<i64> = store
-        .conn
-        .prepare("SELECT min(video) FROM best_matches WHERE frontier = 1 GROUP BY term")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<rusqlite::Result<_>>()
-        .unwrap();
+    let fronts: Vec<i64> = nums(
+        &store,
+        "SELECT min(video) FROM best_matches WHERE frontier = 1 GROUP BY term",
+    );
     assert!(fronts.len() >= 4);
     for num in &fronts {
         store
@@ -654,15 +667,7 @@ fn step_17_stores_the_counts_of_a_version_16_files_lists() {
     }
     let store = Store::open_with(&path, FILE).unwrap();
     assert!(has_counts(&store.conn).unwrap());
-    let (through, changed): (i64, i64) = store
-        .conn
-        .query_row(
-            "SELECT built_through, (SELECT count(*) FROM best_matches_changed)
-             FROM best_matches_state",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
+    let (through, changed) = built_through_and_changed(&store);
     assert_eq!((through, changed), (COMMON + 50, 0));
     let rebuilt: i64 = store
         .conn
@@ -750,14 +755,10 @@ fn new_videos_appended_to_the_lists_keep_searches_outside_fts5() {
         .conn
         .query_row("SELECT max(num) FROM videos", [], |r| r.get(0))
         .unwrap();
-    let (through, rebuilt): (i64, i64) = store
-        .conn
-        .query_row(
-            "SELECT built_through, rebuilt_through FROM best_matches_state",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
+    let (through, rebuilt) = pair(
+        &store,
+        "SELECT built_through, rebuilt_through FROM best_matches_state",
+    );
     assert_eq!((through, rebuilt), (newest, 1_000));
     let stored: Vec<(i64, i64, i64)> = store
         .conn
@@ -802,14 +803,10 @@ fn new_videos_appended_to_the_lists_keep_searches_outside_fts5() {
     // `prune` appends what a rebuild would not yet redo.
     fill(&store, &mut rng, "r3", 9_000, 100, 20_000);
     store.prune(0, false, false).unwrap();
-    let (through, rebuilt): (i64, i64) = store
-        .conn
-        .query_row(
-            "SELECT built_through, rebuilt_through FROM best_matches_state",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
+    let (through, rebuilt) = pair(
+        &store,
+        "SELECT built_through, rebuilt_through FROM best_matches_state",
+    );
     assert_eq!((through, rebuilt), (newest + 100, newest));
     assert_same_as_every_match(&store);
 }
