@@ -72,8 +72,12 @@ pub(super) async fn run_report(
     began: Instant,
 ) -> (RunReport, Micros) {
     let budget = run.meter.window().await;
-    let remaining = run.meter.remaining(budget.as_ref());
     let remaining_by_bucket = run.meter.remaining_by_bucket(budget.as_ref());
+    // The main bucket comes first.
+    let remaining = remaining_by_bucket
+        .as_ref()
+        .and_then(|left| left.first())
+        .map(|(_, left)| *left);
     let now = run.clock.now();
     let ended_at = now.to_secs().as_i64();
     let totals = run.meter.totals();

@@ -326,15 +326,6 @@ impl Meter {
         }
     }
 
-    /// What the run may still spend of the main bucket, given its `window`.
-    pub(super) fn remaining(&self, window: Option<&BudgetWindow>) -> Option<u64> {
-        window.and_then(BudgetWindow::main).map(|main| {
-            self.budget
-                .max_for(self.allowance)
-                .saturating_sub(main.used)
-        })
-    }
-
     /// What the run may still spend of each bucket, given its `window`, the main
     /// one first.
     pub(super) fn remaining_by_bucket(

@@ -234,7 +234,14 @@ async fn a_limiter_found_down_is_not_asked_again() {
         .map(|b| (b.name.as_str(), b.used, b.blocked_until_us.is_some()))
         .collect();
     assert_eq!(got, [("budget", 1, false), ("search", 0, true)]);
-    assert_eq!(up.remaining(Some(&window)), Some(89));
+    let search_max = up.budget.buckets()[1].max_for(up.allowance);
+    assert_eq!(
+        up.remaining_by_bucket(Some(&window)),
+        Some(vec![
+            ("budget".to_owned(), 89),
+            ("search".to_owned(), search_max)
+        ])
+    );
     assert_eq!(up.limiter_clock(), Some(LimiterClock::Host));
 
     let dir = tempfile::tempdir().expect("temp dir");
