@@ -159,3 +159,132 @@ offset = 7
     assert_eq!(search(&h, &["Quillwort"]).len(), 1);
     assert_budget_matches_requests(&h);
 }
+
+/// Adds `count` videos numbered from `first` whose title holds "lumen" once to three
+/// times among fillers of varied length (so that many rank alike, and ties show),
+/// placed 50 to a fetch of the US chart (one run each) a day ago, so that `prune` keeps
+/// them, every third in GB as well.
+fn add_lumen_videos(db: &std::path::Path, first: i64, count: i64) {
+    use trendsync::clock::{Clock, SystemClock};
+    let at = SystemClock.now().to_secs().as_i64() - 86_400;
+    let conn = rusqlite::Connection::open(db).expect("opening the database to fill it");
+    conn.execute_batch(&format!(
+        "BEGIN;
+         INSERT INTO runs (run_id, kind, started_at, ended_at, status, units, calls)
+         WITH RECURSIVE n(j) AS (SELECT 0 UNION ALL SELECT j + 1 FROM n
+                                 WHERE j < ({count} - 1) / 50)
+         SELECT printf('lumen-%d-%d', {first}, j), 'run', {at} + j, {at} + j, 'complete', 1, 1
+         FROM n;
+         INSERT INTO run_nums (run_id)
+         SELECT run_id FROM runs WHERE run_id LIKE 'lumen-{first}-%' ORDER BY started_at;
+         INSERT INTO fetches (run, region, search, fetched_at)
+         SELECT r.num, (SELECT num FROM regions WHERE code = 'US'), 0,
+                {at} + CAST(substr(r.run_id, length('lumen-{first}-') + 1) AS INTEGER)
+         FROM run_nums AS r WHERE r.run_id LIKE 'lumen-{first}-%';
+         INSERT INTO videos (id, title, description, channel_id, channel_title, published_at,
+                             tags, tags_text, first_seen_at, last_seen_at)
+         WITH RECURSIVE n(i) AS (SELECT {first} UNION ALL SELECT i + 1 FROM n
+                                 WHERE i < {first} + {count} - 1)
+         SELECT printf('lumen%06d', i),
+                substr('lumen lumen lumen ', 1, 6 * (i % 3 + 1))
+                  || substr('alder birch cedar dogwood elm fir ginkgo hazel ', 1, 6 * (i % 8)),
+                CASE WHEN i % 5 = 0 THEN 'a lumen in the description' ELSE 'nothing here' END,
+                'UClumen', printf('Channel %d', i % 11), '2026-01-01T00:00:00Z',
+                NULL, NULL, 1, 1
+         FROM n;
+         INSERT INTO places (fetch, rank, video, offset_s)
+         SELECT f.num, v.k % 50 + 1, v.num, 0
+         FROM (SELECT num, CAST(substr(id, 6) AS INTEGER) - {first} AS k FROM videos
+               WHERE id LIKE 'lumen%' AND CAST(substr(id, 6) AS INTEGER) >= {first}) AS v
+         JOIN (SELECT f.num, f.fetched_at - {at} AS j FROM fetches AS f
+               JOIN run_nums AS r ON r.num = f.run
+               WHERE r.run_id LIKE 'lumen-{first}-%') AS f
+           ON f.j = v.k / 50;
+         INSERT OR IGNORE INTO video_regions (video, region)
+         SELECT v.num, g.num FROM videos AS v JOIN regions AS g
+         WHERE v.id LIKE 'lumen%' AND (g.code = 'US' OR (g.code = 'GB' AND v.num % 3 = 0));
+         COMMIT;"
+    ))
+    .expect("adding videos");
+}
+
+/// The ids of the best `limit` matches of `word` by FTS5's own bm25, ranking every
+/// match (as `search` did before it kept lists), in `region` when given.
+fn ranked_by_fts5(
+    db: &std::path::Path,
+    word: &str,
+    region: Option<&str>,
+    limit: i64,
+) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db).expect("opening the database");
+    let mut stmt = conn
+        .prepare(
+            "SELECT v.id FROM videos_fts JOIN videos AS v ON v.num = videos_fts.rowid
+             WHERE videos_fts MATCH ?1
+               AND (?2 IS NULL OR EXISTS (SELECT 1 FROM video_regions AS r
+                                          JOIN regions AS g ON g.num = r.region
+                                          WHERE r.video = v.num AND g.code = ?2))
+             ORDER BY bm25(videos_fts, 10.0, 1.0, 4.0, 2.0), videos_fts.rowid
+             LIMIT ?3",
+        )
+        .expect("the ranking query");
+    stmt.query_map(rusqlite::params![word, region, limit], |r| r.get(0))
+        .expect("ranking")
+        .collect::<rusqlite::Result<_>>()
+        .expect("the ranked ids")
+}
+
+/// The lists a common word's search ranks from (kept by `prune`), through the binary:
+/// built, then with videos added and changed since, then appended to. Each time the
+/// hits are those of ranking every match with FTS5's bm25, ties in the order stored.
+#[test]
+fn a_common_words_search_from_its_lists_shows_what_ranking_every_match_shows() {
+    let h = ingested(&["US"]);
+    let db = h.db_path();
+    add_lumen_videos(&db, 1, 6_000);
+    h.bare().args(["prune", "--older-than", "36500d"]).run();
+    let listed: i64 = rusqlite::Connection::open(&db)
+        .expect("opening")
+        .query_row(
+            "SELECT count(*) FROM best_matches WHERE term = 'lumen'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("counting the lists");
+    assert!(listed > 0, "prune keeps lists for a word in 6,000 videos");
+
+    let same_as_fts5 = |when: &str| {
+        for (region, limit) in [(None, 20), (Some("GB"), 20), (None, 1), (Some("US"), 100)] {
+            let mut args = vec!["lumen".to_owned(), "--limit".to_owned(), limit.to_string()];
+            if let Some(r) = region {
+                args.extend(["--region".to_owned(), r.to_owned()]);
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let shown: Vec<String> = search(&h, &args)
+                .iter()
+                .map(|r| r["video_id"].as_str().unwrap_or_default().to_owned())
+                .collect();
+            assert_eq!(
+                shown,
+                ranked_by_fts5(&db, "lumen", region, limit),
+                "{when}: search lumen {args:?}"
+            );
+        }
+    };
+    same_as_fts5("the lists as built");
+
+    // Videos added since, and some changed: kept ones lose or gain occurrences.
+    add_lumen_videos(&db, 6_001, 300);
+    rusqlite::Connection::open(&db)
+        .expect("opening")
+        .execute_batch(
+            "UPDATE videos SET title = 'plain' WHERE id IN ('lumen000003', 'lumen000010');
+             UPDATE videos SET title = 'lumen lumen lumen lumen' WHERE id = 'lumen000400';",
+        )
+        .expect("changing videos");
+    same_as_fts5("with videos added and changed");
+
+    // prune appends the videos added since to the lists.
+    h.bare().args(["prune", "--older-than", "36500d"]).run();
+    same_as_fts5("after prune appended them");
+}
