@@ -184,7 +184,7 @@ impl EmbeddedLimiter {
         // A replay is counted at today's costs, as the window it joins.
         let charge_owned = age
             .and(self.budget.as_deref())
-            .and_then(|b| super::redis::today(b, charge))
+            .and_then(|b| recount::today(b, charge))
             .unwrap_or_else(|| charge.clone());
         let key = self.budget_key.clone();
         let clock = Arc::clone(&self.clock);

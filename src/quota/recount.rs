@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{Allowance, BUDGET_POLICY, Budget, Kind, PolicyRef};
+use super::{Allowance, BUDGET_POLICY, Budget, Charge, Kind, Part, PolicyRef};
 
 /// One entry a limiter keeps, as it was charged.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +92,39 @@ pub(crate) fn warn_changed(
         if entries == 1 { "y" } else { "ies" },
         crate::output::human::duration(budget.keep()),
     );
+}
+
+/// `charge` as `budget` charges it today: the same calls of the same method, to
+/// today's buckets and limits at today's costs; `None` when it cannot say (a charge
+/// journalled before calls were kept, or a method it no longer knows), and the
+/// charge is then sent as written.
+pub(crate) fn today(budget: &Budget, charge: &Charge) -> Option<Charge> {
+    let calls = match charge.calls {
+        // Journalled before calls were kept: its units at the cost it has today.
+        0 => {
+            let cost = budget.cost(&charge.method).ok().filter(|c| *c > 0)?;
+            charge
+                .units
+                .is_multiple_of(cost)
+                .then_some(charge.units / cost)?
+        }
+        calls => calls,
+    };
+    let max = |p: &Part| (p.policy.clone(), p.kind, p.max);
+    let maxima: Vec<_> = charge.parts.iter().map(max).collect();
+    let mut today = budget
+        .charge(&charge.id, &charge.method, calls, Allowance::Quota)
+        .ok()?;
+    // The caller's own maxima (ceiling or quota) where the policy is the same.
+    for p in &mut today.parts {
+        if let Some((_, _, m)) = maxima
+            .iter()
+            .find(|(name, kind, _)| *name == p.policy && *kind == p.kind)
+        {
+            p.max = *m;
+        }
+    }
+    Some(today)
 }
 
 /// Every policy of `budget` with the entries it holds when `logged` is charged to it

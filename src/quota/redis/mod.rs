@@ -110,7 +110,7 @@ impl LedgerStore for RedisLimiter {
         // A window counted again under today's costs holds the charge as today's
         // file charges it: in its bucket (which keeps it 25 hours at least), at
         // today's units; or, for a method no bucket charges, in the main one at 0.
-        let today = self.budget().and_then(|b| today(b, charge));
+        let today = self.budget().and_then(|b| recount::today(b, charge));
         let (set, member) = match &today {
             Some(c) => match c.parts.iter().find(|p| p.kind == Kind::Bucket) {
                 Some(p) => (self.keys.policy(p.kind, &p.policy), script::member(c, p)),
@@ -302,7 +302,9 @@ impl RedisLimiter {
         age: Option<Duration>,
     ) -> Result<Decided, LimiterError> {
         // A replay is counted at today's costs, as the window it joins.
-        let rebuilt = age.and(self.budget()).and_then(|b| today(b, charge));
+        let rebuilt = age
+            .and(self.budget())
+            .and_then(|b| recount::today(b, charge));
         let charge = rebuilt.as_ref().unwrap_or(charge);
         for _ in 0..RECOUNT_TRIES {
             // A calendar day goes as the midnights around this host's clock; the
@@ -619,39 +621,6 @@ impl RedisLimiter {
             }
         }
     }
-}
-
-/// `charge` as `budget` charges it today: the same calls of the same method, to
-/// today's buckets and limits at today's costs; `None` when it cannot say (a charge
-/// journalled before calls were kept, or a method it no longer knows), and the
-/// charge is then sent as written.
-pub(super) fn today(budget: &Budget, charge: &Charge) -> Option<Charge> {
-    let calls = match charge.calls {
-        // Journalled before calls were kept: its units at the cost it has today.
-        0 => {
-            let cost = budget.cost(&charge.method).ok().filter(|c| *c > 0)?;
-            charge
-                .units
-                .is_multiple_of(cost)
-                .then_some(charge.units / cost)?
-        }
-        calls => calls,
-    };
-    let max = |p: &Part| (p.policy.clone(), p.kind, p.max);
-    let maxima: Vec<_> = charge.parts.iter().map(max).collect();
-    let mut today = budget
-        .charge(&charge.id, &charge.method, calls, super::Allowance::Quota)
-        .ok()?;
-    // The caller's own maxima (ceiling or quota) where the policy is the same.
-    for p in &mut today.parts {
-        if let Some((_, _, m)) = maxima
-            .iter()
-            .find(|(name, kind, _)| *name == p.policy && *kind == p.kind)
-        {
-            p.max = *m;
-        }
-    }
-    Some(today)
 }
 
 /// Sleeps about `pause` (with jitter, so that many hosts do not come back at once)
