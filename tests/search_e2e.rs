@@ -242,7 +242,12 @@ fn a_common_words_search_from_its_lists_shows_what_ranking_every_match_shows() {
     let h = ingested(&["US"]);
     let db = h.db_path();
     add_lumen_videos(&db, 1, 6_000);
-    h.bare().args(["prune", "--older-than", "36500d"]).run();
+    h.bare()
+        .args(["prune", "--older-than", "36500d"])
+        .stderr(contains(
+            "rebuilt the best matches search keeps for common words",
+        ))
+        .run();
     let listed: i64 = rusqlite::Connection::open(&db)
         .expect("opening")
         .query_row(
@@ -284,7 +289,12 @@ fn a_common_words_search_from_its_lists_shows_what_ranking_every_match_shows() {
         .expect("changing videos");
     same_as_fts5("with videos added and changed");
 
-    // prune appends the videos added since to the lists.
-    h.bare().args(["prune", "--older-than", "36500d"]).run();
+    // prune appends the videos added since to the lists, and says so.
+    h.bare()
+        .args(["prune", "--older-than", "36500d"])
+        .stderr(contains(
+            "of the videos stored since the last prune to the best matches",
+        ))
+        .run();
     same_as_fts5("after prune appended them");
 }

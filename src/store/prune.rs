@@ -176,8 +176,19 @@ impl Store {
         bar.finish();
         if !interrupted {
             use super::best_matches::{COMMON, KEEP, STALE};
-            if !self.refresh_best_matches(STALE, COMMON, KEEP)? {
-                self.append_best_matches()?;
+            // Said, so that a prune that takes longer on some days says why.
+            if self.refresh_best_matches(STALE, COMMON, KEEP)? {
+                tracing::info!(
+                    "rebuilt the best matches search keeps for common words, as enough videos were added or changed since they were built"
+                );
+            } else {
+                let appended = self.append_best_matches()?;
+                if appended > 0 {
+                    tracing::info!(
+                        "added {appended} match{} of the videos stored since the last prune to the best matches search keeps for common words",
+                        if appended == 1 { "" } else { "es" }
+                    );
+                }
             }
         }
         let bytes_freed = self.bytes_freed(&before, vacuum && !interrupted)?;
