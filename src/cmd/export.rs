@@ -20,39 +20,8 @@ use crate::store::{
     ChartHistoryRow, CountRow, ExportGrain, ExportRow, ExportSpan, Store, methodology_at,
 };
 
-/// The CSV header of `--counts`.
-pub const COUNTS_COLUMNS: [&str; 7] = [
-    "video_id",
-    "at",
-    "views",
-    "likes",
-    "comment_count",
-    "source",
-    "methodology",
-];
-
-/// The CSV header of `--per video`.
-pub const HISTORY_COLUMNS: [&str; 17] = [
-    "video_id",
-    "title",
-    "channel_title",
-    "category_id",
-    "region",
-    "chart",
-    "first_seen",
-    "last_seen",
-    "days_on_chart",
-    "fetches",
-    "best_rank",
-    "best_rank_at",
-    "entries",
-    "views",
-    "likes",
-    "comment_count",
-    "methodology",
-];
-
-/// The Parquet columns of `--counts`: [`COUNTS_COLUMNS`] with their types.
+/// The columns of `--counts`: their names are the CSV header, and with their types the
+/// Parquet schema.
 pub const COUNTS_TABLE: [Column; 7] = [
     Column::required("video_id", Kind::Text),
     Column::required("at", Kind::Time),
@@ -63,7 +32,7 @@ pub const COUNTS_TABLE: [Column; 7] = [
     Column::optional("methodology", Kind::Text),
 ];
 
-/// The Parquet columns of `--per video`: [`HISTORY_COLUMNS`] with their types.
+/// The columns of `--per video`, in CSV and Parquet alike.
 pub const HISTORY_TABLE: [Column; 17] = [
     Column::required("video_id", Kind::Text),
     Column::required("title", Kind::Text),
@@ -84,6 +53,11 @@ pub const HISTORY_TABLE: [Column; 17] = [
     Column::optional("methodology", Kind::Text),
 ];
 
+/// The CSV header of a kind of export: its columns' names.
+fn header(columns: &[Column]) -> impl Iterator<Item = &'static str> + '_ {
+    columns.iter().map(|c| c.name)
+}
+
 /// What an export writes: which rows, at which grain.
 #[derive(Debug, Clone, Copy)]
 struct Selection<'a> {
@@ -97,34 +71,8 @@ struct Selection<'a> {
     counts: bool,
 }
 
-/// The CSV header: the datasets' columns, then ours.
-pub const CSV_COLUMNS: [&str; 23] = [
-    "video_id",
-    "trending_date",
-    "title",
-    "channel_title",
-    "category_id",
-    "publish_time",
-    "tags",
-    "views",
-    "likes",
-    "dislikes",
-    "comment_count",
-    "thumbnail_link",
-    "comments_disabled",
-    "ratings_disabled",
-    "video_error_or_removed",
-    "description",
-    "region",
-    "rank",
-    "fetched_at",
-    "category_title",
-    "duration_s",
-    "chart",
-    "methodology",
-];
-
-/// The Parquet columns of the chart places: [`CSV_COLUMNS`] with their types.
+/// The columns of the chart places, in CSV and Parquet alike: the datasets' columns,
+/// then ours.
 /// `publish_time` is null where the upstream's text is not a time.
 pub const PLACES_TABLE: [Column; 23] = [
     Column::required("video_id", Kind::Text),
@@ -314,19 +262,19 @@ fn write_rows<W: Write + Send>(
         ExportFormat::Csv => {
             let mut csv = csv::Writer::from_writer(out);
             if span.counts {
-                csv.write_record(COUNTS_COLUMNS)?;
+                csv.write_record(header(&COUNTS_TABLE))?;
                 counts(&mut |row| {
                     go_on()?;
                     Ok(write_count_csv(&mut csv, row)?)
                 })?;
             } else if let Some(grain) = span.grain {
-                csv.write_record(CSV_COLUMNS)?;
+                csv.write_record(header(&PLACES_TABLE))?;
                 places(grain, &mut |row| {
                     go_on()?;
                     Ok(write_csv(&mut csv, row, shown)?)
                 })?;
             } else {
-                csv.write_record(HISTORY_COLUMNS)?;
+                csv.write_record(header(&HISTORY_TABLE))?;
                 history(&mut |row| {
                     go_on()?;
                     Ok(write_history_csv(&mut csv, row, shown)?)

@@ -1,9 +1,68 @@
 //! Unit tests of `cmd/export.rs`.
 
-use super::{
-    COUNTS_COLUMNS, COUNTS_TABLE, CSV_COLUMNS, Column, HISTORY_COLUMNS, HISTORY_TABLE,
-    PLACES_TABLE, inert_cell,
-};
+use super::{COUNTS_TABLE, Column, HISTORY_TABLE, PLACES_TABLE, inert_cell};
+
+// The CSV headers as the documentation gives them: the Parquet schemas, whose names
+// write the headers, must list these, in this order.
+
+/// The CSV header: the datasets' columns, then ours.
+const CSV_COLUMNS: [&str; 23] = [
+    "video_id",
+    "trending_date",
+    "title",
+    "channel_title",
+    "category_id",
+    "publish_time",
+    "tags",
+    "views",
+    "likes",
+    "dislikes",
+    "comment_count",
+    "thumbnail_link",
+    "comments_disabled",
+    "ratings_disabled",
+    "video_error_or_removed",
+    "description",
+    "region",
+    "rank",
+    "fetched_at",
+    "category_title",
+    "duration_s",
+    "chart",
+    "methodology",
+];
+
+/// The CSV header of `--per video`.
+const HISTORY_COLUMNS: [&str; 17] = [
+    "video_id",
+    "title",
+    "channel_title",
+    "category_id",
+    "region",
+    "chart",
+    "first_seen",
+    "last_seen",
+    "days_on_chart",
+    "fetches",
+    "best_rank",
+    "best_rank_at",
+    "entries",
+    "views",
+    "likes",
+    "comment_count",
+    "methodology",
+];
+
+/// The CSV header of `--counts`.
+const COUNTS_COLUMNS: [&str; 7] = [
+    "video_id",
+    "at",
+    "views",
+    "likes",
+    "comment_count",
+    "source",
+    "methodology",
+];
 
 #[test]
 fn cells_a_spreadsheet_would_run_are_quoted() {
