@@ -184,13 +184,6 @@ fn doc_length(blob: &[u8]) -> u64 {
     total
 }
 
-/// bm25's share of one word in a video, without the word's rarity (the same factor
-/// for every video): what orders the matches of a word alone.
-fn weight(f: f64, d: f64, avgdl: f64) -> f64 {
-    let (k1, b) = (1.2, 0.75);
-    f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * d / avgdl))
-}
-
 /// The lists as computed from the index, to be written by [`Lists::write`].
 pub(crate) struct Lists {
     /// The highest video num the index held.
@@ -265,7 +258,7 @@ pub(crate) fn compute(conn: &Connection, common: i64, keep: usize) -> rusqlite::
                 .into_iter()
                 .map(|(doc, f)| {
                     let d = lengths.get(&doc).copied().unwrap_or(0);
-                    (weight(f, d as f64, avgdl), f, d, doc)
+                    (share(f, d as f64, avgdl), f, d, doc)
                 })
                 .collect();
             // Best first; the order only picks which to keep: correctness is checked
