@@ -29,19 +29,12 @@ fn run_broken(t: Trendsync, how: Broken) -> i32 {
     let status = match how {
         Broken::Closed => {
             // The shell closes both and execs the program, as a crontab line would.
-            let cmd = &t.cmd;
-            let mut sh = Command::new("sh");
-            sh.arg("-c").arg("exec \"$@\" >&- 2>&-").arg("sh");
-            sh.arg(cmd.get_program()).args(cmd.get_args());
-            for (k, v) in cmd.get_envs() {
-                match v {
-                    Some(v) => sh.env(k, v),
-                    None => sh.env_remove(k),
-                };
-            }
-            if let Some(dir) = cmd.get_current_dir() {
-                sh.current_dir(dir);
-            }
+            let mut sh = t
+                .within(
+                    std::path::Path::new("sh"),
+                    &["-c", "exec \"$@\" >&- 2>&-", "sh"],
+                )
+                .cmd;
             sh.stdin(Stdio::null()).status().expect("running sh")
         }
         Broken::Full => {

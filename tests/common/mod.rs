@@ -114,19 +114,25 @@ impl Trendsync {
         }
         let mut script = std::process::Command::new("script");
         script.args(["-qec", &line, "/dev/null"]);
-        for (k, v) in cmd.get_envs() {
-            match v {
-                Some(v) => script.env(k, v),
-                None => script.env_remove(k),
-            };
-        }
-        if let Some(dir) = cmd.get_current_dir() {
-            script.current_dir(dir);
-        }
-        script
+        self.wrapping(script)
             .stdin(std::process::Stdio::null())
             .output()
             .expect("running script")
+    }
+
+    /// `wrapper`, a program that runs this command as it is given (`script`, `sh -c
+    /// 'exec "$@"'`), with this command's environment and working directory.
+    pub fn wrapping(&self, mut wrapper: std::process::Command) -> std::process::Command {
+        for (k, v) in self.cmd.get_envs() {
+            match v {
+                Some(v) => wrapper.env(k, v),
+                None => wrapper.env_remove(k),
+            };
+        }
+        if let Some(dir) = self.cmd.get_current_dir() {
+            wrapper.current_dir(dir);
+        }
+        wrapper
     }
 
     pub fn args<I, S>(mut self, args: I) -> Self
@@ -232,16 +238,7 @@ impl Trendsync {
             .args(args)
             .arg(self.cmd.get_program())
             .args(self.cmd.get_args());
-        if let Some(dir) = self.cmd.get_current_dir() {
-            wrapped.current_dir(dir);
-        }
-        for (k, v) in self.cmd.get_envs() {
-            match v {
-                Some(v) => wrapped.env(k, v),
-                None => wrapped.env_remove(k),
-            };
-        }
-        self.cmd = wrapped;
+        self.cmd = self.wrapping(wrapped);
         self
     }
 
