@@ -438,6 +438,7 @@ fn output_files_replace_only_regular_files_and_keep_their_mode() {
 
 /// An export to a file stopped by SIGTERM leaves the old file and no temporary file;
 /// one killed by `kill -9` leaves its temporary file, which the next export removes.
+/// CSV and Parquet alike (Parquet writes its footer only at the end).
 #[test]
 fn an_export_stopped_or_killed_leaves_no_temporary_file_behind() {
     let mut h = Harness::new(None);
@@ -445,56 +446,66 @@ fn an_export_stopped_or_killed_leaves_no_temporary_file_behind() {
     h.cmd().args(["run", "--region", "US"]).run();
     fill_with_old_snapshots(&h.db_path(), 1000);
     let dir = h.scratch.path().to_path_buf();
-    let out = dir.join("out.csv");
-    std::fs::write(&out, "old\n").expect("an earlier export");
+    for format in ["csv", "parquet"] {
+        let out = dir.join(format!("out.{format}"));
+        std::fs::write(&out, "old\n").expect("an earlier export");
 
-    for (signal, code) in [("TERM", 143), ("INT", 130), ("KILL", -9)] {
-        // A killed export's stderr is not checked.
-        let export = h
-            .bare()
-            .args(["export", "--output"])
+        for (signal, code) in [("TERM", 143), ("INT", 130), ("KILL", -9)] {
+            // A killed export's stderr is not checked.
+            let export = h
+                .bare()
+                .args(["export", "--format", format, "--output"])
+                .arg(&out)
+                .expect_stderr(format!("SIG{signal}: stopping the export"))
+                .expect_stderr("export stopped;")
+                .start();
+            let started = std::time::Instant::now();
+            while temps(&dir).is_empty() {
+                assert!(
+                    started.elapsed() < std::time::Duration::from_secs(20),
+                    "the {format} export never began writing"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            let killed = Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(export.child.id().to_string())
+                .status()
+                .expect("running kill");
+            assert!(killed.success());
+            let ended = export.killed();
+            let got = {
+                use std::os::unix::process::ExitStatusExt;
+                ended
+                    .status
+                    .code()
+                    .unwrap_or_else(|| -ended.status.signal().unwrap_or(0))
+            };
+            let stderr = String::from_utf8_lossy(&ended.stderr);
+            assert_eq!(got, code, "{format} export after SIG{signal}: {stderr}");
+            assert_eq!(std::fs::read_to_string(&out).expect("reading"), "old\n");
+            if signal == "KILL" {
+                assert_eq!(temps(&dir).len(), 1, "kill -9 leaves its temp");
+            } else {
+                assert!(temps(&dir).is_empty(), "SIG{signal}: {:?}", temps(&dir));
+            }
+        }
+        h.bare()
+            .args(["export", "--format", format, "--output"])
             .arg(&out)
-            .expect_stderr(format!("SIG{signal}: stopping the export"))
-            .expect_stderr("export stopped;")
-            .start();
-        let started = std::time::Instant::now();
-        while temps(&dir).is_empty() {
-            assert!(
-                started.elapsed() < std::time::Duration::from_secs(20),
-                "the export never began writing"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
-        let killed = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(export.child.id().to_string())
-            .status()
-            .expect("running kill");
-        assert!(killed.success());
-        let ended = export.killed();
-        let got = {
-            use std::os::unix::process::ExitStatusExt;
-            ended
-                .status
-                .code()
-                .unwrap_or_else(|| -ended.status.signal().unwrap_or(0))
-        };
-        let stderr = String::from_utf8_lossy(&ended.stderr);
-        assert_eq!(got, code, "export after SIG{signal}: {stderr}");
-        assert_eq!(std::fs::read_to_string(&out).expect("reading"), "old\n");
-        if signal == "KILL" {
-            assert_eq!(temps(&dir).len(), 1, "kill -9 leaves its temp");
-        } else {
-            assert!(temps(&dir).is_empty(), "SIG{signal}: {:?}", temps(&dir));
-        }
+            .run();
+        assert!(temps(&dir).is_empty(), "{:?}", temps(&dir));
     }
-    h.bare().args(["export", "--output"]).arg(&out).run();
-    assert!(temps(&dir).is_empty(), "{:?}", temps(&dir));
-    let rows = std::fs::read_to_string(&out)
+    let rows = std::fs::read_to_string(dir.join("out.csv"))
         .expect("reading")
         .lines()
         .count();
     assert!(rows > 40_000, "{rows} rows");
+    let parquet = std::fs::read(dir.join("out.parquet")).expect("reading");
+    assert!(
+        parquet.starts_with(b"PAR1") && parquet.ends_with(b"PAR1"),
+        "a whole Parquet file"
+    );
 }
 
 /// A region that completed shows no reason in `runs` and `status`, even when another
