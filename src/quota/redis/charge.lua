@@ -7,15 +7,17 @@
 -- KEYS[3+i]          part i's total          } each kind together, so that one
 -- KEYS[3+n+i]        part i's oldest time    } MGET reads block, epoch, stamp and
 -- KEYS[3+2n+i]       part i's sorted set of entries
--- ARGV[1]            "|<method>|<id>|<calls>": the member's tail (the id is unique
---                    per call)
--- ARGV[2]            the stamp of the client's budget; '' to charge whatever it is
--- ARGV[3]            how long every entry is kept (us), whatever its window, and
+-- ARGV[1]            the stamp of the client's budget; '' to charge whatever it is
+-- ARGV[2]            how long every entry is kept (us), whatever its window, and
 --                    when the upstream last confirmed TIME: see `holding` in
 --                    prelude.lua
--- ARGV[3i+1 .. 3i+3] part i: window (us, or a calendar day: see `span` in
---                    prelude.lua), max, units
--- ARGV[3n+4]         only when replaying a call already made (journalled or in the
+-- ARGV[4i-1 .. 4i+2] part i: window (us, or a calendar day: see `span` in
+--                    prelude.lua); room, the most its total may be for this charge
+--                    to fit (max - units, which the client computes exactly, so that
+--                    the common path reads one number fewer); units; and the member,
+--                    "<units>|<method>|<id>|<calls>" (the id is unique per call),
+--                    whole, so that the script joins no text for it
+-- ARGV[4n+3]         only when replaying a call already made (journalled or in the
 --                    ledger): its age in microseconds; it is recorded whatever the
 --                    window holds
 --
@@ -43,18 +45,22 @@
 -- one comparison of two strings. Eviction, denial, duplicates, replays and a first
 -- entry read or write more.
 --
--- An entry stays in its set for ARGV[3] (at least 25 hours), after it has left the
+-- An entry stays in its set for ARGV[2] (at least 25 hours), after it has left the
 -- window: `:total` counts only the entries from `:oldest` on, and those before it
 -- are kept so that another costs file can count them again (DESIGN.md 3.8).
 
 local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
-local tail = ARGV[1]
+-- Now as text joined from TIME's own digits (seconds, then microseconds padded to
+-- six), which is the entries' score: Redis would write the number out with a
+-- 17-digit printf, the dearest step of the common path after the calls themselves.
+-- The number is read from that text, one conversion instead of two.
+local score = t[1] .. string.sub('00000', #t[2]) .. t[2]
+local now = score + 0
 local n = (#KEYS - 3) / 3
-local age = ARGV[3 * n + 4]
+local age = ARGV[4 * n + 3]
 
 local stored = redis.call('MGET', unpack(KEYS, 1, 3 + 2 * n))
-if stored[3] ~= ARGV[2] and ARGV[2] ~= '' then
+if stored[3] ~= ARGV[1] and ARGV[1] ~= '' then
   return RECOUNT
 end
 local epoch = stored[2]
@@ -84,25 +90,21 @@ for i = 1, n do
     common = false
   else
     oldest, expires = sub(kept, 1, colon - 1), sub(kept, colon + 1)
-    cutoff, leaves = span(ARGV[3 * i + 1], now)
+    cutoff, leaves = span(ARGV[4 * i - 1], now)
     -- The keys expire at most SLACK_MAX after an entry made now leaves; later, and
     -- TIME went back since they were written: the general path counts the set again.
     local gap = expires - leaves
     common = gap - SLACK_MAX <= 0 and oldest - cutoff > 0
-      and total + ARGV[3 * i + 3] <= ARGV[3 * i + 2] + 0
+      and total - ARGV[4 * i] <= 0
     moves = moves or gap < 0
   end
 end
--- The entries' score is now, as text joined from TIME's own digits (seconds, then
--- microseconds padded to six): Redis would write the number `now` out with a
--- 17-digit printf, the dearest step of the common path after the calls themselves.
-local score = common and t[1] .. string.sub('00000', #t[2]) .. t[2]
 for i = 1, n do
   if not common then break end
-  if redis.call('ZADD', KEYS[3 + 2 * n + i], 'NX', score, ARGV[3 * i + 3] .. tail) == 0 then
+  if redis.call('ZADD', KEYS[3 + 2 * n + i], 'NX', score, ARGV[4 * i + 2]) == 0 then
     -- Recorded before: undo, and let the general path below answer.
     for j = 1, i - 1 do
-      redis.call('ZREM', KEYS[3 + 2 * n + j], ARGV[3 * j + 3] .. tail)
+      redis.call('ZREM', KEYS[3 + 2 * n + j], ARGV[4 * j + 2])
     end
     common = false
   end
@@ -114,21 +116,21 @@ if common then
         local kept = stored[3 + n + i]
         local colon = find(kept, ':', 1, true)
         oldest, expires = sub(kept, 1, colon - 1), sub(kept, colon + 1)
-        cutoff, leaves = span(ARGV[3 * i + 1], now)
+        cutoff, leaves = span(ARGV[4 * i - 1], now)
       end
       if expires - leaves < 0 then
         -- The expiry rule of prelude.lua, for a newest entry at now; the set keeps
-        -- its entries longer (ARGV[3]).
+        -- its entries longer (ARGV[2]).
         local slack = math.min(math.floor((leaves - now) / 10), SLACK_MAX)
         local ttl = math.ceil((leaves - now + slack) / 1000)
         redis.call('PEXPIRE', KEYS[3 + i], ttl)
         redis.call('SET', KEYS[3 + n + i], string.format('%s:%d', oldest, leaves + slack), 'PX', ttl)
         local h = helpers()
-        local held = h.holding(ARGV[3], now)
+        local held = h.holding(ARGV[2], now)
         redis.call('PEXPIRE', KEYS[3 + 2 * n + i], math.max(ttl, h.set_ttl(held, now, now)))
       end
     end
-    redis.call('INCRBY', KEYS[3 + i], ARGV[3 * i + 3])
+    redis.call('INCRBY', KEYS[3 + i], ARGV[4 * i + 1])
   end
   -- One concatenation, one new string, for one part or two (a bucket with a limit).
   if n == 1 then
@@ -151,17 +153,18 @@ local units_of, first_after, newest_in = h.units_of, h.first_after, h.newest_in
 local units_between, keep, oldest_of = h.units_between, h.keep, h.oldest_of
 local forced = age ~= nil
 age = tonumber(age)
-local held, pruned = h.holding(ARGV[3], now)
+local held, pruned = h.holding(ARGV[2], now)
 local parts = {}
 for i = 1, n do
-  local b = 3 * i + 1
+  local b = 4 * i - 1
+  local units = tonumber(ARGV[b + 2])
   local p = {
     tkey = KEYS[3 + i], okey = KEYS[3 + n + i], zkey = KEYS[3 + 2 * n + i],
-    max = tonumber(ARGV[b + 1]), units = tonumber(ARGV[b + 2]), held = held,
-    -- The member as the client wrote its units: `p.units .. tail` would write a
-    -- number of 15 digits or more as "1.1258999068427e+15", a member no client
-    -- looks for and no count reads back.
-    member = ARGV[b + 2] .. tail,
+    max = tonumber(ARGV[b + 1]) + units, units = units, held = held,
+    -- The member as the client wrote it: `p.units .. tail` would write a number of
+    -- 15 digits or more as "1.1258999068427e+15", a member no client looks for and
+    -- no count reads back.
+    member = ARGV[b + 3],
   }
   -- An entry made at `at` leaves at p.stop (a calendar day) or at + p.window.
   local _
@@ -222,8 +225,8 @@ end
 -- after the cutoff. One kept from before the cutoff is the same id charged again
 -- once it left the window, which counts anew.
 local function counts(p)
-  local score = redis.call('ZSCORE', p.zkey, p.member)
-  return score ~= false and score ~= nil and tonumber(score) > p.cutoff
+  local at = redis.call('ZSCORE', p.zkey, p.member)
+  return at ~= false and at ~= nil and tonumber(at) > p.cutoff
 end
 
 -- When enough units leave for this charge to fit: walk from the oldest entry only

@@ -107,13 +107,15 @@ impl Scripts {
                 inv.key(k[column].as_str());
             }
         }
-        // Every member ends the same way; the script puts each part's units before it.
-        inv.arg(format!("|{}|{}|{}", charge.method, charge.id, charge.calls));
         inv.arg(stamp.stamp).arg(stamp.keeping());
         for part in &charge.parts {
+            // The room, the most the total may be for the charge to fit: negative
+            // when the units alone exceed the maximum.
+            let room = i128::from(part.max) - i128::from(part.units);
             inv.arg(part.window.script_arg(now_us))
-                .arg(part.max)
-                .arg(part.units);
+                .arg(room.to_string())
+                .arg(part.units)
+                .arg(member(charge, part));
         }
         // Only a replay carries an age: a live charge spares the script an argument.
         if let Some(age) = age {
