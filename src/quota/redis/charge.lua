@@ -49,25 +49,29 @@
 -- window: `:total` counts only the entries from `:oldest` on, and those before it
 -- are kept so that another costs file can count them again (DESIGN.md 3.8).
 
-local t = redis.call('TIME')
+-- Globals read once: each use of a global is a lookup in the globals table.
+local KEYS, ARGV, call = KEYS, ARGV, redis.call
+local find, sub = string.find, string.sub
+
+local t = call('TIME')
 -- Now as text joined from TIME's own digits (seconds, then microseconds padded to
 -- six), which is the entries' score: Redis would write the number out with a
 -- 17-digit printf, the dearest step of the common path after the calls themselves.
 -- The number is read from that text, one conversion instead of two.
-local score = t[1] .. string.sub('00000', #t[2]) .. t[2]
+local score = t[1] .. sub('00000', #t[2]) .. t[2]
 local now = score + 0
 local n = (#KEYS - 3) / 3
 local age = ARGV[4 * n + 3]
 
-local stored = redis.call('MGET', unpack(KEYS, 1, 3 + 2 * n))
+local stored = call('MGET', unpack(KEYS, 1, 3 + 2 * n))
 if stored[3] ~= ARGV[1] and ARGV[1] ~= '' then
   return RECOUNT
 end
 local epoch = stored[2]
 if not epoch then
   -- A new window, or one this Redis lost: hosts that saw another epoch replay.
-  epoch = string.format('%d', now)
-  redis.call('SET', KEYS[2], epoch)
+  epoch = score
+  call('SET', KEYS[2], epoch)
 end
 
 -- The common path: a live charge, not blocked, every part's total and oldest time
@@ -79,7 +83,6 @@ end
 -- is not a number, which only a hand could write there, stops the script with an
 -- error rather than count wrong.)
 local common = not age and not (stored[1] and stored[1] - now > 0)
-local find, sub = string.find, string.sub
 local oldest, expires, cutoff, leaves
 local moves = false
 for i = 1, n do
@@ -101,10 +104,10 @@ for i = 1, n do
 end
 for i = 1, n do
   if not common then break end
-  if redis.call('ZADD', KEYS[3 + 2 * n + i], 'NX', score, ARGV[4 * i + 2]) == 0 then
+  if call('ZADD', KEYS[3 + 2 * n + i], 'NX', score, ARGV[4 * i + 2]) == 0 then
     -- Recorded before: undo, and let the general path below answer.
     for j = 1, i - 1 do
-      redis.call('ZREM', KEYS[3 + 2 * n + j], ARGV[4 * j + 2])
+      call('ZREM', KEYS[3 + 2 * n + j], ARGV[4 * j + 2])
     end
     common = false
   end
@@ -123,14 +126,14 @@ if common then
         -- its entries longer (ARGV[2]).
         local slack = math.min(math.floor((leaves - now) / 10), SLACK_MAX)
         local ttl = math.ceil((leaves - now + slack) / 1000)
-        redis.call('PEXPIRE', KEYS[3 + i], ttl)
-        redis.call('SET', KEYS[3 + n + i], string.format('%s:%d', oldest, leaves + slack), 'PX', ttl)
+        call('PEXPIRE', KEYS[3 + i], ttl)
+        call('SET', KEYS[3 + n + i], string.format('%s:%d', oldest, leaves + slack), 'PX', ttl)
         local h = helpers()
         local held = h.holding(ARGV[2], now)
-        redis.call('PEXPIRE', KEYS[3 + 2 * n + i], math.max(ttl, h.set_ttl(held, now, now)))
+        call('PEXPIRE', KEYS[3 + 2 * n + i], math.max(ttl, h.set_ttl(held, now, now)))
       end
     end
-    redis.call('INCRBY', KEYS[3 + i], ARGV[4 * i + 1])
+    call('INCRBY', KEYS[3 + i], ARGV[4 * i + 1])
   end
   -- One concatenation, one new string, for one part or two (a bucket with a limit).
   if n == 1 then
@@ -183,13 +186,13 @@ for i = 1, n do
     else
       total = units_between(p.zkey, '(' .. string.format('%d', cutoff), '+inf')
     end
-    redis.call('ZREMRANGEBYSCORE', p.zkey, '-inf', '(' .. string.format('%d', pruned))
+    call('ZREMRANGEBYSCORE', p.zkey, '-inf', '(' .. string.format('%d', pruned))
     oldest = first_after(p.zkey, cutoff)
     if oldest and total > 0 then
       keep(p, total, oldest, newest_in(p.zkey), now)
     else
       total, oldest = 0, nil
-      redis.call('DEL', p.tkey, p.okey)
+      call('DEL', p.tkey, p.okey)
     end
   end
   p.total, p.oldest = total, oldest
@@ -225,7 +228,7 @@ end
 -- after the cutoff. One kept from before the cutoff is the same id charged again
 -- once it left the window, which counts anew.
 local function counts(p)
-  local at = redis.call('ZSCORE', p.zkey, p.member)
+  local at = call('ZSCORE', p.zkey, p.member)
   return at ~= false and at ~= nil and tonumber(at) > p.cutoff
 end
 
@@ -235,7 +238,7 @@ local function wait_for(p)
   local need = p.total + p.units - p.max
   local freed, start = 0, 0
   while true do
-    local batch = redis.call('ZRANGEBYSCORE', p.zkey, '(' .. string.format('%d', p.cutoff),
+    local batch = call('ZRANGEBYSCORE', p.zkey, '(' .. string.format('%d', p.cutoff),
     '+inf', 'WITHSCORES', 'LIMIT', start, 100)
     if #batch == 0 then return (p.stop or now + p.window) - now end
     for j = 1, #batch, 2 do
@@ -297,18 +300,18 @@ for i = 1, n do
     -- Out of the window but still kept: recorded, not counted.
     -- The set then lives as long as an entry made now is kept: never shorter than
     -- any entry it holds needs.
-    redis.call('ZADD', p.zkey, 'NX', at, p.member)
-    redis.call('PEXPIRE', p.zkey, h.set_ttl(held, now, now))
+    call('ZADD', p.zkey, 'NX', at, p.member)
+    call('PEXPIRE', p.zkey, h.set_ttl(held, now, now))
   elseif at > p.cutoff then
-    if redis.call('ZADD', p.zkey, 'NX', at, p.member) == 1 then
+    if call('ZADD', p.zkey, 'NX', at, p.member) == 1 then
       -- added
     elseif not counts(p) then
       -- Kept from before the window: the same id charged again, made now.
-      redis.call('ZADD', p.zkey, 'XX', at, p.member)
+      call('ZADD', p.zkey, 'XX', at, p.member)
     else
       -- Recorded before: undo what this call added to the other parts.
       for _, q in ipairs(added) do
-        redis.call('ZREM', q.zkey, q.member)
+        call('ZREM', q.zkey, q.member)
       end
       return reply(DUPLICATE, 0, nil, nil)
     end
