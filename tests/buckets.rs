@@ -540,6 +540,49 @@ async fn a_day_is_23_or_25_hours_across_daylight_saving(c: Clocked) {
     }
 }
 
+/// Redis TIME, not this host's clock, decides which day a charge falls in: with Redis
+/// an hour before a Pacific midnight and the host an hour after it, or the other way
+/// round, three searches fill Redis's day and the fourth waits until Redis's next
+/// midnight. (The script is sent the host's own day first, and reads the day before
+/// or after only in these cases.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_time_decides_the_day_when_the_host_is_in_the_next_or_the_last() {
+    let midnight = unix_us("2026-11-24T08:00:00Z");
+    let hour = 3600 * S;
+    let budget = day_budget();
+    for (redis_at, host_at, next_midnight) in [
+        (midnight - hour, midnight + hour, midnight),
+        (midnight + hour, midnight - hour, midnight + 24 * hour),
+    ] {
+        let server = RedisServer::start_at(redis_at);
+        let host = Arc::new(ManualClock::starting_at(Micros::new(host_at)));
+        let limiter = Limiter::Redis(
+            RedisLimiter::connect(&server.url(), "day", host)
+                .await
+                .expect("connecting"),
+        );
+        let case = format!("Redis at {redis_at}, the host at {host_at}");
+        for i in 0..3 {
+            let id = format!("s{i}");
+            assert!(
+                charge(&limiter, &budget, &id, "search.list").await.granted,
+                "{case}: search {i}"
+            );
+        }
+        let denied = charge(&limiter, &budget, "s3", "search.list").await;
+        assert!(!denied.granted, "{case}: the fourth search");
+        assert_eq!(denied.denied_by.as_deref(), Some("search"), "{case}");
+        let (now, used) = used(&limiter, &budget).await;
+        assert_eq!(used["search"], 3, "{case}: {used:?}");
+        let wait = i64::try_from(denied.retry_after.expect("a retry-after").as_micros())
+            .expect("a wait in range");
+        assert!(
+            (next_midnight - now..=next_midnight - redis_at).contains(&wait),
+            "{case}: retry after {wait} µs, status read at {now}, next midnight {next_midnight}"
+        );
+    }
+}
+
 macro_rules! on_both_clocks {
     ($($scenario:ident),* $(,)?) => {$(
         mod $scenario {

@@ -168,14 +168,16 @@ impl Window {
 
     /// The window for the Redis script (`prelude.lua`): microseconds for a sliding
     /// window; for a day, `d` and four local midnights around this host's `now_us`
-    /// (yesterday's, today's, tomorrow's and the day after's), from which the script
+    /// (today's, tomorrow's, yesterday's and the day after's), from which the script
     /// takes the day that its own clock falls in.
     pub fn script_arg(&self, now_us: i64) -> String {
         match self {
             Window::Sliding(d) => micros(*d).to_string(),
             Window::Day(zone) => {
                 let m = |days| zone.midnight(now_us, days);
-                format!("d{},{},{},{}", m(-1), m(0), m(1), m(2))
+                // Its own day first: the script reads the other two only when Redis
+                // TIME falls outside it (`span` in prelude.lua).
+                format!("d{},{},{},{}", m(0), m(1), m(-1), m(2))
             }
         }
     }

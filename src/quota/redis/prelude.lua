@@ -24,8 +24,10 @@
 --
 -- Windows: a policy's window argument is either a number, the microseconds of a
 -- sliding window (an entry made at `at` counts while at > now - window, and leaves at
--- at + window), or a calendar day, "d<m0>,<m1>,<m2>,<m3>": four local midnights the
--- client computed around its own clock. The day is the one that TIME falls in; an
+-- at + window), or a calendar day, "d<m1>,<m2>,<m0>,<m3>": four local midnights the
+-- client computed around its own clock, the start and end of its own day first, then
+-- the start of the day before and the end of the day after (in time order m0 < m1 <
+-- m2 < m3). The day is the one that TIME falls in; an
 -- entry counts while it was made that day, and leaves at the day's end. `span` reads
 -- either: the cutoff (entries at or before it no longer count), when an entry made now
 -- leaves, and for a day its end (nil for a sliding window, whose length comes fourth).
@@ -75,17 +77,18 @@ local function span(w, now)
     local window = w + 0
     return now - window, now + window, nil, window
   end
-  -- A calendar day. TIME nearly always falls in the client's own day, [m1, m2), and
-  -- then only those two midnights are read, found with plain `find`: string.match's
-  -- four captures made four new strings on every charge.
+  -- A calendar day. TIME nearly always falls in the client's own day, [m1, m2), which
+  -- comes first so that only two midnights are read, found with plain `find`:
+  -- string.match's captures would make a new string each. `x + 0` reads a number
+  -- once (the client wrote digits between the commas); `tonumber` would read it twice.
   local find, sub = string.find, string.sub
-  local p1 = string.byte(w) == 100 and find(w, ',', 2, true)
+  local p1 = find(w, ',', 2, true)
   local p2 = p1 and find(w, ',', p1 + 1, true)
-  local p3 = p2 and find(w, ',', p2 + 1, true)
-  local b = p3 and tonumber(sub(w, p1 + 1, p2 - 1))
-  local c = b and tonumber(sub(w, p2 + 1, p3 - 1))
+  local b = p2 and sub(w, 2, p1 - 1) + 0
+  local c = b and sub(w, p1 + 1, p2 - 1) + 0
   if c and now >= b and now < c then return b - 1, c, c, nil end
-  local a = c and tonumber(sub(w, 2, p1 - 1))
+  local p3 = c and find(w, ',', p2 + 1, true)
+  local a = p3 and tonumber(sub(w, p2 + 1, p3 - 1))
   local d = a and tonumber(sub(w, p3 + 1))
   if not (d and now >= a and now < d) then
     return error({err = 'ERR the limiter clock (Redis TIME) is more than a day from the client clock, or a calendar-day window is malformed; check both clocks'})

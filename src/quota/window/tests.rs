@@ -65,9 +65,9 @@ fn the_script_gets_four_midnights_around_now() {
     let arg = pacific().script_arg(us("2026-11-23T18:00:00Z"));
     let expected = format!(
         "d{},{},{},{}",
-        us("2026-11-22T08:00:00Z"),
         us("2026-11-23T08:00:00Z"),
         us("2026-11-24T08:00:00Z"),
+        us("2026-11-22T08:00:00Z"),
         us("2026-11-25T08:00:00Z")
     );
     assert_eq!(arg, expected);
