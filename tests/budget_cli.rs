@@ -731,12 +731,12 @@ fn the_budget_leads_with_what_is_available_and_a_charge_names_its_database() {
     );
     assert!(lines[3].starts_with("  more frees  in "), "{text}");
 
+    // A database of its own: this one's calls were charged on the embedded limiter,
+    // which a charge on Redis refuses.
     s.cmd()
         .redis(&server)
-        .args(["budget", "charge", "videos.list"])
-        .stdout(contains(
-            "its ledger of this charge is kept in trendsync.db",
-        ))
+        .args(["--db", "on-redis.db", "budget", "charge", "videos.list"])
+        .stdout(contains("its ledger of this charge is kept in on-redis.db"))
         .run();
 
     let spent = Costs::one_unit_each()

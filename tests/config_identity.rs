@@ -486,6 +486,71 @@ fn after_a_run_on_redis_a_shell_without_its_url_is_warned_and_cannot_charge() {
         .run();
 }
 
+/// `budget charge` records no run, but its calls are in the database (the Redis ledger,
+/// the embedded log): with no run yet, those decide. Charges on Redis alone, then a
+/// shell without the URL: `status` warns and `budget charge` is refused (78) with
+/// nothing charged. The other way round: charges on the embedded limiter alone, then a
+/// charge on Redis is refused too.
+#[test]
+fn with_no_run_yet_the_calls_the_database_records_decide_the_limiter() {
+    let server = RedisServer::start();
+    let h = Harness::new(Some(&server));
+    for _ in 0..2 {
+        h.bare()
+            .args(["budget", "charge", "videos.list"])
+            .stdout(contains("granted"))
+            .run();
+    }
+    assert!(
+        h.db()
+            .query_row("SELECT count(*) FROM runs", [], |r| r.get::<_, i64>(0))
+            .map_or(true, |n| n == 0),
+        "budget charge records no run"
+    );
+    let shell = || h.scratch.cmd();
+    let status = shell()
+        .args(["status", "--json"])
+        .expect_stderr(
+            "this command reads the embedded limiter in trendsync.db, but the calls this database records (no run yet; `budget charge`) charged Redis",
+        )
+        .run()
+        .json();
+    assert_eq!(status["last_run_limiter"], Value::Null, "{status}");
+    shell()
+        .args(["budget", "charge", "videos.list"])
+        .status(78)
+        .expect_stderr("budget charge would charge the embedded limiter in trendsync.db, but the calls this database records")
+        .expect_stderr("set TRENDSYNC_REDIS_URL")
+        .stdout("")
+        .run();
+    let embedded = h
+        .db()
+        .query_row("SELECT count(*) FROM quota_entry", [], |r| {
+            r.get::<_, i64>(0)
+        });
+    assert!(
+        matches!(embedded, Ok(0) | Err(_)),
+        "the embedded window charged nothing: {embedded:?}"
+    );
+    assert_eq!(h.budget()["used"], 2, "Redis holds the two charges");
+
+    // The other way round, on a database of its own.
+    let other = Harness::new(Some(&server));
+    let embedded_only = || other.scratch.cmd();
+    embedded_only()
+        .args(["budget", "charge", "videos.list"])
+        .stdout(contains("granted"))
+        .run();
+    other
+        .bare()
+        .args(["budget", "charge", "videos.list"])
+        .status(78)
+        .expect_stderr("budget charge would charge Redis at")
+        .expect_stderr("charged the embedded limiter in trendsync.db")
+        .expect_stderr("leave out TRENDSYNC_REDIS_URL")
+        .run();
+}
+
 /// A real `run` or `backfill` from that shell is refused the same way (78), before it
 /// makes a single upstream call: an empty embedded window would spend the key's quota
 /// a second time.

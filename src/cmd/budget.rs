@@ -618,7 +618,7 @@ async fn charge(
         })?;
     let _writing =
         super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
-    super::identity::refuse_other_kind(global, false, "budget charge")?;
+    super::identity::refuse_other_kind(global, &budget.key, false, "budget charge")?;
     let limiter = open_limiter(global, &budget, Access::Charge, clock).await?;
     // A charge decided by a clock last seen far from the upstream's would count the
     // window wrongly; only a run can check the clock (its calls' answers say the

@@ -59,6 +59,7 @@ impl LimiterJson {
     pub fn describe(&self) -> String {
         match (self.kind.as_str(), &self.url, &self.path) {
             (REDIS, Some(url), _) => format!("Redis at {url}"),
+            (REDIS, None, _) => "Redis".to_owned(),
             (EMBEDDED, _, Some(path)) => format!("the embedded limiter in {path}"),
             (kind, _, _) => format!("the {kind} limiter"),
         }
@@ -99,6 +100,51 @@ pub(crate) fn last_run(db: &Path) -> Option<LastRunLimiter> {
     })
 }
 
+/// What the database says charged its budget last.
+enum Charged {
+    /// The latest run's record.
+    Run(LastRunLimiter),
+    /// No run recorded a limiter, but the database records calls charged on this kind
+    /// (`budget charge` leaves no run behind).
+    Calls(LimiterJson),
+}
+
+impl Charged {
+    /// The latest run's record, or else the kind the records of `budget_key`'s calls
+    /// show.
+    fn read(db: &Path, budget_key: &str) -> Option<Charged> {
+        if let Some(last) = last_run(db) {
+            return Some(Charged::Run(last));
+        }
+        let kind = match crate::quota::charged_on(db, budget_key)? {
+            crate::quota::ChargedOn::Embedded => EMBEDDED,
+            crate::quota::ChargedOn::Redis => REDIS,
+        };
+        Some(Charged::Calls(LimiterJson {
+            kind: kind.to_owned(),
+            url: None,
+            path: (kind == EMBEDDED).then(|| db.display().to_string()),
+        }))
+    }
+
+    fn limiter(&self, db: &Path) -> LimiterJson {
+        match self {
+            Charged::Run(last) => LimiterJson::recorded(&last.limiter, db),
+            Charged::Calls(limiter) => limiter.clone(),
+        }
+    }
+
+    /// Who charged, for people: `the latest run (<id>)`, or the recorded calls.
+    fn who(&self) -> String {
+        match self {
+            Charged::Run(last) => format!("the latest run ({})", last.run_id),
+            Charged::Calls(_) => {
+                "the calls this database records (no run yet; `budget charge`)".to_owned()
+            }
+        }
+    }
+}
+
 /// What a read command (`status`, `budget`, the dry run) read, against the latest run.
 pub(crate) struct Reading {
     /// The limiter this command reads.
@@ -111,21 +157,33 @@ pub(crate) struct Reading {
 /// the budget of another costs file, naming both; returns what it compared.
 pub(crate) fn check_reading(global: &Global, budget: &Budget, costs_file: &str) -> Reading {
     let limiter = LimiterJson::configured(global);
-    let last = last_run(&global.db);
+    let charged = Charged::read(&global.db, &budget.key);
+    if let Some(charged) = &charged {
+        let recorded = charged.limiter(&global.db);
+        // Only the kind is known from calls alone, not Redis's URL.
+        let other = match charged {
+            Charged::Run(_) => !limiter.same(&recorded),
+            Charged::Calls(_) => limiter.kind != recorded.kind,
+        };
+        if other {
+            tracing::warn!(
+                "this command reads {}, but {} charged {}: the figures below are what {} holds, not the budget those calls were charged against{}",
+                limiter.describe(),
+                charged.who(),
+                recorded.describe(),
+                limiter.describe(),
+                hint(&limiter, &recorded)
+            );
+        }
+    }
+    let last = match charged {
+        Some(Charged::Run(last)) => Some(last),
+        _ => None,
+    };
     let last_run = last
         .as_ref()
         .map(|l| LimiterJson::recorded(&l.limiter, &global.db));
-    if let (Some(last), Some(recorded)) = (&last, &last_run) {
-        if !limiter.same(recorded) {
-            tracing::warn!(
-                "this command reads {}, but the latest run ({}) charged {}: the figures below are {}'s, not the ones the runs are charged against{}",
-                limiter.describe(),
-                last.run_id,
-                recorded.describe(),
-                limiter.describe(),
-                hint(&limiter, recorded)
-            );
-        }
+    if let Some(last) = &last {
         let fingerprint = budget.fingerprint();
         if !last.limiter.costs_fingerprint.is_empty()
             && last.limiter.costs_fingerprint != fingerprint
@@ -158,31 +216,36 @@ pub(crate) const SWITCH_FLAG: &str = "--switch-limiter";
 /// time. Another Redis URL is not refused: the ledger restores this host's share of
 /// a window that is not the one it charged. `switch` is the operator's explicit
 /// step, `--switch-limiter`.
-pub(crate) fn refuse_other_kind(global: &Global, switch: bool, what: &str) -> Result<()> {
-    let Some(last) = last_run(&global.db) else {
+pub(crate) fn refuse_other_kind(
+    global: &Global,
+    budget_key: &str,
+    switch: bool,
+    what: &str,
+) -> Result<()> {
+    let Some(charged) = Charged::read(&global.db, budget_key) else {
         return Ok(());
     };
     let limiter = LimiterJson::configured(global);
-    let recorded = LimiterJson::recorded(&last.limiter, &global.db);
+    let recorded = charged.limiter(&global.db);
     if limiter.kind == recorded.kind {
         return Ok(());
     }
     if switch {
         tracing::warn!(
-            "{SWITCH_FLAG}: {what} charges {} from now on, where the latest run ({}) charged {}; what {} holds is not counted here",
+            "{SWITCH_FLAG}: {what} charges {} from now on, where {} charged {}; what {} holds is not counted here",
             limiter.describe(),
-            last.run_id,
+            charged.who(),
             recorded.describe(),
             recorded.describe()
         );
         return Ok(());
     }
     Err(MissingConfig(format!(
-        "{what} would charge {}, but the latest run ({}) of {} charged {}; nothing was charged. \
+        "{what} would charge {}, but {} of {} charged {}; nothing was charged. \
          The other kind of limiter holds none of those charges, so the key's quota would be spent twice{}. \
          To move this database to {} on purpose, run `trendsync run {SWITCH_FLAG}` once with it",
         limiter.describe(),
-        last.run_id,
+        charged.who(),
         global.db.display(),
         recorded.describe(),
         hint(&limiter, &recorded),

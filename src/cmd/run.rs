@@ -158,6 +158,7 @@ async fn fetch(
     // Before anything is charged, the journal's replay included.
     super::identity::refuse_other_kind(
         global,
+        &config.budget.key,
         job.switch_limiter,
         &format!("this {}", job.kind.as_str()),
     )?;

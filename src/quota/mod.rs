@@ -21,6 +21,7 @@ mod window;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -817,6 +818,42 @@ impl Limiter {
 impl fmt::Debug for Limiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Limiter({})", self.describe())
+    }
+}
+
+/// A kind of limiter, as the database's own records of calls show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChargedOn {
+    Embedded,
+    Redis,
+}
+
+/// The kind of limiter that charged `budget_key`'s newest call this database still
+/// records: the embedded limiter's log, or the Redis ledger and journal (both kept at
+/// least a day). What `budget charge` spent leaves no run behind, only these. None
+/// when neither holds a call, when the file is missing, or when it cannot be read.
+pub fn charged_on(db: &Path, budget_key: &str) -> Option<ChargedOn> {
+    if !db.is_file() {
+        return None;
+    }
+    let newest = |conn: &rusqlite::Connection, sql: &str| -> Option<i64> {
+        conn.query_row(sql, [budget_key], |r| r.get::<_, Option<i64>>(0))
+            .ok()
+            .flatten()
+    };
+    let conn = crate::sqlite::open_for_reading(db).ok()?;
+    // A table this file does not have yet reads as no call.
+    let embedded = newest(&conn, "SELECT max(at_us) FROM quota_log WHERE budget = ?1");
+    let redis = newest(
+        &conn,
+        "SELECT max(made_at_us) FROM quota_journal WHERE budget = ?1",
+    );
+    match (embedded, redis) {
+        (None, None) => None,
+        (Some(_), None) => Some(ChargedOn::Embedded),
+        (None, Some(_)) => Some(ChargedOn::Redis),
+        (Some(e), Some(r)) if e > r => Some(ChargedOn::Embedded),
+        (Some(_), Some(_)) => Some(ChargedOn::Redis),
     }
 }
 
