@@ -1,6 +1,8 @@
 //! Every configuration mistake: exit 78, with the file, the line and what was expected.
 
-use crate::common::{Costs, Scratch, contains, lacks};
+use std::path::Path;
+
+use crate::common::{Costs, Ran, Scratch, Trendsync, contains, lacks};
 
 const REGIONS_OK: &str = "[[region]]\ncode = \"US\"\noffset = 0\n";
 
@@ -478,4 +480,103 @@ fn unblocking_an_unknown_bucket_names_the_buckets() {
         .expect_stderr("budget, search, stats")
         .status(2)
         .run();
+}
+
+/// Runs `t` to its end. Whenever it holds `fifo` open to read, waiting for a writer
+/// that never comes, the test opens the write end and closes it at once, so that the
+/// process reads an empty file and goes on instead of waiting for ever; what it then
+/// printed is checked as [`Trendsync::run`] does.
+#[track_caller]
+fn run_beside_fifo(t: Trendsync, fifo: &Path) -> Ran {
+    use std::os::unix::fs::OpenOptionsExt;
+    // O_NONBLOCK on Linux: opening a FIFO's write end then succeeds only while a
+    // reader has it open, and never waits.
+    const O_NONBLOCK: i32 = 0o4000;
+    let (mut child, checks) = t.start().into_parts();
+    while child.try_wait().expect("polling trendsync").is_none() {
+        let _released = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(O_NONBLOCK)
+            .open(fifo);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    checks.ran(child.wait_with_output().expect("waiting for trendsync"))
+}
+
+fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
+/// Only a regular file is read as configuration. A FIFO, a directory or a link to
+/// nowhere under a configuration file's name, given or found by the lookup, is refused
+/// (78) naming it and what it is: the lookup does not skip it for a file further down,
+/// and a FIFO is never opened (which would wait for a writer for ever), not even to
+/// compare it with the file above it.
+#[test]
+fn only_a_regular_file_is_read_as_configuration() {
+    let s = Scratch::new();
+    let fifo = s.file("fifo.toml");
+    mkfifo(&fifo);
+    run_beside_fifo(
+        s.cmd()
+            .arg("--costs")
+            .arg(&fifo)
+            .arg("config")
+            .status(78)
+            .expect_stderr(
+                "fifo.toml: cannot read the file: it is a FIFO (named pipe), not a regular file",
+            ),
+        &fifo,
+    );
+
+    // Found by the lookup in $TRENDSYNC_CONFIG_DIR: not skipped for the built-in file.
+    let dir = s.file("etc");
+    std::fs::create_dir_all(dir.join("quota-costs.toml")).expect("a directory");
+    s.cmd()
+        .env("TRENDSYNC_CONFIG_DIR", &dir)
+        .arg("config")
+        .status(78)
+        .expect_stderr(format!(
+            "{}: cannot read the file: it is a directory, not a regular file; replace it",
+            dir.join("quota-costs.toml").display()
+        ))
+        .run();
+    std::fs::remove_dir(dir.join("quota-costs.toml")).expect("removing it");
+    std::os::unix::fs::symlink(s.file("nowhere.toml"), dir.join("quota-costs.toml"))
+        .expect("a link to nowhere");
+    s.cmd()
+        .env("TRENDSYNC_CONFIG_DIR", &dir)
+        .arg("config")
+        .status(78)
+        .expect_stderr("quota-costs.toml: cannot read the file: No such file or directory")
+        .run();
+    std::fs::remove_file(dir.join("quota-costs.toml")).expect("removing the link");
+    let regions = dir.join("regions.toml");
+    mkfifo(&regions);
+    run_beside_fifo(
+        s.cmd()
+            .env("TRENDSYNC_CONFIG_DIR", &dir)
+            .arg("config")
+            .status(78)
+            .expect_stderr("regions.toml: cannot read the file: it is a FIFO"),
+        &regions,
+    );
+
+    // A regular file above a FIFO: the FIFO is not read to compare them.
+    std::fs::remove_file(&regions).expect("removing the FIFO");
+    s.write("etc/quota-costs.toml", &Costs::youtube().to_toml());
+    let below = s.file("quota-costs.toml");
+    mkfifo(&below);
+    let shown = run_beside_fifo(
+        s.cmd()
+            .env("TRENDSYNC_CONFIG_DIR", &dir)
+            .args(["config", "--json"]),
+        &below,
+    )
+    .json();
+    assert_eq!(shown["costs"]["source"], "TRENDSYNC_CONFIG_DIR", "{shown}");
 }

@@ -102,13 +102,16 @@ impl ConfigDirs {
         ConfigDirs { dirs }
     }
 
-    /// The first `name` found in the directories, else the built-in copy.
+    /// The first `name` found in the directories, else the built-in copy. Anything
+    /// under that name counts, a regular file or not (a directory, a FIFO, a link to
+    /// nowhere): reading it then fails and says so, where skipping it would quietly
+    /// use another file.
     pub fn find(&self, name: &str) -> Found {
         let mut present = self
             .dirs
             .iter()
             .map(|(dir, source)| (dir.join(name), *source))
-            .filter(|(path, _)| path.is_file());
+            .filter(|(path, _)| path.symlink_metadata().is_ok());
         let Some((path, source)) = present.next() else {
             return Found {
                 origin: Origin::BuiltIn,
@@ -132,9 +135,14 @@ fn differ(a: &Path, b: &Path) -> bool {
     same_text(a, b) == Some(false)
 }
 
-/// Whether the files at `a` and `b` hold the same bytes; `None` when either cannot be
-/// read.
+/// Whether the files at `a` and `b` hold the same bytes; `None` when either is not a
+/// regular file or cannot be read.
 pub(crate) fn same_text(a: &Path, b: &Path) -> Option<bool> {
+    // Only regular files are read: a FIFO would wait for a writer for ever.
+    let regular = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file());
+    if !(regular(a) && regular(b)) {
+        return None;
+    }
     match (std::fs::read(a), std::fs::read(b)) {
         (Ok(a), Ok(b)) => Some(a == b),
         _ => None,

@@ -140,11 +140,24 @@ impl Origin {
             Origin::BuiltIn => Ok((format!("built-in {default_name}"), builtin.to_owned())),
             Origin::Given(path) => {
                 let name = path.display().to_string();
-                std::fs::read_to_string(path).map(|text| (name.clone(), text)).map_err(|e| ConfigError {
-                    file: name,
+                let fail = |message: String| ConfigError {
+                    file: name.clone(),
                     position: None,
-                    message: format!("cannot read the file: {e}; pass an existing file or leave the option out to use the built-in one"),
-                })
+                    message,
+                };
+                // Only a regular file is read: opening a FIFO would wait for a writer
+                // for ever, and a directory says nothing useful when read.
+                if let Ok(meta) = std::fs::metadata(path)
+                    && !meta.is_file()
+                {
+                    let what = crate::atomic::describe(meta.file_type());
+                    return Err(fail(format!(
+                        "cannot read the file: it is {what}, not a regular file; replace it with a regular file, or remove it (or the option that names it) so that the next one found, or the built-in one, is used"
+                    )));
+                }
+                std::fs::read_to_string(path)
+                    .map(|text| (name.clone(), text))
+                    .map_err(|e| fail(format!("cannot read the file: {e}; pass an existing file or leave the option out to use the built-in one")))
             }
         }
     }
