@@ -580,3 +580,29 @@ fn only_a_regular_file_is_read_as_configuration() {
     .json();
     assert_eq!(shown["costs"]["source"], "TRENDSYNC_CONFIG_DIR", "{shown}");
 }
+
+/// An `--api-base` a run refuses (78) is refused by `crontab`, which would otherwise
+/// print it into every line, and by `config`, which shows what runs use; masked, as a
+/// run's error is.
+#[test]
+fn an_api_base_a_run_refuses_is_refused_by_crontab_and_config_too() {
+    let s = Scratch::new();
+    for (base, problem) in [
+        (
+            "ftp://127.0.0.1/youtube/v3",
+            "the scheme must be http or https",
+        ),
+        ("http://[::1", "invalid IPv6 address"),
+        ("http://127.0.0.1/v3?key=s3cret", "must not have a query"),
+    ] {
+        for command in ["crontab", "config"] {
+            s.cmd()
+                .args(["--api-base", base, command])
+                .status(78)
+                .expect_stderr(problem)
+                .stderr(lacks("s3cret"))
+                .stdout("")
+                .run();
+        }
+    }
+}

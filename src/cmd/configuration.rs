@@ -121,6 +121,8 @@ fn key_source(global: &Global) -> Option<String> {
 
 pub fn run(global: &Global, args: &ConfigArgs) -> Result<()> {
     let config = load_config(global)?;
+    // What a run would refuse (78) is not the configuration in force.
+    crate::youtube::parse_api_base(&global.api_base)?;
     let costs = costs_file(global);
     let regions = regions_file(global);
     let budget = &config.budget;
