@@ -926,6 +926,12 @@ fn the_man_pages_render_and_name_every_command() {
         assert!(page.contains(needle), "{needle}: {page}");
     }
     let charge = s.cmd().args(["man", "budget", "charge"]).run();
+    // Its header names the program and its version, as the main page's does.
+    let version = format!("\"trendsync {}\"", env!("CARGO_PKG_VERSION"));
+    for page in [&main.stdout, &charge.stdout] {
+        let header = page.lines().find(|l| l.starts_with(".TH")).unwrap_or("");
+        assert!(header.contains(&version), "{header}");
+    }
     let page = render(&charge.stdout);
     assert!(page.contains("trendsync-budget-charge(1)"), "{page}");
     assert!(page.contains("--reserve"), "{page}");

@@ -29,6 +29,9 @@ pub fn run(path: &[String]) -> Result<()> {
     // a closed pipe, and the page is written once, whole.
     let mut page = Vec::new();
     clap_mangen::Man::new(page_of.clone())
+        // Every page names the program and its version; a command's own would be its
+        // name alone ("run "), since only the program has a version.
+        .source(format!("trendsync {}", env!("CARGO_PKG_VERSION")))
         .render(&mut page)
         .context("rendering the man page")?;
     std::io::stdout()

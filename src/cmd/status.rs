@@ -406,12 +406,17 @@ fn print_text(
     }
     regions.write(&mut out, width)?;
     let stale = report.regions.iter().filter(|r| r.stale).count();
-    writeln!(
+    let all = report.regions.len();
+    write!(
         out,
-        "{stale} of {} regions not fetched completely within {}",
-        report.regions.len(),
+        "{} of {all} regions fetched completely within the last {}",
+        all - stale,
         human::duration(stale_after)
     )?;
+    match stale {
+        0 => writeln!(out)?,
+        _ => writeln!(out, "; {stale} stale")?,
+    }
     for r in &stored.running {
         writeln!(
             out,
