@@ -12,6 +12,9 @@ use crate::region_status::RegionStatus;
 
 pub const DEFAULT_API_BASE: &str = "https://www.googleapis.com/youtube/v3";
 
+/// The database when neither `--db` nor `TRENDSYNC_DB` names one.
+pub const DEFAULT_DB: &str = "trendsync.db";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "trendsync",
@@ -67,7 +70,7 @@ pub struct Global {
         env = "TRENDSYNC_DB",
         global = true,
         value_name = "PATH",
-        default_value = "trendsync.db"
+        default_value = DEFAULT_DB
     )]
     pub db: PathBuf,
 

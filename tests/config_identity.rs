@@ -297,6 +297,54 @@ fn the_readmes_deployment_reads_one_file_in_the_shell_under_cron_and_under_syste
     );
 }
 
+/// `config` says where the database, the limiter and the API base came from, as it
+/// does for the files: the flag, the variable, or the default.
+#[test]
+fn config_names_where_the_database_limiter_and_api_base_came_from() {
+    let s = Scratch::new();
+    let shown = |t: crate::common::Trendsync| {
+        let config = t.args(["config", "--json"]).run().json();
+        (
+            config["db_source"].as_str().unwrap_or("missing").to_owned(),
+            config["limiter_source"]
+                .as_str()
+                .unwrap_or("missing")
+                .to_owned(),
+            config["api_base_source"]
+                .as_str()
+                .unwrap_or("missing")
+                .to_owned(),
+        )
+    };
+    let named = |a: &str, b: &str, c: &str| (a.to_owned(), b.to_owned(), c.to_owned());
+    assert_eq!(shown(s.cmd()), named("default", "default", "default"));
+    assert_eq!(
+        shown(
+            s.cmd()
+                .env("TRENDSYNC_DB", "state.db")
+                .env("TRENDSYNC_REDIS_URL", "redis://127.0.0.1:1/0")
+                .env("TRENDSYNC_API_BASE", "http://127.0.0.1:1/youtube/v3")
+        ),
+        named("TRENDSYNC_DB", "TRENDSYNC_REDIS_URL", "TRENDSYNC_API_BASE")
+    );
+    assert_eq!(
+        shown(s.cmd().args([
+            "--db",
+            "other.db",
+            "--redis-url",
+            "redis://127.0.0.1:2/0",
+            "--api-base",
+            "http://127.0.0.1:2/youtube/v3",
+        ])),
+        named("--db", "--redis-url", "--api-base")
+    );
+    s.cmd()
+        .env("TRENDSYNC_DB", "state.db")
+        .arg("config")
+        .stdout(contains("(TRENDSYNC_DB)"))
+        .run();
+}
+
 /// A file found in the current directory that hides a different one further down the
 /// directories is named in a warning; the same file twice is not.
 #[test]

@@ -3,6 +3,7 @@
 //! are read as `run` reads them, and their mistakes are reported the same way (78).
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::io::Write;
 
 use anyhow::Result;
@@ -86,8 +87,14 @@ struct ConfigJson {
     costs: CostsJson,
     regions: FileJson,
     db: String,
+    /// `--db`, `TRENDSYNC_DB`, or `default`.
+    db_source: &'static str,
     limiter: LimiterJson,
+    /// `--redis-url`, `TRENDSYNC_REDIS_URL`, or `default` (the embedded limiter).
+    limiter_source: &'static str,
     api_base: String,
+    /// `--api-base`, `TRENDSYNC_API_BASE`, or `default`.
+    api_base_source: &'static str,
     /// `YOUTUBE_API_KEY`, `--api-key-file PATH`, or null when neither is set. Never
     /// the key.
     key_source: Option<String>,
@@ -106,6 +113,24 @@ fn file_json(found: &Found) -> FileJson {
         },
         source: found.source.as_str(),
         shadows: found.shadows.as_ref().map(|(path, _)| shown(path)),
+    }
+}
+
+/// Where a setting's value came from: its variable when that is set to this value,
+/// `default` when the value is the default, else its flag. (A flag given the
+/// variable's own value reads as the variable, which says the same.)
+fn setting_source(
+    value: &OsStr,
+    default: &OsStr,
+    flag: &'static str,
+    variable: &'static str,
+) -> &'static str {
+    if std::env::var_os(variable).is_some_and(|set| set == value) {
+        variable
+    } else if value == default {
+        "default"
+    } else {
+        flag
     }
 }
 
@@ -133,8 +158,29 @@ pub fn run(global: &Global, args: &ConfigArgs) -> Result<()> {
         },
         regions: file_json(&regions),
         db: shown(&global.db),
+        db_source: setting_source(
+            global.db.as_os_str(),
+            OsStr::new(crate::cli::DEFAULT_DB),
+            "--db",
+            "TRENDSYNC_DB",
+        ),
         limiter: LimiterJson::configured(global),
+        limiter_source: match &global.redis_url {
+            Some(url) => setting_source(
+                OsStr::new(url),
+                OsStr::new(""),
+                "--redis-url",
+                "TRENDSYNC_REDIS_URL",
+            ),
+            None => "default",
+        },
         api_base: mask_url(&global.api_base),
+        api_base_source: setting_source(
+            OsStr::new(&global.api_base),
+            OsStr::new(crate::cli::DEFAULT_API_BASE),
+            "--api-base",
+            "TRENDSYNC_API_BASE",
+        ),
         key_source: key_source(global),
         budget_key: budget.key.clone(),
         buckets: budget
@@ -211,9 +257,14 @@ fn print_text(c: &ConfigJson) -> Result<()> {
         c.costs.fingerprint
     )?;
     writeln!(out, "regions   {}", file(&c.regions))?;
-    writeln!(out, "database  {}", c.db)?;
-    writeln!(out, "limiter   {}", c.limiter.describe())?;
-    writeln!(out, "api base  {}", c.api_base)?;
+    writeln!(out, "database  {} ({})", c.db, c.db_source)?;
+    writeln!(
+        out,
+        "limiter   {} ({})",
+        c.limiter.describe(),
+        c.limiter_source
+    )?;
+    writeln!(out, "api base  {} ({})", c.api_base, c.api_base_source)?;
     writeln!(
         out,
         "key       {}",
