@@ -13,7 +13,7 @@ use trendsync::quota::{Charge, Limiter, Part, PolicyRef, RedisLimiter};
 use crate::common::harness::{Harness, THREE_REGIONS, shorts};
 use crate::common::redis_server::closing_listener;
 use crate::common::upstream::{Billing, Call, FakeUpstream, answer_fixture, complete_calls, page2};
-use crate::common::{Ran, RedisServer, Running, Trendsync, contains, lacks};
+use crate::common::{PredicateBooleanExt, Ran, RedisServer, Running, Trendsync, contains, lacks};
 
 const WINDOW: Duration = Duration::from_secs(3600);
 
@@ -291,6 +291,32 @@ fn with_redis_down_from_the_start_allowed_calls_are_journalled_and_replayed_once
         ran.stderr
     );
     assert_eq!(journalled(&h).len(), 12);
+
+    // `status` while it is down shows the database, and says why the budget is not
+    // there, on stdout too (stderr may be a log nobody reads).
+    let status = finish(
+        h.bare()
+            .redis(&server)
+            .args(["status", "--json"])
+            .expect_stderr("is unreachable: Connection refused")
+            .start(),
+    )
+    .json();
+    assert_eq!(status["budget"], Value::Null, "{status}");
+    assert!(
+        status["budget_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("is unreachable: Connection refused")),
+        "{status}"
+    );
+    finish(
+        h.bare()
+            .redis(&server)
+            .arg("status")
+            .expect_stderr("is unreachable: Connection refused")
+            .stdout(contains("the limiter cannot be read: ").and(contains("is unreachable")))
+            .start(),
+    );
 
     // Redis is back (empty). A dry run writes nothing, so it replays nothing.
     server.restart();

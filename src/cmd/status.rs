@@ -103,6 +103,8 @@ struct StatusJson {
     abandoned: Vec<RunJson>,
     /// Null when the limiter could not be read.
     budget: Option<BudgetJson>,
+    /// Why the limiter could not be read; null when it was.
+    budget_error: Option<String>,
     /// Every clock ever compared, the one in use among them.
     clock_skew: Vec<SkewJson>,
     /// The limiter the budget was read from, the one the latest run charged, and the
@@ -259,6 +261,7 @@ pub async fn run(global: &Global, args: &StatusArgs, clock: &Arc<dyn Clock>) -> 
     let budget = &config.budget;
     let read = super::identity::ReadJson::check(global, budget);
     let limiter = open_limiter(global, budget, Access::Read, clock).await?;
+    let mut budget_error = None;
     let window = match read_status(&limiter, budget, &[]).await {
         Ok(st) => {
             // Read like the window; a limiter that answered that much answers this.
@@ -294,6 +297,7 @@ pub async fn run(global: &Global, args: &StatusArgs, clock: &Arc<dyn Clock>) -> 
         }
         Err(e) => {
             tracing::warn!("{e:#}");
+            budget_error = Some(format!("{e:#}"));
             None
         }
     };
@@ -321,6 +325,7 @@ pub async fn run(global: &Global, args: &StatusArgs, clock: &Arc<dyn Clock>) -> 
         abandoned: runs(&stored.abandoned),
         regions,
         budget: window,
+        budget_error,
         clock_skew,
         read,
     };
@@ -476,7 +481,8 @@ fn print_text(
         }
         None => writeln!(
             out,
-            "budget \"{budget_key}\" ({from}): the limiter cannot be read (see the warning above)"
+            "budget \"{budget_key}\" ({from}): the limiter cannot be read: {}",
+            report.budget_error.as_deref().unwrap_or("no reason given")
         )?,
     }
     for skew in skews.iter().filter(|s| Some(s.clock) == in_use) {
