@@ -131,6 +131,39 @@ fn the_commands_that_write_still_create_the_database() {
     }
 }
 
+/// A `--db` in a directory that does not exist: every command that writes refuses it
+/// (78) naming the directory, as the readers do, instead of failing in SQLite's words
+/// with 1; and `prune` of a file that is not there is 78 too. Nothing is created.
+#[test]
+fn the_commands_that_write_refuse_a_missing_directory_naming_it() {
+    let s = Scratch::new();
+    for args in [
+        &["run", "--region", "US"][..],
+        &["backfill"],
+        &["budget", "charge", "videos.list"],
+        &["budget", "unblock", "search"],
+        &["prune", "--older-than", "30d"],
+    ] {
+        s.cmd()
+            .env("YOUTUBE_API_KEY", "a-key")
+            .args(["--api-base", "http://127.0.0.1:9/youtube/v3"])
+            .args(["--db", "state/trendsync.db"])
+            .args(args)
+            .expect_stderr(
+                "--db state/trendsync.db: the directory state does not exist; check the path (TRENDSYNC_DB)",
+            )
+            .status(78)
+            .stdout("")
+            .run();
+    }
+    s.cmd()
+        .args(["--db", "nowhere.db", "prune", "--older-than", "30d"])
+        .expect_stderr("there is no database at nowhere.db to prune")
+        .status(78)
+        .run();
+    assert!(s.listing().is_empty(), "{:?}", s.listing());
+}
+
 #[test]
 fn budget_on_redis_needs_no_database() {
     let server = RedisServer::start();

@@ -58,6 +58,9 @@ pub async fn run(cli: Cli) -> Result<()> {
     let checked = if uses_db {
         refuse_hard_linked(&global.db).and_then(|()| {
             if writes_db {
+                // A writer would otherwise fail in SQLite's words ("unable to open
+                // database file", exit 1) at the path's missing directory.
+                refuse_missing_directory(&global.db)?;
                 database::refuse_foreign(&global.db)
             } else {
                 Ok(())

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde::Serialize;
 
 use super::maintenance;
@@ -44,10 +44,11 @@ pub fn run(global: &Global, args: &PruneArgs, clock: &dyn Clock) -> Result<()> {
         // Opening creates a missing file; an empty new database is not what a person
         // who typed a wrong path wants.
         if matches!(db.try_exists(), Ok(false)) {
-            bail!(
+            return Err(crate::error::MissingConfig(format!(
                 "there is no database at {} to prune; check --db or TRENDSYNC_DB",
                 db.display()
-            );
+            ))
+            .into());
         }
         let writing = maintenance::for_writing(db, maintenance::WRITER_PATIENCE)?;
         let store =
