@@ -234,9 +234,10 @@ fn as_reader(cmd: crate::common::Trendsync, dir: &std::path::Path) -> crate::com
 
 /// A health check run by an account that may only read the database: a snapshot
 /// (0444) in a directory it may not write (0555), with no -wal beside it. `status
-/// --stale-after` reads it and succeeds, and nothing is created.
+/// --stale-after` reads it and succeeds, and nothing is created. The commands that
+/// write refuse it (78) saying this user cannot write it.
 #[test]
-fn a_database_its_user_may_only_read_is_read_by_the_read_commands() {
+fn a_database_its_user_may_only_read_is_read_by_readers_and_refused_by_writers() {
     use std::os::unix::fs::PermissionsExt;
     let h = crate::common::harness::Harness::new(None);
     h.run(&["run"]);
@@ -276,6 +277,45 @@ fn a_database_its_user_may_only_read_is_read_by_the_read_commands() {
         let cmd = h.scratch.cmd().arg("--db").arg(&snapshot).args(args);
         as_reader(cmd, h.scratch.path()).run();
     }
+    assert_eq!(listing(), ["trendsync.db"], "nothing created beside it");
+
+    // The commands that write refuse it (78), saying that this user cannot write it,
+    // not that it cannot be read, and call nothing.
+    let calls = h.fake.calls().len();
+    for args in [
+        &["budget", "charge", "videos.list"][..],
+        &["run", "--region", "US"],
+        &["prune", "--older-than", "30d"],
+    ] {
+        let cmd = h
+            .scratch
+            .cmd()
+            .env("YOUTUBE_API_KEY", "a-key")
+            .args(["--api-base", &h.fake.uri()])
+            .arg("--db")
+            .arg(&snapshot)
+            .args(args)
+            .status(78)
+            .expect_stderr(format!(
+                "--db {}: this user cannot write it (Permission denied",
+                snapshot.display()
+            ));
+        as_reader(cmd, h.scratch.path()).run();
+    }
+    assert_eq!(h.fake.calls().len(), calls, "no upstream call");
+    // A new database in that directory: refused naming the directory.
+    let cmd = h
+        .scratch
+        .cmd()
+        .arg("--db")
+        .arg(snapshot_dir.join("new.db"))
+        .args(["budget", "charge", "videos.list"])
+        .status(78)
+        .expect_stderr(format!(
+            "this user cannot write in its directory {} (Permission denied",
+            snapshot_dir.display()
+        ));
+    as_reader(cmd, h.scratch.path()).run();
     assert_eq!(listing(), ["trendsync.db"], "nothing created beside it");
     std::fs::set_permissions(&snapshot_dir, std::fs::Permissions::from_mode(0o755))
         .expect("writable again, so that the scratch directory can be removed");

@@ -6,8 +6,9 @@
 //! create nothing (DESIGN.md 2): SQLite would make a new empty file of a name that
 //! does not exist.
 
+use std::fs::OpenOptions;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
@@ -131,5 +132,57 @@ pub(crate) fn refuse_foreign(db: &Path) -> Result<()> {
     match inspect(db) {
         Found::Refused(why) => Err(MissingConfig(format!("--db {}: {why}", db.display())).into()),
         Found::Nothing | Found::Blank | Found::NoTables | Found::Ours => Ok(()),
+    }
+}
+
+/// Refuses (78) a `--db` that this user cannot write, for the commands that write: a
+/// file it may not write, or a directory it may not create files in (the database
+/// itself, or the `-wal` and `-shm` files SQLite keeps beside it), a read-only file
+/// system included. Found by trying, without changing anything that is there: the file
+/// is opened for writing and closed, and a probe file is created beside it and removed
+/// at once. Any other failure is left to the command's own open, which says what it is.
+pub(crate) fn refuse_unwritable(db: &Path) -> Result<()> {
+    let refuse = |what: &str, e: std::io::Error| -> Result<()> {
+        Err(MissingConfig(format!(
+            "--db {}: this user cannot write {what} ({e}); the commands that write need the file and its directory (for the -wal and -shm files beside it) writable: run them as the database's owner, or give --db (TRENDSYNC_DB) a path this user can write",
+            db.display()
+        ))
+        .into())
+    };
+    let denied = |e: &std::io::Error| {
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+        )
+    };
+    if db.is_file()
+        && let Err(e) = OpenOptions::new().read(true).write(true).open(db)
+        && denied(&e)
+    {
+        return refuse("it", e);
+    }
+    // With both beside it already, SQLite creates nothing in the directory.
+    let beside = |suffix: &str| {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name).is_file()
+    };
+    if db.is_file() && beside("-wal") && beside("-shm") {
+        return Ok(());
+    }
+    let dir = match db.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let probe = dir.join(format!(".trendsync-write-probe-{}", std::process::id()));
+    match OpenOptions::new().write(true).create_new(true).open(&probe) {
+        Ok(_) => {
+            if let Err(e) = std::fs::remove_file(&probe) {
+                tracing::debug!("removing {}: {e}", probe.display());
+            }
+            Ok(())
+        }
+        Err(e) if denied(&e) => refuse(&format!("in its directory {}", dir.display()), e),
+        Err(_) => Ok(()),
     }
 }

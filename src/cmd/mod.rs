@@ -61,6 +61,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                 // A writer would otherwise fail in SQLite's words ("unable to open
                 // database file", exit 1) at the path's missing directory.
                 refuse_missing_directory(&global.db)?;
+                database::refuse_unwritable(&global.db)?;
                 database::refuse_foreign(&global.db)
             } else {
                 Ok(())
