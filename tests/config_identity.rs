@@ -559,7 +559,7 @@ fn with_no_run_yet_the_calls_the_database_records_decide_the_limiter() {
     let status = shell()
         .args(["status", "--json"])
         .expect_stderr(
-            "this command reads the embedded limiter in trendsync.db, but the calls this database records (no run yet; `budget charge`) charged Redis",
+            "this command reads the embedded limiter in trendsync.db, but the calls trendsync.db records (no run yet; `budget charge`) charged Redis",
         )
         .run()
         .json();
@@ -567,7 +567,7 @@ fn with_no_run_yet_the_calls_the_database_records_decide_the_limiter() {
     shell()
         .args(["budget", "charge", "videos.list"])
         .status(78)
-        .expect_stderr("budget charge would charge the embedded limiter in trendsync.db, but the calls this database records")
+        .expect_stderr("budget charge would charge the embedded limiter in trendsync.db, but the calls trendsync.db records")
         .expect_stderr("set TRENDSYNC_REDIS_URL")
         .stdout("")
         .run();

@@ -134,13 +134,15 @@ impl Charged {
         }
     }
 
-    /// Who charged, for people: `the latest run (<id>)`, or the recorded calls.
-    fn who(&self) -> String {
+    /// Who charged, for people: `the latest run (<id>) of <db>`, or the calls `db`
+    /// records.
+    fn who(&self, db: &Path) -> String {
         match self {
-            Charged::Run(last) => format!("the latest run ({})", last.run_id),
-            Charged::Calls(_) => {
-                "the calls this database records (no run yet; `budget charge`)".to_owned()
-            }
+            Charged::Run(last) => format!("the latest run ({}) of {}", last.run_id, db.display()),
+            Charged::Calls(_) => format!(
+                "the calls {} records (no run yet; `budget charge`)",
+                db.display()
+            ),
         }
     }
 }
@@ -169,7 +171,7 @@ pub(crate) fn check_reading(global: &Global, budget: &Budget, costs_file: &str) 
             tracing::warn!(
                 "this command reads {}, but {} charged {}: the figures below are what {} holds, not the budget those calls were charged against{}",
                 limiter.describe(),
-                charged.who(),
+                charged.who(&global.db),
                 recorded.describe(),
                 limiter.describe(),
                 hint(&limiter, &recorded)
@@ -234,19 +236,18 @@ pub(crate) fn refuse_other_kind(
         tracing::warn!(
             "{SWITCH_FLAG}: {what} charges {} from now on, where {} charged {}; what {} holds is not counted here",
             limiter.describe(),
-            charged.who(),
+            charged.who(&global.db),
             recorded.describe(),
             recorded.describe()
         );
         return Ok(());
     }
     Err(MissingConfig(format!(
-        "{what} would charge {}, but {} of {} charged {}; nothing was charged. \
+        "{what} would charge {}, but {} charged {}; nothing was charged. \
          The other kind of limiter holds none of those charges, so the key's quota would be spent twice{}. \
          To move this database to {} on purpose, run `trendsync run {SWITCH_FLAG}` once with it",
         limiter.describe(),
-        charged.who(),
-        global.db.display(),
+        charged.who(&global.db),
         recorded.describe(),
         hint(&limiter, &recorded),
         limiter.describe()
