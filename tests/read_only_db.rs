@@ -2,7 +2,7 @@
 //! directory, someone else's file. Each is refused (78) saying what is there and what
 //! to do, and nothing is created: not the file, nor its `-wal`/`-shm`, nor a directory.
 
-use crate::common::{RedisServer, Scratch};
+use crate::common::{RedisServer, Scratch, contains};
 
 /// Every read-only command, as a person would type it (`budget` on the embedded
 /// limiter, and `status` as the health check too), with `--json` or without.
@@ -317,6 +317,35 @@ fn a_database_its_user_may_only_read_is_read_by_readers_and_refused_by_writers()
         ));
     as_reader(cmd, h.scratch.path()).run();
     assert_eq!(listing(), ["trendsync.db"], "nothing created beside it");
+
+    // A symbolic link in that directory to a database this user may write, in a
+    // directory it may write: SQLite keeps the -wal and -shm beside the link's target,
+    // so the link's own directory is not asked to be writable.
+    let shared = h.scratch.file("shared");
+    std::fs::create_dir(&shared).expect("a directory");
+    std::fs::copy(h.db_path(), shared.join("trendsync.db")).expect("a copy");
+    for (path, mode) in [
+        (shared.as_path(), 0o777),
+        (&shared.join("trendsync.db"), 0o666),
+    ] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .expect("writable by the reader");
+    }
+    std::fs::set_permissions(&snapshot_dir, std::fs::Permissions::from_mode(0o755))
+        .expect("writable, to make the link");
+    let link = snapshot_dir.join("link.db");
+    std::os::unix::fs::symlink(shared.join("trendsync.db"), &link).expect("a link");
+    std::fs::set_permissions(&snapshot_dir, std::fs::Permissions::from_mode(0o555))
+        .expect("read-only directory");
+    let cmd = h
+        .scratch
+        .cmd()
+        .arg("--db")
+        .arg(&link)
+        .args(["budget", "charge", "videos.list"])
+        .allow_stderr("maintenance.lock")
+        .stdout(contains("granted"));
+    as_reader(cmd, h.scratch.path()).run();
     std::fs::set_permissions(&snapshot_dir, std::fs::Permissions::from_mode(0o755))
         .expect("writable again, so that the scratch directory can be removed");
 }
