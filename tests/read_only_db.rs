@@ -343,7 +343,6 @@ fn a_database_its_user_may_only_read_is_read_by_readers_and_refused_by_writers()
         .arg("--db")
         .arg(&link)
         .args(["budget", "charge", "videos.list"])
-        .allow_stderr("maintenance.lock")
         .stdout(contains("granted"));
     as_reader(cmd, h.scratch.path()).run();
     std::fs::set_permissions(&snapshot_dir, std::fs::Permissions::from_mode(0o755))

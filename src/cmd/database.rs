@@ -162,10 +162,7 @@ pub(crate) fn refuse_unwritable(db: &Path) -> Result<()> {
         return refuse("it", e);
     }
     // SQLite keeps the -wal and -shm beside the file a symbolic link points to.
-    let real = match db.is_file() {
-        true => std::fs::canonicalize(db).unwrap_or_else(|_| db.to_path_buf()),
-        false => db.to_path_buf(),
-    };
+    let real = crate::runner::lock::canonical(db);
     let db = real.as_path();
     // With both beside it already, SQLite creates nothing in the directory.
     let beside = |suffix: &str| {
