@@ -185,6 +185,21 @@ fn read_schema(conn: &Connection) -> rusqlite::Result<()> {
     .map(drop)
 }
 
+/// The directory the database at `path` is in (`.` for a bare file name).
+pub fn directory_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
+}
+
+/// The file SQLite keeps beside the database at `path`: `suffix` is `-wal` or `-shm`.
+pub fn beside(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
 /// Whether nobody can change the file at `path`: no write permission for anyone, and no
 /// `-wal` beside it holding writes not yet in the file.
 fn frozen(path: &Path) -> bool {
@@ -193,9 +208,7 @@ fn frozen(path: &Path) -> bool {
         use std::os::unix::fs::PermissionsExt;
         let unwritable = std::fs::metadata(path)
             .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o222 == 0);
-        let mut wal = path.as_os_str().to_owned();
-        wal.push("-wal");
-        unwritable && matches!(Path::new(&wal).try_exists(), Ok(false))
+        unwritable && matches!(beside(path, "-wal").try_exists(), Ok(false))
     }
     #[cfg(not(unix))]
     {

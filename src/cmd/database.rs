@@ -8,7 +8,7 @@
 
 use std::fs::OpenOptions;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Result;
 
@@ -165,18 +165,11 @@ pub(crate) fn refuse_unwritable(db: &Path) -> Result<()> {
     let real = crate::runner::lock::canonical(db);
     let db = real.as_path();
     // With both beside it already, SQLite creates nothing in the directory.
-    let beside = |suffix: &str| {
-        let mut name = db.as_os_str().to_owned();
-        name.push(suffix);
-        PathBuf::from(name).is_file()
-    };
+    let beside = |suffix: &str| crate::sqlite::beside(db, suffix).is_file();
     if db.is_file() && beside("-wal") && beside("-shm") {
         return Ok(());
     }
-    let dir = match db.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
+    let dir = crate::sqlite::directory_of(db);
     let probe = dir.join(format!(".trendsync-write-probe-{}", std::process::id()));
     match OpenOptions::new().write(true).create_new(true).open(&probe) {
         Ok(_) => {

@@ -424,10 +424,7 @@ async fn replay_journal(db: &Path, budget: &Budget, limiter: &Limiter, clock: &A
 /// though, is a typo in `--db`, and an empty answer (a whole budget left, no videos)
 /// would hide it.
 pub(crate) fn refuse_missing_directory(db: &Path) -> Result<()> {
-    let dir = match db.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => return Ok(()),
-    };
+    let dir = crate::sqlite::directory_of(db);
     if !db.exists() && !dir.is_dir() {
         return Err(MissingConfig(format!(
             "--db {}: the directory {} does not exist; check the path (TRENDSYNC_DB)",

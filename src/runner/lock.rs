@@ -23,10 +23,7 @@ pub fn canonical(db: &Path) -> PathBuf {
     if let Ok(path) = std::fs::canonicalize(db) {
         return path;
     }
-    let dir = match db.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
+    let dir = crate::sqlite::directory_of(db);
     match (std::fs::canonicalize(dir), db.file_name()) {
         (Ok(dir), Some(name)) => dir.join(name),
         _ => db.to_path_buf(),
