@@ -411,6 +411,18 @@ fn stamp_of(conn: &Connection, budget_key: &str) -> rusqlite::Result<Option<Stam
 }
 
 /// Every entry the log keeps for `budget_key` at `now`.
+/// When the newest call of `budget_key` in the log on `conn` was charged; None when
+/// the log holds none, or the file has no log yet.
+pub(super) fn newest_logged_at(conn: &Connection, budget_key: &str) -> Option<i64> {
+    conn.query_row(
+        "SELECT max(at_us) FROM quota_log WHERE budget = ?1",
+        [budget_key],
+        |r| r.get(0),
+    )
+    .ok()
+    .flatten()
+}
+
 fn logged(conn: &Connection, budget_key: &str, held_after: i64) -> rusqlite::Result<Vec<Logged>> {
     let mut q = conn.prepare_cached(
         "SELECT charge_id, method, calls, at_us FROM quota_log

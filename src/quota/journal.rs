@@ -368,6 +368,19 @@ impl Journal {
         })
     }
 
+    /// When the newest call of `budget_key` the journal on `conn` holds was made
+    /// (journalled or in the ledger: calls charged to, or waiting for, Redis); None
+    /// when it holds none, or the file has no journal yet.
+    pub(super) fn newest_call_at(conn: &Connection, budget_key: &str) -> Option<i64> {
+        conn.query_row(
+            "SELECT max(made_at_us) FROM quota_journal WHERE budget = ?1",
+            [budget_key],
+            |r| r.get(0),
+        )
+        .ok()
+        .flatten()
+    }
+
     /// The ledger of `budget_key`: the calls this host made that the window counted,
     /// oldest first (pruned ones gone).
     pub fn ledger(&self, budget_key: &str) -> Result<(Vec<Journalled>, u64), JournalError> {

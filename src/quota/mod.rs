@@ -836,18 +836,9 @@ pub fn charged_on(db: &Path, budget_key: &str) -> Option<ChargedOn> {
     if !db.is_file() {
         return None;
     }
-    let newest = |conn: &rusqlite::Connection, sql: &str| -> Option<i64> {
-        conn.query_row(sql, [budget_key], |r| r.get::<_, Option<i64>>(0))
-            .ok()
-            .flatten()
-    };
     let conn = crate::sqlite::open_for_reading(db).ok()?;
-    // A table this file does not have yet reads as no call.
-    let embedded = newest(&conn, "SELECT max(at_us) FROM quota_log WHERE budget = ?1");
-    let redis = newest(
-        &conn,
-        "SELECT max(made_at_us) FROM quota_journal WHERE budget = ?1",
-    );
+    let embedded = embedded::newest_logged_at(&conn, budget_key);
+    let redis = Journal::newest_call_at(&conn, budget_key);
     match (embedded, redis) {
         (None, None) => None,
         (Some(_), None) => Some(ChargedOn::Embedded),
