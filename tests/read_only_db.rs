@@ -164,6 +164,37 @@ fn the_commands_that_write_refuse_a_missing_directory_naming_it() {
     assert!(s.listing().is_empty(), "{:?}", s.listing());
 }
 
+/// A command that fails before it can report still answers a script reading its JSON
+/// (DESIGN.md 2): the writers' refusals of `--db` print the failure object too.
+#[test]
+fn the_writers_refusals_of_a_db_answer_in_json_too() {
+    let s = Scratch::new();
+    for args in [
+        &["run", "--region", "US", "--json"][..],
+        &["budget", "charge", "videos.list", "--json"],
+        &["prune", "--older-than", "30d", "--json"],
+    ] {
+        let json = s
+            .cmd()
+            .env("YOUTUBE_API_KEY", "a-key")
+            .args(["--api-base", "http://127.0.0.1:9/youtube/v3"])
+            .args(["--db", "state/trendsync.db"])
+            .args(args)
+            .expect_stderr("the directory state does not exist")
+            .status(78)
+            .run()
+            .json();
+        assert_eq!(json["status"], "failed", "{args:?}: {json}");
+        assert_eq!(json["exit_code"], 78, "{args:?}: {json}");
+        assert!(
+            json["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("the directory state does not exist")),
+            "{args:?}: {json}"
+        );
+    }
+}
+
 #[test]
 fn budget_on_redis_needs_no_database() {
     let server = RedisServer::start();
