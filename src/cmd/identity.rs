@@ -66,9 +66,14 @@ impl LimiterJson {
     }
 
     /// Whether the two are the same limiter: the same kind and, for Redis, the same
-    /// (masked) URL.
+    /// (masked) URL where both know it (calls recorded without a run know the kind
+    /// alone).
     fn same(&self, other: &LimiterJson) -> bool {
-        self.kind == other.kind && (self.kind != REDIS || self.url == other.url)
+        self.kind == other.kind
+            && (self.kind != REDIS
+                || self.url.is_none()
+                || other.url.is_none()
+                || self.url == other.url)
     }
 }
 
@@ -162,12 +167,7 @@ pub(crate) fn check_reading(global: &Global, budget: &Budget, costs_file: &str) 
     let charged = Charged::read(&global.db, &budget.key);
     if let Some(charged) = &charged {
         let recorded = charged.limiter(&global.db);
-        // Only the kind is known from calls alone, not Redis's URL.
-        let other = match charged {
-            Charged::Run(_) => !limiter.same(&recorded),
-            Charged::Calls(_) => limiter.kind != recorded.kind,
-        };
-        if other {
+        if !limiter.same(&recorded) {
             tracing::warn!(
                 "this command reads {}, but {} charged {}: the figures below are what {} holds, not the budget those calls were charged against{}",
                 limiter.describe(),
