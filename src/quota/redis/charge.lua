@@ -164,9 +164,9 @@ for i = 1, n do
   local p = {
     tkey = KEYS[3 + i], okey = KEYS[3 + n + i], zkey = KEYS[3 + 2 * n + i],
     max = tonumber(ARGV[b + 1]) + units, units = units, held = held,
-    -- The member as the client wrote it: `p.units .. tail` would write a number of
-    -- 15 digits or more as "1.1258999068427e+15", a member no client looks for and
-    -- no count reads back.
+    -- The member as the client wrote it, units first: joining the number p.units
+    -- into text here would write 15 digits or more as "1.1258999068427e+15", a
+    -- member no client looks for and no count reads back.
     member = ARGV[b + 3],
   }
   -- An entry made at `at` leaves at p.stop (a calendar day) or at + p.window.
