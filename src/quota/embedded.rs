@@ -15,8 +15,8 @@ use super::model::{self, Fit, PartOutcome};
 use super::recount::{self, Logged};
 use super::skew::{self, LimiterClock};
 use super::{
-    BUDGET_POLICY, Budget, Cause, Charge, Decision, Entry, KEEP_AT_LEAST, Kind, LimiterError,
-    PolicyRef, PolicyStatus, SqliteCause, Status, Window, from_micros, micros,
+    BUDGET_POLICY, Budget, Cause, Charge, Decision, Entry, KEEP, Kind, LimiterError, PolicyRef,
+    PolicyStatus, Span, SqliteCause, Status, Window, from_micros, micros,
 };
 use crate::clock::{Clock, Micros};
 use crate::sqlite::{Durability, Migration, OpenError};
@@ -459,7 +459,7 @@ fn recount_if_changed(
     if was.is_none() {
         adopt(conn, budget_key, budget)?;
     }
-    let held_after = now - micros(budget.keep());
+    let held_after = now - micros(KEEP);
     let logged = logged(conn, budget_key, held_after)?;
     let rebuilt = recount::rebuild(budget, &logged);
     let (from, to) = (format!("{budget_key}:"), format!("{budget_key};"));
@@ -479,7 +479,7 @@ fn recount_if_changed(
                 &id,
                 &e.id,
                 e.at_us,
-                span.leaves(e.at_us, &p.window),
+                leaves_own_day(&span, e.at_us, &p.window),
                 e.units,
                 &e.method,
             )?;
@@ -512,6 +512,18 @@ fn confirmed_at(conn: &Connection) -> rusqlite::Result<Option<i64>> {
     conn.prepare_cached("SELECT measured_at_us FROM quota_clock_skew WHERE clock = ?1")?
         .query_row([LimiterClock::Host.as_str()], |r| r.get(0))
         .optional()
+}
+
+/// When an entry made at `at_us` leaves `window`, as it stands in `span`: as
+/// [`Span::leaves`] says, except that an entry made after the day of `span` ended (the
+/// clock that counts it now went back past it) leaves at the end of its own day. A
+/// clock that went back a day would otherwise give today's entries yesterday's end,
+/// and they would leave the window the moment the clock came right (docs/budget.md).
+fn leaves_own_day(span: &Span, at_us: i64, window: &Window) -> i64 {
+    match (window, span.end_us) {
+        (Window::Day(zone), Some(end)) if at_us >= end => zone.midnight(at_us, 1),
+        _ => span.leaves(at_us, window),
+    }
 }
 
 /// Logs the entries of a window charged before the log, as `budget` would have
@@ -689,7 +701,6 @@ fn charge_in(
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     // Read inside the lock, so entries are written in the order of their times.
     let now = clock.now().as_i64();
-    let budget = counting.map(|(b, _)| b);
     if let Some(counting) = counting {
         recount_if_changed(&tx, budget_key, counting, now)?;
         tx.prepare_cached("UPDATE quota_fingerprint SET seen_us = ?2 WHERE budget = ?1")?
@@ -755,19 +766,20 @@ fn charge_in(
             let leaves = span.leaves(at, &p.window);
             insert_entry(&tx, &id, &charge.id, at, leaves, p.units, &charge.method)?;
         }
-        // Every call is logged with its method and calls, kept at least 25 hours
-        // whatever its window, to be counted again when the costs change.
-        let held = budget.map_or(KEEP_AT_LEAST, Budget::keep);
-        // Pruned by the time last confirmed, not by a clock that may have jumped ahead.
-        let confirmed = confirmed_at(&tx)?.map_or(now, |c| c.min(now));
-        let held_after = now - micros(held);
-        let pruned_after = confirmed - micros(held);
+        // Every call is logged with its method and calls, kept for the longest window
+        // whatever the file in force, to be counted again when the costs change.
+        let held_after = now - micros(KEEP);
         if charge.calls > 0 && at > held_after {
             let calls = i64::try_from(charge.calls).unwrap_or(i64::MAX);
             log_call(&tx, budget_key, &charge.id, &charge.method, calls, at)?;
         }
-        tx.prepare_cached("DELETE FROM quota_log WHERE budget = ?1 AND at_us <= ?2")?
-            .execute(params![budget_key, pruned_after])?;
+        // Pruned by the time an answer last confirmed, never by a clock that may have
+        // jumped ahead; on a file no answer ever confirmed, not at all.
+        if let Some(confirmed) = confirmed_at(&tx)? {
+            let pruned_after = confirmed.min(now) - micros(KEEP);
+            tx.prepare_cached("DELETE FROM quota_log WHERE budget = ?1 AND at_us <= ?2")?
+                .execute(params![budget_key, pruned_after])?;
+        }
     }
     let parts = outcomes(&tx, budget_key, charge, &fits, now)?;
     tx.commit()?;
@@ -814,7 +826,7 @@ fn status_in(
         && let Some(stamp) = stamp_of(&tx, budget_key)?
         && (stamp.fingerprint != fingerprint || stamp.clock_went_back(now))
     {
-        let logged = logged(&tx, budget_key, now - micros(budget.keep()))?;
+        let logged = logged(&tx, budget_key, now - micros(KEEP))?;
         if stamp.fingerprint != fingerprint {
             recount::warn_changed(
                 budget_key,

@@ -464,12 +464,7 @@ impl Journal {
         made_at_us: i64,
     ) -> Result<(), JournalError> {
         // One statement, one fsync: this runs for every call Redis grants.
-        self.insert(
-            budget_key,
-            charge,
-            made_at_us,
-            Some(keep_until(charge, made_at_us)),
-        )
+        self.insert(budget_key, charge, made_at_us, Some(keep_until(made_at_us)))
     }
 
     /// Keeps a counted row as the ledger until its longest window has passed.
@@ -478,7 +473,7 @@ impl Journal {
             conn.prepare_cached(
                 "UPDATE quota_journal SET metered = 1, keep_until_us = ?2 WHERE charge_id = ?1",
             )?
-            .execute(params![charge.id, keep_until(charge, made_at_us)])
+            .execute(params![charge.id, keep_until(made_at_us)])
             .map(|_| ())
         })
     }
@@ -627,14 +622,12 @@ pub fn pending_calls(db: &Path, budget_key: &str) -> Result<u64, JournalError> {
         })
 }
 
-/// When a call made at `made_at_us` has left every window it was charged to.
-fn keep_until(charge: &Charge, made_at_us: i64) -> i64 {
-    charge
-        .parts
-        .iter()
-        .map(|p| p.window.leaves(made_at_us, made_at_us))
-        .max()
-        .unwrap_or(made_at_us)
+/// Until when a call made at `made_at_us` is kept in the ledger: as long as any window
+/// that could come back could count it ([`super::KEEP`]), not only the windows it was
+/// charged to, so that a Redis that lost its keys under another costs file gets it
+/// back too (docs/budget.md).
+fn keep_until(made_at_us: i64) -> i64 {
+    made_at_us.saturating_add(micros(super::KEEP))
 }
 
 /// The epoch marker of a budget's window in Redis: the Redis time, in microseconds,

@@ -50,10 +50,17 @@ pub const RESERVED_POLICY_NAMES: &[&str] = &[
     "limit",
 ];
 
-/// How long every entry is kept at least, whatever the window of the policy that
-/// holds it (DESIGN.md 3.8): long enough to count it again under another costs file
-/// whose windows are a day, or the upstream's day of 25 hours.
-pub const KEEP_AT_LEAST: Duration = Duration::from_secs(25 * 3600);
+/// The longest window a policy may have: 31 days. Longer ones would only grow what is
+/// kept (below), and a window of years overflowed the expiry arithmetic.
+pub const LONGEST_WINDOW: Duration = Duration::from_secs(31 * 86_400);
+
+/// How long every entry is kept, whatever the window of the policy that holds it and
+/// whatever the costs file in force (docs/budget.md): as long as any window that
+/// could come back could count it. The file in force cannot decide this, since the
+/// file that comes back may have the longer window (a week's, after a day's), so it
+/// is the longest window allowed, which also holds a local day of any length (26
+/// hours in `Antarctica/Troll`) whole.
+pub const KEEP: Duration = LONGEST_WINDOW;
 
 /// Whether a policy is a bucket (the main one included) or a `[[limit]]`: the two
 /// never share state, even under one name (DESIGN.md 3.8).
@@ -287,16 +294,6 @@ impl Budget {
                 methods: l.methods.clone(),
             }))
             .collect()
-    }
-
-    /// How long entries are kept: [`KEEP_AT_LEAST`], or the longest window
-    /// configured if that is longer.
-    pub fn keep(&self) -> Duration {
-        self.buckets()
-            .iter()
-            .map(|b| b.window.longest())
-            .chain(self.limits.iter().map(|l| l.window.longest()))
-            .fold(KEEP_AT_LEAST, Duration::max)
     }
 
     /// What the limiter keeps beside the budget's state to tell whether it was

@@ -90,7 +90,7 @@ pub(crate) fn warn_changed(
         "budget \"{key}\" {place} was last charged under costs with fingerprint {was}, and this host's costs have fingerprint {}; its {entries} entr{} of the last {} were counted again at this host's costs. Every {sharers} charging one budget.key must use the same costs file",
         budget.fingerprint(),
         if entries == 1 { "y" } else { "ies" },
-        crate::output::human::duration(budget.keep()),
+        crate::output::human::duration(super::KEEP),
     );
 }
 

@@ -241,7 +241,7 @@ impl RedisLimiter {
     fn stamp(&self) -> Stamp<'_> {
         Stamp {
             stamp: self.stamp_text(),
-            held: self.budget().map_or(super::KEEP_AT_LEAST, Budget::keep),
+            held: super::KEEP,
             confirmed_us: self.confirmed_us,
         }
     }

@@ -60,13 +60,12 @@ pub(super) struct Stamp<'a> {
 }
 
 impl Stamp<'_> {
-    /// The scripts' keeping argument: "<held>", or "<held>:<confirmed>" (`holding`
-    /// in prelude.lua).
+    /// The scripts' keeping argument, "<held>:<confirmed>" (`holding` in
+    /// prelude.lua). A `TIME` no answer ever confirmed is sent as confirmed at 0, so
+    /// that the script drops nothing by it that a clock jumped ahead by less than its
+    /// margin (a week) would still need (docs/budget.md).
     fn keeping(&self) -> String {
-        match self.confirmed_us {
-            Some(confirmed) => format!("{}:{confirmed}", micros(self.held)),
-            None => micros(self.held).to_string(),
-        }
+        format!("{}:{}", micros(self.held), self.confirmed_us.unwrap_or(0))
     }
 }
 
