@@ -152,6 +152,17 @@ impl EmbeddedLimiter {
     }
 }
 
+/// Records `skew` as the last one seen on its clock in the database at `db`, bringing
+/// the limiter's own tables up to date first: what a run does with each answer's
+/// `Date` (docs/budget.md), for tools and tests that drive
+/// the limiter as a run would.
+pub fn record_skew(
+    db: &Path,
+    skew: &crate::quota::skew::Skew,
+) -> Result<(), crate::quota::skew::SkewError> {
+    crate::quota::skew::record(db, MIGRATIONS, skew)
+}
+
 impl Journal {
     /// Opens the journal in the database at `path`, creating the file if needed and
     /// bringing the journal's tables up to date; it reads the time from `clock`.

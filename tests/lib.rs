@@ -4,6 +4,7 @@
 mod common;
 
 mod budget_cli;
+mod budget_promise;
 mod charts_e2e;
 // The Redis scenarios move a server's clock with an LD_PRELOAD shim: Linux only.
 #[cfg(target_os = "linux")]
