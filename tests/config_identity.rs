@@ -31,14 +31,15 @@ fn fingerprint_of(path: &Path) -> String {
         .to_owned()
 }
 
-/// The latest run's recorded limiter and fingerprint in the database at `db`.
+/// The latest run's recorded limiter and fingerprint in the database at `db`: the
+/// last recorded, whatever clock stamped its start.
 fn last_run(db: &Path) -> (String, Option<String>, String) {
     let conn =
         rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .expect("the database");
     conn.query_row(
         "SELECT limiter_kind, limiter_url, costs_fingerprint FROM runs
-         ORDER BY started_at DESC, rowid DESC LIMIT 1",
+         ORDER BY rowid DESC LIMIT 1",
         [],
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )
@@ -707,4 +708,69 @@ fn config_masks_the_redis_password_and_never_shows_the_key() {
             .run();
         assert!(ran.stdout.contains("YOUTUBE_API_KEY"), "{}", ran.stdout);
     }
+}
+
+/// A run on a clock two days ahead is recorded with that start (the issue's repro): it
+/// stops at its first answer (`clock_skew`), but its row must not outrank the runs
+/// made after it. The switch to Redis on the right clock takes effect at once: the
+/// next Redis run is not refused, and `budget charge` on the embedded limiter is,
+/// naming both kinds; so is the dry run's and `status`'s record of the latest run.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_run_on_a_clock_days_ahead_does_not_pin_the_limiter_kind() {
+    let server = RedisServer::start();
+    let mut h = Harness::new(Some(&server));
+    h.regions(THREE_REGIONS);
+    let regions = h.scratch.file("my-regions.toml");
+    // The shell of the embedded limiter: no Redis URL.
+    let embedded = || h.scratch.cmd().arg("--regions").arg(&regions);
+    embedded()
+        .args(["--api-base", &h.fake.uri()])
+        .env("YOUTUBE_API_KEY", API_KEY)
+        .args(["run", "--json"])
+        .faketime(&["-f", "+2d"])
+        .expect_stderr("this host's clock is 2d ahead of the upstream's")
+        .expect_ended("clock_skew")
+        .status(75)
+        .run();
+    assert_eq!(last_run(&h.db_path()).0, "embedded");
+
+    // On the right clock, the documented step moves the database to Redis.
+    let switched = h
+        .cmd()
+        .args(["run", "--switch-limiter", "--json"])
+        .expect_stderr("--switch-limiter: this run charges Redis at")
+        .run()
+        .json();
+    assert_eq!(switched["status"], "complete", "{switched}");
+    assert_eq!(last_run(&h.db_path()).0, "redis");
+
+    // It took: Redis charges without the flag, and every reader names Redis.
+    h.cmd().args(["run", "--json"]).run();
+    h.bare()
+        .args(["budget", "charge", "videos.list"])
+        .stdout(contains("granted"))
+        .run();
+    let status = h.bare().args(["status", "--json"]).run().json();
+    assert_eq!(status["last_run_limiter"]["kind"], "redis", "{status}");
+
+    // The embedded limiter is the other kind now: refused, naming both, nothing
+    // charged.
+    let logged = |h: &Harness<'_>| {
+        h.db()
+            .query_row("SELECT count(*) FROM quota_log", [], |r| r.get::<_, i64>(0))
+            .expect("the embedded log")
+    };
+    let before = logged(&h);
+    embedded()
+        .args(["budget", "charge", "videos.list"])
+        .status(78)
+        .expect_stderr(
+            "budget charge would charge the embedded limiter in trendsync.db, but the latest run",
+        )
+        .expect_stderr("charged Redis at")
+        .expect_stderr("nothing was charged")
+        .stdout("")
+        .run();
+    assert_eq!(logged(&h), before, "the embedded limiter charged nothing");
 }
