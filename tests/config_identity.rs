@@ -774,3 +774,93 @@ fn a_run_on_a_clock_days_ahead_does_not_pin_the_limiter_kind() {
         .run();
     assert_eq!(logged(&h), before, "the embedded limiter charged nothing");
 }
+
+/// `budget charge` on a clock two days ahead, before any run, leaves only its entry in
+/// the embedded log, stamped by that clock. It must not pin the kind either: after
+/// the switch to Redis on the right clock, Redis charges and the embedded limiter is
+/// refused (78), naming both. Without the runs' records (as a build from before they
+/// recorded their limiter left them), the calls decide, and they hold both kinds:
+/// only the stamps could say which came last, and the one two days ahead would win,
+/// so both kinds are refused until the documented step says which.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_charge_on_a_clock_days_ahead_does_not_pin_the_limiter_kind() {
+    let server = RedisServer::start();
+    let mut h = Harness::new(Some(&server));
+    h.regions(THREE_REGIONS);
+    let regions = h.scratch.file("my-regions.toml");
+    let embedded = || h.scratch.cmd().arg("--regions").arg(&regions);
+    embedded()
+        .args(["budget", "charge", "videos.list"])
+        .faketime(&["-f", "+2d"])
+        .stdout(contains("granted"))
+        .run();
+
+    // Before any run, the charges recorded decide: Redis is the other kind.
+    h.bare()
+        .args(["budget", "charge", "videos.list"])
+        .status(78)
+        .expect_stderr("budget charge would charge Redis at")
+        .expect_stderr("charged the embedded limiter in trendsync.db")
+        .run();
+    h.cmd()
+        .args(["run", "--switch-limiter", "--json"])
+        .expect_stderr("--switch-limiter: this run charges Redis at")
+        .run();
+    h.bare()
+        .args(["budget", "charge", "videos.list"])
+        .stdout(contains("granted"))
+        .run();
+    h.cmd().args(["run", "--json"]).run();
+    embedded()
+        .args(["budget", "charge", "videos.list"])
+        .status(78)
+        .expect_stderr(
+            "budget charge would charge the embedded limiter in trendsync.db, but the latest run",
+        )
+        .expect_stderr("charged Redis at")
+        .stdout("")
+        .run();
+
+    // The runs' records gone: the embedded log holds the charge stamped two days
+    // ahead, the Redis ledger the later ones.
+    rusqlite::Connection::open(h.db_path())
+        .and_then(|db| {
+            db.execute(
+                "UPDATE runs SET limiter_kind = NULL, limiter_url = NULL",
+                [],
+            )
+        })
+        .expect("forgetting the runs' limiters");
+    let both = "charged the embedded limiter in trendsync.db and Redis";
+    for (cmd, kind) in [
+        (embedded(), "the embedded limiter in trendsync.db"),
+        (h.bare(), "Redis at"),
+    ] {
+        cmd.args(["budget", "charge", "videos.list"])
+            .status(78)
+            .expect_stderr(format!("budget charge would charge {kind}"))
+            .expect_stderr(both)
+            .expect_stderr("which of them charged last is not recorded")
+            .stdout("")
+            .run();
+    }
+    h.bare()
+        .args(["status"])
+        .expect_stderr("this command reads Redis at")
+        .expect_stderr(format!(
+            "but the calls trendsync.db records (no run yet; `budget charge`) {both}"
+        ))
+        .run();
+    h.cmd()
+        .args(["run", "--switch-limiter", "--json"])
+        .expect_stderr("--switch-limiter: this run charges Redis at")
+        .expect_stderr(format!(
+            "{both}; what the embedded limiter in trendsync.db holds is not counted here"
+        ))
+        .run();
+    h.bare()
+        .args(["budget", "charge", "videos.list"])
+        .stdout(contains("granted"))
+        .run();
+}
