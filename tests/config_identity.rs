@@ -31,14 +31,15 @@ fn fingerprint_of(path: &Path) -> String {
         .to_owned()
 }
 
-/// The latest run's recorded limiter and fingerprint in the database at `db`.
+/// The latest run's recorded limiter and fingerprint in the database at `db`: the
+/// last recorded, whatever clock stamped its start.
 fn last_run(db: &Path) -> (String, Option<String>, String) {
     let conn =
         rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .expect("the database");
     conn.query_row(
         "SELECT limiter_kind, limiter_url, costs_fingerprint FROM runs
-         ORDER BY started_at DESC, rowid DESC LIMIT 1",
+         ORDER BY rowid DESC LIMIT 1",
         [],
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )
@@ -707,4 +708,159 @@ fn config_masks_the_redis_password_and_never_shows_the_key() {
             .run();
         assert!(ran.stdout.contains("YOUTUBE_API_KEY"), "{}", ran.stdout);
     }
+}
+
+/// A run on a clock two days ahead is recorded with that start (the issue's repro): it
+/// stops at its first answer (`clock_skew`), but its row must not outrank the runs
+/// made after it. The switch to Redis on the right clock takes effect at once: the
+/// next Redis run is not refused, and `budget charge` on the embedded limiter is,
+/// naming both kinds; so is the dry run's and `status`'s record of the latest run.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_run_on_a_clock_days_ahead_does_not_pin_the_limiter_kind() {
+    let server = RedisServer::start();
+    let mut h = Harness::new(Some(&server));
+    h.regions(THREE_REGIONS);
+    let regions = h.scratch.file("my-regions.toml");
+    // The shell of the embedded limiter: no Redis URL.
+    let embedded = || h.scratch.cmd().arg("--regions").arg(&regions);
+    embedded()
+        .args(["--api-base", &h.fake.uri()])
+        .env("YOUTUBE_API_KEY", API_KEY)
+        .args(["run", "--json"])
+        .faketime(&["-f", "+2d"])
+        .expect_stderr("this host's clock is 2d ahead of the upstream's")
+        .expect_ended("clock_skew")
+        .status(75)
+        .run();
+    assert_eq!(last_run(&h.db_path()).0, "embedded");
+
+    // On the right clock, the documented step moves the database to Redis.
+    let switched = h
+        .cmd()
+        .args(["run", "--switch-limiter", "--json"])
+        .expect_stderr("--switch-limiter: this run charges Redis at")
+        .run()
+        .json();
+    assert_eq!(switched["status"], "complete", "{switched}");
+    assert_eq!(last_run(&h.db_path()).0, "redis");
+
+    // It took: Redis charges without the flag, and every reader names Redis.
+    h.cmd().args(["run", "--json"]).run();
+    h.bare()
+        .args(["budget", "charge", "videos.list"])
+        .stdout(contains("granted"))
+        .run();
+    let status = h.bare().args(["status", "--json"]).run().json();
+    assert_eq!(status["last_run_limiter"]["kind"], "redis", "{status}");
+
+    // The embedded limiter is the other kind now: refused, naming both, nothing
+    // charged.
+    let logged = |h: &Harness<'_>| {
+        h.db()
+            .query_row("SELECT count(*) FROM quota_log", [], |r| r.get::<_, i64>(0))
+            .expect("the embedded log")
+    };
+    let before = logged(&h);
+    embedded()
+        .args(["budget", "charge", "videos.list"])
+        .status(78)
+        .expect_stderr(
+            "budget charge would charge the embedded limiter in trendsync.db, but the latest run",
+        )
+        .expect_stderr("charged Redis at")
+        .expect_stderr("nothing was charged")
+        .stdout("")
+        .run();
+    assert_eq!(logged(&h), before, "the embedded limiter charged nothing");
+}
+
+/// `budget charge` on a clock two days ahead, before any run, leaves only its entry in
+/// the embedded log, stamped by that clock. It must not pin the kind either: after
+/// the switch to Redis on the right clock, Redis charges and the embedded limiter is
+/// refused (78), naming both. Without the runs' records (as a build from before they
+/// recorded their limiter left them), the calls decide, and they hold both kinds:
+/// only the stamps could say which came last, and the one two days ahead would win,
+/// so both kinds are refused until the documented step says which.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_charge_on_a_clock_days_ahead_does_not_pin_the_limiter_kind() {
+    let server = RedisServer::start();
+    let mut h = Harness::new(Some(&server));
+    h.regions(THREE_REGIONS);
+    let regions = h.scratch.file("my-regions.toml");
+    let embedded = || h.scratch.cmd().arg("--regions").arg(&regions);
+    embedded()
+        .args(["budget", "charge", "videos.list"])
+        .faketime(&["-f", "+2d"])
+        .stdout(contains("granted"))
+        .run();
+
+    // Before any run, the charges recorded decide: Redis is the other kind.
+    h.bare()
+        .args(["budget", "charge", "videos.list"])
+        .status(78)
+        .expect_stderr("budget charge would charge Redis at")
+        .expect_stderr("charged the embedded limiter in trendsync.db")
+        .run();
+    h.cmd()
+        .args(["run", "--switch-limiter", "--json"])
+        .expect_stderr("--switch-limiter: this run charges Redis at")
+        .run();
+    h.bare()
+        .args(["budget", "charge", "videos.list"])
+        .stdout(contains("granted"))
+        .run();
+    h.cmd().args(["run", "--json"]).run();
+    embedded()
+        .args(["budget", "charge", "videos.list"])
+        .status(78)
+        .expect_stderr(
+            "budget charge would charge the embedded limiter in trendsync.db, but the latest run",
+        )
+        .expect_stderr("charged Redis at")
+        .stdout("")
+        .run();
+
+    // The runs' records gone: the embedded log holds the charge stamped two days
+    // ahead, the Redis ledger the later ones.
+    rusqlite::Connection::open(h.db_path())
+        .and_then(|db| {
+            db.execute(
+                "UPDATE runs SET limiter_kind = NULL, limiter_url = NULL",
+                [],
+            )
+        })
+        .expect("forgetting the runs' limiters");
+    let both = "charged the embedded limiter in trendsync.db and Redis";
+    for (cmd, kind) in [
+        (embedded(), "the embedded limiter in trendsync.db"),
+        (h.bare(), "Redis at"),
+    ] {
+        cmd.args(["budget", "charge", "videos.list"])
+            .status(78)
+            .expect_stderr(format!("budget charge would charge {kind}"))
+            .expect_stderr(both)
+            .expect_stderr("which of them charged last is not recorded")
+            .stdout("")
+            .run();
+    }
+    h.bare()
+        .args(["status"])
+        .expect_stderr("this command reads Redis at")
+        .expect_stderr(format!(
+            "but the calls trendsync.db records (no run yet; `budget charge`) {both}"
+        ))
+        .run();
+    h.cmd()
+        .args(["run", "--switch-limiter", "--json"])
+        .expect_stderr("--switch-limiter: this run charges Redis at")
+        .expect_stderr(format!(
+            "{both}; what the embedded limiter in trendsync.db holds is not counted here"
+        ))
+        .run();
+    h.bare()
+        .args(["budget", "charge", "videos.list"])
+        .stdout(contains("granted"))
+        .run();
 }

@@ -109,33 +109,46 @@ pub(crate) fn last_run(db: &Path) -> Option<LastRunLimiter> {
 enum Charged {
     /// The latest run's record.
     Run(LastRunLimiter),
-    /// No run recorded a limiter, but the database records calls charged on this kind
-    /// (`budget charge` leaves no run behind).
-    Calls(LimiterJson),
+    /// No run recorded a limiter, but the database records calls charged on these
+    /// kinds (`budget charge` leaves no run behind): one, or both where nothing but
+    /// their clocks could say which came last ([`crate::quota::charged_on`]).
+    Calls(Vec<LimiterJson>),
 }
 
 impl Charged {
-    /// The latest run's record, or else the kind the records of `budget_key`'s calls
+    /// The latest run's record, or else the kinds the records of `budget_key`'s calls
     /// show.
+    ///
+    /// Latest by the order the runs were recorded, never by a clock
+    /// ([`Store::last_run_limiter`]). The calls decide only before any run: a charge
+    /// after a run charges the kind that run recorded (any other is refused below, and
+    /// only a run switches), so the latest run's kind is the latest charges' kind.
     fn read(db: &Path, budget_key: &str) -> Option<Charged> {
         if let Some(last) = last_run(db) {
             return Some(Charged::Run(last));
         }
-        let kind = match crate::quota::charged_on(db, budget_key)? {
-            crate::quota::ChargedOn::Embedded => EMBEDDED,
-            crate::quota::ChargedOn::Redis => REDIS,
-        };
-        Some(Charged::Calls(LimiterJson {
-            kind: kind.to_owned(),
-            url: None,
-            path: (kind == EMBEDDED).then(|| db.display().to_string()),
-        }))
+        let kinds: Vec<LimiterJson> = crate::quota::charged_on(db, budget_key)
+            .into_iter()
+            .map(|kind| {
+                let kind = match kind {
+                    crate::quota::ChargedOn::Embedded => EMBEDDED,
+                    crate::quota::ChargedOn::Redis => REDIS,
+                };
+                LimiterJson {
+                    kind: kind.to_owned(),
+                    url: None,
+                    path: (kind == EMBEDDED).then(|| db.display().to_string()),
+                }
+            })
+            .collect();
+        (!kinds.is_empty()).then_some(Charged::Calls(kinds))
     }
 
-    fn limiter(&self, db: &Path) -> LimiterJson {
+    /// The limiters that charged: the latest run's, or every kind the calls show.
+    fn limiters(&self, db: &Path) -> Vec<LimiterJson> {
         match self {
-            Charged::Run(last) => LimiterJson::recorded(&last.limiter, db),
-            Charged::Calls(limiter) => limiter.clone(),
+            Charged::Run(last) => vec![LimiterJson::recorded(&last.limiter, db)],
+            Charged::Calls(limiters) => limiters.clone(),
         }
     }
 
@@ -152,6 +165,15 @@ impl Charged {
     }
 }
 
+/// `limiters` for people: `Redis at redis://…`, or both kinds joined by `and`.
+fn describe_all(limiters: &[LimiterJson]) -> String {
+    limiters
+        .iter()
+        .map(LimiterJson::describe)
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
 /// What a read command (`status`, `budget`, the dry run) read, against the latest run.
 pub(crate) struct Reading {
     /// The limiter this command reads.
@@ -166,13 +188,13 @@ pub(crate) fn check_reading(global: &Global, budget: &Budget, costs_file: &str) 
     let limiter = LimiterJson::configured(global);
     let charged = Charged::read(&global.db, &budget.key);
     if let Some(charged) = &charged {
-        let recorded = charged.limiter(&global.db);
-        if !limiter.same(&recorded) {
+        let recorded = charged.limiters(&global.db);
+        if recorded.iter().any(|r| !limiter.same(r)) {
             tracing::warn!(
                 "this command reads {}, but {} charged {}: the figures below are what {} holds, not the budget those calls were charged against{}",
                 limiter.describe(),
                 charged.who(&global.db),
-                recorded.describe(),
+                describe_all(&recorded),
                 limiter.describe(),
                 hint(&limiter, &recorded)
             );
@@ -200,8 +222,11 @@ pub(crate) fn check_reading(global: &Global, budget: &Budget, costs_file: &str) 
     Reading { limiter, last_run }
 }
 
-/// How to read the limiter the runs use.
-fn hint(reads: &LimiterJson, runs: &LimiterJson) -> &'static str {
+/// How to read the limiter the runs use; nothing to say when the calls show both kinds.
+fn hint(reads: &LimiterJson, charged: &[LimiterJson]) -> &'static str {
+    let [runs] = charged else {
+        return "";
+    };
     match (reads.kind.as_str(), runs.kind.as_str()) {
         (EMBEDDED, REDIS) => "; set TRENDSYNC_REDIS_URL (or --redis-url) as the runs have it",
         (REDIS, EMBEDDED) => "; leave out TRENDSYNC_REDIS_URL (and --redis-url) as the runs do",
@@ -213,7 +238,8 @@ fn hint(reads: &LimiterJson, runs: &LimiterJson) -> &'static str {
 pub(crate) const SWITCH_FLAG: &str = "--switch-limiter";
 
 /// Refuses (78) to charge the other kind of limiter than the database's latest run
-/// charged, naming both: an empty embedded window, or a Redis that never saw the
+/// charged (before any run, than its recorded calls show; both kinds, when they show
+/// both), naming both: an empty embedded window, or a Redis that never saw the
 /// embedded one's charges, would let this process spend the key's quota a second
 /// time. Another Redis URL is not refused: the ledger restores this host's share of
 /// a window that is not the one it charged. `switch` is the operator's explicit
@@ -228,8 +254,13 @@ pub(crate) fn refuse_other_kind(
         return Ok(());
     };
     let limiter = LimiterJson::configured(global);
-    let recorded = charged.limiter(&global.db);
-    if limiter.kind == recorded.kind {
+    let recorded = charged.limiters(&global.db);
+    let others: Vec<LimiterJson> = recorded
+        .iter()
+        .filter(|r| r.kind != limiter.kind)
+        .cloned()
+        .collect();
+    if others.is_empty() {
         return Ok(());
     }
     if switch {
@@ -237,18 +268,23 @@ pub(crate) fn refuse_other_kind(
             "{SWITCH_FLAG}: {what} charges {} from now on, where {} charged {}; what {} holds is not counted here",
             limiter.describe(),
             charged.who(&global.db),
-            recorded.describe(),
-            recorded.describe()
+            describe_all(&recorded),
+            describe_all(&others)
         );
         return Ok(());
     }
+    let twice = if recorded.len() == others.len() {
+        "The other kind of limiter holds none of those charges, so the key's quota would be spent twice"
+    } else {
+        "Each kind holds only its own charges, and which of them charged last is not recorded, so the key's quota could be spent twice"
+    };
     Err(MissingConfig(format!(
         "{what} would charge {}, but {} charged {}; nothing was charged. \
-         The other kind of limiter holds none of those charges, so the key's quota would be spent twice{}. \
+         {twice}{}. \
          To move this database to {} on purpose, run `trendsync run {SWITCH_FLAG}` once with it",
         limiter.describe(),
         charged.who(&global.db),
-        recorded.describe(),
+        describe_all(&recorded),
         hint(&limiter, &recorded),
         limiter.describe()
     ))

@@ -410,19 +410,19 @@ fn stamp_of(conn: &Connection, budget_key: &str) -> rusqlite::Result<Option<Stam
         .optional()
 }
 
-/// Every entry the log keeps for `budget_key` at `now`.
-/// When the newest call of `budget_key` in the log on `conn` was charged; None when
-/// the log holds none, or the file has no log yet.
-pub(super) fn newest_logged_at(conn: &Connection, budget_key: &str) -> Option<i64> {
+/// Whether the log on `conn` holds a call of `budget_key`; false when it holds none,
+/// or the file has no log yet. Not when: `at_us` is the limiter's clock, which may have
+/// been days ahead (docs/commands.md, `--switch-limiter`).
+pub(super) fn logs_any(conn: &Connection, budget_key: &str) -> bool {
     conn.query_row(
-        "SELECT max(at_us) FROM quota_log WHERE budget = ?1",
+        "SELECT EXISTS (SELECT 1 FROM quota_log WHERE budget = ?1)",
         [budget_key],
         |r| r.get(0),
     )
-    .ok()
-    .flatten()
+    .unwrap_or(false)
 }
 
+/// Every entry the log keeps for `budget_key` at `now`.
 fn logged(conn: &Connection, budget_key: &str, held_after: i64) -> rusqlite::Result<Vec<Logged>> {
     let mut q = conn.prepare_cached(
         "SELECT charge_id, method, calls, at_us FROM quota_log

@@ -368,17 +368,17 @@ impl Journal {
         })
     }
 
-    /// When the newest call of `budget_key` the journal on `conn` holds was made
-    /// (journalled or in the ledger: calls charged to, or waiting for, Redis); None
-    /// when it holds none, or the file has no journal yet.
-    pub(super) fn newest_call_at(conn: &Connection, budget_key: &str) -> Option<i64> {
+    /// Whether the journal on `conn` holds a call of `budget_key` (journalled or in
+    /// the ledger: calls charged to, or waiting for, Redis); false when it holds none,
+    /// or the file has no journal yet. Not when: `made_at_us` is this host's clock,
+    /// which may have been days ahead (docs/commands.md, `--switch-limiter`).
+    pub(super) fn holds_any_call(conn: &Connection, budget_key: &str) -> bool {
         conn.query_row(
-            "SELECT max(made_at_us) FROM quota_journal WHERE budget = ?1",
+            "SELECT EXISTS (SELECT 1 FROM quota_journal WHERE budget = ?1)",
             [budget_key],
             |r| r.get(0),
         )
-        .ok()
-        .flatten()
+        .unwrap_or(false)
     }
 
     /// The ledger of `budget_key`: the calls this host made that the window counted,

@@ -825,24 +825,31 @@ pub enum ChargedOn {
     Redis,
 }
 
-/// The kind of limiter that charged `budget_key`'s newest call this database still
-/// records: the embedded limiter's log, or the Redis ledger and journal (both kept at
-/// least a day). What `budget charge` spent leaves no run behind, only these. None
-/// when neither holds a call, when the file is missing, or when it cannot be read.
-pub fn charged_on(db: &Path, budget_key: &str) -> Option<ChargedOn> {
+/// The kinds of limiter whose calls of `budget_key` this database still records: the
+/// embedded limiter's log, then the Redis ledger and journal (both kept at least a
+/// day). What `budget charge` spent leaves no run behind, only these. Empty when
+/// neither holds a call, when the file is missing, or when it cannot be read.
+///
+/// Both kinds only where something moved the database from one kind to the other
+/// without a run recording it (a race, or a build from before runs recorded their
+/// limiter). Which of them charged last is then not said: only the clocks that stamped
+/// the calls could tell, and a clock days ahead would pin its kind for days
+/// (docs/commands.md, `--switch-limiter`).
+pub fn charged_on(db: &Path, budget_key: &str) -> Vec<ChargedOn> {
     if !db.is_file() {
-        return None;
+        return Vec::new();
     }
-    let conn = crate::sqlite::open_for_reading(db).ok()?;
-    let embedded = embedded::newest_logged_at(&conn, budget_key);
-    let redis = Journal::newest_call_at(&conn, budget_key);
-    match (embedded, redis) {
-        (None, None) => None,
-        (Some(_), None) => Some(ChargedOn::Embedded),
-        (None, Some(_)) => Some(ChargedOn::Redis),
-        (Some(e), Some(r)) if e > r => Some(ChargedOn::Embedded),
-        (Some(_), Some(_)) => Some(ChargedOn::Redis),
+    let Ok(conn) = crate::sqlite::open_for_reading(db) else {
+        return Vec::new();
+    };
+    let mut kinds = Vec::new();
+    if embedded::logs_any(&conn, budget_key) {
+        kinds.push(ChargedOn::Embedded);
     }
+    if Journal::holds_any_call(&conn, budget_key) {
+        kinds.push(ChargedOn::Redis);
+    }
+    kinds
 }
 
 /// Microseconds in a duration, saturating.

@@ -115,3 +115,40 @@ fn a_limiter_error_keeps_sqlites_error_as_its_source() {
     let text = crate::error::chain(&err);
     assert_eq!(text.matches(&source.to_string()).count(), 1, "{text}");
 }
+
+/// The kinds a database's calls were charged on, without a run to say: whichever
+/// holds calls, and both when both do, whatever clock stamped them. A call stamped
+/// two days ahead (a clock that jumped) outranks nothing.
+#[test]
+fn the_kinds_charged_are_read_without_their_stamps() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("trendsync.db");
+    assert_eq!(charged_on(&db, "key1"), vec![]);
+    crate::store::Store::open(&db).expect("a database");
+    assert_eq!(charged_on(&db, "key1"), vec![]);
+    let conn = rusqlite::Connection::open(&db).expect("the database");
+    let now_us: i64 = 1_800_000_000_000_000;
+    let ahead_us = now_us + 2 * 86_400_000_000;
+    conn.execute(
+        "INSERT INTO quota_journal (charge_id, budget, method, units, parts, made_at_us,
+                                    metered, keep_until_us, calls)
+         VALUES ('r-1', 'key1', 'videos.list', 1, '[]', ?1, 1, ?1, 1)",
+        [now_us],
+    )
+    .expect("a call in the ledger");
+    assert_eq!(charged_on(&db, "key1"), vec![ChargedOn::Redis]);
+    assert_eq!(charged_on(&db, "key2"), vec![], "another budget's");
+    conn.execute(
+        "INSERT INTO quota_log (budget, charge_id, method, calls, at_us)
+         VALUES ('key1', 'manual-1', 'videos.list', 1, ?1)",
+        [ahead_us],
+    )
+    .expect("a call in the embedded log, two days ahead");
+    assert_eq!(
+        charged_on(&db, "key1"),
+        vec![ChargedOn::Embedded, ChargedOn::Redis]
+    );
+    conn.execute("DELETE FROM quota_journal", [])
+        .expect("the ledger let go");
+    assert_eq!(charged_on(&db, "key1"), vec![ChargedOn::Embedded]);
+}

@@ -57,8 +57,11 @@ impl Store {
         .map_err(self.err(format!("recording the start of run {run_id}")))
     }
 
-    /// The latest run (by start, then by insertion) that recorded its limiter; none
-    /// when no run did, or the file predates the record.
+    /// The latest run that recorded its limiter, by the order the runs were recorded
+    /// (their rowid: one more than the largest, and runs are never deleted), never by
+    /// `started_at`: a run on a clock days ahead is stamped days ahead, and would
+    /// outrank every run after it, `--switch-limiter` included (docs/commands.md).
+    /// None when no run recorded one, or the file predates the record.
     pub fn last_run_limiter(&self) -> Result<Option<LastRunLimiter>, StoreError> {
         if !self.has_run_limiters()? {
             return Ok(None);
@@ -67,7 +70,7 @@ impl Store {
             .query_row(
                 "SELECT run_id, started_at, limiter_kind, limiter_url, costs_fingerprint
                  FROM runs WHERE limiter_kind IS NOT NULL
-                 ORDER BY started_at DESC, rowid DESC LIMIT 1",
+                 ORDER BY rowid DESC LIMIT 1",
                 [],
                 |row| {
                     Ok(LastRunLimiter {

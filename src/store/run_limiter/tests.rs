@@ -20,24 +20,57 @@ fn the_latest_run_that_recorded_its_limiter_is_read_back() {
     store
         .begin_run_on("r1", RunKind::Run, 100, &redis("aaaa"))
         .expect("r1");
-    // A run that recorded nothing does not hide the one before it, nor does one that
-    // started earlier and was recorded later.
+    // A run that recorded nothing does not hide the one before it.
     store.begin_run("r2", RunKind::Run, 200).expect("r2");
+    let last = store.last_run_limiter().expect("read").expect("a record");
+    assert_eq!((last.run_id.as_str(), last.limiter), ("r1", redis("aaaa")));
     let embedded = RunLimiter {
         kind: "embedded".into(),
         url: None,
         costs_fingerprint: "bbbb".into(),
     };
     store
-        .begin_run_on("r3", RunKind::Backfill, 50, &embedded)
+        .begin_run_on("r3", RunKind::Backfill, 300, &embedded)
         .expect("r3");
     let last = store.last_run_limiter().expect("read").expect("a record");
-    assert_eq!((last.run_id.as_str(), last.limiter), ("r1", redis("aaaa")));
+    assert_eq!((last.run_id.as_str(), last.limiter), ("r3", embedded));
+}
+
+/// The latest is the one recorded last, whatever clock stamped the starts: a run on a
+/// clock two days ahead does not outrank the runs recorded after it, before or after
+/// `prune --vacuum` rebuilds the file.
+#[test]
+fn the_latest_run_is_the_one_recorded_last_whatever_its_start_says() {
+    let (_dir, db) = temp_db();
+    let store = open(&db).expect("a store");
+    let embedded = RunLimiter {
+        kind: "embedded".into(),
+        url: None,
+        costs_fingerprint: "bbbb".into(),
+    };
+    let day = 86_400;
     store
-        .begin_run_on("r4", RunKind::Run, 300, &embedded)
-        .expect("r4");
+        .begin_run_on("ahead", RunKind::Run, 1_000_000 + 2 * day, &embedded)
+        .expect("the run on the clock ahead");
+    store
+        .begin_run_on("switched", RunKind::Run, 1_000_000, &redis("aaaa"))
+        .expect("the switch, on the right clock");
+    store
+        .begin_run_on("next", RunKind::Backfill, 1_000_060, &redis("aaaa"))
+        .expect("the next run");
     let last = store.last_run_limiter().expect("read").expect("a record");
-    assert_eq!((last.run_id.as_str(), last.limiter), ("r4", embedded));
+    assert_eq!(
+        (last.run_id.as_str(), last.limiter),
+        ("next", redis("aaaa"))
+    );
+    store.vacuum().expect("VACUUM");
+    let last = store.last_run_limiter().expect("read").expect("a record");
+    assert_eq!(last.run_id, "next", "VACUUM keeps the order of recording");
+    store
+        .begin_run_on("back", RunKind::Run, 1_000_120, &embedded)
+        .expect("a run after VACUUM");
+    let last = store.last_run_limiter().expect("read").expect("a record");
+    assert_eq!((last.run_id.as_str(), last.limiter), ("back", embedded));
 }
 
 #[test]
