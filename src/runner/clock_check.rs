@@ -82,6 +82,12 @@ impl ClockCheck {
         self.distrusted.load(Ordering::SeqCst).then_some(turn)
     }
 
+    /// Whether the clock is still distrusted and nothing has stopped the run on it:
+    /// no answer has said whether the clocks agree.
+    pub(super) fn awaits_confirmation(&self) -> bool {
+        self.distrusted.load(Ordering::SeqCst) && !self.stopped.load(Ordering::SeqCst)
+    }
+
     /// Compares the limiter's `clock` at a charge with the `Date` of the call's
     /// answer: too far apart, every call stops (the answer is not to be stored: its
     /// times would be the wrong clock's); agreeing, a distrusted clock is trusted
@@ -91,6 +97,36 @@ impl ClockCheck {
         clock: LimiterClock,
         reading: Reading,
         stops: &Stops,
+    ) -> Result<(), TooFar> {
+        self.compare(clock, reading, stops, "the run goes on").await
+    }
+
+    /// [`ClockCheck::check`] for the answer to a request that carried no key, made
+    /// after the run's calls (see `Run::confirm_clock_without_key`): the same
+    /// comparison and record, said as what it was.
+    pub(super) async fn check_without_key(
+        &self,
+        clock: LimiterClock,
+        reading: Reading,
+        stops: &Stops,
+    ) -> Result<(), TooFar> {
+        self.compare(
+            clock,
+            reading,
+            stops,
+            "seen in the answer to a request without the key, which bills nothing; the skew record is cleared, and `budget charge` works again",
+        )
+        .await
+    }
+
+    /// [`ClockCheck::check`], `agreed` saying what follows when a distrusted clock is
+    /// found to agree.
+    async fn compare(
+        &self,
+        clock: LimiterClock,
+        reading: Reading,
+        stops: &Stops,
+        agreed: &str,
     ) -> Result<(), TooFar> {
         let measured = reading.measure();
         let skew = Skew::of(clock, &measured);
@@ -114,7 +150,7 @@ impl ClockCheck {
         if was_distrusted {
             tracing::info!(
                 run_id = %self.run_id,
-                "{}: the clocks agree again; the run goes on",
+                "{}: the clocks agree again; {agreed}",
                 skew.describe()
             );
         }
