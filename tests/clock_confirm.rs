@@ -1,21 +1,63 @@
-//! When no call can check the limiter's clock (issue 34): a skew record clears at the
-//! first run after the clocks agree, even with the budget spent, by a request that
-//! carries no key and so bills nothing.
+//! When answers cannot check the limiter's clock, and when no call can (issue 34): an
+//! answer with no readable `Date` is a warning once a run, skew recorded or not; and a
+//! skew record clears at the first run after the clocks agree, even with the budget
+//! spent, by a request that carries no key and so bills nothing.
 
 use serde_json::Value;
 
 use crate::common::harness::Harness;
 use crate::common::redis_server::real_now_us;
-use crate::common::upstream::API_KEY;
+use crate::common::upstream::{API_KEY, DateForm};
 use crate::common::{RedisServer, Trendsync, contains};
 use crate::on_both_limiters;
 
 on_both_limiters!(
+    an_answer_without_a_readable_date_is_a_warning_once_a_run,
     a_skew_record_clears_with_the_budget_spent,
     a_skew_record_stays_with_the_budget_spent_while_the_clock_is_wrong,
 );
 
 const DAY_AND_AN_HOUR_US: i64 = 25 * 3600 * 1_000_000;
+
+/// What the warning says of an answer with no readable `Date`.
+const UNDATED: &str = "the answer carried no readable Date";
+
+/// The issue's proxy that strips `Date`, with no skew ever recorded: before, a whole
+/// run went by without a word; now its first undated answer is a warning naming the
+/// call and what to look at, and the run goes on.
+fn an_answer_without_a_readable_date_is_a_warning_once_a_run(redis: Option<&RedisServer>) {
+    let h = Harness::new(redis);
+    // The HTTP server adds a `Date` to an answer that has none; an empty one is
+    // read alike, as no date.
+    h.fake.date_form(DateForm::Empty);
+    let ran = h
+        .cmd()
+        .args(["run", "--json"])
+        .expect_stderr(UNDATED)
+        .stderr(contains(UNDATED).count(1))
+        .run();
+    assert_eq!(ran.json()["status"], "complete", "{}", ran.stdout);
+    let line = ran
+        .stderr
+        .lines()
+        .find(|l| l.contains(UNDATED))
+        .expect("the warning");
+    assert!(line.contains(" WARN "), "{line}");
+    // The first undated answer of whichever region came first.
+    for said in [
+        "videos.list for ",
+        "could not be checked",
+        "proxy",
+        "strips",
+    ] {
+        assert!(line.contains(said), "{said:?} in {line}");
+    }
+    assert_eq!(h.fake.calls().len(), 24, "every call of the run");
+    assert!(
+        h.fake.without_key().is_empty(),
+        "no request without the key"
+    );
+}
 
 /// The limiter's clock, a day and an hour ahead of the upstream's for the next
 /// command built: the binary's under `faketime` on the embedded limiter, Redis's

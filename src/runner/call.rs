@@ -144,7 +144,15 @@ impl Run {
                     self.clock_check.check(clock, reading, &self.stops).await
                 }
                 // Charged on the limiter's clock, and nothing to compare it with.
-                (Some(clock), Some(_), None) => self.clock_check.unconfirmed(clock, &self.stops),
+                (Some(clock), Some(_), None) => {
+                    let came = answered
+                        .as_ref()
+                        .map_or_else(|e| e.status().is_some(), |_| true);
+                    if came {
+                        self.clock_check.undated(clock, method, &report.code);
+                    }
+                    self.clock_check.unconfirmed(clock, &self.stops)
+                }
                 _ => Ok(()),
             };
             drop(one_at_a_time);

@@ -26,6 +26,8 @@ pub(super) struct ClockCheck {
     recorded: AtomicBool,
     /// The run stopped on a skew: said and recorded once.
     stopped: AtomicBool,
+    /// An answer with no readable `Date` has been said, once a run.
+    undated_said: AtomicBool,
     /// For the run's log lines.
     run_id: String,
     /// The database the skew is recorded in.
@@ -39,6 +41,7 @@ impl ClockCheck {
             one_at_a_time: tokio::sync::Mutex::new(()),
             recorded: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
+            undated_said: AtomicBool::new(false),
             run_id,
             db,
         }
@@ -180,6 +183,25 @@ impl ClockCheck {
             stops.halt(Stop::ClockUnconfirmed { clock });
         }
         Err(TooFar)
+    }
+
+    /// The answer to `method` (for `region`) had no readable `Date` (absent, empty,
+    /// unparsable), so the limiter's `clock` could not be checked by it. The first
+    /// such answer of a run is a warning, skew recorded or not (the README's
+    /// "Clocks"): without it a proxy that strips `Date` would leave the check silently
+    /// off. While the clock is distrusted, [`ClockCheck::unconfirmed`] says it louder.
+    pub(super) fn undated(&self, clock: LimiterClock, method: &str, region: &str) {
+        if self.distrusted.load(Ordering::SeqCst) || self.undated_said.swap(true, Ordering::SeqCst)
+        {
+            return;
+        }
+        tracing::warn!(
+            run_id = %self.run_id,
+            region,
+            clock = clock.as_str(),
+            "{method} for {region}: the answer carried no readable Date (none, empty or in no HTTP date form), so {} could not be checked against the upstream's. The run goes on: a charge on a clock no answer has confirmed deletes nothing a window could still count, so a wrong clock cannot make the budget forget earlier charges. Look for a proxy between this host and the upstream that strips or rewrites Date. Said once a run",
+            clock.name()
+        );
     }
 
     /// Records `skew` as the last seen on its clock; a failure is logged (the check
