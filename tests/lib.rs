@@ -9,6 +9,9 @@ mod charts_e2e;
 // The Redis scenarios move a server's clock with an LD_PRELOAD shim: Linux only.
 #[cfg(target_os = "linux")]
 mod buckets;
+// faketime for the binary, the LD_PRELOAD shim for a Redis: Linux only.
+#[cfg(target_os = "linux")]
+mod clock_confirm;
 // An LD_PRELOAD shim: Linux (glibc) only.
 #[cfg(target_os = "linux")]
 mod clock_shift;

@@ -10,7 +10,7 @@ use super::backoff::backoff;
 use super::clock_check::TooFar;
 use super::error::RunError;
 use super::meter::Metered;
-use super::outcome::{CallOutcome, RegionReport, Stop};
+use super::outcome::{CallOutcome, RegionReport, Status, Stop};
 use super::run::Run;
 use super::upstream::Answer;
 use crate::clock::{Micros, Secs};
@@ -144,7 +144,15 @@ impl Run {
                     self.clock_check.check(clock, reading, &self.stops).await
                 }
                 // Charged on the limiter's clock, and nothing to compare it with.
-                (Some(clock), Some(_), None) => self.clock_check.unconfirmed(clock, &self.stops),
+                (Some(clock), Some(_), None) => {
+                    let came = answered
+                        .as_ref()
+                        .map_or_else(|e| e.status().is_some(), |_| true);
+                    if came {
+                        self.clock_check.undated(clock, method, &report.code);
+                    }
+                    self.clock_check.unconfirmed(clock, &self.stops)
+                }
                 _ => Ok(()),
             };
             drop(one_at_a_time);
@@ -232,6 +240,82 @@ impl Run {
             }
         }
         Err(Failed::Region(format!("{method}: no attempt left")))
+    }
+}
+
+impl Run {
+    /// A run that began with its limiter's clock distrusted (a skew too far recorded)
+    /// and made no call, because the budget or an upstream block denied every charge,
+    /// had no answer to check the clock by: the record, and the refusal of `budget
+    /// charge` with it, would outlive a fixed clock until the budget frees. So it asks
+    /// the upstream once with a request that carries no key, which bills no project
+    /// (the README's "Clocks"), and compares that answer's `Date` as any other's:
+    /// agreeing clears the record, disagreeing (or no readable `Date`) stops the run
+    /// on the clock. Nothing is charged and no call is counted: nothing is billed.
+    pub(super) async fn confirm_clock_without_key(&self) {
+        let denied = self.stops.reported().is_some_and(|stop| {
+            matches!(
+                stop.status(),
+                Status::BudgetExhausted | Status::UpstreamQuotaExhausted
+            )
+        });
+        if !denied || !self.clock_check.awaits_confirmation() || self.meter.totals().calls > 0 {
+            return;
+        }
+        let Some(clock) = self.meter.limiter_clock() else {
+            return;
+        };
+        let asking = Instant::now();
+        let limiter_at = match self.meter.limiter_now().await {
+            Ok(at) => at,
+            Err(e) => {
+                tracing::warn!(
+                    run_id = %self.settings.run_id,
+                    "reading the limiter's clock to check it against the upstream's: {e}; the clock stays unconfirmed until a run gets an answer"
+                );
+                return;
+            }
+        };
+        tracing::debug!(
+            run_id = %self.settings.run_id,
+            "no call was allowed: checking {} with a request that carries no key",
+            clock.name()
+        );
+        let Answer { result, date_s } = tokio::select! {
+            answered = self.upstream.without_key() => answered,
+            () = self.stops.abandoned() => return,
+        };
+        match &result {
+            // The upstream refuses a request without a key; a success means something
+            // on the way added a credential, and the call was billed to its project.
+            Ok(status) if (200..300).contains(status) => tracing::warn!(
+                run_id = %self.settings.run_id,
+                "a request sent without the API key, to check the clocks, was answered HTTP {status}: something between this host and the upstream adds a key, so it was billed (one videoCategories.list call), outside this budget"
+            ),
+            Ok(status) => tracing::debug!(
+                run_id = %self.settings.run_id,
+                "the request without the key was answered HTTP {status}"
+            ),
+            Err(e) => tracing::warn!(
+                run_id = %self.settings.run_id,
+                "checking the clocks with a request without the key: {}",
+                self.upstream.scrub(&e.to_string())
+            ),
+        }
+        // Stops the run on the clock when it disagrees; nothing else is left to stop.
+        let _ = match date_s {
+            Some(date_s) => {
+                let reading = Reading {
+                    limiter_at,
+                    elapsed: asking.elapsed(),
+                    date: Secs::new(date_s),
+                };
+                self.clock_check
+                    .check_without_key(clock, reading, &self.stops)
+                    .await
+            }
+            None => self.clock_check.unconfirmed(clock, &self.stops),
+        };
     }
 }
 

@@ -26,6 +26,8 @@ pub(super) struct ClockCheck {
     recorded: AtomicBool,
     /// The run stopped on a skew: said and recorded once.
     stopped: AtomicBool,
+    /// An answer with no readable `Date` has been said, once a run.
+    undated_said: AtomicBool,
     /// For the run's log lines.
     run_id: String,
     /// The database the skew is recorded in.
@@ -39,6 +41,7 @@ impl ClockCheck {
             one_at_a_time: tokio::sync::Mutex::new(()),
             recorded: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
+            undated_said: AtomicBool::new(false),
             run_id,
             db,
         }
@@ -82,6 +85,12 @@ impl ClockCheck {
         self.distrusted.load(Ordering::SeqCst).then_some(turn)
     }
 
+    /// Whether the clock is still distrusted and nothing has stopped the run on it:
+    /// no answer has said whether the clocks agree.
+    pub(super) fn awaits_confirmation(&self) -> bool {
+        self.distrusted.load(Ordering::SeqCst) && !self.stopped.load(Ordering::SeqCst)
+    }
+
     /// Compares the limiter's `clock` at a charge with the `Date` of the call's
     /// answer: too far apart, every call stops (the answer is not to be stored: its
     /// times would be the wrong clock's); agreeing, a distrusted clock is trusted
@@ -91,6 +100,36 @@ impl ClockCheck {
         clock: LimiterClock,
         reading: Reading,
         stops: &Stops,
+    ) -> Result<(), TooFar> {
+        self.compare(clock, reading, stops, "the run goes on").await
+    }
+
+    /// [`ClockCheck::check`] for the answer to a request that carried no key, made
+    /// after the run's calls (see `Run::confirm_clock_without_key`): the same
+    /// comparison and record, said as what it was.
+    pub(super) async fn check_without_key(
+        &self,
+        clock: LimiterClock,
+        reading: Reading,
+        stops: &Stops,
+    ) -> Result<(), TooFar> {
+        self.compare(
+            clock,
+            reading,
+            stops,
+            "seen in the answer to a request without the key, which bills nothing; the skew record is cleared, and `budget charge` works again",
+        )
+        .await
+    }
+
+    /// [`ClockCheck::check`], `agreed` saying what follows when a distrusted clock is
+    /// found to agree.
+    async fn compare(
+        &self,
+        clock: LimiterClock,
+        reading: Reading,
+        stops: &Stops,
+        agreed: &str,
     ) -> Result<(), TooFar> {
         let measured = reading.measure();
         let skew = Skew::of(clock, &measured);
@@ -114,7 +153,7 @@ impl ClockCheck {
         if was_distrusted {
             tracing::info!(
                 run_id = %self.run_id,
-                "{}: the clocks agree again; the run goes on",
+                "{}: the clocks agree again; {agreed}",
                 skew.describe()
             );
         }
@@ -144,6 +183,25 @@ impl ClockCheck {
             stops.halt(Stop::ClockUnconfirmed { clock });
         }
         Err(TooFar)
+    }
+
+    /// The answer to `method` (for `region`) had no readable `Date` (absent, empty,
+    /// unparsable), so the limiter's `clock` could not be checked by it. The first
+    /// such answer of a run is a warning, skew recorded or not (the README's
+    /// "Clocks"): without it a proxy that strips `Date` would leave the check silently
+    /// off. While the clock is distrusted, [`ClockCheck::unconfirmed`] says it louder.
+    pub(super) fn undated(&self, clock: LimiterClock, method: &str, region: &str) {
+        if self.distrusted.load(Ordering::SeqCst) || self.undated_said.swap(true, Ordering::SeqCst)
+        {
+            return;
+        }
+        tracing::warn!(
+            run_id = %self.run_id,
+            region,
+            clock = clock.as_str(),
+            "{method} for {region}: the answer carried no readable Date (none, empty or in no HTTP date form), so {} could not be checked against the upstream's. The run goes on: a charge on a clock no answer has confirmed deletes nothing a window could still count, so a wrong clock cannot make the budget forget earlier charges. Look for a proxy between this host and the upstream that strips or rewrites Date. Said once a run",
+            clock.name()
+        );
     }
 
     /// Records `skew` as the last seen on its clock; a failure is logged (the check

@@ -42,6 +42,8 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         Some(follow) => Some(Arc::clone(&run).follow_ups(follow, now).await),
         None => None,
     };
+    // Before the report: the clock may stop the run yet, and its record may clear.
+    run.confirm_clock_without_key().await;
     let regions: Vec<RegionReport> = reports.into_iter().map(|(_, r)| r).collect();
     record_attempts(&run, &regions).await;
     let stop = run.stops.reported();

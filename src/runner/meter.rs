@@ -295,6 +295,18 @@ impl Meter {
         self.limiter.clock()
     }
 
+    /// Now on the limiter's clock (Redis `TIME` on Redis), read without charging.
+    pub(super) async fn limiter_now(&self) -> Result<Micros, String> {
+        if let Some(reason) = self.limiter_down.get() {
+            return Err(format!("the limiter is down: {reason}"));
+        }
+        self.limiter
+            .status(&[], &[])
+            .await
+            .map(|st| st.now)
+            .map_err(|e| e.to_string())
+    }
+
     /// The budget's own window as it stands, read once for the report and the
     /// metrics. Once found down, the limiter is not asked again in this run, not even
     /// for this: its timeout would be paid once more.

@@ -22,6 +22,9 @@ use crate::youtube::{
 /// 2026-01-01T00:00:00Z: the fake runs' time, which no test needs to move.
 pub(crate) const AT_2026_US: i64 = 1_767_225_600_000_000;
 
+/// What [`FakeUpstream::calls`] writes for a request made without the key.
+pub(crate) const WITHOUT_KEY: &str = "(without the key)";
+
 /// How the fake answers one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reply {
@@ -164,6 +167,19 @@ impl Upstream for FakeUpstream {
                     comment_count: None,
                 })
                 .collect()
+        })
+    }
+
+    fn without_key(&self) -> Call<'_, u16> {
+        if let Ok(mut made) = self.made.lock() {
+            made.push(WITHOUT_KEY);
+        }
+        let date_s = self.date_s;
+        Box::pin(async move {
+            Answer {
+                result: Ok(403),
+                date_s,
+            }
         })
     }
 

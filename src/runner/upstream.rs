@@ -52,6 +52,11 @@ pub trait Upstream: Send + Sync {
     /// The counts of up to 50 videos (the follow-ups).
     fn video_counts<'a>(&'a self, ids: &'a [String]) -> Call<'a, Vec<VideoCounts>>;
 
+    /// One request that carries no key, so bills no project, for its answer's `Date`:
+    /// the upstream's clock when the budget allows no call. The HTTP status of
+    /// whatever answered (403 from the upstream itself).
+    fn without_key(&self) -> Call<'_, u16>;
+
     /// Upstream text made fit for a log line or `--json` (no key, no raw terminal
     /// control), before a run quotes it.
     fn scrub(&self, text: &str) -> String;
@@ -84,6 +89,10 @@ impl Upstream for Client {
 
     fn video_counts<'a>(&'a self, ids: &'a [String]) -> Call<'a, Vec<VideoCounts>> {
         Box::pin(answer(Client::video_counts(self, ids)))
+    }
+
+    fn without_key(&self) -> Call<'_, u16> {
+        Box::pin(answer(Client::status_without_key(self)))
     }
 
     fn scrub(&self, text: &str) -> String {

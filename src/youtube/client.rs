@@ -28,6 +28,9 @@ const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 const VIDEO_PARTS: &str = "snippet,statistics,contentDetails";
 const API_KEY_HEADER: &str = "X-Goog-Api-Key";
+/// The region named by [`Client::status_without_key`]'s request: any would do, since
+/// the upstream refuses the request before reading it.
+const KEYLESS_REGION: &str = "US";
 
 tokio::task_local! {
     /// The second named by the `Date` of the answer to the call [`dated`] awaits.
@@ -426,6 +429,32 @@ impl Client {
             .map_err(|problem| malformed(call, status, problem))
     }
 
+    /// One request that carries no key, for its answer's `Date` alone: the upstream's
+    /// clock read while the budget allows no call (the README's "Clocks"). The upstream
+    /// bills a call to the project of the key it carries; a request without one is
+    /// refused (HTTP 403, "unregistered callers") before any project is known, so it
+    /// bills none. It is `videoCategories.list` for one region, the cheapest answer
+    /// there is, with neither the key header nor a `key` parameter. Whatever answered,
+    /// its HTTP status is returned; only getting no answer is an error.
+    pub async fn status_without_key(&self) -> Result<u16, CallError> {
+        let call = CallContext::new(VIDEO_CATEGORIES_LIST).region(KEYLESS_REGION);
+        let mut url = self.endpoint("videoCategories");
+        url.query_pairs_mut()
+            .append_pair("part", "snippet")
+            .append_pair("regionCode", KEYLESS_REGION);
+        let response = self
+            .http
+            .get(url)
+            .header(ACCEPT, "application/json")
+            .send()
+            .await
+            .map_err(|cause| {
+                CallError::from_transport(call, cause, (self.timeout, self.connect_timeout))
+            })?;
+        note_date(&response);
+        Ok(response.status().as_u16())
+    }
+
     fn endpoint(&self, resource: &str) -> Url {
         let mut url = self.base.clone();
         // Cannot fail: `new` refused bases that cannot have paths appended.
@@ -451,15 +480,7 @@ impl Client {
             .await
             .map_err(transport)?;
         let status = response.status().as_u16();
-        if let Some(date) = response
-            .headers()
-            .get(DATE)
-            .and_then(|d| d.to_str().ok())
-            .and_then(parse_http_date)
-        {
-            // Outside `dated` (a caller that does not ask) there is no one to tell.
-            let _ = ANSWER_DATE.try_with(|seen| seen.set(Some(date)));
-        }
+        note_date(&response);
 
         if response.status().is_redirection() {
             // Not followed (the key header would go along); where it pointed is the
@@ -512,6 +533,20 @@ impl Client {
             "upstream answered"
         );
         Ok((status, body))
+    }
+}
+
+/// Tells the [`dated`] scope around this call the second `response`'s `Date` names,
+/// when it names one.
+fn note_date(response: &reqwest::Response) {
+    if let Some(date) = response
+        .headers()
+        .get(DATE)
+        .and_then(|d| d.to_str().ok())
+        .and_then(parse_http_date)
+    {
+        // Outside `dated` (a caller that does not ask) there is no one to tell.
+        let _ = ANSWER_DATE.try_with(|seen| seen.set(Some(date)));
     }
 }
 

@@ -1392,6 +1392,34 @@ async fn an_answers_date_reaches_the_caller_that_asks() {
     );
 }
 
+/// The request without a key carries it nowhere (neither header nor parameter): the
+/// upstream refuses it before any project is known, as its 403 says, and its `Date`
+/// still reaches the caller.
+#[tokio::test]
+async fn a_request_without_the_key_carries_it_nowhere_and_is_dated() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(
+            ResponseTemplate::new(403)
+                .set_body_raw(
+                    fixture!("error_unregistered_caller.json").to_vec(),
+                    "application/json",
+                )
+                .insert_header("Date", "Sun, 06 Nov 1994 08:49:37 GMT"),
+        )
+        .mount(&server)
+        .await;
+    let client = client_for(&server.uri(), Duration::from_secs(5));
+    let (got, date) = dated(client.status_without_key()).await;
+    assert_eq!(got.ok(), Some(403));
+    assert_eq!(date, Some(784_111_777));
+    let request = only_request(&server).await;
+    assert_eq!(request.url.path(), "/youtube/v3/videoCategories");
+    assert!(!request.headers.contains_key("x-goog-api-key"));
+    assert!(query_pairs(&request).iter().all(|(k, _)| k != "key"));
+    assert!(!format!("{request:?}").contains(KEY), "{request:?}");
+}
+
 // ---------------------------------------------------------------------------------
 // When the upstream's daily quota resets.
 

@@ -86,6 +86,25 @@ pub fn categories(region: &str) -> MockBuilder {
         .and(header(KEY_HEADER, API_KEY))
 }
 
+/// Whether `req` carries the key header, as every billed call does.
+fn keyed(req: &Request) -> bool {
+    req.headers.contains_key(KEY_HEADER)
+}
+
+/// Requests for `videoCategories` that carry no key at all: a run's check of the
+/// clocks when the budget allows no call, which the upstream refuses unbilled.
+pub fn without_key() -> MockBuilder {
+    Mock::given(method("GET"))
+        .and(path("/videoCategories"))
+        .and(|req: &Request| !keyed(req))
+}
+
+/// The upstream's answer to a request without a key: refused before any project is
+/// known, so billed to none.
+pub fn unregistered_caller() -> ResponseTemplate {
+    answer_fixture(403, "error_unregistered_caller.json")
+}
+
 /// One request the fake received, as the quota sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Call {
@@ -520,8 +539,9 @@ impl FakeUpstream {
     }
 
     /// The YouTube of the fixtures, for every region: page 1 (with a nextPageToken),
-    /// then the last page, and the category names. Requests without the key in its
-    /// header match nothing and get a 404.
+    /// then the last page, and the category names. A request for the category names
+    /// without the key is refused as the upstream refuses it ([`unregistered_caller`]);
+    /// any other request without the key in its header matches nothing and gets a 404.
     pub fn youtube() -> FakeUpstream {
         FakeUpstream::youtube_after(Duration::ZERO)
     }
@@ -554,6 +574,7 @@ impl FakeUpstream {
                 .and(header(KEY_HEADER, API_KEY))
                 .respond_with(slow(answer_fixture(200, "categories.json"))),
         );
+        fake.refuse_without_key();
         fake
     }
 
@@ -562,7 +583,8 @@ impl FakeUpstream {
     /// `/videos:batchGetStats` and an empty answer for channels.list), billing as the
     /// upstream does:
     /// every call with the key goes to its method's bucket if the bucket has room for
-    /// it today, and is otherwise answered 403 quotaExceeded and not billed. A
+    /// it today, and is otherwise answered 403 quotaExceeded and not billed; one for
+    /// the category names without the key is refused and billed to none. A
     /// scenario's own answers ([`FakeUpstream::answer_instead`]) stand in for the
     /// upstream entirely: their calls are neither billed nor denied.
     pub fn billing(billing: Billing) -> FakeUpstream {
@@ -588,6 +610,7 @@ impl FakeUpstream {
                 shift: fake.shift.clone(),
             }),
         );
+        fake.refuse_without_key();
         fake.ledger = Some(ledger);
         fake
     }
@@ -676,9 +699,28 @@ impl FakeUpstream {
             .expect("request recording is on")
     }
 
-    /// Every call received so far, oldest first.
+    /// Every call received so far, oldest first: the requests with the key, which
+    /// the upstream bills ([`FakeUpstream::without_key`] has the others).
     pub fn calls(&self) -> Vec<Call> {
-        self.requests().iter().map(Call::from_request).collect()
+        self.requests()
+            .iter()
+            .filter(|r| keyed(r))
+            .map(Call::from_request)
+            .collect()
+    }
+
+    /// Every request received so far that carried no key header, oldest first.
+    pub fn without_key(&self) -> Vec<Request> {
+        self.requests().into_iter().filter(|r| !keyed(r)).collect()
+    }
+
+    /// Answers requests without a key as the upstream does ([`unregistered_caller`]),
+    /// dated as the default answers are.
+    fn refuse_without_key(&self) {
+        self.mount(without_key().respond_with(Dated {
+            inner: unregistered_caller(),
+            shift: self.shift.clone(),
+        }));
     }
 
     /// How many requests were received so far.

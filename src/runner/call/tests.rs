@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::*;
 use crate::config::{Follow, Region};
 use crate::runner::execute::execute;
-use crate::runner::outcome::Status;
+use crate::runner::outcome::{RunReport, Status};
 use crate::runner::test_support::{AT_2026_US, FakeUpstream, Reply, Scratch, region};
 use crate::youtube::{SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_BATCH_GET_STATS, VIDEOS_LIST};
 
@@ -334,4 +334,92 @@ async fn a_budget_stop_cuts_a_backoff_short() {
     tokio::time::timeout(Duration::from_millis(100), run.woken(VIDEOS_LIST))
         .await
         .expect("already stopped: no wait at all");
+}
+
+/// A run whose earlier run recorded the limiter's clock an hour ahead when
+/// `skewed` (else agreeing), and whose budget `spent` its ceiling of three
+/// beforehand; every answer dated `dated_off_s` from the limiter's clock (none: no
+/// `Date`). The calls made, the report, and whether the record says too far after.
+async fn after_a_skew(
+    skewed: bool,
+    spent: bool,
+    dated_off_s: Option<i64>,
+) -> (Vec<&'static str>, RunReport, bool) {
+    use crate::quota::skew::{self, LimiterClock, Skew};
+    use crate::quota::{Allowance, EmbeddedLimiter, Limiter};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("t.db");
+    let clock: Arc<dyn crate::clock::Clock> = Arc::new(crate::clock::ManualClock::starting_at(
+        crate::clock::Micros::new(AT_2026_US),
+    ));
+    let last = Skew {
+        clock: LimiterClock::Host,
+        skew_us: if skewed { 3_600_000_000 } else { 0 },
+        measured_at_us: AT_2026_US,
+    };
+    skew::record(&db, crate::schema::MIGRATIONS, &last).expect("recorded");
+    if spent {
+        let budget = crate::runner::test_support::budget(THREE_CALLS);
+        let limiter = Limiter::Embedded(
+            EmbeddedLimiter::open(&db, &budget.key, Arc::clone(&clock)).expect("limiter"),
+        );
+        let charge = budget
+            .charge("by-hand", V, 3, Allowance::Ceiling)
+            .expect("a charge");
+        assert!(limiter.charge(&charge).await.expect("charged").granted);
+    }
+    let mut upstream = FakeUpstream::new();
+    if let Some(off) = dated_off_s {
+        upstream = upstream.dated(AT_2026_US / 1_000_000 + off);
+    }
+    let upstream = Arc::new(upstream);
+    let run = Scratch {
+        costs: THREE_CALLS.to_owned(),
+        clock,
+        ..Scratch::default()
+    }
+    .run(dir.path(), Arc::clone(&upstream) as _);
+    let report = execute(run, vec![region("US", &[])]).await;
+    let too_far = skew::recorded_for(&db, LimiterClock::Host)
+        .expect("read")
+        .expect("a record")
+        .too_far();
+    (upstream.calls(), report, too_far)
+}
+
+/// With a skew recorded and the budget spent, no call can check the clock: the run
+/// asks once with a request that carries no key, and that answer's `Date` decides,
+/// as a call's would. Nothing is charged or counted for it. Without the record, or
+/// with room for a call, no such request is made.
+#[tokio::test]
+async fn a_run_with_no_call_allowed_checks_a_distrusted_clock_without_the_key() {
+    use crate::runner::test_support::WITHOUT_KEY;
+    let spent = Status::BudgetExhausted;
+    // (skew recorded, budget spent, Date's offset, calls, status, still too far)
+    let cases = [
+        (true, true, Some(0), vec![WITHOUT_KEY], spent, false),
+        (
+            true,
+            true,
+            Some(3_600),
+            vec![WITHOUT_KEY],
+            Status::ClockSkew,
+            true,
+        ),
+        (true, true, None, vec![WITHOUT_KEY], Status::ClockSkew, true),
+        (true, false, Some(0), vec![V, C], Status::Complete, false),
+        (false, true, Some(3_600), vec![], spent, false),
+    ];
+    for (skewed, spent, off, calls, status, too_far) in cases {
+        let what = format!("skewed {skewed}, spent {spent}, Date {off:?}");
+        let (made, report, still) = after_a_skew(skewed, spent, off).await;
+        assert_eq!(made, calls, "{what}");
+        assert_eq!(report.status, status, "{what}: {:?}", report.regions);
+        assert_eq!(still, too_far, "{what}: the record");
+        if spent {
+            assert_eq!(report.calls, 0, "{what}: not counted as a call");
+            assert_eq!(report.units_charged, 0, "{what}: not charged");
+            assert!(report.attempts.is_empty(), "{what}: {:?}", report.attempts);
+        }
+    }
 }
