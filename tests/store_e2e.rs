@@ -395,6 +395,12 @@ fn writers_of_every_kind_starting_together_on_a_new_file_all_succeed() {
     let db = scratch.file("trendsync.db");
     // An empty file is a new database; `prune` refuses a missing one as a typo.
     std::fs::write(&db, b"").expect("creating an empty file");
+    // The Redis charges spend another budget.key: one key charged on both kinds of
+    // limiter at once is refused (78) by whichever comes second.
+    let shared = scratch.write(
+        "shared-costs.toml",
+        &crate::common::Costs::youtube().key("shared").to_toml(),
+    );
     let per_kind = 2;
     let children: Vec<_> = (0..per_kind)
         .flat_map(|_| {
@@ -416,6 +422,7 @@ fn writers_of_every_kind_starting_together_on_a_new_file_all_succeed() {
                     .arg("--db")
                     .arg(&db)
                     .redis(&redis)
+                    .costs(&shared)
                     .args(["budget", "charge", "videos.list"])
                     .start(),
             ]
