@@ -15,7 +15,7 @@ use super::stops::Scope;
 use crate::clock::{Clock, Micros};
 use crate::error::chain;
 use crate::quota::drift;
-use crate::quota::skew::LimiterClock;
+use crate::quota::skew::{self, LimiterClock, Skew};
 use crate::quota::{Allowance, Budget, Charge, DownPolicy, Journal, Limiter, LimiterError};
 
 /// What charging one call came to.
@@ -59,6 +59,14 @@ pub(super) struct Meter {
     limiter_down: OnceLock<String>,
     /// Opened at the first journalled call: most runs never need it.
     journal: OnceCell<Arc<Journal>>,
+}
+
+/// The budget's window at a run's end, and whether the limiter answered
+/// (`trendsync_limiter_up`): it may answer without a window to give.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct WindowRead {
+    pub window: Option<BudgetWindow>,
+    pub up: bool,
 }
 
 /// What a run has charged, for its report.
@@ -149,6 +157,12 @@ impl Meter {
             Err(e) if e.is_unavailable() => {
                 let reason = self.limiter_is_down(&e);
                 self.unmetered(method, &charge, reason).await
+            }
+            // A clock to fix, not a failure: every call stops, as on a skew the
+            // upstream's answers show (DESIGN.md 6).
+            Err(LimiterError::ClocksApart { apart, .. }) => {
+                let advice = apart.advice(&self.recorded_skews().await);
+                Metered::Stopped(Scope::Every, Stop::ClocksApart { apart, advice })
             }
             Err(e) => Metered::Stopped(
                 Scope::Every,
@@ -290,6 +304,23 @@ impl Meter {
         })
     }
 
+    /// The last skews recorded on each clock, to tell which of two clocks too far
+    /// apart is likely the wrong one; none when they cannot be read.
+    async fn recorded_skews(&self) -> Vec<Skew> {
+        let db = self.db.clone();
+        match tokio::task::spawn_blocking(move || skew::recorded(&db)).await {
+            Ok(Ok(skews)) => skews,
+            Ok(Err(e)) => {
+                tracing::debug!("{e}");
+                Vec::new()
+            }
+            Err(e) => {
+                tracing::debug!("reading the clock skews: {e}");
+                Vec::new()
+            }
+        }
+    }
+
     /// Whose clock the limiter decides by; `None` while it is down.
     pub(super) fn limiter_clock(&self) -> Option<LimiterClock> {
         self.limiter.clock()
@@ -298,15 +329,16 @@ impl Meter {
     /// The budget's own window as it stands, read once for the report and the
     /// metrics. Once found down, the limiter is not asked again in this run, not even
     /// for this: its timeout would be paid once more.
-    pub(super) async fn window(&self) -> Option<BudgetWindow> {
+    pub(super) async fn window(&self) -> WindowRead {
+        let unread = |up| WindowRead { window: None, up };
         if self.limiter_down.get().is_some() {
-            return None;
+            return unread(false);
         }
         let buckets: Vec<_> = self.budget.buckets().iter().map(|b| b.policy()).collect();
         match self.limiter.status(&buckets, &[]).await {
             Ok(st) => {
                 let spent = self.upstream_spent().await;
-                Some(BudgetWindow {
+                let window = Some(BudgetWindow {
                     buckets: st
                         .policies
                         .iter()
@@ -317,11 +349,13 @@ impl Meter {
                             upstream_spent_at: drift::spent_today(&spent, &p.name, st.now),
                         })
                         .collect(),
-                })
+                });
+                WindowRead { window, up: true }
             }
             Err(e) => {
                 tracing::debug!("the budget's window after the run: {e}");
-                None
+                // A limiter that refuses to count by clocks too far apart answered.
+                unread(e.clocks_apart().is_some())
             }
         }
     }

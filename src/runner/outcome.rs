@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::clock::Micros;
-use crate::quota::skew::{LimiterClock, Skew};
+use crate::quota::skew::{ClocksApart, LimiterClock, Skew};
 use crate::quota::{Allowance, BUDGET_POLICY, Decision, UPSTREAM_POLICY, micros};
 
 /// Why a run, or the calls of one bucket (DESIGN.md 3.9), stopped before the plan was
@@ -49,6 +49,11 @@ pub enum Stop {
     /// cannot confirm the clock, so the run stops as on a disagreeing one (DESIGN.md
     /// 6: the check fails closed).
     ClockUnconfirmed { clock: LimiterClock },
+    /// This host's clock and the limiter's are too far apart for a calendar-day
+    /// window to be counted (DESIGN.md 6): the limiter decided nothing, and no call
+    /// can be charged until the wrong clock is fixed. `advice` says which to fix, as
+    /// far as the skews recorded tell.
+    ClocksApart { apart: ClocksApart, advice: String },
 }
 
 impl Stop {
@@ -90,7 +95,8 @@ impl Stop {
             | Stop::Fatal { .. }
             | Stop::Interrupted { .. }
             | Stop::ClockSkew { .. }
-            | Stop::ClockUnconfirmed { .. } => None,
+            | Stop::ClockUnconfirmed { .. }
+            | Stop::ClocksApart { .. } => None,
         }
     }
 
@@ -102,7 +108,9 @@ impl Stop {
             Stop::LimiterDown { .. } => Status::LimiterDown,
             // Its own status, never a spent budget's (DESIGN.md 6): the budget may be
             // far from spent; the clock it is counted by is what to fix.
-            Stop::ClockSkew { .. } | Stop::ClockUnconfirmed { .. } => Status::ClockSkew,
+            Stop::ClockSkew { .. } | Stop::ClockUnconfirmed { .. } | Stop::ClocksApart { .. } => {
+                Status::ClockSkew
+            }
             Stop::UpstreamQuota { .. } => Status::UpstreamQuotaExhausted,
             Stop::Fatal { .. } => Status::Failed,
             Stop::Interrupted { .. } => Status::Interrupted,
@@ -118,7 +126,8 @@ impl Stop {
             | Stop::Fatal { .. }
             | Stop::Interrupted { .. }
             | Stop::ClockSkew { .. }
-            | Stop::ClockUnconfirmed { .. } => None,
+            | Stop::ClockUnconfirmed { .. }
+            | Stop::ClocksApart { .. } => None,
         }
     }
 
@@ -177,6 +186,9 @@ impl Stop {
                 clock.name(),
                 clock.fix()
             ),
+            Stop::ClocksApart { apart, advice } => {
+                format!("{apart}; nothing was charged; {advice}")
+            }
         }
     }
 }
