@@ -110,6 +110,13 @@ impl Meter {
             .map_or(crate::quota::BUDGET_POLICY, |b| b.name)
     }
 
+    /// The methods of `bucket`, in order: those a block of it stops.
+    pub(super) fn methods_of(&self, bucket: &str) -> Vec<String> {
+        self.budget
+            .bucket(bucket)
+            .map_or_else(Vec::new, |b| b.methods())
+    }
+
     /// Charges one call of `method` to the budget before it is made.
     pub(super) async fn charge(&self, method: &'static str) -> Metered {
         let id = format!(
@@ -143,11 +150,17 @@ impl Meter {
                 }
             }
             Ok((d, _)) => {
-                let stop = Stop::denied(method, &charge.bucket, &d, self.clock.now());
                 // The upstream's block is the method's (it may have been set on
                 // another bucket under another costs file); a spent window is the
                 // bucket's.
-                let scope = if d.denied_by.as_deref() == Some(crate::quota::UPSTREAM_POLICY) {
+                let blocked = d.denied_by.as_deref() == Some(crate::quota::UPSTREAM_POLICY);
+                let methods = if blocked {
+                    self.blocked_methods(&charge.bucket).await
+                } else {
+                    Vec::new()
+                };
+                let stop = Stop::denied(method, &charge.bucket, &d, self.clock.now(), &methods);
+                let scope = if blocked {
                     Scope::Method(method.to_owned())
                 } else {
                     Scope::Bucket(charge.bucket)
@@ -170,6 +183,21 @@ impl Meter {
                     message: format!("charging {method}: {e}"),
                 },
             ),
+        }
+    }
+
+    /// The methods of `bucket` the upstream's blocks stop now, for the stop's words;
+    /// none when the limiter cannot say (the stop then names the refused method).
+    async fn blocked_methods(&self, bucket: &str) -> Vec<String> {
+        let Some(b) = self.budget.bucket(bucket) else {
+            return Vec::new();
+        };
+        match self.limiter.status(&[b.policy()], &[]).await {
+            Ok(st) => st.blocked_methods.into_keys().collect(),
+            Err(e) => {
+                tracing::debug!("which methods of bucket \"{bucket}\" are blocked: {e}");
+                Vec::new()
+            }
         }
     }
 
