@@ -1,5 +1,5 @@
 //! This host's clock and Redis `TIME` more than a day apart, under calendar-day windows
-//! (DESIGN.md 6): the host sends the midnights of the days around its own clock and
+//! (docs/alerts.md): the host sends the midnights of the days around its own clock and
 //! Redis counts by its own, so a Redis day outside them cannot be counted. Before, the
 //! script's error came back raw (`… script: 3fe0…, on @user_script:94`), the run ended
 //! `failed` (1) and the metrics said the limiter was down though it had answered. Now

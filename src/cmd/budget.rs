@@ -649,7 +649,7 @@ async fn charge(
             tracing::error!("{e}; {counted}: make the calls when the limiter answers again");
             return refused(json, charge.units, LIMITER_DOWN);
         }
-        // A clock to fix, as a recorded skew is (DESIGN.md 6): refused alike.
+        // A clock to fix, as a recorded skew is (docs/alerts.md): refused alike.
         Err(LimiterError::ClocksApart { apart, .. }) => {
             let recorded = skew::recorded(&global.db).unwrap_or_default();
             tracing::error!("{apart}; nothing was charged; {}", apart.advice(&recorded));

@@ -585,7 +585,7 @@ pub enum LimiterError {
         source: Option<Cause>,
     },
     /// The limiter's clock and this host's are too far apart for it to count a
-    /// calendar-day window (DESIGN.md 6): it answered, and decided nothing. A clock
+    /// calendar-day window (docs/alerts.md): it answered, and decided nothing. A clock
     /// stop (75), as a skew the upstream's answers show.
     #[error("the limiter at {endpoint} decided nothing: {apart}; {}", .apart.advice(&[]))]
     ClocksApart {

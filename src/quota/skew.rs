@@ -173,7 +173,7 @@ impl Skew {
 
 /// This host's clock and Redis `TIME` are too far apart for a calendar-day window to
 /// be counted: the host sends the midnights of the days around its own clock, and
-/// Redis `TIME` fell in none of them (DESIGN.md 6: a clock stop, never a script
+/// Redis `TIME` fell in none of them (docs/alerts.md: a clock stop, never a script
 /// error). One of the two clocks is wrong, and the limiter alone cannot tell which.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClocksApart {

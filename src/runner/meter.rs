@@ -172,7 +172,7 @@ impl Meter {
                 self.unmetered(method, &charge, reason).await
             }
             // A clock to fix, not a failure: every call stops, as on a skew the
-            // upstream's answers show (DESIGN.md 6).
+            // upstream's answers show (docs/alerts.md).
             Err(LimiterError::ClocksApart { apart, .. }) => {
                 let advice = apart.advice(&self.recorded_skews().await);
                 Metered::Stopped(Scope::Every, Stop::ClocksApart { apart, advice })

@@ -34,7 +34,7 @@ pub enum Stop {
         bucket: String,
         /// The methods blocked: a block stays with the methods of the bucket that was
         /// refused, so after a costs-file switch it may cover only some of `bucket`'s
-        /// (DESIGN.md 3.8).
+        /// (docs/json.md, `bucket`).
         methods: Vec<String>,
     },
     /// The limiter could not be reached and the call's policy is `deny`.
@@ -55,7 +55,7 @@ pub enum Stop {
     /// 6: the check fails closed).
     ClockUnconfirmed { clock: LimiterClock },
     /// This host's clock and the limiter's are too far apart for a calendar-day
-    /// window to be counted (DESIGN.md 6): the limiter decided nothing, and no call
+    /// window to be counted (docs/alerts.md): the limiter decided nothing, and no call
     /// can be charged until the wrong clock is fixed. `advice` says which to fix, as
     /// far as the skews recorded tell.
     ClocksApart { apart: ClocksApart, advice: String },

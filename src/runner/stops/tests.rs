@@ -234,7 +234,7 @@ fn the_most_serious_stop_is_reported_in_either_order() {
 }
 
 /// A block an earlier run met stops only its method, but `bucket` names the refused
-/// charge's bucket (DESIGN.md section 2: null only when nothing cut the run short).
+/// charge's bucket (docs/json.md: null only when nothing cut the run short).
 #[test]
 fn a_block_of_a_method_names_its_bucket() {
     let stops = stops();
