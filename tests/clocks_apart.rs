@@ -21,17 +21,18 @@ const HOUR_US: i64 = 3600 * 1_000_000;
 /// The host's clock and Redis's, each case far enough apart, at that time of the
 /// Pacific day, that Redis `TIME` is outside the three days around the host's: the
 /// host at 23:30 in Los Angeles with Redis 26 hours ahead (01:30 two days later), and
-/// the host at 00:30 with Redis 26 hours behind (22:30 two days before).
+/// the host at 00:30 with Redis 26 hours behind (22:30 two days before). Then what the
+/// message says of them: Redis's clock runs on during a command, the host's stands.
 const CASES: [(&str, i64, &str); 2] = [
     (
         "2026-01-15T07:30:00Z",
         26 * HOUR_US,
-        "26h ahead of this host's clock",
+        "ahead of this host's clock (2026-01-15T07:30:00Z)",
     ),
     (
         "2026-01-15T08:30:00Z",
         -26 * HOUR_US,
-        "26h behind this host's clock",
+        "behind this host's clock (2026-01-15T08:30:00Z)",
     ),
 ];
 
@@ -39,8 +40,12 @@ const CASES: [(&str, i64, &str); 2] = [
 const SCRIPT_TEXT: [&str; 3] = ["user_script", "script:", "CLOCKAPART"];
 
 /// The binary on a host clock that stands still at `host` (RFC 3339, UTC), with the
-/// fake upstream and the key; Redis's clock is left where the test put it.
-fn on_host_clock(h: &Harness<'_>, host: &str) -> Trendsync {
+/// fake upstream and the key; Redis's clock is set `shift_us` from it first (it runs
+/// on from there).
+fn on_host_clock(h: &Harness<'_>, host: &str, shift_us: i64) -> Trendsync {
+    if let Some(server) = h.redis {
+        server.clock().set_now_us(unix_us(host) + shift_us);
+    }
     let stamp = host.trim_end_matches('Z').replace('T', " ");
     h.bare()
         .env("TZ", "UTC")
@@ -86,7 +91,7 @@ fn clocks_more_than_a_day_apart_stop_run_and_backfill_with_clock_skew() {
         let mut h = Harness::new(Some(&server));
         h.costs(GRANULAR);
         for kind in ["run", "backfill"] {
-            let ran = on_host_clock(&h, host)
+            let ran = on_host_clock(&h, host, shift_us)
                 .args(["--metrics-file", "trendsync.prom", kind, "--json"])
                 .expect_stderr(apart)
                 .expect_ended("clock_skew")
@@ -125,7 +130,7 @@ fn clocks_more_than_a_day_apart_stop_run_and_backfill_with_clock_skew() {
         }
         assert_eq!(h.fake.received(), 0, "no call was made");
 
-        let ran = on_host_clock(&h, host)
+        let ran = on_host_clock(&h, host, shift_us)
             .args(["budget", "charge", "videos.list", "--json"])
             .expect_stderr(apart)
             .status(75)
@@ -136,7 +141,7 @@ fn clocks_more_than_a_day_apart_stop_run_and_backfill_with_clock_skew() {
         assert_eq!(charged["granted"], false, "{charged}");
         assert_eq!(charged["denied_by"], "clock", "{charged}");
 
-        let ran = on_host_clock(&h, host)
+        let ran = on_host_clock(&h, host, shift_us)
             .args(["budget"])
             .expect_stderr(apart)
             .status(75)
