@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::common::harness::{Harness, REGIONS};
 use crate::common::upstream::{Billing, Call, FakeUpstream};
-use crate::common::{Costs, Ran, RedisServer, contains};
+use crate::common::{Costs, Ran, RedisServer, contains, lacks};
 use crate::on_both_limiters;
 
 /// The shipped cost files.
@@ -176,11 +176,16 @@ fn a_block_stays_with_its_methods_across_a_switch(redis: Option<&RedisServer>) {
 
     h.costs(DEFAULT);
     h.allow_stderr("were counted again at this host's costs");
+    // The stop names what the block covers, search.list, not the whole main bucket,
+    // and `bucket` the bucket of the refused charge.
     h.expect_stderr("the upstream said earlier that the key's quota is spent")
-        .expect_ended("upstream_quota_exhausted");
+        .expect_ended("upstream_quota_exhausted")
+        .stderr(contains("search.list is blocked until"))
+        .stderr(lacks("the budget is blocked"));
     let (ran, calls) = h.status(75).run(&["run", "--json"]);
     let report = ran.json();
     assert_eq!(report["status"], "upstream_quota_exhausted", "{report}");
+    assert_eq!(report["bucket"], "budget", "{report}");
     assert_eq!(count(&calls, "search.list"), 0, "{calls:?}");
     assert!(fetched_every_chart(&calls), "{calls:?}");
     // The main bucket counts every chart page of both runs, and the one search at

@@ -18,6 +18,9 @@ mod clock_shift;
 // faketime for the binary, the LD_PRELOAD shim for a Redis: Linux only.
 #[cfg(target_os = "linux")]
 mod clock_skew;
+// faketime for the binary, the LD_PRELOAD shim for a Redis: Linux only.
+#[cfg(target_os = "linux")]
+mod clocks_apart;
 mod config_bounds;
 mod config_errors;
 // /bin/sh and env -i, as cron runs a line: Unix only.

@@ -118,6 +118,9 @@ fn the_dry_run_reports_a_blocked_budget_as_the_run_does(redis: Option<&RedisServ
     assert_eq!(report["status"], plan["status"], "{report}");
     assert_eq!(plan["denied_by"], "upstream", "{plan}");
     assert_eq!(report["denied_by"], plan["denied_by"], "{report}");
+    // The block an earlier run met names its bucket in both.
+    assert_eq!(plan["bucket"], "budget", "{plan}");
+    assert_eq!(report["bucket"], plan["bucket"], "{report}");
     assert_eq!(fitting(&plan), Vec::<String>::new(), "{plan}");
     // The first region meets the block; the run never reaches the others, in the plan
     // as in the run.

@@ -366,13 +366,19 @@ fn an_upstream_quota_verdict_blocks_the_budget_until_pacific_midnight(redis: Opt
     assert!((retry - ahead).abs() < 60.0, "{retry} vs {ahead}");
     assert_budget_matches_requests(&h);
 
-    // Every later run sees the block: no upstream call at all.
+    // Every later run sees the block: no upstream call at all. The block an earlier
+    // run met is what cut this one short: `bucket` names its bucket, and the text
+    // the methods it blocks.
     h.expect_stderr("the upstream said earlier that the key's quota is spent")
-        .expect_ended("upstream_quota_exhausted");
+        .expect_ended("upstream_quota_exhausted")
+        .stderr(contains(
+            "channels.list, search.list, videoCategories.list, videos.batchGetStats, videos.list are blocked until",
+        ));
     let (ran, calls) = h.status(75).run(&["run", "--json"]);
     assert!(calls.is_empty(), "{calls:?}");
     let report = ran.json();
     assert_eq!(report["status"], "upstream_quota_exhausted", "{report}");
+    assert_eq!(report["bucket"], "budget", "{report}");
     assert_eq!(report["units_charged"], 0);
     assert_budget_matches_requests(&h);
 }

@@ -17,7 +17,8 @@ use crate::output::json::{print_json, rfc3339, seconds};
 use crate::quota::drift::{self, SpentDay};
 use crate::quota::skew::{self, Skew};
 use crate::quota::{
-    Allowance, BUDGET_POLICY, BucketRef, Budget, ChargeError, Decision, Entry, Status, Window,
+    Allowance, BUDGET_POLICY, BucketRef, Budget, ChargeError, Decision, Entry, LimiterError,
+    Status, Window,
 };
 use crate::runner::said_no;
 
@@ -647,6 +648,12 @@ async fn charge(
             };
             tracing::error!("{e}; {counted}: make the calls when the limiter answers again");
             return refused(json, charge.units, LIMITER_DOWN);
+        }
+        // A clock to fix, as a recorded skew is (docs/alerts.md): refused alike.
+        Err(LimiterError::ClocksApart { apart, .. }) => {
+            let recorded = skew::recorded(&global.db).unwrap_or_default();
+            tracing::error!("{apart}; nothing was charged; {}", apart.advice(&recorded));
+            return refused(json, charge.units, CLOCK_SKEW);
         }
         Err(e) => {
             return Err(e).with_context(|| {

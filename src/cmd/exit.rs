@@ -42,6 +42,8 @@ fn code_of(e: &(dyn Error + 'static)) -> Option<ExitCode> {
             // `[when_limiter_down]` before it gets this far; `budget` and the dry run,
             // which cannot read the window, get here).
             LimiterError::Unavailable { .. } => ExitCode::TryLater,
+            // A clock to fix, as a run's clock stop is (docs/exit-codes.md).
+            LimiterError::ClocksApart { .. } => ExitCode::TryLater,
             LimiterError::Failed { .. } => ExitCode::Failed,
         }
     } else if let Some(e) = e.downcast_ref::<ClientError>() {

@@ -581,6 +581,14 @@ pub enum LimiterError {
         #[source]
         source: Option<Cause>,
     },
+    /// The limiter's clock and this host's are too far apart for it to count a
+    /// calendar-day window (docs/alerts.md): it answered, and decided nothing. A clock
+    /// stop (75), as a skew the upstream's answers show.
+    #[error("the limiter at {endpoint} decided nothing: {apart}; {}", .apart.advice(&[]))]
+    ClocksApart {
+        endpoint: String,
+        apart: skew::ClocksApart,
+    },
     /// The limiter is configured in a way no retry can fix (exit 78).
     #[error(transparent)]
     Config(#[from] RedisConfigError),
@@ -589,6 +597,15 @@ pub enum LimiterError {
 impl LimiterError {
     pub fn is_unavailable(&self) -> bool {
         matches!(self, LimiterError::Unavailable { .. })
+    }
+
+    /// The limiter answered, though it decided nothing: its clock and this host's
+    /// are too far apart (`trendsync_limiter_up` is 1 for it).
+    pub fn clocks_apart(&self) -> Option<skew::ClocksApart> {
+        match self {
+            LimiterError::ClocksApart { apart, .. } => Some(*apart),
+            _ => None,
+        }
     }
 
     /// The limiter could not have counted the charge this error answers: it was never

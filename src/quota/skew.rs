@@ -7,6 +7,7 @@
 //! the database (schema step 8, in `quota/schema.rs`). It knows nothing of HTTP:
 //! the caller hands it the answer's second.
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -166,6 +167,99 @@ impl Skew {
             "{} is {} {way} the upstream's",
             self.clock.name(),
             amount(by)
+        )
+    }
+}
+
+/// This host's clock and Redis `TIME` are too far apart for a calendar-day window to
+/// be counted: the host sends the midnights of the days around its own clock, and
+/// Redis `TIME` fell in none of them (docs/alerts.md: a clock stop, never a script
+/// error). One of the two clocks is wrong, and the limiter alone cannot tell which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClocksApart {
+    /// This host's clock when it sent the midnights.
+    pub host_at: Micros,
+    /// Redis `TIME` when the script read it.
+    pub limiter_at: Micros,
+}
+
+impl ClocksApart {
+    /// The Redis server's clock minus this host's, microseconds.
+    pub fn apart_us(&self) -> i64 {
+        self.limiter_at
+            .as_i64()
+            .saturating_sub(self.host_at.as_i64())
+    }
+
+    /// The clock the last skews recorded point at, with the record that says so:
+    /// one that agreed with the upstream when last compared leaves the other; one
+    /// found off the upstream's in the direction of the gap is itself the one. `None`
+    /// when no record says, or two say different things. A record is as old as its
+    /// time says: a clock may have moved since.
+    pub fn suspect(&self, recorded: &[Skew]) -> Option<(LimiterClock, Skew)> {
+        let apart = self.apart_us();
+        let mut found: Option<(LimiterClock, Skew)> = None;
+        for r in recorded {
+            // How the recorded clock leans: Redis ahead of this host is Redis ahead
+            // of the upstream, or this host behind it.
+            let leans = match r.clock {
+                LimiterClock::Redis => r.skew_us.signum() == apart.signum(),
+                LimiterClock::Host => r.skew_us.signum() == -apart.signum(),
+            };
+            let other = match r.clock {
+                LimiterClock::Redis => LimiterClock::Host,
+                LimiterClock::Host => LimiterClock::Redis,
+            };
+            let off = if !r.too_far() {
+                other
+            } else if leans {
+                r.clock
+            } else {
+                continue;
+            };
+            match found {
+                Some((clock, _)) if clock != off => return None,
+                Some(_) => {}
+                None => found = Some((off, *r)),
+            }
+        }
+        found
+    }
+
+    /// What to do, with the hint of the skews `recorded` when they give one.
+    pub fn advice(&self, recorded: &[Skew]) -> String {
+        const COMPARE: &str = "compare each with the upstream's time (the Date of its answers) or an NTP server, and fix the one that is off";
+        match self.suspect(recorded) {
+            None => format!("one of them is wrong: {COMPARE}"),
+            Some((off, r)) => {
+                let by = amount(Duration::from_micros(r.skew_us.unsigned_abs()));
+                let way = if r.skew_us < 0 { "behind" } else { "ahead of" };
+                let was = if r.too_far() {
+                    format!("was {by} {way} the upstream's")
+                } else {
+                    format!("agreed with the upstream's ({by} {way} it)")
+                };
+                format!(
+                    "{} {was} when last compared, at {}: {} is likely the one to fix (NTP); the clocks may have moved since, so if in doubt {COMPARE}",
+                    r.clock.name(),
+                    crate::output::human::timestamp(r.measured_at_us),
+                    off.name()
+                )
+            }
+        }
+    }
+}
+
+impl fmt::Display for ClocksApart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let apart = self.apart_us();
+        write!(
+            f,
+            "the Redis server's clock (TIME, {}) is {} {} this host's clock ({}): too far apart for a calendar-day window, whose days this host names by its clock and Redis counts by its own",
+            crate::output::human::timestamp(self.limiter_at.as_i64()),
+            amount(Duration::from_micros(apart.unsigned_abs())),
+            if apart < 0 { "behind" } else { "ahead of" },
+            crate::output::human::timestamp(self.host_at.as_i64()),
         )
     }
 }

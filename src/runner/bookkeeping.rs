@@ -71,7 +71,8 @@ pub(super) async fn run_report(
     stop: Option<&Stop>,
     began: Instant,
 ) -> (RunReport, Micros) {
-    let budget = run.meter.window().await;
+    let read = run.meter.window().await;
+    let budget = read.window;
     let remaining_by_bucket = run.meter.remaining_by_bucket(budget.as_ref());
     // The main bucket comes first.
     let remaining = remaining_by_bucket
@@ -100,7 +101,7 @@ pub(super) async fn run_report(
         stop_reason: stop.map(|s| s.describe(now)),
         ended_at,
         took: began.elapsed(),
-        limiter_up: budget.is_some(),
+        limiter_up: read.up,
         budget,
         attempts: run.attempts.lock().map(|a| a.clone()).unwrap_or_default(),
     };

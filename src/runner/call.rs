@@ -221,6 +221,7 @@ impl Run {
                     let stop = Stop::UpstreamQuota {
                         until,
                         reason: err,
+                        methods: self.meter.methods_of(&bucket),
                         bucket: bucket.clone(),
                     };
                     self.stops.halt_bucket(&bucket, stop);

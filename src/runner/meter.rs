@@ -15,7 +15,7 @@ use super::stops::Scope;
 use crate::clock::{Clock, Micros};
 use crate::error::chain;
 use crate::quota::drift;
-use crate::quota::skew::LimiterClock;
+use crate::quota::skew::{self, LimiterClock, Skew};
 use crate::quota::{Allowance, Budget, Charge, DownPolicy, Journal, Limiter, LimiterError};
 
 /// What charging one call came to.
@@ -61,6 +61,14 @@ pub(super) struct Meter {
     journal: OnceCell<Arc<Journal>>,
 }
 
+/// The budget's window at a run's end, and whether the limiter answered
+/// (`trendsync_limiter_up`): it may answer without a window to give.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct WindowRead {
+    pub window: Option<BudgetWindow>,
+    pub up: bool,
+}
+
 /// What a run has charged, for its report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Totals {
@@ -102,6 +110,13 @@ impl Meter {
             .map_or(crate::quota::BUDGET_POLICY, |b| b.name)
     }
 
+    /// The methods of `bucket`, in order: those a block of it stops.
+    pub(super) fn methods_of(&self, bucket: &str) -> Vec<String> {
+        self.budget
+            .bucket(bucket)
+            .map_or_else(Vec::new, |b| b.methods())
+    }
+
     /// Charges one call of `method` to the budget before it is made.
     pub(super) async fn charge(&self, method: &'static str) -> Metered {
         let id = format!(
@@ -135,11 +150,17 @@ impl Meter {
                 }
             }
             Ok((d, _)) => {
-                let stop = Stop::denied(method, &charge.bucket, &d, self.clock.now());
                 // The upstream's block is the method's (it may have been set on
                 // another bucket under another costs file); a spent window is the
                 // bucket's.
-                let scope = if d.denied_by.as_deref() == Some(crate::quota::UPSTREAM_POLICY) {
+                let blocked = d.denied_by.as_deref() == Some(crate::quota::UPSTREAM_POLICY);
+                let methods = if blocked {
+                    self.blocked_methods(&charge.bucket).await
+                } else {
+                    Vec::new()
+                };
+                let stop = Stop::denied(method, &charge.bucket, &d, self.clock.now(), &methods);
+                let scope = if blocked {
                     Scope::Method(method.to_owned())
                 } else {
                     Scope::Bucket(charge.bucket)
@@ -150,12 +171,33 @@ impl Meter {
                 let reason = self.limiter_is_down(&e);
                 self.unmetered(method, &charge, reason).await
             }
+            // A clock to fix, not a failure: every call stops, as on a skew the
+            // upstream's answers show (docs/alerts.md).
+            Err(LimiterError::ClocksApart { apart, .. }) => {
+                let advice = apart.advice(&self.recorded_skews().await);
+                Metered::Stopped(Scope::Every, Stop::ClocksApart { apart, advice })
+            }
             Err(e) => Metered::Stopped(
                 Scope::Every,
                 Stop::Fatal {
                     message: format!("charging {method}: {e}"),
                 },
             ),
+        }
+    }
+
+    /// The methods of `bucket` the upstream's blocks stop now, for the stop's words;
+    /// none when the limiter cannot say (the stop then names the refused method).
+    async fn blocked_methods(&self, bucket: &str) -> Vec<String> {
+        let Some(b) = self.budget.bucket(bucket) else {
+            return Vec::new();
+        };
+        match self.limiter.status(&[b.policy()], &[]).await {
+            Ok(st) => st.blocked_methods.into_keys().collect(),
+            Err(e) => {
+                tracing::debug!("which methods of bucket \"{bucket}\" are blocked: {e}");
+                Vec::new()
+            }
         }
     }
 
@@ -290,6 +332,23 @@ impl Meter {
         })
     }
 
+    /// The last skews recorded on each clock, to tell which of two clocks too far
+    /// apart is likely the wrong one; none when they cannot be read.
+    async fn recorded_skews(&self) -> Vec<Skew> {
+        let db = self.db.clone();
+        match tokio::task::spawn_blocking(move || skew::recorded(&db)).await {
+            Ok(Ok(skews)) => skews,
+            Ok(Err(e)) => {
+                tracing::debug!("{e}");
+                Vec::new()
+            }
+            Err(e) => {
+                tracing::debug!("reading the clock skews: {e}");
+                Vec::new()
+            }
+        }
+    }
+
     /// Whose clock the limiter decides by; `None` while it is down.
     pub(super) fn limiter_clock(&self) -> Option<LimiterClock> {
         self.limiter.clock()
@@ -310,15 +369,16 @@ impl Meter {
     /// The budget's own window as it stands, read once for the report and the
     /// metrics. Once found down, the limiter is not asked again in this run, not even
     /// for this: its timeout would be paid once more.
-    pub(super) async fn window(&self) -> Option<BudgetWindow> {
+    pub(super) async fn window(&self) -> WindowRead {
+        let unread = |up| WindowRead { window: None, up };
         if self.limiter_down.get().is_some() {
-            return None;
+            return unread(false);
         }
         let buckets: Vec<_> = self.budget.buckets().iter().map(|b| b.policy()).collect();
         match self.limiter.status(&buckets, &[]).await {
             Ok(st) => {
                 let spent = self.upstream_spent().await;
-                Some(BudgetWindow {
+                let window = Some(BudgetWindow {
                     buckets: st
                         .policies
                         .iter()
@@ -329,11 +389,13 @@ impl Meter {
                             upstream_spent_at: drift::spent_today(&spent, &p.name, st.now),
                         })
                         .collect(),
-                })
+                });
+                WindowRead { window, up: true }
             }
             Err(e) => {
                 tracing::debug!("the budget's window after the run: {e}");
-                None
+                // A limiter that refuses to count by clocks too far apart answered.
+                unread(e.clocks_apart().is_some())
             }
         }
     }

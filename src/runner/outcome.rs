@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::clock::Micros;
-use crate::quota::skew::{LimiterClock, Skew};
+use crate::quota::skew::{ClocksApart, LimiterClock, Skew};
 use crate::quota::{Allowance, BUDGET_POLICY, Decision, UPSTREAM_POLICY, micros};
 
 /// Why a run, or the calls of one bucket (DESIGN.md 3.9), stopped before the plan was
@@ -30,7 +30,12 @@ pub enum Stop {
     UpstreamQuota {
         until: Micros,
         reason: String,
+        /// The bucket of the refused charge (under the costs file in force).
         bucket: String,
+        /// The methods blocked: a block stays with the methods of the bucket that was
+        /// refused, so after a costs-file switch it may cover only some of `bucket`'s
+        /// (docs/json.md, `bucket`).
+        methods: Vec<String>,
     },
     /// The limiter could not be reached and the call's policy is `deny`.
     LimiterDown {
@@ -49,18 +54,36 @@ pub enum Stop {
     /// cannot confirm the clock, so the run stops as on a disagreeing one (DESIGN.md
     /// 6: the check fails closed).
     ClockUnconfirmed { clock: LimiterClock },
+    /// This host's clock and the limiter's are too far apart for a calendar-day
+    /// window to be counted (docs/alerts.md): the limiter decided nothing, and no call
+    /// can be charged until the wrong clock is fixed. `advice` says which to fix, as
+    /// far as the skews recorded tell.
+    ClocksApart { apart: ClocksApart, advice: String },
 }
 
 impl Stop {
-    /// The stop a denied charge for `method` (of `bucket`) makes at `now`. The
-    /// real run and the dry run both stop here, so they name the same policy and the
-    /// same wait.
-    pub fn denied(method: &'static str, bucket: &str, d: &Decision, now: Micros) -> Stop {
+    /// The stop a denied charge for `method` (of `bucket`) makes at `now`; while
+    /// the upstream's block denies it, `blocked` are the methods of `bucket` blocked
+    /// now, as far as known (`method` is named anyway). The real run and the dry run
+    /// both stop here, so they name the same policy and the same wait.
+    pub fn denied(
+        method: &'static str,
+        bucket: &str,
+        d: &Decision,
+        now: Micros,
+        blocked: &[String],
+    ) -> Stop {
         if d.denied_by.as_deref() == Some(UPSTREAM_POLICY) {
+            let mut methods = blocked.to_vec();
+            if !methods.iter().any(|m| m == method) {
+                methods.push(method.to_owned());
+            }
+            methods.sort_unstable();
             return Stop::UpstreamQuota {
                 until: Micros::new(now.as_i64() + d.retry_after.map_or(0, micros)),
                 reason: "the upstream said earlier that the key's quota is spent".into(),
                 bucket: bucket.to_owned(),
+                methods,
             };
         }
         let remaining = d
@@ -81,6 +104,19 @@ impl Stop {
         }
     }
 
+    /// The bucket whose calls a denial or block stopped (`bucket` in `run --json`).
+    pub fn bucket(&self) -> Option<&str> {
+        match self {
+            Stop::Budget { bucket, .. } | Stop::UpstreamQuota { bucket, .. } => Some(bucket),
+            Stop::LimiterDown { .. }
+            | Stop::Fatal { .. }
+            | Stop::Interrupted { .. }
+            | Stop::ClockSkew { .. }
+            | Stop::ClockUnconfirmed { .. }
+            | Stop::ClocksApart { .. } => None,
+        }
+    }
+
     /// The policy that said no, when a policy did (`upstream` while blocked).
     pub fn denied_by(&self) -> Option<&str> {
         match self {
@@ -90,7 +126,8 @@ impl Stop {
             | Stop::Fatal { .. }
             | Stop::Interrupted { .. }
             | Stop::ClockSkew { .. }
-            | Stop::ClockUnconfirmed { .. } => None,
+            | Stop::ClockUnconfirmed { .. }
+            | Stop::ClocksApart { .. } => None,
         }
     }
 
@@ -102,7 +139,9 @@ impl Stop {
             Stop::LimiterDown { .. } => Status::LimiterDown,
             // Its own status, never a spent budget's (DESIGN.md 6): the budget may be
             // far from spent; the clock it is counted by is what to fix.
-            Stop::ClockSkew { .. } | Stop::ClockUnconfirmed { .. } => Status::ClockSkew,
+            Stop::ClockSkew { .. } | Stop::ClockUnconfirmed { .. } | Stop::ClocksApart { .. } => {
+                Status::ClockSkew
+            }
             Stop::UpstreamQuota { .. } => Status::UpstreamQuotaExhausted,
             Stop::Fatal { .. } => Status::Failed,
             Stop::Interrupted { .. } => Status::Interrupted,
@@ -118,7 +157,8 @@ impl Stop {
             | Stop::Fatal { .. }
             | Stop::Interrupted { .. }
             | Stop::ClockSkew { .. }
-            | Stop::ClockUnconfirmed { .. } => None,
+            | Stop::ClockUnconfirmed { .. }
+            | Stop::ClocksApart { .. } => None,
         }
     }
 
@@ -147,23 +187,28 @@ impl Stop {
                 frees(*retry_after)
             ),
             // The reason is the upstream's answer, which says the quota is spent and
-            // when it resets: it is not said again around it.
+            // when it resets: it is not said again around it. The block is its
+            // methods', which may be only some of the bucket's: they are named.
             Stop::UpstreamQuota {
                 until,
                 reason,
                 bucket,
-            } if bucket == BUDGET_POLICY => format!(
-                "{reason}; the budget is blocked until {}",
-                crate::output::human::timestamp(until.as_i64())
-            ),
-            Stop::UpstreamQuota {
-                until,
-                reason,
-                bucket,
-            } => format!(
-                "{reason}; the \"{bucket}\" bucket is spent: its calls are blocked until {}, the other buckets' calls go on",
-                crate::output::human::timestamp(until.as_i64())
-            ),
+                methods,
+            } => {
+                let blocked = format!(
+                    "{} {} blocked until {}",
+                    methods.join(", "),
+                    if methods.len() == 1 { "is" } else { "are" },
+                    crate::output::human::timestamp(until.as_i64())
+                );
+                if bucket == BUDGET_POLICY {
+                    format!("{reason}; {blocked}")
+                } else {
+                    format!(
+                        "{reason}; the \"{bucket}\" bucket is spent: {blocked}, the other buckets' calls go on"
+                    )
+                }
+            }
             Stop::LimiterDown { method, reason } => format!(
                 "the limiter is down and [when_limiter_down] denies {method}: {reason}; start Redis or allow the method"
             ),
@@ -177,6 +222,9 @@ impl Stop {
                 clock.name(),
                 clock.fix()
             ),
+            Stop::ClocksApart { apart, advice } => {
+                format!("{apart}; nothing was charged; {advice}")
+            }
         }
     }
 }

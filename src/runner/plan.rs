@@ -283,7 +283,13 @@ pub fn simulate(
                         fits = true;
                         *totals.entry(bucket.clone()).or_default() += units;
                     } else {
-                        let denied = Stop::denied(method, &charge.bucket, &decision, now);
+                        let blocked: Vec<String> = budget
+                            .bucket(&charge.bucket)
+                            .map_or_else(Vec::new, |b| b.methods())
+                            .into_iter()
+                            .filter(|m| status.blocked_methods.contains_key(m))
+                            .collect();
+                        let denied = Stop::denied(method, &charge.bucket, &decision, now, &blocked);
                         stop.get_or_insert(denied.clone());
                         bucket_stops.insert(bucket.clone(), denied);
                     }

@@ -46,7 +46,8 @@ struct Met {
     /// Per bucket, the stop of the calls charged to it (spent, blocked by the
     /// upstream, or the limiter down and the method denied).
     buckets: BTreeMap<String, Stop>,
-    /// The first bucket whose calls stopped (`bucket` in `run --json`).
+    /// The first bucket whose calls stopped, or whose block stopped a method's
+    /// (`bucket` in `run --json`).
     first_bucket: Option<String>,
     /// Per method, the stop of its calls alone (a block of the methods of a bucket
     /// charged under another costs file).
@@ -101,6 +102,11 @@ impl Stops {
             }
             Scope::Method(m) => {
                 tracing::debug!(run_id = %self.run_id, "stopping the calls of {m}: {why}");
+                // A block met at a charge stops only its method, but it is the
+                // refused charge's bucket that `run --json` names.
+                if let Some(b) = stop.bucket() {
+                    met.first_bucket.get_or_insert_with(|| b.to_owned());
+                }
                 met.methods.insert(m, stop.clone());
             }
         }

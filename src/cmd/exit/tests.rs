@@ -84,6 +84,17 @@ fn coded() -> Vec<(anyhow::Error, ExitCode)> {
             ExitCode::Failed,
         ),
         (
+            LimiterError::ClocksApart {
+                endpoint: "127.0.0.1:6379".into(),
+                apart: crate::quota::skew::ClocksApart {
+                    host_at: crate::clock::Micros::new(0),
+                    limiter_at: crate::clock::Micros::new(26 * 3_600_000_000),
+                },
+            }
+            .into(),
+            ExitCode::TryLater,
+        ),
+        (
             AtomicError::NoFileName(PathBuf::from("/")).into(),
             ExitCode::Config,
         ),

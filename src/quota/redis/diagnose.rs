@@ -10,6 +10,7 @@ use redis::{
 
 use super::conn::{CONNECT_TIMEOUT, Connector, RESPONSE_TIMEOUT};
 use super::url::{Form, Problem, RedisConfigError, masked_detail};
+use crate::clock::Micros;
 use crate::quota::LimiterError;
 
 /// What a failure to connect says about the configuration, if it cannot be a
@@ -296,6 +297,17 @@ pub(super) fn is_failover(e: &RedisError, elects: bool) -> bool {
 /// no) may work again at once on a fresh connection.
 pub(super) fn worth_once_more(e: &RedisError) -> bool {
     !e.is_timeout() && (e.is_connection_dropped() || e.is_io_error())
+}
+
+/// Redis `TIME` as a script names it when it fell outside the days this host sent
+/// for a calendar-day window (`CLOCKAPART` in prelude.lua): the two clocks are too
+/// far apart. `None` for any other error.
+pub(super) fn clocks_apart_at(e: &RedisError) -> Option<Micros> {
+    if e.code() != Some("CLOCKAPART") {
+        return None;
+    }
+    let time = e.detail()?.split_whitespace().next()?;
+    time.parse().ok().map(Micros::new)
 }
 
 /// A connection that failed or timed out means the limiter is down; anything else the

@@ -28,13 +28,14 @@ use super::drift::{self, SpentDay};
 use super::journal::{Epoch, Journal};
 use super::ledger::{Ledger, LedgerStore};
 use super::recount::{self, Logged};
+use super::skew::ClocksApart;
 use super::{
     BUDGET_POLICY, Budget, Charge, Decision, Kind, LimiterError, Part, PolicyRef, RecordPast,
     Status,
 };
 use crate::clock::{Clock, Micros};
 use conn::{Conn, Connector};
-use diagnose::{classify, is_failover, worth_once_more};
+use diagnose::{classify, clocks_apart_at, is_failover, worth_once_more};
 use script::{Keys, Scripts, Stamp};
 use url::masked_detail;
 
@@ -600,6 +601,15 @@ impl RedisLimiter {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };
+            if let Some(limiter_at) = clocks_apart_at(&e) {
+                return Err(LimiterError::ClocksApart {
+                    endpoint: self.endpoint.clone(),
+                    apart: ClocksApart {
+                        host_at: self.clock.now(),
+                        limiter_at,
+                    },
+                });
+            }
             let failover = is_failover(&e, self.elects);
             let again = if failover {
                 started.elapsed() + pause <= FAILOVER_PATIENCE

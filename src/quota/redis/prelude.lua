@@ -90,8 +90,14 @@ local function span(w, now)
   local p3 = c and find(w, ',', p2 + 1, true)
   local a = p3 and tonumber(sub(w, p2 + 1, p3 - 1))
   local d = a and tonumber(sub(w, p3 + 1))
-  if not (d and now >= a and now < d) then
-    return error({err = 'ERR the limiter clock (Redis TIME) is more than a day from the client clock, or a calendar-day window is malformed; check both clocks'})
+  if not d then
+    return error({err = 'ERR a calendar-day window argument is malformed'})
+  end
+  if now < a or now >= d then
+    -- TIME is outside the three days around the client's clock: the two clocks are
+    -- more than a day apart, and this script cannot tell which is wrong. CLOCKAPART
+    -- and TIME, first, are what the client reads (src/quota/redis/diagnose.rs).
+    return error({err = string.format('CLOCKAPART %d is TIME (us), outside the days the client sent', now)})
   end
   if now < b then return a - 1, b, b, nil end
   return c - 1, d, d, nil

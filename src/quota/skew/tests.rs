@@ -53,3 +53,57 @@ fn five_minutes_is_the_edge_and_slow_answers_widen_it_rather_than_trip_it() {
     assert!(slow.estimate_us() >= -MAX_SKEW_US, "{slow:?}");
     assert!(!Skew::of(LimiterClock::Host, &slow).too_far());
 }
+
+#[test]
+fn clocks_apart_point_at_the_clock_the_records_blame() {
+    const HOUR: i64 = 3600 * S;
+    // Redis 26 hours ahead of this host.
+    let apart = ClocksApart {
+        host_at: crate::clock::Micros::new(1000 * HOUR),
+        limiter_at: crate::clock::Micros::new(1026 * HOUR),
+    };
+    let at = |clock, skew_us| Skew {
+        clock,
+        skew_us,
+        measured_at_us: 999 * HOUR,
+    };
+    let suspect = |records: &[Skew]| apart.suspect(records).map(|(c, _)| c);
+    assert_eq!(suspect(&[]), None);
+    // Redis agreed with the upstream: this host is off.
+    assert_eq!(
+        suspect(&[at(LimiterClock::Redis, 2 * S)]),
+        Some(LimiterClock::Host)
+    );
+    // Redis was found ahead, the way it is apart: Redis is off.
+    assert_eq!(
+        suspect(&[at(LimiterClock::Redis, 26 * HOUR)]),
+        Some(LimiterClock::Redis)
+    );
+    // Found behind, the other way: it says nothing about this gap.
+    assert_eq!(suspect(&[at(LimiterClock::Redis, -3 * HOUR)]), None);
+    // This host agreed, or was found behind: Redis, or this host.
+    assert_eq!(
+        suspect(&[at(LimiterClock::Host, -S)]),
+        Some(LimiterClock::Redis)
+    );
+    assert_eq!(
+        suspect(&[at(LimiterClock::Host, -26 * HOUR)]),
+        Some(LimiterClock::Host)
+    );
+    // Two records that blame different clocks: no hint.
+    assert_eq!(
+        suspect(&[at(LimiterClock::Host, 0), at(LimiterClock::Redis, 0)]),
+        None
+    );
+    assert!(
+        apart
+            .advice(&[at(LimiterClock::Redis, 0)])
+            .contains("this host's clock is likely the one to fix"),
+        "{}",
+        apart.advice(&[])
+    );
+    assert_eq!(
+        apart.to_string(),
+        "the Redis server's clock (TIME, 1970-02-12T18:00:00Z) is 26h ahead of this host's clock (1970-02-11T16:00:00Z): too far apart for a calendar-day window, whose days this host names by its clock and Redis counts by its own"
+    );
+}

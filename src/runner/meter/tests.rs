@@ -227,7 +227,7 @@ async fn a_limiter_found_down_is_not_asked_again() {
     up.block_until("search", crate::clock::Micros::new(AT_2026_US + 1_000_000))
         .await
         .expect("blocked");
-    let window = up.window().await.expect("the window");
+    let window = up.window().await.window.expect("the window");
     let got: Vec<(&str, u64, bool)> = window
         .buckets
         .iter()
@@ -256,6 +256,12 @@ async fn a_limiter_found_down_is_not_asked_again() {
             .is_err_and(|e| e.starts_with("the limiter is down: ")),
         "{blocked:?}"
     );
-    assert_eq!(down.window().await, None);
+    assert_eq!(
+        down.window().await,
+        WindowRead {
+            window: None,
+            up: false
+        }
+    );
     assert_eq!(down.limiter_clock(), None);
 }

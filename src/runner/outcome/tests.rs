@@ -152,3 +152,35 @@ fn skipped_only_when_every_region_was_skipped() {
     );
     assert_eq!(overall(&[], None), Status::Complete);
 }
+
+/// An upstream block names the methods it blocks, which after a costs-file switch may
+/// be only some of the bucket's: never "the budget" as a whole.
+#[test]
+fn an_upstream_block_names_its_methods() {
+    let now = Micros::new(1_000_000);
+    let decision = crate::quota::Decision {
+        granted: false,
+        duplicate: false,
+        units: 100,
+        parts: Vec::new(),
+        denied_by: Some(crate::quota::UPSTREAM_POLICY.into()),
+        retry_after: Some(Duration::from_secs(60)),
+    };
+    let one = Stop::denied("search.list", BUDGET_POLICY, &decision, now, &[]);
+    assert_eq!(one.bucket(), Some(BUDGET_POLICY));
+    assert_eq!(
+        one.describe(now),
+        "the upstream said earlier that the key's quota is spent; search.list is blocked until 1970-01-01T00:01:01Z"
+    );
+    let whole = Stop::denied(
+        "videos.list",
+        "search",
+        &decision,
+        now,
+        &["search.list".into(), "videos.list".into()],
+    );
+    assert_eq!(
+        whole.describe(now),
+        "the upstream said earlier that the key's quota is spent; the \"search\" bucket is spent: search.list, videos.list are blocked until 1970-01-01T00:01:01Z, the other buckets' calls go on"
+    );
+}

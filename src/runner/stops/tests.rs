@@ -36,6 +36,7 @@ fn spent(bucket: &str) -> Stop {
         until: crate::clock::Micros::new(0),
         reason: "quotaExceeded".into(),
         bucket: bucket.into(),
+        methods: vec!["search.list".into()],
     }
 }
 
@@ -230,6 +231,23 @@ fn the_most_serious_stop_is_reported_in_either_order() {
             }
         }
     }
+}
+
+/// A block an earlier run met stops only its method, but `bucket` names the refused
+/// charge's bucket (docs/json.md: null only when nothing cut the run short).
+#[test]
+fn a_block_of_a_method_names_its_bucket() {
+    let stops = stops();
+    stops.record(Scope::Method("search.list".into()), spent(BUDGET_POLICY));
+    assert!(
+        !stops.stopped(BUDGET_POLICY),
+        "the bucket's other methods go on"
+    );
+    assert!(stops.stopped_method(BUDGET_POLICY, "search.list"));
+    assert_eq!(stops.first_bucket().as_deref(), Some(BUDGET_POLICY));
+    // A later bucket's stop does not take its place.
+    stops.record(bucket("search"), budget("search.list"));
+    assert_eq!(stops.first_bucket().as_deref(), Some(BUDGET_POLICY));
 }
 
 /// A stop of the bucket waited on, or of every call, ends the wait; another

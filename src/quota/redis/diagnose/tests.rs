@@ -27,3 +27,21 @@ fn only_a_refused_connection_is_surely_uncounted() {
     );
     assert!(!reset.surely_uncounted(), "{reset:?}");
 }
+
+/// The scripts' CLOCKAPART error carries Redis `TIME` first; any other error, or one
+/// whose time cannot be read, is not it.
+#[test]
+fn a_clockapart_error_gives_redis_time() {
+    let error = |code: &str, detail: &str| {
+        redis::make_extension_error(code.to_owned(), Some(detail.to_owned()))
+    };
+    assert_eq!(
+        clocks_apart_at(&error(
+            "CLOCKAPART",
+            "1768556400000000 is TIME (us), outside the days the client sent script: 3fe0, on @user_script:99."
+        )),
+        Some(Micros::new(1_768_556_400_000_000))
+    );
+    assert_eq!(clocks_apart_at(&error("CLOCKAPART", "soon")), None);
+    assert_eq!(clocks_apart_at(&error("ERR", "1768556400000000")), None);
+}
