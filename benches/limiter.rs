@@ -22,6 +22,11 @@
 //! the deployment forms: standalone, mutual TLS and a 3-primary Cluster, with 1 and 20
 //! clients, and each primary's share of the work.
 //!
+//! A third, `embedded` (in `limiter/embedded.rs`), times the embedded limiter's charge
+//! in the steady state hourly runs leave. A fourth, `retention` (in `limiter/retention.rs`, run only when named), charges a year
+//! of hourly runs through both limiters and measures what keeping every entry for the
+//! longest window leaves behind.
+//!
 //! Run with `cargo bench --bench limiter` (`-- script` or `-- forms` for one part); it
 //! needs `redis-server` on the PATH (or `TRENDSYNC_TEST_REDIS_SERVER`), and for the
 //! forms `redis-cli` and `openssl`. It measures and reports; missing a target is not an
@@ -42,10 +47,14 @@ mod redis_deployments;
 mod admin;
 #[path = "limiter/bench.rs"]
 mod bench;
+#[path = "limiter/embedded.rs"]
+mod embedded;
 #[path = "limiter/forms.rs"]
 mod forms;
 #[path = "limiter/report.rs"]
 mod report;
+#[path = "limiter/retention.rs"]
+mod retention;
 #[path = "limiter/script.rs"]
 mod script;
 #[path = "limiter/stats.rs"]
@@ -68,6 +77,13 @@ fn main() -> Result<()> {
     }
     if wants("forms") {
         forms::run()?;
+    }
+    if wants("embedded") {
+        embedded::run()?;
+    }
+    // A year of hourly runs: a minute or two, so only when asked for.
+    if only.iter().any(|a| a == "retention") {
+        retention::run()?;
     }
     Ok(())
 }
