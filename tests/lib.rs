@@ -57,6 +57,9 @@ mod monitoring;
 #[cfg(unix)]
 mod operations;
 mod output;
+// faketime for the binary: Linux only.
+#[cfg(target_os = "linux")]
+mod over_quota;
 mod plan_e2e;
 mod read_only_db;
 mod redis_acl;
