@@ -1,4 +1,4 @@
-//! The command line: every flag of DESIGN.md section 2, each global option also an
+//! The command line: every flag of docs/commands.md, each global option also an
 //! environment variable. All clap definitions live here.
 
 use std::path::PathBuf;
@@ -56,11 +56,13 @@ Examples:
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Global options")]
 pub struct Global {
-    /// quota-costs.toml [default: the first found in $TRENDSYNC_CONFIG_DIR, the current directory, $XDG_CONFIG_HOME/trendsync, /etc/trendsync; else the built-in copy]
+    /// quota-costs.toml [default: the first found in $TRENDSYNC_CONFIG_DIR, the current
+    /// directory, $XDG_CONFIG_HOME/trendsync, /etc/trendsync; else the built-in copy]
     #[arg(long, env = "TRENDSYNC_COSTS", global = true, value_name = "PATH")]
     pub costs: Option<PathBuf>,
 
-    /// regions.toml [default: the first found in $TRENDSYNC_CONFIG_DIR, the current directory, $XDG_CONFIG_HOME/trendsync, /etc/trendsync; else the built-in copy]
+    /// regions.toml [default: the first found in $TRENDSYNC_CONFIG_DIR, the current
+    /// directory, $XDG_CONFIG_HOME/trendsync, /etc/trendsync; else the built-in copy]
     #[arg(long, env = "TRENDSYNC_REGIONS", global = true, value_name = "PATH")]
     pub regions: Option<PathBuf>,
 
@@ -84,7 +86,8 @@ pub struct Global {
     )]
     pub redis_url: Option<String>,
 
-    /// A PEM file of the CA that signed the Redis server's certificate, for rediss:// URLs [default: the system's trust store]
+    /// A PEM file of the CA that signed the Redis server's certificate, for rediss:// URLs
+    /// [default: the system's trust store]
     #[arg(
         long,
         env = "TRENDSYNC_REDIS_CA_FILE",
@@ -145,7 +148,8 @@ pub struct Global {
 pub enum Command {
     /// Fetch trending pages (and configured searches) for the regions, within the ceiling
     Run(RunArgs),
-    /// Like run, for regions whose last complete fetch is stale; may spend the reserve up to the quota
+    /// Like run, for regions whose last complete fetch is stale; may spend the reserve up
+    /// to the quota
     Backfill(BackfillArgs),
     /// Show the budget's window as it stands, or charge it by hand
     Budget(BudgetArgs),
@@ -153,17 +157,20 @@ pub enum Command {
     Search(SearchArgs),
     /// Everything known about one video: its metadata, its places per chart, its counts over time
     Video(VideoArgs),
-    /// Per region the last attempt, its reason and the age of the last complete fetch; runs in progress or abandoned; the budget
+    /// Per region the last attempt, its reason and the age of the last complete fetch; runs
+    /// in progress or abandoned; the budget
     Status(StatusArgs),
     /// The run history, one line per run and region: which region failed, and why
     Runs(RunsArgs),
-    /// Delete chart and search snapshots and follow-up counts older than a cutoff, then videos nothing refers to
+    /// Delete chart and search snapshots and follow-up counts older than a cutoff, then
+    /// videos nothing refers to
     Prune(PruneArgs),
     /// Write the trending snapshots out as CSV or JSON lines, one row per (fetch, region, rank)
     Export(ExportArgs),
     /// Print one crontab line per region at its offset minute
     Crontab(CrontabArgs),
-    /// Show the configuration in force and where each part came from (files, database, limiter, key)
+    /// Show the configuration in force and where each part came from (files, database,
+    /// limiter, key)
     Config(ConfigArgs),
     /// Print shell completions
     Completions {
@@ -249,7 +256,8 @@ pub enum BudgetAction {
         #[arg(long)]
         json: bool,
     },
-    /// Lift an upstream block (quotaExceeded) before its reset, once the key's quota was raised or reset
+    /// Lift an upstream block (quotaExceeded) before its reset, once the key's quota was
+    /// raised or reset
     Unblock {
         /// The bucket to unblock (`budget` for the main one); every bucket when none is named
         #[arg(value_name = "BUCKET")]
@@ -262,7 +270,8 @@ pub enum BudgetAction {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Exit 1 when any region's last complete fetch is older than this (a health check); without it, regions older than 2h are shown stale and the exit code stays 0
+    /// Exit 1 when any region's last complete fetch is older than this (a health check);
+    /// without it, regions older than 2h are shown stale and the exit code stays 0
     #[arg(long, value_parser = parse_duration_arg, value_name = "DURATION")]
     pub stale_after: Option<Duration>,
 
@@ -326,7 +335,8 @@ pub struct VideoArgs {
 
 #[derive(Debug, Args)]
 pub struct PruneArgs {
-    /// Delete snapshots whose fetch began, and follow-up counts taken, longer ago than this: 90d, 52w, ...
+    /// Delete snapshots whose fetch began, and follow-up counts taken, longer ago than
+    /// this: 90d, 52w, ...
     #[arg(long, value_parser = parse_duration_arg, value_name = "DURATION")]
     pub older_than: Duration,
 
@@ -384,7 +394,8 @@ pub struct ExportArgs {
     #[arg(long, value_enum, default_value_t = ExportPer::Fetch)]
     pub per: ExportPer,
 
-    /// The counts time series instead, one row per sample: video_id, at, views, likes, comment_count, source, methodology
+    /// The counts time series instead, one row per sample: video_id, at, views, likes,
+    /// comment_count, source, methodology
     #[arg(long, conflicts_with_all = ["chart", "per"])]
     pub counts: bool,
 

@@ -1,4 +1,4 @@
-//! How the process ends: the exit codes of DESIGN.md section 2 as typed values, the
+//! How the process ends: the exit codes of docs/exit-codes.md as typed values, the
 //! front end's own errors, and how a failure is said on stderr.
 //!
 //! Commands return `anyhow::Result`; `main` asks the front end (`cmd::exit`) which

@@ -26,7 +26,7 @@ pub enum LogFormat {
 /// `RUST_LOG` wins when set; otherwise `info`, shifted by `-v` and `-q`. Errors are
 /// never silenced: `-qq` and beyond still show them, and so does a `RUST_LOG` that
 /// turns trendsync off (`off`, `trendsync=off`, `reqwest=debug`), since a failing
-/// command must say why on stderr (DESIGN.md section 2).
+/// command must say why on stderr (docs/commands.md).
 pub fn init(format: LogFormat, verbose: u8, quiet: u8) {
     let level = match i16::from(verbose) - i16::from(quiet) {
         i16::MIN..=-2 => "error",
@@ -67,7 +67,7 @@ pub fn init(format: LogFormat, verbose: u8, quiet: u8) {
     };
 }
 
-/// Text logs stamp their lines as every time for people is written (DESIGN.md 2,
+/// Text logs stamp their lines as every time for people is written (docs/commands.md,
 /// "Text output"): RFC 3339 UTC to the second. JSON logs keep tracing's full precision.
 struct ToTheSecond;
 
@@ -81,7 +81,7 @@ impl fmt::time::FormatTime for ToTheSecond {
 }
 
 /// Text logs are for people: a line is its message, then only the fields that say
-/// something the message does not (DESIGN.md 7). JSON logs keep every field.
+/// something the message does not (docs/metrics.md). JSON logs keep every field.
 struct TextFields;
 
 impl<'w> FormatFields<'w> for TextFields {
@@ -109,7 +109,7 @@ impl<'w> FormatFields<'w> for TextFields {
 /// Fields only JSON logs write: the run summary's counts. Its message says them when
 /// there is room; when the regions need it they are left out (the run history has
 /// them), and writing them back as fields would take the heartbeat past its 160
-/// characters (DESIGN.md 7).
+/// characters (docs/metrics.md).
 const JSON_ONLY: [&str; 2] = ["units", "calls"];
 
 /// Whether `message` already says `value`: all of it, or every item of a

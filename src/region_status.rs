@@ -1,5 +1,5 @@
 //! The words a run is recorded in: the status of a run or of one of its regions
-//! (DESIGN.md section 2) and how one charged call to the upstream ended. How the
+//! (docs/commands.md) and how one charged call to the upstream ended. How the
 //! runner ends them, what the store writes and reads back, what `runs --status`
 //! accepts and what the metrics label.
 //!
@@ -28,10 +28,11 @@ pub enum RegionStatus {
     Skipped,
     Interrupted,
     /// The limiter's clock disagreed with the upstream's, or no answer could confirm
-    /// a clock already found wrong (DESIGN.md 6): no further calls until it is fixed.
+    /// a clock already found wrong (docs/schema.md): no further calls until it is fixed.
     ClockSkew,
-    /// A call was refused only because the limiter did not answer and its method is
-    /// denied while it is down (DESIGN.md 3.6): the budget may be far from spent.
+    /// A call was refused only because the limiter did not answer and its method is denied
+    /// while it is down (docs/budget.md, "When the limiter is down"): the budget may be far
+    /// from spent.
     LimiterDown,
     /// A region the run never reached: it stopped before this region's first call.
     /// Never a run's status.
@@ -84,7 +85,7 @@ impl RegionStatus {
     }
 
     /// How serious a stop with this status is, when several stop one run: the most
-    /// serious is the run's status (DESIGN.md section 2: `failed`, `interrupted`,
+    /// serious is the run's status (docs/commands.md: `failed`, `interrupted`,
     /// `clock_skew`, `limiter_down`, `upstream_quota_exhausted`, `budget_exhausted`).
     /// Higher is more serious.
     pub fn seriousness(self) -> u8 {

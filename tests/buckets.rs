@@ -1,4 +1,4 @@
-//! The budget as the upstream bills it since June 2026 (DESIGN.md 3.9): buckets of
+//! The budget as the upstream bills it since June 2026 (docs/budget.md, "Buckets"): buckets of
 //! their own, a block per bucket, and windows that are the upstream's own day.
 //!
 //! End to end, the binary runs against a fake upstream that bills like the real one
@@ -174,7 +174,7 @@ fn a_search_bucket_spent_elsewhere_blocks_only_searches(redis: Option<&RedisServ
     // One region at a time: a second region's first search would otherwise be in
     // flight before the first 403 came back.
     // The upstream refused a bucket this budget had counted 1 search of: the
-    // refusal measured it, and a warning says so (DESIGN.md 3.5).
+    // refusal measured it, and a warning says so (docs/budget.md, "When the upstream refuses").
     h.expect_stderr("quota is spent")
         .expect_stderr("had counted 1 units of its quota 100")
         .expect_ended("upstream_quota_exhausted");
@@ -723,7 +723,7 @@ fn each_bucket_has_its_own_ceiling_and_reserve(redis: Option<&RedisServer>) {
 
 on_both_limiters!(each_bucket_has_its_own_ceiling_and_reserve);
 
-/// DESIGN.md 7: the cron heartbeat of a run of 8 regions over three buckets in use
+/// docs/metrics.md: the cron heartbeat of a run of 8 regions over three buckets in use
 /// says what is left of each, by name after the main bucket's, as `run --json`'s
 /// `remaining_by_bucket` has them (no figure adds two buckets together), within 160
 /// characters.

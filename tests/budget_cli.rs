@@ -374,7 +374,7 @@ pub fn racing_processes_fill_each_bucket_exactly_through(
     limiter_args: impl Fn(usize) -> Vec<String>,
 ) {
     let s = Scratch::new();
-    // Two buckets (DESIGN.md 3.9): the main one, videos.list at 2 units under a
+    // Two buckets (docs/budget.md, "Buckets"): the main one, videos.list at 2 units under a
     // ceiling of 20, and `search`, search.list at 1 under a ceiling of 7 with a
     // per-call limit.
     let two_buckets = Costs::new()
@@ -430,7 +430,7 @@ fn racing_processes_on_redis_fill_each_bucket_exactly() {
 }
 
 /// A charge of 2^50 units, the most one may hold, on Redis: one member in the
-/// window, whose units read back exactly (DESIGN.md 3.3, "no step turns a number into
+/// window, whose units read back exactly (docs/budget.md, "no step turns a number into
 /// text with fewer digits than it has"). Written as a Lua number, the member was
 /// `1.1258999068427e+15|…`: the next process did not find its own newest charge,
 /// replayed its ledger into a window that had lost nothing, and counted it twice.
@@ -525,7 +525,7 @@ fn a_charge_of_2_pow_50_units_on_redis_is_one_member_read_back_exactly() {
     assert_eq!(members().len(), 1, "{:?}", members());
 }
 
-/// On a grant, `policy`, `used` and `remaining` are METHOD's bucket's (DESIGN.md 2),
+/// On a grant, `policy`, `used` and `remaining` are METHOD's bucket's (docs/commands.md),
 /// not the narrower limit's that has less room, and the text names the bucket first.
 fn a_grant_names_the_bucket_under_the_default_costs_file(redis: Option<&RedisServer>) {
     let s = Scratch::new();

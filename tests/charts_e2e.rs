@@ -1,4 +1,4 @@
-//! Category charts end to end (DESIGN.md sections 4 to 6): the binary against the fake
+//! Category charts end to end (docs/upstream.md): the binary against the fake
 //! upstream, each region's overall chart and the charts of its categories, from
 //! `[defaults]` or its own list; a category the upstream has no chart for; and the
 //! upgrade of a file from before category charts, killed and restarted.

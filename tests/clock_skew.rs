@@ -1,4 +1,4 @@
-//! The limiter's clock against the upstream's (DESIGN.md 6, issue 16 item 7): each
+//! The limiter's clock against the upstream's (docs/budget.md, "The clock", issue 16 item 7): each
 //! answer's `Date` is compared with the limiter's time at the charge before it. A
 //! clock stepped a day ahead (`faketime` for the binary, the shim for a Redis) stops
 //! the run after one call, is recorded and shown, keeps later runs to one call and
@@ -242,7 +242,7 @@ fn status_in_metrics(metrics: &str, kind: &str) -> String {
     set[0].to_owned()
 }
 
-/// The issue's proxy (DESIGN.md 6, "the check fails closed"): with a skew recorded,
+/// The issue's proxy (docs/budget.md, "The clock", "the check fails closed"): with a skew recorded,
 /// an upstream whose answers carry no readable `Date` (empty, then unparsable)
 /// cannot confirm the limiter's clock. Before, the run warned and made every call;
 /// now each run makes its one call and stops, `clock_skew` (75) in the JSON, the

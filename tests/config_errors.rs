@@ -390,7 +390,7 @@ fn windows_and_unit_counts_the_limiter_cannot_hold_are_refused_with_their_place(
     expect_config_error(&limit, REGIONS_OK, "costs.toml", 22, "outside 1s to 31d");
 }
 
-/// Type mistakes are told in a person's words, not a type name (DESIGN.md 4).
+/// Type mistakes are told in a person's words, not a type name (docs/commands.md).
 #[test]
 fn a_quoted_number_is_told_in_words() {
     expect_config_error(
@@ -428,7 +428,7 @@ fn an_api_base_without_a_scheme_says_to_add_https() {
         .run();
 }
 
-/// Buckets (DESIGN.md 3.9 and 4): a method in two buckets, a bucket under a reserved
+/// Buckets (docs/budget.md, "Buckets" and 4): a method in two buckets, a bucket under a reserved
 /// name or a limit's name, and a day window in a zone nobody knows are each refused.
 #[test]
 fn bucket_mistakes_are_configuration_errors() {

@@ -1,5 +1,5 @@
 //! One configuration everywhere, and each command saying which limiter it read
-//! (DESIGN.md sections 2 and 7): the configuration directories, `config`, the README's
+//! (docs/commands.md, docs/metrics.md): the configuration directories, `config`, the README's
 //! deployment run as written for the shell, a cron line and the systemd unit, and the
 //! limiter each run records, which read commands compare and charging commands
 //! enforce.

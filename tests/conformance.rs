@@ -1,6 +1,6 @@
 //! One conformance suite for both limiters: every scenario runs against the embedded
 //! limiter in a temporary SQLite file and against real `redis-server` processes in
-//! every deployment form of DESIGN.md section 8: one server of its own per scenario,
+//! every deployment form of the README, "Redis deployments": one server of its own per scenario,
 //! and, shared by all scenarios (each with a budget key of its own), a TLS server with
 //! mutual TLS, a Sentinel set and a Cluster (plain and mutual TLS on every node), which
 //! each scenario reaches through a different seed node and protocol. Each shared form
@@ -825,7 +825,7 @@ fn charge_to(bucket: &str, id: &str, method: &str, parts: &[(&str, Duration, u64
     }
 }
 
-/// Two buckets (DESIGN.md 3.9), with a per-call limit over both: each bucket fills
+/// Two buckets (docs/budget.md, "Buckets"), with a per-call limit over both: each bucket fills
 /// on its own, the limit across them says no for either, and all or nothing holds.
 async fn buckets_fill_apart_with_a_limit_across_them(b: Backend) {
     let main = |id: &str, units| {

@@ -1,9 +1,9 @@
-//! Switching the costs file (DESIGN.md 3.8): the window keeps every entry with its
-//! method and calls, and counts them again as if the new file had been in force all
-//! along, on both limiters: a method that moves to another bucket takes its entries
-//! with it, a cost that changes counts them at the new cost, a window that becomes
-//! the upstream's day counts only that day's, a `[[limit]]` and a `[[bucket]]` of one
-//! name never share state, and an upstream block stays with the methods it stopped.
+//! Switching the costs file (docs/budget.md, "When the costs file changes"): the window
+//! keeps every entry with its method and calls, and counts them again as if the new file
+//! had been in force all along, on both limiters: a method that moves to another bucket
+//! takes its entries with it, a cost that changes counts them at the new cost, a window
+//! that becomes the upstream's day counts only that day's, a `[[limit]]` and a `[[bucket]]`
+//! of one name never share state, and an upstream block stays with the methods it stopped.
 
 use std::collections::BTreeMap;
 

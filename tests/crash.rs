@@ -1,4 +1,4 @@
-//! `kill -9` at any moment (DESIGN.md section 6): the database the next process finds
+//! `kill -9` at any moment (docs/schema.md): the database the next process finds
 //! is intact, every stored trending page is whole, no region lock is left behind, the
 //! next run completes, and the budget charged every call the upstream received.
 //!

@@ -42,7 +42,7 @@ const POLICIES: [(&str, u64, u64); 4] = [
     ("calls", 60, 8),
 ];
 
-/// A second bucket, over the upstream's own day (DESIGN.md 3.9): 0 for its window.
+/// A second bucket, over the upstream's own day (docs/budget.md, "Buckets"): 0 for its window.
 const SEARCH: (&str, u64, u64) = ("search", 0, 700);
 
 fn pacific_day() -> Window {

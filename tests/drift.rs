@@ -1,7 +1,8 @@
-//! The upstream's `quotaExceeded` as a measurement (DESIGN.md 3.5): an upstream whose
-//! pool is spent long before the quota the costs file says, end to end on both
-//! limiters. The figure is recorded once per bucket and upstream day, shown by
-//! `budget` and `status`, written to the metrics file, and fires the shipped alert.
+//! The upstream's `quotaExceeded` as a measurement (docs/budget.md, "When the upstream
+//! refuses"): an upstream whose pool is spent long before the quota the costs file says,
+//! end to end on both limiters. The figure is recorded once per bucket and upstream day,
+//! shown by `budget` and `status`, written to the metrics file, and fires the shipped
+//! alert.
 
 use std::path::Path;
 use std::process::Command;
@@ -186,10 +187,10 @@ fn the_upstream_spent_the_bucket_early(redis: Option<&RedisServer>) {
 
 on_both_limiters!(the_upstream_spent_the_bucket_early);
 
-/// After two upstream days in a row spent early, `budget` suggests a quota and
-/// ceiling for a bucket over the upstream's own day, and for no other (DESIGN.md
-/// 3.5). The binary's clock is moved with faketime, a Redis's with the shim, and the
-/// fake upstream dates its answers alike, so the clock check agrees.
+/// After two upstream days in a row spent early, `budget` suggests a quota and ceiling for
+/// a bucket over the upstream's own day, and for no other (docs/budget.md, "When the
+/// upstream refuses"). The binary's clock is moved with faketime, a Redis's with the shim,
+/// and the fake upstream dates its answers alike, so the clock check agrees.
 #[cfg(target_os = "linux")]
 mod two_days {
     use serde_json::Value;

@@ -114,7 +114,7 @@ fn typed_mistakes_and_configuration_errors_share_the_style() {
 #[test]
 fn a_failure_while_working_is_still_a_log_line() {
     let s = with_database();
-    // An id never seen: exit 1 (DESIGN.md 2), what the database answered.
+    // An id never seen: exit 1 (docs/commands.md), what the database answered.
     s.cmd()
         .args(["video", "dQw4w9WgXcQ"])
         .expect_stderr("ERROR")

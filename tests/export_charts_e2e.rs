@@ -1,6 +1,6 @@
 //! `export` of category charts end to end: the `chart` column, `--chart`, `--per day`
 //! (the grain of the public trending datasets) and `--counts` with the source of each
-//! sample (DESIGN.md section 2).
+//! sample (docs/commands.md).
 
 use std::collections::BTreeMap;
 

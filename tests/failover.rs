@@ -1,9 +1,9 @@
-//! A failover is not an outage (DESIGN.md 3.6): eight processes charge one unit at a
-//! time in a loop against a ceiling of 1000 while the test fails the budget's primary
-//! over, and the budget still holds: exactly 1000 units end up in the window, every
-//! grant a process recorded is in it, and the only entries no process recorded are
-//! charges that landed while their process gave up waiting (it then says the limiter
-//! was down). No process exits 1.
+//! A failover is not an outage (docs/budget.md, "When the limiter is down"): eight
+//! processes charge one unit at a time in a loop against a ceiling of 1000 while the test
+//! fails the budget's primary over, and the budget still holds: exactly 1000 units end up
+//! in the window, every grant a process recorded is in it, and the only entries no process
+//! recorded are charges that landed while their process gave up waiting (it then says the
+//! limiter was down). No process exits 1.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -171,10 +171,10 @@ fn a_cluster_fails_over_twice_in_the_middle_of_a_race() {
             assert!(before < 1000, "the failover came in the middle of the race");
             let before = after_grants(tally, before + 100);
 
-            // kill -9 of the primary. Writes are held for a moment first, until the
-            // replica has every one of them: a primary killed with acknowledged
-            // writes not yet replicated loses them whatever the client does (that
-            // is what the ledger of DESIGN.md 3.7 is for), and this test is about
+            // kill -9 of the primary. Writes are held for a moment first, until the replica
+            // has every one of them: a primary killed with acknowledged writes not yet
+            // replicated loses them whatever the client does (that is what the ledger of
+            // docs/budget.md, "When Redis loses the window" is for), and this test is about
             // the client getting through the failover.
             let primary = cluster.primary_for(WINDOW_KEY);
             let replica = cluster.replica_for(WINDOW_KEY);
@@ -251,14 +251,14 @@ fn a_sentinel_failover_in_the_middle_of_a_race() {
     assert_exact(&tally, entries);
 }
 
-/// kill -9 of a Sentinel set's primary while eight processes race, ten times in a
-/// row: while the Sentinels elect a new primary the lookup is a failover, waited out
-/// (DESIGN.md 8), never a configuration error (78). Processes exit 0 or 75 only, and
-/// the units granted stay within what the failover can explain: a grant whose reply
-/// was lost counts as unsure, and a write the dead primary had acknowledged but not
-/// yet replicated is lost with it. The ceiling is 300, not 1000: ten races of a
-/// thousand processes each kept both cores busy for minutes, long enough to starve
-/// the TLS tests running beside them.
+/// kill -9 of a Sentinel set's primary while eight processes race, ten times in a row:
+/// while the Sentinels elect a new primary the lookup is a failover, waited out (the
+/// README, "Redis deployments"), never a configuration error (78). Processes exit 0 or 75
+/// only, and the units granted stay within what the failover can explain: a grant whose
+/// reply was lost counts as unsure, and a write the dead primary had acknowledged but not
+/// yet replicated is lost with it. The ceiling is 300, not 1000: ten races of a thousand
+/// processes each kept both cores busy for minutes, long enough to starve the TLS tests
+/// running beside them.
 #[test]
 fn a_sentinel_primary_killed_mid_race_is_a_failover_ten_times_in_a_row() {
     for round in 1..=10 {

@@ -1,4 +1,4 @@
-//! Follow-ups end to end (DESIGN.md section 5): after every region's calls a run
+//! Follow-ups end to end (docs/upstream.md): after every region's calls a run
 //! refreshes, through `videos:batchGetStats`, the counts of the videos that were on a
 //! chart in the last `days` and not counted for `every`, stalest first, 50 ids a
 //! call, charged to their own bucket; a video the answer leaves out is marked removed.
@@ -223,7 +223,7 @@ fn a_spent_stats_bucket_stops_only_the_follow_ups() {
     );
 }
 
-/// Retention reaches the follow-ups (DESIGN.md 2): `prune --older-than` deletes the
+/// Retention reaches the follow-ups (docs/commands.md): `prune --older-than` deletes the
 /// follow-up counts taken before its cutoff and keeps the newer ones, says how many in
 /// its text and its JSON (`deleted.follow_counts`), and deletes a video only when
 /// nothing is left that refers to it. The dry run counts the same and deletes nothing.

@@ -131,7 +131,7 @@ fn broken_stdout_and_stderr_never_panic_nor_change_the_outcome() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-/// A fatal error is on stderr whatever `RUST_LOG` says (DESIGN.md section 2).
+/// A fatal error is on stderr whatever `RUST_LOG` says (docs/commands.md).
 #[test]
 fn a_fatal_error_is_printed_whatever_rust_log_says() {
     let h = Harness::new(None);

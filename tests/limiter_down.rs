@@ -1,7 +1,8 @@
-//! DESIGN.md 3.6, when the limiter is unreachable: a dropped connection is tried once
-//! more, an allow-listed call goes ahead unmetered and is journalled in the database,
-//! a deny-listed one stops the run, and the journal is replayed into the shared
-//! window, exactly once and at each call's original age, when the limiter answers.
+//! docs/budget.md, "When the limiter is down", when the limiter is unreachable: a dropped
+//! connection is tried once more, an allow-listed call goes ahead unmetered and is
+//! journalled in the database, a deny-listed one stops the run, and the journal is replayed
+//! into the shared window, exactly once and at each call's original age, when the limiter
+//! answers.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -588,12 +589,12 @@ fn budget_series(samples: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
         .collect()
 }
 
-/// DESIGN.md 3.6 and 7: with Redis down, a run whose search is denied only because
-/// the limiter did not answer ends `limiter_down` (75), not `budget_exhausted`; the
-/// metrics file says the limiter is down and how many calls wait in the journal, and
-/// keeps the buckets' last known figures, so their alerts do not go quiet. The next
-/// run on a live Redis replays them: up again, nothing pending, and the window holds
-/// exactly what was called.
+/// docs/budget.md, "When the limiter is down" and 7: with Redis down, a run whose search is
+/// denied only because the limiter did not answer ends `limiter_down` (75), not
+/// `budget_exhausted`; the metrics file says the limiter is down and how many calls wait in
+/// the journal, and keeps the buckets' last known figures, so their alerts do not go quiet.
+/// The next run on a live Redis replays them: up again, nothing pending, and the window
+/// holds exactly what was called.
 #[test]
 fn a_run_stopped_by_a_down_limiter_ends_limiter_down_and_its_metrics_say_so() {
     let mut server = RedisServer::start_durable();

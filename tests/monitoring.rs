@@ -1,4 +1,4 @@
-//! The monitoring that ships with the project (DESIGN.md section 7): the Prometheus
+//! The monitoring that ships with the project (docs/metrics.md): the Prometheus
 //! alert rules pass `promtool check rules` and their own unit tests, the rules and
 //! the Grafana dashboard use only metric names the binary writes, and the dashboard's
 //! queries parse, scope by instance, and suit their panels (dates, tables).

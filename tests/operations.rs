@@ -1,4 +1,4 @@
-//! Operating it for months (DESIGN.md sections 2 and 7): the crontab run as cron runs
+//! Operating it for months (docs/commands.md, docs/metrics.md): the crontab run as cron runs
 //! it, one metrics file shared by every cron line, signals, abandoned runs, `status`
 //! and `runs`, the systemd units, `budget unblock`, help and log fields.
 

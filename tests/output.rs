@@ -1,4 +1,4 @@
-//! What people read (DESIGN.md 2 "Text output", and 7): tables that fit the terminal,
+//! What people read (docs/commands.md "Text output", and 7): tables that fit the terminal,
 //! the cron heartbeat, progress that says what is queued and what was never fetched,
 //! and run durations in the metrics file.
 
@@ -250,7 +250,8 @@ fn message_of(line: &str) -> &str {
 /// 160 characters of message, and the one line that says why it stopped.
 fn stopped_run(h: &Harness<'_>, status: &str) -> (String, String) {
     h.expect_stderr(" stopped: ").expect_ended(status);
-    // The upstream's refusal also says what this budget had counted (DESIGN.md 3.5).
+    // The upstream's refusal also says what this budget had counted (docs/budget.md, "When
+    // the upstream refuses").
     h.allow_stderr("quota is lower than configured");
     let (ran, _) = h.status(75).run(&["run", "--concurrency", "1"]);
     let line = summary_of(&ran.stderr);
@@ -365,7 +366,7 @@ fn a_quiet_prune_writes_nothing() {
 }
 
 /// A run against the loopback upstream takes well under a second: its duration in the
-/// metrics file is what it took, not 0 (DESIGN.md 7: seconds, fractional).
+/// metrics file is what it took, not 0 (docs/metrics.md: seconds, fractional).
 #[test]
 fn run_durations_in_the_metrics_are_fractional_seconds() {
     let h = Harness::new(None);

@@ -165,7 +165,7 @@ fn the_commands_that_write_refuse_a_missing_directory_naming_it() {
 }
 
 /// A command that fails before it can report still answers a script reading its JSON
-/// (DESIGN.md 2): the writers' refusals of `--db` print the failure object too.
+/// (docs/commands.md): the writers' refusals of `--db` print the failure object too.
 #[test]
 fn the_writers_refusals_of_a_db_answer_in_json_too() {
     let s = Scratch::new();

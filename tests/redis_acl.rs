@@ -138,7 +138,8 @@ fn the_readme_acl_is_enough_for_every_path_and_no_more() {
     let blocked: i64 =
         server.query(redis::cmd("EXISTS").arg("trendsync:{test}:blocked:videos.list"));
     assert_eq!(blocked, 1);
-    // And what the refusal measured (DESIGN.md 3.5), which `budget` read back.
+    // And what the refusal measured (docs/budget.md, "When the upstream refuses"), which
+    // `budget` read back.
     let spent: i64 = server.query(redis::cmd("EXISTS").arg("trendsync:{test}:upstream_spent"));
     assert_eq!(spent, 1);
     assert!(

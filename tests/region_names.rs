@@ -1,4 +1,4 @@
-//! A region code a person mistyped (DESIGN.md sections 2 and 4): a usage error naming
+//! A region code a person mistyped (docs/commands.md): a usage error naming
 //! the nearest known code, never an empty answer that reads as "no data".
 
 use crate::common::contains;

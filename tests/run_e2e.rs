@@ -326,7 +326,7 @@ fn an_upstream_quota_verdict_blocks_the_budget_until_pacific_midnight(redis: Opt
         answer_fixture(403, "error_quota_exceeded.json"),
     );
     h.expect_stderr("quota is spent")
-        // The budget had counted 2 units of 10,000 (DESIGN.md 3.5).
+        // The budget had counted 2 units of 10,000 (docs/budget.md, "When the upstream refuses").
         .expect_stderr("had counted 2 units of its quota 10000")
         .expect_ended("upstream_quota_exhausted")
         .stderr(contains("quotaExceeded"))
@@ -906,7 +906,7 @@ fn a_project_the_upstream_refuses_fails_the_whole_run_with_advice() {
 }
 
 // Hostile answers: a 200 that breaks the protocol stops only its region, keeps what
-// was stored, and never stores a rank twice or past 200 (DESIGN.md section 5).
+// was stored, and never stores a rank twice or past 200 (docs/upstream.md).
 
 #[test]
 fn pages_that_break_the_protocol_stop_only_their_region() {
@@ -1149,7 +1149,7 @@ fn terminal_controls_from_the_upstream_are_shown_escaped() {
 }
 
 /// A `categoryId` that is not a number in a string is stored as NULL, with one warning
-/// naming the region and the video (DESIGN.md 5: an id is never free text); the rest
+/// naming the region and the video (docs/upstream.md: an id is never free text); the rest
 /// of the video, and of the run, is kept.
 #[test]
 fn a_category_id_that_is_not_a_number_is_stored_as_null_with_a_warning() {

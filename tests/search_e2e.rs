@@ -1,5 +1,5 @@
 //! `trendsync search` over what a run ingested from the fake upstream, against the
-//! contract of DESIGN.md section 2: `search QUERY [--region CC] [--limit N] [--json]`,
+//! contract of docs/commands.md: `search QUERY [--region CC] [--limit N] [--json]`,
 //! JSON `{"results": [{video_id, title, channel_title, snippet, view_count,
 //! published_at, regions}]}`, exit 2 on bad query syntax. Local only: it never calls
 //! the upstream and charges nothing.
@@ -96,7 +96,7 @@ fn bad_query_syntax_is_a_usage_error_that_says_how_to_quote() {
             "{query}: says how to quote: {}",
             ran.stderr
         );
-        // --json still answers with one object that says why (DESIGN.md 2).
+        // --json still answers with one object that says why (docs/commands.md).
         let json = ran.json();
         assert_eq!(json["status"], "failed", "{json}");
         assert!(

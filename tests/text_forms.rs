@@ -1,4 +1,4 @@
-//! Times and durations in text output have one form each (DESIGN.md 2, "Text
+//! Times and durations in text output have one form each (docs/commands.md, "Text
 //! output"): RFC 3339 UTC to the second (`2026-11-23T17:41:47Z`), and `3h 12m`, `45s`,
 //! `850ms`. Every command that prints one is run through the binary and its output
 //! searched for the other forms: a fraction of a second, a date and a time apart, a

@@ -1,4 +1,4 @@
-//! The tests' own fake of the upstream's billing (DESIGN.md 3.9): one daily pool per
+//! The tests' own fake of the upstream's billing (docs/budget.md, "Buckets"): one daily pool per
 //! bucket, a call billed to its method's pool while the pool has room, and beyond it
 //! the upstream's own 403 quotaExceeded, unbilled. Plain HTTP/1.1 requests, no binary.
 

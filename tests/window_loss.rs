@@ -1,6 +1,6 @@
-//! DESIGN.md 3.7, when Redis loses the window: each host keeps a ledger of what Redis
-//! granted it, and replays it, at the original times, when the window's epoch marker
-//! is not the one it last charged into.
+//! docs/budget.md, "When Redis loses the window", when Redis loses the window: each host
+//! keeps a ledger of what Redis granted it, and replays it, at the original times, when the
+//! window's epoch marker is not the one it last charged into.
 
 use std::sync::Arc;
 use std::time::Duration;

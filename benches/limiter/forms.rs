@@ -1,4 +1,4 @@
-//! Charge throughput in each deployment form (DESIGN.md section 8): a standalone
+//! Charge throughput in each deployment form (the README, "Redis deployments"): a standalone
 //! server, the same over mutual TLS, and a Cluster of three primaries with a replica
 //! each, with 1 and 20 concurrent clients, on one budget and on 64 budgets spread over
 //! the shards; and each primary's share of the work, from `INFO commandstats`.

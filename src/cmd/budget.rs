@@ -159,7 +159,7 @@ struct LimitJson {
     next_free_s: Option<f64>,
 }
 
-/// One bucket in `budget --json` (DESIGN.md section 2).
+/// One bucket in `budget --json` (docs/json.md).
 #[derive(Debug, Serialize)]
 struct BucketJson {
     name: String,
@@ -179,8 +179,9 @@ struct BucketJson {
     /// The same moment for the text, which shows it to the second.
     #[serde(skip)]
     blocked_until_us: Option<i64>,
-    /// Units charged to the bucket since midnight America/Los_Angeles when the
-    /// upstream first refused it this upstream day, below its quota (DESIGN.md 3.5).
+    /// Units charged to the bucket since midnight America/Los_Angeles when the upstream
+    /// first refused it this upstream day, below its quota (docs/budget.md, "When the
+    /// upstream refuses").
     upstream_spent_at: Option<u64>,
     /// The quota and ceiling to configure after two upstream days in a row spent
     /// early; only for a bucket over the upstream's own day.
@@ -206,7 +207,7 @@ struct SpentDayJson {
     day_start_us: i64,
 }
 
-/// The JSON of `budget --json` (DESIGN.md section 2): the main bucket's numbers at
+/// The JSON of `budget --json` (docs/json.md): the main bucket's numbers at
 /// the top, as before there were other buckets, and every bucket in `buckets`.
 #[derive(Debug, Serialize)]
 struct BudgetJson {
@@ -534,7 +535,7 @@ fn bar_width(width: Option<usize>) -> usize {
 /// `denied_by` when the limiter cannot be reached.
 const LIMITER_DOWN: &str = "limiter";
 
-/// `denied_by` while the limiter's clock is distrusted (DESIGN.md 6).
+/// `denied_by` while the limiter's clock is distrusted (docs/schema.md).
 const CLOCK_SKEW: &str = "clock";
 
 /// The JSON of `budget charge --json`.
@@ -666,7 +667,7 @@ async fn charge(
         }
     };
     // The numbers are those of the policy that said no, else those of METHOD's
-    // bucket (DESIGN.md 2): the budget an operator charged, not a narrower limit that
+    // bucket (docs/json.md): the budget an operator charged, not a narrower limit that
     // happens to have less room. While the upstream block says no, which no policy's
     // numbers describe, the bucket's own too.
     let bucket = decision.parts.iter().find(|p| p.policy == charge.bucket);
@@ -789,7 +790,7 @@ fn print_decision(
 }
 
 /// Where the charge leaves what it went to, METHOD's bucket first, then each limit
-/// (DESIGN.md 2): `5 used, 9495 remaining in bucket "budget"; 5 used, 95 remaining
+/// (docs/json.md): `5 used, 9495 remaining in bucket "budget"; 5 used, 95 remaining
 /// in limit "search"`. `None` when the charge went to nothing.
 fn standing(parts: &[PartJson<'_>]) -> Option<String> {
     let lines: Vec<String> = parts

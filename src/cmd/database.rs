@@ -3,7 +3,7 @@
 //!
 //! Those commands answer from the file alone, so a typo in `--db` would otherwise show
 //! an empty world (no runs, a whole budget, every region stale) and exit 0. They also
-//! create nothing (DESIGN.md 2): SQLite would make a new empty file of a name that
+//! create nothing (docs/commands.md): SQLite would make a new empty file of a name that
 //! does not exist.
 
 use std::fs::OpenOptions;

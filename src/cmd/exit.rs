@@ -1,4 +1,4 @@
-//! Which exit code (DESIGN.md section 2) the process ends with: for an error that
+//! Which exit code (docs/exit-codes.md) the process ends with: for an error that
 //! reached `main`, and for the status a run ended with. Decided here, at the top, in
 //! one place: the layers below say what kind of failure theirs is in their own terms
 //! (a configuration mistake, a limiter that is down, a file that is not a regular

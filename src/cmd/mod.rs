@@ -149,7 +149,7 @@ fn wants_json(command: &Command) -> bool {
 }
 
 /// A command that failed before it could report (a bad config file, no key) still
-/// answers a script that reads its JSON (DESIGN.md section 2), with the message `main`
+/// answers a script that reads its JSON (docs/commands.md), with the message `main`
 /// logs.
 fn print_failure_json(err: &anyhow::Error) {
     let object = serde_json::json!({
@@ -261,9 +261,9 @@ pub(crate) fn load_budget(global: &Global) -> Result<Budget> {
     Ok(budget)
 }
 
-/// `budget.key` names Redis keys and database rows, so it must not be the API key
-/// itself, whatever the key's shape (DESIGN.md 3.4). Compared with the key this
-/// process would use, when there is one.
+/// `budget.key` names Redis keys and database rows, so it must not be the API key itself,
+/// whatever the key's shape (docs/budget.md, "How the budget counts"). Compared with the
+/// key this process would use, when there is one.
 fn refuse_api_key_as_budget_key(global: &Global, budget: &Budget, costs: &Origin) -> Result<()> {
     let Ok(key) = key::api_key(global) else {
         return Ok(());
@@ -292,9 +292,10 @@ pub(crate) enum Access {
     Charge,
 }
 
-/// Opens the budget's limiter. A Redis that cannot be reached is [`Limiter::Down`],
-/// not an error: the command's calls then follow `[when_limiter_down]`. A limiter that
-/// answers first gets the calls journalled while it was down (DESIGN.md 3.6).
+/// Opens the budget's limiter. A Redis that cannot be reached is [`Limiter::Down`], not an
+/// error: the command's calls then follow `[when_limiter_down]`. A limiter that answers
+/// first gets the calls journalled while it was down (docs/budget.md, "When the limiter is
+/// down").
 pub(crate) async fn open_limiter(
     global: &Global,
     budget: &Budget,
@@ -345,9 +346,9 @@ fn redis_confirmed_at(db: &Path) -> Option<i64> {
         .map(|s| s.measured_at_us)
 }
 
-/// Keeps this host's ledger of Redis grants in the database, restoring it first if
-/// Redis lost the window (DESIGN.md 3.7). Reading the budget opens only a ledger that
-/// exists; a command that charges creates one.
+/// Keeps this host's ledger of Redis grants in the database, restoring it first if Redis
+/// lost the window (docs/budget.md, "When Redis loses the window"). Reading the budget
+/// opens only a ledger that exists; a command that charges creates one.
 async fn keep_ledger(
     db: &Path,
     budget: &Budget,

@@ -68,8 +68,9 @@ pub fn run(global: &Global, args: &PruneArgs, clock: &dyn Clock) -> Result<()> {
         report
     };
     let cutoff_text = crate::output::human::timestamp_s(cutoff);
-    // Under -q the text report, the prune's summary, goes as the run's does (DESIGN.md
-    // 7): a cron line with -q writes nothing but warnings and errors to its log.
+    // Under -q the text report, the prune's summary, goes as the run's does
+    // (docs/metrics.md): a cron line with -q writes nothing but warnings and errors to its
+    // log.
     let printed = if global.quiet > 0 && !args.json {
         Ok(())
     } else {

@@ -83,7 +83,7 @@ pub fn run(global: &Global, args: &SearchArgs) -> Result<()> {
         writeln!(out, "no videos match {:?}", args.query)?;
     }
     // Titles and channel names are the upstream's text: a screen clear or a
-    // right-to-left override in one is shown escaped, never acted on (DESIGN.md 2).
+    // right-to-left override in one is shown escaped, never acted on (docs/commands.md).
     for (i, h) in hits.iter().enumerate() {
         let views = h
             .view_count

@@ -53,7 +53,7 @@ struct RunJson {
     started_at: String,
 }
 
-/// The main bucket's numbers, and every bucket's (DESIGN.md 3.9).
+/// The main bucket's numbers, and every bucket's (docs/budget.md, "Buckets").
 #[derive(Debug, Serialize)]
 struct BudgetJson {
     used: u64,
@@ -73,14 +73,15 @@ struct BucketJson {
     /// The same moment for the text, which shows it to the second.
     #[serde(skip)]
     blocked_until_us: Option<i64>,
-    /// Units charged to the bucket since midnight America/Los_Angeles when the
-    /// upstream first refused it this upstream day, below its quota (DESIGN.md 3.5).
+    /// Units charged to the bucket since midnight America/Los_Angeles when the upstream
+    /// first refused it this upstream day, below its quota (docs/budget.md, "When the
+    /// upstream refuses").
     upstream_spent_at: Option<u64>,
     #[serde(skip)]
     quota: u64,
 }
 
-/// The last skew seen between a limiter's clock and the upstream's (DESIGN.md 6).
+/// The last skew seen between a limiter's clock and the upstream's (docs/schema.md).
 #[derive(Debug, Serialize)]
 struct SkewJson {
     /// `host` (the embedded limiter's) or `redis` (Redis `TIME`).
@@ -128,7 +129,7 @@ pub(crate) fn at(s: i64) -> String {
 }
 
 /// How far ahead of this host's clock a time may be before it is taken for a wrong
-/// clock (the clock-skew bound of DESIGN.md 6).
+/// clock (the clock-skew bound of docs/schema.md).
 const FUTURE_TOLERANCE_S: i64 = 300;
 
 /// Whether a region whose last complete fetch was at `last_complete` (unix seconds)

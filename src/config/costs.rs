@@ -1,5 +1,5 @@
 //! `quota-costs.toml`: the budget, what each method costs, any buckets of their own
-//! (DESIGN.md 3.9), what to do while the limiter is down, and the narrower limits.
+//! (docs/budget.md, "Buckets"), what to do while the limiter is down, and the narrower limits.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -104,7 +104,7 @@ pub struct Region {
 /// The most days `[follow]` may look back: a month.
 pub const MAX_FOLLOW_DAYS: u32 = 31;
 
-/// `[follow]`: keep counting videos after they left the charts (DESIGN.md 5).
+/// `[follow]`: keep counting videos after they left the charts (docs/upstream.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Follow {
     /// Videos seen on any chart in this many last days are followed.

@@ -1,4 +1,4 @@
-//! Times, durations and sizes as text for people, in one form everywhere (DESIGN.md 2, "Text
+//! Times, durations and sizes as text for people, in one form everywhere (docs/commands.md, "Text
 //! output"): every command's text output and every log message use these, so that a
 //! person reads `2026-11-23T17:41:47Z` and `3h 12m` wherever they look. JSON keeps its
 //! own machine forms (RFC 3339 at full precision, fractional seconds).

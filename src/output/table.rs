@@ -1,4 +1,4 @@
-//! Text that fits the terminal (DESIGN.md 2, "Text output"): tables whose columns are
+//! Text that fits the terminal (docs/commands.md, "Text output"): tables whose columns are
 //! dropped, least useful first, and whose one long column is cut with `…` until every
 //! line fits the width; prose lines wrapped at it. Widths are display columns, so
 //! titles in CJK or with emoji line up and are cut where a terminal would show them.

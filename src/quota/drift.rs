@@ -1,4 +1,4 @@
-//! The upstream's `quotaExceeded` as a measurement (DESIGN.md 3.5).
+//! The upstream's `quotaExceeded` as a measurement (docs/budget.md, "When the upstream refuses").
 //!
 //! The upstream offers no call that reads what is left of a key's quota. When it
 //! refuses a bucket's call while this budget has charged that bucket less than its
@@ -16,7 +16,7 @@ use std::time::Duration;
 use super::{BucketRef, Window, Zone};
 use crate::clock::Micros;
 
-/// The zone whose midnight resets every bucket of the upstream (DESIGN.md 3.10).
+/// The zone whose midnight resets every bucket of the upstream (docs/budget.md, "Buckets").
 pub const UPSTREAM_ZONE: &str = "America/Los_Angeles";
 
 /// How long a day's record is kept after the day starts: the suggestion needs the

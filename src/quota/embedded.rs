@@ -28,8 +28,9 @@ pub struct EmbeddedLimiter {
     conn: Option<Arc<Mutex<Connection>>>,
     /// Every decision reads the time here, once, and passes it down.
     clock: Arc<dyn Clock>,
-    /// The budget charged: a window last charged under another is counted again at
-    /// its costs (DESIGN.md 3.8). Without one, the window is charged as it stands.
+    /// The budget charged: a window last charged under another is counted again at its
+    /// costs (docs/budget.md, "When the costs file changes"). Without one, the window is
+    /// charged as it stands.
     budget: Option<Arc<Budget>>,
     /// The budget's fingerprint, worked out once: every charge compares it.
     fingerprint: Arc<str>,
@@ -351,8 +352,9 @@ fn policy_id(budget_key: &str, kind: Kind, policy: &str) -> String {
     }
 }
 
-/// The row of `quota_block` that blocks `method`: a block stays with the methods of
-/// the bucket the upstream refused, whatever the costs file (DESIGN.md 3.8).
+/// The row of `quota_block` that blocks `method`: a block stays with the methods of the
+/// bucket the upstream refused, whatever the costs file (docs/budget.md, "When the costs
+/// file changes").
 fn block_id(budget_key: &str, method: &str) -> String {
     format!("{budget_key}:blocked:{method}")
 }
@@ -439,11 +441,11 @@ fn logged(conn: &Connection, budget_key: &str, held_after: i64) -> rusqlite::Res
     rows.collect()
 }
 
-/// Makes the window of `budget_key` the one `budget` counts from its log (DESIGN.md
-/// 3.8), when it was last charged under another budget, or never stamped: a file
-/// from before the log first has its buckets' entries logged and its blocks moved to
-/// their methods, as `budget` (the file in force) says. Also when the clock went back
-/// ([`Stamp::clock_went_back`]), under the same budget.
+/// Makes the window of `budget_key` the one `budget` counts from its log (docs/budget.md,
+/// "When the costs file changes"), when it was last charged under another budget, or never
+/// stamped: a file from before the log first has its buckets' entries logged and its blocks
+/// moved to their methods, as `budget` (the file in force) says. Also when the clock went
+/// back ([`Stamp::clock_went_back`]), under the same budget.
 fn recount_if_changed(
     conn: &Connection,
     budget_key: &str,
@@ -507,7 +509,7 @@ fn recount_if_changed(
 /// `Date` last confirmed it (the skew record's time, which is the upstream's own). A
 /// charge on a clock that jumped ahead may evict from the window, which a recount
 /// undoes, but may not prune from the log what the window would still hold by this
-/// time (DESIGN.md 6). `None` before any run compared the clocks.
+/// time (docs/budget.md, "The clock"). `None` before any run compared the clocks.
 fn confirmed_at(conn: &Connection) -> rusqlite::Result<Option<i64>> {
     conn.prepare_cached("SELECT measured_at_us FROM quota_clock_skew WHERE clock = ?1")?
         .query_row([LimiterClock::Host.as_str()], |r| r.get(0))
@@ -941,9 +943,10 @@ fn counted_status(
 }
 
 /// Records, once per bucket and upstream day, the units charged to `bucket` since the
-/// upstream's last midnight, when they are fewer than `quota` (DESIGN.md 3.5): the
-/// first refusal of the day decides; later ones read the record and write nothing.
-/// Entries are summed whatever the bucket's window, from what the window still holds.
+/// upstream's last midnight, when they are fewer than `quota` (docs/budget.md, "When the
+/// upstream refuses"): the first refusal of the day decides; later ones read the record and
+/// write nothing. Entries are summed whatever the bucket's window, from what the window
+/// still holds.
 fn note_refusal_in(
     conn: &mut Connection,
     budget_key: &str,

@@ -1,14 +1,14 @@
-//! The parsed budget's fingerprint (DESIGN.md 3.8): what two hosts charging one
-//! `budget.key` must agree on, as a short stable text.
+//! The parsed budget's fingerprint (docs/budget.md, "When the costs file changes"): what
+//! two hosts charging one `budget.key` must agree on, as a short stable text.
 //!
-//! It covers what shapes the windows (every bucket's name, window and costs; every
-//! limit's name, methods, window and unit), not the file's bytes, comments or order.
-//! Not the quotas, ceilings and maxima either: they are how far a caller may fill a
-//! window, not what it holds (the ceiling is each caller's limit over one shared log),
-//! so hosts may differ in them and raising one counts nothing again. Nor
-//! `[when_limiter_down]`, which decides nothing the window holds. It is written into the limiter beside the budget's keys and into
-//! each run's row, so it must not change between builds for the same budget: the
-//! canonical text below and FNV-1a are spelled out here, not left to a hasher whose
+//! It covers what shapes the windows (every bucket's name, window and costs; every limit's
+//! name, methods, window and unit), not the file's bytes, comments or order. Not the
+//! quotas, ceilings and maxima either: they are how far a caller may fill a window, not
+//! what it holds (the ceiling is each caller's limit over one shared log), so hosts may
+//! differ in them and raising one counts nothing again. Nor `[when_limiter_down]`, which
+//! decides nothing the window holds. It is written into the limiter beside the budget's
+//! keys and into each run's row, so it must not change between builds for the same budget:
+//! the canonical text below and FNV-1a are spelled out here, not left to a hasher whose
 //! output may change.
 
 use std::fmt::Write as _;

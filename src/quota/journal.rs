@@ -1,5 +1,5 @@
 //! The journal of this host's calls: those made while the limiter was unreachable
-//! (DESIGN.md 3.6), and the ledger of those Redis granted (3.7).
+//! (docs/budget.md, "When the limiter is down"), and the ledger of those Redis granted (3.7).
 //!
 //! A method that `[when_limiter_down]` allows goes ahead unmetered, and its charge is
 //! written here, in the local database, before the call is made. The next time a

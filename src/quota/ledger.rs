@@ -1,8 +1,8 @@
-//! The ledger's restore policy (DESIGN.md 3.7): this host keeps a ledger of the calls
-//! Redis granted it, and replays it, at the original times, into a window that is not
-//! the one it charged into, so that a Redis that lost its data (a restart without
-//! persistence, a failover to a replica that missed writes) counts this host's share
-//! again.
+//! The ledger's restore policy (docs/budget.md, "When Redis loses the window"): this host
+//! keeps a ledger of the calls Redis granted it, and replays it, at the original times,
+//! into a window that is not the one it charged into, so that a Redis that lost its data (a
+//! restart without persistence, a failover to a replica that missed writes) counts this
+//! host's share again.
 //!
 //! The policy is written once over [`LedgerStore`], the little it asks of the shared
 //! window: its epoch marker, whether it holds a charge, and a replay of a past call.

@@ -1,5 +1,5 @@
 //! The shared budget: an exact, weighted sliding-window log per policy, charged
-//! before every upstream call (DESIGN.md section 3).
+//! before every upstream call (docs/budget.md, "How the budget counts").
 //!
 //! [`Budget`] is the configuration; it turns "N calls of method M" into a [`Charge`]
 //! whose parts say, per policy, how many units go to which window under which maximum.
@@ -63,7 +63,7 @@ pub const LONGEST_WINDOW: Duration = Duration::from_secs(31 * 86_400);
 pub const KEEP: Duration = LONGEST_WINDOW;
 
 /// Whether a policy is a bucket (the main one included) or a `[[limit]]`: the two
-/// never share state, even under one name (DESIGN.md 3.8).
+/// never share state, even under one name (docs/budget.md, "When the costs file changes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
     Bucket,
@@ -117,7 +117,7 @@ pub struct Limit {
     pub per: Per,
 }
 
-/// A bucket of its own beside the main one (DESIGN.md 3.9): the upstream bills its
+/// A bucket of its own beside the main one (docs/budget.md, "Buckets"): the upstream bills its
 /// methods from a separate daily quota.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bucket {
@@ -407,9 +407,10 @@ pub struct Charge {
     /// The bucket the method belongs to: while the upstream has blocked it, the
     /// charge is denied (3.5).
     pub bucket: String,
-    /// How many calls of `method` it pays for: with the method, what the charge is
-    /// counted again from when the costs change (DESIGN.md 3.8). 0 for a charge
-    /// journalled before calls were kept, whose parts are then taken as written.
+    /// How many calls of `method` it pays for: with the method, what the charge is counted
+    /// again from when the costs change (docs/budget.md, "When the costs file changes"). 0
+    /// for a charge journalled before calls were kept, whose parts are then taken as
+    /// written.
     pub calls: u64,
     /// Units charged to the bucket's window.
     pub units: u64,
@@ -790,7 +791,7 @@ impl Limiter {
 
     /// Charges and reads under `budget` from now on: a window last charged under
     /// another budget is counted again at this one's costs first, and the difference
-    /// is named in a warning (DESIGN.md 3.8).
+    /// is named in a warning (docs/budget.md, "When the costs file changes").
     #[must_use = "the limiter that knows the budget is the one returned"]
     pub fn with_budget(self, budget: &Budget) -> Limiter {
         let budget = Arc::new(budget.clone());

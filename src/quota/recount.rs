@@ -1,9 +1,9 @@
-//! Counting a budget's entries again under the costs file in force (DESIGN.md 3.8):
-//! what both limiters do when the budget they are asked to charge is not the one the
-//! window was last charged under. Each entry keeps its method, its calls, its time and
-//! its charge id, so it can be charged again, on paper, to the buckets and limits that
-//! hold its method today, at today's costs, as if this file had been in force all
-//! along. The limiters then write what this returns in place of their windows.
+//! Counting a budget's entries again under the costs file in force (docs/budget.md, "When
+//! the costs file changes"): what both limiters do when the budget they are asked to charge
+//! is not the one the window was last charged under. Each entry keeps its method, its
+//! calls, its time and its charge id, so it can be charged again, on paper, to the buckets
+//! and limits that hold its method today, at today's costs, as if this file had been in
+//! force all along. The limiters then write what this returns in place of their windows.
 
 use std::collections::BTreeSet;
 
@@ -75,9 +75,10 @@ pub(crate) fn calls_of(units: u64, cost: u64) -> u64 {
     units.checked_div(cost).unwrap_or(units).max(1)
 }
 
-/// The warning of a window of budget `key` last charged under another budget (DESIGN.md
-/// 3.8), from the limiter `place` names ("in the embedded limiter", "on <endpoint>"),
-/// whose `sharers` ("process", "host") must all use one costs file.
+/// The warning of a window of budget `key` last charged under another budget
+/// (docs/budget.md, "When the costs file changes"), from the limiter `place` names ("in the
+/// embedded limiter", "on <endpoint>"), whose `sharers` ("process", "host") must all use
+/// one costs file.
 pub(crate) fn warn_changed(
     key: &str,
     budget: &Budget,

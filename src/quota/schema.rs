@@ -96,9 +96,9 @@ pub(crate) const UPSTREAM_SPENT: Migration = Migration {
     data: None,
 };
 
-/// One row per budget, bucket and upstream day on which the upstream refused the
-/// bucket while the embedded limiter still counted room below its quota (DESIGN.md
-/// 3.5): the units charged to the bucket since that day's midnight in
+/// One row per budget, bucket and upstream day on which the upstream refused the bucket
+/// while the embedded limiter still counted room below its quota (docs/budget.md, "When the
+/// upstream refuses"): the units charged to the bucket since that day's midnight in
 /// America/Los_Angeles at the first such refusal. Rows go a few days after their day.
 const UPSTREAM_SPENT_SQL: &str = "
 CREATE TABLE IF NOT EXISTS quota_upstream_spent (
@@ -117,9 +117,10 @@ pub(crate) const CALL_LOG: Migration = Migration {
     data: Some(journal_calls),
 };
 
-/// The embedded limiter's log of calls, kept at least 25 hours whatever the window of
-/// the policies that count them, and the fingerprint of the budget its windows were
-/// last counted under (DESIGN.md 3.8); and the journal's calls per row.
+/// The embedded limiter's log of calls, kept at least 25 hours whatever the window of the
+/// policies that count them, and the fingerprint of the budget its windows were last
+/// counted under (docs/budget.md, "When the costs file changes"); and the journal's calls
+/// per row.
 const CALL_LOG_SQL: &str = "
 CREATE TABLE IF NOT EXISTS quota_log (
     budget    TEXT    NOT NULL,   -- budget.key

@@ -1,11 +1,11 @@
-//! The limiter's clock checked against a second one (DESIGN.md 6): the limiter trusts
-//! its clock (the host's for the embedded limiter, Redis `TIME` otherwise), and a
-//! clock that stepped a day ahead would let a whole day's units through again. Each
-//! upstream answer says when it was made (HTTP `Date`, to the second), so every call
-//! is a reading of that second clock. This module holds the arithmetic of one reading
-//! and the record of the last skew seen per clock, in the `quota_clock_skew` table of
-//! the database (schema step 8, in `quota/schema.rs`). It knows nothing of HTTP:
-//! the caller hands it the answer's second.
+//! The limiter's clock checked against a second one (docs/budget.md, "The clock"): the
+//! limiter trusts its clock (the host's for the embedded limiter, Redis `TIME` otherwise),
+//! and a clock that stepped a day ahead would let a whole day's units through again. Each
+//! upstream answer says when it was made (HTTP `Date`, to the second), so every call is a
+//! reading of that second clock. This module holds the arithmetic of one reading and the
+//! record of the last skew seen per clock, in the `quota_clock_skew` table of the database
+//! (schema step 8, in `quota/schema.rs`). It knows nothing of HTTP: the caller hands it the
+//! answer's second.
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,6 @@
-//! A policy's window: a sliding duration (DESIGN.md 3.1), or the calendar day of a
-//! time zone (3.9), the upstream's own day, from one local midnight to the next.
+//! A policy's window: a sliding duration (docs/budget.md, "How the budget counts"), or the
+//! calendar day of a time zone (3.9), the upstream's own day, from one local midnight to
+//! the next.
 //!
 //! Both are described the same way to the code that counts: at an instant `now`, an
 //! entry counts while it was made after [`Span::cutoff_us`], and an entry made at `at`

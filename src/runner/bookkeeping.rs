@@ -49,7 +49,7 @@ pub(super) async fn record_attempts(run: &Run, regions: &[RegionReport]) {
 /// region does.
 pub(super) fn run_status(follow: Option<&FollowReport>, regions: Status) -> Status {
     match (follow, regions) {
-        // Failed outranks every clean stop (DESIGN.md section 2's order).
+        // Failed outranks every clean stop (docs/commands.md's order).
         (
             Some(f),
             Status::Complete

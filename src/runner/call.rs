@@ -1,6 +1,6 @@
 //! One upstream call of a run: charged before every attempt, its answer's clock
 //! checked, transient failures tried again after a backoff, and every other answer
-//! turned into what it decides (DESIGN.md section 5): a spent bucket stops that
+//! turned into what it decides (docs/upstream.md): a spent bucket stops that
 //! bucket's calls, a fatal answer every call, a failed region only that region.
 
 use std::future::Future;
@@ -18,7 +18,7 @@ use crate::error::chain;
 use crate::quota::skew::Reading;
 use crate::youtube::ErrorClass;
 
-/// At most this many attempts per call, each charged (DESIGN.md section 5).
+/// At most this many attempts per call, each charged (docs/upstream.md).
 pub const MAX_ATTEMPTS: u32 = 3;
 
 /// Why a call did not produce a result.
@@ -175,7 +175,7 @@ impl Run {
             let chart_not_found = err.is_chart_not_found();
             self.count_attempt(method, outcome_of(class));
             // Every message quotes what the upstream sent: never the key, never a raw
-            // terminal control (DESIGN.md section 5).
+            // terminal control (docs/upstream.md).
             let err = self.upstream.scrub(&err.to_string());
             match class {
                 ErrorClass::Transient if n < MAX_ATTEMPTS => {
@@ -196,7 +196,8 @@ impl Run {
                     )));
                 }
                 ErrorClass::QuotaExhausted => {
-                    // Only the bucket of the method called is spent (DESIGN.md 3.5).
+                    // Only the bucket of the method called is spent (docs/budget.md, "When
+                    // the upstream refuses").
                     let bucket = self.meter.bucket_of(method).to_owned();
                     // The next Pacific midnight by the limiter's clock, which the block
                     // is held against: its time at this call's charge (Redis `TIME` on

@@ -1,8 +1,8 @@
-//! The limiter's clock against the upstream's (DESIGN.md 6): each answer's `Date` is
-//! compared with the limiter's time of the charge before it. Too far apart, the run
-//! stops before its next call, since the budget's window cannot be trusted on that
-//! clock; a clock found too far by an earlier run is checked with one call before
-//! any other is made.
+//! The limiter's clock against the upstream's (docs/budget.md, "The clock"): each answer's
+//! `Date` is compared with the limiter's time of the charge before it. Too far apart, the
+//! run stops before its next call, since the budget's window cannot be trusted on that
+//! clock; a clock found too far by an earlier run is checked with one call before any other
+//! is made.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -167,7 +167,7 @@ impl ClockCheck {
     /// empty, unparsable) or no answer at all. Nothing is measured; but while the
     /// clock is distrusted this was the call that was to confirm it, and an answer
     /// that cannot confirm a clock is no better than one that disagrees: the run
-    /// stops (DESIGN.md 6, the check fails closed), and the record stays as it was.
+    /// stops (docs/budget.md, "The clock", the check fails closed), and the record stays as it was.
     pub(super) fn unconfirmed(&self, clock: LimiterClock, stops: &Stops) -> Result<(), TooFar> {
         if !self.distrusted.load(Ordering::SeqCst) {
             return Ok(());

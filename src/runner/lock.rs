@@ -17,7 +17,7 @@ pub struct RegionLock {
 }
 
 /// The database's one name: symbolic links and other spellings (`./`, `..`) of the
-/// path resolved, so that every name of one file shares its locks (DESIGN.md 6). A
+/// path resolved, so that every name of one file shares its locks (docs/schema.md). A
 /// file not created yet is named by its directory's canonical path.
 pub fn canonical(db: &Path) -> PathBuf {
     if let Ok(path) = std::fs::canonicalize(db) {
@@ -58,7 +58,7 @@ pub fn try_lock(db: &Path, region: &str) -> std::io::Result<Option<RegionLock>> 
 
 /// Held by a run from before its `running` row is written until after its outcome is:
 /// a `running` row whose run lock is free belongs to a process that died, so the next
-/// process may mark it `abandoned` (DESIGN.md section 6). Taking the lock before the row
+/// process may mark it `abandoned` (docs/schema.md). Taking the lock before the row
 /// exists is what keeps a live run from ever looking dead.
 #[derive(Debug)]
 pub struct RunLock {

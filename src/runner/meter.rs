@@ -1,7 +1,7 @@
-//! Metering a run's calls: each charged to the budget right before it is made, or,
-//! while the limiter cannot be reached, journalled and made unmetered when its
-//! method's `[when_limiter_down]` policy allows (DESIGN.md 3.6). The meter says what a
-//! charge came to; the run applies it (its stops, its regions' numbers).
+//! Metering a run's calls: each charged to the budget right before it is made, or, while
+//! the limiter cannot be reached, journalled and made unmetered when its method's
+//! `[when_limiter_down]` policy allows (docs/budget.md, "When the limiter is down"). The
+//! meter says what a charge came to; the run applies it (its stops, its regions' numbers).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -287,11 +287,11 @@ impl Meter {
         }
     }
 
-    /// The upstream refused a call of `bucket` (DESIGN.md 3.5): records in the limiter
-    /// what this budget had charged the bucket since the upstream's midnight, when it
-    /// was below the bucket's quota, and says so once per bucket and upstream day,
-    /// from whichever process saw the first such refusal. `at` is the refused call's
-    /// charge on the limiter's clock.
+    /// The upstream refused a call of `bucket` (docs/budget.md, "When the upstream
+    /// refuses"): records in the limiter what this budget had charged the bucket since the
+    /// upstream's midnight, when it was below the bucket's quota, and says so once per
+    /// bucket and upstream day, from whichever process saw the first such refusal. `at` is
+    /// the refused call's charge on the limiter's clock.
     pub(super) async fn note_upstream_refusal(&self, bucket: &str, at: Micros) {
         let Some(b) = self.budget.bucket(bucket) else {
             return;

@@ -1,4 +1,4 @@
-//! `--metrics-file` (DESIGN.md section 7): the whole picture from the database, for
+//! `--metrics-file` (docs/metrics.md): the whole picture from the database, for
 //! node_exporter's textfile collector: the last run of each kind, every region's last
 //! attempt and last success, the budget, and the calls by method and outcome.
 //!
@@ -214,7 +214,7 @@ pub struct LastRun {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BudgetNumbers {
     pub key: String,
-    /// Every bucket, the main one first (DESIGN.md 3.9).
+    /// Every bucket, the main one first (docs/budget.md, "Buckets").
     pub buckets: Vec<BucketNumbers>,
 }
 
@@ -227,7 +227,7 @@ pub struct BucketNumbers {
     pub quota: u64,
     pub blocked_until_us: Option<i64>,
     /// What the budget had charged the bucket today when the upstream first refused
-    /// it early (DESIGN.md 3.5).
+    /// it early (docs/budget.md, "When the upstream refuses").
     pub upstream_spent_at: Option<u64>,
 }
 
@@ -306,9 +306,9 @@ impl BudgetNumbers {
     }
 }
 
-/// Everything the metrics file says, read from the database (and the budget's window
-/// from the run's report), so that whichever of the processes sharing one file writes it last, it is whole:
-/// every region's last attempt, not only the regions of the run that wrote it.
+/// Everything the metrics file says, read from the database (and the budget's window from
+/// the run's report), so that whichever of the processes sharing one file writes it last,
+/// it is whole: every region's last attempt, not only the regions of the run that wrote it.
 #[derive(Debug, Clone, Default)]
 pub struct Picture {
     /// The last finished run of each kind.
@@ -321,7 +321,7 @@ pub struct Picture {
     pub calls: Vec<CallCount>,
     /// `None` when the limiter could not say.
     pub budget: Option<BudgetNumbers>,
-    /// The last skew seen on each limiter's clock (DESIGN.md 6).
+    /// The last skew seen on each limiter's clock (docs/schema.md).
     pub skews: Vec<Skew>,
     /// The regions configured in regions.toml, every one of them, not only those
     /// the run fetched: only these have per-region series.
@@ -707,7 +707,7 @@ fn build_info(exp: &mut Exposition) {
     .sample(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);
 }
 
-/// Per bucket (DESIGN.md 3.9), with a `bucket` label: used, remaining, ceiling,
+/// Per bucket (docs/budget.md, "Buckets"), with a `bucket` label: used, remaining, ceiling,
 /// quota and blocked-until, so that an alert on a nearly spent bucket needs no join.
 /// The `trendsync_budget_*` families above stay as they were, the main bucket's, so
 /// the rules and dashboards built on them keep working.

@@ -1,4 +1,4 @@
-//! How a run ended: the statuses of DESIGN.md section 2, per region and for the run,
+//! How a run ended: the statuses of docs/commands.md, per region and for the run,
 //! the JSON summary, and the one-line text summary.
 
 use std::collections::BTreeMap;
@@ -10,7 +10,7 @@ use crate::clock::Micros;
 use crate::quota::skew::{ClocksApart, LimiterClock, Skew};
 use crate::quota::{Allowance, BUDGET_POLICY, Decision, UPSTREAM_POLICY, micros};
 
-/// Why a run, or the calls of one bucket (DESIGN.md 3.9), stopped before the plan was
+/// Why a run, or the calls of one bucket (docs/budget.md, "Buckets"), stopped before the plan was
 /// done. The first stop is what the run reports.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stop {
@@ -47,12 +47,12 @@ pub enum Stop {
     /// SIGINT or SIGTERM: no new calls; what was fetched is committed.
     Interrupted { signal: &'static str },
     /// The limiter's clock is too far from the upstream's for its window to be
-    /// trusted (DESIGN.md 6): no further calls until it is fixed.
+    /// trusted (docs/schema.md): no further calls until it is fixed.
     ClockSkew { skew: Skew },
     /// A clock found too far by an earlier run, and the answer to the call that was to
-    /// check it had no readable `Date` (absent, empty, unparsable) or never came: it
-    /// cannot confirm the clock, so the run stops as on a disagreeing one (DESIGN.md
-    /// 6: the check fails closed).
+    /// check it had no readable `Date` (absent, empty, unparsable) or never came: it cannot
+    /// confirm the clock, so the run stops as on a disagreeing one (docs/schema.md: the
+    /// check fails closed).
     ClockUnconfirmed { clock: LimiterClock },
     /// This host's clock and the limiter's are too far apart for a calendar-day
     /// window to be counted (docs/alerts.md): the limiter decided nothing, and no call
@@ -134,10 +134,11 @@ impl Stop {
     pub fn status(&self) -> Status {
         match self {
             Stop::Budget { .. } => Status::BudgetExhausted,
-            // Its own status (DESIGN.md 3.6): nothing says the budget is spent; the
-            // limiter did not answer, and the method may not go ahead without it.
+            // Its own status (docs/budget.md, "When the limiter is down"): nothing says the
+            // budget is spent; the limiter did not answer, and the method may not go ahead
+            // without it.
             Stop::LimiterDown { .. } => Status::LimiterDown,
-            // Its own status, never a spent budget's (DESIGN.md 6): the budget may be
+            // Its own status, never a spent budget's (docs/schema.md): the budget may be
             // far from spent; the clock it is counted by is what to fix.
             Stop::ClockSkew { .. } | Stop::ClockUnconfirmed { .. } | Stop::ClocksApart { .. } => {
                 Status::ClockSkew
@@ -310,7 +311,7 @@ pub struct FollowReport {
 /// report's `remaining` and the metrics file's budget numbers are computed from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BudgetWindow {
-    /// Every bucket, the main one first (DESIGN.md 3.9).
+    /// Every bucket, the main one first (docs/budget.md, "Buckets").
     pub buckets: Vec<BucketWindow>,
 }
 
@@ -327,8 +328,9 @@ pub struct BucketWindow {
     pub name: String,
     pub used: u64,
     pub blocked_until_us: Option<i64>,
-    /// What this budget had charged the bucket today when the upstream first refused
-    /// it early (DESIGN.md 3.5); `None` when it has not this upstream day.
+    /// What this budget had charged the bucket today when the upstream first refused it
+    /// early (docs/budget.md, "When the upstream refuses"); `None` when it has not this
+    /// upstream day.
     pub upstream_spent_at: Option<u64>,
 }
 
@@ -493,7 +495,7 @@ impl RunReport {
         }
     }
 
-    /// What is left, bucket by bucket when there are several (DESIGN.md 7: `9480
+    /// What is left, bucket by bucket when there are several (docs/metrics.md: `9480
     /// left, search 91, stats 9497`): the main bucket's first, unnamed as it always
     /// was, then each other bucket's by name. No figure adds two buckets together.
     fn left(&self, allowance: Allowance) -> Option<String> {
@@ -530,7 +532,7 @@ fn by_name<S: serde::Serializer>(
     }
 }
 
-/// The longest summary line (DESIGN.md 7, logs under cron), counted without the log's
+/// The longest summary line (docs/metrics.md, logs under cron), counted without the log's
 /// time and level.
 pub const SUMMARY_MAX: usize = 160;
 

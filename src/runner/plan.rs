@@ -1,8 +1,8 @@
-//! The plan of a run: every upstream call it would make, in the order DESIGN.md
-//! section 6 gives. Cheap core data first (each region's overall trending pages and
-//! category names), then the category charts, then the expensive searches; regions
-//! whose last complete fetch is oldest go first, so a run cut short by the budget is
-//! resumed by the next one with the regions it missed.
+//! The plan of a run: every upstream call it would make, in the order docs/schema.md gives.
+//! Cheap core data first (each region's overall trending pages and category names), then
+//! the category charts, then the expensive searches; regions whose last complete fetch is
+//! oldest go first, so a run cut short by the budget is resumed by the next one with the
+//! regions it missed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -68,7 +68,7 @@ impl Step {
 }
 
 /// The parts of a run, in the order they are made: each part of every region before
-/// the next part of any (DESIGN.md section 6), so the core data is in before the
+/// the next part of any (docs/schema.md), so the core data is in before the
 /// optional calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
@@ -203,7 +203,7 @@ pub fn plan(regions: &[&Region], fresh: &BTreeMap<String, Freshness>, now: Secs)
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimulatedCall {
     pub call: Planned,
-    /// The bucket the call is charged to (DESIGN.md 3.9).
+    /// The bucket the call is charged to (docs/budget.md, "Buckets").
     pub bucket: String,
     pub units: u64,
     /// Units of the plan in this call's bucket up to and including this call.

@@ -30,7 +30,7 @@ struct FollowTally {
     removed: u64,
 }
 
-/// The deepest chart position stored: the chart holds 200 videos (DESIGN.md 5).
+/// The deepest chart position stored: the chart holds 200 videos (docs/upstream.md).
 const MAX_RANK: usize = 200;
 
 impl Run {
@@ -224,7 +224,7 @@ impl Run {
         report
     }
 
-    /// The follow-ups (DESIGN.md section 5): the counts of the videos on any chart
+    /// The follow-ups (docs/upstream.md): the counts of the videos on any chart
     /// in the last `follow.days` and not counted for `follow.every`, stalest first, 50
     /// a call, until none is due or their bucket says no (which stops only these).
     ///

@@ -1,7 +1,7 @@
 //! Where a run stands on stopping, shared by its region tasks: one stop per bucket,
 //! which ends every task's calls of that bucket as soon as it (or the upstream, for
-//! it) says no (DESIGN.md 3.9), and one that ends every call (a fatal error, a
-//! signal). The run reports the most serious stop it met (DESIGN.md section 2's
+//! it) says no (docs/budget.md, "Buckets"), and one that ends every call (a fatal error, a
+//! signal). The run reports the most serious stop it met (docs/commands.md's
 //! order), the first of equals.
 
 use std::collections::BTreeMap;
@@ -19,8 +19,9 @@ pub(super) enum Scope {
     Every,
     /// The calls charged to this bucket; the others go on.
     Bucket(String),
-    /// The calls of this method: the upstream's block of a bucket stays with its
-    /// methods when a later costs file puts them in another bucket (DESIGN.md 3.8).
+    /// The calls of this method: the upstream's block of a bucket stays with its methods
+    /// when a later costs file puts them in another bucket (docs/budget.md, "When the costs
+    /// file changes").
     Method(String),
 }
 
@@ -65,12 +66,12 @@ impl Stops {
     }
 
     /// Stops every call. The final summary line says why the run stopped
-    /// (DESIGN.md: one line), so the moment itself is only a debug event.
+    /// (docs/commands.md: one line), so the moment itself is only a debug event.
     pub(super) fn halt(&self, stop: Stop) {
         self.record(Scope::Every, stop);
     }
 
-    /// Stops the calls charged to `bucket`; the others go on (DESIGN.md 3.9).
+    /// Stops the calls charged to `bucket`; the others go on (docs/budget.md, "Buckets").
     pub(super) fn halt_bucket(&self, bucket: &str, stop: Stop) {
         self.record(Scope::Bucket(bucket.to_owned()), stop);
     }
@@ -188,7 +189,7 @@ impl Stops {
 }
 
 /// Whether `stop`, met after `reported`, is the one to report instead: a more
-/// serious one (DESIGN.md section 2's order: `failed`, `interrupted`, `clock_skew`,
+/// serious one (docs/commands.md's order: `failed`, `interrupted`, `clock_skew`,
 /// `limiter_down`, `upstream_quota_exhausted`, `budget_exhausted`). A clock stop
 /// after a budget's is what to fix first, since the budget's numbers were counted on
 /// that clock; a limiter that stopped answering is what an operator must look at,

@@ -1,5 +1,5 @@
 //! Category charts in the store (schema step 5): each fetch says which chart it is
-//! (the overall chart, or a category's, DESIGN.md section 5), and the categories
+//! (the overall chart, or a category's, docs/upstream.md), and the categories
 //! whose chart the upstream does not have are remembered per region.
 //!
 //! The fetch's chart is part of what makes a fetch one (a run fetches a region's

@@ -1,5 +1,5 @@
 //! Follow-ups (schema step 6): the counts of videos after they left the charts
-//! (DESIGN.md section 5), stored as a series of their own, and what the runner needs
+//! (docs/upstream.md), stored as a series of their own, and what the runner needs
 //! to choose whom to refresh without reading the snapshots.
 //!
 //! `follow_state` holds, per video ever on a chart, when it was last on one and when

@@ -220,7 +220,7 @@ impl Client {
 
     /// Upstream text (anything an answer carried, error messages that quote it) made
     /// fit for a log line or `--json`: the key removed wherever a proxy or the upstream
-    /// reflected it, and terminal controls made visible (DESIGN.md section 5).
+    /// reflected it, and terminal controls made visible (docs/upstream.md).
     pub fn scrub(&self, text: &str) -> String {
         visible(&self.key.scrub(text)).into_owned()
     }
@@ -229,7 +229,7 @@ impl Client {
     /// records before anything stores or prints them (an upstream that reflects the
     /// request's headers into a title must not put the key in the database), and a
     /// `categoryId` that is not a number dropped with a warning naming the region and
-    /// the video (DESIGN.md 5: an id is never free text).
+    /// the video (docs/upstream.md: an id is never free text).
     fn scrub_page(&self, call: &CallContext, mut page: VideoPage) -> VideoPage {
         let key = &self.key;
         for v in &mut page.items {

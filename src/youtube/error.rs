@@ -2,7 +2,7 @@
 //!
 //! The client never retries: the runner charges the budget before every attempt, so only
 //! it may decide to make another one. It decides from [`CallError::class`], which follows
-//! the table in DESIGN.md section 5.
+//! the table in docs/upstream.md.
 
 use std::fmt;
 use std::time::Duration;
@@ -262,7 +262,7 @@ impl CallError {
     }
 
     /// The upstream has no such chart (`videoChartNotFound`): for a category's chart,
-    /// that chart alone fails (DESIGN.md section 5).
+    /// that chart alone fails (docs/upstream.md).
     pub fn is_chart_not_found(&self) -> bool {
         self.class() == ErrorClass::RegionFailed && self.reason() == Some("videoChartNotFound")
     }
@@ -299,7 +299,7 @@ impl CallError {
         }
     }
 
-    /// Builds the error for a non-2xx answer, following DESIGN.md section 5.
+    /// Builds the error for a non-2xx answer, following docs/upstream.md.
     pub(crate) fn from_status(call: CallContext, status: u16, upstream: UpstreamDetail) -> Self {
         match verdict(status, &upstream) {
             Verdict::Quota => CallError::QuotaExhausted {
@@ -369,7 +369,7 @@ enum Verdict {
     RegionFailed,
 }
 
-/// The classification table of DESIGN.md section 5, as a pure function of the answer.
+/// The classification table of docs/upstream.md, as a pure function of the answer.
 fn verdict(status: u16, upstream: &UpstreamDetail) -> Verdict {
     let reason = upstream.reason.as_deref();
     let info = upstream.info_reason.as_deref();

@@ -56,7 +56,7 @@ pub(crate) fn is_plausible_video_id(id: &str) -> bool {
 
 /// A page breaks the protocol when it holds more than was asked for, an id that is not
 /// a video id, or one id twice: each would end up as chart positions or search ranks
-/// that never existed (DESIGN.md section 5).
+/// that never existed (docs/upstream.md).
 fn check_ids<'a>(ids: impl ExactSizeIterator<Item = &'a str>) -> Result<(), MalformedResponse> {
     if ids.len() > MAX_ITEMS {
         return Err(MalformedResponse::TooManyItems {

@@ -738,7 +738,7 @@ async fn key_goes_only_in_the_header() {
 }
 
 // ---------------------------------------------------------------------------------
-// Classification: every row of DESIGN.md section 5, against a server.
+// Classification: every row of docs/upstream.md, against a server.
 
 struct Row {
     status: u16,

@@ -1,4 +1,4 @@
-//! The Redis deployment forms of DESIGN.md section 8, built from real `redis-server`
+//! The Redis deployment forms of the README, "Redis deployments", built from real `redis-server`
 //! processes on loopback: TLS certificates made with the `openssl` command, a Sentinel
 //! set (one primary, one replica, one Sentinel) and a Cluster of three primaries with a
 //! replica each. Timeouts are short so that a failover takes seconds. Everything is

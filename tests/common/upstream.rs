@@ -191,7 +191,7 @@ pub struct Billing {
 }
 
 impl Billing {
-    /// The upstream's scheme since June 2026 (DESIGN.md 3.9), with the quotas the test
+    /// The upstream's scheme since June 2026 (docs/budget.md, "Buckets"), with the quotas the test
     /// chooses: `budget` (videos.list, videoCategories.list, channels.list), `search`
     /// (search.list) and `stats` (videos.batchGetStats), 1 unit a call in each.
     pub fn granular(budget: u64, search: u64, stats: u64) -> Billing {

@@ -97,7 +97,7 @@ pub(super) async fn run(
 }
 
 /// The plan as a table, one line per call, with the line where the run would stop;
-/// with several buckets (DESIGN.md 3.9), each call's bucket, and totals per bucket.
+/// with several buckets (docs/budget.md, "Buckets"), each call's bucket, and totals per bucket.
 fn print_plan(job: &Job<'_>, budget: &Budget, sim: &Simulation, limiter: &str) -> Result<()> {
     let width = table::width();
     let mut out = table::Wrapped::new(std::io::stdout().lock(), width);
@@ -224,7 +224,7 @@ struct PlanJson {
     region: String,
     call: String,
     method: &'static str,
-    /// The bucket the call is charged to (DESIGN.md 3.9).
+    /// The bucket the call is charged to (docs/budget.md, "Buckets").
     bucket: String,
     units: u64,
     /// The running total of the call's bucket.

@@ -45,9 +45,9 @@
 -- one comparison of two strings. Eviction, denial, duplicates, replays and a first
 -- entry read or write more.
 --
--- An entry stays in its set for ARGV[2] (at least 25 hours), after it has left the
--- window: `:total` counts only the entries from `:oldest` on, and those before it
--- are kept so that another costs file can count them again (DESIGN.md 3.8).
+-- An entry stays in its set for ARGV[2] (at least 25 hours), after it has left the window:
+-- `:total` counts only the entries from `:oldest` on, and those before it are kept so that
+-- another costs file can count them again (docs/budget.md, "When the costs file changes").
 
 -- Globals read once: each use of a global is a lookup in the globals table.
 local KEYS, ARGV, call = KEYS, ARGV, redis.call

@@ -1,4 +1,4 @@
-//! How the limiter reaches Redis in each deployment form of DESIGN.md section 8: one
+//! How the limiter reaches Redis in each deployment form of the README, "Redis deployments": one
 //! server (plain, TLS or a unix socket), a Sentinel-watched primary, or a Cluster. The
 //! `redis` crate's own clients do the work (the connection manager, the Sentinel
 //! client, the cluster client with its MOVED/ASK handling); this module turns a parsed
@@ -23,8 +23,9 @@ use redis::{
 use super::url::{Form, Problem, RedisConfigError, ignored_parameters, parse};
 use crate::mask::mask_url;
 
-/// A run never hangs on Redis: a connection that cannot be made or a command that is
-/// not answered within these counts as "the limiter is down" (DESIGN.md 3.6).
+/// A run never hangs on Redis: a connection that cannot be made or a command that is not
+/// answered within these counts as "the limiter is down" (docs/budget.md, "When the limiter
+/// is down").
 pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_millis(1_000);
 pub(super) const RESPONSE_TIMEOUT: Duration = Duration::from_millis(2_000);
 

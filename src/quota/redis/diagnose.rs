@@ -19,9 +19,9 @@ pub(super) async fn connect_failure(
     connector: &Connector,
     e: &RedisError,
 ) -> Option<RedisConfigError> {
-    // The Sentinels find no primary of the name: a typo in the URL, unless they
-    // know the name and are electing a new primary for it (DESIGN.md 8), which is
-    // a failover to wait out.
+    // The Sentinels find no primary of the name: a typo in the URL, unless they know the
+    // name and are electing a new primary for it (the README, "Redis deployments"), which
+    // is a failover to wait out.
     if e.kind() == ErrorKind::MasterNameNotFoundBySentinel
         && sentinels_know_service(connector).await
     {

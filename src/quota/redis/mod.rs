@@ -39,9 +39,10 @@ use diagnose::{classify, clocks_apart_at, is_failover, worth_once_more};
 use script::{Keys, Scripts, Stamp};
 use url::masked_detail;
 
-/// How long a failover may take before the limiter counts as down (DESIGN.md 3.6):
-/// long enough for a Sentinel or Cluster election with short timeouts, short enough
-/// that a run does not stall for long on a deployment that is really gone.
+/// How long a failover may take before the limiter counts as down (docs/budget.md, "When
+/// the limiter is down"): long enough for a Sentinel or Cluster election with short
+/// timeouts, short enough that a run does not stall for long on a deployment that is really
+/// gone.
 const FAILOVER_PATIENCE: Duration = Duration::from_secs(10);
 /// The first pause between attempts during a failover; it doubles up to the maximum.
 const FIRST_PAUSE: Duration = Duration::from_millis(50);
@@ -70,7 +71,7 @@ pub struct RedisLimiter {
     budget: Option<Arc<Counting>>,
     /// When the upstream last confirmed Redis `TIME` (the upstream's own time of
     /// that answer, us): no entry the window would hold by then is dropped, however
-    /// far `TIME` has run ahead since (DESIGN.md 6).
+    /// far `TIME` has run ahead since (docs/budget.md, "The clock").
     confirmed_us: Option<i64>,
 }
 
@@ -160,7 +161,7 @@ impl RedisLimiter {
     }
 
     /// Connects to the limiter for the budget named `budget_key` in any form of
-    /// DESIGN.md section 8. A configuration that cannot work is
+    /// the README, "Redis deployments". A configuration that cannot work is
     /// [`LimiterError::Config`]; a deployment in the middle of a failover is waited
     /// for, within [`FAILOVER_PATIENCE`]; one that does not answer is unavailable.
     /// Redis's own TIME decides; this host's `clock` is read only for the midnights
@@ -211,7 +212,7 @@ impl RedisLimiter {
     }
 
     /// Charges and reads under `budget` from now on: a window last charged under
-    /// another is counted again at its costs first (DESIGN.md 3.8).
+    /// another is counted again at its costs first (docs/budget.md, "When the costs file changes").
     #[must_use = "the limiter that knows the budget is the one returned"]
     pub fn with_budget(mut self, budget: Arc<Budget>) -> RedisLimiter {
         let stamp = budget.stamp();
@@ -251,9 +252,9 @@ impl RedisLimiter {
         &self.endpoint
     }
 
-    /// Keeps this host's ledger of grants in `journal` from now on (DESIGN.md 3.7),
-    /// replays it if Redis no longer holds the window this host last charged into, and
-    /// prunes what every window has let go.
+    /// Keeps this host's ledger of grants in `journal` from now on (docs/budget.md, "When
+    /// Redis loses the window"), replays it if Redis no longer holds the window this host
+    /// last charged into, and prunes what every window has let go.
     #[must_use = "the limiter that keeps the ledger is the one returned"]
     pub async fn keep_ledger(mut self, journal: Arc<Journal>, budget_key: &str) -> RedisLimiter {
         // The ledger looks for its newest grant where today's costs file puts it: a
@@ -343,11 +344,11 @@ impl RedisLimiter {
         }
     }
 
-    /// Counts every entry the window keeps again under this limiter's budget, at its
-    /// costs, in its buckets and limits (DESIGN.md 3.8), and stamps the window with
-    /// it. A window stamped by another budget is named in a warning; a window with no
-    /// stamp (new, lost, or of an older layout) is counted as the budget in force
-    /// says, silently.
+    /// Counts every entry the window keeps again under this limiter's budget, at its costs,
+    /// in its buckets and limits (docs/budget.md, "When the costs file changes"), and
+    /// stamps the window with it. A window stamped by another budget is named in a warning;
+    /// a window with no stamp (new, lost, or of an older layout) is counted as the budget
+    /// in force says, silently.
     async fn recount(&self) -> Result<(), LimiterError> {
         let Some(budget) = self.budget() else {
             return Ok(());
@@ -574,16 +575,15 @@ impl RedisLimiter {
         Ok(until.into_iter().flatten().max().map(Micros::new))
     }
 
-    /// Sends `op`, and sends the same `op` again while the answer says a failover
-    /// is under way (DESIGN.md 3.6): MOVED/ASK (which the cluster client follows
-    /// itself first), READONLY, LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, and, where
-    /// the deployment elects a primary, a refused or dropped connection; with growing
-    /// pauses, for at most [`FAILOVER_PATIENCE`]. A lone server whose connection
-    /// dropped gets one more try on a fresh connection (it restarted, or an idle
-    /// connection was cut). Every command here is safe to repeat: a charge carries
-    /// its id, so a copy of one that did land counts once. A timeout is not retried:
-    /// a Redis too slow to answer in time is down, and waiting twice would double
-    /// what a run pays for it.
+    /// Sends `op`, and sends the same `op` again while the answer says a failover is under
+    /// way (docs/budget.md, "When the limiter is down"): MOVED/ASK (which the cluster
+    /// client follows itself first), READONLY, LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN,
+    /// and, where the deployment elects a primary, a refused or dropped connection; with
+    /// growing pauses, for at most [`FAILOVER_PATIENCE`]. A lone server whose connection
+    /// dropped gets one more try on a fresh connection (it restarted, or an idle connection
+    /// was cut). Every command here is safe to repeat: a charge carries its id, so a copy
+    /// of one that did land counts once. A timeout is not retried: a Redis too slow to
+    /// answer in time is down, and waiting twice would double what a run pays for it.
     async fn through_failover<T, F, Fut>(
         &self,
         doing: &'static str,

@@ -4,7 +4,7 @@
 -- Keys of one budget, all under one hash tag `trendsync:{<budget.key>}`:
 --   :blocked:<method> until when the upstream said no to the method's bucket (us),
 --                     expiring then: a block stays with the methods it stopped, under
---                     whatever costs file (DESIGN.md 3.8)
+--                     whatever costs file (docs/budget.md, "When the costs file changes")
 --   :epoch            when this window was created (us), without expiry: a Redis that
 --                     lost the window lost it too, and hosts then replay their ledgers
 --   :budget:stamp     "<fingerprint> <bucket> ...": the budget the entries are counted
@@ -32,16 +32,16 @@
 -- either: the cutoff (entries at or before it no longer count), when an entry made now
 -- leaves, and for a day its end (nil for a sliding window, whose length comes fourth).
 --
--- Expiry: the total and oldest keys of a policy expire together, at <expires>, and
--- the set with them or later, a week (JUMP_MARGIN) after the last entry it keeps is
--- 25 hours old. A grant leaves
--- it alone while it is at least as late as the grant's own entry leaves, and
--- otherwise moves it there plus SLACK: so keys expire by themselves between one
--- window and one window plus SLACK after their newest entry (the last grant; in a
--- calendar day, at the day's end), and most grants write no expiry at all. SLACK is a
--- tenth of the window (of what is left of the day), at most a second. (One gap: a set deleted by hand while its total and oldest keys remain is
--- made again by the next grant without an expiry, and gets one when the expiry next
--- moves, or when those keys have expired and a later charge counts the set again.)
+-- Expiry: the total and oldest keys of a policy expire together, at <expires>, and the set
+-- with them or later, a week (JUMP_MARGIN) after the last entry it keeps is 25 hours old. A
+-- grant leaves it alone while it is at least as late as the grant's own entry leaves, and
+-- otherwise moves it there plus SLACK: so keys expire by themselves between one window and
+-- one window plus SLACK after their newest entry (the last grant; in a calendar day, at the
+-- day's end), and most grants write no expiry at all. SLACK is a tenth of the window (of
+-- what is left of the day), at most a second. (One gap: a set deleted by hand while its
+-- total and oldest keys remain is made again by the next grant without an expiry, and gets
+-- one when the expiry next moves, or when those keys have expired and a later charge counts
+-- the set again.)
 --
 -- The layout before this one kept a bare time in `:oldest`, expiring when that entry
 -- left. Each reads the other's `:oldest` as missing and finds the oldest entry again
@@ -151,7 +151,7 @@ local function helpers()
   -- earlier (but not more than JUMP_MARGIN earlier, which sets outlive anyway): a
   -- TIME that jumped ahead may evict entries from a window, which counting again
   -- undoes once it is set right, but it drops none that the window would still hold
-  -- by the confirmed time (DESIGN.md 6).
+  -- by the confirmed time (docs/budget.md, "The clock").
   function h.holding(arg, now)
     local colon = string.find(arg, ':', 1, true)
     if not colon then

@@ -23,7 +23,7 @@ use crate::quota::{
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decided {
     pub decision: Decision,
-    /// The epoch of the window it was decided in (DESIGN.md 3.7).
+    /// The epoch of the window it was decided in (docs/budget.md, "When Redis loses the window").
     pub epoch: Epoch,
     /// Redis's clock when it decided, microseconds since the Unix epoch.
     pub now_us: i64,
@@ -148,10 +148,10 @@ impl Scripts {
         inv
     }
 
-    /// The call of `upstream_spent.lua` for a refusal of `bucket` (DESIGN.md 3.5):
-    /// `day` is the upstream's day as a window, sent as the midnights around `at_us`
-    /// (a recent time of Redis's own), of which the script takes the one Redis TIME
-    /// falls in.
+    /// The call of `upstream_spent.lua` for a refusal of `bucket` (docs/budget.md, "When
+    /// the upstream refuses"): `day` is the upstream's day as a window, sent as the
+    /// midnights around `at_us` (a recent time of Redis's own), of which the script takes
+    /// the one Redis TIME falls in.
     pub(super) fn upstream_spent(
         &self,
         keys: &Keys,
@@ -270,8 +270,9 @@ impl Keys {
         &self.prefix
     }
 
-    /// Where the upstream's block of `method`'s bucket is kept: with the method, so
-    /// that it stops the same calls under any costs file (DESIGN.md 3.8).
+    /// Where the upstream's block of `method`'s bucket is kept: with the method, so that it
+    /// stops the same calls under any costs file (docs/budget.md, "When the costs file
+    /// changes").
     pub(super) fn blocked(&self, method: &str) -> String {
         format!("{}:blocked:{method}", self.prefix)
     }
@@ -308,13 +309,14 @@ impl Keys {
         format!("{}:budget:stamp", self.prefix)
     }
 
-    /// The budget's records of what the upstream's early refusals measured, per bucket
-    /// and upstream day (DESIGN.md 3.5): one hash beside the budget's other keys.
+    /// The budget's records of what the upstream's early refusals measured, per bucket and
+    /// upstream day (docs/budget.md, "When the upstream refuses"): one hash beside the
+    /// budget's other keys.
     pub(super) fn upstream_spent(&self) -> String {
         format!("{}:upstream_spent", self.prefix)
     }
 
-    /// The window's epoch marker (DESIGN.md 3.7).
+    /// The window's epoch marker (docs/budget.md, "When Redis loses the window").
     pub(super) fn epoch(&self) -> String {
         format!("{}:epoch", self.prefix)
     }

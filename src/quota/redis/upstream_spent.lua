@@ -1,5 +1,6 @@
--- Records what the upstream's refusal of a bucket measured (DESIGN.md 3.5); the key
--- layout and helpers are in prelude.lua, prepended to this file.
+-- Records what the upstream's refusal of a bucket measured (docs/budget.md, "When the
+-- upstream refuses"); the key layout and helpers are in prelude.lua, prepended to this
+-- file.
 --
 -- KEYS[1]  the budget's records, a hash: field "<bucket>|<day>" (the upstream day's
 --          midnight, us), value the units charged to the bucket that day at its first

@@ -1,4 +1,4 @@
-//! What a `--redis-url` says: which deployment form of DESIGN.md section 8 it names
+//! What a `--redis-url` says: which deployment form of the README, "Redis deployments" it names
 //! (one server, plain, TLS or a unix socket; a Sentinel-watched primary; a Cluster),
 //! parsed and checked before any connection is tried, and what to fix when it cannot
 //! work. Redis errors can quote the URL they were given, so their text is masked here
@@ -83,7 +83,7 @@ pub(super) fn parse(url: &str) -> Result<Form, Problem> {
         "rediss+cluster" => parse_several(rest, true, false),
         other => Err((
             format!("has the scheme \"{other}\", which trendsync does not support"),
-            format!("use {SCHEMES} (DESIGN and README list each form)"),
+            format!("use {SCHEMES} (the README lists each form)"),
         )),
     }
 }

@@ -175,7 +175,7 @@ fn which_calls_a_stop_ends_and_which_stop_is_reported() {
     }
 }
 
-/// DESIGN.md section 2: when several things stop one run, its status is the most
+/// docs/commands.md: when several things stop one run, its status is the most
 /// serious, in this order, whichever came first; and `bucket` names the first bucket
 /// that stopped, whatever the run reports.
 #[test]
