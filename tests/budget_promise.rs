@@ -531,7 +531,7 @@ impl<'a> World<'a> {
             let window = self.window_of(p.kind, &p.policy);
             self.true_used(p.kind, &p.policy, &window, 0) + p.units <= p.max
         });
-        if !room || self.blocked() {
+        if !room {
             return Ok(());
         }
         let limiter = self.limiter();
@@ -546,13 +546,8 @@ impl<'a> World<'a> {
         Ok(())
     }
 
-    /// No test here blocks a bucket; kept as a named condition of liveness.
-    fn blocked(&self) -> bool {
-        false
-    }
-
     /// An answer to a call charged at `limiter_at`: compared and recorded as the
-    /// runner does. `Ok(false)` when it stops the run.
+    /// runner does. `false` when it stops the run.
     fn answer(&mut self, limiter_at: i64, date: Date) -> bool {
         let upstream = match date {
             Date::Right => self.now(),

@@ -117,8 +117,8 @@ pub(crate) const CALL_LOG: Migration = Migration {
     data: Some(journal_calls),
 };
 
-/// The embedded limiter's log of calls, kept at least 25 hours whatever the window of the
-/// policies that count them, and the fingerprint of the budget its windows were last
+/// The embedded limiter's log of calls, kept 31 days (`quota::KEEP`) whatever the window
+/// of the policies that count them, and the fingerprint of the budget its windows were last
 /// counted under (docs/budget.md, "When the costs file changes"); and the journal's calls
 /// per row.
 const CALL_LOG_SQL: &str = "

@@ -116,8 +116,9 @@ impl From<Duration> for Window {
     }
 }
 
-/// The longest a calendar day can be: 25 hours, on the day clocks go back.
-const LONGEST_DAY: Duration = Duration::from_secs(25 * 3600);
+/// The longest a calendar day can be: 26 hours, in a zone such as `Antarctica/Troll`
+/// whose clocks go back two hours.
+const LONGEST_DAY: Duration = Duration::from_secs(26 * 3600);
 
 impl Window {
     /// `"day@<zone>"` or a duration's text, as the configuration files write them.

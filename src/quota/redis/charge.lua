@@ -45,7 +45,7 @@
 -- one comparison of two strings. Eviction, denial, duplicates, replays and a first
 -- entry read or write more.
 --
--- An entry stays in its set for ARGV[2] (at least 25 hours), after it has left the window:
+-- An entry stays in its set for ARGV[2] (31 days), after it has left the window:
 -- `:total` counts only the entries from `:oldest` on, and those before it are kept so that
 -- another costs file can count them again (docs/budget.md, "When the costs file changes").
 

@@ -110,7 +110,7 @@ impl LedgerStore for RedisLimiter {
 
     async fn holds(&self, charge: &Charge, part: &Part) -> Result<bool, LimiterError> {
         // A window counted again under today's costs holds the charge as today's
-        // file charges it: in its bucket (which keeps it 25 hours at least), at
+        // file charges it: in its bucket (which keeps it 31 days), at
         // today's units; or, for a method no bucket charges, in the main one at 0.
         let today = self.budget().and_then(|b| recount::today(b, charge));
         let (set, member) = match &today {
@@ -223,7 +223,8 @@ impl RedisLimiter {
     /// Drops no entry that a window would still hold at `confirmed_us`, when the
     /// upstream last confirmed Redis `TIME` (the skew record's time): a `TIME` that
     /// jumped ahead may evict entries, which are counted again once it is set right,
-    /// but it does not lose them. `None`: entries go when kept long enough by `TIME`.
+    /// but it does not lose them. `None` (no answer ever confirmed it): nothing newer than
+    /// the script's margin of a week before `TIME` is dropped.
     #[must_use = "the limiter that knows the confirmed time is the one returned"]
     pub fn confirmed_at(mut self, confirmed_us: Option<i64>) -> RedisLimiter {
         self.confirmed_us = confirmed_us;

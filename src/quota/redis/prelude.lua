@@ -17,7 +17,7 @@
 --   <set>:oldest      "<oldest>:<expires>": the oldest counted entry's time, and when
 --                     the total and this key expire (us). Nothing needs evicting while
 --                     oldest + window > now. Entries before it have left the window
---                     and stay in the set, uncounted, for at least 25 hours, so that
+--                     and stay in the set, uncounted, for 31 days, so that
 --                     another costs file can count them again (recount.lua). An
 --                     expiry later than the rule below allows says TIME went back
 --                     since it was written: the set is counted again
@@ -33,7 +33,7 @@
 -- leaves, and for a day its end (nil for a sliding window, whose length comes fourth).
 --
 -- Expiry: the total and oldest keys of a policy expire together, at <expires>, and the set
--- with them or later, a week (JUMP_MARGIN) after the last entry it keeps is 25 hours old. A
+-- with them or later, a week (JUMP_MARGIN) after the last entry it keeps has been kept its 31 days. A
 -- grant leaves it alone while it is at least as late as the grant's own entry leaves, and
 -- otherwise moves it there plus SLACK: so keys expire by themselves between one window and
 -- one window plus SLACK after their newest entry (the last grant; in a calendar day, at the
