@@ -1,0 +1,190 @@
+//! The picture the metrics file shows (docs/metrics.md), as read from the database:
+//! the last run of each kind, every region's last attempt and last success, the calls,
+//! and the budget's figures, from the run's report or, while the limiter does not
+//! answer, from the file as it was. What is read, apart from how it is told.
+
+use super::text::parse_samples;
+use crate::quota::Budget;
+use crate::quota::skew::Skew;
+use crate::runner::outcome::BudgetWindow;
+use crate::store::{
+    CallCount, HistoryRow, RegionOutcome, RegionState, RunKind, RunRecord, Store, StoreError,
+};
+
+/// The last finished run of one kind, with its regions and its attempts.
+#[derive(Debug, Clone)]
+pub struct LastRun {
+    pub run: RunRecord,
+    pub regions: Vec<RegionOutcome>,
+    pub calls: Vec<CallCount>,
+}
+
+/// The budget's window as the limiter reported it at the end of the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetNumbers {
+    pub key: String,
+    /// Every bucket, the main one first (docs/budget.md, "Buckets").
+    pub buckets: Vec<BucketNumbers>,
+}
+
+/// One bucket's numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketNumbers {
+    pub name: String,
+    pub used: u64,
+    pub ceiling: u64,
+    pub quota: u64,
+    pub blocked_until_us: Option<i64>,
+    /// What the budget had charged the bucket today when the upstream first refused
+    /// it early (docs/budget.md, "When the upstream refuses").
+    pub upstream_spent_at: Option<u64>,
+}
+
+impl BudgetNumbers {
+    /// The figures a metrics file written earlier (`previous`, its text) gave for
+    /// `budget`, with today's ceilings and quotas: what is last known of the window
+    /// while the limiter does not answer. `None` when that file has no figure for the
+    /// main bucket of this budget.
+    pub fn last_known(budget: &Budget, previous: &str) -> Option<BudgetNumbers> {
+        let samples = parse_samples(previous);
+        let figure = |name: &str, bucket: Option<&str>| {
+            samples.iter().find_map(|(n, labels, value)| {
+                let label = |k: &str| labels.iter().find(|(l, _)| l == k).map(|(_, v)| v);
+                (n == name
+                    && label("budget").is_some_and(|k| *k == budget.key)
+                    && label("bucket").map(String::as_str) == bucket)
+                    .then_some(*value)
+            })
+        };
+        let mut buckets = Vec::new();
+        for b in budget.buckets() {
+            let used = figure("trendsync_bucket_used_units", Some(b.name)).or_else(|| {
+                // A file from before the buckets' series has the main bucket's alone.
+                b.is_main()
+                    .then(|| figure("trendsync_budget_used_units", None))
+                    .flatten()
+            });
+            let Some(used) = used else {
+                if b.is_main() {
+                    return None;
+                }
+                continue;
+            };
+            let blocked = figure(
+                "trendsync_bucket_blocked_until_timestamp_seconds",
+                Some(b.name),
+            )
+            .filter(|s| *s > 0.0);
+            let spent = figure("trendsync_bucket_upstream_spent_at_units", Some(b.name));
+            buckets.push(BucketNumbers {
+                name: b.name.to_owned(),
+                used: used.max(0.0) as u64,
+                ceiling: b.ceiling,
+                quota: b.quota,
+                blocked_until_us: blocked.map(|s| (s as i64).saturating_mul(1_000_000)),
+                upstream_spent_at: spent.map(|u| u.max(0.0) as u64),
+            });
+        }
+        Some(BudgetNumbers {
+            key: budget.key.clone(),
+            buckets,
+        })
+    }
+
+    /// `budget`'s numbers with its window as a run found it.
+    pub fn of(budget: &Budget, window: &BudgetWindow) -> BudgetNumbers {
+        let buckets = budget
+            .buckets()
+            .iter()
+            .map(|b| {
+                let seen = window.buckets.iter().find(|w| w.name == b.name);
+                BucketNumbers {
+                    name: b.name.to_owned(),
+                    used: seen.map_or(0, |w| w.used),
+                    ceiling: b.ceiling,
+                    quota: b.quota,
+                    blocked_until_us: seen.and_then(|w| w.blocked_until_us),
+                    upstream_spent_at: seen.and_then(|w| w.upstream_spent_at),
+                }
+            })
+            .collect();
+        BudgetNumbers {
+            key: budget.key.clone(),
+            buckets,
+        }
+    }
+}
+
+/// Everything the metrics file says, read from the database (and the budget's window from
+/// the run's report), so that whichever of the processes sharing one file writes it last,
+/// it is whole: every region's last attempt, not only the regions of the run that wrote it.
+#[derive(Debug, Clone, Default)]
+pub struct Picture {
+    /// The last finished run of each kind.
+    pub last_runs: Vec<LastRun>,
+    /// Each region's last attempt (its line of the newest run that reached it).
+    pub attempts: Vec<HistoryRow>,
+    /// Every region the store knows, for the last complete fetch.
+    pub regions: Vec<RegionState>,
+    /// Attempts of every recorded run by method and outcome.
+    pub calls: Vec<CallCount>,
+    /// `None` when the limiter could not say.
+    pub budget: Option<BudgetNumbers>,
+    /// The last skew seen on each limiter's clock (docs/schema.md).
+    pub skews: Vec<Skew>,
+    /// The regions configured in regions.toml, every one of them, not only those
+    /// the run fetched: only these have per-region series.
+    pub configured: Vec<String>,
+    /// The limiter's health at the run's end; `None` leaves its series out.
+    pub limiter: Option<LimiterHealth>,
+}
+
+/// Whether the limiter answered at the end of a run, and what waits to be counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimiterHealth {
+    /// The budget's key, the series' label.
+    pub key: String,
+    /// The limiter gave the window at the run's end.
+    pub up: bool,
+    /// Calls made while it was down, in the journal, not yet replayed into the window.
+    pub pending_calls: u64,
+}
+
+impl Picture {
+    /// Reads the picture from `store`; `budget` is the window a run reported.
+    pub fn read(
+        store: &Store,
+        budget: Option<BudgetNumbers>,
+        configured: Vec<String>,
+    ) -> Result<Picture, StoreError> {
+        let mut last_runs = Vec::new();
+        for kind in [RunKind::Run, RunKind::Backfill] {
+            if let Some(run) = store.last_finished_run(kind)? {
+                let regions = store.run_regions(&run.run_id)?;
+                let calls = store.call_counts(Some(&run.run_id))?;
+                last_runs.push(LastRun {
+                    run,
+                    regions,
+                    calls,
+                });
+            }
+        }
+        Ok(Picture {
+            last_runs,
+            attempts: store.last_attempts()?,
+            regions: store.region_states()?,
+            calls: store.call_counts(None)?,
+            budget,
+            skews: Vec::new(),
+            configured,
+            limiter: None,
+        })
+    }
+
+    /// Whether `region` is configured, as regions.toml spells codes in any case.
+    pub(super) fn is_configured(&self, region: &str) -> bool {
+        self.configured
+            .iter()
+            .any(|c| c.eq_ignore_ascii_case(region))
+    }
+}
