@@ -186,6 +186,72 @@ pub enum Command {
     },
 }
 
+/// What a command does with `--db`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DbUse {
+    /// Nothing: the command never opens it.
+    None,
+    /// Reads it, and creates nothing: a missing file is no file.
+    Read,
+    /// Writes it, creating it when missing.
+    Write,
+    /// Writes it when it exists; a missing file is not created.
+    Change,
+}
+
+impl Command {
+    /// What the command does with `--db`: the front end opens it once, accordingly.
+    pub fn db_use(&self) -> DbUse {
+        match self {
+            Command::Run(args) => Self::writes_unless(args.fetch.dry_run),
+            Command::Backfill(args) => Self::writes_unless(args.fetch.dry_run),
+            Command::Prune(args) if args.dry_run => DbUse::Read,
+            Command::Prune(_) => DbUse::Change,
+            Command::Budget(args) => match args.action {
+                Some(BudgetAction::Charge { .. } | BudgetAction::Unblock { .. }) => DbUse::Write,
+                None => DbUse::Read,
+            },
+            Command::Search(_)
+            | Command::Video(_)
+            | Command::Status(_)
+            | Command::Runs(_)
+            | Command::Export(_) => DbUse::Read,
+            Command::Completions { .. }
+            | Command::Man { .. }
+            | Command::Crontab(_)
+            | Command::Config(_) => DbUse::None,
+        }
+    }
+
+    fn writes_unless(dry_run: bool) -> DbUse {
+        if dry_run { DbUse::Read } else { DbUse::Write }
+    }
+
+    /// Whether the command was asked for one JSON object on stdout.
+    pub fn wants_json(&self) -> bool {
+        match self {
+            Command::Run(args) => args.fetch.json,
+            Command::Backfill(args) => args.fetch.json,
+            Command::Budget(args) => match &args.action {
+                None => args.json,
+                Some(BudgetAction::Charge { json, .. } | BudgetAction::Unblock { json, .. }) => {
+                    *json
+                }
+            },
+            Command::Search(args) => args.json,
+            Command::Video(args) => args.json,
+            Command::Status(args) => args.json,
+            Command::Runs(args) => args.json,
+            Command::Prune(args) => args.json,
+            Command::Config(args) => args.json,
+            Command::Completions { .. }
+            | Command::Man { .. }
+            | Command::Crontab(_)
+            | Command::Export(_) => false,
+        }
+    }
+}
+
 /// What `run` and `backfill` share.
 #[derive(Debug, Args)]
 pub struct FetchArgs {

@@ -34,7 +34,7 @@ use std::sync::Arc;
 
 use crate::clock::Clock;
 use crate::quota::{EmbeddedLimiter, Journal, JournalError, LimiterError};
-use crate::sqlite::{Migration, user_version, version_of};
+use crate::sqlite::{Db, Migration, user_version, version_of};
 use crate::store::{Store, StoreError};
 
 /// The schema of the whole file, oldest step first. `user_version` = how many of these
@@ -125,6 +125,17 @@ impl Store {
     pub fn open_read_only(path: impl AsRef<Path>) -> Result<Option<Store>, StoreError> {
         Store::open_read_only_with(path.as_ref(), MIGRATIONS)
     }
+
+    /// The store on the command's connection, to write: the file brought up to this
+    /// build's schema ([`Store::writing`]).
+    pub fn on(db: &Db) -> Result<Store, StoreError> {
+        Store::writing(db, MIGRATIONS)
+    }
+
+    /// The store on the command's connection, only to read ([`Store::reading`]).
+    pub fn read_on(db: &Db) -> Result<Option<Store>, StoreError> {
+        Store::reading(db, MIGRATIONS, crate::store::schema::STEPS)
+    }
 }
 
 impl EmbeddedLimiter {
@@ -150,6 +161,26 @@ impl EmbeddedLimiter {
     ) -> Result<EmbeddedLimiter, LimiterError> {
         EmbeddedLimiter::open_read_only_in(path, budget_key, clock, MIGRATIONS)
     }
+
+    /// The limiter on the command's connection, for charging ([`EmbeddedLimiter::on`]).
+    pub fn charging(
+        db: &Db,
+        budget_key: &str,
+        clock: Arc<dyn Clock>,
+    ) -> Result<EmbeddedLimiter, LimiterError> {
+        EmbeddedLimiter::on(db, budget_key, clock, MIGRATIONS)
+    }
+
+    /// The limiter on the command's connection (none: no file at `path`), only to
+    /// read the window ([`EmbeddedLimiter::reading`]).
+    pub fn reading_on(
+        db: Option<&Db>,
+        path: &Path,
+        budget_key: &str,
+        clock: Arc<dyn Clock>,
+    ) -> Result<EmbeddedLimiter, LimiterError> {
+        EmbeddedLimiter::reading(db, path, budget_key, clock, MIGRATIONS)
+    }
 }
 
 /// Records `skew` as the last one seen on its clock in the database at `db`, bringing
@@ -158,6 +189,16 @@ impl EmbeddedLimiter {
 /// the limiter as a run would.
 pub fn record_skew(
     db: &Path,
+    skew: &crate::quota::skew::Skew,
+) -> Result<(), crate::quota::skew::SkewError> {
+    let db =
+        Db::open_for_writing(db).map_err(|e| crate::quota::skew::SkewError::opening(db, &e))?;
+    record_skew_on(&db, skew)
+}
+
+/// [`record_skew`] on the command's connection.
+pub fn record_skew_on(
+    db: &Db,
     skew: &crate::quota::skew::Skew,
 ) -> Result<(), crate::quota::skew::SkewError> {
     crate::quota::skew::record(db, MIGRATIONS, skew)
@@ -186,6 +227,24 @@ impl Journal {
         clock: Arc<dyn Clock>,
     ) -> Result<Option<Journal>, JournalError> {
         Journal::open_if_pending_in(path, MIGRATIONS, clock)
+    }
+
+    /// The journal on the command's connection, to write ([`Journal::on`]).
+    pub fn with(db: &Db, clock: Arc<dyn Clock>) -> Result<Journal, JournalError> {
+        Journal::on(db, MIGRATIONS, clock)
+    }
+
+    /// [`Journal::open_if_any`] on the command's connection (none: no file).
+    pub fn any_on(db: Option<&Db>, clock: Arc<dyn Clock>) -> Result<Option<Journal>, JournalError> {
+        Journal::if_any(db, MIGRATIONS, clock)
+    }
+
+    /// [`Journal::open_if_pending`] on the command's connection (none: no file).
+    pub fn pending_on(
+        db: Option<&Db>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Option<Journal>, JournalError> {
+        Journal::if_pending(db, MIGRATIONS, clock)
     }
 }
 

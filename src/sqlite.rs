@@ -24,6 +24,10 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
+mod db;
+
+pub use db::{Db, Held, application_id, open_untouched, raw_header};
+
 /// How long a statement waits for another process's write lock before failing with
 /// "database is locked". Every transaction on the file takes milliseconds, so 10 s is
 /// only reached when something is badly stuck.
@@ -45,6 +49,13 @@ impl Durability {
         match self {
             Durability::Normal => ("NORMAL", "setting synchronous=NORMAL"),
             Durability::Full => ("FULL", "setting synchronous=FULL"),
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            Durability::Normal => 1,
+            Durability::Full => 2,
         }
     }
 }
@@ -97,13 +108,22 @@ pub fn open_existing_for_writing(
     prepare_for_writing(conn, durability)
 }
 
-fn prepare_for_writing(conn: Connection, durability: Durability) -> Result<Connection, OpenError> {
+/// Prepares `conn` to write as every writer of the file is: see [`open_for_writing`].
+pub fn prepare_for_writing(
+    conn: Connection,
+    durability: Durability,
+) -> Result<Connection, OpenError> {
+    prepare_connection(&conn, durability)?;
+    Ok(conn)
+}
+
+fn prepare_connection(conn: &Connection, durability: Durability) -> Result<(), OpenError> {
     let step = |doing: &'static str| move |source| OpenError::Sqlite { doing, source };
     // First, so that everything after it (the WAL switch included) waits for other
     // processes instead of failing at once.
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(step("setting the busy timeout"))?;
-    let mode = enable_wal(&conn).map_err(step("switching to WAL journaling"))?;
+    let mode = enable_wal(conn).map_err(step("switching to WAL journaling"))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(OpenError::NoWal { mode });
     }
@@ -112,7 +132,7 @@ fn prepare_for_writing(conn: Connection, durability: Durability) -> Result<Conne
         .map_err(step(doing))?;
     conn.pragma_update(None, "foreign_keys", true)
         .map_err(step("enabling foreign keys"))?;
-    Ok(conn)
+    Ok(())
 }
 
 /// `PRAGMA journal_mode=WAL`, retried while another connection holds a lock.
@@ -151,17 +171,34 @@ fn enable_wal(conn: &Connection) -> rusqlite::Result<String> {
 /// misread it: no `-wal` beside it (every write is in the file itself) and no write
 /// permission on it for anyone (nobody can change it while it is read).
 pub fn open_for_reading(path: &Path) -> rusqlite::Result<Connection> {
-    // SQLite opens a file it may not write read-only even when asked for read-write.
-    let conn = match Connection::open_with_flags(
+    prepare_for_reading(path, open_plain(path, false)?)
+}
+
+/// Opens the file at `path` and does nothing else: SQLite has read its header, and
+/// taken no lock, opened no `-wal` or `-shm` and written nothing, so the file can still
+/// be judged ([`db::raw_header`]) before it is read or written. Read-write when this user
+/// may write it (SQLite opens a file it may not write read-only even when asked for
+/// read-write), else read-only; with `create`, a missing file is created empty.
+pub fn open_plain(path: &Path, create: bool) -> rusqlite::Result<Connection> {
+    let create = if create {
+        OpenFlags::SQLITE_OPEN_CREATE
+    } else {
+        OpenFlags::empty()
+    };
+    match Connection::open_with_flags(
         path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | create,
     ) {
-        Ok(conn) => conn,
+        Ok(conn) => Ok(conn),
         Err(_) => Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?,
-    };
+        ),
+    }
+}
+
+/// Prepares a connection from [`open_plain`] to read: see [`open_for_reading`].
+pub fn prepare_for_reading(path: &Path, conn: Connection) -> rusqlite::Result<Connection> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // A real read of the schema: opening reads nothing, and the header alone
     // (`user_version`) is read without the WAL index, so neither shows what fails.

@@ -8,31 +8,29 @@ mod json;
 mod show;
 mod unblock;
 
-use std::sync::Arc;
-
 use anyhow::Result;
 
-use crate::cli::{BudgetAction, BudgetArgs, Global};
-use crate::clock::Clock;
+use super::Ctx;
+use crate::cli::{BudgetAction, BudgetArgs};
 use charge::charge;
 use show::show;
 use unblock::unblock;
 
 // The parts name these siblings of `budget` as `super::database` and so on, as the
 // code did when it was one file.
-use super::{database, identity, maintenance};
+use super::{identity, maintenance};
 
-pub async fn run(global: &Global, args: &BudgetArgs, clock: &Arc<dyn Clock>) -> Result<()> {
+pub async fn run(ctx: &Ctx<'_>, args: &BudgetArgs) -> Result<()> {
     match &args.action {
-        None => show(global, args.json, clock).await,
+        None => show(ctx, args.json).await,
         Some(BudgetAction::Charge {
             method,
             count,
             reserve,
             json,
-        }) => charge(global, method, *count, *reserve, *json, clock).await,
+        }) => charge(ctx, method, *count, *reserve, *json).await,
         Some(BudgetAction::Unblock { bucket, json }) => {
-            unblock(global, bucket.as_deref(), *json, clock).await
+            unblock(ctx, bucket.as_deref(), *json).await
         }
     }
 }

@@ -10,9 +10,9 @@ use std::io::{BufWriter, IsTerminal, Write};
 use anyhow::{Context, Result, anyhow};
 use serde::Serialize;
 
+use super::Ctx;
 use super::run::signals::{Signals, StopRequest};
-use crate::cli::{ExportArgs, ExportFormat, ExportPer, Global};
-use crate::clock::Clock;
+use crate::cli::{ExportArgs, ExportFormat, ExportPer};
 use crate::error::{SilentExit, UsageTip};
 use crate::output::parquet::{Cell, Column, Kind, Limits, Table};
 use crate::output::text::visible;
@@ -142,7 +142,8 @@ struct CountJson<'a> {
     methodology: Option<&'static str>,
 }
 
-pub fn run(global: &Global, args: &ExportArgs, clock: &dyn Clock) -> Result<()> {
+pub fn run(ctx: &Ctx<'_>, args: &ExportArgs) -> Result<()> {
+    let (global, clock) = (ctx.global, ctx.clock.as_ref());
     if args.format == ExportFormat::Parquet
         && args.output.is_none()
         && std::io::stdout().is_terminal()
@@ -157,8 +158,7 @@ pub fn run(global: &Global, args: &ExportArgs, clock: &dyn Clock) -> Result<()> 
     // --output left as it was, no temporary file beside it) instead of killing it.
     let stop = Signals::listen()?.stop_request("the export");
     let db = &global.db;
-    super::database::require(db)?;
-    let store = Store::open_read_only(db)
+    let store = Store::read_on(ctx.require_db()?)
         .with_context(|| format!("opening {} to export", db.display()))?
         .ok_or_else(|| {
             anyhow!(

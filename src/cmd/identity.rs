@@ -8,10 +8,12 @@ use std::path::Path;
 use anyhow::Result;
 use serde::Serialize;
 
+use super::Ctx;
 use crate::cli::Global;
 use crate::error::MissingConfig;
 use crate::mask::mask_url;
 use crate::quota::Budget;
+use crate::sqlite::Db;
 use crate::store::{LastRunLimiter, RunLimiter, Store};
 
 /// `embedded` or `redis`, as the runs table records it.
@@ -90,8 +92,8 @@ pub(crate) fn run_record(global: &Global, budget: &Budget) -> RunLimiter {
 /// The latest run's record in the database at `db`, read without writing; none when
 /// there is no database, no run recorded one, or it cannot be read (the command's own
 /// open says why).
-pub(crate) fn last_run(db: &Path) -> Option<LastRunLimiter> {
-    let store = match Store::open_read_only(db) {
+pub(crate) fn last_run(db: Option<&Db>) -> Option<LastRunLimiter> {
+    let store = match db.map(Store::read_on).transpose().map(Option::flatten) {
         Ok(Some(store)) => store,
         Ok(None) => return None,
         Err(e) => {
@@ -123,11 +125,12 @@ impl Charged {
     /// ([`Store::last_run_limiter`]). The calls decide only before any run: a charge
     /// after a run charges the kind that run recorded (any other is refused below, and
     /// only a run switches), so the latest run's kind is the latest charges' kind.
-    fn read(db: &Path, budget_key: &str) -> Option<Charged> {
-        if let Some(last) = last_run(db) {
+    fn read(ctx: &Ctx<'_>, budget_key: &str) -> Option<Charged> {
+        if let Some(last) = last_run(ctx.db()) {
             return Some(Charged::Run(last));
         }
-        let kinds: Vec<LimiterJson> = crate::quota::charged_on(db, budget_key)
+        let db = ctx.global.db.as_path();
+        let kinds: Vec<LimiterJson> = crate::quota::charged_on(ctx.db(), budget_key)
             .into_iter()
             .map(|kind| {
                 let kind = match kind {
@@ -184,9 +187,10 @@ pub(crate) struct Reading {
 
 /// Warns first when this command reads another limiter than the latest run used, or
 /// the budget of another costs file, naming both; returns what it compared.
-pub(crate) fn check_reading(global: &Global, budget: &Budget, costs_file: &str) -> Reading {
+pub(crate) fn check_reading(ctx: &Ctx<'_>, budget: &Budget, costs_file: &str) -> Reading {
+    let global = ctx.global;
     let limiter = LimiterJson::configured(global);
-    let charged = Charged::read(&global.db, &budget.key);
+    let charged = Charged::read(ctx, &budget.key);
     if let Some(charged) = &charged {
         let recorded = charged.limiters(&global.db);
         if recorded.iter().any(|r| !limiter.same(r)) {
@@ -245,12 +249,13 @@ pub(crate) const SWITCH_FLAG: &str = "--switch-limiter";
 /// a window that is not the one it charged. `switch` is the operator's explicit
 /// step, `--switch-limiter`.
 pub(crate) fn refuse_other_kind(
-    global: &Global,
+    ctx: &Ctx<'_>,
     budget_key: &str,
     switch: bool,
     what: &str,
 ) -> Result<()> {
-    let Some(charged) = Charged::read(&global.db, budget_key) else {
+    let global = ctx.global;
+    let Some(charged) = Charged::read(ctx, budget_key) else {
         return Ok(());
     };
     let limiter = LimiterJson::configured(global);
@@ -310,9 +315,11 @@ pub(crate) struct CostsReadJson {
 impl ReadJson {
     /// Warns first when this command reads another limiter or costs file than the
     /// latest run (see [`check_reading`]).
-    pub(crate) fn check(global: &Global, budget: &Budget) -> ReadJson {
-        let path = super::costs_file(global).origin.describe(super::COSTS_FILE);
-        let reading = check_reading(global, budget, &path);
+    pub(crate) fn check(ctx: &Ctx<'_>, budget: &Budget) -> ReadJson {
+        let path = super::costs_file(ctx.global)
+            .origin
+            .describe(super::COSTS_FILE);
+        let reading = check_reading(ctx, budget, &path);
         ReadJson {
             limiter: reading.limiter,
             last_run_limiter: reading.last_run,

@@ -22,84 +22,154 @@ mod video;
 pub use exit::exit_code_for;
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context, Result};
 
-use crate::cli::{BudgetAction, Cli, Command, Global};
+use crate::cli::{Cli, Command, DbUse, Global};
 use crate::clock::Clock;
 use crate::config::{self, Config, ConfigDirs, Found, Origin, Source};
 use crate::error::{MissingConfig, UsageError, is_broken_pipe, is_silent};
 use crate::quota::{
     Budget, EmbeddedLimiter, Journal, Limiter, LimiterError, RedisLimiter, Status, TlsFiles,
 };
+use crate::sqlite::Db;
 use crate::youtube;
+
+/// What a command works with, built once by [`run`] and passed down: nothing below
+/// re-reads the flags to rebuild it.
+pub(crate) struct Ctx<'a> {
+    pub global: &'a Global,
+    /// The one real clock of this command: everything below that decides by time, or
+    /// stamps what it writes, is handed this one.
+    pub clock: Arc<dyn Clock>,
+    /// The command's one connection to `--db`; none when the command uses no database,
+    /// or found no file (until a writer creates it).
+    db: OnceLock<Db>,
+    /// What `--db` held when it was opened.
+    found: Option<database::Found>,
+}
+
+impl Ctx<'_> {
+    /// The command's connection, if there is a file.
+    pub fn db(&self) -> Option<&Db> {
+        self.db.get()
+    }
+
+    /// The command's connection to write, creating the file when there was none: for
+    /// a command that writes, once its input has been checked.
+    pub fn writable_db(&self) -> Result<&Db> {
+        if let Some(db) = self.db.get() {
+            return Ok(db);
+        }
+        let opened = database::open(&self.global.db, true, true)?;
+        if let Some(db) = opened.db {
+            self.db.get_or_init(|| db);
+        }
+        self.db.get().ok_or_else(|| {
+            MissingConfig(format!(
+                "--db {}: no database could be opened to write",
+                self.global.db.display()
+            ))
+            .into()
+        })
+    }
+
+    /// The command's connection to an existing trendsync database, or the refusal (78)
+    /// that says what `--db` holds instead and what to do.
+    pub fn require_db(&self) -> Result<&Db> {
+        let mut found = self.found.as_ref().unwrap_or(&database::Found::Nothing);
+        // A file marked trendsync's may hold no tables yet: a first run killed while
+        // it created them.
+        if matches!(found, database::Found::Ours)
+            && let Some(db) = self.db()
+            && matches!(
+                crate::schema::contents(&db.lock()),
+                Ok(crate::schema::Contents::Empty)
+            )
+        {
+            found = &database::Found::NoTables;
+        }
+        database::require(&self.global.db, found)?;
+        self.db.get().ok_or_else(|| {
+            MissingConfig(format!(
+                "--db {}: no database was opened for this command",
+                self.global.db.display()
+            ))
+            .into()
+        })
+    }
+}
 
 pub async fn run(cli: Cli) -> Result<()> {
     crate::logging::init(cli.global.log_format, cli.global.verbose, cli.global.quiet);
     let global = &cli.global;
-    let uses_db = !matches!(
-        cli.command,
-        Command::Completions { .. }
-            | Command::Man { .. }
-            | Command::Crontab(_)
-            | Command::Config(_)
-    );
-    // The commands that write the file refuse one that is not trendsync's before
-    // anything opens it, so that it is left byte for byte as it was.
-    let writes_db = match &cli.command {
-        Command::Run(_) | Command::Backfill(_) | Command::Prune(_) => true,
-        Command::Budget(args) => matches!(
-            args.action,
-            Some(BudgetAction::Charge { .. } | BudgetAction::Unblock { .. })
-        ),
-        _ => false,
-    };
-    let checked = if uses_db {
-        refuse_hard_linked(&global.db).and_then(|()| {
-            if writes_db {
-                // A writer would otherwise fail in SQLite's words ("unable to open
-                // database file", exit 1) at the path's missing directory.
-                refuse_missing_directory(&global.db)?;
-                database::refuse_unwritable(&global.db)?;
-                database::refuse_foreign(&global.db)
-            } else {
-                Ok(())
-            }
-        })
-    } else {
-        Ok(())
-    };
-    // The one real clock of this command: everything below that decides by time, or
-    // stamps what it writes, is handed this one.
-    let clock = crate::clock::system();
-    let clock = &clock;
-    let result = match checked {
+    let result = match open_context(global, cli.command.db_use()) {
         Err(e) => Err(e),
-        Ok(()) => match &cli.command {
-            Command::Run(args) => run::run(global, args, clock).await,
-            Command::Backfill(args) => run::backfill(global, args, clock).await,
-            Command::Budget(args) => budget::run(global, args, clock).await,
-            Command::Completions { shell } => completions::run(*shell),
-            Command::Man { command } => man::run(command),
-            Command::Search(args) => search::run(global, args),
-            Command::Video(args) => video::run(global, args),
-            Command::Crontab(args) => crontab::run(global, args),
-            Command::Config(args) => configuration::run(global, args),
-            Command::Status(args) => status::run(global, args, clock).await,
-            Command::Runs(args) => runs::run(global, args, clock.as_ref()),
-            Command::Prune(args) => prune::run(global, args, clock.as_ref()),
-            Command::Export(args) => export::run(global, args, clock.as_ref()),
-        },
+        Ok(ctx) => dispatch(&ctx, &cli.command).await,
     };
     if let Err(err) = &result
-        && wants_json(&cli.command)
+        && cli.command.wants_json()
         && !is_silent(err)
         && !is_broken_pipe(err)
     {
         print_failure_json(err);
     }
     result
+}
+
+/// Builds the command's context: its clock, and `--db` opened once as it needs it. A
+/// file the command must not touch is refused before anything opens it for good, so
+/// that it is left byte for byte as it was.
+fn open_context(global: &Global, db_use: DbUse) -> Result<Ctx<'_>> {
+    let mut ctx = Ctx {
+        global,
+        clock: crate::clock::system(),
+        db: OnceLock::new(),
+        found: None,
+    };
+    if db_use == DbUse::None {
+        return Ok(ctx);
+    }
+    refuse_hard_linked(&global.db)?;
+    let writes = matches!(db_use, DbUse::Write | DbUse::Change);
+    if writes {
+        // A writer would otherwise fail in SQLite's words ("unable to open database
+        // file", exit 1) at the path's missing directory.
+        refuse_missing_directory(&global.db)?;
+        if matches!(global.db.try_exists(), Ok(false)) {
+            // Said before the command's work, though the file is created later.
+            database::refuse_unwritable(&global.db)?;
+        }
+    }
+    // A writer creates a missing file only once it has something to write
+    // ([`Ctx::writable_db`]): a command refused for its input leaves nothing behind.
+    let opened = database::open(&global.db, writes, false)?;
+    if let Some(db) = opened.db {
+        ctx.db.get_or_init(|| db);
+    }
+    ctx.found = Some(opened.found);
+    Ok(ctx)
+}
+
+async fn dispatch(ctx: &Ctx<'_>, command: &Command) -> Result<()> {
+    let global = ctx.global;
+    let clock = &ctx.clock;
+    match command {
+        Command::Run(args) => run::run(ctx, args).await,
+        Command::Backfill(args) => run::backfill(ctx, args).await,
+        Command::Budget(args) => budget::run(ctx, args).await,
+        Command::Completions { shell } => completions::run(*shell),
+        Command::Man { command } => man::run(command),
+        Command::Search(args) => search::run(ctx, args),
+        Command::Video(args) => video::run(ctx, args),
+        Command::Crontab(args) => crontab::run(global, args),
+        Command::Config(args) => configuration::run(global, args),
+        Command::Status(args) => status::run(ctx, args).await,
+        Command::Runs(args) => runs::run(ctx, args),
+        Command::Prune(args) => prune::run(ctx, args, clock.as_ref()),
+        Command::Export(args) => export::run(ctx, args),
+    }
 }
 
 /// A database file with more than one hard link is refused (78): each name gets its
@@ -124,28 +194,6 @@ fn refuse_hard_linked(db: &Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Whether the command was asked for one JSON object on stdout.
-fn wants_json(command: &Command) -> bool {
-    match command {
-        Command::Run(args) => args.fetch.json,
-        Command::Backfill(args) => args.fetch.json,
-        Command::Budget(args) => match &args.action {
-            None => args.json,
-            Some(BudgetAction::Charge { json, .. } | BudgetAction::Unblock { json, .. }) => *json,
-        },
-        Command::Search(args) => args.json,
-        Command::Video(args) => args.json,
-        Command::Status(args) => args.json,
-        Command::Runs(args) => args.json,
-        Command::Prune(args) => args.json,
-        Command::Config(args) => args.json,
-        Command::Completions { .. }
-        | Command::Man { .. }
-        | Command::Crontab(_)
-        | Command::Export(_) => false,
-    }
 }
 
 /// A command that failed before it could report (a bad config file, no key) still
@@ -297,11 +345,11 @@ pub(crate) enum Access {
 /// first gets the calls journalled while it was down (docs/budget.md, "When the limiter is
 /// down").
 pub(crate) async fn open_limiter(
-    global: &Global,
+    ctx: &Ctx<'_>,
     budget: &Budget,
     access: Access,
-    clock: &Arc<dyn Clock>,
 ) -> Result<Limiter> {
+    let (global, clock, db) = (ctx.global, &ctx.clock, ctx.db());
     let mut limiter = match &global.redis_url {
         Some(url) => {
             let tls = TlsFiles {
@@ -314,11 +362,11 @@ pub(crate) async fn open_limiter(
                 // configuration error (78), not an outage.
                 Err(e @ LimiterError::Config(_)) => return Err(e.into()),
                 opened => Limiter::or_down(
-                    opened.map(|l| Limiter::Redis(l.confirmed_at(redis_confirmed_at(&global.db)))),
+                    opened.map(|l| Limiter::Redis(l.confirmed_at(redis_confirmed_at(db)))),
                 )?,
             }
         }
-        None => embedded(&global.db, &budget.key, access, clock).map(Limiter::Embedded)?,
+        None => embedded(ctx, &budget.key, access).map(Limiter::Embedded)?,
     };
     // Counted under this file's costs, whatever file the window was charged under.
     limiter = limiter.with_budget(budget);
@@ -328,18 +376,22 @@ pub(crate) async fn open_limiter(
         Limiter::Embedded(_) => access == Access::Charge,
         Limiter::Down { .. } => false,
     };
-    if can_record {
+    let db = match access {
+        Access::Charge if can_record => Some(ctx.writable_db()?),
+        _ => db,
+    };
+    if can_record && let Some(db) = db {
         if matches!(limiter, Limiter::Redis(_)) {
-            limiter = keep_ledger(&global.db, budget, limiter, access, clock).await;
+            limiter = keep_ledger(db, budget, limiter, access, clock).await;
         }
-        replay_journal(&global.db, budget, &limiter, clock).await;
+        replay_journal(db, budget, &limiter, clock).await;
     }
     Ok(limiter)
 }
 
 /// When the upstream last confirmed Redis `TIME`, by this database's skew record; a
 /// record that cannot be read confirms nothing (entries then go by `TIME` alone).
-fn redis_confirmed_at(db: &Path) -> Option<i64> {
+fn redis_confirmed_at(db: Option<&Db>) -> Option<i64> {
     crate::quota::skew::recorded_for(db, crate::quota::skew::LimiterClock::Redis)
         .ok()
         .flatten()
@@ -350,15 +402,15 @@ fn redis_confirmed_at(db: &Path) -> Option<i64> {
 /// lost the window (docs/budget.md, "When Redis loses the window"). Reading the budget
 /// opens only a ledger that exists; a command that charges creates one.
 async fn keep_ledger(
-    db: &Path,
+    db: &Db,
     budget: &Budget,
     limiter: Limiter,
     access: Access,
     clock: &Arc<dyn Clock>,
 ) -> Limiter {
     let journal = match access {
-        Access::Charge => Journal::open(db, Arc::clone(clock)).map(Some),
-        Access::Read | Access::ReadReplayed => Journal::open_if_any(db, Arc::clone(clock)),
+        Access::Charge => Journal::with(db, Arc::clone(clock)).map(Some),
+        Access::Read | Access::ReadReplayed => Journal::any_on(Some(db), Arc::clone(clock)),
     };
     match journal {
         Ok(Some(journal)) => limiter.keep_ledger(Arc::new(journal), &budget.key).await,
@@ -374,8 +426,8 @@ async fn keep_ledger(
 
 /// Replays the journal into `limiter`. A replay that fails leaves what it did not
 /// replay for the next command, and never stops this one.
-async fn replay_journal(db: &Path, budget: &Budget, limiter: &Limiter, clock: &Arc<dyn Clock>) {
-    let journal = match Journal::open_if_pending(db, Arc::clone(clock)) {
+async fn replay_journal(db: &Db, budget: &Budget, limiter: &Limiter, clock: &Arc<dyn Clock>) {
+    let journal = match Journal::pending_on(Some(db), Arc::clone(clock)) {
         Ok(Some(journal)) => journal,
         Ok(None) => return,
         Err(e) => {
@@ -405,7 +457,7 @@ async fn replay_journal(db: &Path, budget: &Budget, limiter: &Limiter, clock: &A
     if let Some(e) = &done.interrupted {
         tracing::warn!(
             "replaying the journal in {} stopped: {e}; {} call{} stay for next time",
-            db.display(),
+            db.path().display(),
             done.left,
             if done.left == 1 { "" } else { "s" }
         );
@@ -415,7 +467,7 @@ async fn replay_journal(db: &Path, budget: &Budget, limiter: &Limiter, clock: &A
             "{} row{} of quota_journal in {} cannot be read back and {} left in place",
             done.unreadable,
             if done.unreadable == 1 { "" } else { "s" },
-            db.display(),
+            db.path().display(),
             if done.unreadable == 1 { "was" } else { "were" }
         );
     }
@@ -437,22 +489,20 @@ pub(crate) fn refuse_missing_directory(db: &Path) -> Result<()> {
     Ok(())
 }
 
-fn embedded(
-    db: &Path,
-    key: &str,
-    access: Access,
-    clock: &Arc<dyn Clock>,
-) -> Result<EmbeddedLimiter> {
+fn embedded(ctx: &Ctx<'_>, key: &str, access: Access) -> Result<EmbeddedLimiter> {
+    let (path, clock) = (ctx.global.db.as_path(), &ctx.clock);
     if access != Access::Charge {
-        refuse_missing_directory(db)?;
+        refuse_missing_directory(path)?;
     }
-    let limiter = match access {
-        Access::Read | Access::ReadReplayed => {
-            EmbeddedLimiter::open_read_only(db, key, Arc::clone(clock))
+    let limiter = match (access, ctx.db()) {
+        (Access::Read | Access::ReadReplayed, db) => {
+            EmbeddedLimiter::reading_on(db, path, key, Arc::clone(clock))
         }
-        Access::Charge => EmbeddedLimiter::open(db, key, Arc::clone(clock)),
+        (Access::Charge, _) => {
+            EmbeddedLimiter::charging(ctx.writable_db()?, key, Arc::clone(clock))
+        }
     };
-    limiter.with_context(|| format!("opening the embedded limiter in {}", db.display()))
+    limiter.with_context(|| format!("opening the embedded limiter in {}", path.display()))
 }
 
 /// The budget's window as it stands, listing the entries of the policies named.
@@ -512,12 +562,10 @@ pub(crate) fn check_read_regions(
     Ok(())
 }
 
-/// The regions the database at `db` knows, for [`check_read_regions`]; none when it
-/// cannot say (the command's own open reports why).
-pub(crate) fn stored_regions(db: &Path) -> Vec<String> {
-    crate::store::Store::open_read_only(db)
-        .ok()
-        .flatten()
+/// The regions the database knows, for [`check_read_regions`]; none when it cannot
+/// say (the command's own reading reports why).
+pub(crate) fn stored_regions(db: Option<&Db>) -> Vec<String> {
+    db.and_then(|db| crate::store::Store::read_on(db).ok().flatten())
         .and_then(|s| s.regions().ok())
         .unwrap_or_default()
 }

@@ -7,9 +7,10 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
+use super::Ctx;
 use super::maintenance;
 use super::run::signals::Signals;
-use crate::cli::{Global, PruneArgs};
+use crate::cli::PruneArgs;
 use crate::clock::Clock;
 use crate::error::{SilentExit, after_output};
 use crate::store::{PruneReport, Store};
@@ -25,7 +26,8 @@ struct PruneJson {
     bytes_freed: u64,
 }
 
-pub fn run(global: &Global, args: &PruneArgs, clock: &dyn Clock) -> Result<()> {
+pub fn run(ctx: &Ctx<'_>, args: &PruneArgs, clock: &dyn Clock) -> Result<()> {
+    let global = ctx.global;
     // First, so that a signal from now on stops the prune between transactions
     // instead of killing it.
     let stop = Signals::listen()?.stop_request("the prune");
@@ -34,7 +36,11 @@ pub fn run(global: &Global, args: &PruneArgs, clock: &dyn Clock) -> Result<()> {
     let cutoff = now.saturating_sub(older_than);
     let db = &global.db;
     let report = if args.dry_run {
-        match Store::open_read_only(db)
+        match ctx
+            .db()
+            .map(Store::read_on)
+            .transpose()
+            .map(Option::flatten)
             .with_context(|| format!("opening {} to see what prune would delete", db.display()))?
         {
             Some(store) => store.prune(cutoff, true, false)?,
@@ -43,16 +49,16 @@ pub fn run(global: &Global, args: &PruneArgs, clock: &dyn Clock) -> Result<()> {
     } else {
         // Opening creates a missing file; an empty new database is not what a person
         // who typed a wrong path wants.
-        if matches!(db.try_exists(), Ok(false)) {
+        let Some(conn) = ctx.db() else {
             return Err(crate::error::MissingConfig(format!(
                 "there is no database at {} to prune; check --db or TRENDSYNC_DB",
                 db.display()
             ))
             .into());
-        }
+        };
         let writing = maintenance::for_writing(db, maintenance::WRITER_PATIENCE)?;
         let store =
-            Store::open(db).with_context(|| format!("opening {} to prune", db.display()))?;
+            Store::on(conn).with_context(|| format!("opening {} to prune", db.display()))?;
         let bytes_before = store.file_bytes()?;
         let mut report = store
             .prune_until(cutoff, false, &|| stop.asked())

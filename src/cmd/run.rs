@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use super::{Access, key, load_config, open_limiter, select_regions};
-use crate::cli::{BackfillArgs, Global, RunArgs};
-use crate::clock::Clock;
+use super::{Access, Ctx, key, load_config, open_limiter, select_regions};
+use crate::cli::{BackfillArgs, RunArgs};
 use crate::config::{Config, Follow, Region};
 use crate::error::{SilentExit, after_output};
 use crate::output::human;
@@ -42,8 +41,8 @@ struct Job<'a> {
 /// A call that takes longer than this is treated as a timeout (and retried).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub async fn run(global: &Global, args: &RunArgs, clock: &Arc<dyn Clock>) -> Result<()> {
-    let config = load_config(global)?;
+pub async fn run(ctx: &Ctx<'_>, args: &RunArgs) -> Result<()> {
+    let config = load_config(ctx.global)?;
     let regions = select_regions(&config, &args.fetch.regions)?;
     let job = Job {
         kind: RunKind::Run,
@@ -54,15 +53,15 @@ pub async fn run(global: &Global, args: &RunArgs, clock: &Arc<dyn Clock>) -> Res
         concurrency: args.fetch.concurrency,
         switch_limiter: args.fetch.switch_limiter,
     };
-    execute(global, &config, job, clock).await
+    execute(ctx, &config, job).await
 }
 
-pub async fn backfill(global: &Global, args: &BackfillArgs, clock: &Arc<dyn Clock>) -> Result<()> {
-    let config = load_config(global)?;
+pub async fn backfill(ctx: &Ctx<'_>, args: &BackfillArgs) -> Result<()> {
+    let config = load_config(ctx.global)?;
     let regions = select_regions(&config, &args.fetch.regions)?;
-    let fresh = freshness(global)?;
+    let fresh = freshness(ctx)?;
     let stale_after = i64::try_from(args.stale_after.as_secs()).unwrap_or(i64::MAX);
-    let now = clock.now().to_secs().as_i64();
+    let now = ctx.clock.now().to_secs().as_i64();
     let asked: Vec<&str> = regions.iter().map(|r| r.code.as_str()).collect();
     let asked = asked.join(", ");
     let stale: Vec<&Region> = regions
@@ -87,13 +86,19 @@ pub async fn backfill(global: &Global, args: &BackfillArgs, clock: &Arc<dyn Cloc
         concurrency: args.fetch.concurrency,
         switch_limiter: args.fetch.switch_limiter,
     };
-    execute(global, &config, job, clock).await
+    execute(ctx, &config, job).await
 }
 
 /// What the store knows of each region, read without writing; nothing yet when the
 /// database does not exist.
-fn freshness(global: &Global) -> Result<BTreeMap<String, Freshness>> {
-    let store = match Store::open_read_only(&global.db) {
+fn freshness(ctx: &Ctx<'_>) -> Result<BTreeMap<String, Freshness>> {
+    let global = ctx.global;
+    let store = match ctx
+        .db()
+        .map(Store::read_on)
+        .transpose()
+        .map(Option::flatten)
+    {
         Ok(Some(store)) => store,
         Ok(None) => return Ok(BTreeMap::new()),
         // The plan is still right without it; only the order of regions may differ.
@@ -109,8 +114,14 @@ fn freshness(global: &Global) -> Result<BTreeMap<String, Freshness>> {
 
 /// How many videos are due for a follow-up at `now_s`, read without writing; none when
 /// the database does not exist or predates follow-ups.
-fn due_for_follow_up(global: &Global, follow: Follow, now_s: i64) -> Result<usize> {
-    let store = match Store::open_read_only(&global.db) {
+fn due_for_follow_up(ctx: &Ctx<'_>, follow: Follow, now_s: i64) -> Result<usize> {
+    let global = ctx.global;
+    let store = match ctx
+        .db()
+        .map(Store::read_on)
+        .transpose()
+        .map(Option::flatten)
+    {
         Ok(Some(store)) => store,
         Ok(None) | Err(StoreError::OlderSchema { .. }) => return Ok(0),
         Err(e) => return Err(e).with_context(|| format!("reading {}", global.db.display())),
@@ -125,12 +136,8 @@ fn due_for_follow_up(global: &Global, follow: Follow, now_s: i64) -> Result<usiz
     Ok(due.len())
 }
 
-async fn execute(
-    global: &Global,
-    config: &Config,
-    job: Job<'_>,
-    clock: &Arc<dyn Clock>,
-) -> Result<()> {
+async fn execute(ctx: &Ctx<'_>, config: &Config, job: Job<'_>) -> Result<()> {
+    let global = ctx.global;
     // Something other than a file at --metrics-file is a mistake in the crontab (78),
     // refused before any call; once the run is under way, a file that cannot be
     // written is only logged.
@@ -138,26 +145,22 @@ async fn execute(
         crate::atomic::check(path).context("--metrics-file")?;
     }
     if job.dry_run {
-        dry_run::run(global, config, &job, clock).await
+        dry_run::run(ctx, config, &job).await
     } else {
-        fetch(global, config, job, clock).await
+        fetch(ctx, config, job).await
     }
 }
 
 /// The real run: every call charged before it is made.
-async fn fetch(
-    global: &Global,
-    config: &Config,
-    job: Job<'_>,
-    clock: &Arc<dyn Clock>,
-) -> Result<()> {
+async fn fetch(ctx: &Ctx<'_>, config: &Config, job: Job<'_>) -> Result<()> {
+    let (global, clock) = (ctx.global, &ctx.clock);
     // Before anything else, so that a signal during the setup stops the run cleanly
     // too instead of killing the process.
     let signals = Signals::listen()?;
     let key = key::for_calls(global)?;
     // Before anything is charged, the journal's replay included.
     super::identity::refuse_other_kind(
-        global,
+        ctx,
         &config.budget.key,
         job.switch_limiter,
         &format!("this {}", job.kind.as_str()),
@@ -169,11 +172,16 @@ async fn fetch(
     // The error names the base itself, masked and without the key.
     let client = Client::new(&global.api_base, key, REQUEST_TIMEOUT)
         .context("setting up the upstream client (--api-base, the API key)")?;
-    let store = Store::open(&global.db)
-        .with_context(|| format!("opening the database {}", global.db.display()))?;
-    lock::mark_abandoned(&store, &global.db);
+    let db = ctx.writable_db()?;
+    {
+        // Let go before the limiter is opened: its work runs on other threads, which
+        // take the connection in turn.
+        let store = Store::on(db)
+            .with_context(|| format!("opening the database {}", global.db.display()))?;
+        lock::mark_abandoned(&store, &global.db);
+    }
     // The one clock the limiter, its ledger and journal, and the run decide by.
-    let limiter = open_limiter(global, &config.budget, Access::Charge, clock).await?;
+    let limiter = open_limiter(ctx, &config.budget, Access::Charge).await?;
     let run_id = crate::runner::run_id::new_run_id(clock.as_ref());
     // Held until the run's outcome is recorded: while it is, nobody takes the run
     // for one a killed process left behind.
@@ -195,8 +203,8 @@ async fn fetch(
     let deps = RunDeps {
         limiter,
         upstream: Arc::new(client),
-        store,
-        db: global.db.clone(),
+        store: Store::resume(db),
+        db: db.clone(),
         clock: Arc::clone(clock),
         jitter: Jitter::Random,
     };
@@ -215,8 +223,7 @@ async fn fetch(
         .map(|r| r.code.as_str())
         .collect();
     if let Some(path) = &global.metrics_file
-        && let Err(e) =
-            metrics::write_after_run(path, &global.db, &config.budget, &configured, &report)
+        && let Err(e) = metrics::write_after_run(path, db, &config.budget, &configured, &report)
     {
         tracing::error!(run_id = %report.run_id, "{}", crate::error::chain(&e));
     }

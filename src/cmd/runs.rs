@@ -7,13 +7,14 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
+use super::Ctx;
 use super::status::{ago, at, charts_text, one_line};
-use crate::cli::{Global, RunsArgs};
-use crate::clock::Clock;
+use crate::cli::RunsArgs;
 use crate::output::json::print_json;
 use crate::output::table::{self, Column, Table};
 use crate::region_status::{Recorded, RegionStatus, in_progress};
 use crate::runner::lock;
+use crate::sqlite::Db;
 use crate::store::{HistoryFilter, HistoryRow, Store};
 
 #[derive(Debug, Serialize)]
@@ -37,9 +38,10 @@ struct RunsJson<'a> {
     runs: Vec<RunJson<'a>>,
 }
 
-pub fn run(global: &Global, args: &RunsArgs, clock: &dyn Clock) -> Result<()> {
-    super::database::require(&global.db)?;
-    super::check_read_regions(global, &args.regions, || super::stored_regions(&global.db))?;
+pub fn run(ctx: &Ctx<'_>, args: &RunsArgs) -> Result<()> {
+    let (global, clock) = (ctx.global, ctx.clock.as_ref());
+    let db = ctx.require_db()?;
+    super::check_read_regions(global, &args.regions, || super::stored_regions(Some(db)))?;
     let now = clock.now().to_secs();
     let filter = HistoryFilter {
         since: args.since.map(|w| w.since(now).as_i64()),
@@ -51,7 +53,7 @@ pub fn run(global: &Global, args: &RunsArgs, clock: &dyn Clock) -> Result<()> {
         status: args.status,
         limit: args.limit,
     };
-    let rows = read(&global.db, &filter)?;
+    let rows = read(db, &filter)?;
     if args.json {
         let runs = rows
             .iter()
@@ -116,12 +118,13 @@ pub fn run(global: &Global, args: &RunsArgs, clock: &dyn Clock) -> Result<()> {
 
 /// The history lines; a `running` run whose process is gone is shown `abandoned`
 /// (the next run records it so).
-fn read(db: &std::path::Path, filter: &HistoryFilter) -> Result<Vec<HistoryRow>> {
+fn read(db: &Db, filter: &HistoryFilter) -> Result<Vec<HistoryRow>> {
     let Some(store) =
-        Store::open_read_only(db).with_context(|| format!("opening {}", db.display()))?
+        Store::read_on(db).with_context(|| format!("opening {}", db.path().display()))?
     else {
         return Ok(Vec::new());
     };
+    let db = db.path();
     let context = || format!("reading the run history from {}", db.display());
     let mut rows = store.history(filter).with_context(context)?;
     if filter.status == Some(RegionStatus::Abandoned) {

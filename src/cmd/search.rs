@@ -6,7 +6,8 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::cli::{Global, SearchArgs};
+use super::Ctx;
+use crate::cli::SearchArgs;
 use crate::error::UsageTip;
 use crate::output::text::visible;
 use crate::store::{QUERY_TIP, SearchHit, Store, StoreError};
@@ -29,13 +30,14 @@ struct SearchJson<'a> {
     results: Vec<HitJson<'a>>,
 }
 
-pub fn run(global: &Global, args: &SearchArgs) -> Result<()> {
+pub fn run(ctx: &Ctx<'_>, args: &SearchArgs) -> Result<()> {
+    let global = ctx.global;
     let region = args.region.as_deref().map(str::to_ascii_uppercase);
-    super::database::require(&global.db)?;
+    let db = ctx.require_db()?;
     let asked: Vec<String> = args.region.iter().cloned().collect();
-    super::check_read_regions(global, &asked, || super::stored_regions(&global.db))?;
-    let store = Store::open_read_only(&global.db)
-        .with_context(|| format!("opening {} to search", global.db.display()))?;
+    super::check_read_regions(global, &asked, || super::stored_regions(Some(db)))?;
+    let store =
+        Store::read_on(db).with_context(|| format!("opening {} to search", global.db.display()))?;
     let hits: Vec<SearchHit> = match store {
         // Only the budget's tables, from an older trendsync: nothing stored yet.
         None => {

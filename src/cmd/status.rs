@@ -5,16 +5,14 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use super::{Access, load_config, open_limiter, read_status};
-use crate::cli::{Global, StatusArgs};
-use crate::clock::{Clock, Micros};
+use super::{Access, Ctx, load_config, open_limiter, read_status};
+use crate::cli::StatusArgs;
+use crate::clock::Micros;
 use crate::error::{ExitCode, SilentExit, after_output};
 use crate::output::human;
 use crate::output::json::{print_json, rfc3339};
@@ -23,6 +21,7 @@ use crate::quota::skew::{self, LimiterClock, MAX_SKEW, Skew, amount};
 use crate::quota::{BUDGET_POLICY, drift};
 use crate::region_status::{Recorded, RegionStatus, in_progress};
 use crate::runner::lock;
+use crate::sqlite::Db;
 use crate::store::{HistoryRow, RegionState, RunStart, Store};
 
 /// Without `--stale-after`, a region is called stale as `backfill` would see it.
@@ -183,12 +182,13 @@ pub(crate) fn charts_text(charts: &[u32]) -> String {
         .join("+")
 }
 
-fn read_stored(db: &Path, now_s: i64) -> Result<Stored> {
+fn read_stored(db: &Db, now_s: i64) -> Result<Stored> {
     let Some(store) =
-        Store::open_read_only(db).with_context(|| format!("opening {}", db.display()))?
+        Store::read_on(db).with_context(|| format!("opening {}", db.path().display()))?
     else {
         return Ok(Stored::default());
     };
+    let (store, db) = (&store, db.path());
     let read = || -> Result<Stored, crate::store::StoreError> {
         let (running, dead): (Vec<RunStart>, Vec<RunStart>) = store
             .running_runs()?
@@ -217,10 +217,11 @@ fn read_stored(db: &Path, now_s: i64) -> Result<Stored> {
     read().with_context(|| format!("reading the run history from {}", db.display()))
 }
 
-pub async fn run(global: &Global, args: &StatusArgs, clock: &Arc<dyn Clock>) -> Result<()> {
+pub async fn run(ctx: &Ctx<'_>, args: &StatusArgs) -> Result<()> {
+    let (global, clock) = (ctx.global, &ctx.clock);
     let config = load_config(global)?;
-    super::database::require(&global.db)?;
-    let mut stored = read_stored(&global.db, clock.now().to_secs().as_i64())?;
+    let db = ctx.require_db()?;
+    let mut stored = read_stored(db, clock.now().to_secs().as_i64())?;
     // Runs the read-only look above found dead are shown as abandoned; the next run
     // records them so.
     let dead_ids: Vec<String> = stored.abandoned.iter().map(|r| r.run_id.clone()).collect();
@@ -260,8 +261,8 @@ pub async fn run(global: &Global, args: &StatusArgs, clock: &Arc<dyn Clock>) -> 
         .collect();
 
     let budget = &config.budget;
-    let read = super::identity::ReadJson::check(global, budget);
-    let limiter = open_limiter(global, budget, Access::Read, clock).await?;
+    let read = super::identity::ReadJson::check(ctx, budget);
+    let limiter = open_limiter(ctx, budget, Access::Read).await?;
     let mut budget_error = None;
     let window = match read_status(&limiter, budget, &[]).await {
         Ok(st) => {
@@ -302,7 +303,7 @@ pub async fn run(global: &Global, args: &StatusArgs, clock: &Arc<dyn Clock>) -> 
             None
         }
     };
-    let skews = skew::recorded(&global.db)?;
+    let skews = skew::recorded(Some(db))?;
     let clock_skew = skews
         .iter()
         .map(|s| SkewJson {

@@ -8,8 +8,9 @@ use std::io::Write;
 use anyhow::{Context, Result, anyhow};
 use serde::Serialize;
 
+use super::Ctx;
 use super::status::at;
-use crate::cli::{Global, VideoArgs};
+use crate::cli::VideoArgs;
 use crate::error::{MissingConfig, UsageError};
 use crate::output::table::{self, Column, Table};
 use crate::output::text::visible;
@@ -61,11 +62,11 @@ fn chart_name(chart: Option<u32>) -> String {
     chart.map_or_else(|| "overall".to_owned(), |c| format!("category {c}"))
 }
 
-pub fn run(global: &Global, args: &VideoArgs) -> Result<()> {
+pub fn run(ctx: &Ctx<'_>, args: &VideoArgs) -> Result<()> {
+    let global = ctx.global;
     let id = video_id(&args.video_id)?;
     let id = id.as_str();
-    super::database::require(&global.db)?;
-    let store = Store::open_read_only(&global.db)
+    let store = Store::read_on(ctx.require_db()?)
         .with_context(|| format!("opening {} to read", global.db.display()))?
         .ok_or_else(|| {
             MissingConfig(format!(

@@ -5,7 +5,7 @@
 //! ([`crate::schema`]), which opening for charging brings the file up to.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -19,7 +19,7 @@ use super::{
     PolicyStatus, Span, SqliteCause, Status, Window, from_micros, micros,
 };
 use crate::clock::{Clock, Micros};
-use crate::sqlite::{Durability, Migration, OpenError};
+use crate::sqlite::{Db, Durability, Migration, OpenError};
 
 mod log;
 mod status;
@@ -33,8 +33,9 @@ use upstream::{note_refusal_in, upstream_spent_in};
 pub struct EmbeddedLimiter {
     path: PathBuf,
     budget_key: String,
-    /// `None` when opened read-only on a file that does not exist: an empty window.
-    conn: Option<Arc<Mutex<Connection>>>,
+    /// The command's connection; `None` when read on a file that does not exist: an
+    /// empty window.
+    conn: Option<Db>,
     /// Every decision reads the time here, once, and passes it down.
     clock: Arc<dyn Clock>,
     /// The budget charged: a window last charged under another is counted again at its
@@ -55,34 +56,17 @@ impl std::fmt::Debug for EmbeddedLimiter {
 }
 
 impl EmbeddedLimiter {
-    /// Opens (creating if needed) the database at `path`, laid out by `file`, for
-    /// charging, deciding by `clock`. Runs only the limiter's own steps on a file the
-    /// store has versioned ([`crate::sqlite::migrate_own`]).
-    pub(crate) fn open_in(
-        path: &Path,
+    /// The limiter on the command's connection `db`, laid out by `file`, for charging,
+    /// deciding by `clock`. Runs only the limiter's own steps on a file the store has
+    /// versioned ([`crate::sqlite::migrate_own`]).
+    pub(crate) fn on(
+        db: &Db,
         budget_key: &str,
         clock: Arc<dyn Clock>,
         file: &[Migration],
     ) -> Result<EmbeddedLimiter, LimiterError> {
-        let fail = |doing: &'static str, e: rusqlite::Error| LimiterError::Failed {
-            endpoint: path.display().to_string(),
-            doing,
-            reason: e.to_string(),
-            source: Some(SqliteCause(e).into()),
-        };
-        // FULL, as SQLite's default that the limiter always ran with: a granted charge
-        // lost to a power cut would let the window be overspent.
-        let conn =
-            crate::sqlite::open_for_writing(path, Durability::Full).map_err(|e| match e {
-                OpenError::Sqlite { doing, source } => fail(doing, source),
-                e @ OpenError::NoWal { .. } => LimiterError::Failed {
-                    endpoint: path.display().to_string(),
-                    doing: "switching to WAL journaling",
-                    reason: e.to_string(),
-                    source: Some(e.into()),
-                },
-            })?;
-        crate::sqlite::migrate_own(&conn, path, file, super::schema::STEPS).map_err(|e| {
+        let path = db.path();
+        crate::sqlite::migrate_own(&db.lock(), path, file, super::schema::STEPS).map_err(|e| {
             LimiterError::Failed {
                 endpoint: path.display().to_string(),
                 doing: "bringing the database's schema up to date",
@@ -90,37 +74,61 @@ impl EmbeddedLimiter {
                 source: Some(e.into()),
             }
         })?;
-        Ok(EmbeddedLimiter {
-            path: path.to_path_buf(),
-            budget_key: budget_key.to_owned(),
-            conn: Some(Arc::new(Mutex::new(conn))),
+        Ok(EmbeddedLimiter::new(
+            path,
+            budget_key,
+            Some(db.clone()),
             clock,
-            budget: None,
-            fingerprint: Arc::from(""),
-        })
+        ))
     }
 
-    /// Opens `path` only to read the window: creates nothing, writes nothing and never
-    /// migrates. A missing file is an empty window; so is a file whose schema predates
-    /// the limiter's tables, and an older file that holds them is read as it is (their
-    /// columns never changed). A file newer than `file`, the file's list of steps, is
-    /// refused.
-    pub(crate) fn open_read_only_in(
+    /// Opens (creating if needed) the database at `path`, laid out by `file`, for
+    /// charging: [`EmbeddedLimiter::on`] a connection of its own.
+    pub(crate) fn open_in(
         path: &Path,
         budget_key: &str,
         clock: Arc<dyn Clock>,
         file: &[Migration],
     ) -> Result<EmbeddedLimiter, LimiterError> {
-        let conn = if path.exists() {
+        // FULL, as SQLite's default that the limiter always ran with: a granted charge
+        // lost to a power cut would let the window be overspent ([`Self::with_conn`]).
+        let db = Db::open_for_writing(path).map_err(|e| match e {
+            OpenError::Sqlite { doing, source } => LimiterError::Failed {
+                endpoint: path.display().to_string(),
+                doing,
+                reason: source.to_string(),
+                source: Some(SqliteCause(source).into()),
+            },
+            e @ OpenError::NoWal { .. } => LimiterError::Failed {
+                endpoint: path.display().to_string(),
+                doing: "switching to WAL journaling",
+                reason: e.to_string(),
+                source: Some(e.into()),
+            },
+        })?;
+        EmbeddedLimiter::on(&db, budget_key, clock, file)
+    }
+
+    /// The limiter on the command's connection `db`, only to read the window: writes
+    /// nothing and never migrates. No connection (no file) is an empty window; so is a
+    /// file whose schema predates the limiter's tables, and an older file that holds
+    /// them is read as it is (their columns never changed). A file newer than `file`,
+    /// the file's list of steps, is refused.
+    pub(crate) fn reading(
+        db: Option<&Db>,
+        path: &Path,
+        budget_key: &str,
+        clock: Arc<dyn Clock>,
+        file: &[Migration],
+    ) -> Result<EmbeddedLimiter, LimiterError> {
+        if let Some(db) = db {
             let fail = |doing: &'static str, e: Cause| LimiterError::Failed {
                 endpoint: path.display().to_string(),
                 doing,
                 reason: e.to_string(),
                 source: Some(e),
             };
-            let conn = crate::sqlite::open_for_reading(path)
-                .map_err(|e| fail("opening the database to read", SqliteCause(e).into()))?;
-            let found = crate::sqlite::user_version(&conn).map_err(|e| {
+            let found = crate::sqlite::user_version(&db.lock()).map_err(|e| {
                 fail(
                     "reading the database's schema version",
                     SqliteCause(e).into(),
@@ -128,18 +136,47 @@ impl EmbeddedLimiter {
             })?;
             crate::sqlite::check_readable(path, found, crate::sqlite::version_of(file))
                 .map_err(|e| fail("opening the database to read", e.into()))?;
-            Some(Arc::new(Mutex::new(conn)))
+        }
+        Ok(EmbeddedLimiter::new(path, budget_key, db.cloned(), clock))
+    }
+
+    /// Opens `path` only to read the window ([`EmbeddedLimiter::reading`]); a missing
+    /// file is an empty window.
+    pub(crate) fn open_read_only_in(
+        path: &Path,
+        budget_key: &str,
+        clock: Arc<dyn Clock>,
+        file: &[Migration],
+    ) -> Result<EmbeddedLimiter, LimiterError> {
+        let db = if path.exists() {
+            Some(
+                Db::open_for_reading(path).map_err(|e| LimiterError::Failed {
+                    endpoint: path.display().to_string(),
+                    doing: "opening the database to read",
+                    reason: e.to_string(),
+                    source: Some(SqliteCause(e).into()),
+                })?,
+            )
         } else {
             None
         };
-        Ok(EmbeddedLimiter {
+        EmbeddedLimiter::reading(db.as_ref(), path, budget_key, clock, file)
+    }
+
+    fn new(
+        path: &Path,
+        budget_key: &str,
+        conn: Option<Db>,
+        clock: Arc<dyn Clock>,
+    ) -> EmbeddedLimiter {
+        EmbeddedLimiter {
             path: path.to_path_buf(),
             budget_key: budget_key.to_owned(),
             conn,
             clock,
             budget: None,
             fingerprint: Arc::from(""),
-        })
+        }
     }
 
     /// Charges and reads under `budget` from now on (see [`super::Limiter::with_budget`]).
@@ -158,7 +195,7 @@ impl EmbeddedLimiter {
     async fn with_conn<T: Send + 'static>(
         &self,
         doing: &'static str,
-        work: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+        work: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<Option<T>, LimiterError> {
         let Some(conn) = self.conn.clone() else {
             return Ok(None);
@@ -171,10 +208,11 @@ impl EmbeddedLimiter {
             source,
         };
         let joined = tokio::task::spawn_blocking(move || {
-            let Ok(mut guard) = conn.lock() else {
-                return Err(("a previous database operation panicked".to_owned(), None));
-            };
-            work(&mut guard).map_err(|e| (e.to_string(), Some(SqliteCause(e).into())))
+            let cause = |e: rusqlite::Error| (e.to_string(), Some(SqliteCause(e).into()));
+            // FULL, as SQLite's default that the limiter always ran with: a granted
+            // charge lost to a power cut would let the window be overspent.
+            let held = conn.lock_durable(Durability::Full).map_err(cause)?;
+            work(&held).map_err(cause)
         })
         .await;
         match joined {
@@ -505,14 +543,14 @@ fn outcomes(
 }
 
 fn charge_in(
-    conn: &mut Connection,
+    conn: &Connection,
     budget_key: &str,
     counting: Option<(&Budget, &str)>,
     charge: &Charge,
     age: Option<Duration>,
     clock: &dyn Clock,
 ) -> rusqlite::Result<(Decision, i64)> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
     // Read inside the lock, so entries are written in the order of their times.
     let now = clock.now().as_i64();
     if let Some(counting) = counting {

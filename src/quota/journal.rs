@@ -19,7 +19,7 @@
 //! opening the journal brings the file up to.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
@@ -29,7 +29,7 @@ use super::{
     from_micros, micros,
 };
 use crate::clock::{Clock, Micros};
-use crate::sqlite::{Durability, Migration, OpenError, SchemaError};
+use crate::sqlite::{Db, Durability, Migration, OpenError, SchemaError};
 
 /// A row is the only trace of a call the window has not counted: it must survive a
 /// power cut, not only a crash (the store's NORMAL does not).
@@ -159,7 +159,8 @@ pub struct Replayed {
 
 pub struct Journal {
     path: PathBuf,
-    conn: Mutex<Connection>,
+    /// The command's connection.
+    conn: Db,
     /// When a call is made and how old a journalled call is, for the replay: passed
     /// in, so that a test sets the time instead of sleeping.
     clock: Arc<dyn Clock>,
@@ -173,52 +174,103 @@ impl std::fmt::Debug for Journal {
 
 impl Journal {
     /// Opens the journal in the database at `path`, laid out by `file`, creating the
-    /// file if needed and bringing the journal's tables up to date (only those, on a
-    /// file the store has versioned: [`crate::sqlite::migrate_own`]).
+    /// file if needed: [`Journal::on`] a connection of its own.
     pub(crate) fn open_in(
         path: &Path,
         file: &[Migration],
         clock: Arc<dyn Clock>,
     ) -> Result<Journal, JournalError> {
-        let conn = crate::sqlite::open_for_writing(path, DURABILITY)
-            .map_err(|e| JournalError::opening(path, e))?;
-        Journal::ready(path, conn, file, clock)
+        let db = Db::open_for_writing(path).map_err(|e| JournalError::opening(path, e))?;
+        Journal::on(&db, file, clock)
     }
 
-    /// Opens the journal only if the database exists and holds any rows of this
+    /// The journal on the command's connection `db`, laid out by `file`, bringing the
+    /// journal's tables up to date (only those, on a file the store has versioned:
+    /// [`crate::sqlite::migrate_own`]). A connection opened to read is let write.
+    pub(crate) fn on(
+        db: &Db,
+        file: &[Migration],
+        clock: Arc<dyn Clock>,
+    ) -> Result<Journal, JournalError> {
+        db.make_writable()
+            .map_err(|e| JournalError::opening(db.path(), e))?;
+        crate::sqlite::migrate_own(&db.lock(), db.path(), file, super::schema::STEPS)?;
+        Ok(Journal {
+            path: db.path().to_path_buf(),
+            conn: db.clone(),
+            clock,
+        })
+    }
+
+    /// The journal on `db`, only if the database exists and holds any rows of this
     /// host's calls (unmetered or in the ledger); creates nothing otherwise.
-    pub(crate) fn open_if_any_in(
-        path: &Path,
+    pub(crate) fn if_any(
+        db: Option<&Db>,
         file: &[Migration],
         clock: Arc<dyn Clock>,
     ) -> Result<Option<Journal>, JournalError> {
-        Journal::open_if(path, "SELECT 1 FROM quota_journal LIMIT 1", file, clock)
+        Journal::on_if(db, "SELECT 1 FROM quota_journal LIMIT 1", file, clock)
     }
 
-    /// Opens the journal only if the database exists and holds journalled calls:
+    /// The journal on `db`, only if the database exists and holds journalled calls:
     /// creates nothing otherwise, so commands that only read leave no trace.
-    pub(crate) fn open_if_pending_in(
-        path: &Path,
+    pub(crate) fn if_pending(
+        db: Option<&Db>,
         file: &[Migration],
         clock: Arc<dyn Clock>,
     ) -> Result<Option<Journal>, JournalError> {
-        Journal::open_if(
-            path,
+        Journal::on_if(
+            db,
             "SELECT 1 FROM quota_journal WHERE metered = 0 LIMIT 1",
             file,
             clock,
         )
     }
 
-    fn open_if(
+    /// [`Journal::if_any`] on a connection of its own, for tools and tests.
+    pub(crate) fn open_if_any_in(
         path: &Path,
+        file: &[Migration],
+        clock: Arc<dyn Clock>,
+    ) -> Result<Option<Journal>, JournalError> {
+        let db = Journal::reading(path)?;
+        Journal::if_any(db.as_ref(), file, clock)
+    }
+
+    /// [`Journal::if_pending`] on a connection of its own, for tools and tests.
+    pub(crate) fn open_if_pending_in(
+        path: &Path,
+        file: &[Migration],
+        clock: Arc<dyn Clock>,
+    ) -> Result<Option<Journal>, JournalError> {
+        let db = Journal::reading(path)?;
+        Journal::if_pending(db.as_ref(), file, clock)
+    }
+
+    /// A connection to read the file at `path`, when it exists.
+    fn reading(path: &Path) -> Result<Option<Db>, JournalError> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        Db::open_for_reading(path)
+            .map(Some)
+            .map_err(|source| JournalError::Sqlite {
+                path: path.to_path_buf(),
+                doing: "opening the database to read",
+                source,
+            })
+    }
+
+    fn on_if(
+        db: Option<&Db>,
         rows: &str,
         file: &[Migration],
         clock: Arc<dyn Clock>,
     ) -> Result<Option<Journal>, JournalError> {
-        if !path.exists() {
+        let Some(db) = db else {
             return Ok(None);
-        }
+        };
+        let path = db.path();
         let fail = |doing| {
             move |source| JournalError::Sqlite {
                 path: path.to_path_buf(),
@@ -227,8 +279,7 @@ impl Journal {
             }
         };
         let pending = {
-            let conn = crate::sqlite::open_for_reading(path)
-                .map_err(fail("opening the database to read"))?;
+            let conn = db.lock();
             let found = crate::sqlite::user_version(&conn)
                 .map_err(fail("reading the database's schema version"))?;
             crate::sqlite::check_readable(path, found, crate::sqlite::version_of(file))?;
@@ -255,24 +306,7 @@ impl Journal {
         if !pending {
             return Ok(None);
         }
-        let conn = crate::sqlite::open_existing_for_writing(path, DURABILITY)
-            .map_err(|e| JournalError::opening(path, e))?;
-        Journal::ready(path, conn, file, clock).map(Some)
-    }
-
-    /// Brings the journal's tables up to date, creating them if needed.
-    fn ready(
-        path: &Path,
-        conn: Connection,
-        file: &[Migration],
-        clock: Arc<dyn Clock>,
-    ) -> Result<Journal, JournalError> {
-        crate::sqlite::migrate_own(&conn, path, file, super::schema::STEPS)?;
-        Ok(Journal {
-            path: path.to_path_buf(),
-            conn: Mutex::new(conn),
-            clock,
-        })
+        Journal::on(db, file, clock).map(Some)
     }
 
     /// Now, on the clock this journal decides by.
@@ -296,8 +330,12 @@ impl Journal {
         };
         // A panic while holding the lock cannot leave a half-written row: every
         // statement is its own transaction.
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        work(&conn).map_err(fail)
+        let conn = self.conn.lock_durable(DURABILITY).map_err(fail)?;
+        work(&conn).map_err(|source| JournalError::Sqlite {
+            path: self.path.clone(),
+            doing,
+            source,
+        })
     }
 
     /// Records that the call of `charge`, for the budget named `budget_key`, is made
@@ -588,13 +626,13 @@ impl Journal {
 /// How many calls of `budget_key` made while the limiter was down wait in the
 /// journal of the database at `db` to be replayed into the window: read only, and 0
 /// for a database or a journal that does not exist.
-pub fn pending_calls(db: &Path, budget_key: &str) -> Result<u64, JournalError> {
+pub fn pending_calls(db: Option<&Db>, budget_key: &str) -> Result<u64, JournalError> {
     const DOING: &str = "counting the calls not yet replayed";
-    if matches!(db.try_exists(), Ok(false)) {
+    let Some(db) = db else {
         return Ok(0);
-    }
+    };
     let read = || -> rusqlite::Result<i64> {
-        let conn = crate::sqlite::open_for_reading(db)?;
+        let conn = db.lock();
         let has = |sql: &str, name: &str| conn.prepare(sql)?.exists([name]);
         if !has(
             "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
@@ -616,7 +654,7 @@ pub fn pending_calls(db: &Path, budget_key: &str) -> Result<u64, JournalError> {
     read()
         .map(|n| u64::try_from(n).unwrap_or(0))
         .map_err(|source| JournalError::Sqlite {
-            path: db.to_path_buf(),
+            path: db.path().to_path_buf(),
             doing: DOING,
             source,
         })

@@ -232,13 +232,11 @@ pub enum ChargedOn {
 /// limiter). Which of them charged last is then not said: only the clocks that stamped
 /// the calls could tell, and a clock days ahead would pin its kind for days
 /// (docs/commands.md, `--switch-limiter`).
-pub fn charged_on(db: &Path, budget_key: &str) -> Vec<ChargedOn> {
-    if !db.is_file() {
-        return Vec::new();
-    }
-    let Ok(conn) = crate::sqlite::open_for_reading(db) else {
+pub fn charged_on(db: Option<&Db>, budget_key: &str) -> Vec<ChargedOn> {
+    let Some(db) = db else {
         return Vec::new();
     };
+    let conn = db.lock();
     let mut kinds = Vec::new();
     if embedded::logs_any(&conn, budget_key) {
         kinds.push(ChargedOn::Embedded);

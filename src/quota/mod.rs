@@ -22,11 +22,11 @@ mod window;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::Micros;
+use crate::sqlite::Db;
 
 pub use embedded::EmbeddedLimiter;
 pub use journal::{Epoch, Journal, JournalError, Journalled, Replayed, pending_calls};

@@ -15,7 +15,7 @@ use std::time::Duration;
 use rusqlite::params;
 
 use crate::clock::{Micros, Secs};
-use crate::sqlite::{Durability, Migration};
+use crate::sqlite::{Db, Durability, Migration};
 
 /// The most two clocks may disagree before the limiter's is taken for wrong.
 pub const MAX_SKEW: Duration = Duration::from_secs(300);
@@ -278,6 +278,13 @@ pub struct SkewError {
     reason: String,
 }
 
+impl SkewError {
+    /// The file could not be opened to record the skew.
+    pub fn opening(path: &Path, e: &crate::sqlite::OpenError) -> SkewError {
+        fail(path, "recording the clock skew")(crate::error::chain(e))
+    }
+}
+
 fn fail(path: &Path, doing: &'static str) -> impl FnOnce(String) -> SkewError + use<> {
     let path = path.to_path_buf();
     move |reason| SkewError {
@@ -290,31 +297,35 @@ fn fail(path: &Path, doing: &'static str) -> impl FnOnce(String) -> SkewError + 
 /// Records `skew` as the last seen on its clock, in the database at `db`, laid out by
 /// `file` (the quota's own steps brought forward first, as the limiter does: never a
 /// data step of the store's).
-pub(crate) fn record(db: &Path, file: &[Migration], skew: &Skew) -> Result<(), SkewError> {
+pub(crate) fn record(db: &Db, file: &[Migration], skew: &Skew) -> Result<(), SkewError> {
     const DOING: &str = "recording the clock skew";
-    let conn = crate::sqlite::open_for_writing(db, Durability::Full)
-        .map_err(|e| fail(db, DOING)(crate::error::chain(&e)))?;
-    crate::sqlite::migrate_own(&conn, db, file, super::schema::STEPS)
-        .map_err(|e| fail(db, DOING)(crate::error::chain(&e)))?;
+    let path = db.path();
+    db.make_writable()
+        .map_err(|e| fail(path, DOING)(crate::error::chain(&e)))?;
+    let conn = db
+        .lock_durable(Durability::Full)
+        .map_err(|e| fail(path, DOING)(e.to_string()))?;
+    crate::sqlite::migrate_own(&conn, path, file, super::schema::STEPS)
+        .map_err(|e| fail(path, DOING)(crate::error::chain(&e)))?;
     conn.execute(
         "INSERT INTO quota_clock_skew (clock, skew_us, measured_at_us) VALUES (?1, ?2, ?3)
          ON CONFLICT (clock) DO UPDATE
          SET skew_us = excluded.skew_us, measured_at_us = excluded.measured_at_us",
         params![skew.clock.as_str(), skew.skew_us, skew.measured_at_us],
     )
-    .map_err(|e| fail(db, DOING)(e.to_string()))?;
+    .map_err(|e| fail(path, DOING)(e.to_string()))?;
     Ok(())
 }
 
 /// The last skew seen on each clock, read without writing: none when the database
 /// does not exist or predates the record.
-pub fn recorded(db: &Path) -> Result<Vec<Skew>, SkewError> {
+pub fn recorded(db: Option<&Db>) -> Result<Vec<Skew>, SkewError> {
     const DOING: &str = "reading the clock skew";
-    if matches!(db.try_exists(), Ok(false)) {
+    let Some(db) = db else {
         return Ok(Vec::new());
-    }
+    };
     let read = || -> rusqlite::Result<Vec<Skew>> {
-        let conn = crate::sqlite::open_for_reading(db)?;
+        let conn = db.lock();
         let present = conn
             .prepare(
                 "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'quota_clock_skew'",
@@ -347,11 +358,11 @@ pub fn recorded(db: &Path) -> Result<Vec<Skew>, SkewError> {
         }
         Ok(skews)
     };
-    read().map_err(|e| fail(db, DOING)(e.to_string()))
+    read().map_err(|e| fail(db.path(), DOING)(e.to_string()))
 }
 
 /// The last skew seen on `clock`, if any.
-pub fn recorded_for(db: &Path, clock: LimiterClock) -> Result<Option<Skew>, SkewError> {
+pub fn recorded_for(db: Option<&Db>, clock: LimiterClock) -> Result<Option<Skew>, SkewError> {
     Ok(recorded(db)?.into_iter().find(|s| s.clock == clock))
 }
 

@@ -4,7 +4,7 @@
 //! clock; a clock found too far by an earlier run is checked with one call before any other
 //! is made.
 
-use std::path::PathBuf;
+use crate::sqlite::Db;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::outcome::Stop;
@@ -30,12 +30,12 @@ pub(super) struct ClockCheck {
     undated_said: AtomicBool,
     /// For the run's log lines.
     run_id: String,
-    /// The database the skew is recorded in.
-    db: PathBuf,
+    /// The database the skew is recorded in: the command's connection.
+    db: Db,
 }
 
 impl ClockCheck {
-    pub(super) fn new(run_id: String, db: PathBuf) -> ClockCheck {
+    pub(super) fn new(run_id: String, db: Db) -> ClockCheck {
         ClockCheck {
             distrusted: AtomicBool::new(false),
             one_at_a_time: tokio::sync::Mutex::new(()),
@@ -55,7 +55,7 @@ impl ClockCheck {
             return;
         };
         let db = self.db.clone();
-        let found = tokio::task::spawn_blocking(move || skew::recorded_for(&db, clock))
+        let found = tokio::task::spawn_blocking(move || skew::recorded_for(Some(&db), clock))
             .await
             .map_err(|e| e.to_string())
             .and_then(|read| read.map_err(|e| e.to_string()));
@@ -208,10 +208,8 @@ impl ClockCheck {
     /// itself has already decided).
     async fn record(&self, skew: Skew) {
         let db = self.db.clone();
-        let recorded = tokio::task::spawn_blocking(move || {
-            skew::record(&db, crate::schema::MIGRATIONS, &skew)
-        })
-        .await;
+        let recorded =
+            tokio::task::spawn_blocking(move || crate::schema::record_skew_on(&db, &skew)).await;
         match recorded {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(run_id = %self.run_id, "{e}"),

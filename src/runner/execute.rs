@@ -79,7 +79,7 @@ fn lock_regions(run: &Run, ordered: Vec<Region>) -> (Vec<RegionLock>, Vec<(Regio
     let mut reports: Vec<(Region, RegionReport)> = Vec::new();
     for region in ordered {
         let mut report = RegionReport::new(&region.code);
-        match lock::try_lock(&run.db, &region.code) {
+        match lock::try_lock(run.db.path(), &region.code) {
             Ok(Some(l)) => locks.push(l),
             Ok(None) => {
                 tracing::info!(region = %region.code, "region {} is being fetched by another process on this host; skipping it", region.code);
@@ -89,7 +89,7 @@ fn lock_regions(run: &Run, ordered: Vec<Region>) -> (Vec<RegionLock>, Vec<(Regio
                 report.status = Status::Failed;
                 report.error = Some(format!(
                     "locking {}: {e}",
-                    lock::lock_path(&run.db, &region.code).display()
+                    lock::lock_path(run.db.path(), &region.code).display()
                 ));
             }
         }

@@ -3,7 +3,7 @@
 //! `[when_limiter_down]` policy allows (docs/budget.md, "When the limiter is down"). The
 //! meter says what a charge came to; the run applies it (its stops, its regions' numbers).
 
-use std::path::PathBuf;
+use crate::sqlite::Db;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -43,8 +43,8 @@ pub(super) struct Meter {
     allowance: Allowance,
     /// Names the charges (`{run_id}-{seq}`) and the run's log lines.
     run_id: String,
-    /// The database the journal lives in, beside the store.
-    db: PathBuf,
+    /// The database the journal lives in, beside the store: the command's connection.
+    db: Db,
     clock: Arc<dyn Clock>,
     seq: AtomicU64,
     /// Units the limiter granted.
@@ -83,7 +83,7 @@ impl Meter {
         budget: Budget,
         allowance: Allowance,
         run_id: String,
-        db: PathBuf,
+        db: Db,
         clock: Arc<dyn Clock>,
     ) -> Meter {
         Meter {
@@ -207,7 +207,7 @@ impl Meter {
             tracing::warn!(
                 run_id = %self.run_id,
                 "{e}; going on without it for the rest of this run: calls [when_limiter_down] allows are made unmetered and journalled in {}, to be counted in the window once it answers again; the others stop the run",
-                self.db.display()
+                self.db.path().display()
             );
             e.to_string()
         })
@@ -256,7 +256,7 @@ impl Meter {
         let journal = self
             .journal
             .get_or_try_init(|| async move {
-                tokio::task::spawn_blocking(move || Journal::open(&db, clock))
+                tokio::task::spawn_blocking(move || Journal::with(&db, clock))
                     .await
                     .map_err(task)?
                     .map(Arc::new)
@@ -336,7 +336,7 @@ impl Meter {
     /// apart is likely the wrong one; none when they cannot be read.
     async fn recorded_skews(&self) -> Vec<Skew> {
         let db = self.db.clone();
-        match tokio::task::spawn_blocking(move || skew::recorded(&db)).await {
+        match tokio::task::spawn_blocking(move || skew::recorded(Some(&db))).await {
             Ok(Ok(skews)) => skews,
             Ok(Err(e)) => {
                 tracing::debug!("{e}");

@@ -3,28 +3,28 @@
 //! the run's clock, and says what it was doing only when it fails.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::error::RunError;
 use super::outcome::Status;
 use super::plan::Freshness;
 use crate::clock::{Clock, Secs};
+use crate::sqlite::Db;
 use crate::store::{
     CallCount, FollowCounts, FollowStored, RegionOutcome, RunKind, RunLimiter, RunOutcome, Store,
     StoreError, VideoRecord,
 };
 
-/// A run's store, shared by its region tasks, behind a lock they take in turn.
+/// A run's store, shared by its region tasks, on the command's one connection, which
+/// they take in turn.
 pub(super) struct Recorder {
-    store: Arc<Mutex<Store>>,
+    db: Db,
     run_id: String,
     clock: Arc<dyn Clock>,
 }
 
 /// How one piece of work on the store failed, before it is told what it was for.
 enum Failure {
-    /// Another task panicked while it held the store; what it wrote was rolled back.
-    Poisoned,
     // Boxed: the store's errors are large, and this travels in every Result.
     Store(Box<StoreError>),
     /// The blocking task did not finish.
@@ -35,7 +35,6 @@ impl Failure {
     /// The error, saying it happened while `doing`.
     fn doing(self, doing: String) -> RunError {
         match self {
-            Failure::Poisoned => RunError::Poisoned { doing },
             Failure::Store(source) => RunError::Store { doing, source },
             Failure::Task(source) => RunError::Task { doing, source },
         }
@@ -43,9 +42,11 @@ impl Failure {
 }
 
 impl Recorder {
+    /// Records on `store`'s connection; the store itself is let go, so that its
+    /// connection is held only while a piece of work runs.
     pub(super) fn new(store: Store, run_id: String, clock: Arc<dyn Clock>) -> Recorder {
         Recorder {
-            store: Arc::new(Mutex::new(store)),
+            db: store.db().clone(),
             run_id,
             clock,
         }
@@ -56,10 +57,9 @@ impl Recorder {
         &self,
         work: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, Failure> {
-        let store = Arc::clone(&self.store);
+        let db = self.db.clone();
         tokio::task::spawn_blocking(move || {
-            let guard = store.lock().map_err(|_| Failure::Poisoned)?;
-            work(&guard).map_err(|e| Failure::Store(Box::new(e)))
+            work(&Store::resume(&db)).map_err(|e| Failure::Store(Box::new(e)))
         })
         .await
         .map_err(Failure::Task)?

@@ -2,7 +2,7 @@
 //! the upstream, the store, the clock), and the parts that keep its state while its
 //! region tasks share it (stops, meter, recorder, clock check).
 
-use std::path::PathBuf;
+use crate::sqlite::Db;
 use std::sync::{Arc, Mutex};
 
 use super::backoff::Jitter;
@@ -33,12 +33,13 @@ pub struct RunSettings {
 }
 
 /// What a run works through: the budget's limiter, the upstream, and the database
-/// (`db` is its path, for the region locks and the journal beside it).
+/// (`store` on the command's connection `db`, which the journal and the skew record
+/// share; its path names the region locks beside it).
 pub struct RunDeps {
     pub limiter: Limiter,
     pub upstream: Arc<dyn Upstream>,
     pub store: Store,
-    pub db: PathBuf,
+    pub db: Db,
     /// The clock the run decides by (the one its limiter was given): when a stop
     /// frees, what a page is stamped with, how old a search may be. Durations the
     /// run measures (its own length, a call's latency) are `Instant`s: they measure,
@@ -54,8 +55,8 @@ pub struct Run {
     pub(super) settings: RunSettings,
     pub(super) upstream: Arc<dyn Upstream>,
     pub(super) jitter: Jitter,
-    /// The database's path, for the region locks.
-    pub(super) db: PathBuf,
+    /// The command's connection; its path names the region locks.
+    pub(super) db: Db,
     pub(super) clock: Arc<dyn Clock>,
     pub(super) stops: Stops,
     pub(super) meter: Meter,

@@ -271,7 +271,7 @@ impl Scratch {
             limiter,
             upstream,
             store: Store::open(&db).expect("the store"),
-            db,
+            db: crate::sqlite::Db::open_for_writing(&db).expect("the database"),
             clock: self.clock,
             jitter: Jitter::Fixed(0.0),
         };

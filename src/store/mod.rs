@@ -38,8 +38,7 @@ pub(crate) mod test_support;
 #[cfg(test)]
 mod tests;
 
-use rusqlite::Connection;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub use changes::{UPSTREAM_CHANGES, UpstreamChange, crossed, methodology_at};
 pub use chart_history::ChartHistoryRow;
@@ -51,7 +50,22 @@ pub use prune::PruneReport;
 pub use read::{ChartPlace, ChartSpan, CountPoint, CountSource, VideoPlace};
 pub use run_limiter::{LastRunLimiter, RunLimiter};
 
-use crate::sqlite::{Durability, Migration, OpenError};
+use crate::sqlite::{Db, Held, Migration, OpenError};
+
+/// The error of an open that failed, as the store says it.
+fn open_error(path: &Path, e: OpenError) -> StoreError {
+    match e {
+        OpenError::Sqlite { doing, source } => StoreError::Open {
+            path: path.to_path_buf(),
+            context: doing.to_string(),
+            source,
+        },
+        OpenError::NoWal { mode } => StoreError::NoWal {
+            path: path.to_path_buf(),
+            mode,
+        },
+    }
+}
 
 /// Page cache per connection, in KiB.
 const CACHE_KIB: i64 = 32 * 1024;
@@ -152,17 +166,18 @@ pub struct SearchHit {
     pub regions: Vec<String>,
 }
 
-/// The trendsync database.
+/// The trendsync database, as the store reads and writes it: the command's one
+/// connection ([`Db`]), held for as long as the store lives.
 pub struct Store {
-    conn: Connection,
-    path: PathBuf,
+    conn: Held,
+    db: Db,
     read_only: bool,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
-            .field("path", &self.path)
+            .field("path", &self.db.path())
             .field("read_only", &self.read_only)
             .finish()
     }
@@ -174,6 +189,14 @@ impl Store {
     ///
     /// Refuses a database from a newer trendsync ([`crate::sqlite::SchemaError::Newer`]).
     pub(crate) fn open_with(path: &Path, migrations: &[Migration]) -> Result<Store, StoreError> {
+        let db = Db::open_for_writing(path).map_err(|e| open_error(path, e))?;
+        Store::writing(&db, migrations)
+    }
+
+    /// The store on the command's connection `db`, opened to write: upgrades the file's
+    /// schema to `migrations`, the whole file's list of steps, every owner's.
+    pub(crate) fn writing(db: &Db, migrations: &[Migration]) -> Result<Store, StoreError> {
+        let path = db.path();
         let open_err = |context: &'static str| {
             move |source| StoreError::Open {
                 path: path.to_path_buf(),
@@ -181,20 +204,7 @@ impl Store {
                 source,
             }
         };
-        // In WAL mode NORMAL cannot corrupt the file; a power cut may lose the last
-        // commits, which the next run fetches again.
-        let conn =
-            crate::sqlite::open_for_writing(path, Durability::Normal).map_err(|e| match e {
-                OpenError::Sqlite { doing, source } => StoreError::Open {
-                    path: path.to_path_buf(),
-                    context: doing.to_string(),
-                    source,
-                },
-                OpenError::NoWal { mode } => StoreError::NoWal {
-                    path: path.to_path_buf(),
-                    mode,
-                },
-            })?;
+        let conn = db.lock();
         // FTS5 merges read back recent index segments; the 2 MiB default cache makes
         // them go to the OS for pages it just wrote. Grows only as used.
         conn.pragma_update(None, "cache_size", -CACHE_KIB)
@@ -210,67 +220,71 @@ impl Store {
         crate::sqlite::migrate(&conn, path, migrations)?;
         let store = Store {
             conn,
-            path: path.to_path_buf(),
+            db: db.clone(),
             read_only: false,
         };
         store.finish_upgrade()?;
         Ok(store)
     }
 
-    /// Opens the database for `--dry-run`, which must write nothing.
-    ///
-    /// - `Ok(None)` when the file does not exist (it is not created) or is at schema
-    ///   version 0: a new empty file, or one that only an older trendsync's embedded
-    ///   limiter or journal wrote (they did not version the file). Either way it holds
-    ///   none of the store's tables, so nothing is stored and every region is as stale
-    ///   as it can be.
-    /// - A file whose store tables are older than this build's is an error
-    ///   ([`StoreError::OlderSchema`]) rather than a guess at which parts are missing: a
-    ///   dry run never migrates, and one real run upgrades the file. Later steps that
-    ///   change only other tables (the limiter's) are not needed to read it.
-    /// - A newer schema is refused as in [`Store::open`], with the same error.
-    ///
-    /// The connection is `SQLITE_OPEN_READ_ONLY` and `query_only`, so every write method
-    /// fails. The database file's content is never changed. One caveat that comes with
-    /// SQLite's WAL mode: if the file was closed cleanly (no `-wal`/`-shm` beside it),
-    /// SQLite creates those two companion files to read safely while other processes
-    /// may write, and leaves them behind (an empty WAL and its index; the next writer
-    /// reuses them). Avoiding that would need `immutable=1`, which is unsafe while
-    /// another process writes.
+    /// The store again on a connection a store was already made on ([`Store::writing`]
+    /// or [`Store::reading`]): nothing is checked again.
+    pub(crate) fn resume(db: &Db) -> Store {
+        Store {
+            conn: db.lock(),
+            db: db.clone(),
+            read_only: !db.is_writable(),
+        }
+    }
+
+    /// Opens the database for `--dry-run`, which must write nothing: see
+    /// [`Store::reading`]. `Ok(None)` when the file does not exist (it is not created).
     ///
     /// `migrations` is the whole file's list of steps.
     pub(crate) fn open_read_only_with(
         path: &Path,
         migrations: &[Migration],
     ) -> Result<Option<Store>, StoreError> {
-        Self::open_read_only_owning(path, migrations, schema::STEPS)
-    }
-
-    /// [`Store::open_read_only_with`], the store's own steps being `own`.
-    pub(crate) fn open_read_only_owning(
-        path: &Path,
-        migrations: &[Migration],
-        own: &[Migration],
-    ) -> Result<Option<Store>, StoreError> {
         // When existence cannot be determined, go on: SQLite's error will say why.
         if matches!(path.try_exists(), Ok(false)) {
             return Ok(None);
         }
-        let open_err = |context: &'static str| {
-            move |source| StoreError::Open {
-                path: path.to_path_buf(),
-                context: context.to_string(),
-                source,
-            }
-        };
         // No SQLITE_OPEN_CREATE: a file removed since the check above is an error, not
         // a new empty file.
-        // Opened so that the file and its directory are left exactly as found (no
-        // stray -wal/-shm files), and query_only so that nothing is written.
-        let conn =
-            crate::sqlite::open_for_reading(path).map_err(open_err("opening the file to read"))?;
-        let found =
-            crate::sqlite::user_version(&conn).map_err(open_err("reading the schema version"))?;
+        let db = Db::open_for_reading(path).map_err(|source| StoreError::Open {
+            path: path.to_path_buf(),
+            context: "opening the file to read".to_owned(),
+            source,
+        })?;
+        Store::reading(&db, migrations, schema::STEPS)
+    }
+
+    /// The store on the command's connection `db`, only to read, the store's own steps
+    /// being `own` and the file's `migrations`:
+    /// - `Ok(None)` when the file is at schema version 0: a new empty file, or one that
+    ///   only an older trendsync's embedded limiter or journal wrote (they did not
+    ///   version the file). Either way it holds none of the store's tables, so nothing
+    ///   is stored and every region is as stale as it can be.
+    /// - A file whose store tables are older than this build's is an error
+    ///   ([`StoreError::OlderSchema`]) rather than a guess at which parts are missing: a
+    ///   reader never migrates, and one real run upgrades the file. Later steps that
+    ///   change only other tables (the limiter's) are not needed to read it.
+    /// - A newer schema is refused as in [`Store::open`], with the same error.
+    ///
+    /// On a connection opened to read (`query_only`), every write method fails and the
+    /// file's content is never changed.
+    pub(crate) fn reading(
+        db: &Db,
+        migrations: &[Migration],
+        own: &[Migration],
+    ) -> Result<Option<Store>, StoreError> {
+        let path = db.path();
+        let conn = db.lock();
+        let found = crate::sqlite::user_version(&conn).map_err(|source| StoreError::Open {
+            path: path.to_path_buf(),
+            context: "reading the schema version".to_owned(),
+            source,
+        })?;
         let supported = crate::sqlite::version_of(migrations);
         crate::sqlite::check_readable(path, found, supported)?;
         if found == 0 {
@@ -288,14 +302,19 @@ impl Store {
         }
         Ok(Some(Store {
             conn,
-            path: path.to_path_buf(),
-            read_only: true,
+            db: db.clone(),
+            read_only: !db.is_writable(),
         }))
     }
 
     /// The file this store was opened on.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.db.path()
+    }
+
+    /// The connection this store is on.
+    pub fn db(&self) -> &Db {
+        &self.db
     }
 
     /// Whether this store came from [`Store::open_read_only`].
@@ -315,7 +334,7 @@ impl Store {
         .map_err(self.err("checking database integrity"))?;
         if problems != ["ok"] {
             for problem in &problems {
-                tracing::warn!(path = %self.path.display(), problem, "integrity check");
+                tracing::warn!(path = %self.path().display(), problem, "integrity check");
             }
             return Ok(false);
         }
@@ -328,7 +347,7 @@ impl Store {
         ) {
             Ok(_) => Ok(true),
             Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseCorrupt) => {
-                tracing::warn!(path = %self.path.display(), error = %e, "full-text index check");
+                tracing::warn!(path = %self.path().display(), error = %e, "full-text index check");
                 Ok(false)
             }
             Err(e) => Err(self.err("checking the full-text index")(e)),
@@ -353,7 +372,7 @@ impl Store {
 
     /// Maps a SQLite error to [`StoreError::Sqlite`] saying what was being done.
     fn err(&self, context: impl Into<String>) -> impl FnOnce(rusqlite::Error) -> StoreError {
-        let path = self.path.clone();
+        let path = self.path().to_path_buf();
         let context = context.into();
         move |source| StoreError::Sqlite {
             path,

@@ -419,7 +419,7 @@ impl Store {
         if pending.is_none() {
             return Ok(());
         }
-        tracing::info!(path = %self.path.display(), "giving the space the upgrade freed back to the file system (VACUUM)");
+        tracing::info!(path = %self.path().display(), "giving the space the upgrade freed back to the file system (VACUUM)");
         self.vacuum()?;
         self.conn
             .execute(

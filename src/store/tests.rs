@@ -1012,7 +1012,8 @@ fn read_only_open_of_an_unmigrated_or_older_file() {
     longer.push(future);
     let mut own: Vec<Migration> = schema::STEPS.to_vec();
     own.push(future);
-    let err = Store::open_read_only_owning(&path2, &longer, &own).unwrap_err();
+    let db = crate::sqlite::Db::open_for_reading(&path2).expect("the database");
+    let err = Store::reading(&db, &longer, &own).unwrap_err();
     match &err {
         StoreError::OlderSchema {
             found, supported, ..

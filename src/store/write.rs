@@ -73,7 +73,7 @@ impl Store {
         .map_err(self.err(context))?;
         if changed == 0 {
             return Err(StoreError::UnknownRun {
-                path: self.path.clone(),
+                path: self.path().to_path_buf(),
                 run_id: run_id.to_string(),
             });
         }

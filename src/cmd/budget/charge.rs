@@ -3,14 +3,11 @@
 //! its clock is distrusted (docs/commands.md).
 
 use std::io::Write;
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
 use super::json::{ChargeJson, PartJson};
-use crate::cli::Global;
-use crate::clock::Clock;
-use crate::cmd::{Access, load_budget, open_limiter};
+use crate::cmd::{Access, Ctx, load_budget, open_limiter};
 use crate::error::{ExitCode, SilentExit, UsageError, after_output};
 use crate::output::human;
 use crate::output::json::{print_json, seconds};
@@ -48,13 +45,13 @@ fn parts_of<'a>(decision: &'a Decision, bucket: &str) -> Vec<PartJson<'a>> {
 }
 
 pub(super) async fn charge(
-    global: &Global,
+    ctx: &Ctx<'_>,
     method: &str,
     count: u64,
     reserve: bool,
     json: bool,
-    clock: &Arc<dyn Clock>,
 ) -> Result<()> {
+    let (global, clock) = (ctx.global, &ctx.clock);
     let budget = load_budget(global)?;
     let allowance = if reserve {
         Allowance::Quota
@@ -79,13 +76,13 @@ pub(super) async fn charge(
         })?;
     let _writing =
         super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
-    super::identity::refuse_other_kind(global, &budget.key, false, "budget charge")?;
-    let limiter = open_limiter(global, &budget, Access::Charge, clock).await?;
+    super::identity::refuse_other_kind(ctx, &budget.key, false, "budget charge")?;
+    let limiter = open_limiter(ctx, &budget, Access::Charge).await?;
     // A charge decided by a clock last seen far from the upstream's would count the
     // window wrongly; only a run can check the clock (its calls' answers say the
     // upstream's time), so until one has, nothing is charged here.
     if let Some(limiter_clock) = limiter.clock()
-        && let Some(skew) = skew::recorded_for(&global.db, limiter_clock)?.filter(Skew::too_far)
+        && let Some(skew) = skew::recorded_for(ctx.db(), limiter_clock)?.filter(Skew::too_far)
     {
         tracing::error!(
             "{} when last compared, at {}; nothing was charged: {}, then run `trendsync run` once, whose first call checks the clocks; once they agree, charging works again",
@@ -111,7 +108,7 @@ pub(super) async fn charge(
         }
         // A clock to fix, as a recorded skew is (docs/alerts.md): refused alike.
         Err(LimiterError::ClocksApart { apart, .. }) => {
-            let recorded = skew::recorded(&global.db).unwrap_or_default();
+            let recorded = skew::recorded(ctx.db()).unwrap_or_default();
             tracing::error!("{apart}; nothing was charged; {}", apart.advice(&recorded));
             return refused(json, charge.units, CLOCK_SKEW);
         }

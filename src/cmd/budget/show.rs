@@ -4,15 +4,13 @@
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 
 use super::json::{BucketJson, BudgetJson, LimitJson, SpentDayJson, SuggestedJson};
-use crate::cli::Global;
-use crate::clock::{Clock, Micros};
-use crate::cmd::{Access, load_budget, open_limiter, read_status};
+use crate::clock::Micros;
+use crate::cmd::{Access, Ctx, load_budget, open_limiter, read_status};
 use crate::output::human;
 use crate::output::json::{print_json, rfc3339, seconds};
 use crate::quota::drift::{self, SpentDay};
@@ -211,15 +209,16 @@ fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::R
     Ok(())
 }
 
-pub(super) async fn show(global: &Global, json: bool, clock: &Arc<dyn Clock>) -> Result<()> {
+pub(super) async fn show(ctx: &Ctx<'_>, json: bool) -> Result<()> {
+    let (global, _clock) = (ctx.global, &ctx.clock);
     let budget = load_budget(global)?;
     if global.redis_url.is_none() {
         // The embedded limiter's window is in the database: none there is a typo in
         // --db, not a whole budget left.
-        super::database::require(&global.db)?;
+        ctx.require_db()?;
     }
-    let read = super::identity::ReadJson::check(global, &budget);
-    let limiter = open_limiter(global, &budget, Access::ReadReplayed, clock).await?;
+    let read = super::identity::ReadJson::check(ctx, &budget);
+    let limiter = open_limiter(ctx, &budget, Access::ReadReplayed).await?;
     let names: Vec<&str> = budget.buckets().iter().map(|b| b.name).collect();
     let status = read_status(&limiter, &budget, &names).await?;
     let spent = limiter.upstream_spent().await.with_context(|| {

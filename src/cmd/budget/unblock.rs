@@ -2,14 +2,12 @@
 //! for the operator who knows the key's quota was raised or reset (docs/commands.md).
 
 use std::io::Write;
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
 use super::json::{UnblockJson, UnblockedJson};
-use crate::cli::Global;
-use crate::clock::{Clock, Micros};
-use crate::cmd::{Access, load_budget, open_limiter};
+use crate::clock::Micros;
+use crate::cmd::{Access, Ctx, load_budget, open_limiter};
 use crate::error::UsageError;
 use crate::output::json::{print_json, rfc3339};
 use crate::quota::{BUDGET_POLICY, BucketRef, Budget};
@@ -29,12 +27,8 @@ fn bucket_named<'a>(budget: &'a Budget, name: &str) -> Result<BucketRef<'a>> {
 /// Lifts an upstream block before its reset, for the operator who knows the key's
 /// quota was raised or reset: of one bucket, or of every bucket. Logged, so the cron
 /// log shows who let calls through.
-pub(super) async fn unblock(
-    global: &Global,
-    bucket: Option<&str>,
-    json: bool,
-    clock: &Arc<dyn Clock>,
-) -> Result<()> {
+pub(super) async fn unblock(ctx: &Ctx<'_>, bucket: Option<&str>, json: bool) -> Result<()> {
+    let (global, _clock) = (ctx.global, &ctx.clock);
     let budget = load_budget(global)?;
     let buckets = match bucket {
         Some(name) => vec![bucket_named(&budget, name)?],
@@ -42,7 +36,7 @@ pub(super) async fn unblock(
     };
     let _writing =
         super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
-    let limiter = open_limiter(global, &budget, Access::Charge, clock).await?;
+    let limiter = open_limiter(ctx, &budget, Access::Charge).await?;
     let mut lifted = Vec::with_capacity(buckets.len());
     for b in &buckets {
         let until = limiter.unblock(&b.methods()).await.with_context(|| {

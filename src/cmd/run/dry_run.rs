@@ -2,16 +2,13 @@
 //! it stands, printed as a table or as JSON. Nothing is called, charged or written.
 
 use std::io::Write;
-use std::sync::Arc;
 
 use anyhow::Result;
 use serde::Serialize;
 
 use super::{Job, due_for_follow_up, freshness};
-use crate::cli::Global;
-use crate::clock::Clock;
 use crate::cmd::exit::exit_code_for_status;
-use crate::cmd::{Access, open_limiter, read_status};
+use crate::cmd::{Access, Ctx, open_limiter, read_status};
 use crate::config::Config;
 use crate::error::{SilentExit, after_output};
 use crate::output::human;
@@ -23,29 +20,25 @@ use crate::youtube;
 
 /// Plans the job, prices it against the budget, and prints what the real run would do;
 /// the exit code is the one the real run would give for the same stop.
-pub(super) async fn run(
-    global: &Global,
-    config: &Config,
-    job: &Job<'_>,
-    clock: &Arc<dyn Clock>,
-) -> Result<()> {
+pub(super) async fn run(ctx: &Ctx<'_>, config: &Config, job: &Job<'_>) -> Result<()> {
+    let (global, clock) = (ctx.global, &ctx.clock);
     // No call is made, but a base the real run would refuse is refused here too (78).
     youtube::parse_api_base(&global.api_base)?;
-    let fresh = freshness(global)?;
+    let fresh = freshness(ctx)?;
     let now = clock.now().to_secs();
     let mut plan = runner::plan(&job.regions, &fresh, now);
     if let Some(follow) = config.regions.follow {
         plan.extend(runner::plan::follow_ups(due_for_follow_up(
-            global,
+            ctx,
             follow,
             now.as_i64(),
         )?));
     }
     let budget = &config.budget;
     // Warns first when this is not what the latest run read; the JSON names both.
-    let read = crate::cmd::identity::ReadJson::check(global, budget);
+    let read = crate::cmd::identity::ReadJson::check(ctx, budget);
     let costs = read.costs.path.clone();
-    let limiter = open_limiter(global, budget, Access::Read, clock).await?;
+    let limiter = open_limiter(ctx, budget, Access::Read).await?;
     let names: Vec<String> = budget.policies().into_iter().map(|p| p.name).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let status = read_status(&limiter, budget, &names).await?;

@@ -9,7 +9,7 @@ use super::*;
 /// when the limiter's tables do not exist yet (a file below schema version 4 that no
 /// older limiter wrote to).
 pub(super) fn status_in(
-    conn: &mut Connection,
+    conn: &Connection,
     budget_key: &str,
     counting: Option<(&Budget, &str)>,
     refs: &[PolicyRef],
@@ -22,7 +22,7 @@ pub(super) fn status_in(
     if !exists {
         return Ok(None);
     }
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+    let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Deferred)?;
     let mut blocked_methods = std::collections::BTreeMap::new();
     for p in refs.iter().filter(|p| p.kind == Kind::Bucket) {
         for m in &p.methods {

@@ -9,14 +9,14 @@ use super::*;
 /// write nothing. Entries are summed whatever the bucket's window, from what the window
 /// still holds.
 pub(super) fn note_refusal_in(
-    conn: &mut Connection,
+    conn: &Connection,
     budget_key: &str,
     bucket: &str,
     quota: u64,
     day: &Window,
     clock: &dyn Clock,
 ) -> rusqlite::Result<Option<SpentDay>> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
     let now = clock.now().as_i64();
     let cutoff = day.at(now).cutoff_us;
     let day_us = cutoff + 1;
@@ -62,7 +62,7 @@ pub(super) fn note_refusal_in(
 /// Every record of [`note_refusal_in`] for the budget; none in a file whose schema
 /// predates them.
 pub(super) fn upstream_spent_in(
-    conn: &mut Connection,
+    conn: &Connection,
     budget_key: &str,
 ) -> rusqlite::Result<Vec<SpentDay>> {
     let exists = conn

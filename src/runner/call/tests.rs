@@ -357,7 +357,7 @@ async fn after_a_skew(
         skew_us: if skewed { 3_600_000_000 } else { 0 },
         measured_at_us: AT_2026_US,
     };
-    skew::record(&db, crate::schema::MIGRATIONS, &last).expect("recorded");
+    crate::schema::record_skew(&db, &last).expect("recorded");
     if spent {
         let budget = crate::runner::test_support::budget(THREE_CALLS);
         let limiter = Limiter::Embedded(
@@ -380,10 +380,13 @@ async fn after_a_skew(
     }
     .run(dir.path(), Arc::clone(&upstream) as _);
     let report = execute(run, vec![region("US", &[])]).await;
-    let too_far = skew::recorded_for(&db, LimiterClock::Host)
-        .expect("read")
-        .expect("a record")
-        .too_far();
+    let too_far = skew::recorded_for(
+        Some(&crate::sqlite::Db::open_for_reading(&db).expect("read")),
+        LimiterClock::Host,
+    )
+    .expect("read")
+    .expect("a record")
+    .too_far();
     (upstream.calls(), report, too_far)
 }
 

@@ -25,8 +25,13 @@ fn reading(off_s: i64) -> Reading {
 fn after_an_hour_of_skew() -> (tempfile::TempDir, ClockCheck) {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("t.db");
-    skew::record(&db, crate::schema::MIGRATIONS, &an_hour_off()).expect("recorded");
-    (dir, ClockCheck::new("r1".into(), db))
+    crate::schema::record_skew(&db, &an_hour_off()).expect("recorded");
+    (dir, ClockCheck::new("r1".into(), writing(&db)))
+}
+
+/// The command's connection to `db`, as a run has it.
+fn writing(db: &std::path::Path) -> crate::sqlite::Db {
+    crate::sqlite::Db::open_for_writing(db).expect("the database")
 }
 
 /// The host's clock an hour ahead, as a run measured it.
@@ -64,7 +69,7 @@ async fn a_clock_found_too_far_before_is_checked_one_call_at_a_time() {
     assert_eq!(agrees, Ok(()));
     assert!(check.gate().await.is_none(), "trusted again");
     assert!(!stops.stopped(BUDGET_POLICY));
-    let last = skew::recorded_for(&db, LimiterClock::Host).expect("read");
+    let last = skew::recorded_for(Some(&writing(&db)), LimiterClock::Host).expect("read");
     assert!(last.is_some_and(|s| !s.too_far()), "{last:?}");
 }
 
@@ -74,7 +79,7 @@ async fn a_clock_found_too_far_before_is_checked_one_call_at_a_time() {
 async fn an_answer_too_far_off_stops_every_call() {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("t.db");
-    let check = ClockCheck::new("r1".into(), db.clone());
+    let check = ClockCheck::new("r1".into(), writing(&db));
     let stops = stops();
     for _ in 0..2 {
         let got = check
@@ -84,7 +89,7 @@ async fn an_answer_too_far_off_stops_every_call() {
     }
     assert!(stops.stopped(BUDGET_POLICY));
     assert!(matches!(stops.reported(), Some(Stop::ClockSkew { .. })));
-    let last = skew::recorded_for(&db, LimiterClock::Host).expect("read");
+    let last = skew::recorded_for(Some(&writing(&db)), LimiterClock::Host).expect("read");
     assert!(last.is_some_and(|s| s.too_far()), "{last:?}");
 }
 
@@ -93,7 +98,7 @@ async fn an_answer_too_far_off_stops_every_call() {
 #[tokio::test]
 async fn no_record_no_distrust() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let check = ClockCheck::new("r1".into(), dir.path().join("t.db"));
+    let check = ClockCheck::new("r1".into(), writing(&dir.path().join("t.db")));
     check.distrust_if_skewed(None).await;
     check.distrust_if_skewed(Some(LimiterClock::Host)).await;
     assert!(check.gate().await.is_none());
@@ -120,7 +125,7 @@ async fn an_answer_without_a_date_stops_a_distrusted_clock() {
         }
     );
     assert_eq!(stop.status(), crate::runner::outcome::Status::ClockSkew);
-    let last = skew::recorded_for(&db, LimiterClock::Host).expect("read");
+    let last = skew::recorded_for(Some(&writing(&db)), LimiterClock::Host).expect("read");
     assert_eq!(last, Some(an_hour_off()), "the record is unchanged");
 }
 
@@ -129,7 +134,7 @@ async fn an_answer_without_a_date_stops_a_distrusted_clock() {
 #[tokio::test]
 async fn an_answer_without_a_date_on_a_trusted_clock_goes_on() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let check = ClockCheck::new("r1".into(), dir.path().join("t.db"));
+    let check = ClockCheck::new("r1".into(), writing(&dir.path().join("t.db")));
     check.distrust_if_skewed(Some(LimiterClock::Host)).await;
     let stops = stops();
     assert_eq!(check.unconfirmed(LimiterClock::Host, &stops), Ok(()));

@@ -68,6 +68,7 @@ fn meter(dir: &std::path::Path, costs: &str, down: bool) -> Meter {
                 .expect("the embedded limiter"),
         )
     };
+    let db = crate::sqlite::Db::open_for_writing(&db).expect("the database");
     Meter::new(limiter, budget, Allowance::Ceiling, "r1".into(), db, clock)
 }
 

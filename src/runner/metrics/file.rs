@@ -9,6 +9,7 @@ use super::picture::{BudgetNumbers, LimiterHealth, Picture};
 use crate::quota::Budget;
 use crate::runner::outcome::RunReport;
 use crate::runner::upstream::METHODS;
+use crate::sqlite::Db;
 use crate::store::{Store, StoreError};
 
 /// Writing `--metrics-file` after a run failed.
@@ -34,7 +35,7 @@ pub enum MetricsError {
 /// regions.toml, fetched by this run or not: they, and only they, get region series.
 pub fn write_after_run(
     path: &Path,
-    db: &Path,
+    db: &Db,
     budget: &Budget,
     configured: &[&str],
     report: &RunReport,
@@ -48,21 +49,21 @@ pub fn write_after_run(
         None => previous(path).and_then(|text| BudgetNumbers::last_known(budget, &text)),
     };
     let read = |source| MetricsError::Read {
-        db: db.to_path_buf(),
+        db: db.path().to_path_buf(),
         source: Box::new(source),
     };
-    let mut picture = match Store::open_read_only(db).map_err(read)? {
+    let mut picture = match Store::read_on(db).map_err(read)? {
         Some(store) => Picture::read(&store, numbers, configured).map_err(read)?,
         None => Picture {
             configured,
             ..Picture::default()
         },
     };
-    picture.skews = crate::quota::skew::recorded(db).map_err(MetricsError::Skew)?;
+    picture.skews = crate::quota::skew::recorded(Some(db)).map_err(MetricsError::Skew)?;
     picture.limiter = Some(LimiterHealth {
         key: budget.key.clone(),
         up: report.limiter_up,
-        pending_calls: crate::quota::pending_calls(db, &budget.key)
+        pending_calls: crate::quota::pending_calls(Some(db), &budget.key)
             .map_err(MetricsError::Journal)?,
     });
     write_atomically(path, &picture.exposition(&METHODS).render()).map_err(MetricsError::Write)?;

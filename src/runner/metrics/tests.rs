@@ -474,7 +474,7 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
     };
     write_after_run(
         &path,
-        &db,
+        &writing(&db),
         &budget,
         &["US"],
         &report_with(Some(window.clone())),
@@ -504,7 +504,7 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
     // A limiter that could not say: the figures the file had stay, marked by
     // trendsync_limiter_up 0, and the rest is still written.
     let before = text;
-    write_after_run(&path, &db, &budget, &["US"], &report_with(None)).expect("writing");
+    write_after_run(&path, &writing(&db), &budget, &["US"], &report_with(None)).expect("writing");
     let text = fs::read_to_string(&path).expect("reading");
     let budget_lines = |t: &str| -> Vec<String> {
         t.lines()
@@ -519,14 +519,21 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
 
     // With no earlier file, nothing is known: no budget series, the limiter down.
     let fresh = dir.path().join("fresh.prom");
-    write_after_run(&fresh, &db, &budget, &["US"], &report_with(None)).expect("writing");
+    write_after_run(&fresh, &writing(&db), &budget, &["US"], &report_with(None)).expect("writing");
     let text = fs::read_to_string(&fresh).expect("reading");
     assert!(budget_lines(&text).is_empty(), "{text}");
     assert!(text.contains(&format!("trendsync_limiter_up{{budget=\"{key}\"}} 0\n")));
 
-    // No database: an empty picture, not an error.
+    // A database with nothing stored yet: an empty picture, not an error.
     let none = dir.path().join("none.db");
-    write_after_run(&path, &none, &budget, &["US"], &report_with(Some(window))).expect("writing");
+    write_after_run(
+        &path,
+        &writing(&none),
+        &budget,
+        &["US"],
+        &report_with(Some(window)),
+    )
+    .expect("writing");
     let text = fs::read_to_string(&path).expect("reading");
     assert!(text.contains("trendsync_upstream_calls_total"), "{text}");
     assert!(
@@ -534,7 +541,6 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
         "a configured region has its series before any run reached it: {text}"
     );
     assert!(!text.contains("trendsync_last_run"), "{text}");
-    assert!(!none.exists(), "a metrics file never creates the database");
 }
 
 /// A run's duration is what its process measured, to the microsecond: a sub-second run
@@ -618,4 +624,9 @@ fn samples_parse_back_with_their_labels() {
         Some(("plain".to_owned(), vec![], 4.0))
     );
     assert_eq!(parse_sample("broken{x=1} 4"), None);
+}
+
+/// The command's connection to `db`, as a run has it.
+fn writing(db: &std::path::Path) -> crate::sqlite::Db {
+    crate::sqlite::Db::open_for_writing(db).expect("the database")
 }
