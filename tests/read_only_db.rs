@@ -458,3 +458,57 @@ fn the_writers_refuse_a_foreign_sqlite_file_and_leave_it_byte_for_byte() {
         assert_eq!(s.listing(), listing, "{args:?} created nothing");
     }
 }
+
+/// Another program's database in WAL mode, as that program left it when it died: its
+/// writes still in the `-wal` beside it, the index in the `-shm`. Every command that
+/// refuses it leaves all three byte for byte as they were: nothing checkpointed, none
+/// of them deleted, nothing created beside them.
+#[test]
+fn a_foreign_wal_database_and_its_wal_and_shm_are_left_byte_for_byte() {
+    let s = Scratch::new();
+    let live = s.file("live");
+    std::fs::create_dir(&live).expect("a directory");
+    let other = rusqlite::Connection::open(live.join("other.db")).expect("creating");
+    other
+        .execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
+             CREATE TABLE contacts (name TEXT); INSERT INTO contacts VALUES ('x');",
+        )
+        .expect("filling");
+    // Copied while the program still has it open: what a crash leaves.
+    for suffix in ["", "-wal", "-shm"] {
+        std::fs::copy(
+            live.join(format!("other.db{suffix}")),
+            s.file(&format!("other.db{suffix}")),
+        )
+        .expect("a copy");
+    }
+    drop(other);
+    let files = ["other.db", "other.db-wal", "other.db-shm"];
+    let bytes = || -> Vec<Vec<u8>> {
+        files
+            .iter()
+            .map(|f| std::fs::read(s.file(f)).expect("its bytes"))
+            .collect()
+    };
+    let before = bytes();
+    assert!(!before[1].is_empty(), "the writes are in the -wal");
+    let listing = s.listing();
+    for args in [
+        &["run"][..],
+        &["status"],
+        &["budget"],
+        &["budget", "charge", "videos.list"],
+        &["export"],
+        &["prune", "--older-than", "30d"],
+    ] {
+        s.cmd()
+            .args(["--db", "other.db"])
+            .args(args)
+            .expect_stderr("--db other.db: is an SQLite database, but not trendsync's")
+            .status(78)
+            .run();
+        assert!(bytes() == before, "{args:?} changed one of {files:?}");
+        assert_eq!(s.listing(), listing, "{args:?} created or deleted a file");
+    }
+}
