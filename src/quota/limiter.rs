@@ -56,10 +56,6 @@ impl Limiter {
         }
     }
 
-    pub fn is_down(&self) -> bool {
-        matches!(self, Limiter::Down { .. })
-    }
-
     pub async fn charge(&self, charge: &Charge) -> Result<Decision, LimiterError> {
         self.charge_timed(charge)
             .await

@@ -2,7 +2,7 @@
 //! and the runs a killed process left `running`. What `status`, `runs` and the
 //! metrics file are built from.
 
-use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, named_params, params};
+use rusqlite::{Transaction, TransactionBehavior, named_params, params};
 
 use super::{RunKind, Store, StoreError};
 use crate::region_status::{CallOutcome, Recorded, RegionStatus};
@@ -406,14 +406,6 @@ impl Store {
             rows.collect::<rusqlite::Result<Vec<_>>>()
         })()
         .map_err(self.err("reading the calls by method and outcome"))
-    }
-
-    /// When the run `run_id` started, if it is recorded.
-    pub fn run_started_at(&self, run_id: &str) -> Result<Option<i64>, StoreError> {
-        self.conn
-            .prepare_cached("SELECT started_at FROM runs WHERE run_id = ?1")
-            .and_then(|mut stmt| stmt.query_row([run_id], |row| row.get(0)).optional())
-            .map_err(self.err(format!("reading run {run_id}")))
     }
 }
 
