@@ -256,19 +256,24 @@ fn frozen(path: &Path) -> bool {
 
 /// Opens `path` as an immutable database (`?immutable=1`): no locks, no WAL.
 fn open_immutable(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = open_read_only_uri(path, "immutable=1")?;
+    read_schema(&conn)?;
+    Ok(conn)
+}
+
+/// Opens `path` read-only as a URI with `query` (SQLite's URI parameters).
+fn open_read_only_uri(path: &Path, query: &str) -> rusqlite::Result<Connection> {
     let absolute = std::fs::canonicalize(path)
         .map_err(|_| rusqlite::Error::InvalidPath(path.to_path_buf()))?;
     let mut uri = url::Url::from_file_path(&absolute)
         .map_err(|()| rusqlite::Error::InvalidPath(path.to_path_buf()))?;
-    uri.set_query(Some("immutable=1"));
-    let conn = Connection::open_with_flags(
+    uri.set_query(Some(query));
+    Connection::open_with_flags(
         uri.as_str(),
         OpenFlags::SQLITE_OPEN_READ_ONLY
             | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    read_schema(&conn)?;
-    Ok(conn)
+    )
 }
 
 /// One forward step of the schema.

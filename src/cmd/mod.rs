@@ -56,6 +56,15 @@ impl Ctx<'_> {
         self.db.get()
     }
 
+    /// The store on the command's connection, only to read: none when there is no
+    /// file, or one that holds none of the store's tables yet.
+    pub fn read_store(&self) -> Result<Option<crate::store::Store>, crate::store::StoreError> {
+        self.db()
+            .map(crate::store::Store::read_on)
+            .transpose()
+            .map(Option::flatten)
+    }
+
     /// The command's connection to write, creating the file when there was none: for
     /// a command that writes, once its input has been checked.
     pub fn writable_db(&self) -> Result<&Db> {

@@ -37,10 +37,7 @@ pub fn run(ctx: &Ctx<'_>, args: &PruneArgs, clock: &dyn Clock) -> Result<()> {
     let db = &global.db;
     let report = if args.dry_run {
         match ctx
-            .db()
-            .map(Store::read_on)
-            .transpose()
-            .map(Option::flatten)
+            .read_store()
             .with_context(|| format!("opening {} to see what prune would delete", db.display()))?
         {
             Some(store) => store.prune(cutoff, true, false)?,

@@ -93,12 +93,7 @@ pub async fn backfill(ctx: &Ctx<'_>, args: &BackfillArgs) -> Result<()> {
 /// database does not exist.
 fn freshness(ctx: &Ctx<'_>) -> Result<BTreeMap<String, Freshness>> {
     let global = ctx.global;
-    let store = match ctx
-        .db()
-        .map(Store::read_on)
-        .transpose()
-        .map(Option::flatten)
-    {
+    let store = match ctx.read_store() {
         Ok(Some(store)) => store,
         Ok(None) => return Ok(BTreeMap::new()),
         // The plan is still right without it; only the order of regions may differ.
@@ -116,12 +111,7 @@ fn freshness(ctx: &Ctx<'_>) -> Result<BTreeMap<String, Freshness>> {
 /// the database does not exist or predates follow-ups.
 fn due_for_follow_up(ctx: &Ctx<'_>, follow: Follow, now_s: i64) -> Result<usize> {
     let global = ctx.global;
-    let store = match ctx
-        .db()
-        .map(Store::read_on)
-        .transpose()
-        .map(Option::flatten)
-    {
+    let store = match ctx.read_store() {
         Ok(Some(store)) => store,
         Ok(None) | Err(StoreError::OlderSchema { .. }) => return Ok(0),
         Err(e) => return Err(e).with_context(|| format!("reading {}", global.db.display())),

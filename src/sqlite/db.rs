@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use parking_lot::lock_api::ArcReentrantMutexGuard;
 use parking_lot::{RawMutex, RawThreadId, ReentrantMutex};
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 
 use super::{Durability, OpenError};
 
@@ -212,16 +212,6 @@ pub fn open_untouched(path: &Path) -> rusqlite::Result<Option<Connection>> {
         (true, true) => "mode=ro&readonly_shm=1",
         (true, false) => return Ok(None),
     };
-    let absolute = std::fs::canonicalize(path)
-        .map_err(|_| rusqlite::Error::InvalidPath(path.to_path_buf()))?;
-    let mut uri = url::Url::from_file_path(&absolute)
-        .map_err(|()| rusqlite::Error::InvalidPath(path.to_path_buf()))?;
-    uri.set_query(Some(query));
-    let conn = Connection::open_with_flags(
-        uri.as_str(),
-        OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_URI
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
+    let conn = super::open_read_only_uri(path, query)?;
     Ok(Some(conn))
 }
