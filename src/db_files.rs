@@ -180,7 +180,7 @@ impl fmt::Display for Overwrite {
         };
         write!(
             f,
-            "{} {} is {}{how} (--db {}); writing it would destroy the data: {fix}",
+            "{} {} is {}{how} (--db {}); writing it would damage the database: {fix}",
             self.what,
             self.target.display(),
             self.part.describe(),

@@ -13,6 +13,7 @@ use serde::Serialize;
 use super::run::signals::{Signals, StopRequest};
 use crate::cli::{ExportArgs, ExportFormat, ExportPer, Global};
 use crate::clock::Clock;
+use crate::db_files::DbFiles;
 use crate::error::{SilentExit, UsageTip};
 use crate::output::parquet::{Cell, Column, Kind, Limits, Table};
 use crate::output::text::visible;
@@ -153,10 +154,16 @@ pub fn run(global: &Global, args: &ExportArgs, clock: &dyn Clock) -> Result<()> 
         }
         .into());
     }
-    // First, so that SIGINT/SIGTERM stop the export between two rows (the file at
-    // --output left as it was, no temporary file beside it) instead of killing it.
-    let stop = Signals::listen()?.stop_request("the export");
     let db = &global.db;
+    // An export written over the database or its -wal destroys what it exports.
+    let protected = DbFiles::of(db);
+    if let Some(path) = &args.output {
+        protected.refuse_write(path, "--output")?;
+    }
+    // Before the database is opened, so that SIGINT/SIGTERM stop the export between
+    // two rows (the file at --output left as it was, no temporary file beside it)
+    // instead of killing it.
+    let stop = Signals::listen()?.stop_request("the export");
     super::database::require(db)?;
     let store = Store::open_read_only(db)
         .with_context(|| format!("opening {} to export", db.display()))?
@@ -208,12 +215,14 @@ pub fn run(global: &Global, args: &ExportArgs, clock: &dyn Clock) -> Result<()> 
                 other => other.map(|_| ()),
             }
         }
-        Some(path) => crate::atomic::write(path, None, |file| -> Result<()> {
-            let shown = Shown { terminal: false };
-            write_rows(&store, &regions, span, args.format, &stop, shown, file)?;
-            Ok(())
-        })
-        .with_context(|| format!("exporting to {}", path.display())),
+        Some(path) => {
+            crate::atomic::write(path, "--output", &protected, None, |file| -> Result<()> {
+                let shown = Shown { terminal: false };
+                write_rows(&store, &regions, span, args.format, &stop, shown, file)?;
+                Ok(())
+            })
+            .with_context(|| format!("exporting to {}", path.display()))
+        }
     };
     match (result, stop.finish()) {
         (Err(e), Some(code)) if e.chain().any(|c| c.is::<Stopped>()) => {

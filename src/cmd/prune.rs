@@ -11,6 +11,7 @@ use super::maintenance;
 use super::run::signals::Signals;
 use crate::cli::{Global, PruneArgs};
 use crate::clock::Clock;
+use crate::db_files::DbFiles;
 use crate::error::{SilentExit, after_output};
 use crate::store::{PruneReport, Store};
 
@@ -50,7 +51,8 @@ pub fn run(global: &Global, args: &PruneArgs, clock: &dyn Clock) -> Result<()> {
             ))
             .into());
         }
-        let writing = maintenance::for_writing(db, maintenance::WRITER_PATIENCE)?;
+        let files = DbFiles::of(db);
+        let writing = maintenance::for_writing(&files, maintenance::WRITER_PATIENCE)?;
         let store =
             Store::open(db).with_context(|| format!("opening {} to prune", db.display()))?;
         let bytes_before = store.file_bytes()?;
@@ -61,7 +63,7 @@ pub fn run(global: &Global, args: &PruneArgs, clock: &dyn Clock) -> Result<()> {
         if args.vacuum && !report.interrupted {
             // Writers that start meanwhile wait for it instead of failing on SQLite's
             // busy timeout.
-            let _vacuum = maintenance::for_vacuum(db)?;
+            let _vacuum = maintenance::for_vacuum(&files)?;
             store.vacuum()?;
             report.bytes_freed = bytes_before.saturating_sub(store.file_bytes()?);
         }

@@ -12,6 +12,7 @@ use super::{Access, key, load_config, open_limiter, select_regions};
 use crate::cli::{BackfillArgs, Global, RunArgs};
 use crate::clock::Clock;
 use crate::config::{Config, Follow, Region};
+use crate::db_files::DbFiles;
 use crate::error::{SilentExit, after_output};
 use crate::output::human;
 use crate::output::json::print_json;
@@ -131,16 +132,19 @@ async fn execute(
     job: Job<'_>,
     clock: &Arc<dyn Clock>,
 ) -> Result<()> {
-    // Something other than a file at --metrics-file is a mistake in the crontab (78),
-    // refused before any call; once the run is under way, a file that cannot be
-    // written is only logged.
+    let files = DbFiles::of(&global.db);
+    // A --metrics-file the run could not write (something other than a file) or must
+    // not (the database or one of its files) is a mistake in the crontab (78), refused
+    // before any call, by the dry run too; once the run is under way, a file that
+    // cannot be written is only logged.
     if let Some(path) = &global.metrics_file {
+        files.refuse_write(path, "--metrics-file")?;
         crate::atomic::check(path).context("--metrics-file")?;
     }
     if job.dry_run {
         dry_run::run(global, config, &job, clock).await
     } else {
-        fetch(global, config, job, clock).await
+        fetch(global, config, job, clock, files).await
     }
 }
 
@@ -150,6 +154,7 @@ async fn fetch(
     config: &Config,
     job: Job<'_>,
     clock: &Arc<dyn Clock>,
+    files: DbFiles,
 ) -> Result<()> {
     // Before anything else, so that a signal during the setup stops the run cleanly
     // too instead of killing the process.
@@ -162,10 +167,14 @@ async fn fetch(
         job.switch_limiter,
         &format!("this {}", job.kind.as_str()),
     )?;
+    // The region locks are taken once the run is under way, after the journal's
+    // replay; one that is a link to the database is refused now, before any charge.
+    for region in &job.regions {
+        lock::refuse_region_lock(&files, &region.code)?;
+    }
     // Held for the whole run: a `prune --vacuum` under way is waited for here, before
     // anything is recorded or charged.
-    let _writing =
-        super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
+    let _writing = super::maintenance::for_writing(&files, super::maintenance::WRITER_PATIENCE)?;
     // The error names the base itself, masked and without the key.
     let client = Client::new(&global.api_base, key, REQUEST_TIMEOUT)
         .context("setting up the upstream client (--api-base, the API key)")?;
@@ -177,7 +186,7 @@ async fn fetch(
     let run_id = crate::runner::run_id::new_run_id(clock.as_ref());
     // Held until the run's outcome is recorded: while it is, nobody takes the run
     // for one a killed process left behind.
-    let run_lock = lock::lock_run(&global.db, &run_id).with_context(|| {
+    let run_lock = lock::lock_run(&files, &run_id).with_context(|| {
         format!(
             "locking {}",
             lock::run_lock_path(&global.db, &run_id).display()
@@ -196,7 +205,7 @@ async fn fetch(
         limiter,
         upstream: Arc::new(client),
         store,
-        db: global.db.clone(),
+        db: files.clone(),
         clock: Arc::clone(clock),
         jitter: Jitter::Random,
     };
@@ -215,8 +224,7 @@ async fn fetch(
         .map(|r| r.code.as_str())
         .collect();
     if let Some(path) = &global.metrics_file
-        && let Err(e) =
-            metrics::write_after_run(path, &global.db, &config.budget, &configured, &report)
+        && let Err(e) = metrics::write_after_run(path, &files, &config.budget, &configured, &report)
     {
         tracing::error!(run_id = %report.run_id, "{}", crate::error::chain(&e));
     }

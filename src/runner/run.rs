@@ -2,7 +2,6 @@
 //! the upstream, the store, the clock), and the parts that keep its state while its
 //! region tasks share it (stops, meter, recorder, clock check).
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use super::backoff::Jitter;
@@ -14,6 +13,7 @@ use super::stops::Stops;
 use super::upstream::Upstream;
 use crate::clock::Clock;
 use crate::config::Follow;
+use crate::db_files::DbFiles;
 use crate::quota::{Allowance, Budget, Limiter};
 use crate::store::{RunKind, RunLimiter, Store};
 
@@ -33,12 +33,13 @@ pub struct RunSettings {
 }
 
 /// What a run works through: the budget's limiter, the upstream, and the database
-/// (`db` is its path, for the region locks and the journal beside it).
+/// (`db` is its identity: its path for the journal beside it, and the files no lock
+/// may be).
 pub struct RunDeps {
     pub limiter: Limiter,
     pub upstream: Arc<dyn Upstream>,
     pub store: Store,
-    pub db: PathBuf,
+    pub db: DbFiles,
     /// The clock the run decides by (the one its limiter was given): when a stop
     /// frees, what a page is stamped with, how old a search may be. Durations the
     /// run measures (its own length, a call's latency) are `Instant`s: they measure,
@@ -54,8 +55,8 @@ pub struct Run {
     pub(super) settings: RunSettings,
     pub(super) upstream: Arc<dyn Upstream>,
     pub(super) jitter: Jitter,
-    /// The database's path, for the region locks.
-    pub(super) db: PathBuf,
+    /// The database, for the region locks.
+    pub(super) db: DbFiles,
     pub(super) clock: Arc<dyn Clock>,
     pub(super) stops: Stops,
     pub(super) meter: Meter,
@@ -84,11 +85,11 @@ impl Run {
                 settings.budget.clone(),
                 settings.allowance,
                 run_id.clone(),
-                db.clone(),
+                db.path().to_path_buf(),
                 Arc::clone(&clock),
             ),
             record: Recorder::new(store, run_id.clone(), Arc::clone(&clock)),
-            clock_check: ClockCheck::new(run_id.clone(), db.clone()),
+            clock_check: ClockCheck::new(run_id.clone(), db.path().to_path_buf()),
             attempts: Mutex::new(Attempts::new()),
             settings: RunSettings {
                 concurrency: settings.concurrency.max(1),

@@ -271,7 +271,7 @@ impl Scratch {
             limiter,
             upstream,
             store: Store::open(&db).expect("the store"),
-            db,
+            db: crate::db_files::DbFiles::of(&db),
             clock: self.clock,
             jitter: Jitter::Fixed(0.0),
         };

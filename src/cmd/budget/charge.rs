@@ -11,6 +11,7 @@ use super::json::{ChargeJson, PartJson};
 use crate::cli::Global;
 use crate::clock::Clock;
 use crate::cmd::{Access, load_budget, open_limiter};
+use crate::db_files::DbFiles;
 use crate::error::{ExitCode, SilentExit, UsageError, after_output};
 use crate::output::human;
 use crate::output::json::{print_json, seconds};
@@ -77,8 +78,10 @@ pub(super) async fn charge(
             }
             ChargeError::TooLarge { .. } => UsageError(e.to_string()),
         })?;
-    let _writing =
-        super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
+    let _writing = super::maintenance::for_writing(
+        &DbFiles::of(&global.db),
+        super::maintenance::WRITER_PATIENCE,
+    )?;
     super::identity::refuse_other_kind(global, &budget.key, false, "budget charge")?;
     let limiter = open_limiter(global, &budget, Access::Charge, clock).await?;
     // A charge decided by a clock last seen far from the upstream's would count the

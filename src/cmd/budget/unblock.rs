@@ -10,6 +10,7 @@ use super::json::{UnblockJson, UnblockedJson};
 use crate::cli::Global;
 use crate::clock::{Clock, Micros};
 use crate::cmd::{Access, load_budget, open_limiter};
+use crate::db_files::DbFiles;
 use crate::error::UsageError;
 use crate::output::json::{print_json, rfc3339};
 use crate::quota::{BUDGET_POLICY, BucketRef, Budget};
@@ -40,8 +41,10 @@ pub(super) async fn unblock(
         Some(name) => vec![bucket_named(&budget, name)?],
         None => budget.buckets(),
     };
-    let _writing =
-        super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
+    let _writing = super::maintenance::for_writing(
+        &DbFiles::of(&global.db),
+        super::maintenance::WRITER_PATIENCE,
+    )?;
     let limiter = open_limiter(global, &budget, Access::Charge, clock).await?;
     let mut lifted = Vec::with_capacity(buckets.len());
     for b in &buckets {

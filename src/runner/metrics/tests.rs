@@ -1,6 +1,7 @@
 use std::fs;
 
 use super::*;
+use crate::db_files::DbFiles;
 use crate::quota::skew::LimiterClock;
 use crate::region_status::Recorded;
 use crate::runner::BucketWindow;
@@ -377,6 +378,11 @@ fn the_upstreams_early_refusal_is_a_series_only_while_there_is_one() {
     assert!(text.contains("# TYPE trendsync_bucket_upstream_spent_at_units gauge\n"));
 }
 
+/// A database none of these files is.
+fn elsewhere() -> DbFiles {
+    DbFiles::of(Path::new("/nonexistent/trendsync.db"))
+}
+
 #[cfg(unix)]
 fn mode(path: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
@@ -393,12 +399,12 @@ fn the_file_is_replaced_whole_and_no_temporary_file_is_left() {
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).expect("chmod");
     }
-    write_atomically(&path, "new 1\n").expect("writing");
+    write_atomically(&path, "new 1\n", &elsewhere()).expect("writing");
     assert_eq!(fs::read_to_string(&path).expect("reading"), "new 1\n");
     #[cfg(unix)]
     assert_eq!(mode(&path), 0o600, "a file replaced keeps its mode");
     let fresh = dir.path().join("fresh.prom");
-    write_atomically(&fresh, "new 1\n").expect("writing a new file");
+    write_atomically(&fresh, "new 1\n", &elsewhere()).expect("writing a new file");
     #[cfg(unix)]
     assert_eq!(
         mode(&fresh),
@@ -417,13 +423,13 @@ fn the_file_is_replaced_whole_and_no_temporary_file_is_left() {
 fn a_file_that_cannot_be_written_says_where() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("missing").join("trendsync.prom");
-    let err = write_atomically(&path, "x\n").expect_err("no such directory");
+    let err = write_atomically(&path, "x\n", &elsewhere()).expect_err("no such directory");
     assert!(
         err.to_string().starts_with("creating ") && err.to_string().contains("missing"),
         "{err}"
     );
     assert!(matches!(
-        write_atomically(Path::new("/"), "x"),
+        write_atomically(Path::new("/"), "x", &elsewhere()),
         Err(WriteError::NoFileName(_))
     ));
     let names: Vec<_> = fs::read_dir(dir.path()).expect("listing").collect();
@@ -474,7 +480,7 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
     };
     write_after_run(
         &path,
-        &db,
+        &DbFiles::of(&db),
         &budget,
         &["US"],
         &report_with(Some(window.clone())),
@@ -504,7 +510,14 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
     // A limiter that could not say: the figures the file had stay, marked by
     // trendsync_limiter_up 0, and the rest is still written.
     let before = text;
-    write_after_run(&path, &db, &budget, &["US"], &report_with(None)).expect("writing");
+    write_after_run(
+        &path,
+        &DbFiles::of(&db),
+        &budget,
+        &["US"],
+        &report_with(None),
+    )
+    .expect("writing");
     let text = fs::read_to_string(&path).expect("reading");
     let budget_lines = |t: &str| -> Vec<String> {
         t.lines()
@@ -519,14 +532,28 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
 
     // With no earlier file, nothing is known: no budget series, the limiter down.
     let fresh = dir.path().join("fresh.prom");
-    write_after_run(&fresh, &db, &budget, &["US"], &report_with(None)).expect("writing");
+    write_after_run(
+        &fresh,
+        &DbFiles::of(&db),
+        &budget,
+        &["US"],
+        &report_with(None),
+    )
+    .expect("writing");
     let text = fs::read_to_string(&fresh).expect("reading");
     assert!(budget_lines(&text).is_empty(), "{text}");
     assert!(text.contains(&format!("trendsync_limiter_up{{budget=\"{key}\"}} 0\n")));
 
     // No database: an empty picture, not an error.
     let none = dir.path().join("none.db");
-    write_after_run(&path, &none, &budget, &["US"], &report_with(Some(window))).expect("writing");
+    write_after_run(
+        &path,
+        &DbFiles::of(&none),
+        &budget,
+        &["US"],
+        &report_with(Some(window)),
+    )
+    .expect("writing");
     let text = fs::read_to_string(&path).expect("reading");
     assert!(text.contains("trendsync_upstream_calls_total"), "{text}");
     assert!(
