@@ -29,6 +29,7 @@ use anyhow::{Context, Result};
 use crate::cli::{BudgetAction, Cli, Command, Global};
 use crate::clock::Clock;
 use crate::config::{self, Config, ConfigDirs, Found, Origin, Source};
+use crate::db_files::DbFiles;
 use crate::error::{MissingConfig, UsageError, is_broken_pipe, is_silent};
 use crate::quota::{
     Budget, EmbeddedLimiter, Journal, Limiter, LimiterError, RedisLimiter, Status, TlsFiles,
@@ -56,11 +57,12 @@ pub async fn run(cli: Cli) -> Result<()> {
         _ => false,
     };
     let checked = if uses_db {
-        refuse_hard_linked(&global.db).and_then(|()| {
+        // A writer would otherwise fail in SQLite's words ("unable to open database
+        // file", exit 1) at the path's missing directory, and a reader answer as if
+        // the database were empty.
+        refuse_missing_directory(&global.db).and_then(|()| {
+            refuse_hard_linked(&global.db)?;
             if writes_db {
-                // A writer would otherwise fail in SQLite's words ("unable to open
-                // database file", exit 1) at the path's missing directory.
-                refuse_missing_directory(&global.db)?;
                 database::refuse_unwritable(&global.db)?;
                 database::refuse_foreign(&global.db)
             } else {
@@ -423,14 +425,34 @@ async fn replay_journal(db: &Path, budget: &Budget, limiter: &Limiter, clock: &A
 
 /// A read-only command treats a missing database as empty; a missing directory,
 /// though, is a typo in `--db`, and an empty answer (a whole budget left, no videos)
-/// would hide it.
+/// would hide it. A `--db` that is a symbolic link names the directory of the file it
+/// points to, where SQLite would create the database.
 pub(crate) fn refuse_missing_directory(db: &Path) -> Result<()> {
-    let dir = crate::sqlite::directory_of(db);
-    if !db.exists() && !dir.is_dir() {
+    if db.exists() {
+        return Ok(());
+    }
+    let linked = std::fs::symlink_metadata(db).is_ok_and(|m| m.file_type().is_symlink());
+    if !linked {
+        let dir = crate::sqlite::directory_of(db);
+        if !dir.is_dir() {
+            return Err(MissingConfig(format!(
+                "--db {}: the directory {} does not exist; check the path (TRENDSYNC_DB)",
+                db.display(),
+                dir.display()
+            ))
+            .into());
+        }
+        return Ok(());
+    }
+    let files = DbFiles::of(db);
+    let dir = files.directory();
+    if !dir.is_dir() {
         return Err(MissingConfig(format!(
-            "--db {}: the directory {} does not exist; check the path (TRENDSYNC_DB)",
+            "--db {}: the directory {} does not exist (--db is a symbolic link to {}); \
+             check the link, or the path (TRENDSYNC_DB)",
             db.display(),
-            dir.display()
+            dir.display(),
+            files.canonical().display()
         ))
         .into());
     }
