@@ -3,6 +3,7 @@
 //! `--dry-run` (in `dry_run`). Signals during a run are in `signals`.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use crate::cli::{BackfillArgs, Global, RunArgs};
 use crate::clock::Clock;
 use crate::config::{Config, Follow, Region};
 use crate::db_files::DbFiles;
-use crate::error::{SilentExit, after_output};
+use crate::error::{MissingConfig, SilentExit, after_output};
 use crate::output::human;
 use crate::output::json::print_json;
 use crate::quota::Allowance;
@@ -133,11 +134,12 @@ async fn execute(
     clock: &Arc<dyn Clock>,
 ) -> Result<()> {
     let files = DbFiles::of(&global.db);
-    // A --metrics-file the run could not write (something other than a file) or must
-    // not (the database or one of its files) is a mistake in the crontab (78), refused
-    // before any call, by the dry run too; once the run is under way, a file that
-    // cannot be written is only logged.
+    // A --metrics-file the run could not write (something other than a file, a
+    // directory that is not there) or must not (the database or one of its files) is
+    // a mistake in the crontab (78), refused before any call, by the dry run too; once
+    // the run is under way, a file that cannot be written is only logged.
     if let Some(path) = &global.metrics_file {
+        refuse_missing_directory(path)?;
         files.refuse_write(path, "--metrics-file")?;
         crate::atomic::check(path).context("--metrics-file")?;
     }
@@ -146,6 +148,28 @@ async fn execute(
     } else {
         fetch(global, config, job, clock, files).await
     }
+}
+
+/// The run would find out only once it has spent its calls, in one ERROR line and
+/// with exit 0, that --metrics-file cannot be created.
+fn refuse_missing_directory(path: &Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => return Ok(()),
+    };
+    let found = if dir.is_dir() {
+        return Ok(());
+    } else if dir.exists() {
+        format!("{} is not a directory", dir.display())
+    } else {
+        format!("the directory {} does not exist", dir.display())
+    };
+    Err(MissingConfig(format!(
+        "--metrics-file {}: {found}; create it, or check --metrics-file \
+         (TRENDSYNC_METRICS_FILE)",
+        path.display(),
+    ))
+    .into())
 }
 
 /// The real run: every call charged before it is made.
