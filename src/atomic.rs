@@ -11,12 +11,18 @@
 //! Temporary files are named after the file and the process that writes them, so each
 //! write removes those that a process killed mid-write (`kill -9`, a second signal)
 //! left beside it.
+//!
+//! Nothing is written over the database or its companions ([`DbFiles`]), whatever
+//! name the path gives them; a file of theirs that only looks like a temporary file is
+//! never tidied away either.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
+
+use crate::db_files::{DbFiles, Overwrite};
 
 /// Writing a file atomically failed, or was refused.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +35,9 @@ pub enum AtomicError {
         .path.display()
     )]
     NotAFile { path: PathBuf, what: &'static str },
+    /// The path is the database or one of its companions (exit 78).
+    #[error(transparent)]
+    Overwrite(#[from] Overwrite),
     #[error("{doing} {}: {source}", .path.display())]
     Io {
         doing: &'static str,
@@ -78,15 +87,21 @@ pub fn check(path: &Path) -> Result<Target, AtomicError> {
 /// Writes `path` through `fill`, atomically (see the module). A new file gets
 /// `new_mode` when given (else the mode the umask makes); a regular file keeps its
 /// own. On any error, `fill`'s included, the temporary file is removed and the old
-/// file stays.
+/// file stays. `what` names the path in messages (`--output`); a path that is one of
+/// `protected`'s files is refused.
 pub fn write<E>(
     path: &Path,
+    what: &str,
+    protected: &DbFiles,
     new_mode: Option<u32>,
     fill: impl FnOnce(&mut File) -> Result<(), E>,
 ) -> Result<(), E>
 where
     E: From<AtomicError>,
 {
+    protected
+        .refuse_write(path, what)
+        .map_err(AtomicError::from)?;
     let target = check(path)?;
     let name = path
         .file_name()
@@ -96,6 +111,9 @@ where
         _ => Path::new("."),
     };
     let tmp = dir.join(temp_name(name, std::process::id(), rand::random::<u32>()));
+    protected
+        .refuse_write(&tmp, &format!("the temporary file of {what}"))
+        .map_err(AtomicError::from)?;
     let io_err = |doing: &'static str, path: &Path| {
         let path = path.to_path_buf();
         move |source| AtomicError::Io {
@@ -111,7 +129,12 @@ where
         .map_err(io_err("creating", &tmp))?;
     // The file system's own stamp on the file just made is "now" for the ages of the
     // others beside it: the same clock stamped them, and no clock is read here.
-    remove_stale_temps(dir, name, file.metadata().and_then(|m| m.modified()).ok());
+    remove_stale_temps(
+        dir,
+        name,
+        file.metadata().and_then(|m| m.modified()).ok(),
+        protected,
+    );
     let written = (|| {
         let mode = match target {
             Target::Regular { mode } => Some(mode),
@@ -129,6 +152,9 @@ where
         // Without it, a crash after the rename may leave an empty file in its place.
         file.sync_all().map_err(io_err("syncing", &tmp))?;
         // What is at the path may have changed since it was checked.
+        protected
+            .refuse_write(path, what)
+            .map_err(AtomicError::from)?;
         check(path)?;
         fs::rename(&tmp, path).map_err(io_err("renaming the new file over", path))?;
         Ok(())
@@ -174,9 +200,10 @@ const STALE_AFTER: Duration = Duration::from_secs(24 * 3600);
 
 /// Removes the temporary files of `name` whose writer is gone: its process no longer
 /// runs (Linux, where `/proc` says), or the file has not changed for a day before
-/// `now` (by the file system's stamps; none, and age is not looked at).
+/// `now` (by the file system's stamps; none, and age is not looked at). The database
+/// and its companions are never removed, whatever their names.
 /// Best effort: a file that cannot be removed stays for the next write.
-fn remove_stale_temps(dir: &Path, name: &OsStr, now: Option<SystemTime>) {
+fn remove_stale_temps(dir: &Path, name: &OsStr, now: Option<SystemTime>, protected: &DbFiles) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
@@ -185,6 +212,9 @@ fn remove_stale_temps(dir: &Path, name: &OsStr, now: Option<SystemTime>) {
         let Some(pid) = temp_pid(&entry.file_name(), name) else {
             continue;
         };
+        if protected.refuse_write(&entry.path(), "").is_err() {
+            continue;
+        }
         let writer_gone = proc && !Path::new("/proc").join(pid.to_string()).exists();
         let old = entry
             .metadata()

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod clock;
 pub mod cmd;
 pub mod config;
+pub mod db_files;
 pub mod error;
 pub mod logging;
 pub mod mask;

@@ -651,11 +651,6 @@ fn the_readme_and_docs_link_only_into_the_repository() {
             .unwrap_or(file)
             .display()
             .to_string();
-        if text.contains("DESIGN.md") {
-            problems.push(format!(
-                "{name} points at DESIGN.md, which is not in the repository"
-            ));
-        }
         for (at, _) in text.match_indices("](") {
             let target = &text[at + 2..];
             let target = &target[..target.find(')').unwrap_or(target.len())];
@@ -671,5 +666,88 @@ fn the_readme_and_docs_link_only_into_the_repository() {
             }
         }
     }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Every Markdown file that the README, the docs, the code, the tests, the benchmarks
+/// or the scripts name is a file of the repository: a comment or a page that points a
+/// reader at a document the repository does not have sends them nowhere.
+#[test]
+fn every_document_named_anywhere_is_in_the_repository() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut have = std::collections::BTreeSet::new();
+    let mut read = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("a directory of the repository") {
+            let path = entry.expect("an entry").path();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            if path.is_dir() {
+                if !name.starts_with('.') && name != "target" {
+                    stack.push(path);
+                }
+                continue;
+            }
+            if name.ends_with(".md") {
+                have.insert(name.to_owned());
+            }
+            let top = path
+                .strip_prefix(root)
+                .ok()
+                .and_then(|p| p.components().next())
+                .and_then(|c| c.as_os_str().to_str())
+                .unwrap_or_default()
+                .to_owned();
+            let named_here = ["src", "tests", "benches", "scripts", "docs", "README.md"];
+            if named_here.contains(&top.as_str())
+                && (name.ends_with(".rs") || name.ends_with(".md") || !name.contains('.'))
+            {
+                read.push(path);
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    for file in &read {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        let shown = file
+            .strip_prefix(root)
+            .unwrap_or(file)
+            .display()
+            .to_string();
+        // In code, what its comments say; a string may name a file the code writes.
+        let markdown = file.extension().is_some_and(|e| e == "md");
+        let text: String = if markdown {
+            text
+        } else {
+            text.lines()
+                .filter_map(|l| l.find("//").map(|at| &l[at..]))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        for (at, _) in text.match_indices(".md") {
+            let before = &text[..at];
+            let start = before
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || "_-".contains(c)))
+                .map_or(0, |i| i + 1);
+            let stem = &before[start..];
+            let after = text[at + 3..].chars().next();
+            if stem.is_empty() || after.is_some_and(|c| c.is_ascii_alphanumeric()) {
+                continue;
+            }
+            let name = format!("{stem}.md");
+            if !have.contains(&name) {
+                problems.push(format!(
+                    "{shown} names {name}, which the repository does not have"
+                ));
+            }
+        }
+    }
+    problems.sort();
+    problems.dedup();
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

@@ -20,7 +20,7 @@ use syn::visit::Visit;
 /// The rooms of `src/`, lowest layer first. A room may use only rooms of the layers
 /// before its own. `docs/architecture.md` says what each is for.
 const LAYERS: &[&[&str]] = &[
-    &["error", "clock", "mask"],
+    &["error", "clock", "mask", "db_files"],
     &["atomic", "sqlite", "region_status", "video", "output"],
     &["logging"],
     &["quota", "youtube", "store"],

@@ -33,6 +33,9 @@ mod costs_switch;
 // SIGKILL, exit statuses by signal, advisory locks: Unix only.
 #[cfg(unix)]
 mod crash;
+// Symbolic and hard links, a newline in a directory's name: Unix only.
+#[cfg(unix)]
+mod damage;
 mod datasette;
 mod differential;
 mod docs_contract;

@@ -448,6 +448,9 @@ fn the_environment_variable_names_the_file_too() {
     assert_eq!(get(&m, "trendsync_last_run_calls{kind=\"run\"}"), 3.0);
 }
 
+/// A directory that is there but takes no new file, even from root: the run only finds
+/// out when it writes. (One that is not there is refused before the run, 78.)
+#[cfg(target_os = "linux")]
 #[test]
 fn a_metrics_file_that_cannot_be_written_is_an_error_but_not_the_runs_outcome() {
     let h = Harness::new(None);
@@ -455,7 +458,7 @@ fn a_metrics_file_that_cannot_be_written_is_an_error_but_not_the_runs_outcome() 
     h.expect_stderr("writing the metrics file");
     let (ran, calls) = h.run(&[
         "--metrics-file",
-        "no-such-dir/trendsync.prom",
+        "/proc/trendsync.prom",
         "run",
         "--region",
         "US",
@@ -468,11 +471,10 @@ fn a_metrics_file_that_cannot_be_written_is_an_error_but_not_the_runs_outcome() 
         .collect();
     assert_eq!(said.len(), 1, "{}", ran.stderr);
     assert!(
-        said[0].contains("ERROR") && said[0].contains("no-such-dir"),
+        said[0].contains("ERROR") && said[0].contains("/proc/"),
         "{}",
         said[0]
     );
-    assert!(!h.scratch.file("no-such-dir").exists());
 }
 
 #[test]

@@ -33,7 +33,8 @@ fn the_next_write_removes_what_a_killed_writer_left() {
     let live = dir.path().join(temp_name(name, std::process::id(), 2));
     fs::write(&dead, "half").expect("a dead writer's temp");
     fs::write(&live, "half").expect("a live writer's temp");
-    write(&path, None, |f| {
+    let elsewhere = DbFiles::of(&dir.path().join("elsewhere/t.db"));
+    write(&path, "--output", &elsewhere, None, |f| {
         use std::io::Write;
         f.write_all(b"whole\n").map_err(|source| AtomicError::Io {
             doing: "writing",
@@ -52,7 +53,8 @@ fn a_failed_fill_leaves_the_old_file_and_no_temp() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("out.csv");
     fs::write(&path, "old\n").expect("an earlier file");
-    let err = write(&path, None, |_| {
+    let elsewhere = DbFiles::of(&dir.path().join("elsewhere/t.db"));
+    let err = write(&path, "--output", &elsewhere, None, |_| {
         Err(AtomicError::NoFileName(PathBuf::from("stand-in")))
     })
     .expect_err("the fill failed");
@@ -63,6 +65,50 @@ fn a_failed_fill_leaves_the_old_file_and_no_temp() {
         .map(|e| e.expect("entry").file_name())
         .collect();
     assert_eq!(names, ["out.csv"]);
+}
+
+/// The database and its companions are never written, by any name; nor is one whose
+/// name looks like a dead writer's temporary file removed as one.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_database_is_neither_written_nor_tidied_away() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let name = OsStr::new("out.csv");
+    let db = dir.path().join(temp_name(name, 4_194_305, 1));
+    fs::write(&db, "data").expect("a database");
+    let protected = DbFiles::of(&db);
+    let fill = |f: &mut File| {
+        use std::io::Write;
+        f.write_all(b"export\n").map_err(|source| AtomicError::Io {
+            doing: "writing",
+            path: PathBuf::from("out.csv"),
+            source,
+        })
+    };
+    for target in [
+        db.clone(),
+        db.with_file_name(format!(
+            "{}-wal",
+            db.file_name().and_then(OsStr::to_str).unwrap_or_default()
+        )),
+    ] {
+        let err = write(&target, "--output", &protected, None, fill).expect_err("refused");
+        assert!(matches!(err, AtomicError::Overwrite(_)), "{err}");
+    }
+    write(
+        &dir.path().join("out.csv"),
+        "--output",
+        &protected,
+        None,
+        fill,
+    )
+    .expect("writing");
+    assert_eq!(fs::read_to_string(&db).expect("the database"), "data");
+    let names: Vec<_> = fs::read_dir(dir.path())
+        .expect("listing")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(names.len(), 2, "the database and the export: {names:?}");
 }
 
 #[cfg(unix)]

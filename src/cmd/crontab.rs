@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use super::load_config;
 use crate::cli::{CrontabArgs, Global};
 use crate::config::{ConfigDirs, Found, Origin, SYSTEM_DIR, Source};
+use crate::db_files::DbFiles;
 use crate::error::{MissingConfig, UsageError};
 
 /// The minute and hour fields that run a job every `every`, at `offset` past the hour.
@@ -72,6 +73,44 @@ fn sh_text(word: &str) -> String {
     sh(Path::new(word))
 }
 
+/// The line break or NUL in `text`, in words, if it holds one.
+fn line_break(text: &str) -> Option<&'static str> {
+    text.chars().find_map(|c| match c {
+        '\n' => Some("a newline"),
+        '\r' => Some("a carriage return"),
+        '\0' => Some("a NUL byte"),
+        _ => None,
+    })
+}
+
+/// Refuses (78) a word for a cron line that holds a line break or NUL: cron reads one
+/// line per job, so the job would end there and the rest would run as a job of its
+/// own. `fix` says what to do instead.
+fn refuse_line_break(what: &str, text: &str, fix: &str) -> Result<()> {
+    match line_break(text) {
+        None => Ok(()),
+        Some(which) => Err(MissingConfig(format!(
+            "{what} {text:?} holds {which}, and cron reads one line per job: the job would \
+             end there and the rest run as a job of its own; {fix}"
+        ))
+        .into()),
+    }
+}
+
+/// `path` (made absolute from `given`) quoted for a cron line, refused when it holds a
+/// line break; when only the current directory put one there, that is what to change.
+fn line_word(what: &str, given: &Path, path: &Path) -> Result<String> {
+    let fix = if line_break(&given.display().to_string()).is_none() {
+        format!(
+            "the current directory's path holds it: run crontab from another directory, or give {what} as an absolute path"
+        )
+    } else {
+        format!("give {what} a path without one")
+    };
+    refuse_line_break(what, &path.display().to_string(), &fix)?;
+    Ok(sh(path))
+}
+
 /// `path` made absolute, refused when `what` needs it to exist and it does not: a
 /// configuration problem (78), as `run` finds it, not a usage error.
 fn existing(path: &Path, what: &str) -> Result<PathBuf> {
@@ -99,6 +138,8 @@ pub fn run(global: &Global, args: &CrontabArgs) -> Result<()> {
         .collect::<Result<Vec<_>, UsageError>>()?;
     let binary = binary_path(args.binary.as_deref())?;
     let db = absolute(&global.db)?;
+    // The lines' directory and log are the database's, so checked with it.
+    line_word("--db", &global.db, &db)?;
     let dir = db
         .parent()
         .map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
@@ -121,10 +162,18 @@ pub fn run(global: &Global, args: &CrontabArgs) -> Result<()> {
 
 /// The program the lines run: `--binary` made absolute, or this program.
 fn binary_path(given: Option<&Path>) -> Result<PathBuf> {
-    let Some(p) = given else {
-        return std::env::current_exe().context("finding this program's path; pass --binary PATH");
+    let Some(given) = given else {
+        let p =
+            std::env::current_exe().context("finding this program's path; pass --binary PATH")?;
+        refuse_line_break(
+            "this program's path",
+            &p.display().to_string(),
+            "install it under a path without one, or give --binary PATH",
+        )?;
+        return Ok(p);
     };
-    let p = absolute(p)?;
+    let p = absolute(given)?;
+    line_word("--binary", given, &p)?;
     // It may be meant for where the crontab is installed, not this host.
     if !p.is_file() {
         tracing::warn!(
@@ -187,6 +236,7 @@ fn fixed_command(
     dir: &Path,
     config_dir: Option<&Path>,
 ) -> Result<String> {
+    // Both checked by the caller.
     let mut fixed = format!("{} --db {}", sh(binary), sh(db));
     for (flag, given, found, name) in [
         (
@@ -203,9 +253,9 @@ fn fixed_command(
         ),
     ] {
         let path = match (given, &found.origin) {
-            (Some(p), _) => Some(existing(p, flag)?),
+            (Some(p), _) => Some((p, existing(p, flag)?)),
             _ if cron_finds_the_same(&found, name, dir, config_dir) => None,
-            (None, Origin::Given(p)) => Some(absolute(p)?),
+            (None, Origin::Given(p)) => Some((p, absolute(p)?)),
             (None, Origin::BuiltIn) => {
                 return Err(MissingConfig(format!(
                     "this shell reads the built-in {name}, but the lines, started in {}, would read another {name}; \
@@ -215,28 +265,39 @@ fn fixed_command(
                 .into());
             }
         };
-        if let Some(p) = path {
-            fixed.push_str(&format!(" {flag} {}", sh(&p)));
+        if let Some((given, p)) = path {
+            fixed.push_str(&format!(" {flag} {}", line_word(flag, given, &p)?));
         }
     }
-    if let Some(p) = &global.metrics_file {
-        crate::atomic::check(p).context("--metrics-file")?;
-        let p = absolute(p)?;
+    if let Some(given) = &global.metrics_file {
+        // As every line's run would refuse it (78).
+        DbFiles::of(db).refuse_write(given, "--metrics-file")?;
+        crate::atomic::check(given).context("--metrics-file")?;
+        let p = absolute(given)?;
         if let Some(parent) = p.parent() {
             existing(parent, "the directory of --metrics-file")?;
         }
-        fixed.push_str(&format!(" --metrics-file {}", sh(&p)));
+        fixed.push_str(&format!(
+            " --metrics-file {}",
+            line_word("--metrics-file", given, &p)?
+        ));
     }
-    if let Some(p) = &global.api_key_file {
+    if let Some(given) = &global.api_key_file {
+        let p = existing(given, "--api-key-file")?;
         fixed.push_str(&format!(
             " --api-key-file {}",
-            sh(&existing(p, "--api-key-file")?)
+            line_word("--api-key-file", given, &p)?
         ));
     }
     if global.api_base != crate::cli::DEFAULT_API_BASE {
         // As a run checks it (78): a base every line would pass on and every run
-        // refuse.
+        // refuse. A URL parser drops line breaks; the line would not.
         crate::youtube::parse_api_base(&global.api_base)?;
+        refuse_line_break(
+            "--api-base",
+            &global.api_base,
+            "give --api-base without one",
+        )?;
         fixed.push_str(&format!(" --api-base {}", sh_text(&global.api_base)));
     }
     Ok(fixed)

@@ -11,6 +11,7 @@ use std::error::Error;
 
 use crate::atomic::AtomicError;
 use crate::config::ConfigError;
+use crate::db_files::Overwrite;
 use crate::error::{ExitCode, MissingConfig, SilentExit, TryLater, UsageError, UsageTip};
 use crate::quota::LimiterError;
 use crate::region_status::RegionStatus;
@@ -30,7 +31,7 @@ fn code_of(e: &(dyn Error + 'static)) -> Option<ExitCode> {
         *code
     } else if e.is::<UsageError>() || e.is::<UsageTip>() {
         ExitCode::Usage
-    } else if e.is::<MissingConfig>() || e.is::<ConfigError>() {
+    } else if e.is::<MissingConfig>() || e.is::<ConfigError>() || e.is::<Overwrite>() {
         ExitCode::Config
     } else if e.is::<TryLater>() {
         ExitCode::TryLater
@@ -57,7 +58,9 @@ fn code_of(e: &(dyn Error + 'static)) -> Option<ExitCode> {
     } else if let Some(e) = e.downcast_ref::<AtomicError>() {
         match e {
             // The path the user gave names no file we may replace.
-            AtomicError::NotAFile { .. } | AtomicError::NoFileName(_) => ExitCode::Config,
+            AtomicError::NotAFile { .. }
+            | AtomicError::NoFileName(_)
+            | AtomicError::Overwrite(_) => ExitCode::Config,
             AtomicError::Io { .. } => ExitCode::Failed,
         }
     } else {

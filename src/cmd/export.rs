@@ -154,10 +154,16 @@ pub fn run(ctx: &Ctx<'_>, args: &ExportArgs) -> Result<()> {
         }
         .into());
     }
-    // First, so that SIGINT/SIGTERM stop the export between two rows (the file at
-    // --output left as it was, no temporary file beside it) instead of killing it.
-    let stop = Signals::listen()?.stop_request("the export");
     let db = &global.db;
+    // An export written over the database or its -wal destroys what it exports.
+    let protected = ctx.files();
+    if let Some(path) = &args.output {
+        protected.refuse_write(path, "--output")?;
+    }
+    // Before the store is read, so that SIGINT/SIGTERM stop the export between two rows
+    // (the file at --output left as it was, no temporary file beside it) instead of
+    // killing it.
+    let stop = Signals::listen()?.stop_request("the export");
     let store = Store::read_on(ctx.require_db()?)
         .with_context(|| format!("opening {} to export", db.display()))?
         .ok_or_else(|| {
@@ -208,12 +214,14 @@ pub fn run(ctx: &Ctx<'_>, args: &ExportArgs) -> Result<()> {
                 other => other.map(|_| ()),
             }
         }
-        Some(path) => crate::atomic::write(path, None, |file| -> Result<()> {
-            let shown = Shown { terminal: false };
-            write_rows(&store, &regions, span, args.format, &stop, shown, file)?;
-            Ok(())
-        })
-        .with_context(|| format!("exporting to {}", path.display())),
+        Some(path) => {
+            crate::atomic::write(path, "--output", protected, None, |file| -> Result<()> {
+                let shown = Shown { terminal: false };
+                write_rows(&store, &regions, span, args.format, &stop, shown, file)?;
+                Ok(())
+            })
+            .with_context(|| format!("exporting to {}", path.display()))
+        }
     };
     match (result, stop.finish()) {
         (Err(e), Some(code)) if e.chain().any(|c| c.is::<Stopped>()) => {

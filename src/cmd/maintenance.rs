@@ -10,6 +10,7 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::db_files::DbFiles;
 use crate::error::TryLater;
 use crate::output::human;
 use crate::runner::lock::canonical;
@@ -43,10 +44,19 @@ fn open(db: &Path) -> std::io::Result<File> {
         .open(path(db))
 }
 
+/// Refuses a lock file that is the database or one of its companions, through a link
+/// someone made: opening it to lock would write there (78).
+fn refuse_linked(db: &DbFiles) -> anyhow::Result<()> {
+    db.refuse_write(&path(db.path()), "the maintenance lock file")?;
+    Ok(())
+}
+
 /// Taken by a command that writes the database, before it opens it: waits while a
 /// vacuum holds the file, up to `patience`, then gives up with 75. `None` when there is
 /// no directory to put the lock in (opening the database says why).
-pub(crate) fn for_writing(db: &Path, patience: Duration) -> anyhow::Result<Option<Held>> {
+pub(crate) fn for_writing(db: &DbFiles, patience: Duration) -> anyhow::Result<Option<Held>> {
+    refuse_linked(db)?;
+    let db = db.path();
     let file = match open(db) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -95,7 +105,9 @@ pub(crate) fn for_writing(db: &Path, patience: Duration) -> anyhow::Result<Optio
 
 /// Taken by `prune --vacuum` around the vacuum: waits for the writers under way to
 /// finish, then keeps new ones waiting until dropped.
-pub(crate) fn for_vacuum(db: &Path) -> anyhow::Result<Held> {
+pub(crate) fn for_vacuum(db: &DbFiles) -> anyhow::Result<Held> {
+    refuse_linked(db)?;
+    let db = db.path();
     let file = open(db)?;
     if let Err(TryLockError::WouldBlock) = file.try_lock() {
         tracing::info!(

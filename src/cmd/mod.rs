@@ -29,6 +29,7 @@ use anyhow::{Context, Result};
 use crate::cli::{Cli, Command, DbUse, Global};
 use crate::clock::Clock;
 use crate::config::{self, Config, ConfigDirs, Found, Origin, Source};
+use crate::db_files::DbFiles;
 use crate::error::{MissingConfig, UsageError, is_broken_pipe, is_silent};
 use crate::quota::{
     Budget, EmbeddedLimiter, Journal, Limiter, LimiterError, RedisLimiter, Status, TlsFiles,
@@ -48,9 +49,17 @@ pub(crate) struct Ctx<'a> {
     db: OnceLock<Db>,
     /// What `--db` held when it was opened.
     found: Option<database::Found>,
+    /// The identity of `--db` and its companions, taken when it was opened (before,
+    /// for a file a writer has yet to create): what no path the command writes may be.
+    files: DbFiles,
 }
 
 impl Ctx<'_> {
+    /// The identity of `--db` and its companions.
+    pub fn files(&self) -> &DbFiles {
+        self.db().map_or(&self.files, Db::files)
+    }
+
     /// The command's connection, if there is a file.
     pub fn db(&self) -> Option<&Db> {
         self.db.get()
@@ -136,6 +145,7 @@ fn open_context(global: &Global, db_use: DbUse) -> Result<Ctx<'_>> {
         clock: crate::clock::system(),
         db: OnceLock::new(),
         found: None,
+        files: DbFiles::of(&global.db),
     };
     if db_use == DbUse::None {
         return Ok(ctx);
@@ -484,14 +494,34 @@ async fn replay_journal(db: &Db, budget: &Budget, limiter: &Limiter, clock: &Arc
 
 /// A read-only command treats a missing database as empty; a missing directory,
 /// though, is a typo in `--db`, and an empty answer (a whole budget left, no videos)
-/// would hide it.
+/// would hide it. A `--db` that is a symbolic link names the directory of the file it
+/// points to, where SQLite would create the database.
 pub(crate) fn refuse_missing_directory(db: &Path) -> Result<()> {
-    let dir = crate::sqlite::directory_of(db);
-    if !db.exists() && !dir.is_dir() {
+    if db.exists() {
+        return Ok(());
+    }
+    let linked = std::fs::symlink_metadata(db).is_ok_and(|m| m.file_type().is_symlink());
+    if !linked {
+        let dir = crate::sqlite::directory_of(db);
+        if !dir.is_dir() {
+            return Err(MissingConfig(format!(
+                "--db {}: the directory {} does not exist; check the path (TRENDSYNC_DB)",
+                db.display(),
+                dir.display()
+            ))
+            .into());
+        }
+        return Ok(());
+    }
+    let files = DbFiles::of(db);
+    let dir = files.directory();
+    if !dir.is_dir() {
         return Err(MissingConfig(format!(
-            "--db {}: the directory {} does not exist; check the path (TRENDSYNC_DB)",
+            "--db {}: the directory {} does not exist (--db is a symbolic link to {}); \
+             check the link, or the path (TRENDSYNC_DB)",
             db.display(),
-            dir.display()
+            dir.display(),
+            files.canonical().display()
         ))
         .into());
     }

@@ -53,7 +53,7 @@ pub fn run(ctx: &Ctx<'_>, args: &PruneArgs, clock: &dyn Clock) -> Result<()> {
             ))
             .into());
         };
-        let writing = maintenance::for_writing(db, maintenance::WRITER_PATIENCE)?;
+        let writing = maintenance::for_writing(ctx.files(), maintenance::WRITER_PATIENCE)?;
         let store =
             Store::on(conn).with_context(|| format!("opening {} to prune", db.display()))?;
         let bytes_before = store.file_bytes()?;
@@ -64,7 +64,7 @@ pub fn run(ctx: &Ctx<'_>, args: &PruneArgs, clock: &dyn Clock) -> Result<()> {
         if args.vacuum && !report.interrupted {
             // Writers that start meanwhile wait for it instead of failing on SQLite's
             // busy timeout.
-            let _vacuum = maintenance::for_vacuum(db)?;
+            let _vacuum = maintenance::for_vacuum(ctx.files())?;
             store.vacuum()?;
             report.bytes_freed = bytes_before.saturating_sub(store.file_bytes()?);
         }

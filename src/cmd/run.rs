@@ -3,6 +3,7 @@
 //! `--dry-run` (in `dry_run`). Signals during a run are in `signals`.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use anyhow::{Context, Result};
 use super::{Access, Ctx, key, load_config, open_limiter, select_regions};
 use crate::cli::{BackfillArgs, RunArgs};
 use crate::config::{Config, Follow, Region};
-use crate::error::{SilentExit, after_output};
+use crate::error::{MissingConfig, SilentExit, after_output};
 use crate::output::human;
 use crate::output::json::print_json;
 use crate::quota::Allowance;
@@ -132,6 +133,8 @@ async fn execute(ctx: &Ctx<'_>, config: &Config, job: Job<'_>) -> Result<()> {
     // refused before any call; once the run is under way, a file that cannot be
     // written is only logged.
     if let Some(path) = &global.metrics_file {
+        refuse_missing_directory(path)?;
+        ctx.files().refuse_write(path, "--metrics-file")?;
         crate::atomic::check(path).context("--metrics-file")?;
     }
     if job.dry_run {
@@ -139,6 +142,28 @@ async fn execute(ctx: &Ctx<'_>, config: &Config, job: Job<'_>) -> Result<()> {
     } else {
         fetch(ctx, config, job).await
     }
+}
+
+/// The run would find out only once it has spent its calls, in one ERROR line and
+/// with exit 0, that --metrics-file cannot be created.
+fn refuse_missing_directory(path: &Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => return Ok(()),
+    };
+    let found = if dir.is_dir() {
+        return Ok(());
+    } else if dir.exists() {
+        format!("{} is not a directory", dir.display())
+    } else {
+        format!("the directory {} does not exist", dir.display())
+    };
+    Err(MissingConfig(format!(
+        "--metrics-file {}: {found}; create it, or check --metrics-file \
+         (TRENDSYNC_METRICS_FILE)",
+        path.display(),
+    ))
+    .into())
 }
 
 /// The real run: every call charged before it is made.
@@ -155,10 +180,15 @@ async fn fetch(ctx: &Ctx<'_>, config: &Config, job: Job<'_>) -> Result<()> {
         job.switch_limiter,
         &format!("this {}", job.kind.as_str()),
     )?;
+    // The region locks are taken once the run is under way, after the journal's
+    // replay; one that is a link to the database is refused now, before any charge.
+    for region in &job.regions {
+        lock::refuse_region_lock(ctx.files(), &region.code)?;
+    }
     // Held for the whole run: a `prune --vacuum` under way is waited for here, before
     // anything is recorded or charged.
     let _writing =
-        super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
+        super::maintenance::for_writing(ctx.files(), super::maintenance::WRITER_PATIENCE)?;
     // The error names the base itself, masked and without the key.
     let client = Client::new(&global.api_base, key, REQUEST_TIMEOUT)
         .context("setting up the upstream client (--api-base, the API key)")?;
@@ -175,7 +205,7 @@ async fn fetch(ctx: &Ctx<'_>, config: &Config, job: Job<'_>) -> Result<()> {
     let run_id = crate::runner::run_id::new_run_id(clock.as_ref());
     // Held until the run's outcome is recorded: while it is, nobody takes the run
     // for one a killed process left behind.
-    let run_lock = lock::lock_run(&global.db, &run_id).with_context(|| {
+    let run_lock = lock::lock_run(ctx.files(), &run_id).with_context(|| {
         format!(
             "locking {}",
             lock::run_lock_path(&global.db, &run_id).display()

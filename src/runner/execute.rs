@@ -11,7 +11,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::bookkeeping::{record_attempts, record_end, record_start, run_report, run_status};
-use super::lock::{self, RegionLock};
+use super::lock::{self, LockError, RegionLock};
 use super::outcome::{RegionReport, RunReport, Status, overall};
 use super::plan::{self, Freshness};
 use super::run::Run;
@@ -79,13 +79,18 @@ fn lock_regions(run: &Run, ordered: Vec<Region>) -> (Vec<RegionLock>, Vec<(Regio
     let mut reports: Vec<(Region, RegionReport)> = Vec::new();
     for region in ordered {
         let mut report = RegionReport::new(&region.code);
-        match lock::try_lock(run.db.path(), &region.code) {
+        match lock::try_lock(run.db.files(), &region.code) {
             Ok(Some(l)) => locks.push(l),
             Ok(None) => {
                 tracing::info!(region = %region.code, "region {} is being fetched by another process on this host; skipping it", region.code);
                 report.status = Status::Skipped;
             }
-            Err(e) => {
+            // The command refused it before the run; a link made since is refused here.
+            Err(LockError::Refused(e)) => {
+                report.status = Status::Failed;
+                report.error = Some(e.to_string());
+            }
+            Err(LockError::Io(e)) => {
                 report.status = Status::Failed;
                 report.error = Some(format!(
                     "locking {}: {e}",

@@ -8,7 +8,19 @@
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 
+use crate::db_files::{DbFiles, Overwrite};
 use crate::store::Store;
+
+/// Taking a lock failed, or was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// What is at the lock's path is the database or one of its companions, through a
+    /// link someone made: opening it to lock would write there (exit 78).
+    #[error(transparent)]
+    Refused(#[from] Overwrite),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
 
 /// A held region lock; released on drop.
 #[derive(Debug)]
@@ -41,9 +53,18 @@ pub fn lock_path(db: &Path, region: &str) -> PathBuf {
     db.with_file_name(name)
 }
 
+/// Refuses a region's lock file that is the database `db` or one of its companions.
+pub fn refuse_region_lock(db: &DbFiles, region: &str) -> Result<(), Overwrite> {
+    db.refuse_write(
+        &lock_path(db.path(), region),
+        &format!("the lock file of region {region}"),
+    )
+}
+
 /// Takes the region's lock if no other process holds it: `Ok(None)` when one does.
-pub fn try_lock(db: &Path, region: &str) -> std::io::Result<Option<RegionLock>> {
-    let path = lock_path(db, region);
+pub fn try_lock(db: &DbFiles, region: &str) -> Result<Option<RegionLock>, LockError> {
+    refuse_region_lock(db, region)?;
+    let path = lock_path(db.path(), region);
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -52,7 +73,7 @@ pub fn try_lock(db: &Path, region: &str) -> std::io::Result<Option<RegionLock>> 
     match file.try_lock() {
         Ok(()) => Ok(Some(RegionLock { _file: file })),
         Err(TryLockError::WouldBlock) => Ok(None),
-        Err(TryLockError::Error(e)) => Err(e),
+        Err(TryLockError::Error(e)) => Err(e.into()),
     }
 }
 
@@ -78,8 +99,9 @@ pub fn run_lock_path(db: &Path, run_id: &str) -> PathBuf {
 }
 
 /// Takes the lock of a new run.
-pub fn lock_run(db: &Path, run_id: &str) -> std::io::Result<RunLock> {
-    let path = run_lock_path(db, run_id);
+pub fn lock_run(db: &DbFiles, run_id: &str) -> Result<RunLock, LockError> {
+    let path = run_lock_path(db.path(), run_id);
+    db.refuse_write(&path, "the run's lock file")?;
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)

@@ -20,6 +20,7 @@ use parking_lot::{RawMutex, RawThreadId, ReentrantMutex};
 use rusqlite::Connection;
 
 use super::{Durability, OpenError};
+use crate::db_files::DbFiles;
 
 /// The connection, held: dereferences to the [`Connection`].
 pub type Held = ArcReentrantMutexGuard<RawMutex, RawThreadId, Connection>;
@@ -32,6 +33,8 @@ pub struct Db {
 
 struct Inner {
     path: PathBuf,
+    /// The file and its companions, which nothing the command writes may be.
+    files: DbFiles,
     conn: Arc<ReentrantMutex<Connection>>,
     /// Whether the connection may write: off for a reader until something it does must
     /// write (the journal's replay), which [`Db::make_writable`] allows.
@@ -82,6 +85,7 @@ impl Db {
         Db {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
+                files: DbFiles::of(path),
                 conn: Arc::new(ReentrantMutex::new(conn)),
                 writable: AtomicBool::new(writable),
                 can_write,
@@ -93,6 +97,12 @@ impl Db {
     /// The path the file was opened by.
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// The identity of the file and its companions, known from this open: what no
+    /// path a command writes may be.
+    pub fn files(&self) -> &DbFiles {
+        &self.inner.files
     }
 
     /// Whether the connection may write.

@@ -75,7 +75,7 @@ pub(super) async fn charge(
             ChargeError::TooLarge { .. } => UsageError(e.to_string()),
         })?;
     let _writing =
-        super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
+        super::maintenance::for_writing(ctx.files(), super::maintenance::WRITER_PATIENCE)?;
     super::identity::refuse_other_kind(ctx, &budget.key, false, "budget charge")?;
     let limiter = open_limiter(ctx, &budget, Access::Charge).await?;
     // A charge decided by a clock last seen far from the upstream's would count the

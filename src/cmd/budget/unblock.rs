@@ -35,7 +35,7 @@ pub(super) async fn unblock(ctx: &Ctx<'_>, bucket: Option<&str>, json: bool) -> 
         None => budget.buckets(),
     };
     let _writing =
-        super::maintenance::for_writing(&global.db, super::maintenance::WRITER_PATIENCE)?;
+        super::maintenance::for_writing(ctx.files(), super::maintenance::WRITER_PATIENCE)?;
     let limiter = open_limiter(ctx, &budget, Access::Charge).await?;
     let mut lifted = Vec::with_capacity(buckets.len());
     for b in &buckets {

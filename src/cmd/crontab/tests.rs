@@ -43,3 +43,30 @@ fn paths_are_quoted_for_the_shell() {
         r"'/srv/my data/it'\''s'"
     );
 }
+
+#[test]
+fn line_breaks_are_refused_naming_what_holds_them() {
+    for (text, which) in [
+        ("/srv/two\nlines", "a newline"),
+        ("/srv/back\rhere", "a carriage return"),
+        ("/srv/nul\0byte", "a NUL byte"),
+    ] {
+        let err =
+            refuse_line_break("--db", text, "give --db a path without one").expect_err("refused");
+        let said = err.to_string();
+        assert!(said.starts_with("--db \""), "{said}");
+        assert!(said.contains(which), "{said}");
+        assert!(said.contains("cron reads one line per job"), "{said}");
+        assert!(
+            !said.contains('\n') && !said.contains('\r'),
+            "one line: {said:?}"
+        );
+    }
+    assert!(refuse_line_break("--db", "/srv/tab\there", "x").is_ok());
+    let err = line_word("--db", Path::new("t.db"), Path::new("/srv/two\nlines/t.db"))
+        .expect_err("refused");
+    assert!(
+        err.to_string().contains("the current directory's path"),
+        "{err}"
+    );
+}

@@ -7,7 +7,7 @@ use crate::error::ExitCode;
 #[test]
 fn a_writer_behind_a_vacuum_waits_then_stops_with_75() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let db = dir.path().join("t.db");
+    let db = DbFiles::of(&dir.path().join("t.db"));
     let vacuum = for_vacuum(&db).expect("the vacuum's lock");
     let started = Instant::now();
     let err = for_writing(&db, Duration::from_millis(300)).expect_err("busy");

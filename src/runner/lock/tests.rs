@@ -5,7 +5,7 @@ use super::*;
 #[test]
 fn a_held_lock_is_refused_until_released() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let db = dir.path().join("t.db");
+    let db = DbFiles::of(&dir.path().join("t.db"));
     let held = try_lock(&db, "US").expect("locking").expect("free");
     assert!(
         try_lock(&db, "US").expect("locking").is_none(),
@@ -17,7 +17,7 @@ fn a_held_lock_is_refused_until_released() {
     );
     drop(held);
     assert!(try_lock(&db, "US").expect("locking").is_some());
-    assert_eq!(lock_path(&db, "US"), dir.path().join("t.db.US.lock"));
+    assert_eq!(lock_path(db.path(), "US"), dir.path().join("t.db.US.lock"));
 }
 
 #[test]
@@ -25,7 +25,7 @@ fn a_run_is_alive_while_its_lock_is_held() {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("t.db");
     assert!(!run_is_alive(&db, "r1").expect("checking"), "no file: dead");
-    let held = lock_run(&db, "r1").expect("locking");
+    let held = lock_run(&DbFiles::of(&db), "r1").expect("locking");
     assert!(run_is_alive(&db, "r1").expect("checking"));
     assert!(!run_is_alive(&db, "r2").expect("checking"));
     drop(held);
@@ -41,7 +41,7 @@ fn only_a_run_whose_lock_is_free_is_marked_abandoned() {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("t.db");
     let store = Store::open(&db).expect("opening the store");
-    let alive = lock_run(&db, "alive").expect("locking");
+    let alive = lock_run(&DbFiles::of(&db), "alive").expect("locking");
     for id in ["alive", "dead"] {
         store
             .begin_run(id, crate::store::RunKind::Run, 1_700_000_000)
@@ -63,4 +63,28 @@ fn only_a_run_whose_lock_is_free_is_marked_abandoned() {
     );
     assert!(run_lock_path(&db, "alive").exists());
     drop(alive);
+}
+
+/// A lock file someone made a link to the database (or its -wal) is not opened, which
+/// would write to the file it points at.
+#[cfg(unix)]
+#[test]
+fn a_lock_file_that_links_to_the_database_is_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("t.db");
+    std::fs::write(&db, b"data").expect("a database");
+    let files = DbFiles::of(&db);
+    std::os::unix::fs::symlink(&db, lock_path(&db, "US")).expect("a symlink");
+    std::os::unix::fs::symlink(dir.path().join("t.db-wal"), lock_path(&db, "GB"))
+        .expect("a symlink");
+    std::os::unix::fs::symlink(&db, run_lock_path(&db, "r1")).expect("a symlink");
+    for region in ["US", "GB"] {
+        assert!(
+            matches!(try_lock(&files, region), Err(LockError::Refused(_))),
+            "{region}"
+        );
+    }
+    assert!(matches!(lock_run(&files, "r1"), Err(LockError::Refused(_))));
+    assert!(!dir.path().join("t.db-wal").exists(), "no -wal created");
+    assert_eq!(std::fs::read(&db).expect("the database"), b"data");
 }

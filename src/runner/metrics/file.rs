@@ -6,6 +6,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::picture::{BudgetNumbers, LimiterHealth, Picture};
+use crate::db_files::DbFiles;
 use crate::quota::Budget;
 use crate::runner::outcome::RunReport;
 use crate::runner::upstream::METHODS;
@@ -29,7 +30,7 @@ pub enum MetricsError {
 }
 
 /// Writes `--metrics-file` after a run. Every run sharing the file writes the whole
-/// picture from the database at `db`, not only its own regions, so the file is right
+/// picture from the database `db`, not only its own regions, so the file is right
 /// whoever wrote it last; the budget's window is the one `report` carries (none when
 /// the limiter could not say). `configured` are the codes of every region in
 /// regions.toml, fetched by this run or not: they, and only they, get region series.
@@ -66,7 +67,8 @@ pub fn write_after_run(
         pending_calls: crate::quota::pending_calls(Some(db), &budget.key)
             .map_err(MetricsError::Journal)?,
     });
-    write_atomically(path, &picture.exposition(&METHODS).render()).map_err(MetricsError::Write)?;
+    write_atomically(path, &picture.exposition(&METHODS).render(), db.files())
+        .map_err(MetricsError::Write)?;
     tracing::debug!(path = %path.display(), "metrics written");
     Ok(())
 }
@@ -85,9 +87,9 @@ pub type WriteError = crate::atomic::AtomicError;
 
 /// Replaces `path` with `text` atomically ([`crate::atomic::write`]): a new file gets
 /// mode 0644, since the collector runs as another user and must read it whatever the
-/// umask; a file already there keeps its own mode.
-pub fn write_atomically(path: &Path, text: &str) -> Result<(), WriteError> {
-    crate::atomic::write(path, Some(0o644), |file| {
+/// umask; a file already there keeps its own mode. Never over `protected`'s files.
+pub fn write_atomically(path: &Path, text: &str, protected: &DbFiles) -> Result<(), WriteError> {
+    crate::atomic::write(path, "--metrics-file", protected, Some(0o644), |file| {
         file.write_all(text.as_bytes())
             .map_err(|source| WriteError::Io {
                 doing: "writing",

@@ -1,6 +1,7 @@
 use std::fs;
 
 use super::*;
+use crate::db_files::DbFiles;
 use crate::quota::skew::LimiterClock;
 use crate::region_status::Recorded;
 use crate::runner::BucketWindow;
@@ -377,6 +378,11 @@ fn the_upstreams_early_refusal_is_a_series_only_while_there_is_one() {
     assert!(text.contains("# TYPE trendsync_bucket_upstream_spent_at_units gauge\n"));
 }
 
+/// A database none of these files is.
+fn elsewhere() -> DbFiles {
+    DbFiles::of(Path::new("/nonexistent/trendsync.db"))
+}
+
 #[cfg(unix)]
 fn mode(path: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
@@ -393,12 +399,12 @@ fn the_file_is_replaced_whole_and_no_temporary_file_is_left() {
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).expect("chmod");
     }
-    write_atomically(&path, "new 1\n").expect("writing");
+    write_atomically(&path, "new 1\n", &elsewhere()).expect("writing");
     assert_eq!(fs::read_to_string(&path).expect("reading"), "new 1\n");
     #[cfg(unix)]
     assert_eq!(mode(&path), 0o600, "a file replaced keeps its mode");
     let fresh = dir.path().join("fresh.prom");
-    write_atomically(&fresh, "new 1\n").expect("writing a new file");
+    write_atomically(&fresh, "new 1\n", &elsewhere()).expect("writing a new file");
     #[cfg(unix)]
     assert_eq!(
         mode(&fresh),
@@ -417,13 +423,13 @@ fn the_file_is_replaced_whole_and_no_temporary_file_is_left() {
 fn a_file_that_cannot_be_written_says_where() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("missing").join("trendsync.prom");
-    let err = write_atomically(&path, "x\n").expect_err("no such directory");
+    let err = write_atomically(&path, "x\n", &elsewhere()).expect_err("no such directory");
     assert!(
         err.to_string().starts_with("creating ") && err.to_string().contains("missing"),
         "{err}"
     );
     assert!(matches!(
-        write_atomically(Path::new("/"), "x"),
+        write_atomically(Path::new("/"), "x", &elsewhere()),
         Err(WriteError::NoFileName(_))
     ));
     let names: Vec<_> = fs::read_dir(dir.path()).expect("listing").collect();
