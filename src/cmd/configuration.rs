@@ -10,7 +10,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::identity::LimiterJson;
-use super::{costs_file, load_config, regions_file, shown};
+use super::{Ctx, load_config, shown};
 use crate::cli::{ConfigArgs, Global};
 use crate::config::{Found, Origin};
 use crate::mask::mask_url;
@@ -144,19 +144,20 @@ fn key_source(global: &Global) -> Option<String> {
     }
 }
 
-pub fn run(global: &Global, args: &ConfigArgs) -> Result<()> {
-    let config = load_config(global)?;
+pub fn run(ctx: &Ctx<'_>, args: &ConfigArgs) -> Result<()> {
+    let global = ctx.global;
+    let config = load_config(ctx)?;
     // What a run would refuse (78) is not the configuration in force.
     crate::youtube::parse_api_base(&global.api_base)?;
-    let costs = costs_file(global);
-    let regions = regions_file(global);
+    let costs = ctx.config.costs();
+    let regions = ctx.config.regions();
     let budget = &config.budget;
     let report = ConfigJson {
         costs: CostsJson {
-            file: file_json(&costs),
+            file: file_json(costs),
             fingerprint: budget.fingerprint(),
         },
-        regions: file_json(&regions),
+        regions: file_json(regions),
         db: shown(&global.db),
         db_source: setting_source(
             global.db.as_os_str(),

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+use super::Ctx;
 use super::load_config;
 use crate::cli::{CrontabArgs, Global};
 use crate::config::{ConfigDirs, Found, Origin, SYSTEM_DIR, Source};
@@ -128,8 +129,9 @@ fn existing(path: &Path, what: &str) -> Result<PathBuf> {
 /// Everything is checked and every line built before anything is printed, so that
 /// `trendsync crontab ... | crontab -` with a mistake replaces no crontab with half
 /// of one (the header alone would wipe the old one).
-pub fn run(global: &Global, args: &CrontabArgs) -> Result<()> {
-    let config = load_config(global)?;
+pub fn run(ctx: &Ctx<'_>, args: &CrontabArgs) -> Result<()> {
+    let global = ctx.global;
+    let config = load_config(ctx)?;
     let schedules = config
         .regions
         .regions
@@ -144,7 +146,7 @@ pub fn run(global: &Global, args: &CrontabArgs) -> Result<()> {
         .parent()
         .map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
     let config_dir = config_dir_variable()?;
-    let fixed = fixed_command(global, &binary, &db, &dir, config_dir.as_deref())?;
+    let fixed = fixed_command(ctx, &binary, &db, &dir, config_dir.as_deref())?;
     let mut text = header(global, args.every);
     if let Some(config_dir) = &config_dir {
         // cron starts the lines with none of this shell's variables: the lookup they
@@ -230,31 +232,32 @@ fn cron_finds_the_same(found: &Found, name: &str, dir: &Path, config_dir: Option
 /// would find by themselves (in `/etc/trendsync`, say) is not named: the lookup finds
 /// it under cron as here. One they would not is named with its flag.
 fn fixed_command(
-    global: &Global,
+    ctx: &Ctx<'_>,
     binary: &Path,
     db: &Path,
     dir: &Path,
     config_dir: Option<&Path>,
 ) -> Result<String> {
+    let global = ctx.global;
     // Both checked by the caller.
     let mut fixed = format!("{} --db {}", sh(binary), sh(db));
     for (flag, given, found, name) in [
         (
             "--costs",
             &global.costs,
-            super::costs_file(global),
+            ctx.config.costs(),
             super::COSTS_FILE,
         ),
         (
             "--regions",
             &global.regions,
-            super::regions_file(global),
+            ctx.config.regions(),
             super::REGIONS_FILE,
         ),
     ] {
         let path = match (given, &found.origin) {
             (Some(p), _) => Some((p, existing(p, flag)?)),
-            _ if cron_finds_the_same(&found, name, dir, config_dir) => None,
+            _ if cron_finds_the_same(found, name, dir, config_dir) => None,
             (None, Origin::Given(p)) => Some((p, absolute(p)?)),
             (None, Origin::BuiltIn) => {
                 return Err(MissingConfig(format!(

@@ -172,9 +172,7 @@ pub fn run(ctx: &Ctx<'_>, args: &ExportArgs) -> Result<()> {
                 db.display()
             )
         })?;
-    super::check_read_regions(global, &args.regions, || {
-        store.regions().unwrap_or_default()
-    })?;
+    super::check_read_regions(ctx, &args.regions, || store.regions().unwrap_or_default())?;
     let regions = if args.regions.is_empty() {
         store.regions()?
     } else {

@@ -316,9 +316,7 @@ impl ReadJson {
     /// Warns first when this command reads another limiter or costs file than the
     /// latest run (see [`check_reading`]).
     pub(crate) fn check(ctx: &Ctx<'_>, budget: &Budget) -> ReadJson {
-        let path = super::costs_file(ctx.global)
-            .origin
-            .describe(super::COSTS_FILE);
+        let path = ctx.config.costs().origin.describe(super::COSTS_FILE);
         let reading = check_reading(ctx, budget, &path);
         ReadJson {
             limiter: reading.limiter,

@@ -16,6 +16,7 @@ mod prune;
 mod run;
 mod runs;
 mod search;
+mod shared;
 mod status;
 mod video;
 
@@ -28,7 +29,7 @@ use anyhow::{Context, Result};
 
 use crate::cli::{Cli, Command, DbUse, Global};
 use crate::clock::Clock;
-use crate::config::{self, Config, ConfigDirs, Found, Origin, Source};
+use crate::config::{self, Config, Origin};
 use crate::db_files::DbFiles;
 use crate::error::{MissingConfig, UsageError, is_broken_pipe, is_silent};
 use crate::quota::{
@@ -41,6 +42,8 @@ use crate::youtube;
 /// re-reads the flags to rebuild it.
 pub(crate) struct Ctx<'a> {
     pub global: &'a Global,
+    /// The configuration files, each looked up once, when first needed.
+    pub config: config::Lookup,
     /// The one real clock of this command: everything below that decides by time, or
     /// stamps what it writes, is handed this one.
     pub clock: Arc<dyn Clock>,
@@ -142,6 +145,7 @@ pub async fn run(cli: Cli) -> Result<()> {
 fn open_context(global: &Global, db_use: DbUse) -> Result<Ctx<'_>> {
     let mut ctx = Ctx {
         global,
+        config: config::Lookup::new(global.costs.as_deref(), global.regions.as_deref()),
         clock: crate::clock::system(),
         db: OnceLock::new(),
         found: None,
@@ -172,7 +176,6 @@ fn open_context(global: &Global, db_use: DbUse) -> Result<Ctx<'_>> {
 }
 
 async fn dispatch(ctx: &Ctx<'_>, command: &Command) -> Result<()> {
-    let global = ctx.global;
     let clock = &ctx.clock;
     match command {
         Command::Run(args) => run::run(ctx, args).await,
@@ -182,8 +185,8 @@ async fn dispatch(ctx: &Ctx<'_>, command: &Command) -> Result<()> {
         Command::Man { command } => man::run(command),
         Command::Search(args) => search::run(ctx, args),
         Command::Video(args) => video::run(ctx, args),
-        Command::Crontab(args) => crontab::run(global, args),
-        Command::Config(args) => configuration::run(global, args),
+        Command::Crontab(args) => crontab::run(ctx, args),
+        Command::Config(args) => configuration::run(ctx, args),
         Command::Status(args) => status::run(ctx, args).await,
         Command::Runs(args) => runs::run(ctx, args),
         Command::Prune(args) => prune::run(ctx, args, clock.as_ref()),
@@ -232,99 +235,20 @@ fn print_failure_json(err: &anyhow::Error) {
 /// The upstream methods trendsync itself charges, which must all have a cost.
 const CALLED: &[&str] = &[youtube::VIDEOS_LIST, youtube::VIDEO_CATEGORIES_LIST];
 
-/// The costs file's name in the configuration directories.
-pub(crate) const COSTS_FILE: &str = "quota-costs.toml";
-/// The regions file's name in the configuration directories.
-pub(crate) const REGIONS_FILE: &str = "regions.toml";
+pub(crate) use crate::config::{COSTS_FILE, REGIONS_FILE, shown};
 
-/// The `quota-costs.toml` this command reads, and why.
-pub(crate) fn costs_file(global: &Global) -> Found {
-    resolve(global.costs.as_deref(), "TRENDSYNC_COSTS", COSTS_FILE)
-}
-
-/// The `regions.toml` this command reads, and why.
-pub(crate) fn regions_file(global: &Global) -> Found {
-    resolve(global.regions.as_deref(), "TRENDSYNC_REGIONS", REGIONS_FILE)
-}
-
-/// The file a flag or variable names, else the first one the configuration
-/// directories hold, else the built-in copy. A file found that hides a different one
-/// further down the directories is named in a warning: a process started elsewhere
-/// (cron, systemd, another directory) would read the other one.
-///
-/// The directories are searched once per process and file (which reads the files a
-/// shadow is judged by): every later question gets the same answer, so a command
-/// names the file it loaded, even if one appears meanwhile, and warns once.
-fn resolve(given: Option<&Path>, variable: &str, name: &str) -> Found {
-    if let Some(path) = given {
-        let from_variable = std::env::var_os(variable).is_some_and(|v| Path::new(&v) == path);
-        return Found {
-            origin: Origin::Given(path.to_path_buf()),
-            source: if from_variable {
-                Source::Variable
-            } else {
-                Source::Flag
-            },
-            shadows: None,
-        };
-    }
-    static FOUND: std::sync::Mutex<Vec<(String, Found)>> = std::sync::Mutex::new(Vec::new());
-    let mut cache = FOUND
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((_, found)) = cache.iter().find(|(n, _)| *n == name) {
-        return found.clone();
-    }
-    let found = ConfigDirs::from_env().find(name);
-    if let (Origin::Given(path), Some((other, other_source))) = (&found.origin, &found.shadows) {
-        tracing::warn!(
-            "{name}: reading {} (found in {}), which hides a different {} (in {}); a process started in another directory or with other variables, as cron and systemd are, may read that one instead. Keep one of them, or name the file with {}",
-            shown(path),
-            where_found(found.source),
-            shown(other),
-            where_found(*other_source),
-            if name == COSTS_FILE {
-                "--costs"
-            } else {
-                "--regions"
-            }
-        );
-    }
-    cache.push((name.to_owned(), found.clone()));
-    found
-}
-
-/// Where a configuration directory is, in words.
-fn where_found(source: Source) -> &'static str {
-    match source {
-        Source::ConfigDir => "$TRENDSYNC_CONFIG_DIR",
-        Source::CurrentDir => "the current directory",
-        Source::XdgConfigHome => "$XDG_CONFIG_HOME/trendsync",
-        Source::System => config::SYSTEM_DIR,
-        Source::Flag | Source::Variable | Source::BuiltIn => "the place it was given",
-    }
-}
-
-/// A path made absolute for a message, so that it names one file wherever it is read.
-pub(crate) fn shown(path: &Path) -> String {
-    std::path::absolute(path)
-        .unwrap_or_else(|_| path.to_path_buf())
-        .display()
-        .to_string()
-}
-
-pub(crate) fn load_config(global: &Global) -> Result<Config> {
-    let costs = costs_file(global).origin;
-    let regions = regions_file(global).origin;
-    let config = Config::load(&costs, &regions, CALLED, youtube::SEARCH_LIST)?;
-    refuse_api_key_as_budget_key(global, &config.budget, &costs)?;
+pub(crate) fn load_config(ctx: &Ctx<'_>) -> Result<Config> {
+    let costs = &ctx.config.costs().origin;
+    let regions = &ctx.config.regions().origin;
+    let config = Config::load(costs, regions, CALLED, youtube::SEARCH_LIST)?;
+    refuse_api_key_as_budget_key(ctx.global, &config.budget, costs)?;
     Ok(config)
 }
 
-pub(crate) fn load_budget(global: &Global) -> Result<Budget> {
-    let costs = costs_file(global).origin;
-    let budget = config::load_budget(&costs)?;
-    refuse_api_key_as_budget_key(global, &budget, &costs)?;
+pub(crate) fn load_budget(ctx: &Ctx<'_>) -> Result<Budget> {
+    let costs = &ctx.config.costs().origin;
+    let budget = config::load_budget(costs)?;
+    refuse_api_key_as_budget_key(ctx.global, &budget, costs)?;
     Ok(budget)
 }
 
@@ -567,7 +491,7 @@ pub(crate) async fn read_status(
 /// reads). An unknown one is a usage error naming the nearest known code, rather than
 /// an empty answer that looks like "no data".
 pub(crate) fn check_read_regions(
-    global: &Global,
+    ctx: &Ctx<'_>,
     asked: &[String],
     in_store: impl FnOnce() -> Vec<String>,
 ) -> Result<()> {
@@ -575,7 +499,7 @@ pub(crate) fn check_read_regions(
         return Ok(());
     }
     let in_store = in_store();
-    let configured: Vec<String> = load_config(global)
+    let configured: Vec<String> = load_config(ctx)
         .map(|c| c.regions.regions.iter().map(|r| r.code.clone()).collect())
         .unwrap_or_default();
     let mut known: Vec<&str> = configured
@@ -590,12 +514,12 @@ pub(crate) fn check_read_regions(
         if known.contains(&upper.as_str()) {
             continue;
         }
-        let hint = config::nearest_region(code, &known)
-            .map_or(String::new(), |near| format!("did you mean {near}? "));
-        return Err(UsageError(format!(
-            "--region {code} is neither in regions.toml nor in the database; {hint}known: {}",
-            known.join(", ")
-        ))
+        return Err(unknown_region(
+            code,
+            "is neither in regions.toml nor in the database",
+            "known",
+            &known,
+        )
         .into());
     }
     Ok(())
@@ -607,6 +531,17 @@ pub(crate) fn stored_regions(db: Option<&Db>) -> Vec<String> {
     db.and_then(|db| crate::store::Store::read_on(db).ok().flatten())
         .and_then(|s| s.regions().ok())
         .unwrap_or_default()
+}
+
+/// A `--region` that names no region this command knows (2): what it is not, the
+/// nearest code `known` holds, and all of them (`listed` says which they are).
+fn unknown_region(code: &str, is_not: &str, listed: &str, known: &[&str]) -> UsageError {
+    let hint = config::nearest_region(code, known)
+        .map_or(String::new(), |near| format!("did you mean {near}? "));
+    UsageError(format!(
+        "--region {code} {is_not}; {hint}{listed}: {}",
+        known.join(", ")
+    ))
 }
 
 /// The regions a command was asked for, in the configuration's order: all of them
@@ -627,12 +562,7 @@ pub(crate) fn select_regions<'a>(
                 .iter()
                 .map(|r| r.code.as_str())
                 .collect();
-            let hint = config::nearest_region(code, &known)
-                .map_or(String::new(), |near| format!("did you mean {near}? "));
-            UsageError(format!(
-                "--region {code} is not in regions.toml; {hint}configured: {}",
-                known.join(", ")
-            ))
+            unknown_region(code, "is not in regions.toml", "configured", &known)
         })?;
         if !picked
             .iter()

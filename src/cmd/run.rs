@@ -43,7 +43,7 @@ struct Job<'a> {
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub async fn run(ctx: &Ctx<'_>, args: &RunArgs) -> Result<()> {
-    let config = load_config(ctx.global)?;
+    let config = load_config(ctx)?;
     let regions = select_regions(&config, &args.fetch.regions)?;
     let job = Job {
         kind: RunKind::Run,
@@ -58,7 +58,7 @@ pub async fn run(ctx: &Ctx<'_>, args: &RunArgs) -> Result<()> {
 }
 
 pub async fn backfill(ctx: &Ctx<'_>, args: &BackfillArgs) -> Result<()> {
-    let config = load_config(ctx.global)?;
+    let config = load_config(ctx)?;
     let regions = select_regions(&config, &args.fetch.regions)?;
     let fresh = freshness(ctx)?;
     let stale_after = i64::try_from(args.stale_after.as_secs()).unwrap_or(i64::MAX);
@@ -69,7 +69,7 @@ pub async fn backfill(ctx: &Ctx<'_>, args: &BackfillArgs) -> Result<()> {
         .into_iter()
         .filter(|r| {
             let last = fresh.get(&r.code).and_then(|f| f.last_complete_at);
-            super::status::is_stale(now, last, stale_after)
+            super::shared::is_stale(now, last, stale_after)
         })
         .collect();
     if stale.is_empty() {

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use super::Ctx;
-use super::status::{ago, at, charts_text, one_line};
+use super::shared::{ago, at, charts_text, one_line};
 use crate::cli::RunsArgs;
 use crate::output::json::print_json;
 use crate::output::table::{self, Column, Table};
@@ -39,9 +39,9 @@ struct RunsJson<'a> {
 }
 
 pub fn run(ctx: &Ctx<'_>, args: &RunsArgs) -> Result<()> {
-    let (global, clock) = (ctx.global, ctx.clock.as_ref());
+    let clock = ctx.clock.as_ref();
     let db = ctx.require_db()?;
-    super::check_read_regions(global, &args.regions, || super::stored_regions(Some(db)))?;
+    super::check_read_regions(ctx, &args.regions, || super::stored_regions(Some(db)))?;
     let now = clock.now().to_secs();
     let filter = HistoryFilter {
         since: args.since.map(|w| w.since(now).as_i64()),

@@ -35,7 +35,7 @@ pub fn run(ctx: &Ctx<'_>, args: &SearchArgs) -> Result<()> {
     let region = args.region.as_deref().map(str::to_ascii_uppercase);
     let db = ctx.require_db()?;
     let asked: Vec<String> = args.region.iter().cloned().collect();
-    super::check_read_regions(global, &asked, || super::stored_regions(Some(db)))?;
+    super::check_read_regions(ctx, &asked, || super::stored_regions(Some(db)))?;
     let store =
         Store::read_on(db).with_context(|| format!("opening {} to search", global.db.display()))?;
     let hits: Vec<SearchHit> = match store {

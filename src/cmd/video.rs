@@ -9,7 +9,7 @@ use anyhow::{Context, Result, anyhow};
 use serde::Serialize;
 
 use super::Ctx;
-use super::status::at;
+use super::shared::at;
 use crate::cli::VideoArgs;
 use crate::error::{MissingConfig, UsageError};
 use crate::output::table::{self, Column, Table};

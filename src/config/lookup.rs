@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use super::Origin;
 
@@ -151,3 +152,116 @@ pub(crate) fn same_text(a: &Path, b: &Path) -> Option<bool> {
 
 #[cfg(test)]
 mod tests;
+
+/// The costs file's name in the configuration directories.
+pub const COSTS_FILE: &str = "quota-costs.toml";
+/// The regions file's name in the configuration directories.
+pub const REGIONS_FILE: &str = "regions.toml";
+
+/// The configuration files of one command: each looked up once, when first asked for,
+/// and the same answer every time after, so that a command names the file it loaded,
+/// even if one appears meanwhile, and warns once about a file it hides.
+#[derive(Debug)]
+pub struct Lookup {
+    costs: Wanted,
+    regions: Wanted,
+}
+
+/// One file of the lookup: what was given for it, and the answer once found.
+#[derive(Debug)]
+struct Wanted {
+    name: &'static str,
+    /// The flag that names the file, for the warning's advice.
+    flag: &'static str,
+    /// The variable that names the file.
+    variable: &'static str,
+    given: Option<PathBuf>,
+    found: OnceLock<Found>,
+}
+
+impl Lookup {
+    /// The lookup for `--costs` and `--regions` as given (from the flag or its
+    /// variable); the directories are searched only for a file not given.
+    pub fn new(costs: Option<&Path>, regions: Option<&Path>) -> Lookup {
+        let wanted = |name, flag, variable, given: Option<&Path>| Wanted {
+            name,
+            flag,
+            variable,
+            given: given.map(Path::to_path_buf),
+            found: OnceLock::new(),
+        };
+        Lookup {
+            costs: wanted(COSTS_FILE, "--costs", "TRENDSYNC_COSTS", costs),
+            regions: wanted(REGIONS_FILE, "--regions", "TRENDSYNC_REGIONS", regions),
+        }
+    }
+
+    /// The `quota-costs.toml` this command reads, and why.
+    pub fn costs(&self) -> &Found {
+        self.costs.found()
+    }
+
+    /// The `regions.toml` this command reads, and why.
+    pub fn regions(&self) -> &Found {
+        self.regions.found()
+    }
+}
+
+impl Wanted {
+    fn found(&self) -> &Found {
+        self.found.get_or_init(|| self.resolve())
+    }
+
+    /// The file a flag or variable names, else the first one the configuration
+    /// directories hold, else the built-in copy. A file found that hides a different
+    /// one further down the directories is named in a warning: a process started
+    /// elsewhere (cron, systemd, another directory) would read the other one.
+    fn resolve(&self) -> Found {
+        if let Some(path) = &self.given {
+            let from_variable =
+                std::env::var_os(self.variable).is_some_and(|v| Path::new(&v) == path);
+            return Found {
+                origin: Origin::Given(path.clone()),
+                source: if from_variable {
+                    Source::Variable
+                } else {
+                    Source::Flag
+                },
+                shadows: None,
+            };
+        }
+        let found = ConfigDirs::from_env().find(self.name);
+        if let (Origin::Given(path), Some((other, other_source))) = (&found.origin, &found.shadows)
+        {
+            tracing::warn!(
+                "{}: reading {} (found in {}), which hides a different {} (in {}); a process started in another directory or with other variables, as cron and systemd are, may read that one instead. Keep one of them, or name the file with {}",
+                self.name,
+                shown(path),
+                where_found(found.source),
+                shown(other),
+                where_found(*other_source),
+                self.flag
+            );
+        }
+        found
+    }
+}
+
+/// Where a configuration directory is, in words.
+fn where_found(source: Source) -> &'static str {
+    match source {
+        Source::ConfigDir => "$TRENDSYNC_CONFIG_DIR",
+        Source::CurrentDir => "the current directory",
+        Source::XdgConfigHome => "$XDG_CONFIG_HOME/trendsync",
+        Source::System => SYSTEM_DIR,
+        Source::Flag | Source::Variable | Source::BuiltIn => "the place it was given",
+    }
+}
+
+/// A path made absolute for a message, so that it names one file wherever it is read.
+pub fn shown(path: &Path) -> String {
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
+}

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 pub use costs::parse_costs;
 pub use duration::parse_duration;
 pub(crate) use lookup::same_text;
-pub use lookup::{ConfigDirs, Found, SYSTEM_DIR, Source};
+pub use lookup::{COSTS_FILE, ConfigDirs, Found, Lookup, REGIONS_FILE, SYSTEM_DIR, Source, shown};
 pub use regions::{Follow, MAX_FOLLOW_DAYS, Region, Regions, Search, parse_regions};
 pub use when::{When, parse_when};
 

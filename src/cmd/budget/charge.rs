@@ -52,7 +52,7 @@ pub(super) async fn charge(
     json: bool,
 ) -> Result<()> {
     let (global, clock) = (ctx.global, &ctx.clock);
-    let budget = load_budget(global)?;
+    let budget = load_budget(ctx)?;
     let allowance = if reserve {
         Allowance::Quota
     } else {

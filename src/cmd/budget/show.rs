@@ -211,7 +211,7 @@ fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::R
 
 pub(super) async fn show(ctx: &Ctx<'_>, json: bool) -> Result<()> {
     let (global, _clock) = (ctx.global, &ctx.clock);
-    let budget = load_budget(global)?;
+    let budget = load_budget(ctx)?;
     if global.redis_url.is_none() {
         // The embedded limiter's window is in the database: none there is a typo in
         // --db, not a whole budget left.

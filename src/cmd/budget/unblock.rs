@@ -28,8 +28,7 @@ fn bucket_named<'a>(budget: &'a Budget, name: &str) -> Result<BucketRef<'a>> {
 /// quota was raised or reset: of one bucket, or of every bucket. Logged, so the cron
 /// log shows who let calls through.
 pub(super) async fn unblock(ctx: &Ctx<'_>, bucket: Option<&str>, json: bool) -> Result<()> {
-    let (global, _clock) = (ctx.global, &ctx.clock);
-    let budget = load_budget(global)?;
+    let budget = load_budget(ctx)?;
     let buckets = match bucket {
         Some(name) => vec![bucket_named(&budget, name)?],
         None => budget.buckets(),

@@ -1,0 +1,68 @@
+//! What several commands show alike: times and ages for people, a region's staleness,
+//! stored text on one line, the charts of a history line. Commands share these through
+//! this module, never through each other.
+
+use std::time::Duration;
+
+use crate::output::human;
+use crate::output::json::rfc3339;
+
+/// Unix seconds as RFC 3339.
+pub(crate) fn at(s: i64) -> String {
+    rfc3339(s.saturating_mul(1_000_000))
+}
+
+/// How far ahead of this host's clock a time may be before it is taken for a wrong
+/// clock (the clock-skew bound of docs/schema.md).
+const FUTURE_TOLERANCE_S: i64 = 300;
+
+/// Whether a region whose last complete fetch was at `last_complete` (unix seconds)
+/// is stale at `now`: never fetched, fetched longer than `stale_s` ago, or fetched at
+/// a time still in the future, which only a wrong clock (here or on the host that
+/// wrote it) explains and which would otherwise keep a health check passing for as
+/// long as the clocks disagree.
+pub(crate) fn is_stale(now: i64, last_complete: Option<i64>, stale_s: i64) -> bool {
+    last_complete.is_none_or(|c| now.saturating_sub(c) > stale_s || c > now + FUTURE_TOLERANCE_S)
+}
+
+/// How long ago, for people: "3h 2m ago"; a time ahead of this host's clock says so
+/// ("in the future, 2h 5m ahead").
+pub(crate) fn ago(now: i64, then: i64) -> String {
+    if then > now {
+        return format!(
+            "in the future, {} ahead of this host's clock",
+            human::duration(Duration::from_secs(u64::try_from(then - now).unwrap_or(0)))
+        );
+    }
+    let secs = u64::try_from(now - then).unwrap_or(0);
+    format!("{} ago", human::duration(Duration::from_secs(secs)))
+}
+
+/// Text from the store (which holds scrubbed upstream messages) on one terminal
+/// line: control characters are shown as escapes, never sent raw.
+pub(crate) fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\r' | '\t' => out.push(' '),
+            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The charts of a history line for people: `overall+17+25`, `-` for none.
+pub(crate) fn charts_text(charts: &[u32]) -> String {
+    if charts.is_empty() {
+        return "-".to_owned();
+    }
+    charts
+        .iter()
+        .map(|c| match c {
+            0 => "overall".to_owned(),
+            c => c.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("+")
+}
