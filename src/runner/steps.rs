@@ -247,66 +247,7 @@ impl Run {
                 )
                 .await?;
             for batch in due.chunks(MAX_RESULTS) {
-                let mut asked = batch.to_vec();
-                let counts = self
-                    .call(VIDEOS_BATCH_GET_STATS, &mut report, || {
-                        self.upstream.video_counts(&asked)
-                    })
-                    .await?;
-                tally.calls += 1;
-                let mut counts: Vec<FollowCounts> = counts
-                    .into_iter()
-                    .map(|c| FollowCounts {
-                        video_id: c.id,
-                        view_count: c.view_count,
-                        like_count: c.like_count,
-                        comment_count: c.comment_count,
-                    })
-                    .collect();
-                let answered: HashSet<&str> = counts.iter().map(|c| c.video_id.as_str()).collect();
-                let missing: Vec<String> = asked
-                    .iter()
-                    .filter(|id| !answered.contains(id.as_str()))
-                    .cloned()
-                    .collect();
-                let mut unconfirmed = None;
-                if !missing.is_empty() {
-                    tally.missing += missing.len() as u64;
-                    match self
-                        .call(VIDEOS_LIST, &mut report, || {
-                            self.upstream.videos_by_id(&missing, None)
-                        })
-                        .await
-                    {
-                        Ok(page) => {
-                            tally.calls += 1;
-                            let shown: Vec<FollowCounts> = page
-                                .items
-                                .into_iter()
-                                .filter(|v| missing.contains(&v.id))
-                                .map(|v| FollowCounts {
-                                    video_id: v.id,
-                                    view_count: v.view_count,
-                                    like_count: v.like_count,
-                                    comment_count: v.comment_count,
-                                })
-                                .collect();
-                            tally.missing_found += shown.len() as u64;
-                            counts.extend(shown);
-                        }
-                        Err(failed) => {
-                            // Not confirmed either way: neither counted nor removed.
-                            asked.retain(|id| !missing.contains(id));
-                            unconfirmed = Some(failed);
-                        }
-                    }
-                }
-                let stored = self.record.follow_ups(asked, counts).await?;
-                report.videos += stored.counted as u64;
-                tally.removed += stored.removed as u64;
-                if let Some(failed) = unconfirmed {
-                    return Err(failed);
-                }
+                self.follow_up_batch(batch, &mut report, &mut tally).await?;
             }
             Ok::<(), Failed>(())
         }
@@ -333,6 +274,77 @@ impl Run {
             units: report.units,
             units_unmetered: report.units_unmetered,
             error: report.error,
+        }
+    }
+
+    /// One batch of follow-ups: the counts of `batch` in one call, then the videos
+    /// missing from its answer looked up with videos.list, and what was found stored.
+    async fn follow_up_batch(
+        &self,
+        batch: &[String],
+        report: &mut RegionReport,
+        tally: &mut FollowTally,
+    ) -> Result<(), Failed> {
+        let mut asked = batch.to_vec();
+        let counts = self
+            .call(VIDEOS_BATCH_GET_STATS, report, || {
+                self.upstream.video_counts(&asked)
+            })
+            .await?;
+        tally.calls += 1;
+        let mut counts: Vec<FollowCounts> = counts
+            .into_iter()
+            .map(|c| FollowCounts {
+                video_id: c.id,
+                view_count: c.view_count,
+                like_count: c.like_count,
+                comment_count: c.comment_count,
+            })
+            .collect();
+        let answered: HashSet<&str> = counts.iter().map(|c| c.video_id.as_str()).collect();
+        let missing: Vec<String> = asked
+            .iter()
+            .filter(|id| !answered.contains(id.as_str()))
+            .cloned()
+            .collect();
+        let mut unconfirmed = None;
+        if !missing.is_empty() {
+            tally.missing += missing.len() as u64;
+            match self
+                .call(VIDEOS_LIST, report, || {
+                    self.upstream.videos_by_id(&missing, None)
+                })
+                .await
+            {
+                Ok(page) => {
+                    tally.calls += 1;
+                    let shown: Vec<FollowCounts> = page
+                        .items
+                        .into_iter()
+                        .filter(|v| missing.contains(&v.id))
+                        .map(|v| FollowCounts {
+                            video_id: v.id,
+                            view_count: v.view_count,
+                            like_count: v.like_count,
+                            comment_count: v.comment_count,
+                        })
+                        .collect();
+                    tally.missing_found += shown.len() as u64;
+                    counts.extend(shown);
+                }
+                Err(failed) => {
+                    // Not confirmed either way: neither counted nor removed.
+                    asked.retain(|id| !missing.contains(id));
+                    unconfirmed = Some(failed);
+                }
+            }
+        }
+        let stored = self.record.follow_ups(asked, counts).await?;
+        report.videos += stored.counted as u64;
+        tally.removed += stored.removed as u64;
+        match unconfirmed {
+            Some(failed) => Err(failed),
+            None => Ok(()),
         }
     }
 

@@ -224,106 +224,102 @@ impl Store {
             let span_fetches = self
                 .chart_fetches(region, charts, span)
                 .map_err(|e| self.err(context.as_str())(e))?;
-            let fetches = &span_fetches.wanted;
-            if fetches.is_empty() {
+            if span_fetches.wanted.is_empty() {
                 continue;
             }
-            // A span with less than half of the region's fetches reads its own videos'
-            // places within it; a longer one walks every video of the region, which
-            // costs less than finding them through the span's places.
             let walk = match walk {
                 Some(walk) => walk,
-                None => {
-                    let all: i64 = self
-                        .conn
-                        .prepare_cached(REGION_CHART_FETCHES)
-                        .and_then(|mut s| s.query_row([region], |r| r.get(0)))
-                        .map_err(|e| self.err(context.as_str())(e))?;
-                    if span_fetches.count.saturating_mul(2) < all.unsigned_abs() {
-                        Walk::Span
-                    } else {
-                        Walk::Region
-                    }
-                }
+                None => self
+                    .walk_for(region, &span_fetches)
+                    .map_err(|e| self.err(context.as_str())(e))?,
             };
-            let narrow = walk == Walk::Span;
-            let mut stmt = self
-                .conn
-                .prepare_cached(if narrow {
-                    SPAN_VIDEO_PLACES
-                } else {
-                    REGION_VIDEO_PLACES
-                })
-                .map_err(|e| self.err(context.as_str())(e))?;
-            let mut rows = if narrow {
-                stmt.query(params![
-                    region,
-                    span.since,
-                    span.until,
-                    span_fetches.first,
-                    span_fetches.last
-                ])
-            } else {
-                stmt.query(params![region])
-            }
-            .map_err(|e| self.err(context.as_str())(e))?;
-            let mut current: Option<i64> = None;
-            let mut video = VideoText::default();
-            let mut by_chart: BTreeMap<u32, Gathered> = BTreeMap::new();
-            let mut flush =
-                |video: &VideoText, by_chart: &mut BTreeMap<u32, Gathered>| -> Result<u64, E> {
-                    let mut n = 0;
-                    for (chart, gathered) in std::mem::take(by_chart) {
-                        if let Some(row) = gathered.row(video, region, chart) {
-                            each(&row)?;
-                            n += 1;
-                        }
-                    }
-                    Ok(n)
-                };
-            while let Some(row) = rows.next().map_err(|e| self.err(context.as_str())(e))? {
-                let read = (|| -> rusqlite::Result<_> {
-                    let num: i64 = row.get(0)?;
-                    let fetch: i64 = row.get(5)?;
-                    Ok((num, fetch))
-                })()
-                .map_err(|e| self.err(context.as_str())(e))?;
-                let (num, fetch) = read;
-                if current != Some(num) {
-                    count += flush(&video, &mut by_chart)?;
-                    current = Some(num);
-                    video = (|| -> rusqlite::Result<_> {
-                        Ok(VideoText {
-                            id: row.get(1)?,
-                            title: row.get(2)?,
-                            channel_title: row.get(3)?,
-                            category_id: row.get(4)?,
-                        })
-                    })()
-                    .map_err(|e| self.err(context.as_str())(e))?;
-                }
-                // A place in a search, or in a fetch outside the span or the charts
-                // asked for.
-                let Some(f) = fetches.get(&fetch) else {
-                    continue;
-                };
-                let place = (|| -> rusqlite::Result<_> {
-                    let offset: i64 = row.get(7)?;
-                    Ok(Place {
-                        ord: f.ord,
-                        started: f.started,
-                        at: f.started + offset,
-                        rank: row.get(6)?,
-                        views: row.get(8)?,
-                        likes: row.get(9)?,
-                        comments: row.get(10)?,
-                    })
-                })()
-                .map_err(|e| self.err(context.as_str())(e))?;
-                by_chart.entry(f.chart).or_default().places.push(place);
-            }
-            count += flush(&video, &mut by_chart)?;
+            count += self.export_region(region, &span_fetches, span, walk, &mut each)?;
         }
+        Ok(count)
+    }
+
+    /// How to find the videos of `region`'s places in a span: a span with less than
+    /// half of the region's fetches reads its own videos' places within it; a longer
+    /// one walks every video of the region, which costs less than finding them through
+    /// the span's places.
+    fn walk_for(&self, region: &str, span_fetches: &SpanFetches) -> rusqlite::Result<Walk> {
+        let all: i64 = self
+            .conn
+            .prepare_cached(REGION_CHART_FETCHES)
+            .and_then(|mut s| s.query_row([region], |r| r.get(0)))?;
+        Ok(
+            if span_fetches.count.saturating_mul(2) < all.unsigned_abs() {
+                Walk::Span
+            } else {
+                Walk::Region
+            },
+        )
+    }
+
+    /// The chart history of one region, each row to `each`; how many rows.
+    fn export_region<E: From<StoreError>>(
+        &self,
+        region: &str,
+        span_fetches: &SpanFetches,
+        span: ExportSpan,
+        walk: Walk,
+        each: &mut impl FnMut(&ChartHistoryRow) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        let context = format!("exporting the chart history of {region}");
+        let fetches = &span_fetches.wanted;
+        let mut count = 0u64;
+        let narrow = walk == Walk::Span;
+        let mut stmt = self
+            .conn
+            .prepare_cached(if narrow {
+                SPAN_VIDEO_PLACES
+            } else {
+                REGION_VIDEO_PLACES
+            })
+            .map_err(|e| self.err(context.as_str())(e))?;
+        let mut rows = if narrow {
+            stmt.query(params![
+                region,
+                span.since,
+                span.until,
+                span_fetches.first,
+                span_fetches.last
+            ])
+        } else {
+            stmt.query(params![region])
+        }
+        .map_err(|e| self.err(context.as_str())(e))?;
+        let mut current: Option<i64> = None;
+        let mut video = VideoText::default();
+        let mut by_chart: BTreeMap<u32, Gathered> = BTreeMap::new();
+        let mut flush =
+            |video: &VideoText, by_chart: &mut BTreeMap<u32, Gathered>| -> Result<u64, E> {
+                let mut n = 0;
+                for (chart, gathered) in std::mem::take(by_chart) {
+                    if let Some(row) = gathered.row(video, region, chart) {
+                        each(&row)?;
+                        n += 1;
+                    }
+                }
+                Ok(n)
+            };
+        while let Some(row) = rows.next().map_err(|e| self.err(context.as_str())(e))? {
+            let (num, fetch): (i64, i64) =
+                (|| Ok((row.get(0)?, row.get(5)?)))().map_err(|e| self.err(context.as_str())(e))?;
+            if current != Some(num) {
+                count += flush(&video, &mut by_chart)?;
+                current = Some(num);
+                video = video_text(row).map_err(|e| self.err(context.as_str())(e))?;
+            }
+            // A place in a search, or in a fetch outside the span or the charts asked
+            // for.
+            let Some(f) = fetches.get(&fetch) else {
+                continue;
+            };
+            let place = place(row, f).map_err(|e| self.err(context.as_str())(e))?;
+            by_chart.entry(f.chart).or_default().places.push(place);
+        }
+        count += flush(&video, &mut by_chart)?;
         Ok(count)
     }
 
@@ -424,3 +420,27 @@ FROM chart_history;
 
 #[cfg(test)]
 mod tests;
+
+/// The video of a row of the places' queries.
+fn video_text(row: &rusqlite::Row<'_>) -> rusqlite::Result<VideoText> {
+    Ok(VideoText {
+        id: row.get(1)?,
+        title: row.get(2)?,
+        channel_title: row.get(3)?,
+        category_id: row.get(4)?,
+    })
+}
+
+/// The place of a row of the places' queries, in the chart fetch `f`.
+fn place(row: &rusqlite::Row<'_>, f: &ChartFetch) -> rusqlite::Result<Place> {
+    let offset: i64 = row.get(7)?;
+    Ok(Place {
+        ord: f.ord,
+        started: f.started,
+        at: f.started + offset,
+        rank: row.get(6)?,
+        views: row.get(8)?,
+        likes: row.get(9)?,
+        comments: row.get(10)?,
+    })
+}

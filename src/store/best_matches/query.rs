@@ -87,20 +87,7 @@ pub(crate) fn outside(
     else {
         return Ok(Outside::NotListed);
     };
-    // (video, occurrences, tokens) as the lists were built.
-    let mut listed: Vec<(i64, i64, i64)> = Vec::new();
-    let mut front: Vec<(i64, i64)> = Vec::new();
-    {
-        let mut stmt = conn.prepare_cached(super::sql::BEST_MATCHES_COUNTS_OF)?;
-        let mut rows = stmt.query([word])?;
-        while let Some(row) = rows.next()? {
-            let (video, occurrences, tokens) = (row.get(1)?, row.get(2)?, row.get(3)?);
-            listed.push((video, occurrences, tokens));
-            if row.get::<_, i64>(0)? == 1 {
-                front.push((occurrences, tokens));
-            }
-        }
-    }
+    let (listed, front) = listed_counts(conn, word)?;
     if listed.len() == front.len() {
         // Not a common word: ranking every match is quick.
         return Ok(Outside::NotListed);
@@ -115,39 +102,9 @@ pub(crate) fn outside(
     if changed.len() > CHANGED_MOST {
         return Ok(Outside::Unsure);
     }
-    // The candidates: the listed videos as built, unless their text changed since,
-    // then the videos added since and the changed ones as they are now.
-    let mut candidates: HashMap<i64, (i64, i64)> = listed
-        .into_iter()
-        .filter(|(video, _, _)| !changed.contains(video))
-        .map(|(video, occurrences, tokens)| (video, (occurrences, tokens)))
-        .collect();
-    let mut stmt = conn.prepare_cached(super::sql::BEST_MATCHES_FRESH)?;
-    {
-        let mut rows = stmt.query(params![
-            word,
-            built_through,
-            i64::MAX,
-            FRESH_MOST as i64 + 1
-        ])?;
-        let mut added = 0;
-        while let Some(row) = rows.next()? {
-            added += 1;
-            if added > FRESH_MOST {
-                return Ok(Outside::Unsure);
-            }
-            let (video, counts) = fresh_counts(row)?;
-            candidates.insert(video, counts);
-        }
-    }
-    for &video in &changed {
-        let now = stmt
-            .query_row(params![word, video - 1, video, 1], fresh_counts)
-            .optional()?;
-        if let Some((video, counts)) = now {
-            candidates.insert(video, counts);
-        }
-    }
+    let Some(candidates) = candidates(conn, word, built_through, listed, &changed)? else {
+        return Ok(Outside::Unsure);
+    };
     // Every video outside the candidates matched the word when the lists were built,
     // has not changed since, and ranked below the kept ones and at or below a video of
     // the frontier as built: its share is at most the frontier's best.
@@ -167,24 +124,7 @@ pub(crate) fn outside(
     if limit == 0 {
         return Ok(Outside::Proved(Vec::new()));
     }
-    // The first `limit` shown and the one after, whose order against the last shown
-    // decides the edge.
-    let mut shown: Vec<(f64, i64)> = Vec::with_capacity(limit + 1);
-    {
-        let mut in_region = conn.prepare_cached(super::sql::VIDEO_IN_REGION)?;
-        for &(q, video) in &ranked {
-            if shown.len() > limit {
-                break;
-            }
-            let seen = match region {
-                None => true,
-                Some(code) => in_region.query_row(params![video, code], |r| r.get(0))?,
-            };
-            if seen {
-                shown.push((q, video));
-            }
-        }
-    }
+    let shown = first_in_region(conn, &ranked, region, limit)?;
     if shown.windows(2).any(|w| too_close(w[0].0, w[1].0)) {
         return Ok(Outside::Unsure);
     }
@@ -198,8 +138,101 @@ pub(crate) fn outside(
             return Ok(Outside::Unsure);
         }
     }
-    shown.truncate(limit);
-    Ok(Outside::Proved(shown.into_iter().map(|s| s.1).collect()))
+    Ok(Outside::Proved(
+        shown.into_iter().take(limit).map(|s| s.1).collect(),
+    ))
+}
+
+/// A listed video as the lists were built: (video, occurrences, tokens).
+type Listed = (i64, i64, i64);
+
+/// A video's (occurrences, tokens) of the word.
+type Counts = (i64, i64);
+
+/// The word's lists as they were built: every listed video, and the (occurrences,
+/// tokens) of the frontier's videos.
+fn listed_counts(conn: &Connection, word: &str) -> rusqlite::Result<(Vec<Listed>, Vec<Counts>)> {
+    let mut listed = Vec::new();
+    let mut front = Vec::new();
+    let mut stmt = conn.prepare_cached(super::sql::BEST_MATCHES_COUNTS_OF)?;
+    let mut rows = stmt.query([word])?;
+    while let Some(row) = rows.next()? {
+        let (video, occurrences, tokens) = (row.get(1)?, row.get(2)?, row.get(3)?);
+        listed.push((video, occurrences, tokens));
+        if row.get::<_, i64>(0)? == 1 {
+            front.push((occurrences, tokens));
+        }
+    }
+    Ok((listed, front))
+}
+
+/// The candidates, video to (occurrences, tokens): the listed videos as built, unless
+/// their text changed since, then the videos added since and the changed ones as they
+/// are now. `None` when more videos were added than a proof can afford to rank.
+fn candidates(
+    conn: &Connection,
+    word: &str,
+    built_through: i64,
+    listed: Vec<Listed>,
+    changed: &HashSet<i64>,
+) -> rusqlite::Result<Option<HashMap<i64, (i64, i64)>>> {
+    let mut candidates: HashMap<i64, (i64, i64)> = listed
+        .into_iter()
+        .filter(|(video, _, _)| !changed.contains(video))
+        .map(|(video, occurrences, tokens)| (video, (occurrences, tokens)))
+        .collect();
+    let mut stmt = conn.prepare_cached(super::sql::BEST_MATCHES_FRESH)?;
+    {
+        let mut rows = stmt.query(params![
+            word,
+            built_through,
+            i64::MAX,
+            FRESH_MOST as i64 + 1
+        ])?;
+        let mut added = 0;
+        while let Some(row) = rows.next()? {
+            added += 1;
+            if added > FRESH_MOST {
+                return Ok(None);
+            }
+            let (video, counts) = fresh_counts(row)?;
+            candidates.insert(video, counts);
+        }
+    }
+    for &video in changed {
+        let now = stmt
+            .query_row(params![word, video - 1, video, 1], fresh_counts)
+            .optional()?;
+        if let Some((video, counts)) = now {
+            candidates.insert(video, counts);
+        }
+    }
+    Ok(Some(candidates))
+}
+
+/// The first `limit` of `ranked` seen in `region` (any, without one) and the one after,
+/// whose order against the last shown decides the edge.
+fn first_in_region(
+    conn: &Connection,
+    ranked: &[(f64, i64)],
+    region: Option<&str>,
+    limit: usize,
+) -> rusqlite::Result<Vec<(f64, i64)>> {
+    let mut shown: Vec<(f64, i64)> = Vec::with_capacity(limit + 1);
+    let mut in_region = conn.prepare_cached(super::sql::VIDEO_IN_REGION)?;
+    for &(q, video) in ranked {
+        if shown.len() > limit {
+            break;
+        }
+        let seen = match region {
+            None => true,
+            Some(code) => in_region.query_row(params![video, code], |r| r.get(0))?,
+        };
+        if seen {
+            shown.push((q, video));
+        }
+    }
+    Ok(shown)
 }
 
 fn best_in(
