@@ -4,21 +4,21 @@
 //! The binary (`src/main.rs`) is a thin shell over this library; the library exists so
 //! that benchmarks and integration tests can reach the limiter and the store directly.
 
-pub mod atomic;
+pub(crate) mod atomic;
 pub mod cli;
 pub mod clock;
 pub mod cmd;
 pub mod config;
-pub mod db_files;
+pub(crate) mod db_files;
 pub mod error;
-pub mod logging;
-pub mod mask;
+pub(crate) mod logging;
+pub(crate) mod mask;
 pub mod output;
 pub mod quota;
 pub mod region_status;
-pub mod runner;
+pub(crate) mod runner;
 pub mod schema;
 pub mod sqlite;
 pub mod store;
-pub mod video;
-pub mod youtube;
+pub(crate) mod video;
+pub(crate) mod youtube;

@@ -13,7 +13,9 @@ pub enum Jitter {
     /// Uniformly anywhere, drawn afresh for every wait: many clients retrying after
     /// the same hiccup spread out.
     Random,
-    /// Always this fraction of the ceiling (kept within 0..=1): 0 waits not at all.
+    /// Always this fraction of the ceiling (kept within 0..=1): 0 waits not at all,
+    /// for a test that needs the wait known.
+    #[cfg(test)]
     Fixed(f64),
 }
 
@@ -22,7 +24,9 @@ impl Jitter {
         match self {
             Jitter::Random => rand::random::<f64>(),
             // `clamp` would pass a NaN on, and a NaN wait panics.
+            #[cfg(test)]
             Jitter::Fixed(f) if f.is_nan() => 0.0,
+            #[cfg(test)]
             Jitter::Fixed(f) => f.clamp(0.0, 1.0),
         }
     }

@@ -14,9 +14,6 @@ pub enum RunError {
         #[source]
         source: Box<StoreError>,
     },
-    /// Another task panicked while it held the store; what it wrote was rolled back.
-    #[error("{doing}: the database connection was poisoned by a panic in another task")]
-    Poisoned { doing: String },
     #[error("{doing}: the blocking task did not finish")]
     Task {
         doing: String,

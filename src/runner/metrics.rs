@@ -30,9 +30,14 @@ mod file;
 mod picture;
 mod text;
 
-pub use file::{MetricsError, WriteError, write_after_run, write_atomically};
-pub use picture::{BucketNumbers, BudgetNumbers, LastRun, LimiterHealth, Picture};
-pub use text::{Exposition, Family, MetricType, escape_label_value};
+pub(crate) use file::write_after_run;
+// What the tests (`super::*`) reach in the parts.
+#[cfg(test)]
+use {
+    file::{WriteError, write_atomically},
+    picture::{BucketNumbers, BudgetNumbers, LastRun, LimiterHealth, Picture},
+    text::{Exposition, MetricType, escape_label_value},
+};
 
 // What the tests (`super::*`) reach that the parts keep to the module.
 #[cfg(test)]

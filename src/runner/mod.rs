@@ -28,14 +28,9 @@ mod stops;
 mod test_support;
 mod upstream;
 
-pub use backoff::Jitter;
-pub use error::RunError;
-pub use execute::execute;
-pub use outcome::{
-    Attempts, BucketWindow, BudgetWindow, CallOutcome, FollowReport, RegionReport, RunReport,
-    Status, Stop, said_no,
-};
-pub use plan::{Freshness, Phase, Planned, Simulation, Step, plan, simulate};
-pub use record::read_freshness;
-pub use run::{Run, RunDeps, RunSettings};
-pub use upstream::{Answer, Call, METHODS, Upstream};
+pub(crate) use backoff::Jitter;
+pub(crate) use execute::execute;
+pub(crate) use outcome::{Status, said_no};
+pub(crate) use plan::{Freshness, Simulation, Step, plan, simulate};
+pub(crate) use record::read_freshness;
+pub(crate) use run::{Run, RunDeps, RunSettings};

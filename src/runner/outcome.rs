@@ -315,13 +315,6 @@ pub struct BudgetWindow {
     pub buckets: Vec<BucketWindow>,
 }
 
-impl BudgetWindow {
-    /// The main bucket's window.
-    pub fn main(&self) -> Option<&BucketWindow> {
-        self.buckets.first()
-    }
-}
-
 /// One bucket's window at the end of a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BucketWindow {

@@ -265,12 +265,14 @@ impl Client {
 
     /// Overrides [`DEFAULT_BODY_LIMIT`], the most bytes a successful answer may have
     /// (after decompression).
+    #[cfg(test)]
     pub fn with_body_limit(mut self, bytes: usize) -> Client {
         self.body_limit = bytes;
         self
     }
 
     /// One page of the region's `mostPopular` chart; the items are in rank order.
+    #[cfg(test)]
     pub async fn trending_page(
         &self,
         region: &str,

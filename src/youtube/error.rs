@@ -284,6 +284,7 @@ impl CallError {
     }
 
     /// What was being attempted.
+    #[cfg(test)]
     pub fn call(&self) -> &CallContext {
         match self {
             CallError::QuotaExhausted { call, .. }

@@ -14,15 +14,16 @@ mod types;
 #[cfg(test)]
 mod tests;
 
-pub use client::{
-    Client, ClientError, DEFAULT_BODY_LIMIT, SearchOrder, SearchRequest, UnknownSearchOrder, dated,
-    parse_api_base, parse_http_date,
+pub(crate) use client::{Client, ClientError, SearchOrder, SearchRequest, dated, parse_api_base};
+pub(crate) use error::{CallError, ErrorClass};
+pub(crate) use key::ApiKey;
+// What the tests reach through the room.
+pub(crate) use types::{Category, SearchPage, VideoCounts, VideoPage, VideoRecord};
+#[cfg(test)]
+pub(crate) use {
+    client::{DEFAULT_BODY_LIMIT, parse_http_date},
+    error::{CallContext, UpstreamDetail},
 };
-pub use duration::parse_duration_secs;
-pub use error::{CallContext, CallError, ErrorClass, UpstreamDetail};
-pub use key::ApiKey;
-pub use raw::MalformedResponse;
-pub use types::{Category, SearchPage, VideoCounts, VideoPage, VideoRecord};
 
 use crate::clock::Micros;
 

@@ -4,7 +4,7 @@ use super::*;
 use crate::db_files::DbFiles;
 use crate::quota::skew::LimiterClock;
 use crate::region_status::Recorded;
-use crate::runner::BucketWindow;
+use crate::runner::outcome::BucketWindow;
 
 #[test]
 fn label_values_escape_backslash_quote_and_newline() {
