@@ -44,6 +44,39 @@ fn every_import_between_rooms_points_down_the_layers() {
 /// The issue that asked for this check named the mutation it must catch: the leaf that
 /// names the statuses importing the store, which imports it back. Made on a copy of the
 /// real tree, so the test goes on catching it whatever the tree becomes.
+/// The map in `docs/architecture.md` is this table: the same rooms in the same
+/// layers, so that what a reader is told is what the check enforces.
+#[test]
+fn the_map_in_the_docs_is_the_table_the_check_enforces() {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"),
+    )
+    .expect("docs/architecture.md");
+    assert_eq!(documented_layers(&doc), LAYERS, "docs/architecture.md's table");
+    // The reading itself: a room moved in the text is a difference.
+    let moved = doc.replacen("| 2 | `logging` |", "| 2 | `logging`, `mask` |", 1);
+    assert_ne!(documented_layers(&moved), LAYERS);
+}
+
+/// The layers of the map's table (`| 3 | \`quota\`, \`store\` | ...`), lowest first.
+fn documented_layers(doc: &str) -> Vec<Vec<String>> {
+    let mut rows: Vec<(usize, Vec<String>)> = doc
+        .lines()
+        .filter_map(|line| {
+            let mut cells = line.strip_prefix("| ")?.split(" | ");
+            let rank: usize = cells.next()?.trim().parse().ok()?;
+            let rooms = cells
+                .next()?
+                .split(", ")
+                .map(|r| r.trim().trim_matches('`').to_owned())
+                .collect();
+            Some((rank, rooms))
+        })
+        .collect();
+    rows.sort_by_key(|(rank, _)| *rank);
+    rows.into_iter().map(|(_, rooms)| rooms).collect()
+}
+
 #[test]
 fn a_cycle_closed_through_a_folders_mod_rs_is_caught() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
