@@ -29,7 +29,7 @@ pub enum AtomicError {
         .path.display()
     )]
     NotAFile { path: PathBuf, what: &'static str },
-    #[error("{doing} {}: {source}", .path.display())]
+    #[error("{doing} {}", .path.display())]
     Io {
         doing: &'static str,
         path: PathBuf,

@@ -29,7 +29,7 @@ use anyhow::{Context, Result};
 use crate::cli::{BudgetAction, Cli, Command, Global};
 use crate::clock::Clock;
 use crate::config::{self, Config, ConfigDirs, Found, Origin, Source};
-use crate::error::{MissingConfig, UsageError, is_broken_pipe, is_silent};
+use crate::error::{MissingConfig, UsageError, chain, is_broken_pipe, is_silent};
 use crate::quota::{
     Budget, EmbeddedLimiter, Journal, Limiter, LimiterError, RedisLimiter, Status, TlsFiles,
 };
@@ -365,7 +365,8 @@ async fn keep_ledger(
         Ok(None) => limiter,
         Err(e) => {
             tracing::warn!(
-                "{e}; going on without a ledger: should Redis lose the window, this host cannot restore its share"
+                "{}; going on without a ledger: should Redis lose the window, this host cannot restore its share",
+                chain(&e)
             );
             limiter
         }
@@ -380,7 +381,8 @@ async fn replay_journal(db: &Path, budget: &Budget, limiter: &Limiter, clock: &A
         Ok(None) => return,
         Err(e) => {
             tracing::warn!(
-                "{e}; the calls journalled while the limiter was down stay for next time"
+                "{}; the calls journalled while the limiter was down stay for next time",
+                chain(&e)
             );
             return;
         }
@@ -388,7 +390,10 @@ async fn replay_journal(db: &Path, budget: &Budget, limiter: &Limiter, clock: &A
     let done = match journal.replay(&budget.key, limiter).await {
         Ok(done) => done,
         Err(e) => {
-            tracing::warn!("{e}; the calls not yet replayed stay for next time");
+            tracing::warn!(
+                "{}; the calls not yet replayed stay for next time",
+                chain(&e)
+            );
             return;
         }
     };
@@ -404,8 +409,9 @@ async fn replay_journal(db: &Path, budget: &Budget, limiter: &Limiter, clock: &A
     }
     if let Some(e) = &done.interrupted {
         tracing::warn!(
-            "replaying the journal in {} stopped: {e}; {} call{} stay for next time",
+            "replaying the journal in {} stopped: {}; {} call{} stay for next time",
             db.display(),
+            chain(e),
             done.left,
             if done.left == 1 { "" } else { "s" }
         );

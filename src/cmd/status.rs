@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::{Access, load_config, open_limiter, read_status};
 use crate::cli::{Global, StatusArgs};
 use crate::clock::{Clock, Micros};
-use crate::error::{ExitCode, SilentExit, after_output};
+use crate::error::{ExitCode, SilentExit, after_output, chain};
 use crate::output::human;
 use crate::output::json::{print_json, rfc3339};
 use crate::output::table::{self, Column, Table};
@@ -267,7 +267,10 @@ pub async fn run(global: &Global, args: &StatusArgs, clock: &Arc<dyn Clock>) -> 
         Ok(st) => {
             // Read like the window; a limiter that answered that much answers this.
             let spent = limiter.upstream_spent().await.unwrap_or_else(|e| {
-                tracing::warn!("reading what the upstream's refusals measured: {e}");
+                tracing::warn!(
+                    "reading what the upstream's refusals measured: {}",
+                    chain(&e)
+                );
                 Vec::new()
             });
             let buckets: Vec<BucketJson> = budget
@@ -297,8 +300,9 @@ pub async fn run(global: &Global, args: &StatusArgs, clock: &Arc<dyn Clock>) -> 
             })
         }
         Err(e) => {
-            tracing::warn!("{e:#}");
-            budget_error = Some(format!("{e:#}"));
+            let said = crate::error::report(&e);
+            tracing::warn!("{said}");
+            budget_error = Some(said);
             None
         }
     };

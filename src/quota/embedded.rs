@@ -16,7 +16,7 @@ use super::recount::{self, Logged};
 use super::skew::{self, LimiterClock};
 use super::{
     BUDGET_POLICY, Budget, Cause, Charge, Decision, Entry, KEEP, Kind, LimiterError, PolicyRef,
-    PolicyStatus, Span, SqliteCause, Status, Window, from_micros, micros,
+    PolicyStatus, Reason, Span, SqliteCause, Status, Window, from_micros, micros,
 };
 use crate::clock::{Clock, Micros};
 use crate::sqlite::{Durability, Migration, OpenError};
@@ -67,8 +67,7 @@ impl EmbeddedLimiter {
         let fail = |doing: &'static str, e: rusqlite::Error| LimiterError::Failed {
             endpoint: path.display().to_string(),
             doing,
-            reason: e.to_string(),
-            source: Some(SqliteCause(e).into()),
+            source: SqliteCause(e).into(),
         };
         // FULL, as SQLite's default that the limiter always ran with: a granted charge
         // lost to a power cut would let the window be overspent.
@@ -78,16 +77,14 @@ impl EmbeddedLimiter {
                 e @ OpenError::NoWal { .. } => LimiterError::Failed {
                     endpoint: path.display().to_string(),
                     doing: "switching to WAL journaling",
-                    reason: e.to_string(),
-                    source: Some(e.into()),
+                    source: e.into(),
                 },
             })?;
         crate::sqlite::migrate_own(&conn, path, file, super::schema::STEPS).map_err(|e| {
             LimiterError::Failed {
                 endpoint: path.display().to_string(),
                 doing: "bringing the database's schema up to date",
-                reason: crate::error::chain(&e),
-                source: Some(e.into()),
+                source: e.into(),
             }
         })?;
         Ok(EmbeddedLimiter {
@@ -115,8 +112,7 @@ impl EmbeddedLimiter {
             let fail = |doing: &'static str, e: Cause| LimiterError::Failed {
                 endpoint: path.display().to_string(),
                 doing,
-                reason: e.to_string(),
-                source: Some(e),
+                source: e,
             };
             let conn = crate::sqlite::open_for_reading(path)
                 .map_err(|e| fail("opening the database to read", SqliteCause(e).into()))?;
@@ -164,23 +160,24 @@ impl EmbeddedLimiter {
             return Ok(None);
         };
         let endpoint = self.endpoint();
-        let fail = move |reason: String, source: Option<Cause>| LimiterError::Failed {
+        let fail = move |source: Cause| LimiterError::Failed {
             endpoint: endpoint.clone(),
             doing,
-            reason,
             source,
         };
         let joined = tokio::task::spawn_blocking(move || {
             let Ok(mut guard) = conn.lock() else {
-                return Err(("a previous database operation panicked".to_owned(), None));
+                return Err(Cause::from(Reason(
+                    "a previous database operation panicked".to_owned(),
+                )));
             };
-            work(&mut guard).map_err(|e| (e.to_string(), Some(SqliteCause(e).into())))
+            work(&mut guard).map_err(|e| Cause::from(SqliteCause(e)))
         })
         .await;
         match joined {
             Ok(Ok(v)) => Ok(Some(v)),
-            Ok(Err((reason, source))) => Err(fail(reason, source)),
-            Err(e) => Err(fail(e.to_string(), None)),
+            Ok(Err(source)) => Err(fail(source)),
+            Err(e) => Err(fail(e.into())),
         }
     }
 
@@ -216,8 +213,7 @@ impl EmbeddedLimiter {
         decided.ok_or_else(|| LimiterError::Failed {
             endpoint: self.endpoint(),
             doing: "charging the budget",
-            reason: "the database was opened read-only".to_owned(),
-            source: None,
+            source: Reason("the database was opened read-only".to_owned()).into(),
         })
     }
 

@@ -18,8 +18,7 @@ pub enum Limiter {
 fn unavailable(endpoint: &str, reason: &str) -> LimiterError {
     LimiterError::Unavailable {
         endpoint: endpoint.to_owned(),
-        reason: reason.to_owned(),
-        source: None,
+        source: Reason(reason.to_owned()).into(),
     }
 }
 
@@ -49,9 +48,10 @@ impl Limiter {
     /// reached is [`Limiter::Down`]; any other failure stays an error.
     pub fn or_down(opened: Result<Limiter, LimiterError>) -> Result<Limiter, LimiterError> {
         match opened {
-            Err(LimiterError::Unavailable {
-                endpoint, reason, ..
-            }) => Ok(Limiter::Down { endpoint, reason }),
+            Err(LimiterError::Unavailable { endpoint, source }) => Ok(Limiter::Down {
+                endpoint,
+                reason: crate::error::chain(&*source),
+            }),
             other => other,
         }
     }

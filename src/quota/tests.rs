@@ -111,7 +111,7 @@ fn a_limiter_error_keeps_sqlites_error_as_its_source() {
         sqlite.0.sqlite_error_code(),
         Some(rusqlite::ErrorCode::NotADatabase)
     );
-    // Said once, though both the message and its source carry it.
+    // Said once: the error says what was being done, its source why.
     let text = crate::error::chain(&err);
     assert_eq!(text.matches(&source.to_string()).count(), 1, "{text}");
 }

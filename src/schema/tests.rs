@@ -510,11 +510,12 @@ fn a_limiter_version_no_build_wrote_is_refused_and_nothing_is_lost() {
             "{opener:?}: {message}"
         );
     }
-    // A command that goes on without the journal logs its error's message alone:
-    // that says why too.
+    // A command that goes on without the journal logs its error's chain: that says
+    // why too.
     let logged = Journal::open(&path, crate::clock::system())
-        .expect_err("refused")
-        .to_string();
+        .map(drop)
+        .map_err(|e| chain(&e))
+        .expect_err("refused");
     assert!(logged.contains("quota_schema"), "{logged}");
     assert_eq!((layout(&path), counts(&path)), before, "the file changed");
     assert_eq!(user_version(&raw(&path)).expect("version"), 0);

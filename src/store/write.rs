@@ -80,7 +80,7 @@ impl Store {
         // The run's data is committed either way; a failed checkpoint only means the
         // WAL stays longer, which the next checkpoint or clean close fixes.
         if let Err(e) = self.checkpoint() {
-            tracing::warn!(error = %format!("{e:#}"), "WAL checkpoint after the run failed");
+            tracing::warn!(error = %crate::error::chain(&e), "WAL checkpoint after the run failed");
         }
         Ok(())
     }
