@@ -38,4 +38,4 @@ pub use outcome::{
 pub use plan::{Freshness, Phase, Planned, Simulation, Step, plan, simulate};
 pub use record::read_freshness;
 pub use run::{Run, RunDeps, RunSettings};
-pub use upstream::{Answer, Call, METHODS, Upstream};
+pub use upstream::{Call, METHODS, Upstream};

@@ -15,7 +15,7 @@ mod types;
 mod tests;
 
 pub use client::{
-    Client, ClientError, DEFAULT_BODY_LIMIT, SearchOrder, SearchRequest, UnknownSearchOrder, dated,
+    Client, ClientError, DEFAULT_BODY_LIMIT, Reply, SearchOrder, SearchRequest, UnknownSearchOrder,
     parse_api_base, parse_http_date,
 };
 pub use duration::parse_duration_secs;
