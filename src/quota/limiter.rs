@@ -215,13 +215,6 @@ impl fmt::Debug for Limiter {
     }
 }
 
-/// A kind of limiter, as the database's own records of calls show it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChargedOn {
-    Embedded,
-    Redis,
-}
-
 /// The kinds of limiter whose calls of `budget_key` this database still records: the
 /// embedded limiter's log, then the Redis ledger and journal (both kept at least a
 /// day). What `budget charge` spent leaves no run behind, only these. Empty when
@@ -232,7 +225,7 @@ pub enum ChargedOn {
 /// limiter). Which of them charged last is then not said: only the clocks that stamped
 /// the calls could tell, and a clock days ahead would pin its kind for days
 /// (docs/commands.md, `--switch-limiter`).
-pub fn charged_on(db: &Path, budget_key: &str) -> Vec<ChargedOn> {
+pub fn charged_on(db: &Path, budget_key: &str) -> Vec<LimiterKind> {
     if !db.is_file() {
         return Vec::new();
     }
@@ -241,10 +234,10 @@ pub fn charged_on(db: &Path, budget_key: &str) -> Vec<ChargedOn> {
     };
     let mut kinds = Vec::new();
     if embedded::logs_any(&conn, budget_key) {
-        kinds.push(ChargedOn::Embedded);
+        kinds.push(LimiterKind::Embedded);
     }
     if Journal::holds_any_call(&conn, budget_key) {
-        kinds.push(ChargedOn::Redis);
+        kinds.push(LimiterKind::Redis);
     }
     kinds
 }

@@ -27,11 +27,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::Micros;
+use crate::region_status::LimiterKind;
 
 pub use embedded::EmbeddedLimiter;
 pub use journal::{Epoch, Journal, JournalError, Journalled, Replayed, pending_calls};
 pub use ledger::Ledger;
-pub use limiter::{ChargedOn, Limiter, RecordPast, charged_on};
+pub use limiter::{Limiter, RecordPast, charged_on};
 pub use model::{Fit, PartOutcome};
 pub use redis::{Decided, RedisCause, RedisConfigError, RedisLimiter, TlsFiles};
 pub use window::{Span, Window, Zone};

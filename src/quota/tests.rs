@@ -136,7 +136,7 @@ fn the_kinds_charged_are_read_without_their_stamps() {
         [now_us],
     )
     .expect("a call in the ledger");
-    assert_eq!(charged_on(&db, "key1"), vec![ChargedOn::Redis]);
+    assert_eq!(charged_on(&db, "key1"), vec![LimiterKind::Redis]);
     assert_eq!(charged_on(&db, "key2"), vec![], "another budget's");
     conn.execute(
         "INSERT INTO quota_log (budget, charge_id, method, calls, at_us)
@@ -146,9 +146,9 @@ fn the_kinds_charged_are_read_without_their_stamps() {
     .expect("a call in the embedded log, two days ahead");
     assert_eq!(
         charged_on(&db, "key1"),
-        vec![ChargedOn::Embedded, ChargedOn::Redis]
+        vec![LimiterKind::Embedded, LimiterKind::Redis]
     );
     conn.execute("DELETE FROM quota_journal", [])
         .expect("the ledger let go");
-    assert_eq!(charged_on(&db, "key1"), vec![ChargedOn::Embedded]);
+    assert_eq!(charged_on(&db, "key1"), vec![LimiterKind::Embedded]);
 }

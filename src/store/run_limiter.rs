@@ -7,14 +7,15 @@
 use rusqlite::{OptionalExtension, params};
 
 use super::{RunKind, Store, StoreError};
-use crate::region_status::RegionStatus;
+use crate::region_status::{LimiterKind, Recorded, RegionStatus};
 
-/// The limiter a run charged, as recorded: `kind` is `embedded` or `redis`; `url` the
-/// Redis URL with its password masked (none for the embedded limiter, which is the
-/// database itself); `costs_fingerprint` the parsed budget's fingerprint.
+/// The limiter a run charged, as recorded: its `kind` (a word this build does not know,
+/// written by another trendsync, is kept as it is); `url` the Redis URL with its
+/// password masked (none for the embedded limiter, which is the database itself);
+/// `costs_fingerprint` the parsed budget's fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunLimiter {
-    pub kind: String,
+    pub kind: Recorded<LimiterKind>,
     pub url: Option<String>,
     pub costs_fingerprint: String,
 }

@@ -6,7 +6,7 @@ use crate::store::test_support::{open, steps_before, temp_db};
 
 fn redis(fingerprint: &str) -> RunLimiter {
     RunLimiter {
-        kind: "redis".into(),
+        kind: LimiterKind::Redis.into(),
         url: Some("redis://:***@h:6379/0".into()),
         costs_fingerprint: fingerprint.into(),
     }
@@ -25,7 +25,7 @@ fn the_latest_run_that_recorded_its_limiter_is_read_back() {
     let last = store.last_run_limiter().expect("read").expect("a record");
     assert_eq!((last.run_id.as_str(), last.limiter), ("r1", redis("aaaa")));
     let embedded = RunLimiter {
-        kind: "embedded".into(),
+        kind: LimiterKind::Embedded.into(),
         url: None,
         costs_fingerprint: "bbbb".into(),
     };
@@ -44,7 +44,7 @@ fn the_latest_run_is_the_one_recorded_last_whatever_its_start_says() {
     let (_dir, db) = temp_db();
     let store = open(&db).expect("a store");
     let embedded = RunLimiter {
-        kind: "embedded".into(),
+        kind: LimiterKind::Embedded.into(),
         url: None,
         costs_fingerprint: "bbbb".into(),
     };
