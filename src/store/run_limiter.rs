@@ -7,6 +7,7 @@
 use rusqlite::{OptionalExtension, params};
 
 use super::{RunKind, Store, StoreError};
+use crate::clock::Secs;
 use crate::region_status::{LimiterKind, Recorded, RegionStatus};
 
 /// The limiter a run charged, as recorded: its `kind` (a word this build does not know,
@@ -34,7 +35,7 @@ impl Store {
         &self,
         run_id: &str,
         kind: RunKind,
-        started_at: i64,
+        started_at: Secs,
         limiter: &RunLimiter,
     ) -> Result<(), StoreError> {
         (|| {
@@ -46,7 +47,7 @@ impl Store {
                 params![
                     run_id,
                     kind.as_str(),
-                    started_at,
+                    started_at.as_i64(),
                     RegionStatus::Running,
                     limiter.kind,
                     limiter.url,
