@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
+use trendsync::clock::Secs;
 use trendsync::region_status::RegionStatus;
 use trendsync::store::{RunKind, RunOutcome, Store, VideoRecord};
 
@@ -235,12 +236,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (run, chunk) in plan.chunks(RUN_PAGES).enumerate() {
         let run_id = format!("bench-{run}");
         let t0 = 1_700_000_000 + run as i64 * 3600;
-        store.begin_run(&run_id, RunKind::Run, t0)?;
+        store.begin_run(&run_id, RunKind::Run, Secs::new(t0))?;
         for (i, (update, videos)) in chunk.iter().enumerate() {
             let region = regions[i % regions.len()];
             let rank = 1 + (i / regions.len()) as u32 * PAGE as u32;
             let t = Instant::now();
-            store.store_trending_page(&run_id, region, rank, videos, t0 + i as i64)?;
+            store.store_trending_page(&run_id, region, rank, videos, Secs::new(t0 + i as i64))?;
             let took = t.elapsed();
             if *update {
                 updates.push(took);
@@ -253,7 +254,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             units: chunk.len() as u64,
             calls: chunk.len() as u64,
             stop_reason: None,
-            ended_at: t0 + 60,
+            ended_at: Secs::new(t0 + 60),
             duration_us: 60_000_000,
         };
         let t = Instant::now();

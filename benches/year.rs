@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rusqlite::{Connection, params};
-use trendsync::clock::{Clock, SystemClock};
+use trendsync::clock::{Clock, Secs, SystemClock};
 use trendsync::store::{RunKind, Store, VideoRecord};
 
 #[path = "year/charts.rs"]
@@ -590,12 +590,12 @@ fn measure(dir: &Path, binary: &Path) -> Res<()> {
     let (mut new_t, mut re_t) = (Vec::new(), Vec::new());
     for i in 0..40 {
         let run = format!("bench-{i}");
-        store.begin_run(&run, RunKind::Run, now)?;
+        store.begin_run(&run, RunKind::Run, Secs::new(now))?;
         let page: Vec<VideoRecord> = (0..50)
             .map(|_| new_video(&mut rng, &words, &channels, now).1)
             .collect();
         let t = Instant::now();
-        store.store_trending_page(&run, "US", 1, &page, now + i)?;
+        store.store_trending_page(&run, "US", 1, &page, Secs::new(now + i))?;
         new_t.push(t.elapsed());
         let page: Vec<VideoRecord> = known[(i as usize % 4) * 50..(i as usize % 4) * 50 + 50]
             .iter()
@@ -610,7 +610,7 @@ fn measure(dir: &Path, binary: &Path) -> Res<()> {
             })
             .collect();
         let t = Instant::now();
-        store.store_trending_page(&run, "GB", 1, &page, now + i)?;
+        store.store_trending_page(&run, "GB", 1, &page, Secs::new(now + i))?;
         re_t.push(t.elapsed());
     }
     say(format!(
@@ -740,8 +740,8 @@ fn measure(dir: &Path, binary: &Path) -> Res<()> {
                     .map(|_| new_video(&mut rng, &words, &channels, now).1)
                     .collect();
                 let t = Instant::now();
-                store.begin_run(&run, RunKind::Run, now)?;
-                store.store_trending_page(&run, "US", 1, &page, now)?;
+                store.begin_run(&run, RunKind::Run, Secs::new(now))?;
+                store.store_trending_page(&run, "US", 1, &page, Secs::new(now))?;
                 waits.lock().map_err(|_| "poisoned")?.push(t.elapsed());
                 i += 1;
                 std::thread::sleep(Duration::from_millis(200));

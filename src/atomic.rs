@@ -38,7 +38,7 @@ pub enum AtomicError {
     /// The path is the database or one of its companions (exit 78).
     #[error(transparent)]
     Overwrite(#[from] Overwrite),
-    #[error("{doing} {}: {source}", .path.display())]
+    #[error("{doing} {}", .path.display())]
     Io {
         doing: &'static str,
         path: PathBuf,

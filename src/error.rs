@@ -130,32 +130,44 @@ pub fn is_silent(err: &anyhow::Error) -> bool {
     err.chain().any(|c| c.is::<SilentExit>())
 }
 
-/// The error and every cause under it on one line, each said once. Some errors quote
-/// their cause in their own message as well as carrying it as `source`; `{:#}` would
-/// then say it twice.
+/// The error and every cause under it on one line, joined with ": ". Each of the
+/// crate's errors says what was being done and leaves its cause to `source`, so each
+/// cause is said once.
 pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        append_cause(&mut text, &cause.to_string());
-        source = cause.source();
+    let mut links = links(err);
+    let mut text = links.next().map(ToString::to_string).unwrap_or_default();
+    for cause in links {
+        let said = cause.to_string();
+        if !said.is_empty() {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
     }
     text
 }
 
 /// [`chain`] for the errors that reach the top.
 pub fn report(err: &anyhow::Error) -> String {
-    let mut causes = err.chain();
-    let mut text = causes.next().map(ToString::to_string).unwrap_or_default();
-    for cause in causes {
-        append_cause(&mut text, &cause.to_string());
-    }
-    text
+    chain(err.as_ref())
 }
 
-fn append_cause(text: &mut String, cause: &str) {
-    if !cause.is_empty() && !text.contains(cause) {
-        text.push_str(": ");
-        text.push_str(cause);
-    }
+/// The links of `err`'s chain that [`chain`] says: the error, then each cause under it.
+///
+/// SQLite's error as rusqlite gives it already says its cause, in SQLite's words
+/// ("database is locked"), and its source is the same failure again as a bare code
+/// ("Error code 5: database is locked"): nothing under it is said, whether the
+/// rusqlite error is a link of its own or wrapped transparently.
+pub fn links<'a>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(err), |link| {
+        if link.is::<rusqlite::Error>() {
+            return None;
+        }
+        link.source()
+            .filter(|cause| !cause.is::<rusqlite::ffi::Error>())
+    })
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,7 +1,7 @@
 //! The words a run is recorded in: the status of a run or of one of its regions
-//! (docs/commands.md) and how one charged call to the upstream ended. How the
-//! runner ends them, what the store writes and reads back, what `runs --status`
-//! accepts and what the metrics label.
+//! (docs/commands.md), how one charged call to the upstream ended, and the kind of
+//! limiter it charged. How the runner ends them, what the store writes and reads back,
+//! what `runs --status` accepts, what the metrics label and the JSON says.
 //!
 //! A leaf: the runner, the store, the metrics and the front end all import it, and it
 //! imports nothing of the crate. What a status means for the process's exit code is
@@ -230,7 +230,50 @@ macro_rules! stored_as_word {
     )*};
 }
 
-stored_as_word!(RegionStatus, CallOutcome);
+/// The kind of limiter a budget is charged on: the embedded one in the database file,
+/// or Redis. The words are those of the runs table's `limiter_kind` and of the JSON's
+/// `limiter.kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimiterKind {
+    Embedded,
+    Redis,
+}
+
+impl LimiterKind {
+    pub const ALL: [LimiterKind; 2] = [LimiterKind::Embedded, LimiterKind::Redis];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimiterKind::Embedded => "embedded",
+            LimiterKind::Redis => "redis",
+        }
+    }
+}
+
+impl fmt::Display for LimiterKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A word that is none of [`LimiterKind::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown kind of limiter {0:?}")]
+pub struct UnknownLimiterKind(pub String);
+
+impl FromStr for LimiterKind {
+    type Err = UnknownLimiterKind;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        LimiterKind::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == s)
+            .ok_or_else(|| UnknownLimiterKind(s.to_owned()))
+    }
+}
+
+stored_as_word!(RegionStatus, CallOutcome, LimiterKind);
 
 /// A status or an outcome as a database file holds it: one this build knows, or a
 /// word it does not, kept as it was written. `runs`, `status`, the metrics and the

@@ -48,11 +48,14 @@ fn every_import_between_rooms_points_down_the_layers() {
 /// layers, so that what a reader is told is what the check enforces.
 #[test]
 fn the_map_in_the_docs_is_the_table_the_check_enforces() {
-    let doc = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"),
-    )
-    .expect("docs/architecture.md");
-    assert_eq!(documented_layers(&doc), LAYERS, "docs/architecture.md's table");
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
+            .expect("docs/architecture.md");
+    assert_eq!(
+        documented_layers(&doc),
+        LAYERS,
+        "docs/architecture.md's table"
+    );
     // The reading itself: a room moved in the text is a difference.
     let moved = doc.replacen("| 2 | `logging` |", "| 2 | `logging`, `mask` |", 1);
     assert_ne!(documented_layers(&moved), LAYERS);

@@ -13,18 +13,18 @@ use crate::cli::Global;
 use crate::error::MissingConfig;
 use crate::mask::mask_url;
 use crate::quota::Budget;
+use crate::region_status::{LimiterKind, Recorded};
 use crate::sqlite::Db;
 use crate::store::{LastRunLimiter, RunLimiter, Store};
 
-/// `embedded` or `redis`, as the runs table records it.
-const EMBEDDED: &str = "embedded";
-const REDIS: &str = "redis";
+use LimiterKind::{Embedded, Redis};
 
 /// A limiter as the JSON of `status`, `budget` and `config` names it: its kind, and the
 /// Redis URL (password masked) or the embedded limiter's database.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct LimiterJson {
-    pub kind: String,
+    /// As the runs table records it: a word of another trendsync's is said as it is.
+    pub kind: Recorded<LimiterKind>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -36,12 +36,12 @@ impl LimiterJson {
     pub fn configured(global: &Global) -> LimiterJson {
         match &global.redis_url {
             Some(url) => LimiterJson {
-                kind: REDIS.to_owned(),
+                kind: Redis.into(),
                 url: Some(mask_url(url)),
                 path: None,
             },
             None => LimiterJson {
-                kind: EMBEDDED.to_owned(),
+                kind: Embedded.into(),
                 url: None,
                 path: Some(global.db.display().to_string()),
             },
@@ -53,17 +53,17 @@ impl LimiterJson {
         LimiterJson {
             kind: limiter.kind.clone(),
             url: limiter.url.clone(),
-            path: (limiter.kind == EMBEDDED).then(|| db.display().to_string()),
+            path: (limiter.kind == Embedded).then(|| db.display().to_string()),
         }
     }
 
     /// For people: `Redis at redis://…` or `the embedded limiter in trendsync.db`.
     pub fn describe(&self) -> String {
-        match (self.kind.as_str(), &self.url, &self.path) {
-            (REDIS, Some(url), _) => format!("Redis at {url}"),
-            (REDIS, None, _) => "Redis".to_owned(),
-            (EMBEDDED, _, Some(path)) => format!("the embedded limiter in {path}"),
-            (kind, _, _) => format!("the {kind} limiter"),
+        match (self.kind.known(), &self.url, &self.path) {
+            (Some(Redis), Some(url), _) => format!("Redis at {url}"),
+            (Some(Redis), None, _) => "Redis".to_owned(),
+            (Some(Embedded), _, Some(path)) => format!("the embedded limiter in {path}"),
+            _ => format!("the {} limiter", self.kind),
         }
     }
 
@@ -72,7 +72,7 @@ impl LimiterJson {
     /// alone).
     fn same(&self, other: &LimiterJson) -> bool {
         self.kind == other.kind
-            && (self.kind != REDIS
+            && (self.kind != Redis
                 || self.url.is_none()
                 || other.url.is_none()
                 || self.url == other.url)
@@ -132,16 +132,10 @@ impl Charged {
         let db = ctx.global.db.as_path();
         let kinds: Vec<LimiterJson> = crate::quota::charged_on(ctx.db(), budget_key)
             .into_iter()
-            .map(|kind| {
-                let kind = match kind {
-                    crate::quota::ChargedOn::Embedded => EMBEDDED,
-                    crate::quota::ChargedOn::Redis => REDIS,
-                };
-                LimiterJson {
-                    kind: kind.to_owned(),
-                    url: None,
-                    path: (kind == EMBEDDED).then(|| db.display().to_string()),
-                }
+            .map(|kind| LimiterJson {
+                kind: kind.into(),
+                url: None,
+                path: (kind == Embedded).then(|| db.display().to_string()),
             })
             .collect();
         (!kinds.is_empty()).then_some(Charged::Calls(kinds))
@@ -231,9 +225,13 @@ fn hint(reads: &LimiterJson, charged: &[LimiterJson]) -> &'static str {
     let [runs] = charged else {
         return "";
     };
-    match (reads.kind.as_str(), runs.kind.as_str()) {
-        (EMBEDDED, REDIS) => "; set TRENDSYNC_REDIS_URL (or --redis-url) as the runs have it",
-        (REDIS, EMBEDDED) => "; leave out TRENDSYNC_REDIS_URL (and --redis-url) as the runs do",
+    match (reads.kind.known(), runs.kind.known()) {
+        (Some(Embedded), Some(Redis)) => {
+            "; set TRENDSYNC_REDIS_URL (or --redis-url) as the runs have it"
+        }
+        (Some(Redis), Some(Embedded)) => {
+            "; leave out TRENDSYNC_REDIS_URL (and --redis-url) as the runs do"
+        }
         _ => "; give --redis-url the URL the runs have",
     }
 }

@@ -31,7 +31,7 @@ use crate::cli::{Cli, Command, DbUse, Global};
 use crate::clock::Clock;
 use crate::config::{self, Config, Origin};
 use crate::db_files::DbFiles;
-use crate::error::{MissingConfig, UsageError, is_broken_pipe, is_silent};
+use crate::error::{MissingConfig, UsageError, chain, is_broken_pipe, is_silent};
 use crate::quota::{
     Budget, EmbeddedLimiter, Journal, Limiter, LimiterError, RedisLimiter, Status, TlsFiles,
 };
@@ -360,7 +360,8 @@ async fn keep_ledger(
         Ok(None) => limiter,
         Err(e) => {
             tracing::warn!(
-                "{e}; going on without a ledger: should Redis lose the window, this host cannot restore its share"
+                "{}; going on without a ledger: should Redis lose the window, this host cannot restore its share",
+                chain(&e)
             );
             limiter
         }
@@ -375,7 +376,8 @@ async fn replay_journal(db: &Db, budget: &Budget, limiter: &Limiter, clock: &Arc
         Ok(None) => return,
         Err(e) => {
             tracing::warn!(
-                "{e}; the calls journalled while the limiter was down stay for next time"
+                "{}; the calls journalled while the limiter was down stay for next time",
+                chain(&e)
             );
             return;
         }
@@ -383,7 +385,10 @@ async fn replay_journal(db: &Db, budget: &Budget, limiter: &Limiter, clock: &Arc
     let done = match journal.replay(&budget.key, limiter).await {
         Ok(done) => done,
         Err(e) => {
-            tracing::warn!("{e}; the calls not yet replayed stay for next time");
+            tracing::warn!(
+                "{}; the calls not yet replayed stay for next time",
+                chain(&e)
+            );
             return;
         }
     };
@@ -399,8 +404,9 @@ async fn replay_journal(db: &Db, budget: &Budget, limiter: &Limiter, clock: &Arc
     }
     if let Some(e) = &done.interrupted {
         tracing::warn!(
-            "replaying the journal in {} stopped: {e}; {} call{} stay for next time",
+            "replaying the journal in {} stopped: {}; {} call{} stay for next time",
             db.path().display(),
+            chain(e),
             done.left,
             if done.left == 1 { "" } else { "s" }
         );

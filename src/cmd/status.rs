@@ -14,7 +14,7 @@ use super::shared::{ago, at, charts_text, is_stale, one_line};
 use super::{Access, Ctx, load_config, open_limiter, read_status};
 use crate::cli::StatusArgs;
 use crate::clock::Micros;
-use crate::error::{ExitCode, SilentExit, after_output};
+use crate::error::{ExitCode, SilentExit, after_output, chain};
 use crate::output::human;
 use crate::output::json::{print_json, rfc3339};
 use crate::output::table::{self, Column, Table};
@@ -209,7 +209,10 @@ pub async fn run(ctx: &Ctx<'_>, args: &StatusArgs) -> Result<()> {
         Ok(st) => {
             // Read like the window; a limiter that answered that much answers this.
             let spent = limiter.upstream_spent().await.unwrap_or_else(|e| {
-                tracing::warn!("reading what the upstream's refusals measured: {e}");
+                tracing::warn!(
+                    "reading what the upstream's refusals measured: {}",
+                    chain(&e)
+                );
                 Vec::new()
             });
             let buckets: Vec<BucketJson> = budget
@@ -239,8 +242,9 @@ pub async fn run(ctx: &Ctx<'_>, args: &StatusArgs) -> Result<()> {
             })
         }
         Err(e) => {
-            tracing::warn!("{e:#}");
-            budget_error = Some(format!("{e:#}"));
+            let said = crate::error::report(&e);
+            tracing::warn!("{said}");
+            budget_error = Some(said);
             None
         }
     };

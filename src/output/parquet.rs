@@ -25,9 +25,12 @@ use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 /// Writing a Parquet table failed.
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
-    /// Encoding or writing the file (an I/O error is its source).
+    /// Encoding the file.
     #[error("writing Parquet")]
-    Parquet(#[from] ParquetError),
+    Parquet(#[source] ParquetError),
+    /// Writing the file: the I/O error is the source.
+    #[error("writing Parquet")]
+    Write(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A batch did not match the schema.
     #[error("building a Parquet batch")]
     Arrow(#[from] ArrowError),
@@ -40,6 +43,17 @@ pub enum TableError {
     /// A row with more or fewer cells than the table has columns.
     #[error("a row of {cells} cells for a Parquet table of {columns} columns")]
     Width { cells: usize, columns: usize },
+}
+
+impl From<ParquetError> for TableError {
+    fn from(e: ParquetError) -> TableError {
+        match e {
+            // Parquet says the error it was handed in its own words and returns it as
+            // its source too: only that is kept, so that it is said once.
+            ParquetError::External(cause) => TableError::Write(cause),
+            e => TableError::Parquet(e),
+        }
+    }
 }
 
 /// What a column holds.

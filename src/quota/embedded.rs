@@ -16,7 +16,7 @@ use super::recount::{self, Logged};
 use super::skew::{self, LimiterClock};
 use super::{
     BUDGET_POLICY, Budget, Cause, Charge, Decision, Entry, KEEP, Kind, LimiterError, PolicyRef,
-    PolicyStatus, Span, SqliteCause, Status, Window, from_micros, micros,
+    PolicyStatus, Reason, Span, SqliteCause, Status, Window, from_micros, micros,
 };
 use crate::clock::{Clock, Micros};
 use crate::sqlite::{Db, Durability, Migration, OpenError};
@@ -70,8 +70,7 @@ impl EmbeddedLimiter {
             LimiterError::Failed {
                 endpoint: path.display().to_string(),
                 doing: "bringing the database's schema up to date",
-                reason: crate::error::chain(&e),
-                source: Some(e.into()),
+                source: e.into(),
             }
         })?;
         Ok(EmbeddedLimiter::new(
@@ -96,14 +95,12 @@ impl EmbeddedLimiter {
             OpenError::Sqlite { doing, source } => LimiterError::Failed {
                 endpoint: path.display().to_string(),
                 doing,
-                reason: source.to_string(),
-                source: Some(SqliteCause(source).into()),
+                source: SqliteCause(source).into(),
             },
             e @ OpenError::NoWal { .. } => LimiterError::Failed {
                 endpoint: path.display().to_string(),
                 doing: "switching to WAL journaling",
-                reason: e.to_string(),
-                source: Some(e.into()),
+                source: e.into(),
             },
         })?;
         EmbeddedLimiter::on(&db, budget_key, clock, file)
@@ -125,8 +122,7 @@ impl EmbeddedLimiter {
             let fail = |doing: &'static str, e: Cause| LimiterError::Failed {
                 endpoint: path.display().to_string(),
                 doing,
-                reason: e.to_string(),
-                source: Some(e),
+                source: e,
             };
             let found = crate::sqlite::user_version(&db.lock()).map_err(|e| {
                 fail(
@@ -153,8 +149,7 @@ impl EmbeddedLimiter {
                 Db::open_for_reading(path).map_err(|e| LimiterError::Failed {
                     endpoint: path.display().to_string(),
                     doing: "opening the database to read",
-                    reason: e.to_string(),
-                    source: Some(SqliteCause(e).into()),
+                    source: SqliteCause(e).into(),
                 })?,
             )
         } else {
@@ -201,24 +196,24 @@ impl EmbeddedLimiter {
             return Ok(None);
         };
         let endpoint = self.endpoint();
-        let fail = move |reason: String, source: Option<Cause>| LimiterError::Failed {
+        let fail = move |source: Cause| LimiterError::Failed {
             endpoint: endpoint.clone(),
             doing,
-            reason,
             source,
         };
         let joined = tokio::task::spawn_blocking(move || {
-            let cause = |e: rusqlite::Error| (e.to_string(), Some(SqliteCause(e).into()));
             // FULL, as SQLite's default that the limiter always ran with: a granted
             // charge lost to a power cut would let the window be overspent.
-            let held = conn.lock_durable(Durability::Full).map_err(cause)?;
-            work(&held).map_err(cause)
+            let held = conn
+                .lock_durable(Durability::Full)
+                .map_err(|e| Cause::from(SqliteCause(e)))?;
+            work(&held).map_err(|e| Cause::from(SqliteCause(e)))
         })
         .await;
         match joined {
             Ok(Ok(v)) => Ok(Some(v)),
-            Ok(Err((reason, source))) => Err(fail(reason, source)),
-            Err(e) => Err(fail(e.to_string(), None)),
+            Ok(Err(source)) => Err(fail(source)),
+            Err(e) => Err(fail(e.into())),
         }
     }
 
@@ -254,8 +249,7 @@ impl EmbeddedLimiter {
         decided.ok_or_else(|| LimiterError::Failed {
             endpoint: self.endpoint(),
             doing: "charging the budget",
-            reason: "the database was opened read-only".to_owned(),
-            source: None,
+            source: Reason("the database was opened read-only".to_owned()).into(),
         })
     }
 

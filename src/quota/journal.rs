@@ -38,7 +38,7 @@ const DURABILITY: Durability = Durability::Full;
 /// The journal could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
-    #[error("the journal of unmetered calls in {path} failed while {doing}: {source}")]
+    #[error("the journal of unmetered calls in {path} failed while {doing}")]
     Sqlite {
         path: PathBuf,
         doing: &'static str,
@@ -46,20 +46,19 @@ pub enum JournalError {
         source: rusqlite::Error,
     },
     /// The file cannot be journalled in WAL mode, which every writer of it needs.
-    #[error("the journal of unmetered calls in {path} cannot be opened: {source}")]
+    #[error("the journal of unmetered calls in {path} cannot be opened")]
     Open {
         path: PathBuf,
         #[source]
         source: OpenError,
     },
     /// The file's schema is newer than this build's, or could not be brought up to it
-    /// (the same error the store and the limiter give for the file). Said whole, with
-    /// its cause, since a command that goes on without the journal logs only this.
-    #[error("{}", crate::error::chain(.0))]
+    /// (the same error the store and the limiter give for the file).
+    #[error(transparent)]
     Schema(#[from] SchemaError),
     /// A charge's parts could not be written down; a row without them would replay as
     /// 0 units, fewer than the upstream billed.
-    #[error("the parts of charge {id} could not be encoded for the journal: {source}")]
+    #[error("the parts of charge {id} could not be encoded for the journal")]
     Encode {
         id: String,
         #[source]

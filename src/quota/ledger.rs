@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use super::journal::{Epoch, Journal, JournalError, Journalled};
 use super::{Charge, Decision, LimiterError, Part, RecordPast};
+use crate::error::chain;
 
 /// How far inside its window the newest grant must be for its absence to prove the
 /// window lost: further than any clock step between this host and Redis.
@@ -129,7 +130,8 @@ impl Ledger {
             Ok(ledger) => ledger,
             Err(e) => {
                 tracing::warn!(
-                    "{e}; going on without a ledger: should Redis lose the window, this host cannot restore its share"
+                    "{}; going on without a ledger: should Redis lose the window, this host cannot restore its share",
+                    chain(&e)
                 );
                 return None;
             }
@@ -137,14 +139,14 @@ impl Ledger {
         match store.epoch().await {
             Ok(epoch) => ledger.watch_epoch(store, epoch).await,
             // A Redis that stopped answering: the charges will say so.
-            Err(e) => tracing::debug!("reading the window's epoch failed: {e}"),
+            Err(e) => tracing::debug!("reading the window's epoch failed: {}", chain(&e)),
         }
         ledger.probe_newest_grant(store).await;
         if let Err(e) = ledger
             .journal
             .prune(budget_key, ledger.journal.now().as_i64())
         {
-            tracing::warn!("{e}; the ledger's old rows stay for next time");
+            tracing::warn!("{}; the ledger's old rows stay for next time", chain(&e));
         }
         Some(ledger)
     }
@@ -162,7 +164,8 @@ impl Ledger {
             && let Err(e) = self.granted(charge).await
         {
             tracing::warn!(
-                "{e}; charge {} is counted in the window, but cannot be restored should Redis lose it",
+                "{}; charge {} is counted in the window, but cannot be restored should Redis lose it",
+                chain(&e),
                 charge.id
             );
         }
@@ -177,7 +180,7 @@ impl Ledger {
             EpochNews::Same => return,
             EpochNews::First => {
                 if let Err(e) = self.remember(seen) {
-                    tracing::warn!("{e}");
+                    tracing::warn!("{}", chain(&e));
                 }
                 return;
             }
@@ -207,7 +210,7 @@ impl Ledger {
         let newest = match self.journal.ledger(&self.budget_key) {
             Ok((rows, _)) => rows.into_iter().next_back(),
             Err(e) => {
-                tracing::warn!("{e}");
+                tracing::warn!("{}", chain(&e));
                 return;
             }
         };
@@ -228,7 +231,10 @@ impl Ledger {
                 )
                 .await;
             }
-            Err(e) => tracing::debug!("looking for this host's newest charge failed: {e}"),
+            Err(e) => tracing::debug!(
+                "looking for this host's newest charge failed: {}",
+                chain(&e)
+            ),
         }
     }
 
@@ -243,7 +249,7 @@ impl Ledger {
         let done = match self.journal.restore(&self.budget_key, store).await {
             Ok(done) => done,
             Err(e) => {
-                tracing::warn!("{e}; the ledger is replayed again next time");
+                tracing::warn!("{}; the ledger is replayed again next time", chain(&e));
                 return;
             }
         };
@@ -256,17 +262,20 @@ impl Ledger {
             store.endpoint()
         );
         if let Some(e) = done.interrupted {
-            tracing::warn!("restoring the ledger stopped: {e}; it is replayed again next time");
+            tracing::warn!(
+                "restoring the ledger stopped: {}; it is replayed again next time",
+                chain(&e)
+            );
             return;
         }
         // The replay itself created the epoch if none was there.
         match store.epoch().await {
             Ok(epoch) => {
                 if let Err(e) = self.remember(epoch) {
-                    tracing::warn!("{e}");
+                    tracing::warn!("{}", chain(&e));
                 }
             }
-            Err(e) => tracing::warn!("{e}; the ledger is replayed again next time"),
+            Err(e) => tracing::warn!("{}; the ledger is replayed again next time", chain(&e)),
         }
     }
 }

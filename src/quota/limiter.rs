@@ -18,8 +18,7 @@ pub enum Limiter {
 fn unavailable(endpoint: &str, reason: &str) -> LimiterError {
     LimiterError::Unavailable {
         endpoint: endpoint.to_owned(),
-        reason: reason.to_owned(),
-        source: None,
+        source: Reason(reason.to_owned()).into(),
     }
 }
 
@@ -49,9 +48,10 @@ impl Limiter {
     /// reached is [`Limiter::Down`]; any other failure stays an error.
     pub fn or_down(opened: Result<Limiter, LimiterError>) -> Result<Limiter, LimiterError> {
         match opened {
-            Err(LimiterError::Unavailable {
-                endpoint, reason, ..
-            }) => Ok(Limiter::Down { endpoint, reason }),
+            Err(LimiterError::Unavailable { endpoint, source }) => Ok(Limiter::Down {
+                endpoint,
+                reason: crate::error::chain(&*source),
+            }),
             other => other,
         }
     }
@@ -211,13 +211,6 @@ impl fmt::Debug for Limiter {
     }
 }
 
-/// A kind of limiter, as the database's own records of calls show it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChargedOn {
-    Embedded,
-    Redis,
-}
-
 /// The kinds of limiter whose calls of `budget_key` this database still records: the
 /// embedded limiter's log, then the Redis ledger and journal (both kept at least a
 /// day). What `budget charge` spent leaves no run behind, only these. Empty when
@@ -228,17 +221,17 @@ pub enum ChargedOn {
 /// limiter). Which of them charged last is then not said: only the clocks that stamped
 /// the calls could tell, and a clock days ahead would pin its kind for days
 /// (docs/commands.md, `--switch-limiter`).
-pub fn charged_on(db: Option<&Db>, budget_key: &str) -> Vec<ChargedOn> {
+pub fn charged_on(db: Option<&Db>, budget_key: &str) -> Vec<LimiterKind> {
     let Some(db) = db else {
         return Vec::new();
     };
     let conn = db.lock();
     let mut kinds = Vec::new();
     if embedded::logs_any(&conn, budget_key) {
-        kinds.push(ChargedOn::Embedded);
+        kinds.push(LimiterKind::Embedded);
     }
     if Journal::holds_any_call(&conn, budget_key) {
-        kinds.push(ChargedOn::Redis);
+        kinds.push(LimiterKind::Redis);
     }
     kinds
 }

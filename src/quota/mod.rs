@@ -26,12 +26,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::Micros;
+use crate::region_status::LimiterKind;
 use crate::sqlite::Db;
 
 pub use embedded::EmbeddedLimiter;
 pub use journal::{Epoch, Journal, JournalError, Journalled, Replayed, pending_calls};
 pub use ledger::Ledger;
-pub use limiter::{ChargedOn, Limiter, RecordPast, charged_on};
+pub use limiter::{Limiter, RecordPast, charged_on};
 pub use model::{Fit, PartOutcome};
 pub use redis::{Decided, RedisCause, RedisConfigError, RedisLimiter, TlsFiles};
 pub use window::{Span, Window, Zone};
@@ -543,10 +544,10 @@ impl Status {
     }
 }
 
-/// What the limiter's store said when it failed (a [`SqliteCause`], a
-/// [`RedisCause`]), kept as the error's `source` so that a caller can tell "database
-/// is locked" from "disk full", or a timeout from a refused command, without reading
-/// `reason`, which says the same in words.
+/// Why the limiter failed: what its store said (a [`SqliteCause`], a [`RedisCause`]),
+/// so that a caller can tell "database is locked" from "disk full", or a timeout from a
+/// refused command, without reading words; or only words (a [`Reason`]). It is the
+/// error's `source`, and the error's own words do not repeat it.
 pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// SQLite's error under a [`LimiterError`]: `.0.sqlite_error_code()` tells "database
@@ -563,26 +564,31 @@ impl From<rusqlite::Error> for SqliteCause {
     }
 }
 
-/// The limiter could not decide.
+/// Why the limiter failed, in words, where no error of another kind says it: a reply
+/// the script does not give, a limiter found down when the command began.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Reason(pub String);
+
+/// The limiter could not decide. Each variant says what was being done; why travels
+/// as `source`.
 #[derive(Debug, thiserror::Error)]
 pub enum LimiterError {
     /// The limiter could not be reached or did not answer in time: the
     /// `[when_limiter_down]` policy applies.
-    #[error("the limiter at {endpoint} is unreachable: {reason}")]
+    #[error("the limiter at {endpoint} is unreachable")]
     Unavailable {
         endpoint: String,
-        reason: String,
         #[source]
-        source: Option<Cause>,
+        source: Cause,
     },
     /// The limiter answered, but not as expected: not retried blindly.
-    #[error("the limiter at {endpoint} failed while {doing}: {reason}")]
+    #[error("the limiter at {endpoint} failed while {doing}")]
     Failed {
         endpoint: String,
         doing: &'static str,
-        reason: String,
         #[source]
-        source: Option<Cause>,
+        source: Cause,
     },
     /// The limiter's clock and this host's are too far apart for it to count a
     /// calendar-day window (docs/alerts.md): it answered, and decided nothing. A clock
@@ -616,13 +622,12 @@ impl LimiterError {
     /// timeout or a dropped connection may come after the store took the charge.
     pub fn surely_uncounted(&self) -> bool {
         match self {
-            LimiterError::Unavailable { source: None, .. } => true,
-            LimiterError::Unavailable {
-                source: Some(cause),
-                ..
-            } => cause
-                .downcast_ref::<RedisCause>()
-                .is_some_and(|c| c.refused),
+            LimiterError::Unavailable { source, .. } => match source.downcast_ref::<RedisCause>() {
+                Some(redis) => redis.refused,
+                // Said in words only by a limiter found down when the command began,
+                // which sends nothing.
+                None => source.is::<Reason>(),
+            },
             _ => false,
         }
     }

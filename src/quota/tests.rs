@@ -111,7 +111,7 @@ fn a_limiter_error_keeps_sqlites_error_as_its_source() {
         sqlite.0.sqlite_error_code(),
         Some(rusqlite::ErrorCode::NotADatabase)
     );
-    // Said once, though both the message and its source carry it.
+    // Said once: the error says what was being done, its source why.
     let text = crate::error::chain(&err);
     assert_eq!(text.matches(&source.to_string()).count(), 1, "{text}");
 }
@@ -144,7 +144,7 @@ fn the_kinds_charged_are_read_without_their_stamps() {
     .expect("a call in the ledger");
     assert_eq!(
         charged_on(reading(&db).as_ref(), "key1"),
-        vec![ChargedOn::Redis]
+        vec![LimiterKind::Redis]
     );
     assert_eq!(
         charged_on(reading(&db).as_ref(), "key2"),
@@ -159,12 +159,12 @@ fn the_kinds_charged_are_read_without_their_stamps() {
     .expect("a call in the embedded log, two days ahead");
     assert_eq!(
         charged_on(reading(&db).as_ref(), "key1"),
-        vec![ChargedOn::Embedded, ChargedOn::Redis]
+        vec![LimiterKind::Embedded, LimiterKind::Redis]
     );
     conn.execute("DELETE FROM quota_journal", [])
         .expect("the ledger let go");
     assert_eq!(
         charged_on(reading(&db).as_ref(), "key1"),
-        vec![ChargedOn::Embedded]
+        vec![LimiterKind::Embedded]
     );
 }

@@ -54,6 +54,19 @@ fn every_word_goes_through_the_database_as_itself() {
         let recorded: Recorded<CallOutcome> = read(&conn, o.as_str()).expect("known");
         assert_eq!(recorded, o);
     }
+    for k in LimiterKind::ALL {
+        assert_eq!(back(&k), k.as_str());
+        assert_eq!(read::<LimiterKind>(&conn, k.as_str()).expect("known"), k);
+        assert_eq!(k.as_str().parse::<LimiterKind>(), Ok(k));
+        // The JSON's `limiter.kind` is the stored word too.
+        assert_eq!(
+            serde_json::to_string(&k).expect("serializing"),
+            format!("\"{k}\"")
+        );
+    }
+    assert_eq!(LimiterKind::Embedded.as_str(), "embedded");
+    assert_eq!(LimiterKind::Redis.as_str(), "redis");
+    assert!("Redis".parse::<LimiterKind>().is_err());
 }
 
 /// A word an older or newer trendsync wrote still reads, shows and serializes as

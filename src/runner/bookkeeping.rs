@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use super::outcome::{FollowReport, RegionReport, RunReport, Status, Stop};
 use super::run::Run;
-use crate::clock::Micros;
+use crate::clock::{Micros, Secs};
 use crate::config::Region;
 use crate::error::chain;
 use crate::store::{CallCount, RegionOutcome, RunOutcome};
@@ -125,7 +125,7 @@ pub(super) async fn record_end(run: &Run, report: &RunReport, stop: Option<&Stop
             .stop_reason
             .clone()
             .or_else(|| (!failed.is_empty()).then(|| failed.join("; "))),
-        ended_at: report.ended_at,
+        ended_at: Secs::new(report.ended_at),
         duration_us: u64::try_from(report.took.as_micros()).unwrap_or(u64::MAX),
     };
     let details = region_outcomes(report, stop, now);

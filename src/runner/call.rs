@@ -12,11 +12,10 @@ use super::error::RunError;
 use super::meter::Metered;
 use super::outcome::{CallOutcome, RegionReport, Status, Stop};
 use super::run::Run;
-use super::upstream::Answer;
-use crate::clock::{Micros, Secs};
+use crate::clock::Micros;
 use crate::error::chain;
 use crate::quota::skew::Reading;
-use crate::youtube::ErrorClass;
+use crate::youtube::{ErrorClass, Reply};
 
 /// At most this many attempts per call, each charged (docs/upstream.md).
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -118,15 +117,15 @@ impl Run {
     ) -> Result<T, Failed>
     where
         F: FnMut() -> Fut,
-        Fut: Future<Output = Answer<T>>,
+        Fut: Future<Output = Reply<T>>,
     {
         for n in 1..=MAX_ATTEMPTS {
             let one_at_a_time = self.clock_check.gate().await;
             let charging = Instant::now();
             let charged_at = self.charge(method, report).await?;
-            let Answer {
+            let Reply {
                 result: answered,
-                date_s,
+                date,
             } = tokio::select! {
                 answered = attempt() => answered,
                 () = self.stops.abandoned() => {
@@ -134,12 +133,12 @@ impl Run {
                     return Err(Failed::Stopped);
                 }
             };
-            let clock = match (self.meter.limiter_clock(), charged_at, date_s) {
-                (Some(clock), Some(limiter_at), Some(date_s)) => {
+            let clock = match (self.meter.limiter_clock(), charged_at, date) {
+                (Some(clock), Some(limiter_at), Some(date)) => {
                     let reading = Reading {
                         limiter_at,
                         elapsed: charging.elapsed(),
-                        date: Secs::new(date_s),
+                        date,
                     };
                     self.clock_check.check(clock, reading, &self.stops).await
                 }
@@ -283,7 +282,7 @@ impl Run {
             "no call was allowed: checking {} with a request that carries no key",
             clock.name()
         );
-        let Answer { result, date_s } = tokio::select! {
+        let Reply { result, date } = tokio::select! {
             answered = self.upstream.without_key() => answered,
             () = self.stops.abandoned() => return,
         };
@@ -305,12 +304,12 @@ impl Run {
             ),
         }
         // Stops the run on the clock when it disagrees; nothing else is left to stop.
-        let _ = match date_s {
-            Some(date_s) => {
+        let _ = match date {
+            Some(date) => {
                 let reading = Reading {
                     limiter_at,
                     elapsed: asking.elapsed(),
-                    date: Secs::new(date_s),
+                    date,
                 };
                 self.clock_check
                     .check_without_key(clock, reading, &self.stops)

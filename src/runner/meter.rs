@@ -180,7 +180,7 @@ impl Meter {
             Err(e) => Metered::Stopped(
                 Scope::Every,
                 Stop::Fatal {
-                    message: format!("charging {method}: {e}"),
+                    message: format!("charging {method}: {}", chain(&e)),
                 },
             ),
         }
@@ -195,7 +195,10 @@ impl Meter {
         match self.limiter.status(&[b.policy()], &[]).await {
             Ok(st) => st.blocked_methods.into_keys().collect(),
             Err(e) => {
-                tracing::debug!("which methods of bucket \"{bucket}\" are blocked: {e}");
+                tracing::debug!(
+                    "which methods of bucket \"{bucket}\" are blocked: {}",
+                    chain(&e)
+                );
                 Vec::new()
             }
         }
@@ -204,12 +207,13 @@ impl Meter {
     /// Marks the limiter down for the rest of the run, saying so once.
     fn limiter_is_down(&self, e: &LimiterError) -> &str {
         self.limiter_down.get_or_init(|| {
+            let reason = chain(e);
             tracing::warn!(
                 run_id = %self.run_id,
-                "{e}; going on without it for the rest of this run: calls [when_limiter_down] allows are made unmetered and journalled in {}, to be counted in the window once it answers again; the others stop the run",
+                "{reason}; going on without it for the rest of this run: calls [when_limiter_down] allows are made unmetered and journalled in {}, to be counted in the window once it answers again; the others stop the run",
                 self.db.path().display()
             );
-            e.to_string()
+            reason
         })
     }
 
@@ -283,7 +287,7 @@ impl Meter {
                 .limiter
                 .block_until(&bucket.methods(), until)
                 .await
-                .map_err(|e| e.to_string()),
+                .map_err(|e| chain(&e)),
         }
     }
 
@@ -318,7 +322,8 @@ impl Meter {
             ),
             Ok(None) => {}
             Err(e) => tracing::warn!(
-                "could not record what the upstream's refusal of bucket \"{bucket}\" measured: {e}"
+                "could not record what the upstream's refusal of bucket \"{bucket}\" measured: {}",
+                chain(&e)
             ),
         }
     }
@@ -327,7 +332,7 @@ impl Meter {
     /// limiter could not say.
     async fn upstream_spent(&self) -> Vec<drift::SpentDay> {
         self.limiter.upstream_spent().await.unwrap_or_else(|e| {
-            tracing::debug!("what the upstream's refusals measured: {e}");
+            tracing::debug!("what the upstream's refusals measured: {}", chain(&e));
             Vec::new()
         })
     }
@@ -363,7 +368,7 @@ impl Meter {
             .status(&[], &[])
             .await
             .map(|st| st.now)
-            .map_err(|e| e.to_string())
+            .map_err(|e| chain(&e))
     }
 
     /// The budget's own window as it stands, read once for the report and the
@@ -393,7 +398,7 @@ impl Meter {
                 WindowRead { window, up: true }
             }
             Err(e) => {
-                tracing::debug!("the budget's window after the run: {e}");
+                tracing::debug!("the budget's window after the run: {}", chain(&e));
                 // A limiter that refuses to count by clocks too far apart answered.
                 unread(e.clocks_apart().is_some())
             }

@@ -30,6 +30,8 @@ mod file;
 mod picture;
 mod text;
 
+#[cfg(test)]
+pub(crate) use file::MetricsError;
 pub(crate) use file::write_after_run;
 // What the tests (`super::*`) reach in the parts.
 #[cfg(test)]

@@ -34,3 +34,6 @@ pub(crate) use outcome::{Status, said_no};
 pub(crate) use plan::{Freshness, Simulation, Step, plan, simulate};
 pub(crate) use record::read_freshness;
 pub(crate) use run::{Run, RunDeps, RunSettings};
+// What the front end's tests reach through the room.
+#[cfg(test)]
+pub(crate) use error::RunError;

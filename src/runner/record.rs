@@ -73,7 +73,7 @@ impl Recorder {
         started: Secs,
         limiter: Option<RunLimiter>,
     ) -> Result<(), RunError> {
-        let (run_id, started) = (self.run_id.clone(), started.as_i64());
+        let run_id = self.run_id.clone();
         self.on_store(move |s| match &limiter {
             Some(limiter) => s.begin_run_on(&run_id, kind, started, limiter),
             None => s.begin_run(&run_id, kind, started),
@@ -88,7 +88,7 @@ impl Recorder {
         started: Secs,
         codes: Vec<String>,
     ) -> Result<(), RunError> {
-        let (run_id, started) = (self.run_id.clone(), started.as_i64());
+        let run_id = self.run_id.clone();
         self.on_store(move |s| s.begin_run_regions(&run_id, started, &codes))
             .await
             .map_err(|f| f.doing(format!("recording the regions of run {}", self.run_id)))
@@ -121,14 +121,14 @@ impl Recorder {
         code: &str,
         pairs: Vec<(String, String)>,
     ) -> Result<(), RunError> {
-        let (region, now) = (code.to_owned(), self.clock.now().to_secs().as_i64());
+        let (region, now) = (code.to_owned(), self.clock.now().to_secs());
         self.on_store(move |s| s.store_categories(&region, &pairs, now))
             .await
             .map_err(|f| f.doing(format!("storing the category names of region {code}")))
     }
 
     pub(super) async fn region_complete(&self, code: &str) -> Result<(), RunError> {
-        let (region, now) = (code.to_owned(), self.clock.now().to_secs().as_i64());
+        let (region, now) = (code.to_owned(), self.clock.now().to_secs());
         self.on_store(move |s| s.mark_region_complete(&region, now))
             .await
             .map_err(|f| f.doing(format!("marking region {code} complete")))
@@ -147,7 +147,7 @@ impl Recorder {
         let (run_id, region, now) = (
             self.run_id.clone(),
             code.to_owned(),
-            self.clock.now().to_secs().as_i64(),
+            self.clock.now().to_secs(),
         );
         self.on_store(move |s| {
             s.store_chart_page(&run_id, &region, category, first_rank, &items, now)
@@ -165,7 +165,7 @@ impl Recorder {
 
     /// That the region has no chart of `category`.
     pub(super) async fn chart_missing(&self, code: &str, category: u32) -> Result<(), RunError> {
-        let (region, now) = (code.to_owned(), self.clock.now().to_secs().as_i64());
+        let (region, now) = (code.to_owned(), self.clock.now().to_secs());
         self.on_store(move |s| s.mark_chart_missing(&region, category, now))
             .await
             .map_err(|f| {
@@ -193,7 +193,7 @@ impl Recorder {
         asked: Vec<String>,
         counts: Vec<FollowCounts>,
     ) -> Result<FollowStored, RunError> {
-        let now = self.clock.now().to_secs().as_i64();
+        let now = self.clock.now().to_secs();
         self.on_store(move |s| s.store_follow_ups(&asked, &counts, now))
             .await
             .map_err(|f| f.doing("storing a follow-up's counts".to_owned()))
@@ -211,7 +211,7 @@ impl Recorder {
             self.run_id.clone(),
             code.to_owned(),
             name.to_owned(),
-            self.clock.now().to_secs().as_i64(),
+            self.clock.now().to_secs(),
         );
         self.on_store(move |s| s.store_search_page(&run_id, &region, &search, 1, &ranked, now))
             .await
@@ -225,7 +225,7 @@ impl Recorder {
         at: Secs,
         status: Status,
     ) -> Result<(), RunError> {
-        let (region, at) = (code.to_owned(), at.as_i64());
+        let region = code.to_owned();
         self.on_store(move |s| s.mark_region_attempt(&region, at, status))
             .await
             .map_err(|f| f.doing(format!("recording the attempt at region {code}")))

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use super::backoff::Jitter;
 use super::run::{Run, RunDeps, RunSettings};
-use super::upstream::{Answer, Call, Upstream};
-use crate::clock::{Clock, ManualClock};
+use super::upstream::{Call, Upstream};
+use crate::clock::{Clock, ManualClock, Secs};
 use crate::config::{Follow, Region, Search, SourceText};
 use crate::quota::{Allowance, Budget, EmbeddedLimiter, Limiter};
 use crate::store::{RunKind, Store};
@@ -42,8 +42,8 @@ pub(crate) enum Reply {
 pub(crate) struct FakeUpstream {
     script: Mutex<BTreeMap<&'static str, VecDeque<Reply>>>,
     made: Mutex<Vec<&'static str>>,
-    /// The `Date` of every answer, unix seconds; none leaves the clock unchecked.
-    date_s: Option<i64>,
+    /// The `Date` of every answer; none leaves the clock unchecked.
+    date: Option<Secs>,
 }
 
 impl FakeUpstream {
@@ -62,7 +62,7 @@ impl FakeUpstream {
     /// Every answer says it was made at `date_s` (unix seconds).
     pub(crate) fn dated(self, date_s: i64) -> FakeUpstream {
         FakeUpstream {
-            date_s: Some(date_s),
+            date: Some(Secs::new(date_s)),
             ..self
         }
     }
@@ -105,8 +105,8 @@ impl FakeUpstream {
                 Err(CallError::from_status(call, status, upstream))
             }
         };
-        let date_s = self.date_s;
-        Box::pin(async move { Answer { result, date_s } })
+        let date = self.date;
+        Box::pin(async move { crate::youtube::Reply { result, date } })
     }
 }
 
@@ -174,11 +174,11 @@ impl Upstream for FakeUpstream {
         if let Ok(mut made) = self.made.lock() {
             made.push(WITHOUT_KEY);
         }
-        let date_s = self.date_s;
+        let date = self.date;
         Box::pin(async move {
-            Answer {
+            crate::youtube::Reply {
                 result: Ok(403),
-                date_s,
+                date,
             }
         })
     }

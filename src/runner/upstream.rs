@@ -7,25 +7,17 @@ use std::future::Future;
 use std::pin::Pin;
 
 use crate::youtube::{
-    CallError, Category, Client, SEARCH_LIST, SearchPage, SearchRequest, VIDEO_CATEGORIES_LIST,
-    VIDEOS_LIST, VideoCounts, VideoPage, dated,
+    Category, Client, Reply, SEARCH_LIST, SearchPage, SearchRequest, VIDEO_CATEGORIES_LIST,
+    VIDEOS_LIST, VideoCounts, VideoPage,
 };
 
 /// The upstream methods a run calls.
 pub const METHODS: [&str; 3] = [VIDEOS_LIST, VIDEO_CATEGORIES_LIST, SEARCH_LIST];
 
-/// What one call brought back: its result, and the second the answer's `Date` header
-/// named (the upstream's clock, which the limiter's is checked against); `None` when
-/// no answer came or it had no readable `Date`.
-#[derive(Debug)]
-pub struct Answer<T> {
-    pub result: Result<T, CallError>,
-    pub date_s: Option<i64>,
-}
-
-/// One call under way. Boxed so that a run can hold its upstream as a trait object:
-/// one allocation per call is nothing next to a network round trip.
-pub type Call<'a, T> = Pin<Box<dyn Future<Output = Answer<T>> + Send + 'a>>;
+/// One call under way; its [`Reply`] carries the answer's `Date`, the upstream's clock
+/// that the limiter's is checked against. Boxed so that a run can hold its upstream as
+/// a trait object: one allocation per call is nothing next to a network round trip.
+pub type Call<'a, T> = Pin<Box<dyn Future<Output = Reply<T>> + Send + 'a>>;
 
 /// The calls a run makes, each exactly one request that is never retried here: the
 /// run charges the budget before every attempt, so only it may decide on another.
@@ -70,38 +62,30 @@ impl Upstream for Client {
         hl: Option<&'a str>,
         page_token: Option<&'a str>,
     ) -> Call<'a, VideoPage> {
-        Box::pin(answer(Client::chart_page(
-            self, region, category, hl, page_token,
-        )))
+        Box::pin(Client::chart_page(self, region, category, hl, page_token))
     }
 
     fn categories<'a>(&'a self, region: &'a str, hl: Option<&'a str>) -> Call<'a, Vec<Category>> {
-        Box::pin(answer(Client::categories(self, region, hl)))
+        Box::pin(Client::categories(self, region, hl))
     }
 
     fn search_page<'a>(&'a self, req: SearchRequest<'a>) -> Call<'a, SearchPage> {
-        Box::pin(async move { answer(Client::search_page(self, &req)).await })
+        Box::pin(async move { Client::search_page(self, &req).await })
     }
 
     fn videos_by_id<'a>(&'a self, ids: &'a [String], hl: Option<&'a str>) -> Call<'a, VideoPage> {
-        Box::pin(answer(Client::videos_by_id(self, ids, hl)))
+        Box::pin(Client::videos_by_id(self, ids, hl))
     }
 
     fn video_counts<'a>(&'a self, ids: &'a [String]) -> Call<'a, Vec<VideoCounts>> {
-        Box::pin(answer(Client::video_counts(self, ids)))
+        Box::pin(Client::video_counts(self, ids))
     }
 
     fn without_key(&self) -> Call<'_, u16> {
-        Box::pin(answer(Client::status_without_key(self)))
+        Box::pin(Client::status_without_key(self))
     }
 
     fn scrub(&self, text: &str) -> String {
         Client::scrub(self, text)
     }
-}
-
-/// Awaits one of the client's calls with the `Date` of its answer beside it.
-async fn answer<T>(call: impl Future<Output = Result<T, CallError>>) -> Answer<T> {
-    let (result, date_s) = dated(call).await;
-    Answer { result, date_s }
 }

@@ -11,7 +11,7 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use super::*;
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, Secs, SystemClock};
 use crate::error::chain;
 use crate::quota::{Charge, EmbeddedLimiter, Journal, Limiter, Part, PolicyRef};
 use crate::sqlite::user_version;
@@ -99,7 +99,9 @@ fn old_quota_rows(path: &Path) {
 /// (written in that layout's own SQL: this build's write path needs later steps).
 fn store_v3(path: &Path) {
     let store = Store::open_with(path, &MIGRATIONS[..3]).expect("a version 3 store");
-    store.begin_run("r1", RunKind::Run, 100).expect("a run");
+    store
+        .begin_run("r1", RunKind::Run, Secs::new(100))
+        .expect("a run");
     drop(store);
     raw(path)
         .execute_batch(
@@ -388,7 +390,7 @@ fn openers_of_every_kind_on_a_fresh_file_together_all_succeed() {
                             Opener::Store => {
                                 let store = Store::open(path).map_err(|e| chain(&e))?;
                                 store
-                                    .begin_run(&format!("r{i}"), RunKind::Run, 1)
+                                    .begin_run(&format!("r{i}"), RunKind::Run, Secs::new(1))
                                     .map_err(|e| chain(&e))
                             }
                             Opener::Journal => {
@@ -510,11 +512,12 @@ fn a_limiter_version_no_build_wrote_is_refused_and_nothing_is_lost() {
             "{opener:?}: {message}"
         );
     }
-    // A command that goes on without the journal logs its error's message alone:
-    // that says why too.
+    // A command that goes on without the journal logs its error's chain: that says
+    // why too.
     let logged = Journal::open(&path, crate::clock::system())
-        .expect_err("refused")
-        .to_string();
+        .map(drop)
+        .map_err(|e| chain(&e))
+        .expect_err("refused");
     assert!(logged.contains("quota_schema"), "{logged}");
     assert_eq!((layout(&path), counts(&path)), before, "the file changed");
     assert_eq!(user_version(&raw(&path)).expect("version"), 0);

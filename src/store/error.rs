@@ -1,7 +1,7 @@
 //! Errors of the store.
 //!
 //! Each variant says what was being attempted and on which file, so the message printed
-//! at the top (`{:#}`, the whole chain) is one a person can act on. The SQLite error
+//! at the top (the whole chain, `crate::error::chain`) is one a person can act on. The SQLite error
 //! itself travels as `source`, never repeated in our own `Display`, so it prints once.
 
 use std::path::PathBuf;

@@ -10,6 +10,7 @@
 use rusqlite::params;
 
 use super::{Store, StoreError};
+use crate::clock::Secs;
 
 /// Step 6: the follow-ups' series and state, and the mark of a video the upstream no
 /// longer shows.
@@ -108,8 +109,9 @@ impl Store {
         &self,
         asked: &[String],
         counts: &[FollowCounts],
-        at: i64,
+        at: Secs,
     ) -> Result<FollowStored, StoreError> {
+        let at = at.as_i64();
         (|| {
             let tx = self.write_tx()?;
             let mut stored = FollowStored::default();

@@ -5,6 +5,7 @@
 use rusqlite::{Transaction, TransactionBehavior, named_params, params};
 
 use super::{RunKind, Store, StoreError};
+use crate::clock::Secs;
 use crate::region_status::{CallOutcome, Recorded, RegionStatus};
 
 /// How one region of a run went (a row of `run_regions`).
@@ -105,9 +106,10 @@ impl Store {
     pub fn begin_run_regions(
         &self,
         run_id: &str,
-        started_at: i64,
+        started_at: Secs,
         regions: &[String],
     ) -> Result<(), StoreError> {
+        let started_at = started_at.as_i64();
         (|| {
             let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
             {

@@ -50,6 +50,7 @@ pub use prune::PruneReport;
 pub use read::{ChartPlace, ChartSpan, CountPoint, CountSource, VideoPlace};
 pub use run_limiter::{LastRunLimiter, RunLimiter};
 
+use crate::clock::Secs;
 use crate::sqlite::{Db, Held, Migration, OpenError};
 
 /// The error of an open that failed, as the store says it.
@@ -111,8 +112,7 @@ pub struct RunOutcome {
     pub units: u64,
     pub calls: u64,
     pub stop_reason: Option<String>,
-    /// Unix seconds.
-    pub ended_at: i64,
+    pub ended_at: Secs,
     /// How long the run took, as its process measured it.
     pub duration_us: u64,
 }

@@ -7,14 +7,16 @@
 use rusqlite::{OptionalExtension, params};
 
 use super::{RunKind, Store, StoreError};
-use crate::region_status::RegionStatus;
+use crate::clock::Secs;
+use crate::region_status::{LimiterKind, Recorded, RegionStatus};
 
-/// The limiter a run charged, as recorded: `kind` is `embedded` or `redis`; `url` the
-/// Redis URL with its password masked (none for the embedded limiter, which is the
-/// database itself); `costs_fingerprint` the parsed budget's fingerprint.
+/// The limiter a run charged, as recorded: its `kind` (a word this build does not know,
+/// written by another trendsync, is kept as it is); `url` the Redis URL with its
+/// password masked (none for the embedded limiter, which is the database itself);
+/// `costs_fingerprint` the parsed budget's fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunLimiter {
-    pub kind: String,
+    pub kind: Recorded<LimiterKind>,
     pub url: Option<String>,
     pub costs_fingerprint: String,
 }
@@ -33,7 +35,7 @@ impl Store {
         &self,
         run_id: &str,
         kind: RunKind,
-        started_at: i64,
+        started_at: Secs,
         limiter: &RunLimiter,
     ) -> Result<(), StoreError> {
         (|| {
@@ -45,7 +47,7 @@ impl Store {
                 params![
                     run_id,
                     kind.as_str(),
-                    started_at,
+                    started_at.as_i64(),
                     RegionStatus::Running,
                     limiter.kind,
                     limiter.url,

@@ -82,9 +82,9 @@ fn reopen_is_a_no_op_and_keeps_data() {
     let (_dir, path) = temp_db();
     {
         let store = open(&path).unwrap();
-        store.begin_run("r1", RunKind::Run, 100).unwrap();
+        store.begin_run("r1", RunKind::Run, Secs::new(100)).unwrap();
         store
-            .store_trending_page("r1", "US", 1, &[video("a", "first")], 100)
+            .store_trending_page("r1", "US", 1, &[video("a", "first")], Secs::new(100))
             .unwrap();
     }
     let schema_before: Vec<String> = {
@@ -171,11 +171,17 @@ fn concurrent_fresh_opens_all_succeed_and_can_write() {
                     barrier.wait();
                     let store = open(&path)?;
                     let run = format!("run-{i}");
-                    store.begin_run(&run, RunKind::Run, 1000 + i as i64)?;
+                    store.begin_run(&run, RunKind::Run, Secs::new(1000 + i as i64))?;
                     let page: Vec<_> = (0..20)
                         .map(|j| video(&format!("v{j}"), &format!("title {i} {j}")))
                         .collect();
-                    store.store_trending_page(&run, &format!("R{i}"), 1, &page, 1000 + i as i64)?;
+                    store.store_trending_page(
+                        &run,
+                        &format!("R{i}"),
+                        1,
+                        &page,
+                        Secs::new(1000 + i as i64),
+                    )?;
                     Ok::<_, StoreError>(())
                 })
             })
@@ -205,9 +211,9 @@ fn forward_migration_applies_on_existing_data_and_failure_rolls_back() {
     let (_dir, path) = temp_db();
     {
         let store = open(&path).unwrap();
-        store.begin_run("r1", RunKind::Run, 1).unwrap();
+        store.begin_run("r1", RunKind::Run, Secs::new(1)).unwrap();
         store
-            .store_trending_page("r1", "US", 1, &[video("a", "one")], 1)
+            .store_trending_page("r1", "US", 1, &[video("a", "one")], Secs::new(1))
             .unwrap();
     }
     let latest = latest();
@@ -269,7 +275,7 @@ fn forward_migration_applies_on_existing_data_and_failure_rolls_back() {
 #[test]
 fn absent_counts_stay_null_in_videos_and_stats() {
     let (_dir, store) = open_fresh();
-    store.begin_run("r1", RunKind::Run, 10).unwrap();
+    store.begin_run("r1", RunKind::Run, Secs::new(10)).unwrap();
     let mut v = video("hidden", "likes hidden");
     v.view_count = None;
     v.like_count = None;
@@ -281,7 +287,7 @@ fn absent_counts_stay_null_in_videos_and_stats() {
     zero.view_count = Some(0);
     zero.tags = Some(vec![]);
     store
-        .store_trending_page("r1", "US", 1, &[v.clone(), zero.clone()], 10)
+        .store_trending_page("r1", "US", 1, &[v.clone(), zero.clone()], Secs::new(10))
         .unwrap();
 
     assert_eq!(store.video("hidden").unwrap().unwrap(), v);
@@ -334,11 +340,13 @@ fn absent_counts_stay_null_in_videos_and_stats() {
 #[test]
 fn upsert_updates_latest_metadata_and_appends_stats_per_fetch() {
     let (_dir, store) = open_fresh();
-    store.begin_run("r1", RunKind::Run, 100).unwrap();
-    store.begin_run("r2", RunKind::Backfill, 200).unwrap();
+    store.begin_run("r1", RunKind::Run, Secs::new(100)).unwrap();
+    store
+        .begin_run("r2", RunKind::Backfill, Secs::new(200))
+        .unwrap();
     let first = video("a", "old title");
     store
-        .store_trending_page("r1", "US", 1, std::slice::from_ref(&first), 100)
+        .store_trending_page("r1", "US", 1, std::slice::from_ref(&first), Secs::new(100))
         .unwrap();
 
     let mut second = first.clone();
@@ -346,7 +354,7 @@ fn upsert_updates_latest_metadata_and_appends_stats_per_fetch() {
     second.view_count = Some(5000);
     second.like_count = None; // hidden since
     store
-        .store_trending_page("r2", "GB", 1, std::slice::from_ref(&second), 200)
+        .store_trending_page("r2", "GB", 1, std::slice::from_ref(&second), Secs::new(200))
         .unwrap();
 
     // An older fetch stored late (another process) adds its counts but does not
@@ -355,7 +363,7 @@ fn upsert_updates_latest_metadata_and_appends_stats_per_fetch() {
     stale.title = "stale title".to_string();
     stale.view_count = Some(3000);
     store
-        .store_trending_page("r1", "DE", 1, std::slice::from_ref(&stale), 150)
+        .store_trending_page("r1", "DE", 1, std::slice::from_ref(&stale), Secs::new(150))
         .unwrap();
 
     assert_eq!(store.videos_count().unwrap(), 1);
@@ -388,16 +396,18 @@ fn upsert_updates_latest_metadata_and_appends_stats_per_fetch() {
 #[test]
 fn trending_ranks_start_at_first_rank_in_page_order() {
     let (_dir, store) = open_fresh();
-    store.begin_run("r1", RunKind::Run, 1).unwrap();
+    store.begin_run("r1", RunKind::Run, Secs::new(1)).unwrap();
     let page1: Vec<_> = (0..50).map(|i| video(&format!("p1-{i}"), "t")).collect();
     let page2: Vec<_> = (0..3).map(|i| video(&format!("p2-{i}"), "t")).collect();
     assert_eq!(
-        store.store_trending_page("r1", "US", 1, &page1, 1).unwrap(),
+        store
+            .store_trending_page("r1", "US", 1, &page1, Secs::new(1))
+            .unwrap(),
         50
     );
     assert_eq!(
         store
-            .store_trending_page("r1", "US", 51, &page2, 2)
+            .store_trending_page("r1", "US", 51, &page2, Secs::new(2))
             .unwrap(),
         3
     );
@@ -430,7 +440,7 @@ fn trending_ranks_start_at_first_rank_in_page_order() {
 
     // Storing the same page again in the run (a retry) replaces, not duplicates.
     store
-        .store_trending_page("r1", "US", 51, &page2, 3)
+        .store_trending_page("r1", "US", 51, &page2, Secs::new(3))
         .unwrap();
     assert_eq!(store.trending_count("r1").unwrap(), 53);
 }
@@ -438,11 +448,11 @@ fn trending_ranks_start_at_first_rank_in_page_order() {
 #[test]
 fn search_pages_record_name_and_ranks() {
     let (_dir, store) = open_fresh();
-    store.begin_run("r1", RunKind::Run, 1).unwrap();
+    store.begin_run("r1", RunKind::Run, Secs::new(1)).unwrap();
     let page: Vec<_> = ["x", "y"].iter().map(|id| video(id, "found")).collect();
     assert_eq!(
         store
-            .store_search_page("r1", "FR", "fresh", 1, &page, 7)
+            .store_search_page("r1", "FR", "fresh", 1, &page, Secs::new(7))
             .unwrap(),
         2
     );
@@ -472,7 +482,7 @@ fn search_pages_record_name_and_ranks() {
 fn pages_need_a_begun_run_and_fail_whole() {
     let (_dir, store) = open_fresh();
     let err = store
-        .store_trending_page("never-begun", "US", 1, &[video("a", "t")], 1)
+        .store_trending_page("never-begun", "US", 1, &[video("a", "t")], Secs::new(1))
         .unwrap_err();
     assert!(matches!(err, StoreError::Sqlite { .. }), "{err:?}");
     assert!(err.to_string().contains("never-begun"), "{err}");
@@ -490,19 +500,21 @@ fn the_last_finished_run_of_each_kind() {
         units: 3,
         calls: 3,
         stop_reason: None,
-        ended_at: at,
+        ended_at: Secs::new(at),
         duration_us: 9_600_000,
     };
-    store.begin_run("r1", RunKind::Run, 100).unwrap();
+    store.begin_run("r1", RunKind::Run, Secs::new(100)).unwrap();
     store
         .finish_run("r1", &ended(RegionStatus::Complete, 110))
         .unwrap();
-    store.begin_run("b1", RunKind::Backfill, 120).unwrap();
+    store
+        .begin_run("b1", RunKind::Backfill, Secs::new(120))
+        .unwrap();
     store
         .finish_run("b1", &ended(RegionStatus::BudgetExhausted, 130))
         .unwrap();
     // Started later but still running: not finished, so not the last finished one.
-    store.begin_run("r2", RunKind::Run, 140).unwrap();
+    store.begin_run("r2", RunKind::Run, Secs::new(140)).unwrap();
     let run = store.last_finished_run(RunKind::Run).unwrap().unwrap();
     assert_eq!((run.run_id.as_str(), run.ended_at), ("r1", Some(110)));
     let backfill = store.last_finished_run(RunKind::Backfill).unwrap().unwrap();
@@ -524,8 +536,10 @@ fn the_last_finished_run_of_each_kind() {
 fn runs_begin_finish_and_last_run() {
     let (_dir, store) = open_fresh();
     assert_eq!(store.last_run().unwrap(), None);
-    store.begin_run("r1", RunKind::Run, 100).unwrap();
-    store.begin_run("r2", RunKind::Backfill, 200).unwrap();
+    store.begin_run("r1", RunKind::Run, Secs::new(100)).unwrap();
+    store
+        .begin_run("r2", RunKind::Backfill, Secs::new(200))
+        .unwrap();
     assert_eq!(
         store.last_run().unwrap(),
         Some(RunRecord {
@@ -545,7 +559,7 @@ fn runs_begin_finish_and_last_run() {
         units: 9500,
         calls: 120,
         stop_reason: Some("ceiling 9500 reached".into()),
-        ended_at: 260,
+        ended_at: Secs::new(260),
         duration_us: 59_750_001,
     };
     store.finish_run("r2", &outcome).unwrap();
@@ -561,7 +575,7 @@ fn runs_begin_finish_and_last_run() {
         store.finish_run("nope", &outcome),
         Err(StoreError::UnknownRun { run_id, .. }) if run_id == "nope"
     ));
-    assert!(store.begin_run("r1", RunKind::Run, 300).is_err());
+    assert!(store.begin_run("r1", RunKind::Run, Secs::new(300)).is_err());
     let huge = RunOutcome {
         units: u64::MAX,
         ..outcome
@@ -575,7 +589,7 @@ fn runs_begin_finish_and_last_run() {
 fn finish_run_checkpoints_what_the_pages_wrote() {
     let (_dir, path) = temp_db();
     let store = open(&path).unwrap();
-    store.begin_run("r1", RunKind::Run, 1).unwrap();
+    store.begin_run("r1", RunKind::Run, Secs::new(1)).unwrap();
     for page in 0..5u32 {
         let videos: Vec<_> = (0..50)
             .map(|i| {
@@ -585,7 +599,7 @@ fn finish_run_checkpoints_what_the_pages_wrote() {
             })
             .collect();
         store
-            .store_trending_page("r1", "US", 1 + page * 50, &videos, 1)
+            .store_trending_page("r1", "US", 1 + page * 50, &videos, Secs::new(1))
             .unwrap();
     }
     let before = std::fs::metadata(&path).unwrap().len();
@@ -597,7 +611,7 @@ fn finish_run_checkpoints_what_the_pages_wrote() {
                 units: 5,
                 calls: 5,
                 stop_reason: None,
-                ended_at: 2,
+                ended_at: Secs::new(2),
                 duration_us: 1_000_000,
             },
         )
@@ -616,13 +630,13 @@ fn region_state_and_categories() {
     assert_eq!(store.region_states().unwrap(), vec![]);
     assert_eq!(store.categories_fetched_at("US").unwrap(), None);
 
-    store.mark_region_complete("US", 500).unwrap();
-    store.mark_region_complete("GB", 300).unwrap();
+    store.mark_region_complete("US", Secs::new(500)).unwrap();
+    store.mark_region_complete("GB", Secs::new(300)).unwrap();
     store
-        .mark_region_attempt("DE", 400, RegionStatus::BudgetExhausted)
+        .mark_region_attempt("DE", Secs::new(400), RegionStatus::BudgetExhausted)
         .unwrap();
     store
-        .mark_region_attempt("US", 600, RegionStatus::Failed)
+        .mark_region_attempt("US", Secs::new(600), RegionStatus::Failed)
         .unwrap();
     let states = store.region_states().unwrap();
     assert_eq!(
@@ -653,13 +667,15 @@ fn region_state_and_categories() {
         ("1".to_string(), "Film & Animation".to_string()),
         ("10".to_string(), "Music".to_string()),
     ];
-    store.store_categories("US", &cats, 700).unwrap();
+    store.store_categories("US", &cats, Secs::new(700)).unwrap();
     assert_eq!(store.categories_fetched_at("US").unwrap(), Some(700));
     assert_eq!(store.categories("US").unwrap(), cats);
     // Replaces the region's set; other regions untouched.
-    store.store_categories("GB", &cats, 710).unwrap();
+    store.store_categories("GB", &cats, Secs::new(710)).unwrap();
     let fewer = vec![("20".to_string(), "Gaming".to_string())];
-    store.store_categories("US", &fewer, 800).unwrap();
+    store
+        .store_categories("US", &fewer, Secs::new(800))
+        .unwrap();
     assert_eq!(store.categories("US").unwrap(), fewer);
     assert_eq!(store.categories("GB").unwrap(), cats);
     assert_eq!(store.categories_fetched_at("US").unwrap(), Some(800));
@@ -674,7 +690,7 @@ fn region_state_and_categories() {
 
 fn search_fixture() -> (TempDir, Store) {
     let (dir, store) = open_fresh();
-    store.begin_run("r1", RunKind::Run, 1).unwrap();
+    store.begin_run("r1", RunKind::Run, Secs::new(1)).unwrap();
 
     let mut in_title = video("title-hit", "Volcano eruption filmed up close");
     in_title.description = "A long trip to the mountains.".into();
@@ -702,11 +718,11 @@ fn search_fixture() -> (TempDir, Store) {
             "US",
             1,
             &[in_title, in_description, in_tags, accented, cats],
-            1,
+            Secs::new(1),
         )
         .unwrap();
     store
-        .store_search_page("r1", "GB", "fresh", 1, &[in_channel], 1)
+        .store_search_page("r1", "GB", "fresh", 1, &[in_channel], Secs::new(1))
         .unwrap();
     store
         .store_trending_page(
@@ -714,7 +730,7 @@ fn search_fixture() -> (TempDir, Store) {
             "DE",
             1,
             &[video("cats", "My cat reacts to a video of birds")],
-            1,
+            Secs::new(1),
         )
         .unwrap();
     (dir, store)
@@ -802,12 +818,12 @@ fn search_region_filter_uses_where_the_video_was_seen() {
 #[test]
 fn updated_title_replaces_its_indexed_terms() {
     let (_dir, store) = search_fixture();
-    store.begin_run("r2", RunKind::Run, 2).unwrap();
+    store.begin_run("r2", RunKind::Run, Secs::new(2)).unwrap();
     let mut renamed = store.video("title-hit").unwrap().unwrap();
     renamed.title = "Glacier calving filmed up close".into();
     renamed.tags = Some(vec!["ice".into()]);
     store
-        .store_trending_page("r2", "US", 1, &[renamed], 2)
+        .store_trending_page("r2", "US", 1, &[renamed], Secs::new(2))
         .unwrap();
     assert!(store.search("eruption", None, 10).unwrap().is_empty());
     assert!(
@@ -823,11 +839,11 @@ fn updated_title_replaces_its_indexed_terms() {
     );
     assert_eq!(ids(&store.search("ice", None, 10).unwrap()), ["title-hit"]);
     // A count-only refresh leaves the index as it was.
-    store.begin_run("r3", RunKind::Run, 3).unwrap();
+    store.begin_run("r3", RunKind::Run, Secs::new(3)).unwrap();
     let mut recount = store.video("title-hit").unwrap().unwrap();
     recount.view_count = Some(1);
     store
-        .store_trending_page("r3", "US", 1, &[recount], 3)
+        .store_trending_page("r3", "US", 1, &[recount], Secs::new(3))
         .unwrap();
     assert_eq!(
         ids(&store.search("glacier", None, 10).unwrap()),
@@ -896,11 +912,11 @@ fn integrity_check_notices_an_index_out_of_step() {
 
 fn populated(path: &Path) -> Store {
     let store = open(path).unwrap();
-    store.begin_run("r1", RunKind::Run, 1).unwrap();
+    store.begin_run("r1", RunKind::Run, Secs::new(1)).unwrap();
     store
-        .store_trending_page("r1", "US", 1, &[video("a", "volcano")], 1)
+        .store_trending_page("r1", "US", 1, &[video("a", "volcano")], Secs::new(1))
         .unwrap();
-    store.mark_region_complete("US", 1).unwrap();
+    store.mark_region_complete("US", Secs::new(1)).unwrap();
     store
 }
 
@@ -911,7 +927,9 @@ fn companions(path: &Path) -> (PathBuf, PathBuf) {
 }
 
 fn assert_cannot_write(store: &Store) {
-    let err = store.begin_run("dry", RunKind::Run, 9).unwrap_err();
+    let err = store
+        .begin_run("dry", RunKind::Run, Secs::new(9))
+        .unwrap_err();
     match &err {
         StoreError::Sqlite { source, .. } => assert_eq!(
             source.sqlite_error_code(),
@@ -920,10 +938,10 @@ fn assert_cannot_write(store: &Store) {
         ),
         other => panic!("expected a read-only failure, got {other:?}"),
     }
-    assert!(store.mark_region_complete("US", 9).is_err());
+    assert!(store.mark_region_complete("US", Secs::new(9)).is_err());
     assert!(
         store
-            .store_trending_page("r1", "US", 1, &[video("b", "x")], 9)
+            .store_trending_page("r1", "US", 1, &[video("b", "x")], Secs::new(9))
             .is_err()
     );
 }
@@ -952,7 +970,7 @@ fn read_only_open_while_a_writer_has_the_wal_open() {
     assert_cannot_write(&reader);
 
     // The reader sees what the writer commits afterwards.
-    writer.mark_region_complete("GB", 2).unwrap();
+    writer.mark_region_complete("GB", Secs::new(2)).unwrap();
     assert_eq!(reader.region_states().unwrap().len(), 2);
     assert_eq!(writer.region_states().unwrap().len(), 2);
 }
@@ -983,7 +1001,7 @@ fn read_only_open_of_a_cleanly_closed_wal_database() {
     }
     // And a writer can still use the file afterwards.
     let store = open(&path).unwrap();
-    store.mark_region_complete("GB", 5).unwrap();
+    store.mark_region_complete("GB", Secs::new(5)).unwrap();
     assert!(store.integrity_check().unwrap());
 }
 
@@ -1049,7 +1067,7 @@ fn read_only_open_needs_only_the_steps_that_shape_the_stores_tables() {
     );
     let (_dir, path) = temp_db();
     let store = Store::open_with(&path, &migrations[..store_steps]).unwrap();
-    store.begin_run("r1", RunKind::Run, 1).unwrap();
+    store.begin_run("r1", RunKind::Run, Secs::new(1)).unwrap();
     drop(store);
     let read = Store::open_read_only_with(&path, &migrations)
         .unwrap()
@@ -1119,7 +1137,7 @@ mod property {
         #[test]
         fn index_rows_match_videos_after_any_page_sequence(ops in prop::collection::vec(op(), 1..12)) {
             let (_dir, store) = open_fresh();
-            store.begin_run("r", RunKind::Run, 0).unwrap();
+            store.begin_run("r", RunKind::Run, Secs::new(0)).unwrap();
             let mut latest_title = std::collections::HashMap::new();
             for (i, op) in ops.iter().enumerate() {
                 let page: Vec<VideoRecord> = op
@@ -1137,9 +1155,9 @@ mod property {
                 }
                 let at = i as i64 + 1;
                 if op.search {
-                    store.store_search_page("r", "US", "s", 1, &page, at).unwrap();
+                    store.store_search_page("r", "US", "s", 1, &page, Secs::new(at)).unwrap();
                 } else {
-                    store.store_trending_page("r", "US", 1, &page, at).unwrap();
+                    store.store_trending_page("r", "US", 1, &page, Secs::new(at)).unwrap();
                 }
             }
             prop_assert_eq!(fts_docs(&store), store.videos_count().unwrap() as i64);

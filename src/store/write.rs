@@ -3,10 +3,13 @@
 //! Immediate, because a deferred transaction that reads first and then writes can fail
 //! with SQLITE_BUSY at the upgrade without the busy handler helping; taking the write
 //! lock up front makes concurrent writers simply wait their turn.
+//!
+//! Times come in typed (`Secs`), and become the integers SQLite keeps only in the SQL.
 
 use rusqlite::{Transaction, TransactionBehavior, params};
 
 use super::{RunKind, RunOutcome, Store, StoreError, VideoRecord, compact, follow};
+use crate::clock::Secs;
 use crate::region_status::RegionStatus;
 
 /// Which list a page of videos belongs to.
@@ -32,13 +35,18 @@ impl Store {
         &self,
         run_id: &str,
         kind: RunKind,
-        started_at: i64,
+        started_at: Secs,
     ) -> Result<(), StoreError> {
         (|| {
             let tx = self.write_tx()?;
             tx.execute(
                 "INSERT INTO runs (run_id, kind, started_at, status) VALUES (?1, ?2, ?3, ?4)",
-                params![run_id, kind.as_str(), started_at, RegionStatus::Running],
+                params![
+                    run_id,
+                    kind.as_str(),
+                    started_at.as_i64(),
+                    RegionStatus::Running
+                ],
             )?;
             tx.commit()
         })()
@@ -59,7 +67,7 @@ impl Store {
                  WHERE run_id = ?1",
                 params![
                     run_id,
-                    outcome.ended_at,
+                    outcome.ended_at.as_i64(),
                     outcome.status,
                     units,
                     calls,
@@ -80,7 +88,7 @@ impl Store {
         // The run's data is committed either way; a failed checkpoint only means the
         // WAL stays longer, which the next checkpoint or clean close fixes.
         if let Err(e) = self.checkpoint() {
-            tracing::warn!(error = %format!("{e:#}"), "WAL checkpoint after the run failed");
+            tracing::warn!(error = %crate::error::chain(&e), "WAL checkpoint after the run failed");
         }
         Ok(())
     }
@@ -95,7 +103,7 @@ impl Store {
         region: &str,
         first_rank: u32,
         videos: &[VideoRecord],
-        fetched_at: i64,
+        fetched_at: Secs,
     ) -> Result<usize, StoreError> {
         self.store_chart_page(run_id, region, None, first_rank, videos, fetched_at)
     }
@@ -110,7 +118,7 @@ impl Store {
         category: Option<u32>,
         first_rank: u32,
         videos: &[VideoRecord],
-        fetched_at: i64,
+        fetched_at: Secs,
     ) -> Result<usize, StoreError> {
         let chart = match category {
             Some(c) => format!("category {c} chart"),
@@ -122,7 +130,7 @@ impl Store {
             Listing::Chart { category },
             first_rank,
             videos,
-            fetched_at,
+            fetched_at.as_i64(),
         )
         .map_err(self.err(format!(
             "storing {chart} page from rank {first_rank} of {region} for run {run_id}"
@@ -138,10 +146,17 @@ impl Store {
         search_name: &str,
         first_rank: u32,
         videos: &[VideoRecord],
-        fetched_at: i64,
+        fetched_at: Secs,
     ) -> Result<usize, StoreError> {
         let listing = Listing::Search { name: search_name };
-        self.store_page(run_id, region, listing, first_rank, videos, fetched_at)
+        self.store_page(
+            run_id,
+            region,
+            listing,
+            first_rank,
+            videos,
+            fetched_at.as_i64(),
+        )
             .map_err(self.err(format!(
                 "storing search {search_name:?} page from rank {first_rank} of {region} for run {run_id}"
             )))
@@ -175,8 +190,9 @@ impl Store {
         &self,
         region: &str,
         categories: &[(String, String)],
-        fetched_at: i64,
+        fetched_at: Secs,
     ) -> Result<(), StoreError> {
+        let fetched_at = fetched_at.as_i64();
         (|| {
             let tx = self.write_tx()?;
             tx.execute("DELETE FROM categories WHERE region = ?1", [region])?;
@@ -212,7 +228,7 @@ impl Store {
         &self,
         region: &str,
         category: u32,
-        at: i64,
+        at: Secs,
     ) -> Result<(), StoreError> {
         (|| {
             let tx = self.write_tx()?;
@@ -220,7 +236,7 @@ impl Store {
             tx.execute(
                 "INSERT INTO missing_charts (region, category, since) VALUES (?1, ?2, ?3)
                  ON CONFLICT (region, category) DO NOTHING",
-                params![region_num, category, at],
+                params![region_num, category, at.as_i64()],
             )?;
             tx.commit()
         })()
@@ -231,7 +247,7 @@ impl Store {
 
     /// Notes that every planned page of `region` was stored at `at`: the last
     /// complete fetch, which orders regions in the next run, and a `complete` attempt.
-    pub fn mark_region_complete(&self, region: &str, at: i64) -> Result<(), StoreError> {
+    pub fn mark_region_complete(&self, region: &str, at: Secs) -> Result<(), StoreError> {
         (|| {
             let tx = self.write_tx()?;
             tx.execute(
@@ -241,7 +257,7 @@ impl Store {
                      last_complete_at = excluded.last_complete_at,
                      last_attempt_at = excluded.last_attempt_at,
                      last_status = excluded.last_status",
-                params![region, at, RegionStatus::Complete],
+                params![region, at.as_i64(), RegionStatus::Complete],
             )?;
             tx.commit()
         })()
@@ -253,7 +269,7 @@ impl Store {
     pub fn mark_region_attempt(
         &self,
         region: &str,
-        at: i64,
+        at: Secs,
         status: RegionStatus,
     ) -> Result<(), StoreError> {
         (|| {
@@ -263,7 +279,7 @@ impl Store {
                  ON CONFLICT (region) DO UPDATE SET
                      last_attempt_at = excluded.last_attempt_at,
                      last_status = excluded.last_status",
-                params![region, at, status],
+                params![region, at.as_i64(), status],
             )?;
             tx.commit()
         })()

@@ -12,6 +12,7 @@ use super::key::ApiKey;
 use super::raw::{self, MalformedResponse};
 use super::types::{Category, SearchPage, VideoCounts, VideoPage};
 use super::{MAX_RESULTS, SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_BATCH_GET_STATS, VIDEOS_LIST};
+use crate::clock::Secs;
 use crate::mask::mask_url;
 use crate::output::text::visible;
 
@@ -32,23 +33,49 @@ const API_KEY_HEADER: &str = "X-Goog-Api-Key";
 /// the upstream refuses the request before reading it.
 const KEYLESS_REGION: &str = "US";
 
-tokio::task_local! {
-    /// The second named by the `Date` of the answer to the call [`dated`] awaits.
-    static ANSWER_DATE: std::cell::Cell<Option<i64>>;
+/// What one of a [`Client`]'s calls brought back: its result, and the second the
+/// answer's `Date` header named, the upstream's own clock for the limiter's to be
+/// compared with. A refusal is dated as a success is; `date` is `None` when no answer
+/// came (a refused connection, a timeout before the headers), when no request was
+/// made, or when the answer's `Date` was missing or unreadable.
+#[derive(Debug)]
+pub struct Reply<T> {
+    pub result: Result<T, CallError>,
+    pub date: Option<Secs>,
 }
 
-/// Awaits `call` (one of a [`Client`]'s calls) and says what its answer's `Date`
-/// header named, in seconds since the Unix epoch: the upstream's own clock, for the
-/// limiter's to be compared with. `None` when no answer came (a timeout, a reset) or
-/// its `Date` was missing or unreadable. Each call's methods keep their results as
-/// they are; the date travels beside them, in this scope, to whoever asks.
-pub async fn dated<F: Future>(call: F) -> (F::Output, Option<i64>) {
-    ANSWER_DATE
-        .scope(std::cell::Cell::new(None), async move {
-            let out = call.await;
-            (out, ANSWER_DATE.with(std::cell::Cell::get))
-        })
-        .await
+impl<T> Reply<T> {
+    /// A result with no answer to date: no request was made, or none was answered.
+    fn undated(result: Result<T, CallError>) -> Reply<T> {
+        Reply { result, date: None }
+    }
+
+    /// The same answer, its value turned by `f`, its date kept.
+    fn map<U>(self, f: impl FnOnce(T) -> U) -> Reply<U> {
+        Reply {
+            result: self.result.map(f),
+            date: self.date,
+        }
+    }
+}
+
+impl Reply<(u16, Vec<u8>)> {
+    /// The same answer, its body read by `parse`; a body it refuses makes the answer
+    /// to `call` malformed.
+    fn parsed<U>(
+        self,
+        call: &CallContext,
+        parse: impl FnOnce(&[u8]) -> Result<U, MalformedResponse>,
+    ) -> Reply<U> {
+        let result = match self.result {
+            Ok((status, body)) => parse(&body).map_err(|p| malformed(call.clone(), status, p)),
+            Err(e) => Err(e),
+        };
+        Reply {
+            result,
+            date: self.date,
+        }
+    }
 }
 
 /// An HTTP date in seconds since the Unix epoch, in any of the three forms RFC 9110
@@ -57,10 +84,10 @@ pub async fn dated<F: Future>(call: F) -> (F::Output, Option<i64>) {
 /// (`Sun Nov  6 08:49:37 1994`). A proxy may rewrite the header into either old
 /// form; read only as IMF-fixdate, its answers could confirm no clock. `None` for
 /// anything else, an empty value included.
-pub fn parse_http_date(text: &str) -> Option<i64> {
+pub fn parse_http_date(text: &str) -> Option<Secs> {
     let at = httpdate::parse_http_date(text.trim()).ok()?;
     let secs = at.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
-    i64::try_from(secs).ok()
+    i64::try_from(secs).ok().map(Secs::new)
 }
 
 /// Why a [`Client`] could not be built; all of these are configuration mistakes.
@@ -278,7 +305,7 @@ impl Client {
         region: &str,
         hl: Option<&str>,
         page_token: Option<&str>,
-    ) -> Result<VideoPage, CallError> {
+    ) -> Reply<VideoPage> {
         self.chart_page(region, None, hl, page_token).await
     }
 
@@ -290,7 +317,7 @@ impl Client {
         category: Option<u32>,
         hl: Option<&str>,
         page_token: Option<&str>,
-    ) -> Result<VideoPage, CallError> {
+    ) -> Reply<VideoPage> {
         let call = CallContext::new(VIDEOS_LIST)
             .region(region)
             .page_token(page_token);
@@ -312,16 +339,15 @@ impl Client {
                 query.append_pair("hl", hl);
             }
         }
-        let (status, body) = self.fetch(&call, url).await?;
-        match raw::video_page(&body) {
-            Ok(page) => Ok(self.scrub_page(&call, page)),
-            Err(problem) => Err(malformed(call, status, problem)),
-        }
+        self.fetch(&call, url)
+            .await
+            .parsed(&call, raw::video_page)
+            .map(|page| self.scrub_page(&call, page))
     }
 
     /// One page of search results: ids only, in rank order; their details come from
     /// [`Client::videos_by_id`].
-    pub async fn search_page(&self, req: &SearchRequest<'_>) -> Result<SearchPage, CallError> {
+    pub async fn search_page(&self, req: &SearchRequest<'_>) -> Reply<SearchPage> {
         let call = CallContext::new(SEARCH_LIST)
             .region(req.region)
             .query(req.q);
@@ -339,8 +365,7 @@ impl Client {
             }
             query.append_pair("q", req.q);
         }
-        let (status, body) = self.fetch(&call, url).await?;
-        raw::search_page(&body).map_err(|problem| malformed(call, status, problem))
+        self.fetch(&call, url).await.parsed(&call, raw::search_page)
     }
 
     /// Details of up to [`MAX_RESULTS`] videos, in the upstream's order (which need not
@@ -349,20 +374,16 @@ impl Client {
     /// No ids means no request and an empty page. More than 50, or an id that could not
     /// be a video id (it would corrupt the comma-separated list), is a caller bug and an
     /// error before any request.
-    pub async fn videos_by_id(
-        &self,
-        ids: &[String],
-        hl: Option<&str>,
-    ) -> Result<VideoPage, CallError> {
+    pub async fn videos_by_id(&self, ids: &[String], hl: Option<&str>) -> Reply<VideoPage> {
         let call = CallContext::new(VIDEOS_LIST).id_count(ids.len());
         if let Some(problem) = id_problem(ids) {
-            return Err(CallError::InvalidArgument { call, problem });
+            return Reply::undated(Err(CallError::InvalidArgument { call, problem }));
         }
         if ids.is_empty() {
-            return Ok(VideoPage {
+            return Reply::undated(Ok(VideoPage {
                 items: Vec::new(),
                 next_page_token: None,
-            });
+            }));
         }
         let mut url = self.endpoint("videos");
         {
@@ -374,38 +395,34 @@ impl Client {
                 query.append_pair("hl", hl);
             }
         }
-        let (status, body) = self.fetch(&call, url).await?;
-        match raw::video_page(&body) {
-            Ok(page) => Ok(self.scrub_page(&call, page)),
-            Err(problem) => Err(malformed(call, status, problem)),
-        }
+        self.fetch(&call, url)
+            .await
+            .parsed(&call, raw::video_page)
+            .map(|page| self.scrub_page(&call, page))
     }
 
     /// The counts of up to [`MAX_RESULTS`] videos (`videos.batchGetStats`), in the
     /// upstream's order; a video it no longer shows is missing. Ids are checked as in
     /// [`Client::videos_by_id`]; no ids means no request.
-    pub async fn video_counts(&self, ids: &[String]) -> Result<Vec<VideoCounts>, CallError> {
+    pub async fn video_counts(&self, ids: &[String]) -> Reply<Vec<VideoCounts>> {
         let call = CallContext::new(VIDEOS_BATCH_GET_STATS).id_count(ids.len());
         if let Some(problem) = id_problem(ids) {
-            return Err(CallError::InvalidArgument { call, problem });
+            return Reply::undated(Err(CallError::InvalidArgument { call, problem }));
         }
         if ids.is_empty() {
-            return Ok(Vec::new());
+            return Reply::undated(Ok(Vec::new()));
         }
         let mut url = self.endpoint("videos:batchGetStats");
         url.query_pairs_mut()
             .append_pair("part", "statistics")
             .append_pair("id", &ids.join(","));
-        let (status, body) = self.fetch(&call, url).await?;
-        raw::video_counts(&body).map_err(|problem| malformed(call, status, problem))
+        self.fetch(&call, url)
+            .await
+            .parsed(&call, raw::video_counts)
     }
 
     /// The region's video categories, localized by `hl` when given.
-    pub async fn categories(
-        &self,
-        region: &str,
-        hl: Option<&str>,
-    ) -> Result<Vec<Category>, CallError> {
+    pub async fn categories(&self, region: &str, hl: Option<&str>) -> Reply<Vec<Category>> {
         let call = CallContext::new(VIDEO_CATEGORIES_LIST).region(region);
         let mut url = self.endpoint("videoCategories");
         {
@@ -417,8 +434,9 @@ impl Client {
                 query.append_pair("hl", hl);
             }
         }
-        let (status, body) = self.fetch(&call, url).await?;
-        raw::categories(&body)
+        self.fetch(&call, url)
+            .await
+            .parsed(&call, raw::categories)
             .map(|categories| {
                 categories
                     .into_iter()
@@ -428,7 +446,6 @@ impl Client {
                     })
                     .collect()
             })
-            .map_err(|problem| malformed(call, status, problem))
     }
 
     /// One request that carries no key, for its answer's `Date` alone: the upstream's
@@ -438,23 +455,25 @@ impl Client {
     /// bills none. It is `videoCategories.list` for one region, the cheapest answer
     /// there is, with neither the key header nor a `key` parameter. Whatever answered,
     /// its HTTP status is returned; only getting no answer is an error.
-    pub async fn status_without_key(&self) -> Result<u16, CallError> {
+    pub async fn status_without_key(&self) -> Reply<u16> {
         let call = CallContext::new(VIDEO_CATEGORIES_LIST).region(KEYLESS_REGION);
         let mut url = self.endpoint("videoCategories");
         url.query_pairs_mut()
             .append_pair("part", "snippet")
             .append_pair("regionCode", KEYLESS_REGION);
-        let response = self
+        let sent = self
             .http
             .get(url)
             .header(ACCEPT, "application/json")
             .send()
-            .await
-            .map_err(|cause| {
-                CallError::from_transport(call, cause, (self.timeout, self.connect_timeout))
-            })?;
-        note_date(&response);
-        Ok(response.status().as_u16())
+            .await;
+        match sent {
+            Ok(response) => Reply {
+                result: Ok(response.status().as_u16()),
+                date: date_of(&response),
+            },
+            Err(cause) => Reply::undated(Err(self.transport(&call, cause))),
+        }
     }
 
     fn endpoint(&self, resource: &str) -> Url {
@@ -467,22 +486,38 @@ impl Client {
     }
 
     /// Makes the one request and returns a 2xx status with its complete body; every
-    /// other outcome becomes a classified [`CallError`].
-    async fn fetch(&self, call: &CallContext, url: Url) -> Result<(u16, Vec<u8>), CallError> {
+    /// other outcome becomes a classified [`CallError`]. Any answer is dated, a
+    /// refusal or one whose body did not arrive whole too.
+    async fn fetch(&self, call: &CallContext, url: Url) -> Reply<(u16, Vec<u8>)> {
         let started = Instant::now();
-        let transport = |cause| {
-            CallError::from_transport(call.clone(), cause, (self.timeout, self.connect_timeout))
-        };
-        let mut response = self
+        let sent = self
             .http
             .get(url)
             .header(API_KEY_HEADER, self.key_header.clone())
             .header(ACCEPT, "application/json")
             .send()
-            .await
-            .map_err(transport)?;
+            .await;
+        match sent {
+            Ok(response) => Reply {
+                date: date_of(&response),
+                result: self.read(call, response, started).await,
+            },
+            Err(cause) => Reply::undated(Err(self.transport(call, cause))),
+        }
+    }
+
+    fn transport(&self, call: &CallContext, cause: reqwest::Error) -> CallError {
+        CallError::from_transport(call.clone(), cause, (self.timeout, self.connect_timeout))
+    }
+
+    /// Reads the answer to the request [`Client::fetch`] sent, `started` then.
+    async fn read(
+        &self,
+        call: &CallContext,
+        mut response: reqwest::Response,
+        started: Instant,
+    ) -> Result<(u16, Vec<u8>), CallError> {
         let status = response.status().as_u16();
-        note_date(&response);
 
         if response.status().is_redirection() {
             // Not followed (the key header would go along); where it pointed is the
@@ -520,7 +555,7 @@ impl Client {
 
         let body = read_capped(&mut response, self.body_limit)
             .await
-            .map_err(transport)?
+            .map_err(|cause| self.transport(call, cause))?
             .ok_or_else(|| CallError::BodyTooLarge {
                 call: call.clone(),
                 status,
@@ -538,18 +573,13 @@ impl Client {
     }
 }
 
-/// Tells the [`dated`] scope around this call the second `response`'s `Date` names,
-/// when it names one.
-fn note_date(response: &reqwest::Response) {
-    if let Some(date) = response
+/// The second `response`'s `Date` names, when it names one.
+fn date_of(response: &reqwest::Response) -> Option<Secs> {
+    response
         .headers()
         .get(DATE)
         .and_then(|d| d.to_str().ok())
         .and_then(parse_http_date)
-    {
-        // Outside `dated` (a caller that does not ask) there is no one to tell.
-        let _ = ANSWER_DATE.try_with(|seen| seen.set(Some(date)));
-    }
 }
 
 /// Checks an `--api-base` without building a client (so without a key): an http(s)

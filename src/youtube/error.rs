@@ -197,9 +197,11 @@ pub enum CallError {
         connecting: bool,
     },
 
+    /// Said with reqwest's whole chain: its own words stop at "error sending request",
+    /// and the useful part ("Connection refused") is further down.
     #[error(
         "{call}: the connection failed ({}); another attempt may succeed",
-        chain(cause)
+        crate::error::chain(cause)
     )]
     Connection {
         call: CallContext,
@@ -490,22 +492,6 @@ fn tidy(text: &str) -> String {
         }
     }
     out
-}
-
-/// The whole cause chain on one line; reqwest's own Display stops at "error sending
-/// request", and the useful part ("Connection refused") is further down.
-fn chain(error: &reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        let next = cause.to_string();
-        if !text.contains(&next) {
-            text.push_str(": ");
-            text.push_str(&next);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -14,15 +14,18 @@ mod types;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use client::{Client, ClientError, SearchOrder, SearchRequest, dated, parse_api_base};
-pub(crate) use error::{CallError, ErrorClass};
+pub(crate) use client::{Client, ClientError, Reply, SearchOrder, SearchRequest, parse_api_base};
+#[cfg(test)]
+pub(crate) use error::CallError;
+pub(crate) use error::ErrorClass;
 pub(crate) use key::ApiKey;
-// What the tests reach through the room.
 pub(crate) use types::{Category, SearchPage, VideoCounts, VideoPage, VideoRecord};
+// What the tests reach through the room.
 #[cfg(test)]
 pub(crate) use {
     client::{DEFAULT_BODY_LIMIT, parse_http_date},
     error::{CallContext, UpstreamDetail},
+    raw::MalformedResponse,
 };
 
 use crate::clock::Micros;

@@ -17,8 +17,9 @@ pub(crate) const MAX_JSON_DEPTH: usize = 32;
 pub enum MalformedResponse {
     #[error("JSON nested deeper than {limit} levels")]
     TooDeep { limit: usize },
+    /// Said in its own words, not as `source`: `CallError::Malformed` quotes it whole.
     #[error("not the expected JSON: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(serde_json::Error),
     #[error("video {video_id:?}: {field} {value:?} is not {expected}")]
     BadField {
         video_id: String,
@@ -119,7 +120,7 @@ pub(crate) fn check_depth(body: &[u8], limit: usize) -> Result<(), MalformedResp
 
 fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, MalformedResponse> {
     check_depth(body, MAX_JSON_DEPTH)?;
-    Ok(serde_json::from_slice(body)?)
+    serde_json::from_slice(body).map_err(MalformedResponse::Json)
 }
 
 #[derive(Debug, Deserialize)]

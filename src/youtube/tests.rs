@@ -11,6 +11,7 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::raw::{self, MAX_JSON_DEPTH, MalformedResponse, check_depth};
 use super::*;
+use crate::clock::Secs;
 
 const KEY: &str = "AIzaSyTEST-k3y-0123456789abcdefghijklm";
 
@@ -439,6 +440,7 @@ async fn trending_page_asks_for_the_chart() {
     let page = client
         .trending_page("US", None, None)
         .await
+        .result
         .expect("first page");
     assert_eq!(page.items.len(), 7);
     assert_eq!(page.next_page_token.as_deref(), Some("CDIQAA"));
@@ -461,6 +463,7 @@ async fn a_category_chart_asks_for_its_category() {
     client
         .chart_page("GB", Some(17), None, None)
         .await
+        .result
         .expect("first page");
     let request = only_request(&server).await;
     assert_eq!(
@@ -479,7 +482,7 @@ async fn a_category_chart_asks_for_its_category() {
 async fn video_counts_asks_batch_get_stats_for_the_ids() {
     let (server, client) = serve(200, fixture!("video_stats.json"), "application/json").await;
     let ids = strings(&["Zq3vT8mKpLw", "b7RkQw2XnE0"]);
-    let counts = client.video_counts(&ids).await.expect("counts");
+    let counts = client.video_counts(&ids).await.result.expect("counts");
     assert_eq!(counts.len(), 9);
     assert_eq!(
         counts[1],
@@ -498,7 +501,7 @@ async fn video_counts_asks_batch_get_stats_for_the_ids() {
     );
     let too_many: Vec<String> = (0..51).map(|i| format!("v{i}")).collect();
     assert!(matches!(
-        client.video_counts(&too_many).await,
+        client.video_counts(&too_many).await.result,
         Err(CallError::InvalidArgument { .. })
     ));
 }
@@ -520,6 +523,7 @@ async fn trending_page_passes_page_token_and_hl() {
     let page = client
         .trending_page("DE", Some("de_DE"), Some("CJYBEAA"))
         .await
+        .result
         .expect("last page");
     assert_eq!(page.next_page_token, None);
     let request = only_request(&server).await;
@@ -549,6 +553,7 @@ async fn search_page_escapes_q() {
             published_after: Some(after),
         })
         .await
+        .result
         .expect("search page");
     assert_eq!(page.video_ids.len(), 3);
     let request = only_request(&server).await;
@@ -583,6 +588,7 @@ async fn search_page_sends_empty_q_and_omits_published_after() {
             published_after: None,
         })
         .await
+        .result
         .expect("search page");
     assert_eq!(
         query_pairs(&only_request(&server).await),
@@ -604,6 +610,7 @@ async fn videos_by_id_joins_ids() {
     let page = client
         .videos_by_id(&ids, Some("en"))
         .await
+        .result
         .expect("details");
     assert_eq!(page.items.len(), 3);
     let request = only_request(&server).await;
@@ -625,6 +632,7 @@ async fn videos_by_id_refuses_bad_arguments_without_a_request() {
     let error = client
         .videos_by_id(&too_many, None)
         .await
+        .result
         .expect_err("51 ids is a caller bug");
     assert_eq!(error.class(), ErrorClass::Fatal);
     assert_eq!(error.status(), None);
@@ -633,6 +641,7 @@ async fn videos_by_id_refuses_bad_arguments_without_a_request() {
     let error = client
         .videos_by_id(&strings(&["abc", "def,ghi"]), None)
         .await
+        .result
         .expect_err("a comma would corrupt the id list");
     assert_eq!(error.class(), ErrorClass::Fatal);
     assert!(error.to_string().contains("\"def,ghi\""), "{error}");
@@ -640,6 +649,7 @@ async fn videos_by_id_refuses_bad_arguments_without_a_request() {
     let empty = client
         .videos_by_id(&[], None)
         .await
+        .result
         .expect("no ids, no call");
     assert!(empty.items.is_empty());
 
@@ -647,6 +657,7 @@ async fn videos_by_id_refuses_bad_arguments_without_a_request() {
     client
         .videos_by_id(&fifty, None)
         .await
+        .result
         .expect("50 ids are fine");
     // Only the last call reached the upstream.
     let request = only_request(&server).await;
@@ -659,6 +670,7 @@ async fn categories_asks_for_the_region() {
     let categories = client
         .categories("FR", Some("fr"))
         .await
+        .result
         .expect("categories");
     assert_eq!(categories.len(), 32);
     let request = only_request(&server).await;
@@ -699,6 +711,7 @@ async fn key_goes_only_in_the_header() {
     client
         .trending_page("US", Some("en"), Some("CDIQAA"))
         .await
+        .result
         .expect("videos");
     client
         .search_page(&SearchRequest {
@@ -708,14 +721,17 @@ async fn key_goes_only_in_the_header() {
             published_after: None,
         })
         .await
+        .result
         .expect("search");
     client
         .videos_by_id(&strings(&["Zq3vT8mKpLw"]), None)
         .await
+        .result
         .expect("by id");
     let error = client
         .categories("US", None)
         .await
+        .result
         .expect_err("key refused");
     assert!(!error.to_string().contains(KEY));
     assert!(!format!("{error:?}").contains(KEY));
@@ -882,6 +898,7 @@ async fn every_row_of_the_classification_table() {
         let error = client
             .trending_page("BR", None, Some("CDIQAA"))
             .await
+            .result
             .expect_err("an error status");
         let context = format!("HTTP {} {:?}: {error}", row.status, row.reason);
         assert_eq!(error.class(), row.class, "{context}");
@@ -925,6 +942,7 @@ async fn redirects_are_not_followed() {
     let error = client
         .trending_page("US", None, None)
         .await
+        .result
         .expect_err("a redirect is not an answer");
     assert_eq!(error.class(), ErrorClass::RegionFailed);
     assert_eq!(error.status(), Some(302));
@@ -951,6 +969,7 @@ async fn malformed_success_bodies_fail_the_region() {
         let error = client
             .trending_page("IN", None, None)
             .await
+            .result
             .expect_err("malformed");
         assert_eq!(error.class(), ErrorClass::RegionFailed, "{error}");
         assert_eq!(error.status(), Some(200));
@@ -971,6 +990,7 @@ async fn deeply_nested_bodies_are_refused() {
     let error = client
         .trending_page("AU", None, None)
         .await
+        .result
         .expect_err("too deep");
     assert_eq!(error.class(), ErrorClass::RegionFailed);
     assert!(
@@ -994,6 +1014,7 @@ async fn deeply_nested_bodies_are_refused() {
     let page = client
         .trending_page("AU", None, None)
         .await
+        .result
         .expect("within limit");
     assert!(page.items.is_empty());
 }
@@ -1009,6 +1030,7 @@ async fn oversized_body_with_content_length_is_refused() {
     let error = client
         .trending_page("CA", None, None)
         .await
+        .result
         .expect_err("over the default limit");
     assert!(
         matches!(error, CallError::BodyTooLarge { limit, .. } if limit == DEFAULT_BODY_LIMIT),
@@ -1025,6 +1047,7 @@ async fn body_exactly_at_the_limit_is_accepted() {
         .with_body_limit(body.len())
         .trending_page("CA", None, None)
         .await
+        .result
         .expect("at the limit");
     assert_eq!(page.items.len(), 3);
 
@@ -1033,6 +1056,7 @@ async fn body_exactly_at_the_limit_is_accepted() {
         .with_body_limit(body.len() - 1)
         .trending_page("CA", None, None)
         .await
+        .result
         .expect_err("one byte over");
     assert_eq!(error.class(), ErrorClass::RegionFailed);
 }
@@ -1081,6 +1105,7 @@ async fn oversized_chunked_body_is_refused_while_streaming() {
     let error = client
         .trending_page("GB", None, None)
         .await
+        .result
         .expect_err("over the limit");
     assert!(
         matches!(error, CallError::BodyTooLarge { limit: 65_536, .. }),
@@ -1108,6 +1133,7 @@ async fn slow_answer_times_out_as_transient() {
     let error = client
         .trending_page("FR", None, None)
         .await
+        .result
         .expect_err("too slow");
     assert!(started.elapsed() < Duration::from_secs(3));
     assert!(matches!(error, CallError::Timeout { .. }), "{error:?}");
@@ -1130,6 +1156,7 @@ async fn stall_mid_body_times_out_as_transient() {
     let error = client
         .trending_page("FR", None, None)
         .await
+        .result
         .expect_err("stalled");
     assert!(matches!(error, CallError::Timeout { .. }), "{error:?}");
     assert_eq!(error.class(), ErrorClass::Transient);
@@ -1145,6 +1172,7 @@ async fn connection_refused_is_transient() {
     let error = client
         .categories("US", None)
         .await
+        .result
         .expect_err("nobody listening");
     assert!(matches!(error, CallError::Connection { .. }), "{error:?}");
     assert_eq!(error.class(), ErrorClass::Transient);
@@ -1164,6 +1192,7 @@ async fn connection_closed_before_answer_is_transient() {
     let error = client
         .trending_page("US", None, None)
         .await
+        .result
         .expect_err("closed");
     assert!(matches!(error, CallError::Connection { .. }), "{error:?}");
     assert_eq!(error.class(), ErrorClass::Transient);
@@ -1180,6 +1209,7 @@ async fn body_cut_short_is_transient() {
     let error = client
         .trending_page("US", None, None)
         .await
+        .result
         .expect_err("cut short");
     assert!(matches!(error, CallError::Connection { .. }), "{error:?}");
     assert_eq!(error.class(), ErrorClass::Transient);
@@ -1236,7 +1266,11 @@ async fn base_with_trailing_slash_gives_the_same_paths() {
         Duration::from_secs(5),
     )
     .expect("client");
-    client.categories("US", None).await.expect("categories");
+    client
+        .categories("US", None)
+        .await
+        .result
+        .expect("categories");
 }
 
 #[test]
@@ -1298,6 +1332,7 @@ async fn gzip_is_asked_for_and_decoded() {
     let categories = client
         .categories("US", None)
         .await
+        .result
         .expect("gzip body decoded");
     assert_eq!(categories.len(), 32);
     let request = only_request(&server).await;
@@ -1335,7 +1370,11 @@ fn http_dates_read_to_the_second_in_all_three_forms() {
             784_111_777,
         ),
     ] {
-        assert_eq!(parse_http_date(text), Some(second), "{form}: {text:?}");
+        assert_eq!(
+            parse_http_date(text),
+            Some(Secs::new(second)),
+            "{form}: {text:?}"
+        );
     }
 }
 
@@ -1358,10 +1397,10 @@ fn an_unreadable_http_date_is_none() {
     }
 }
 
-/// Every answer says when the upstream made it, a refusal's too; `dated` hands the
-/// second to the caller, and the call itself is unchanged.
+/// Every answer says when the upstream made it, a refusal's too; the reply carries
+/// the second to the caller.
 #[tokio::test]
-async fn an_answers_date_reaches_the_caller_that_asks() {
+async fn an_answers_date_is_part_of_the_reply() {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
         .and(path("/youtube/v3/videoCategories"))
@@ -1380,16 +1419,16 @@ async fn an_answers_date_reaches_the_caller_that_asks() {
         .mount(&server)
         .await;
     let client = client_for(&server.uri(), Duration::from_secs(5));
-    let (got, date) = dated(client.categories("US", None)).await;
-    assert!(got.is_ok(), "{got:?}");
-    assert_eq!(date, Some(784_111_777));
-    let (got, date) = dated(client.trending_page("US", None, None)).await;
-    assert!(got.is_err());
-    assert_eq!(date, Some(784_111_777 + 86_400));
-    assert!(
-        client.categories("US", None).await.is_ok(),
-        "without asking"
-    );
+    let got = client.categories("US", None).await;
+    assert!(got.result.is_ok(), "{got:?}");
+    assert_eq!(got.date, Some(Secs::new(784_111_777)));
+    let got = client.trending_page("US", None, None).await;
+    assert!(got.result.is_err());
+    assert_eq!(got.date, Some(Secs::new(784_111_777 + 86_400)));
+    // No request, no answer to date.
+    let got = client.videos_by_id(&[], None).await;
+    assert!(got.result.is_ok(), "{got:?}");
+    assert_eq!(got.date, None);
 }
 
 /// The request without a key carries it nowhere (neither header nor parameter): the
@@ -1410,9 +1449,9 @@ async fn a_request_without_the_key_carries_it_nowhere_and_is_dated() {
         .mount(&server)
         .await;
     let client = client_for(&server.uri(), Duration::from_secs(5));
-    let (got, date) = dated(client.status_without_key()).await;
-    assert_eq!(got.ok(), Some(403));
-    assert_eq!(date, Some(784_111_777));
+    let got = client.status_without_key().await;
+    assert_eq!(got.result.ok(), Some(403));
+    assert_eq!(got.date, Some(Secs::new(784_111_777)));
     let request = only_request(&server).await;
     assert_eq!(request.url.path(), "/youtube/v3/videoCategories");
     assert!(!request.headers.contains_key("x-goog-api-key"));

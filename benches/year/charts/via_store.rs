@@ -9,6 +9,7 @@ use trendsync::store::{FollowCounts, RegionOutcome, RunKind, RunOutcome, Store, 
 use super::bulk::CATEGORIES;
 use super::simulation::{Counts, RunEnd, Sink};
 use crate::Res;
+use trendsync::clock::Secs;
 
 /// Makes every write through the product's `Store`, as a run does.
 pub(crate) struct ViaStore {
@@ -27,14 +28,14 @@ impl Sink for ViaStore {
             .iter()
             .map(|(id, t)| ((*id).into(), (*t).into()))
             .collect();
-        self.store.store_categories(region, &names, at)?;
+        self.store.store_categories(region, &names, Secs::new(at))?;
         Ok(())
     }
 
     fn begin_run(&mut self, run_id: &str, region: &str, at: i64) -> Res<()> {
-        self.store.begin_run(run_id, RunKind::Run, at)?;
+        self.store.begin_run(run_id, RunKind::Run, Secs::new(at))?;
         self.store
-            .begin_run_regions(run_id, at, &[region.to_owned()])?;
+            .begin_run_regions(run_id, Secs::new(at), &[region.to_owned()])?;
         Ok(())
     }
 
@@ -56,8 +57,14 @@ impl Sink for ViaStore {
             })
             .collect::<Res<Vec<VideoRecord>>>()?;
         let category = (chart != 0).then_some(chart);
-        self.store
-            .store_chart_page(run_id, region, category, first_rank, &page, fetched_at)?;
+        self.store.store_chart_page(
+            run_id,
+            region,
+            category,
+            first_rank,
+            &page,
+            Secs::new(fetched_at),
+        )?;
         Ok(())
     }
 
@@ -80,12 +87,12 @@ impl Sink for ViaStore {
                 })
             })
             .collect::<Res<Vec<_>>>()?;
-        self.store.store_follow_ups(&ids, &counts, at)?;
+        self.store.store_follow_ups(&ids, &counts, Secs::new(at))?;
         Ok(())
     }
 
     fn end_run(&mut self, run_id: &str, region: &str, end: &RunEnd) -> Res<()> {
-        self.store.mark_region_complete(region, end.at)?;
+        self.store.mark_region_complete(region, Secs::new(end.at))?;
         self.store.finish_run(
             run_id,
             &RunOutcome {
@@ -93,7 +100,7 @@ impl Sink for ViaStore {
                 units: end.units(),
                 calls: end.units(),
                 stop_reason: None,
-                ended_at: end.at,
+                ended_at: Secs::new(end.at),
                 duration_us: end.duration_us(),
             },
         )?;

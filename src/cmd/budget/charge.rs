@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 
 use super::json::{ChargeJson, PartJson};
 use crate::cmd::{Access, Ctx, load_budget, open_limiter};
-use crate::error::{ExitCode, SilentExit, UsageError, after_output};
+use crate::error::{ExitCode, SilentExit, UsageError, after_output, chain};
 use crate::output::human;
 use crate::output::json::{print_json, seconds};
 use crate::quota::skew::{self, Skew};
@@ -103,7 +103,10 @@ pub(super) async fn charge(
                 // with its window, and the charge is still refused (the safe side).
                 "not granted, though the limiter may have counted it before it stopped answering"
             };
-            tracing::error!("{e}; {counted}: make the calls when the limiter answers again");
+            tracing::error!(
+                "{}; {counted}: make the calls when the limiter answers again",
+                chain(&e)
+            );
             return refused(json, charge.units, LIMITER_DOWN);
         }
         // A clock to fix, as a recorded skew is (docs/alerts.md): refused alike.

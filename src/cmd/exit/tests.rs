@@ -67,8 +67,7 @@ fn coded() -> Vec<(anyhow::Error, ExitCode)> {
         (
             LimiterError::Unavailable {
                 endpoint: "127.0.0.1:6379".into(),
-                reason: "connection refused".into(),
-                source: None,
+                source: crate::quota::Reason("connection refused".into()).into(),
             }
             .into(),
             ExitCode::TryLater,
@@ -77,8 +76,7 @@ fn coded() -> Vec<(anyhow::Error, ExitCode)> {
             LimiterError::Failed {
                 endpoint: "127.0.0.1:6379".into(),
                 doing: "charging",
-                reason: "unexpected reply".into(),
-                source: None,
+                source: crate::quota::Reason("unexpected reply".into()).into(),
             }
             .into(),
             ExitCode::Failed,
@@ -161,8 +159,7 @@ fn the_outermost_coded_error_decides() {
     let failed = LimiterError::Failed {
         endpoint: "127.0.0.1:6379".into(),
         doing: "reading the ACL file",
-        reason: "its configuration is wrong".into(),
-        source: Some(Box::new(config_error())),
+        source: Box::new(config_error()),
     };
     assert_eq!(code(failed), ExitCode::Failed);
     let config = LimiterError::Config(RedisConfigError {
@@ -172,8 +169,7 @@ fn the_outermost_coded_error_decides() {
     });
     let down = LimiterError::Unavailable {
         endpoint: "127.0.0.1:6379".into(),
-        reason: "refused".into(),
-        source: Some(Box::new(config)),
+        source: Box::new(config),
     };
     assert_eq!(code(down), ExitCode::TryLater);
 }
@@ -239,4 +235,137 @@ fn a_clean_stop_of_a_run_is_75() {
         exit_code_for_status(overall(&regions, Some(&stop))),
         Some(ExitCode::TryLater)
     );
+}
+
+/// Says whether every link of `err`'s chain leaves its cause to the next link, and the
+/// chain says each link once.
+#[track_caller]
+fn assert_says_each_cause_once(err: &(dyn Error + 'static)) {
+    let text = crate::error::chain(err);
+    let links: Vec<String> = crate::error::links(err).map(|l| l.to_string()).collect();
+    for pair in links.windows(2) {
+        assert!(
+            !pair[0].contains(&pair[1]),
+            "{:?} says its cause {:?} too: {text}",
+            pair[0],
+            pair[1]
+        );
+    }
+    for said in links.iter().filter(|s| !s.is_empty()) {
+        assert_eq!(
+            text.matches(said.as_str()).count(),
+            1,
+            "{said:?} twice: {text}"
+        );
+    }
+}
+
+/// Every error with a cause, each of its variants that has one, under the crate's
+/// own errors and under a command's context: no cause is said twice.
+#[test]
+fn every_error_says_its_cause_once() {
+    use crate::quota::{JournalError, Reason, SqliteCause};
+    use crate::sqlite::{OpenError, SchemaError, StepError};
+    use crate::store::StoreError;
+
+    let sqlite = |message: Option<&str>| {
+        rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+            message.map(str::to_owned),
+        )
+    };
+    let no_wal = || OpenError::NoWal {
+        mode: "delete".into(),
+    };
+    let schema = || SchemaError::Step {
+        path: "t.db".into(),
+        to_version: 7,
+        source: StepError::Sqlite(sqlite(Some("no such table: runs"))),
+    };
+    let journal = || JournalError::Sqlite {
+        path: "t.db".into(),
+        doing: "writing a call",
+        source: sqlite(Some("database or disk is full")),
+    };
+    let io = || std::io::Error::other("No space left on device (os error 28)");
+    let mut errors: Vec<anyhow::Error> = vec![
+        AtomicError::Io {
+            doing: "syncing",
+            path: "out.csv".into(),
+            source: io(),
+        }
+        .into(),
+        journal().into(),
+        JournalError::Open {
+            path: "t.db".into(),
+            source: no_wal(),
+        }
+        .into(),
+        JournalError::Schema(schema()).into(),
+        JournalError::Encode {
+            id: "c1".into(),
+            source: serde_json::from_str::<u8>("x").expect_err("not JSON"),
+        }
+        .into(),
+        LimiterError::Unavailable {
+            endpoint: "127.0.0.1:6379".into(),
+            source: Reason("connection refused".into()).into(),
+        }
+        .into(),
+        LimiterError::Failed {
+            endpoint: "t.db".into(),
+            doing: "charging the budget",
+            source: SqliteCause(sqlite(None)).into(),
+        }
+        .into(),
+        LimiterError::Failed {
+            endpoint: "t.db".into(),
+            doing: "bringing the database's schema up to date",
+            source: schema().into(),
+        }
+        .into(),
+        LimiterError::Failed {
+            endpoint: "t.db".into(),
+            doing: "switching to WAL journaling",
+            source: no_wal().into(),
+        }
+        .into(),
+        StoreError::Sqlite {
+            path: "t.db".into(),
+            context: "inserting the page".into(),
+            source: sqlite(None),
+        }
+        .into(),
+        StoreError::Schema(schema()).into(),
+        crate::runner::RunError::Journal { source: journal() }.into(),
+        crate::runner::metrics::MetricsError::Write(AtomicError::Io {
+            doing: "renaming the new file over",
+            path: "trendsync.prom".into(),
+            source: io(),
+        })
+        .into(),
+        crate::output::parquet::TableError::from(parquet::errors::ParquetError::External(
+            Box::new(io()),
+        ))
+        .into(),
+        crate::youtube::CallError::Connection {
+            call: crate::youtube::CallContext::new("videos.list"),
+            cause: http_error(),
+        }
+        .into(),
+        crate::youtube::CallError::Malformed {
+            call: crate::youtube::CallContext::new("videos.list"),
+            status: 200,
+            problem: crate::youtube::MalformedResponse::Json(
+                serde_json::from_str::<u8>("[").expect_err("not JSON"),
+            ),
+        }
+        .into(),
+    ];
+    errors.extend(coded().into_iter().map(|(err, _)| err));
+    for err in errors {
+        assert_says_each_cause_once(err.as_ref());
+        let err = err.context("starting the run");
+        assert_says_each_cause_once(err.as_ref());
+    }
 }

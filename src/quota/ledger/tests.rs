@@ -38,8 +38,7 @@ impl MemoryWindow {
         match self.answers {
             Some(n) if lock(&self.replayed).len() >= n => Err(LimiterError::Unavailable {
                 endpoint: "memory".into(),
-                reason: "stopped answering".into(),
-                source: None,
+                source: crate::quota::Reason("stopped answering".into()).into(),
             }),
             _ => Ok(()),
         }

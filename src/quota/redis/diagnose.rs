@@ -324,15 +324,13 @@ pub(super) fn classify(endpoint: &str, doing: &'static str, e: &RedisError) -> L
     {
         LimiterError::Unavailable {
             endpoint: endpoint.to_owned(),
-            reason: masked_detail(e),
-            source: Some(RedisCause::of(e).into()),
+            source: RedisCause::of(e).into(),
         }
     } else {
         LimiterError::Failed {
             endpoint: endpoint.to_owned(),
             doing,
-            reason: masked_detail(e),
-            source: Some(RedisCause::of(e).into()),
+            source: RedisCause::of(e).into(),
         }
     }
 }

@@ -30,10 +30,11 @@ use super::ledger::{Ledger, LedgerStore};
 use super::recount::{self, Logged};
 use super::skew::ClocksApart;
 use super::{
-    BUDGET_POLICY, Budget, Charge, Decision, Kind, LimiterError, Part, PolicyRef, RecordPast,
-    Status,
+    BUDGET_POLICY, Budget, Charge, Decision, Kind, LimiterError, Part, PolicyRef, Reason,
+    RecordPast, Status,
 };
 use crate::clock::{Clock, Micros};
+use crate::error::chain;
 use conn::{Conn, Connector};
 use diagnose::{classify, clocks_apart_at, is_failover, worth_once_more};
 use script::{Keys, Scripts, Stamp};
@@ -263,7 +264,10 @@ impl RedisLimiter {
         // look for, the first charge does it.
         let has_grants = journal.has_ledger(budget_key).unwrap_or(false);
         if has_grants && let Err(e) = self.recount().await {
-            tracing::debug!("counting the window again before reading the ledger: {e}");
+            tracing::debug!(
+                "counting the window again before reading the ledger: {}",
+                chain(&e)
+            );
         }
         if let Some(ledger) = Ledger::keep(journal, budget_key, &self).await {
             self.ledger = Some(Box::new(ledger));
@@ -338,10 +342,10 @@ impl RedisLimiter {
         LimiterError::Failed {
             endpoint: self.endpoint.clone(),
             doing: "counting the window again under this costs file",
-            reason: format!(
+            source: Reason(format!(
                 "other hosts changed it {RECOUNT_TRIES} times meanwhile, likely under another costs file; every host charging one budget.key must use the same costs"
-            ),
-            source: None,
+            ))
+            .into(),
         }
     }
 
@@ -485,8 +489,7 @@ impl RedisLimiter {
                 redis::from_redis_value_ref(&reply).map_err(|e| LimiterError::Failed {
                     endpoint: self.endpoint.clone(),
                     doing: "reading the status script's answer",
-                    reason: e.to_string(),
-                    source: None,
+                    source: Reason(e.to_string()).into(),
                 })?;
             return Ok(script::status_reply(policies, with_entries, reply));
         }

@@ -16,7 +16,7 @@ use crate::quota::recount::Counted;
 use crate::quota::skew::{self, LimiterClock};
 use crate::quota::{
     BUDGET_POLICY, Charge, Decision, Entry, Kind, LimiterError, Part, PolicyRef, PolicyStatus,
-    Status, Window, from_micros, micros,
+    Reason, Status, Window, from_micros, micros,
 };
 
 /// A charge script's answer.
@@ -394,8 +394,7 @@ pub(super) fn charge_reply(
     let numbers = numbers.ok_or_else(|| LimiterError::Failed {
         endpoint: endpoint.to_owned(),
         doing: "reading the charge script's answer",
-        reason: format!("unexpected reply {reply:?}"),
-        source: None,
+        source: Reason(format!("unexpected reply {reply:?}")).into(),
     })?;
     decode_charge(endpoint, charge, &numbers)
 }
@@ -405,8 +404,7 @@ fn decode_charge(endpoint: &str, charge: &Charge, reply: &[i64]) -> Result<Decid
     let bad = || LimiterError::Failed {
         endpoint: endpoint.to_owned(),
         doing: "reading the charge script's answer",
-        reason: format!("unexpected reply {reply:?}"),
-        source: None,
+        source: Reason(format!("unexpected reply {reply:?}")).into(),
     };
     let opt = |us: i64| (us >= 0).then(|| from_micros(us));
     let verdict = reply

@@ -1,6 +1,7 @@
 //! Unit tests of `runner/lock.rs`.
 
 use super::*;
+use crate::clock::Secs;
 
 #[test]
 fn a_held_lock_is_refused_until_released() {
@@ -44,7 +45,7 @@ fn only_a_run_whose_lock_is_free_is_marked_abandoned() {
     let alive = lock_run(&DbFiles::of(&db), "alive").expect("locking");
     for id in ["alive", "dead"] {
         store
-            .begin_run(id, crate::store::RunKind::Run, 1_700_000_000)
+            .begin_run(id, crate::store::RunKind::Run, Secs::new(1_700_000_000))
             .expect("beginning a run");
     }
     // What a killed process leaves: its lock file, no longer locked.

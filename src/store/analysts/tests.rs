@@ -4,6 +4,7 @@
 
 use rusqlite::{Connection, types::Value};
 
+use crate::clock::Secs;
 use crate::sqlite::Migration;
 use crate::store::schema::ANALYSTS;
 use crate::store::test_support::{FILE, latest, open, query_plan, steps_before, temp_db, video};
@@ -28,22 +29,22 @@ fn tagged(id: &str, title: &str, tags: &[&str]) -> VideoRecord {
 
 /// Two runs of charts, a category chart, a search and a follow-up.
 fn fill(store: &Store) {
-    store.begin_run("r1", RunKind::Run, 100).unwrap();
+    store.begin_run("r1", RunKind::Run, Secs::new(100)).unwrap();
     let page = [
         tagged("a", "Volcano eruption", &["lava"]),
         tagged("b", "Café crème", &[]),
         tagged("c", "Tide tables", &["lighthouse", "coast"]),
     ];
     store
-        .store_trending_page("r1", "US", 1, &page, 100)
+        .store_trending_page("r1", "US", 1, &page, Secs::new(100))
         .unwrap();
     store
-        .store_chart_page("r1", "US", Some(17), 1, &page[2..], 101)
+        .store_chart_page("r1", "US", Some(17), 1, &page[2..], Secs::new(101))
         .unwrap();
     store
-        .store_search_page("r1", "GB", "fresh", 1, &page[..1], 102)
+        .store_search_page("r1", "GB", "fresh", 1, &page[..1], Secs::new(102))
         .unwrap();
-    store.mark_region_complete("US", 103).unwrap();
+    store.mark_region_complete("US", Secs::new(103)).unwrap();
     // As a run of a version 6 file's day ended it: `finish_run` writes columns of
     // later steps (the duration, step 9).
     store
@@ -54,12 +55,14 @@ fn fill(store: &Store) {
             [],
         )
         .unwrap();
-    store.begin_run("r2", RunKind::Run, 3700).unwrap();
     store
-        .begin_run_regions("r2", 3700, &["US".to_string()])
+        .begin_run("r2", RunKind::Run, Secs::new(3700))
         .unwrap();
     store
-        .store_trending_page("r2", "US", 1, &page[1..], 3700)
+        .begin_run_regions("r2", Secs::new(3700), &["US".to_string()])
+        .unwrap();
+    store
+        .store_trending_page("r2", "US", 1, &page[1..], Secs::new(3700))
         .unwrap();
     store
         .store_follow_ups(
@@ -70,7 +73,7 @@ fn fill(store: &Store) {
                 like_count: None,
                 comment_count: Some(2),
             }],
-            3800,
+            Secs::new(3800),
         )
         .unwrap();
 }
@@ -150,7 +153,9 @@ fn a_file_from_before_step_7_gets_an_index_datasette_finds_with_the_same_matches
     assert_eq!(matches(&store), before);
     assert!(store.integrity_check().unwrap());
     // The triggers on videos keep the new index in step.
-    store.begin_run("r3", RunKind::Run, 7300).unwrap();
+    store
+        .begin_run("r3", RunKind::Run, Secs::new(7300))
+        .unwrap();
     store
         .store_trending_page(
             "r3",
@@ -160,7 +165,7 @@ fn a_file_from_before_step_7_gets_an_index_datasette_finds_with_the_same_matches
                 tagged("a", "Glacier calving", &["lava"]),
                 tagged("d", "Volcano", &[]),
             ],
-            7300,
+            Secs::new(7300),
         )
         .unwrap();
     let volcano: Vec<String> = store
@@ -231,7 +236,11 @@ fn every_twin_has_its_tables_columns_and_rows_with_readable_times() {
     let store = open(&path).unwrap();
     fill(&store);
     store
-        .store_categories("US", &[("17".to_string(), "Sports".to_string())], 105)
+        .store_categories(
+            "US",
+            &[("17".to_string(), "Sports".to_string())],
+            Secs::new(105),
+        )
         .unwrap();
     let conn = &store.conn;
     // Every view of the file with a time in Unix seconds has a twin.

@@ -4,6 +4,7 @@ use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 
 use super::*;
+use crate::clock::Secs;
 use crate::store::test_support::{FILE, open, raw, steps_before, temp_db, video};
 use crate::store::{RunKind, SearchHit, Store, VideoRecord};
 
@@ -38,7 +39,9 @@ fn change_some(
     title: &str,
     region: &str,
 ) {
-    store.begin_run("r2", RunKind::Run, 5_000).unwrap();
+    store
+        .begin_run("r2", RunKind::Run, Secs::new(5_000))
+        .unwrap();
     let mut changed: Vec<VideoRecord> = first.iter().step_by(every).cloned().collect();
     for (i, v) in changed.iter_mut().enumerate() {
         v.title = format!("{title} {}", text(rng, 2));
@@ -47,7 +50,7 @@ fn change_some(
         }
     }
     store
-        .store_trending_page("r2", region, 1, &changed, 5_000)
+        .store_trending_page("r2", region, 1, &changed, Secs::new(5_000))
         .unwrap();
 }
 
@@ -124,7 +127,7 @@ fn fill(
     n: usize,
     from: usize,
 ) -> Vec<VideoRecord> {
-    store.begin_run(run, RunKind::Run, at).unwrap();
+    store.begin_run(run, RunKind::Run, Secs::new(at)).unwrap();
     let mut all: Vec<VideoRecord> = Vec::new();
     for i in 0..n {
         let v = random_video(rng, from + i, &all);
@@ -133,7 +136,7 @@ fn fill(
     for (page, videos) in all.chunks(50).enumerate() {
         let region = REGIONS[page % REGIONS.len()];
         store
-            .store_trending_page(run, region, 1, videos, at + page as i64)
+            .store_trending_page(run, region, 1, videos, Secs::new(at + page as i64))
             .unwrap();
     }
     all
@@ -273,7 +276,7 @@ fn the_lists_show_exactly_what_ranking_every_match_shows_ties_and_changes_includ
 fn videos_tied_on_bm25_show_in_the_order_they_were_first_stored() {
     let (_dir, path) = temp_db();
     let store = open(&path).unwrap();
-    store.begin_run("r1", RunKind::Run, 1).unwrap();
+    store.begin_run("r1", RunKind::Run, Secs::new(1)).unwrap();
     let same = |id: &str| {
         let mut v = video(id, "gamma gamma");
         v.description = "same words".into();
@@ -283,7 +286,7 @@ fn videos_tied_on_bm25_show_in_the_order_they_were_first_stored() {
     // Stored in this order: z first, a last.
     let videos = [same("z-first"), same("m-second"), same("a-third")];
     store
-        .store_trending_page("r1", "US", 1, &videos, 1)
+        .store_trending_page("r1", "US", 1, &videos, Secs::new(1))
         .unwrap();
     rebuild(&store.conn, 1, 1).unwrap();
     let expected = ["z-first", "m-second", "a-third"];
@@ -460,7 +463,7 @@ fn bm25_computed_outside_fts5_is_fts5s_to_the_last_bit() {
     empty.description = String::new();
     empty.tags = Some(vec![]);
     store
-        .store_trending_page("r1", "US", 1, &[odd, empty], 9_000)
+        .store_trending_page("r1", "US", 1, &[odd, empty], Secs::new(9_000))
         .unwrap();
     rebuild(&store.conn, 40, 25).unwrap();
     let avgdl = average_length(&store.conn).unwrap().unwrap();
@@ -627,7 +630,7 @@ fn step_17_stores_the_counts_of_a_version_16_files_lists() {
     let (_dir, path) = temp_db();
     {
         let store = Store::open_with(&path, steps_before(&COUNTS)).unwrap();
-        store.begin_run("r1", RunKind::Run, 1).unwrap();
+        store.begin_run("r1", RunKind::Run, Secs::new(1)).unwrap();
         // Enough videos for a word in COMMON of them, as step 16 would list it.
         let mut rng = StdRng::seed_from_u64(1617);
         let videos: Vec<VideoRecord> = (0..COMMON as usize + 50)
@@ -641,7 +644,13 @@ fn step_17_stores_the_counts_of_a_version_16_files_lists() {
             .collect();
         for (page, chunk) in videos.chunks(500).enumerate() {
             store
-                .store_trending_page("r1", REGIONS[page % 2], 1, chunk, 1 + page as i64)
+                .store_trending_page(
+                    "r1",
+                    REGIONS[page % 2],
+                    1,
+                    chunk,
+                    Secs::new(1 + page as i64),
+                )
                 .unwrap();
         }
         // Version 16's lists, as its step builds them.

@@ -1,4 +1,5 @@
 use super::*;
+use crate::clock::Secs;
 use crate::store::RunKind;
 use crate::store::test_support::{dump, open, query_plan, temp_db, video};
 
@@ -13,7 +14,9 @@ fn five_days() -> (tempfile::TempDir, Store) {
     for day in 1..=5i64 {
         let at = day * DAY + 3_600;
         let run = format!("r{day}");
-        store.begin_run(&run, RunKind::Run, at).expect("a run");
+        store
+            .begin_run(&run, RunKind::Run, Secs::new(at))
+            .expect("a run");
         let mut page = vec![video("w", "Always")];
         match day {
             1 => page.push(video("v", "Sometimes")),
@@ -21,16 +24,30 @@ fn five_days() -> (tempfile::TempDir, Store) {
             _ => {}
         }
         store
-            .store_trending_page(&run, "US", 1, &page, at)
+            .store_trending_page(&run, "US", 1, &page, Secs::new(at))
             .expect("a chart page");
         if day == 3 {
             store
-                .store_chart_page(&run, "US", Some(17), 1, &[video("v", "Sometimes")], at)
+                .store_chart_page(
+                    &run,
+                    "US",
+                    Some(17),
+                    1,
+                    &[video("v", "Sometimes")],
+                    Secs::new(at),
+                )
                 .expect("a category page");
         }
         if day == 5 {
             store
-                .store_search_page(&run, "US", "fresh", 1, &[video("v", "Sometimes")], at)
+                .store_search_page(
+                    &run,
+                    "US",
+                    "fresh",
+                    1,
+                    &[video("v", "Sometimes")],
+                    Secs::new(at),
+                )
                 .expect("a search page");
         }
     }

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use rusqlite::Connection;
 
+use crate::clock::Secs;
 use crate::store::schema::CHARTS;
 use crate::store::test_support::{dump, open, steps_before, temp_db};
 use crate::store::{Store, VideoRecord};
@@ -86,7 +87,14 @@ fn the_upgrade_keeps_every_fetch_and_place_as_the_overall_chart_or_a_search() {
 
     // A category chart in the same run is a fetch of its own, beside the overall one.
     store
-        .store_chart_page("r2", "US", Some(17), 1, &[VideoRecord::bare("c")], 205)
+        .store_chart_page(
+            "r2",
+            "US",
+            Some(17),
+            1,
+            &[VideoRecord::bare("c")],
+            Secs::new(205),
+        )
         .unwrap();
     let us_r2 = dump(
         &conn,
@@ -107,12 +115,12 @@ fn the_upgrade_keeps_every_fetch_and_place_as_the_overall_chart_or_a_search() {
 fn a_missing_chart_is_forgotten_when_the_category_names_are_stored_again() {
     let (_dir, path) = temp_db();
     let store = open(&path).unwrap();
-    store.mark_chart_missing("US", 17, 10).unwrap();
-    store.mark_chart_missing("US", 17, 11).unwrap();
-    store.mark_chart_missing("GB", 20, 10).unwrap();
+    store.mark_chart_missing("US", 17, Secs::new(10)).unwrap();
+    store.mark_chart_missing("US", 17, Secs::new(11)).unwrap();
+    store.mark_chart_missing("GB", 20, Secs::new(10)).unwrap();
     assert_eq!(store.missing_charts("US").unwrap(), [17]);
     store
-        .store_categories("US", &[("17".into(), "Sports".into())], 20)
+        .store_categories("US", &[("17".into(), "Sports".into())], Secs::new(20))
         .unwrap();
     assert!(store.missing_charts("US").unwrap().is_empty());
     assert_eq!(store.missing_charts("GB").unwrap(), [20]);

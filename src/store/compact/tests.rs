@@ -6,6 +6,7 @@ use std::path::Path;
 use rusqlite::Connection;
 use tempfile::TempDir;
 
+use crate::clock::Secs;
 use crate::store::test_support::{FILE, dump, latest, open, query_plan, temp_db, video};
 use crate::store::{ExportSpan, RunKind, Store, StoreError, VideoRecord, sql};
 
@@ -124,7 +125,13 @@ fn a_v1_database_with_every_kind_of_row_upgrades_losslessly() {
 
     // Storing goes on in the new layout and reads back through the old names.
     store
-        .store_trending_page("r2", "GB", 1, &[seen("vidD", "new one", Some(9))], 301)
+        .store_trending_page(
+            "r2",
+            "GB",
+            1,
+            &[seen("vidD", "new one", Some(9))],
+            Secs::new(301),
+        )
         .unwrap();
     assert_eq!(store.trending_count("r2").unwrap(), 2);
     assert_eq!(store.video_stats("vidA").unwrap().len(), 3);
@@ -154,18 +161,20 @@ fn history() -> (TempDir, Store) {
     for hour in 0..3i64 {
         let run = format!("run{hour}");
         let at = 1_000_000 + hour * 3600;
-        store.begin_run(&run, RunKind::Run, at).unwrap();
+        store.begin_run(&run, RunKind::Run, Secs::new(at)).unwrap();
         // "old{hour}" appear only in their hour; "steady" in every hour.
         let page = vec![
             seen("steady", "steady climber", Some(100 + hour)),
             seen(&format!("old{hour}"), &format!("fleeting {hour}"), None),
         ];
-        store.store_trending_page(&run, "US", 1, &page, at).unwrap();
         store
-            .store_trending_page(&run, "GB", 1, &page[..1], at + 5)
+            .store_trending_page(&run, "US", 1, &page, Secs::new(at))
             .unwrap();
         store
-            .store_search_page(&run, "FR", "fresh", 1, &page[1..], at + 9)
+            .store_trending_page(&run, "GB", 1, &page[..1], Secs::new(at + 5))
+            .unwrap();
+        store
+            .store_search_page(&run, "FR", "fresh", 1, &page[1..], Secs::new(at + 9))
             .unwrap();
     }
     (dir, store)

@@ -17,16 +17,16 @@ fn counts(id: &str, views: Option<i64>) -> FollowCounts {
 fn the_stalest_charted_videos_are_due_and_a_follow_up_refreshes_or_marks_them() {
     let (_dir, path) = temp_db();
     let store = open(&path).unwrap();
-    store.begin_run("r1", RunKind::Run, 100).unwrap();
+    store.begin_run("r1", RunKind::Run, Secs::new(100)).unwrap();
     let v = VideoRecord::bare;
     store
-        .store_chart_page("r1", "US", None, 1, &[v("old")], 100)
+        .store_chart_page("r1", "US", None, 1, &[v("old")], Secs::new(100))
         .unwrap();
     store
-        .store_chart_page("r1", "US", Some(17), 1, &[v("new")], 200)
+        .store_chart_page("r1", "US", Some(17), 1, &[v("new")], Secs::new(200))
         .unwrap();
     store
-        .store_search_page("r1", "US", "fresh", 1, &[v("searched")], 150)
+        .store_search_page("r1", "US", "fresh", 1, &[v("searched")], Secs::new(150))
         .unwrap();
     // Charted at or after 50, counted at or before 300: both, stalest first; the
     // video only a search found is no chart's.
@@ -35,7 +35,7 @@ fn the_stalest_charted_videos_are_due_and_a_follow_up_refreshes_or_marks_them() 
     assert_eq!(store.due_for_follow_up(50, 150).unwrap(), ["old"]);
     // A search of a charted video counts it too.
     store
-        .store_search_page("r1", "US", "fresh", 2, &[v("old")], 250)
+        .store_search_page("r1", "US", "fresh", 2, &[v("old")], Secs::new(250))
         .unwrap();
     assert_eq!(store.due_for_follow_up(50, 300).unwrap(), ["new", "old"]);
 
@@ -44,7 +44,7 @@ fn the_stalest_charted_videos_are_due_and_a_follow_up_refreshes_or_marks_them() 
         .store_follow_ups(
             &asked,
             &[counts("new", Some(9)), counts("elsewhere", Some(1))],
-            400,
+            Secs::new(400),
         )
         .unwrap();
     assert_eq!(
@@ -66,7 +66,7 @@ fn the_stalest_charted_videos_are_due_and_a_follow_up_refreshes_or_marks_them() 
     assert_eq!(removed, Some(400));
     // Back on a chart, it is shown again.
     store
-        .store_chart_page("r1", "GB", None, 1, &[v("old")], 500)
+        .store_chart_page("r1", "GB", None, 1, &[v("old")], Secs::new(500))
         .unwrap();
     let removed: Option<i64> = store
         .conn
@@ -84,7 +84,7 @@ fn the_stalest_charted_videos_are_due_and_a_follow_up_refreshes_or_marks_them() 
 fn prune_deletes_the_follow_up_counts_before_the_cutoff_and_keeps_the_newer() {
     let (_dir, path) = temp_db();
     let store = open(&path).unwrap();
-    store.begin_run("r1", RunKind::Run, 100).unwrap();
+    store.begin_run("r1", RunKind::Run, Secs::new(100)).unwrap();
     let v = VideoRecord::bare;
     store
         .store_chart_page(
@@ -93,17 +93,19 @@ fn prune_deletes_the_follow_up_counts_before_the_cutoff_and_keeps_the_newer() {
             None,
             1,
             &[v("kept"), v("gone"), v("charted")],
-            100,
+            Secs::new(100),
         )
         .unwrap();
     store
-        .store_chart_page("r1", "GB", None, 1, &[v("charted")], 1_000)
+        .store_chart_page("r1", "GB", None, 1, &[v("charted")], Secs::new(1_000))
         .unwrap();
     let both = vec!["kept".to_owned(), "gone".to_owned()];
     let counted = [counts("kept", Some(1)), counts("gone", Some(2))];
-    store.store_follow_ups(&both, &counted, 200).unwrap();
     store
-        .store_follow_ups(&both[..1], &[counts("kept", Some(3))], 500)
+        .store_follow_ups(&both, &counted, Secs::new(200))
+        .unwrap();
+    store
+        .store_follow_ups(&both[..1], &[counts("kept", Some(3))], Secs::new(500))
         .unwrap();
     let series = |store: &Store| {
         crate::store::test_support::dump(

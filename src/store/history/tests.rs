@@ -24,7 +24,7 @@ fn finish(store: &Store, run_id: &str, status: RegionStatus, at: i64) {
                 units: 6,
                 calls: 6,
                 stop_reason: None,
-                ended_at: at,
+                ended_at: Secs::new(at),
                 duration_us: 1_000_000,
             },
         )
@@ -38,9 +38,11 @@ fn a_completed_region_never_shows_someone_elses_failure() {
     let (_dir, path) = temp_db();
     let store = open(&path).expect("opening");
     let regions = ["US".to_owned(), "GB".to_owned(), "DE".to_owned()];
-    store.begin_run("r1", RunKind::Run, 100).expect("begin");
     store
-        .begin_run_regions("r1", 100, &regions)
+        .begin_run("r1", RunKind::Run, Secs::new(100))
+        .expect("begin");
+    store
+        .begin_run_regions("r1", Secs::new(100), &regions)
         .expect("regions");
     store
         .record_run_details(
@@ -61,7 +63,7 @@ fn a_completed_region_never_shows_someone_elses_failure() {
                 units: 6,
                 calls: 6,
                 stop_reason: Some("GB: videoChartNotFound".into()),
-                ended_at: 140,
+                ended_at: Secs::new(140),
                 duration_us: 40_000_000,
             },
         )
@@ -90,10 +92,12 @@ fn a_completed_region_never_shows_someone_elses_failure() {
 fn an_abandoned_run_abandons_its_regions_still_going_and_no_other() {
     let (_dir, path) = temp_db();
     let store = open(&path).expect("opening");
-    store.begin_run("r", RunKind::Run, 100).expect("begin");
+    store
+        .begin_run("r", RunKind::Run, Secs::new(100))
+        .expect("begin");
     let regions = ["US".to_owned(), "GB".to_owned()];
     store
-        .begin_run_regions("r", 100, &regions)
+        .begin_run_regions("r", Secs::new(100), &regions)
         .expect("regions");
     store
         .mark_region("r", "US", RegionStatus::Running)
@@ -131,9 +135,11 @@ fn the_history_says_which_region_failed_and_why() {
     let (_dir, path) = temp_db();
     let store = open(&path).expect("opening");
     let regions = ["US".to_owned(), "GB".to_owned()];
-    store.begin_run("r1", RunKind::Run, 100).expect("begin");
     store
-        .begin_run_regions("r1", 100, &regions)
+        .begin_run("r1", RunKind::Run, Secs::new(100))
+        .expect("begin");
+    store
+        .begin_run_regions("r1", Secs::new(100), &regions)
         .expect("regions");
     let calls = [CallCount {
         method: "videos.list".into(),
@@ -152,9 +158,11 @@ fn the_history_says_which_region_failed_and_why() {
         .expect("details");
     finish(&store, "r1", RegionStatus::Failed, 140);
     // A later run still going, and a run with no region at all.
-    store.begin_run("r2", RunKind::Run, 200).expect("begin");
     store
-        .begin_run_regions("r2", 200, &regions[..1])
+        .begin_run("r2", RunKind::Run, Secs::new(200))
+        .expect("begin");
+    store
+        .begin_run_regions("r2", Secs::new(200), &regions[..1])
         .expect("regions");
     assert_eq!(
         store.run_regions("r2").expect("regions")[0].status,
@@ -164,7 +172,7 @@ fn the_history_says_which_region_failed_and_why() {
         .mark_region("r2", "US", RegionStatus::Running)
         .expect("running");
     store
-        .begin_run("b3", RunKind::Backfill, 300)
+        .begin_run("b3", RunKind::Backfill, Secs::new(300))
         .expect("begin");
     let more = [CallCount {
         method: "videos.list".into(),
@@ -265,11 +273,15 @@ fn the_history_says_which_region_failed_and_why() {
 fn words_this_build_does_not_know_still_read() {
     let (_dir, path) = temp_db();
     let store = open(&path).expect("opening");
-    store.begin_run("r", RunKind::Run, 100).expect("begin");
     store
-        .begin_run_regions("r", 100, &["US".to_owned()])
+        .begin_run("r", RunKind::Run, Secs::new(100))
+        .expect("begin");
+    store
+        .begin_run_regions("r", Secs::new(100), &["US".to_owned()])
         .expect("regions");
-    store.mark_region_complete("US", 100).expect("state");
+    store
+        .mark_region_complete("US", Secs::new(100))
+        .expect("state");
     store
         .conn
         .execute_batch(
@@ -324,7 +336,8 @@ fn a_database_from_before_the_run_history_is_upgraded_with_its_runs() {
     let (_dir, path) = temp_db();
     {
         let old = Store::open_with(&path, &FILE[..1]).expect("the first schema");
-        old.begin_run("old", RunKind::Run, 10).expect("begin");
+        old.begin_run("old", RunKind::Run, Secs::new(10))
+            .expect("begin");
         // As the build of that schema finished a run: no duration then.
         old.conn
             .execute(

@@ -1,3 +1,4 @@
+use crate::clock::Secs;
 use crate::store::RunKind;
 use crate::store::test_support::{open, raw, temp_db, video};
 
@@ -7,15 +8,21 @@ use crate::store::test_support::{open, raw, temp_db, video};
 fn every_view_gives_a_chart_id_as_text_and_joins_the_categories_without_a_cast() {
     let (_dir, path) = temp_db();
     let store = open(&path).expect("a store");
-    store.begin_run("r1", RunKind::Run, 100).expect("a run");
     store
-        .store_trending_page("r1", "US", 1, &[video("a", "A")], 100)
+        .begin_run("r1", RunKind::Run, Secs::new(100))
+        .expect("a run");
+    store
+        .store_trending_page("r1", "US", 1, &[video("a", "A")], Secs::new(100))
         .expect("a page");
     store
-        .store_chart_page("r1", "US", Some(17), 1, &[video("b", "B")], 101)
+        .store_chart_page("r1", "US", Some(17), 1, &[video("b", "B")], Secs::new(101))
         .expect("a category page");
     store
-        .store_categories("US", &[("17".to_string(), "Sports".to_string())], 100)
+        .store_categories(
+            "US",
+            &[("17".to_string(), "Sports".to_string())],
+            Secs::new(100),
+        )
         .expect("names");
     drop(store);
     let conn = raw(&path);
