@@ -133,27 +133,12 @@ impl Run {
                     return Err(Failed::Stopped);
                 }
             };
-            let clock = match (self.meter.limiter_clock(), charged_at, date) {
-                (Some(clock), Some(limiter_at), Some(date)) => {
-                    let reading = Reading {
-                        limiter_at,
-                        elapsed: charging.elapsed(),
-                        date,
-                    };
-                    self.clock_check.check(clock, reading, &self.stops).await
-                }
-                // Charged on the limiter's clock, and nothing to compare it with.
-                (Some(clock), Some(_), None) => {
-                    let came = answered
-                        .as_ref()
-                        .map_or_else(|e| e.status().is_some(), |_| true);
-                    if came {
-                        self.clock_check.undated(clock, method, &report.code);
-                    }
-                    self.clock_check.unconfirmed(clock, &self.stops)
-                }
-                _ => Ok(()),
-            };
+            let came = answered
+                .as_ref()
+                .map_or_else(|e| e.status().is_some(), |_| true);
+            let clock = self
+                .compare_clocks(method, &report.code, charged_at, charging, date, came)
+                .await;
             drop(one_at_a_time);
             if let Err(too_far) = clock {
                 // The call was made: counted as it ended, though nothing of it is kept.
@@ -195,36 +180,8 @@ impl Run {
                     )));
                 }
                 ErrorClass::QuotaExhausted => {
-                    // Only the bucket of the method called is spent (docs/budget.md, "When
-                    // the upstream refuses").
-                    let bucket = self.meter.bucket_of(method).to_owned();
-                    // The next Pacific midnight by the limiter's clock, which the block
-                    // is held against: its time at this call's charge (Redis `TIME` on
-                    // Redis), never this host's, which no answer has checked there. A
-                    // call made unmetered (the limiter down) has only the host's, and
-                    // its block cannot be recorded anyway.
-                    let at = charged_at.unwrap_or_else(|| self.clock.now());
-                    let until = crate::youtube::quota_reset_after(at);
-                    // This bucket stops whether or not the limiter could be told.
-                    if let Err(e) = self.meter.block_until(&bucket, until).await {
-                        tracing::error!(
-                            region = %report.code,
-                            "could not block bucket \"{bucket}\" until the upstream's reset: {e}"
-                        );
-                    }
-                    // The answer is also a measurement of what the upstream counted;
-                    // a call made unmetered has no time on the limiter's clock, and
-                    // the limiter is down anyway.
-                    if let Some(at) = charged_at {
-                        self.meter.note_upstream_refusal(&bucket, at).await;
-                    }
-                    let stop = Stop::UpstreamQuota {
-                        until,
-                        reason: err,
-                        methods: self.meter.methods_of(&bucket),
-                        bucket: bucket.clone(),
-                    };
-                    self.stops.halt_bucket(&bucket, stop);
+                    self.upstream_refused(method, &report.code, charged_at, err)
+                        .await;
                     return Err(Failed::Stopped);
                 }
                 ErrorClass::Fatal => {
@@ -241,6 +198,76 @@ impl Run {
             }
         }
         Err(Failed::Region(format!("{method}: no attempt left")))
+    }
+
+    /// Compares the limiter's clock, read when the call was charged (`charged_at`,
+    /// `charging` ago), with the upstream's `date` of its answer; with no date, says so
+    /// once when an answer `came`. A clock too far from the upstream's stops the run.
+    async fn compare_clocks(
+        &self,
+        method: &'static str,
+        region: &str,
+        charged_at: Option<Micros>,
+        charging: Instant,
+        date: Option<crate::clock::Secs>,
+        came: bool,
+    ) -> Result<(), TooFar> {
+        match (self.meter.limiter_clock(), charged_at, date) {
+            (Some(clock), Some(limiter_at), Some(date)) => {
+                let reading = Reading {
+                    limiter_at,
+                    elapsed: charging.elapsed(),
+                    date,
+                };
+                self.clock_check.check(clock, reading, &self.stops).await
+            }
+            // Charged on the limiter's clock, and nothing to compare it with.
+            (Some(clock), Some(_), None) => {
+                if came {
+                    self.clock_check.undated(clock, method, region);
+                }
+                self.clock_check.unconfirmed(clock, &self.stops)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The upstream refused `method` for its quota (`reason`, scrubbed): the method's
+    /// bucket is blocked until the upstream's reset and stops. Only that bucket is spent
+    /// (docs/budget.md, "When the upstream refuses").
+    async fn upstream_refused(
+        &self,
+        method: &'static str,
+        region: &str,
+        charged_at: Option<Micros>,
+        reason: String,
+    ) {
+        let bucket = self.meter.bucket_of(method).to_owned();
+        // The next Pacific midnight by the limiter's clock, which the block is held
+        // against: its time at this call's charge (Redis `TIME` on Redis), never this
+        // host's, which no answer has checked there. A call made unmetered (the limiter
+        // down) has only the host's, and its block cannot be recorded anyway.
+        let at = charged_at.unwrap_or_else(|| self.clock.now());
+        let until = crate::youtube::quota_reset_after(at);
+        // This bucket stops whether or not the limiter could be told.
+        if let Err(e) = self.meter.block_until(&bucket, until).await {
+            tracing::error!(
+                region,
+                "could not block bucket \"{bucket}\" until the upstream's reset: {e}"
+            );
+        }
+        // The answer is also a measurement of what the upstream counted; a call made
+        // unmetered has no time on the limiter's clock, and the limiter is down anyway.
+        if let Some(at) = charged_at {
+            self.meter.note_upstream_refusal(&bucket, at).await;
+        }
+        let stop = Stop::UpstreamQuota {
+            until,
+            reason,
+            methods: self.meter.methods_of(&bucket),
+            bucket: bucket.clone(),
+        };
+        self.stops.halt_bucket(&bucket, stop);
     }
 }
 
