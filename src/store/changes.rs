@@ -18,7 +18,7 @@ use crate::sqlite::{Migration, StepError};
 
 /// What a change changed the meaning of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Affects {
+pub(crate) enum Affects {
     /// The counts (views, likes, comments).
     Counts,
     /// Which videos a chart holds.
@@ -29,7 +29,7 @@ pub enum Affects {
 }
 
 impl Affects {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Affects::Counts => "counts",
             Affects::Chart => "chart",
@@ -40,17 +40,17 @@ impl Affects {
 
 /// One change of the upstream's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UpstreamChange {
+pub(crate) struct UpstreamChange {
     /// The day it took effect, `YYYY-MM-DD`: also its id.
-    pub id: &'static str,
+    pub(crate) id: &'static str,
     /// Unix seconds: 00:00 UTC of that day.
-    pub effective_at: i64,
-    pub what: &'static str,
-    pub affects: Affects,
+    pub(crate) effective_at: i64,
+    pub(crate) what: &'static str,
+    pub(crate) affects: Affects,
 }
 
 /// Every change known to this build, oldest first.
-pub const UPSTREAM_CHANGES: &[UpstreamChange] = &[
+pub(crate) const UPSTREAM_CHANGES: &[UpstreamChange] = &[
     UpstreamChange {
         id: "2025-03-31",
         effective_at: 1_743_379_200,
@@ -91,7 +91,7 @@ fn marks_data(c: &UpstreamChange) -> bool {
 
 /// The id of the latest change in force at `secs` (unix seconds) among those that
 /// change what the numbers or charts mean; `None` before the first.
-pub fn methodology_at(secs: i64) -> Option<&'static str> {
+pub(crate) fn methodology_at(secs: i64) -> Option<&'static str> {
     UPSTREAM_CHANGES
         .iter()
         .rfind(|c| marks_data(c) && c.effective_at <= secs)
@@ -100,7 +100,7 @@ pub fn methodology_at(secs: i64) -> Option<&'static str> {
 
 /// The changes of meaning that took effect after `from` and at or before `to`: those
 /// a series sampled at both times crosses.
-pub fn crossed(from: i64, to: i64) -> impl Iterator<Item = &'static UpstreamChange> {
+pub(crate) fn crossed(from: i64, to: i64) -> impl Iterator<Item = &'static UpstreamChange> {
     UPSTREAM_CHANGES
         .iter()
         .filter(move |c| marks_data(c) && from < c.effective_at && c.effective_at <= to)

@@ -21,31 +21,31 @@ use super::{ExportSpan, Store, StoreError};
 
 /// One video's time on one chart of one region.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChartHistoryRow {
-    pub video_id: String,
-    pub title: String,
-    pub channel_title: String,
-    pub category_id: Option<String>,
-    pub region: String,
+pub(crate) struct ChartHistoryRow {
+    pub(crate) video_id: String,
+    pub(crate) title: String,
+    pub(crate) channel_title: String,
+    pub(crate) category_id: Option<String>,
+    pub(crate) region: String,
     /// The category id of the chart; `None` for the overall chart.
-    pub chart: Option<u32>,
+    pub(crate) chart: Option<u32>,
     /// Unix seconds of its first and last place.
-    pub first_seen: i64,
-    pub last_seen: i64,
+    pub(crate) first_seen: i64,
+    pub(crate) last_seen: i64,
     /// UTC days with at least one fetch placing it (by the fetch's start).
-    pub days_on_chart: u64,
+    pub(crate) days_on_chart: u64,
     /// Fetches of the chart placing it.
-    pub fetches: u64,
-    pub best_rank: u32,
+    pub(crate) fetches: u64,
+    pub(crate) best_rank: u32,
     /// When it first stood at `best_rank` (unix seconds).
-    pub best_rank_at: i64,
+    pub(crate) best_rank_at: i64,
     /// Runs of consecutive fetches of the chart placing it: on, off for one fetch, on
     /// again is 2.
-    pub entries: u64,
+    pub(crate) entries: u64,
     /// The counts at its last place.
-    pub view_count: Option<i64>,
-    pub like_count: Option<i64>,
-    pub comment_count: Option<i64>,
+    pub(crate) view_count: Option<i64>,
+    pub(crate) like_count: Option<i64>,
+    pub(crate) comment_count: Option<i64>,
 }
 
 /// The region's chart fetches within a span: (chart, its place in the chart's order,
@@ -197,7 +197,7 @@ impl Store {
     /// the order first stored, each video's charts overall first, then by category id)
     /// to `each`, from the chart fetches within `span` of `charts` (0 for the overall
     /// chart; all when `None`). Returns how many rows.
-    pub fn export_chart_history<E: From<StoreError>>(
+    pub(crate) fn export_chart_history<E: From<StoreError>>(
         &self,
         regions: &[String],
         charts: Option<&[u32]>,

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 /// How to write a search query that [`StoreError::BadQuery`] refused.
-pub const QUERY_TIP: &str = "words are matched as typed (`cat video` finds both words); to \
+pub(crate) const QUERY_TIP: &str = "words are matched as typed (`cat video` finds both words); to \
     search for text with punctuation or the words AND, OR, NOT, NEAR, wrap it in double \
     quotes, e.g. '\"rock and roll\"', and write a double quote inside quotes as two (\"\")";
 

@@ -12,43 +12,43 @@ use super::{Store, StoreError, sql};
 /// Which fetches to export: their start between `since` and `until`, inclusive (unix
 /// seconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExportSpan {
-    pub since: i64,
-    pub until: i64,
+pub(crate) struct ExportSpan {
+    pub(crate) since: i64,
+    pub(crate) until: i64,
 }
 
 /// One trending place with the video's metadata and the counts that fetch saw.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ExportRow {
-    pub video_id: String,
+pub(crate) struct ExportRow {
+    pub(crate) video_id: String,
     /// When the fetch began (unix seconds): `trending_date` is its UTC date.
-    pub fetch_started_at: i64,
-    pub title: String,
-    pub channel_title: String,
-    pub category_id: Option<String>,
+    pub(crate) fetch_started_at: i64,
+    pub(crate) title: String,
+    pub(crate) channel_title: String,
+    pub(crate) category_id: Option<String>,
     /// As the upstream sent it (RFC 3339).
-    pub published_at: String,
-    pub tags: Option<Vec<String>>,
-    pub view_count: Option<i64>,
-    pub like_count: Option<i64>,
-    pub comment_count: Option<i64>,
-    pub thumbnail_url: Option<String>,
-    pub description: String,
-    pub region: String,
-    pub rank: u32,
+    pub(crate) published_at: String,
+    pub(crate) tags: Option<Vec<String>>,
+    pub(crate) view_count: Option<i64>,
+    pub(crate) like_count: Option<i64>,
+    pub(crate) comment_count: Option<i64>,
+    pub(crate) thumbnail_url: Option<String>,
+    pub(crate) description: String,
+    pub(crate) region: String,
+    pub(crate) rank: u32,
     /// When this place's page was stored (unix seconds).
-    pub fetched_at: i64,
-    pub category_title: Option<String>,
-    pub duration_s: Option<i64>,
+    pub(crate) fetched_at: i64,
+    pub(crate) category_title: Option<String>,
+    pub(crate) duration_s: Option<i64>,
     /// The category id of the chart; `None` for the overall chart.
-    pub chart: Option<u32>,
+    pub(crate) chart: Option<u32>,
     /// A follow-up found the video gone or private (and it has not charted since).
-    pub removed: bool,
+    pub(crate) removed: bool,
 }
 
 /// How many rows of a chart an export keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ExportGrain {
+pub(crate) enum ExportGrain {
     /// Every place of every fetch.
     #[default]
     Fetch,
@@ -59,15 +59,15 @@ pub enum ExportGrain {
 
 /// One sample of a video's counts, for `export --counts`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CountRow {
-    pub video_id: String,
+pub(crate) struct CountRow {
+    pub(crate) video_id: String,
     /// Unix seconds.
-    pub at: i64,
-    pub views: Option<i64>,
-    pub likes: Option<i64>,
-    pub comments: Option<i64>,
+    pub(crate) at: i64,
+    pub(crate) views: Option<i64>,
+    pub(crate) likes: Option<i64>,
+    pub(crate) comments: Option<i64>,
     /// `chart`, `search` or `follow`.
-    pub source: &'static str,
+    pub(crate) source: &'static str,
 }
 
 /// The UTC day of unix seconds, as a day number.
@@ -77,7 +77,7 @@ fn day_of(secs: i64) -> i64 {
 
 impl Store {
     /// Every region that has snapshots, by code.
-    pub fn regions(&self) -> Result<Vec<String>, StoreError> {
+    pub(crate) fn regions(&self) -> Result<Vec<String>, StoreError> {
         (|| {
             let mut stmt = self
                 .conn
@@ -88,11 +88,12 @@ impl Store {
         .map_err(self.err("listing the regions"))
     }
 
+    #[cfg(test)]
     /// Hands each chart place of `regions` (in that order; each region's overall chart
     /// first, then its category charts by id; each chart's fetches oldest first, ranks
     /// in order) within `span` to `each`, and returns how many. Stops at the first
     /// error `each` returns.
-    pub fn export<E: From<StoreError>>(
+    pub(crate) fn export<E: From<StoreError>>(
         &self,
         regions: &[String],
         span: ExportSpan,
@@ -113,7 +114,7 @@ impl Store {
 
     /// [`Store::export`] of the charts `charts` only (0 for the overall chart, else a
     /// category id; all when `None`), at `grain`.
-    pub fn export_charts<E: From<StoreError>>(
+    pub(crate) fn export_charts<E: From<StoreError>>(
         &self,
         regions: &[String],
         charts: Option<&[u32]>,
@@ -214,7 +215,7 @@ impl Store {
     /// Hands every counts sample within `span` to `each`: the places of `regions`'
     /// charts and searches (region by region, list by list, oldest first), then the
     /// follow-ups of the videos seen in those regions. Returns how many.
-    pub fn export_counts<E: From<StoreError>>(
+    pub(crate) fn export_counts<E: From<StoreError>>(
         &self,
         regions: &[String],
         span: ExportSpan,

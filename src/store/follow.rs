@@ -84,7 +84,7 @@ impl Store {
     /// The ids of the videos due for a follow-up: on a chart at or after
     /// `charted_since`, counts last stored at or before `counted_before`, stalest
     /// first (unix seconds).
-    pub fn due_for_follow_up(
+    pub(crate) fn due_for_follow_up(
         &self,
         charted_since: i64,
         counted_before: i64,

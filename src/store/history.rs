@@ -30,27 +30,27 @@ pub struct CallCount {
 
 /// One line of the history: a run in one region, or a run that had no region.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HistoryRow {
-    pub run_id: String,
-    pub kind: RunKind,
+pub(crate) struct HistoryRow {
+    pub(crate) run_id: String,
+    pub(crate) kind: RunKind,
     /// `None` for a run that had no region to fetch (a backfill with nothing stale).
-    pub region: Option<String>,
-    pub started_at: i64,
-    pub ended_at: Option<i64>,
+    pub(crate) region: Option<String>,
+    pub(crate) started_at: i64,
+    pub(crate) ended_at: Option<i64>,
     /// The region's status in that run (the run's own when it had no region).
-    pub status: Recorded<RegionStatus>,
-    pub pages: u64,
-    pub videos: u64,
-    pub units: u64,
+    pub(crate) status: Recorded<RegionStatus>,
+    pub(crate) pages: u64,
+    pub(crate) videos: u64,
+    pub(crate) units: u64,
     /// The region's reason; for a region the run's stop cut short without one of its
     /// own, the run's stop reason; for a run with no region, the run's.
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// The charts the run stored of the region: 0 for the overall chart, else the
     /// category id; in that order.
-    pub charts: Vec<u32>,
+    pub(crate) charts: Vec<u32>,
     /// How long the run took, to the microsecond (none before schema 7, or while it
     /// runs).
-    pub run_duration_us: Option<u64>,
+    pub(crate) run_duration_us: Option<u64>,
 }
 
 /// The charts a history line's run stored of its region, comma-separated: one seek of
@@ -72,21 +72,21 @@ const REGION_REASON: &str = "CASE WHEN rr.run_id IS NULL THEN r.stop_reason
 
 /// Which history lines to read; newest first.
 #[derive(Debug, Clone, Default)]
-pub struct HistoryFilter {
+pub(crate) struct HistoryFilter {
     /// Runs started at or after this (unix seconds).
-    pub since: Option<i64>,
+    pub(crate) since: Option<i64>,
     /// Only these regions (all when empty).
-    pub regions: Vec<String>,
-    pub status: Option<RegionStatus>,
-    pub limit: u32,
+    pub(crate) regions: Vec<String>,
+    pub(crate) status: Option<RegionStatus>,
+    pub(crate) limit: u32,
 }
 
 /// A run by id and start.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunStart {
-    pub run_id: String,
-    pub kind: RunKind,
-    pub started_at: i64,
+pub(crate) struct RunStart {
+    pub(crate) run_id: String,
+    pub(crate) kind: RunKind,
+    pub(crate) started_at: i64,
 }
 
 const ABANDONED_REASON: &str =
@@ -131,7 +131,7 @@ impl Store {
     /// a concurrency slot, `queued` while it waits for one, or how it ended once it has
     /// nothing left to fetch (the end of the run records it again, with its numbers).
     /// A line that has ended is left as it is.
-    pub fn mark_region(
+    pub(crate) fn mark_region(
         &self,
         run_id: &str,
         region: &str,
@@ -154,7 +154,7 @@ impl Store {
     /// `region`, so that a process killed mid-run leaves rows that show what it spent
     /// (the end of the run records the final numbers). Never lowers them: concurrent
     /// regions may report out of order.
-    pub fn record_units(
+    pub(crate) fn record_units(
         &self,
         run_id: &str,
         region: &str,
@@ -233,7 +233,7 @@ impl Store {
 
     /// Runs whose row says `running`, oldest first: in progress, or left by a process
     /// that died.
-    pub fn running_runs(&self) -> Result<Vec<RunStart>, StoreError> {
+    pub(crate) fn running_runs(&self) -> Result<Vec<RunStart>, StoreError> {
         self.run_starts(
             "SELECT run_id, kind, started_at FROM runs WHERE status = ?1
              ORDER BY started_at, run_id",
@@ -242,7 +242,7 @@ impl Store {
     }
 
     /// Abandoned runs started at or after `since`, newest first.
-    pub fn abandoned_runs(&self, since: i64) -> Result<Vec<RunStart>, StoreError> {
+    pub(crate) fn abandoned_runs(&self, since: i64) -> Result<Vec<RunStart>, StoreError> {
         self.run_starts(
             "SELECT run_id, kind, started_at FROM runs
              WHERE status = ?2 AND started_at >= ?1
@@ -273,7 +273,7 @@ impl Store {
 
     /// Marks a run that is still `running` as `abandoned`, with its regions that were
     /// still going. Returns false when the run had ended meanwhile (nothing changed).
-    pub fn abandon_run(&self, run_id: &str) -> Result<bool, StoreError> {
+    pub(crate) fn abandon_run(&self, run_id: &str) -> Result<bool, StoreError> {
         (|| {
             let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
             let abandoned = RegionStatus::Abandoned;
@@ -297,7 +297,7 @@ impl Store {
     }
 
     /// The history, one line per run and region, newest first.
-    pub fn history(&self, filter: &HistoryFilter) -> Result<Vec<HistoryRow>, StoreError> {
+    pub(crate) fn history(&self, filter: &HistoryFilter) -> Result<Vec<HistoryRow>, StoreError> {
         let regions = (!filter.regions.is_empty())
             .then(|| serde_json::Value::from(filter.regions.clone()).to_string());
         (|| {
@@ -333,7 +333,7 @@ impl Store {
 
     /// Each region's last attempt: its line of the newest run that reached it (a run
     /// that skipped it because another process held it does not count).
-    pub fn last_attempts(&self) -> Result<Vec<HistoryRow>, StoreError> {
+    pub(crate) fn last_attempts(&self) -> Result<Vec<HistoryRow>, StoreError> {
         (|| {
             // One index probe per region (run_regions_by_region), however long the
             // history: the metrics file reads this after every run.
@@ -364,7 +364,7 @@ impl Store {
     }
 
     /// A run's outcome per region, by region.
-    pub fn run_regions(&self, run_id: &str) -> Result<Vec<RegionOutcome>, StoreError> {
+    pub(crate) fn run_regions(&self, run_id: &str) -> Result<Vec<RegionOutcome>, StoreError> {
         (|| {
             let mut stmt = self.conn.prepare_cached(
                 "SELECT region, status, pages, videos, units, reason FROM run_regions
@@ -386,7 +386,7 @@ impl Store {
     }
 
     /// Attempts by method and outcome: of one run, or of every run recorded.
-    pub fn call_counts(&self, run_id: Option<&str>) -> Result<Vec<CallCount>, StoreError> {
+    pub(crate) fn call_counts(&self, run_id: Option<&str>) -> Result<Vec<CallCount>, StoreError> {
         (|| {
             let mut stmt = match run_id {
                 Some(_) => self.conn.prepare_cached(

@@ -40,15 +40,17 @@ mod tests;
 
 use std::path::Path;
 
-pub use changes::{UPSTREAM_CHANGES, UpstreamChange, crossed, methodology_at};
-pub use chart_history::ChartHistoryRow;
-pub use error::{QUERY_TIP, StoreError};
-pub use export::{CountRow, ExportGrain, ExportRow, ExportSpan};
+pub(crate) use changes::{UpstreamChange, crossed, methodology_at};
+pub(crate) use chart_history::ChartHistoryRow;
+pub(crate) use error::QUERY_TIP;
+pub use error::StoreError;
+pub(crate) use export::{CountRow, ExportGrain, ExportRow, ExportSpan};
 pub use follow::{FollowCounts, FollowStored};
-pub use history::{CallCount, HistoryFilter, HistoryRow, RegionOutcome, RunStart};
-pub use prune::PruneReport;
-pub use read::{ChartPlace, ChartSpan, CountPoint, CountSource, VideoPlace};
-pub use run_limiter::{LastRunLimiter, RunLimiter};
+pub use history::{CallCount, RegionOutcome};
+pub(crate) use history::{HistoryFilter, HistoryRow, RunStart};
+pub(crate) use prune::PruneReport;
+pub use read::{ChartSpan, CountPoint, CountSource};
+pub(crate) use run_limiter::{LastRunLimiter, RunLimiter};
 
 use crate::clock::Secs;
 use crate::sqlite::{Db, Held, Migration, OpenError};
@@ -87,7 +89,7 @@ pub enum RunKind {
 
 impl RunKind {
     /// The word stored in `runs.kind`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RunKind::Run => "run",
             RunKind::Backfill => "backfill",
@@ -119,36 +121,37 @@ pub struct RunOutcome {
 
 /// One row of `runs`. `status` is `running` until the run is finished.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunRecord {
-    pub run_id: String,
-    pub kind: RunKind,
-    pub started_at: i64,
-    pub ended_at: Option<i64>,
-    pub status: Recorded<RegionStatus>,
-    pub units: Option<u64>,
-    pub calls: Option<u64>,
-    pub stop_reason: Option<String>,
+pub(crate) struct RunRecord {
+    pub(crate) run_id: String,
+    pub(crate) kind: RunKind,
+    pub(crate) started_at: i64,
+    pub(crate) ended_at: Option<i64>,
+    pub(crate) status: Recorded<RegionStatus>,
+    pub(crate) units: Option<u64>,
+    pub(crate) calls: Option<u64>,
+    pub(crate) stop_reason: Option<String>,
     /// How long it took, to the microsecond (none before schema 7, or while it runs).
-    pub duration_us: Option<u64>,
+    pub(crate) duration_us: Option<u64>,
 }
 
 /// What the store remembers about a region between runs (unix seconds).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RegionState {
-    pub region: String,
-    pub last_complete_at: Option<i64>,
-    pub last_attempt_at: Option<i64>,
-    pub last_status: Option<Recorded<RegionStatus>>,
+pub(crate) struct RegionState {
+    pub(crate) region: String,
+    pub(crate) last_complete_at: Option<i64>,
+    pub(crate) last_attempt_at: Option<i64>,
+    pub(crate) last_status: Option<Recorded<RegionStatus>>,
 }
 
+#[cfg(test)]
 /// One fetch's counts for a video (a row of `video_stats`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StatsRow {
-    pub fetched_at: i64,
-    pub run_id: String,
-    pub view_count: Option<i64>,
-    pub like_count: Option<i64>,
-    pub comment_count: Option<i64>,
+pub(crate) struct StatsRow {
+    pub(crate) fetched_at: i64,
+    pub(crate) run_id: String,
+    pub(crate) view_count: Option<i64>,
+    pub(crate) like_count: Option<i64>,
+    pub(crate) comment_count: Option<i64>,
 }
 
 /// One result of [`Store::search`], best first.
@@ -308,17 +311,18 @@ impl Store {
     }
 
     /// The file this store was opened on.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.db.path()
     }
 
     /// The connection this store is on.
-    pub fn db(&self) -> &Db {
+    pub(crate) fn db(&self) -> &Db {
         &self.db
     }
 
+    #[cfg(test)]
     /// Whether this store came from [`Store::open_read_only`].
-    pub fn is_read_only(&self) -> bool {
+    pub(crate) fn is_read_only(&self) -> bool {
         self.read_only
     }
 

@@ -25,25 +25,25 @@ const PRUNED_TABLES: [&str; 4] = ["fetches", "places", "extra_counts", "follow_c
 
 /// What [`Store::prune`] deleted, or would delete (`dry_run`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PruneReport {
-    pub dry_run: bool,
+pub(crate) struct PruneReport {
+    pub(crate) dry_run: bool,
     /// Unix seconds: fetches that began before this are deleted.
-    pub cutoff: i64,
+    pub(crate) cutoff: i64,
     /// Rows deleted per table, by table name (`fetches`, `places`, `extra_counts`,
     /// `follow_counts`).
-    pub deleted: Vec<(&'static str, u64)>,
-    pub videos_deleted: u64,
+    pub(crate) deleted: Vec<(&'static str, u64)>,
+    pub(crate) videos_deleted: u64,
     /// Bytes the file no longer uses: free pages inside it, or, after a vacuum, how
     /// much smaller the file is.
-    pub bytes_freed: u64,
+    pub(crate) bytes_freed: u64,
     /// Whether the prune stopped early when asked to (a signal); what it deleted up to
     /// then is committed, and the next prune finishes the rest.
-    pub interrupted: bool,
+    pub(crate) interrupted: bool,
 }
 
 impl PruneReport {
     /// A dry run's report where there is nothing to prune: no database yet.
-    pub fn nothing(cutoff: i64) -> PruneReport {
+    pub(crate) fn nothing(cutoff: i64) -> PruneReport {
         PruneReport {
             dry_run: true,
             cutoff,
@@ -134,7 +134,7 @@ impl Store {
     /// it, then every video nothing refers to any more (its full-text entry with it), and with `vacuum` gives the space back
     /// to the file system. Never touches the budget's tables. With `dry_run`, counts
     /// what it would delete and writes nothing.
-    pub fn prune(
+    pub(crate) fn prune(
         &self,
         cutoff: i64,
         dry_run: bool,
@@ -151,7 +151,7 @@ impl Store {
     /// whole: the snapshots it deleted and the videos they alone referred to go
     /// together. Videos an older prune left behind (killed between its phases) are
     /// collected too, whichever prune removed their snapshots.
-    pub fn prune_until(
+    pub(crate) fn prune_until(
         &self,
         cutoff: i64,
         vacuum: bool,
@@ -388,7 +388,7 @@ impl Store {
 
     /// Rebuilds the file without its free pages (`VACUUM`), then truncates the WAL so
     /// the space is given back. Writers wait while it runs.
-    pub fn vacuum(&self) -> Result<(), StoreError> {
+    pub(crate) fn vacuum(&self) -> Result<(), StoreError> {
         self.conn
             .execute_batch("VACUUM; PRAGMA wal_checkpoint(TRUNCATE);")
             .map_err(self.err("vacuuming the database"))
@@ -437,7 +437,7 @@ impl Store {
     }
 
     /// The database file's size in bytes (pages in use and free).
-    pub fn file_bytes(&self) -> Result<u64, StoreError> {
+    pub(crate) fn file_bytes(&self) -> Result<u64, StoreError> {
         Ok((self.pragma_i64("page_count")? * self.pragma_i64("page_size")?).max(0) as u64)
     }
 }

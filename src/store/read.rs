@@ -3,12 +3,14 @@
 
 use rusqlite::{OptionalExtension, params};
 
+#[cfg(test)]
+use super::StatsRow;
 use super::sql;
-use super::{RegionState, RunKind, RunRecord, SearchHit, StatsRow, Store, StoreError, VideoRecord};
+use super::{RegionState, RunKind, RunRecord, SearchHit, Store, StoreError, VideoRecord};
 
 impl Store {
     /// When `region`'s category names were last stored, if ever.
-    pub fn categories_fetched_at(&self, region: &str) -> Result<Option<i64>, StoreError> {
+    pub(crate) fn categories_fetched_at(&self, region: &str) -> Result<Option<i64>, StoreError> {
         self.conn
             .prepare_cached("SELECT categories_fetched_at FROM region_state WHERE region = ?1")
             .and_then(|mut stmt| stmt.query_row([region], |row| row.get(0)).optional())
@@ -20,7 +22,7 @@ impl Store {
 
     /// The categories of `region` whose chart the upstream said it does not have, since
     /// its category names were last stored ([`Store::mark_chart_missing`]).
-    pub fn missing_charts(&self, region: &str) -> Result<Vec<u32>, StoreError> {
+    pub(crate) fn missing_charts(&self, region: &str) -> Result<Vec<u32>, StoreError> {
         (|| {
             let mut stmt = self.conn.prepare_cached(
                 "SELECT m.category FROM missing_charts AS m
@@ -33,8 +35,9 @@ impl Store {
         .map_err(self.err(format!("reading the missing charts of {region}")))
     }
 
+    #[cfg(test)]
     /// The category names (id, title) stored for `region`, by id.
-    pub fn categories(&self, region: &str) -> Result<Vec<(String, String)>, StoreError> {
+    pub(crate) fn categories(&self, region: &str) -> Result<Vec<(String, String)>, StoreError> {
         (|| {
             let mut stmt = self
                 .conn
@@ -47,7 +50,7 @@ impl Store {
 
     /// Every region the store has seen, least recently completed first (never
     /// completed before all others), which is the order a run should take them in.
-    pub fn region_states(&self) -> Result<Vec<RegionState>, StoreError> {
+    pub(crate) fn region_states(&self) -> Result<Vec<RegionState>, StoreError> {
         (|| {
             let mut stmt = self.conn.prepare_cached(
                 "SELECT region, last_complete_at, last_attempt_at, last_status FROM region_state
@@ -71,8 +74,9 @@ impl Store {
         self.count("SELECT count(*) FROM videos", [], "counting videos")
     }
 
+    #[cfg(test)]
     /// How many trending positions `run_id` stored (all regions).
-    pub fn trending_count(&self, run_id: &str) -> Result<u64, StoreError> {
+    pub(crate) fn trending_count(&self, run_id: &str) -> Result<u64, StoreError> {
         self.count(
             "SELECT count(*) FROM run_nums AS r
              JOIN fetches AS f ON f.run = r.num AND f.search = 0 AND f.chart = 0
@@ -97,8 +101,9 @@ impl Store {
             .map_err(self.err(context))
     }
 
+    #[cfg(test)]
     /// The most recently started run, if any.
-    pub fn last_run(&self) -> Result<Option<RunRecord>, StoreError> {
+    pub(crate) fn last_run(&self) -> Result<Option<RunRecord>, StoreError> {
         self.one_run(
             "SELECT run_id, kind, started_at, ended_at, status, units, calls, stop_reason,
                     duration_us
@@ -109,7 +114,7 @@ impl Store {
     }
 
     /// The run of `kind` that ended last, if any has ended.
-    pub fn last_finished_run(&self, kind: RunKind) -> Result<Option<RunRecord>, StoreError> {
+    pub(crate) fn last_finished_run(&self, kind: RunKind) -> Result<Option<RunRecord>, StoreError> {
         self.one_run(
             "SELECT run_id, kind, started_at, ended_at, status, units, calls, stop_reason,
                     duration_us
@@ -185,8 +190,9 @@ impl Store {
         .map_err(self.err(format!("reading video {video_id}")))
     }
 
+    #[cfg(test)]
     /// A video's counts over time, oldest fetch first.
-    pub fn video_stats(&self, video_id: &str) -> Result<Vec<StatsRow>, StoreError> {
+    pub(crate) fn video_stats(&self, video_id: &str) -> Result<Vec<StatsRow>, StoreError> {
         (|| {
             let mut stmt = self.conn.prepare_cached(sql::VIDEO_HISTORY)?;
             let rows = stmt.query_map([video_id], |row| {
@@ -344,33 +350,36 @@ fn fts_message(e: &rusqlite::Error) -> String {
     }
 }
 
+#[cfg(test)]
 /// One place of a chart as [`Store::chart_at`] reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChartPlace {
-    pub rank: u32,
-    pub video_id: String,
-    pub view_count: Option<i64>,
-    pub like_count: Option<i64>,
-    pub comment_count: Option<i64>,
+pub(crate) struct ChartPlace {
+    pub(crate) rank: u32,
+    pub(crate) video_id: String,
+    pub(crate) view_count: Option<i64>,
+    pub(crate) like_count: Option<i64>,
+    pub(crate) comment_count: Option<i64>,
     /// Unix seconds.
-    pub fetched_at: i64,
+    pub(crate) fetched_at: i64,
 }
 
+#[cfg(test)]
 /// One place of a video in a chart or a search, as [`Store::video_places`] reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VideoPlace {
+pub(crate) struct VideoPlace {
     /// Unix seconds.
-    pub fetched_at: i64,
-    pub region: String,
+    pub(crate) fetched_at: i64,
+    pub(crate) region: String,
     /// The configured search's name; `None` for the trending chart.
-    pub search_name: Option<String>,
-    pub rank: u32,
+    pub(crate) search_name: Option<String>,
+    pub(crate) rank: u32,
 }
 
 impl Store {
+    #[cfg(test)]
     /// `region`'s trending chart as it stood at `at` (unix seconds): its newest fetch
     /// at or before then, by rank. Empty when there is none.
-    pub fn chart_at(&self, region: &str, at: i64) -> Result<Vec<ChartPlace>, StoreError> {
+    pub(crate) fn chart_at(&self, region: &str, at: i64) -> Result<Vec<ChartPlace>, StoreError> {
         (|| {
             let mut stmt = self.conn.prepare_cached(sql::CHART_AT)?;
             let rows = stmt.query_map(params![region, at], |row| {
@@ -388,9 +397,10 @@ impl Store {
         .map_err(self.err(format!("reading the chart of {region}")))
     }
 
+    #[cfg(test)]
     /// A video's rank history: every place it took in a chart or a search, oldest
     /// first.
-    pub fn video_places(&self, video_id: &str) -> Result<Vec<VideoPlace>, StoreError> {
+    pub(crate) fn video_places(&self, video_id: &str) -> Result<Vec<VideoPlace>, StoreError> {
         (|| {
             let mut stmt = self.conn.prepare_cached(sql::VIDEO_PLACES)?;
             let rows = stmt.query_map([video_id], |row| {
@@ -406,9 +416,10 @@ impl Store {
         .map_err(self.err(format!("reading the places of video {video_id}")))
     }
 
+    #[cfg(test)]
     /// Every region with its newest trending fetch (unix seconds; `None` when it has
     /// only searches), by region code.
-    pub fn newest_fetches(&self) -> Result<Vec<(String, Option<i64>)>, StoreError> {
+    pub(crate) fn newest_fetches(&self) -> Result<Vec<(String, Option<i64>)>, StoreError> {
         (|| {
             let mut stmt = self.conn.prepare_cached(sql::NEWEST_FETCHES)?;
             let rows = stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
@@ -442,7 +453,7 @@ pub enum CountSource {
 }
 
 impl CountSource {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             CountSource::Chart => "chart",
             CountSource::Search => "search",

@@ -15,23 +15,23 @@ use crate::region_status::{LimiterKind, Recorded, RegionStatus};
 /// password masked (none for the embedded limiter, which is the database itself);
 /// `costs_fingerprint` the parsed budget's fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunLimiter {
-    pub kind: Recorded<LimiterKind>,
-    pub url: Option<String>,
-    pub costs_fingerprint: String,
+pub(crate) struct RunLimiter {
+    pub(crate) kind: Recorded<LimiterKind>,
+    pub(crate) url: Option<String>,
+    pub(crate) costs_fingerprint: String,
 }
 
 /// The latest run that recorded its limiter, with that record.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LastRunLimiter {
-    pub run_id: String,
-    pub started_at: i64,
-    pub limiter: RunLimiter,
+pub(crate) struct LastRunLimiter {
+    pub(crate) run_id: String,
+    pub(crate) started_at: i64,
+    pub(crate) limiter: RunLimiter,
 }
 
 impl Store {
     /// [`Store::begin_run`], recording the run's limiter in the same transaction.
-    pub fn begin_run_on(
+    pub(crate) fn begin_run_on(
         &self,
         run_id: &str,
         kind: RunKind,
@@ -64,7 +64,7 @@ impl Store {
     /// `started_at`: a run on a clock days ahead is stamped days ahead, and would
     /// outrank every run after it, `--switch-limiter` included (docs/commands.md).
     /// None when no run recorded one, or the file predates the record.
-    pub fn last_run_limiter(&self) -> Result<Option<LastRunLimiter>, StoreError> {
+    pub(crate) fn last_run_limiter(&self) -> Result<Option<LastRunLimiter>, StoreError> {
         if !self.has_run_limiters()? {
             return Ok(None);
         }

@@ -2,6 +2,7 @@
 //! SQLite how it answers each (`EXPLAIN QUERY PLAN`) and hold that none of them scans
 //! the snapshots.
 
+#[cfg(test)]
 /// A video's counts over time (`Store::video_stats`), oldest first.
 pub(crate) const VIDEO_HISTORY: &str = "
 SELECT at, run_id, views, likes, comments FROM (
@@ -20,6 +21,7 @@ SELECT at, run_id, views, likes, comments FROM (
     WHERE v.id = ?1)
 ORDER BY at, k1, k2";
 
+#[cfg(test)]
 /// A video's places over time (`Store::video_places`): its rank history in every
 /// chart and search, oldest first.
 pub(crate) const VIDEO_PLACES: &str = "
@@ -32,6 +34,7 @@ JOIN regions AS g ON g.num = f.region
 WHERE v.id = ?1
 ORDER BY f.fetched_at, p.fetch, p.rank";
 
+#[cfg(test)]
 /// A region's trending chart as it stood at a time: its newest fetch at or before ?2.
 pub(crate) const CHART_AT: &str = "
 SELECT p.rank, v.id, p.views, p.likes, p.comments, f.fetched_at + p.offset_s
@@ -44,6 +47,7 @@ WHERE f.num = (SELECT f2.num FROM fetches AS f2
                ORDER BY f2.fetched_at DESC LIMIT 1)
 ORDER BY p.rank";
 
+#[cfg(test)]
 /// The newest trending fetch of every region.
 pub(crate) const NEWEST_FETCHES: &str = "
 SELECT g.code, (SELECT max(f.fetched_at) FROM fetches AS f

@@ -81,7 +81,7 @@ pub(crate) fn raw(path: &Path) -> Connection {
 
 /// A video with every field the upstream may send filled in, so that each column's
 /// way into the file and back is exercised. Tests change the fields they are about.
-pub(crate) fn video(id: &str, title: &str) -> VideoRecord {
+pub fn video(id: &str, title: &str) -> VideoRecord {
     VideoRecord {
         id: id.to_string(),
         title: title.to_string(),

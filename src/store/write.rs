@@ -139,7 +139,7 @@ impl Store {
 
     /// Stores one page of a configured search's results, like
     /// [`Store::store_trending_page`] but into `search_results` under `search_name`.
-    pub fn store_search_page(
+    pub(crate) fn store_search_page(
         &self,
         run_id: &str,
         region: &str,
@@ -224,7 +224,7 @@ impl Store {
     /// Notes that the upstream has no chart for `category` in `region` (it answered
     /// `videoChartNotFound`), so that runs leave it out until the region's category
     /// names are next stored ([`Store::store_categories`]).
-    pub fn mark_chart_missing(
+    pub(crate) fn mark_chart_missing(
         &self,
         region: &str,
         category: u32,
@@ -266,7 +266,7 @@ impl Store {
 
     /// Notes an attempt at `region` that ended with `status` (e.g. `budget_exhausted`,
     /// `failed`), leaving its last complete fetch as it was.
-    pub fn mark_region_attempt(
+    pub(crate) fn mark_region_attempt(
         &self,
         region: &str,
         at: Secs,
