@@ -19,7 +19,7 @@ const DAY: u64 = 24 * HOUR;
 /// Rounded up, to the millisecond below a second and to the second above, so that a
 /// wait is never shown as shorter than it is, nor as `0s` when it is not over; what is
 /// finer than the two units shown is dropped (`3h 12m 5s` is `3h 12m`).
-pub fn duration(d: Duration) -> String {
+pub(crate) fn duration(d: Duration) -> String {
     if d.is_zero() {
         return "0s".to_owned();
     }
@@ -45,19 +45,19 @@ pub fn duration(d: Duration) -> String {
 
 /// A moment, in microseconds since the Unix epoch, as RFC 3339 UTC to the second:
 /// `2026-11-23T17:41:47Z` (the fraction is dropped, as `date` does).
-pub fn timestamp(us: i64) -> String {
+pub(crate) fn timestamp(us: i64) -> String {
     timestamp_s(us.div_euclid(1_000_000))
 }
 
 /// [`timestamp`] of a moment in whole seconds since the Unix epoch.
-pub fn timestamp_s(s: i64) -> String {
+pub(crate) fn timestamp_s(s: i64) -> String {
     jiff::Timestamp::from_second(s).map_or_else(|_| format!("@{s}s"), |t| t.to_string())
 }
 
 /// A size in bytes, in binary units as `ls -lh` and `du -h` count them: `0 B`,
 /// `512 B`, `536 KiB`, `1.5 MiB`, `3.4 GiB`. One decimal below 10 of a unit, none
 /// from 10 on; rounded to the nearest.
-pub fn size(bytes: u64) -> String {
+pub(crate) fn size(bytes: u64) -> String {
     const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     let mut unit = 0;
     let mut scale = 1u64;

@@ -5,18 +5,18 @@ use std::io::Write;
 use std::time::Duration;
 
 /// Fractional seconds, for JSON.
-pub fn seconds(d: Duration) -> f64 {
+pub(crate) fn seconds(d: Duration) -> f64 {
     (d.as_secs_f64() * 1000.0).round() / 1000.0
 }
 
 /// Microseconds since the Unix epoch as RFC 3339 at full precision, for JSON; text for
 /// people uses [`super::human::timestamp`].
-pub fn rfc3339(us: i64) -> String {
+pub(crate) fn rfc3339(us: i64) -> String {
     jiff::Timestamp::from_microsecond(us).map_or_else(|_| format!("@{us}us"), |t| t.to_string())
 }
 
 /// Prints `value` as one JSON object on its own line on stdout (`--json`).
-pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     let json = serde_json::to_string(value)?;
     let text = terminal_safe_json(&json);
     let mut out = std::io::stdout().lock();

@@ -5,9 +5,9 @@
 //! Parquet files ([`parquet`]). A leaf: it knows nothing of the budget, the upstream
 //! or the store.
 
-pub mod human;
-pub mod json;
-pub mod parquet;
-pub mod progress;
+pub(crate) mod human;
+pub(crate) mod json;
+pub(crate) mod parquet;
+pub(crate) mod progress;
 pub mod table;
-pub mod text;
+pub(crate) mod text;

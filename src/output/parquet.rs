@@ -24,7 +24,7 @@ use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 
 /// Writing a Parquet table failed.
 #[derive(Debug, thiserror::Error)]
-pub enum TableError {
+pub(crate) enum TableError {
     /// Encoding the file.
     #[error("writing Parquet")]
     Parquet(#[source] ParquetError),
@@ -58,7 +58,7 @@ impl From<ParquetError> for TableError {
 
 /// What a column holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// `int64`.
     Int,
     /// An instant: `timestamp[us, tz=UTC]`.
@@ -95,15 +95,15 @@ fn list_item() -> Arc<Field> {
 
 /// One column of a table: its name, what it holds, and whether a cell may be null.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Column {
-    pub name: &'static str,
-    pub kind: Kind,
-    pub nullable: bool,
+pub(crate) struct Column {
+    pub(crate) name: &'static str,
+    pub(crate) kind: Kind,
+    pub(crate) nullable: bool,
 }
 
 impl Column {
     /// A column whose every cell has a value.
-    pub const fn required(name: &'static str, kind: Kind) -> Column {
+    pub(crate) const fn required(name: &'static str, kind: Kind) -> Column {
         Column {
             name,
             kind,
@@ -112,7 +112,7 @@ impl Column {
     }
 
     /// A column whose cells may be null.
-    pub const fn optional(name: &'static str, kind: Kind) -> Column {
+    pub(crate) const fn optional(name: &'static str, kind: Kind) -> Column {
         Column {
             name,
             kind,
@@ -135,7 +135,7 @@ impl Column {
 }
 
 /// The Arrow schema of `columns`, as the file declares it.
-pub fn schema(columns: &[Column]) -> Schema {
+pub(crate) fn schema(columns: &[Column]) -> Schema {
     Schema::new(
         columns
             .iter()
@@ -146,7 +146,7 @@ pub fn schema(columns: &[Column]) -> Schema {
 
 /// One cell of a row.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Cell<'a> {
+pub(crate) enum Cell<'a> {
     Null,
     Int(i64),
     /// An instant, for a [`Kind::Time`] column.
@@ -160,7 +160,7 @@ pub enum Cell<'a> {
 
 impl Cell<'_> {
     /// An optional integer: null when `None`.
-    pub fn int(n: Option<i64>) -> Cell<'static> {
+    pub(crate) fn int(n: Option<i64>) -> Cell<'static> {
         n.map_or(Cell::Null, Cell::Int)
     }
 
@@ -186,23 +186,23 @@ impl<'a> From<Option<&'a str>> for Cell<'a> {
 
 /// How much a [`Table`] holds before it writes out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Rows gathered before they become a batch handed to the encoder.
-    pub batch_rows: usize,
+    pub(crate) batch_rows: usize,
     /// Bytes of text gathered before the batch is handed on, whatever its rows: long
     /// descriptions make a batch large long before it has many rows.
-    pub batch_text_bytes: usize,
+    pub(crate) batch_text_bytes: usize,
     /// Rows of a row group; the last one may have fewer.
-    pub group_rows: usize,
+    pub(crate) group_rows: usize,
     /// The encoded size at which a row group is written out, whatever its rows.
-    pub group_bytes: usize,
+    pub(crate) group_bytes: usize,
 }
 
 impl Limits {
     /// For exports: batches of 8192 rows or 16 MiB of text, row groups of 128Ki rows or
     /// 64 MiB encoded, whichever comes first. Large enough for readers to skip and scan
     /// well, small enough that a year exports in a few hundred MiB of memory at most.
-    pub const EXPORT: Limits = Limits {
+    pub(crate) const EXPORT: Limits = Limits {
         batch_rows: 8192,
         batch_text_bytes: 16 << 20,
         group_rows: 128 * 1024,
@@ -282,7 +282,7 @@ fn utc_day(t: jiff::Timestamp) -> i32 {
 }
 
 /// A Parquet file being written, row by row.
-pub struct Table<W: Write + Send> {
+pub(crate) struct Table<W: Write + Send> {
     writer: ArrowWriter<W>,
     schema: SchemaRef,
     columns: &'static [Column],
@@ -296,7 +296,7 @@ pub struct Table<W: Write + Send> {
 impl<W: Write + Send> Table<W> {
     /// Starts a file of `columns` on `out`, Snappy-compressed (what pandas, Polars,
     /// DuckDB and Spark all read, and quick to write).
-    pub fn new(out: W, columns: &'static [Column], limits: Limits) -> Result<Self, TableError> {
+    pub(crate) fn new(out: W, columns: &'static [Column], limits: Limits) -> Result<Self, TableError> {
         let schema = Arc::new(schema(columns));
         let props = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
@@ -316,7 +316,7 @@ impl<W: Write + Send> Table<W> {
     }
 
     /// Adds one row, a cell per column in the columns' order.
-    pub fn row(&mut self, cells: &[Cell<'_>]) -> Result<(), TableError> {
+    pub(crate) fn row(&mut self, cells: &[Cell<'_>]) -> Result<(), TableError> {
         if cells.len() != self.columns.len() {
             return Err(TableError::Width {
                 cells: cells.len(),
@@ -365,7 +365,7 @@ impl<W: Write + Send> Table<W> {
 
     /// Writes the last rows and the footer, and hands `out` back. A table dropped
     /// without this is not a Parquet file (it has no footer).
-    pub fn finish(mut self) -> Result<W, TableError> {
+    pub(crate) fn finish(mut self) -> Result<W, TableError> {
         self.hand_on()?;
         // Writes the last row group and the footer (once: `finish` before it would
         // write a second footer).

@@ -17,7 +17,7 @@ static KEPT: Mutex<Vec<ProgressBar>> = Mutex::new(Vec::new());
 
 /// Turns progress bars on for this process when stderr is a terminal and the logs are
 /// meant for people. Returns whether they are on.
-pub fn enable(text_logs: bool) -> bool {
+pub(crate) fn enable(text_logs: bool) -> bool {
     if !text_logs || !std::io::stderr().is_terminal() {
         return false;
     }
@@ -41,7 +41,7 @@ fn style(template: &str) -> ProgressStyle {
 }
 
 /// Writes a log line to stderr, clearing the bars first and redrawing them after.
-pub fn write_log(buf: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_log(buf: &[u8]) -> std::io::Result<()> {
     match BARS.get() {
         Some(bars) => bars.suspend(|| std::io::stderr().write_all(buf)),
         None => std::io::stderr().write_all(buf),
@@ -49,10 +49,10 @@ pub fn write_log(buf: &[u8]) -> std::io::Result<()> {
 }
 
 /// One region's bar: its pages and calls. Does nothing when bars are off.
-pub struct RegionBar(Option<ProgressBar>);
+pub(crate) struct RegionBar(Option<ProgressBar>);
 
 impl RegionBar {
-    pub fn new(region: &str, calls: u64) -> RegionBar {
+    pub(crate) fn new(region: &str, calls: u64) -> RegionBar {
         RegionBar(BARS.get().map(|bars| {
             let bar = bars.add(ProgressBar::new(calls));
             // The bar takes what the terminal leaves; the message is cut to fit.
@@ -68,7 +68,7 @@ impl RegionBar {
         }))
     }
 
-    pub fn step(&self, what: &str) {
+    pub(crate) fn step(&self, what: &str) {
         if let Some(bar) = &self.0 {
             bar.inc(1);
             bar.set_message(what.to_owned());
@@ -78,7 +78,7 @@ impl RegionBar {
     /// Ends the bar with the region's status. Only a complete region's bar is shown
     /// full: one stopped part way (a signal, the budget) keeps the calls it made, and
     /// one never reached says so.
-    pub fn finish(&self, status: &str) {
+    pub(crate) fn finish(&self, status: &str) {
         if let Some(bar) = &self.0 {
             match status {
                 "complete" => bar.finish_with_message(status.to_owned()),
@@ -91,7 +91,7 @@ impl RegionBar {
 
 /// The stderr writer for `tracing`, aware of the bars.
 #[derive(Clone, Copy, Default)]
-pub struct LogWriter;
+pub(crate) struct LogWriter;
 
 impl Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -114,10 +114,10 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
 
 /// A long task's bar with a known amount of work (a database upgrade, a prune), drawn
 /// on stderr when it is a terminal and nowhere otherwise.
-pub struct Task(Option<ProgressBar>);
+pub(crate) struct Task(Option<ProgressBar>);
 
 impl Task {
-    pub fn new(what: &str, total: u64) -> Task {
+    pub(crate) fn new(what: &str, total: u64) -> Task {
         if !std::io::stderr().is_terminal() {
             return Task(None);
         }
@@ -130,13 +130,13 @@ impl Task {
         Task(Some(bar))
     }
 
-    pub fn inc(&self, n: u64) {
+    pub(crate) fn inc(&self, n: u64) {
         if let Some(bar) = &self.0 {
             bar.inc(n);
         }
     }
 
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Some(bar) = &self.0 {
             bar.finish_and_clear();
         }

@@ -13,7 +13,7 @@ use std::io::{IsTerminal, Write};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 /// The columns stdout's lines may take; `None` for no limit.
-pub fn width() -> Option<usize> {
+pub(crate) fn width() -> Option<usize> {
     if let Some(columns) = std::env::var("COLUMNS")
         .ok()
         .and_then(|c| c.trim().parse::<usize>().ok())
@@ -33,7 +33,7 @@ pub fn columns(text: &str) -> usize {
 }
 
 /// `text` cut to at most `max` columns, ending in `…` when cut.
-pub fn cut(text: &str, max: usize) -> Cow<'_, str> {
+pub(crate) fn cut(text: &str, max: usize) -> Cow<'_, str> {
     if text.width() <= max {
         return Cow::Borrowed(text);
     }
@@ -68,7 +68,7 @@ fn fit(chars: impl Iterator<Item = char>, room: usize) -> (String, usize) {
 /// its end, which takes two thirds of the room. For a failure's reason, whose cause
 /// comes last ("videos.list for region FR: … the upstream answered 403 forbidden"), so
 /// that cutting it to fit never loses why.
-pub fn cut_middle(text: &str, max: usize) -> Cow<'_, str> {
+pub(crate) fn cut_middle(text: &str, max: usize) -> Cow<'_, str> {
     if text.width() <= max {
         return Cow::Borrowed(text);
     }
@@ -89,7 +89,7 @@ pub fn cut_middle(text: &str, max: usize) -> Cow<'_, str> {
 
 /// Writes a line of prose wrapped at `width` (between words; a word longer than a line
 /// is cut), continuation lines indented two spaces more than the first.
-pub fn write_wrapped(
+pub(crate) fn write_wrapped(
     out: &mut impl Write,
     text: &str,
     width: Option<usize>,
@@ -118,7 +118,7 @@ pub fn write_wrapped(
 
 /// A writer that wraps each line written through it at a width (see
 /// [`write_wrapped`]): the prose around a table fits as the table does.
-pub struct Wrapped<W: Write> {
+pub(crate) struct Wrapped<W: Write> {
     inner: W,
     width: Option<usize>,
     /// The start of a line not ended yet.
@@ -126,7 +126,7 @@ pub struct Wrapped<W: Write> {
 }
 
 impl<W: Write> Wrapped<W> {
-    pub fn new(inner: W, width: Option<usize>) -> Wrapped<W> {
+    pub(crate) fn new(inner: W, width: Option<usize>) -> Wrapped<W> {
         Wrapped {
             inner,
             width,
@@ -174,22 +174,22 @@ const FLEX_MIN: (usize, usize) = (8, 24);
 
 /// One column of a [`Table`].
 #[derive(Debug, Clone, Copy)]
-pub struct Column {
-    pub header: &'static str,
+pub(crate) struct Column {
+    pub(crate) header: &'static str,
     /// Numbers are right-aligned.
-    pub right: bool,
+    pub(crate) right: bool,
     /// 0: always shown. Otherwise, when the line is too wide, the column with the
     /// highest rank is dropped first.
-    pub drop_rank: u8,
+    pub(crate) drop_rank: u8,
     /// The column cut with `…` to fit (reasons, titles); at most one per table.
-    pub flex: bool,
+    pub(crate) flex: bool,
     /// A flex column cut in its middle rather than at its end ([`cut_middle`]): a
     /// reason, whose cause comes last.
-    pub keeps_end: bool,
+    pub(crate) keeps_end: bool,
 }
 
 impl Column {
-    pub const fn text(header: &'static str, drop_rank: u8) -> Column {
+    pub(crate) const fn text(header: &'static str, drop_rank: u8) -> Column {
         Column {
             header,
             right: false,
@@ -199,7 +199,7 @@ impl Column {
         }
     }
 
-    pub const fn number(header: &'static str, drop_rank: u8) -> Column {
+    pub(crate) const fn number(header: &'static str, drop_rank: u8) -> Column {
         Column {
             right: true,
             ..Column::text(header, drop_rank)
@@ -207,7 +207,7 @@ impl Column {
     }
 
     /// The column that is cut to fit; never dropped.
-    pub const fn flex(header: &'static str) -> Column {
+    pub(crate) const fn flex(header: &'static str) -> Column {
         Column {
             flex: true,
             ..Column::text(header, 0)
@@ -216,7 +216,7 @@ impl Column {
 
     /// The flex column of a failure's reason: cut in its middle, so that its cause,
     /// which comes last, stays.
-    pub const fn reason(header: &'static str) -> Column {
+    pub(crate) const fn reason(header: &'static str) -> Column {
         Column {
             keeps_end: true,
             ..Column::flex(header)
@@ -231,13 +231,13 @@ enum Row {
 }
 
 /// A table of text laid out to a width.
-pub struct Table {
+pub(crate) struct Table {
     columns: Vec<Column>,
     rows: Vec<Row>,
 }
 
 impl Table {
-    pub fn new(columns: Vec<Column>) -> Table {
+    pub(crate) fn new(columns: Vec<Column>) -> Table {
         Table {
             columns,
             rows: Vec::new(),
@@ -245,11 +245,11 @@ impl Table {
     }
 
     /// Adds a row, one cell per column.
-    pub fn row(&mut self, cells: Vec<String>) {
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
         self.rows.push(Row::Cells(cells));
     }
 
-    pub fn note(&mut self, text: String) {
+    pub(crate) fn note(&mut self, text: String) {
         self.rows.push(Row::Note(text));
     }
 
@@ -306,7 +306,7 @@ impl Table {
     }
 
     /// Writes the header and the rows, no line wider than `width` (when given).
-    pub fn write(&self, out: &mut impl Write, width: Option<usize>) -> std::io::Result<()> {
+    pub(crate) fn write(&self, out: &mut impl Write, width: Option<usize>) -> std::io::Result<()> {
         let layout = self.layout(width);
         let headers: Vec<String> = self.columns.iter().map(|c| c.header.to_owned()).collect();
         self.write_cells(out, &headers, &layout, width)?;

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 /// Characters that change how a terminal shows text rather than being shown: the C0
 /// and C1 controls, DEL, and the Unicode bidirectional formatting characters.
-pub fn is_unsafe_for_terminal(c: char) -> bool {
+pub(crate) fn is_unsafe_for_terminal(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
@@ -16,7 +16,7 @@ pub fn is_unsafe_for_terminal(c: char) -> bool {
 
 /// `text` with every character [`is_unsafe_for_terminal`] written as an escape
 /// (`\n`, `\r`, `\t`, `\u{1b}`, `\u{202e}`), so that it is visible and inert.
-pub fn visible(text: &str) -> Cow<'_, str> {
+pub(crate) fn visible(text: &str) -> Cow<'_, str> {
     if !text.chars().any(is_unsafe_for_terminal) {
         return Cow::Borrowed(text);
     }
