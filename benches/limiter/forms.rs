@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use trendsync::quota::{Allowance, Budget, Limiter, RedisLimiter, TlsFiles};
+use trendsync::quota::{Allowance, Limiter, RedisLimiter, TlsFiles};
 
 use crate::redis_deployments::{Cluster, TlsCerts};
 use crate::redis_server::{Options, RedisServer};
@@ -81,10 +81,8 @@ async fn phase(form: &Form, budgets: usize, clients: usize, round: usize) -> Res
     let deadline = started + PHASE;
     let mut tasks = Vec::new();
     for (i, (limiter, key)) in limiters.into_iter().enumerate() {
-        let budget = Budget {
-            key,
-            ..budget.clone()
-        };
+        let mut budget = budget.clone();
+        budget.key = key;
         let done = done.clone();
         tasks.push(tokio::spawn(async move {
             let mut n = 0u64;

@@ -436,7 +436,7 @@ impl RedisLimiter {
     async fn adopt_legacy_blocks(&self, budget: &Budget) -> Result<Vec<String>, LimiterError> {
         let mut legacy = Vec::new();
         for b in budget.buckets() {
-            let key = self.keys.legacy_blocked(b.name);
+            let key = self.keys.legacy_blocked(&b.name);
             let mut get = redis::cmd("GET");
             get.arg(&key);
             let get = &get;
