@@ -122,7 +122,7 @@ fn check_loaded(redis: &RedisServer, case: u64, budget: &Budget, cost: u64) {
         let db = scratch.file("t.db");
         let embedded = (0..CLIENTS)
             .map(|_| {
-                EmbeddedLimiter::open(&db, &budget.key, trendsync::clock::system())
+                EmbeddedLimiter::open(&db, &budget.key, trendsync::clock::system(), None)
                     .map(Limiter::Embedded)
                     .expect("opening the embedded limiter")
             })
@@ -139,7 +139,7 @@ fn check_loaded(redis: &RedisServer, case: u64, budget: &Budget, cost: u64) {
         let mut clients = Vec::new();
         for _ in 0..CLIENTS {
             clients.push(Limiter::Redis(
-                RedisLimiter::connect(&redis.url(), &budget.key, trendsync::clock::system())
+                RedisLimiter::connect(&redis.url(), &budget.key, trendsync::clock::system(), None)
                     .await
                     .expect("connecting to redis"),
             ));

@@ -70,10 +70,15 @@ async fn phase(form: &Form, budgets: usize, clients: usize, round: usize) -> Res
     let mut limiters = Vec::with_capacity(clients);
     for i in 0..clients {
         let key = format!("bench-{}", i % budgets);
-        let limiter =
-            RedisLimiter::connect_with_tls(&form.url, &form.tls, &key, trendsync::clock::system())
-                .await
-                .with_context(|| format!("connecting to {}", form.url))?;
+        let limiter = RedisLimiter::connect_with_tls(
+            &form.url,
+            &form.tls,
+            &key,
+            trendsync::clock::system(),
+            None,
+        )
+        .await
+        .with_context(|| format!("connecting to {}", form.url))?;
         limiters.push((Limiter::Redis(limiter), key));
     }
     let done = Arc::new(AtomicU64::new(0));

@@ -7,6 +7,7 @@
 //! returns a [`Decision`]. The window arithmetic itself lives in [`model`], apart from
 //! any store and any clock. This module knows nothing of YouTube.
 
+mod counting;
 pub mod drift;
 mod embedded;
 mod fingerprint;
@@ -27,6 +28,7 @@ use std::time::Duration;
 
 use crate::clock::Micros;
 use crate::sqlite::Db;
+use counting::Counting;
 
 pub use embedded::EmbeddedLimiter;
 pub use journal::{Epoch, Journal, JournalError, Journalled, Replayed, pending_calls};
@@ -287,18 +289,6 @@ impl Budget {
                 methods: l.methods.clone(),
             }))
             .collect()
-    }
-
-    /// What the limiter keeps beside the budget's state to tell whether it was
-    /// last charged under this budget: the fingerprint, then the names of the
-    /// buckets whose logs hold the entries, each after a space.
-    pub fn stamp(&self) -> String {
-        let mut out = self.fingerprint();
-        for b in &self.buckets {
-            out.push(' ');
-            out.push_str(&b.name);
-        }
-        out
     }
 
     /// The charge for `count` calls of `method` as one all-or-nothing step: the

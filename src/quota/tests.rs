@@ -104,8 +104,8 @@ fn a_limiter_error_keeps_sqlites_error_as_its_source() {
         "not a database, only text longer than SQLite's header",
     )
     .expect("writing");
-    let err =
-        EmbeddedLimiter::open(&path, "key", crate::clock::system()).expect_err("not a database");
+    let err = EmbeddedLimiter::open(&path, "key", crate::clock::system(), None)
+        .expect_err("not a database");
     let source = std::error::Error::source(&err).expect("a source");
     let sqlite = source
         .downcast_ref::<SqliteCause>()

@@ -121,7 +121,7 @@ async fn the_embedded_limiter_records_the_first_early_refusal_of_a_day() {
     let dir = tempfile::tempdir().expect("tempdir");
     let clock = Arc::new(ManualClock::starting_at(at("2026-11-25T07:00:00Z")));
     let limiter = Limiter::Embedded(
-        EmbeddedLimiter::open(&dir.path().join("t.db"), "key1", clock.clone())
+        EmbeddedLimiter::open(&dir.path().join("t.db"), "key1", clock.clone(), None)
             .expect("the limiter"),
     );
     let main = Bucket {

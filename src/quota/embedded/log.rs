@@ -77,11 +77,18 @@ pub(super) fn logged(
 pub(super) fn recount_if_changed(
     conn: &Connection,
     budget_key: &str,
-    (budget, fingerprint): (&Budget, &str),
+    counting: &Counting,
     now: i64,
 ) -> rusqlite::Result<()> {
+    let Counting {
+        budget,
+        fingerprint,
+        ..
+    } = counting;
     let stamp = stamp_of(conn, budget_key)?;
-    let same = stamp.as_ref().is_some_and(|s| s.fingerprint == fingerprint);
+    let same = stamp
+        .as_ref()
+        .is_some_and(|s| s.fingerprint == *fingerprint);
     if same && !stamp.as_ref().is_some_and(|s| s.clock_went_back(now)) {
         return Ok(());
     }
