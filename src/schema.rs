@@ -33,7 +33,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::clock::Clock;
-use crate::quota::{EmbeddedLimiter, Journal, JournalError, LimiterError};
+use crate::quota::{Budget, EmbeddedLimiter, Journal, JournalError, LimiterError};
 use crate::sqlite::{Db, Migration, user_version, version_of};
 use crate::store::{Store, StoreError};
 
@@ -139,27 +139,29 @@ impl Store {
 }
 
 impl EmbeddedLimiter {
-    /// Opens (creating if needed) the database at `path` for charging, deciding by
-    /// `clock`.
+    /// Opens (creating if needed) the database at `path` for charging under `budget`
+    /// (none: the window as it stands), deciding by `clock`.
     pub fn open(
         path: &Path,
         budget_key: &str,
         clock: Arc<dyn Clock>,
+        budget: Option<Arc<Budget>>,
     ) -> Result<EmbeddedLimiter, LimiterError> {
-        EmbeddedLimiter::open_in(path, budget_key, clock, MIGRATIONS)
+        EmbeddedLimiter::open_in(path, budget_key, clock, budget, MIGRATIONS)
     }
 
-    /// Opens `path` only to read the window as it stands by `clock`: creates nothing,
-    /// writes nothing and never migrates. A missing file is an empty window; so is a
-    /// file whose schema predates the limiter's tables, and an older file that holds
-    /// them is read as it is (their columns never changed). A file newer than this
-    /// build is refused.
+    /// Opens `path` only to read the window as it stands by `clock`, counted under
+    /// `budget` when one is given: creates nothing, writes nothing and never migrates.
+    /// A missing file is an empty window; so is a file whose schema predates the
+    /// limiter's tables, and an older file that holds them is read as it is (their
+    /// columns never changed). A file newer than this build is refused.
     pub fn open_read_only(
         path: &Path,
         budget_key: &str,
         clock: Arc<dyn Clock>,
+        budget: Option<Arc<Budget>>,
     ) -> Result<EmbeddedLimiter, LimiterError> {
-        EmbeddedLimiter::open_read_only_in(path, budget_key, clock, MIGRATIONS)
+        EmbeddedLimiter::open_read_only_in(path, budget_key, clock, budget, MIGRATIONS)
     }
 
     /// The limiter on the command's connection, for charging ([`EmbeddedLimiter::on`]).
@@ -167,8 +169,9 @@ impl EmbeddedLimiter {
         db: &Db,
         budget_key: &str,
         clock: Arc<dyn Clock>,
+        budget: Option<Arc<Budget>>,
     ) -> Result<EmbeddedLimiter, LimiterError> {
-        EmbeddedLimiter::on(db, budget_key, clock, MIGRATIONS)
+        EmbeddedLimiter::on(db, budget_key, clock, budget, MIGRATIONS)
     }
 
     /// The limiter on the command's connection (none: no file at `path`), only to
@@ -178,8 +181,9 @@ impl EmbeddedLimiter {
         path: &Path,
         budget_key: &str,
         clock: Arc<dyn Clock>,
+        budget: Option<Arc<Budget>>,
     ) -> Result<EmbeddedLimiter, LimiterError> {
-        EmbeddedLimiter::reading(db, path, budget_key, clock, MIGRATIONS)
+        EmbeddedLimiter::reading(db, path, budget_key, clock, budget, MIGRATIONS)
     }
 }
 

@@ -416,7 +416,7 @@ fn embedded_at(start_us: i64) -> Clocked {
     let scratch = Scratch::new();
     let clock = Arc::new(ManualClock::starting_at(Micros::new(start_us)));
     let limiter = Limiter::Embedded(
-        EmbeddedLimiter::open(&scratch.file("t.db"), "day", clock.clone()).expect("opening"),
+        EmbeddedLimiter::open(&scratch.file("t.db"), "day", clock.clone(), None).expect("opening"),
     );
     let setter = clock.clone();
     Clocked {
@@ -430,7 +430,7 @@ async fn redis_at(start_us: i64) -> Clocked {
     let server = RedisServer::start_at(start_us);
     let host = Arc::new(ManualClock::starting_at(Micros::new(start_us)));
     let limiter = Limiter::Redis(
-        RedisLimiter::connect(&server.url(), "day", host.clone())
+        RedisLimiter::connect(&server.url(), "day", host.clone(), None)
             .await
             .expect("connecting"),
     );
@@ -557,7 +557,7 @@ async fn redis_time_decides_the_day_when_the_host_is_in_the_next_or_the_last() {
         let server = RedisServer::start_at(redis_at);
         let host = Arc::new(ManualClock::starting_at(Micros::new(host_at)));
         let limiter = Limiter::Redis(
-            RedisLimiter::connect(&server.url(), "day", host)
+            RedisLimiter::connect(&server.url(), "day", host, None)
                 .await
                 .expect("connecting"),
         );

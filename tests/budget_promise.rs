@@ -363,12 +363,13 @@ impl<'a> World<'a> {
     /// lost).
     fn limiter(&self) -> Limiter {
         let key = self.budget().key.clone();
+        let budget = Some(Arc::new(self.budget().clone()));
         match &self.backend {
             Backend::Embedded => {
                 self.clock.set(Micros::new(self.now() + self.offset));
-                let opened = EmbeddedLimiter::open(&self.db(), &key, self.clock.clone())
+                let opened = EmbeddedLimiter::open(&self.db(), &key, self.clock.clone(), budget)
                     .expect("opening the embedded limiter");
-                Limiter::Embedded(opened).with_budget(self.budget())
+                Limiter::Embedded(opened)
             }
             Backend::Redis { server, .. } => {
                 self.clock.set(Micros::new(self.now()));
@@ -377,11 +378,10 @@ impl<'a> World<'a> {
                 let journal =
                     Arc::new(Journal::open(&self.db(), host.clone()).expect("opening the ledger"));
                 self.rt.block_on(async {
-                    let opened = RedisLimiter::connect(&server.url(), &key, host)
+                    let opened = RedisLimiter::connect(&server.url(), &key, host, budget)
                         .await
                         .expect("connecting to Redis");
                     Limiter::Redis(opened.confirmed_at(confirmed))
-                        .with_budget(self.budget())
                         .keep_ledger(journal, &key)
                         .await
                 })

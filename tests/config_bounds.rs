@@ -93,20 +93,20 @@ fn assert_holds(what: &str, budget: &Budget, cost: u64, granted: &[u64], took: D
     if cost == 0 {
         return;
     }
-    let fits = usize::try_from(budget.ceiling / cost).unwrap_or(usize::MAX);
-    if took < budget.window.longest() {
+    let fits = usize::try_from(budget.main().ceiling / cost).unwrap_or(usize::MAX);
+    if took < budget.main().window.longest() {
         assert_eq!(
             granted.len(),
             fits.min(CLIENTS),
             "{what}: granted calls of {cost} units under ceiling {}",
-            budget.ceiling
+            budget.main().ceiling
         );
     }
     for used in granted {
         assert!(
-            *used <= budget.ceiling,
+            *used <= budget.main().ceiling,
             "{what}: a grant left {used} units used, above the ceiling {}",
-            budget.ceiling
+            budget.main().ceiling
         );
     }
 }
@@ -122,7 +122,7 @@ fn check_loaded(redis: &RedisServer, case: u64, budget: &Budget, cost: u64) {
         let db = scratch.file("t.db");
         let embedded = (0..CLIENTS)
             .map(|_| {
-                EmbeddedLimiter::open(&db, &budget.key, trendsync::clock::system())
+                EmbeddedLimiter::open(&db, &budget.key, trendsync::clock::system(), None)
                     .map(Limiter::Embedded)
                     .expect("opening the embedded limiter")
             })
@@ -139,7 +139,7 @@ fn check_loaded(redis: &RedisServer, case: u64, budget: &Budget, cost: u64) {
         let mut clients = Vec::new();
         for _ in 0..CLIENTS {
             clients.push(Limiter::Redis(
-                RedisLimiter::connect(&redis.url(), &budget.key, trendsync::clock::system())
+                RedisLimiter::connect(&redis.url(), &budget.key, trendsync::clock::system(), None)
                     .await
                     .expect("connecting to redis"),
             ));
@@ -189,7 +189,7 @@ fn a_budget_either_loads_and_holds_or_is_refused() {
         }) {
             Ok(budget) => {
                 prop_assert!(
-                    within_bounds(budget.window.longest(), quota, ceiling, cost),
+                    within_bounds(budget.main().window.longest(), quota, ceiling, cost),
                     "loaded although out of bounds: {text}"
                 );
                 check_loaded(&redis, case, &budget, cost);

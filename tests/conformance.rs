@@ -127,7 +127,7 @@ impl Backend {
     async fn redis() -> Backend {
         let server = RedisServer::start();
         let limiter = Limiter::Redis(
-            RedisLimiter::connect(&server.url(), "conf", trendsync::clock::system())
+            RedisLimiter::connect(&server.url(), "conf", trendsync::clock::system(), None)
                 .await
                 .expect("connecting to redis"),
         );
@@ -175,7 +175,7 @@ impl Backend {
         let scratch = Scratch::new();
         let clock = Arc::new(ManualClock::starting_at(SystemClock.now()));
         let limiter = Limiter::Embedded(
-            EmbeddedLimiter::open(&scratch.file("t.db"), "conf", clock.clone())
+            EmbeddedLimiter::open(&scratch.file("t.db"), "conf", clock.clone(), None)
                 .expect("opening the embedded limiter"),
         );
         Backend {
@@ -191,7 +191,7 @@ impl Backend {
     async fn another(&self, i: usize) -> Limiter {
         match &self.store {
             Store::Embedded(scratch, clock) => Limiter::Embedded(
-                EmbeddedLimiter::open(&scratch.file("t.db"), &self.key, clock.clone())
+                EmbeddedLimiter::open(&scratch.file("t.db"), &self.key, clock.clone(), None)
                     .expect("opening"),
             ),
             _ => {
@@ -256,7 +256,8 @@ impl Backend {
 async fn connect(url: &str, tls: &TlsFiles, key: &str) -> RedisLimiter {
     let mut tries = 0;
     loop {
-        match RedisLimiter::connect_with_tls(url, tls, key, trendsync::clock::system()).await {
+        match RedisLimiter::connect_with_tls(url, tls, key, trendsync::clock::system(), None).await
+        {
             Ok(limiter) => return limiter,
             Err(e) if tries < 4 && e.is_unavailable() => {
                 tries += 1;
@@ -1148,7 +1149,7 @@ async fn an_unreachable_redis_is_reported_as_down_quickly() {
     let mut server = RedisServer::start();
     let url = server.url();
     server.stop();
-    let err = RedisLimiter::connect(&url, "conf", trendsync::clock::system())
+    let err = RedisLimiter::connect(&url, "conf", trendsync::clock::system(), None)
         .await
         .expect_err("nothing listens");
     assert!(err.is_unavailable(), "{err}");
@@ -1156,7 +1157,7 @@ async fn an_unreachable_redis_is_reported_as_down_quickly() {
     // tried a few times (the connection, then the probes that say why it failed), not
     // for as long as a failover would be waited for.
     let asked = crate::common::redis_server::closing_listener(server.port());
-    let err = RedisLimiter::connect(&url, "conf", trendsync::clock::system())
+    let err = RedisLimiter::connect(&url, "conf", trendsync::clock::system(), None)
         .await
         .expect_err("nothing answers");
     assert!(err.is_unavailable(), "{err}");

@@ -160,7 +160,7 @@ fn embedded_leg(steps: &[Step]) -> Result<(), TestCaseError> {
     let start = 1_699_947_900 * S;
     let clock = Arc::new(ManualClock::starting_at(Micros::new(start)));
     let limiter = Limiter::Embedded(
-        EmbeddedLimiter::open(&scratch.file("t.db"), "diff", clock.clone()).expect("opening"),
+        EmbeddedLimiter::open(&scratch.file("t.db"), "diff", clock.clone(), None).expect("opening"),
     );
     let mut model = Model::new();
     let mut now = start;
@@ -215,6 +215,7 @@ fn redis_leg(server: &RedisServer, steps: &[Step]) -> Result<(), TestCaseError> 
             &server.url(),
             &key,
             trendsync::clock::system(),
+            None,
         ))
         .expect("connecting");
     let limiter = Limiter::Redis(
@@ -222,6 +223,7 @@ fn redis_leg(server: &RedisServer, steps: &[Step]) -> Result<(), TestCaseError> 
             &server.url(),
             &key,
             trendsync::clock::system(),
+            None,
         ))
         .expect("connecting"),
     );

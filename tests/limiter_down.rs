@@ -55,7 +55,7 @@ async fn used(limiter: &Limiter) -> u64 {
 async fn a_redis_restart_between_charges_costs_one_retry_not_an_error() {
     let mut server = RedisServer::start_durable();
     let limiter = Limiter::Redis(
-        RedisLimiter::connect(&server.url(), "down", trendsync::clock::system())
+        RedisLimiter::connect(&server.url(), "down", trendsync::clock::system(), None)
             .await
             .expect("connecting"),
     );
@@ -76,7 +76,7 @@ async fn a_redis_restart_between_charges_costs_one_retry_not_an_error() {
 async fn a_redis_that_stays_down_is_reported_unavailable_quickly() {
     let mut server = RedisServer::start();
     let limiter = Limiter::Redis(
-        RedisLimiter::connect(&server.url(), "down", trendsync::clock::system())
+        RedisLimiter::connect(&server.url(), "down", trendsync::clock::system(), None)
             .await
             .expect("connecting"),
     );

@@ -24,7 +24,7 @@ fn used(server: &RedisServer) -> u64 {
         .expect("a runtime");
     rt.block_on(async {
         let limiter = Limiter::Redis(
-            RedisLimiter::connect(&server.url(), "key1", trendsync::clock::system())
+            RedisLimiter::connect(&server.url(), "key1", trendsync::clock::system(), None)
                 .await
                 .expect("connecting"),
         );
@@ -105,7 +105,7 @@ async fn the_first_charge_into_a_lost_window_restores_the_ledger() {
         Journal::open(&scratch.file("host.db"), trendsync::clock::system()).expect("journal"),
     );
     let limiter = Limiter::Redis(
-        RedisLimiter::connect(&server.url(), "mid", trendsync::clock::system())
+        RedisLimiter::connect(&server.url(), "mid", trendsync::clock::system(), None)
             .await
             .expect("connecting"),
     );
@@ -168,7 +168,7 @@ async fn a_window_that_kept_its_epoch_but_lost_the_newest_grants_is_restored() {
     let db = scratch.file("host.db");
     let connect = || async {
         let limiter = Limiter::Redis(
-            RedisLimiter::connect(&server.url(), "lost", trendsync::clock::system())
+            RedisLimiter::connect(&server.url(), "lost", trendsync::clock::system(), None)
                 .await
                 .expect("connecting"),
         );

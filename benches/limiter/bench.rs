@@ -148,6 +148,7 @@ impl Bench {
                 &self.url,
                 budget_key,
                 trendsync::clock::system(),
+                None,
             ))
             .with_context(|| format!("connecting the product's limiter for {budget_key}"))?;
         Ok(Limiter::Redis(limiter))

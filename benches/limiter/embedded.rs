@@ -5,8 +5,8 @@
 //! that what is timed is the limiter's own work (SQL, the log and its pruning), not
 //! the disk's flush, which is the same for every version and would hide it.
 //!
-//! It uses only what every version of the limiter offers (opening, `with_budget`,
-//! charging, and the skew record's table), so the same file measures an earlier commit.
+//! It uses only opening with the budget, charging, and the skew record's table, so the
+//! same file measures an earlier commit once its opening is spelled as that commit's.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -56,9 +56,14 @@ pub(crate) fn run() -> Result<()> {
         .enable_all()
         .build()?;
     let limiter = Limiter::Embedded(
-        EmbeddedLimiter::open(&db, &budget.key, clock.clone()).context("opening")?,
-    )
-    .with_budget(&budget);
+        EmbeddedLimiter::open(
+            &db,
+            &budget.key,
+            clock.clone(),
+            Some(Arc::new(budget.clone())),
+        )
+        .context("opening")?,
+    );
     let mut id = 0u64;
     let mut charge_at = |at: i64, timed: Option<&mut Vec<Duration>>| -> Result<()> {
         id += 1;

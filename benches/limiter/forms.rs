@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use trendsync::quota::{Allowance, Budget, Limiter, RedisLimiter, TlsFiles};
+use trendsync::quota::{Allowance, Limiter, RedisLimiter, TlsFiles};
 
 use crate::redis_deployments::{Cluster, TlsCerts};
 use crate::redis_server::{Options, RedisServer};
@@ -70,10 +70,15 @@ async fn phase(form: &Form, budgets: usize, clients: usize, round: usize) -> Res
     let mut limiters = Vec::with_capacity(clients);
     for i in 0..clients {
         let key = format!("bench-{}", i % budgets);
-        let limiter =
-            RedisLimiter::connect_with_tls(&form.url, &form.tls, &key, trendsync::clock::system())
-                .await
-                .with_context(|| format!("connecting to {}", form.url))?;
+        let limiter = RedisLimiter::connect_with_tls(
+            &form.url,
+            &form.tls,
+            &key,
+            trendsync::clock::system(),
+            None,
+        )
+        .await
+        .with_context(|| format!("connecting to {}", form.url))?;
         limiters.push((Limiter::Redis(limiter), key));
     }
     let done = Arc::new(AtomicU64::new(0));
@@ -81,10 +86,8 @@ async fn phase(form: &Form, budgets: usize, clients: usize, round: usize) -> Res
     let deadline = started + PHASE;
     let mut tasks = Vec::new();
     for (i, (limiter, key)) in limiters.into_iter().enumerate() {
-        let budget = Budget {
-            key,
-            ..budget.clone()
-        };
+        let mut budget = budget.clone();
+        budget.key = key;
         let done = done.clone();
         tasks.push(tokio::spawn(async move {
             let mut n = 0u64;

@@ -141,10 +141,14 @@ fn embedded(budget: &Budget) -> Result<()> {
         trendsync::schema::record_skew(&db, &confirmed(LimiterClock::Host, at))
             .context("recording the run's confirmation")?;
         let limiter = Limiter::Embedded(
-            EmbeddedLimiter::open(&db, &budget.key, clock.clone())
-                .context("opening the embedded limiter")?,
-        )
-        .with_budget(budget);
+            EmbeddedLimiter::open(
+                &db,
+                &budget.key,
+                clock.clone(),
+                Some(Arc::new(budget.clone())),
+            )
+            .context("opening the embedded limiter")?,
+        );
         charge_run(&rt, &limiter, budget, hour, &mut id)?;
     }
     println!(
@@ -180,12 +184,16 @@ fn redis(budget: &Budget) -> Result<()> {
         server.clock().set_now_us(at);
         host.set(Micros::new(at));
         let limiter = rt.block_on(async {
-            let opened = RedisLimiter::connect(&server.url(), &budget.key, host_clock.clone())
-                .await
-                .context("connecting")?;
+            let opened = RedisLimiter::connect(
+                &server.url(),
+                &budget.key,
+                host_clock.clone(),
+                Some(Arc::new(budget.clone())),
+            )
+            .await
+            .context("connecting")?;
             anyhow::Ok(
                 Limiter::Redis(opened.confirmed_at(Some(at)))
-                    .with_budget(budget)
                     .keep_ledger(Arc::clone(&journal), &budget.key)
                     .await,
             )

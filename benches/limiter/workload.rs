@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use trendsync::quota::Budget;
+use trendsync::quota::{BUDGET_POLICY, Bucket, Budget};
 
 /// Measured calls per phase (the saturated-day phases excepted), in `BLOCKS` blocks,
 /// after `WARM_UP` calls per phase that are not measured.
@@ -32,16 +32,14 @@ pub(crate) const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 /// the budget's own window only (one sorted set and its total). Which Redis keys it
 /// lands in is the limiter's choice (`RedisLimiter::connect`'s budget key).
 pub(crate) fn bench_budget() -> Budget {
-    Budget {
-        key: BUDGET_KEY.to_owned(),
+    let main = Bucket {
+        name: BUDGET_POLICY.to_owned(),
         quota: HUGE,
         ceiling: HUGE,
         window: DAY.into(),
         costs: BTreeMap::from([(SMALL.to_owned(), 1), (LARGE.to_owned(), 100)]),
-        when_limiter_down: BTreeMap::new(),
-        limits: Vec::new(),
-        buckets: Vec::new(),
-    }
+    };
+    Budget::new(BUDGET_KEY, main, Vec::new())
 }
 
 /// The method of the `i`th call of a saturated day: 90 hundred-unit calls spread

@@ -293,6 +293,8 @@ pub(crate) async fn open_limiter(
     access: Access,
 ) -> Result<Limiter> {
     let (global, clock, db) = (ctx.global, &ctx.clock, ctx.db());
+    // Counted under this file's costs, whatever file the window was charged under.
+    let counted = Arc::new(budget.clone());
     let mut limiter = match &global.redis_url {
         Some(url) => {
             let tls = TlsFiles {
@@ -300,7 +302,8 @@ pub(crate) async fn open_limiter(
                 client_cert: global.redis_client_cert.clone(),
                 client_key: global.redis_client_key.clone(),
             };
-            match RedisLimiter::connect_with_tls(url, &tls, &budget.key, Arc::clone(clock)).await {
+            let (key, clock) = (&budget.key, Arc::clone(clock));
+            match RedisLimiter::connect_with_tls(url, &tls, key, clock, Some(counted)).await {
                 // A limiter that cannot work however long one waits is a
                 // configuration error (78), not an outage.
                 Err(e @ LimiterError::Config(_)) => return Err(e.into()),
@@ -309,10 +312,8 @@ pub(crate) async fn open_limiter(
                 )?,
             }
         }
-        None => embedded(ctx, &budget.key, access).map(Limiter::Embedded)?,
+        None => embedded(ctx, counted, access).map(Limiter::Embedded)?,
     };
-    // Counted under this file's costs, whatever file the window was charged under.
-    limiter = limiter.with_budget(budget);
     let can_record = match &limiter {
         Limiter::Redis(_) => access != Access::Read,
         // Opened read-only for `budget`; the next charging command replays.
@@ -458,17 +459,18 @@ pub(crate) fn refuse_missing_directory(db: &Path) -> Result<()> {
     Ok(())
 }
 
-fn embedded(ctx: &Ctx<'_>, key: &str, access: Access) -> Result<EmbeddedLimiter> {
-    let (path, clock) = (ctx.global.db.as_path(), &ctx.clock);
+fn embedded(ctx: &Ctx<'_>, budget: Arc<Budget>, access: Access) -> Result<EmbeddedLimiter> {
+    let (path, clock) = (ctx.global.db.as_path(), Arc::clone(&ctx.clock));
     if access != Access::Charge {
         refuse_missing_directory(path)?;
     }
+    let key = &budget.key;
     let limiter = match (access, ctx.db()) {
         (Access::Read | Access::ReadReplayed, db) => {
-            EmbeddedLimiter::reading_on(db, path, key, Arc::clone(clock))
+            EmbeddedLimiter::reading_on(db, path, key, clock, Some(Arc::clone(&budget)))
         }
         (Access::Charge, _) => {
-            EmbeddedLimiter::charging(ctx.writable_db()?, key, Arc::clone(clock))
+            EmbeddedLimiter::charging(ctx.writable_db()?, key, clock, Some(Arc::clone(&budget)))
         }
     };
     limiter.with_context(|| format!("opening the embedded limiter in {}", path.display()))

@@ -219,15 +219,15 @@ pub async fn run(ctx: &Ctx<'_>, args: &StatusArgs) -> Result<()> {
                 .buckets()
                 .iter()
                 .map(|b| {
-                    let used = st.policy(b.name).map_or(0, |p| p.used);
+                    let used = st.policy(&b.name).map_or(0, |p| p.used);
                     BucketJson {
                         name: b.name.to_owned(),
                         used,
                         ceiling: b.ceiling,
                         remaining: b.ceiling.saturating_sub(used),
-                        blocked_until: st.blocked_until(b.name).map(|u| rfc3339(u.as_i64())),
-                        blocked_until_us: st.blocked_until(b.name).map(Micros::as_i64),
-                        upstream_spent_at: drift::spent_today(&spent, b.name, st.now),
+                        blocked_until: st.blocked_until(&b.name).map(|u| rfc3339(u.as_i64())),
+                        blocked_until_us: st.blocked_until(&b.name).map(Micros::as_i64),
+                        upstream_spent_at: drift::spent_today(&spent, &b.name, st.now),
                         quota: b.quota,
                     }
                 })

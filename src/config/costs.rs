@@ -9,7 +9,8 @@ use toml::Spanned;
 
 use super::{ConfigError, SourceText, parse_duration};
 use crate::quota::{
-    Bucket, Budget, DownPolicy, Limit, MAX_UNITS, Per, RESERVED_POLICY_NAMES, Window, Zone,
+    BUDGET_POLICY, Bucket, Budget, DownPolicy, Limit, MAX_UNITS, Per, RESERVED_POLICY_NAMES,
+    Window, Zone,
 };
 
 #[derive(Deserialize)]
@@ -239,16 +240,17 @@ pub fn parse_costs(src: &SourceText<'_>) -> Result<Budget, ConfigError> {
     let all_costs = every_cost(&costs, &buckets);
     let when_limiter_down = down_policies(src, &raw.when_limiter_down, &all_costs)?;
     let limits = limits_of(src, &raw.limits, &mut names, &all_costs)?;
-    Ok(Budget {
-        key,
+    let main = Bucket {
+        name: BUDGET_POLICY.to_owned(),
         quota,
         ceiling,
         window,
         costs,
-        when_limiter_down,
-        limits,
-        buckets,
-    })
+    };
+    let mut budget = Budget::new(key, main, buckets);
+    budget.when_limiter_down = when_limiter_down;
+    budget.limits = limits;
+    Ok(budget)
 }
 
 /// `budget.key`: a plain name for the shared pool, never the API key itself.

@@ -296,7 +296,11 @@ pub(crate) struct Table<W: Write + Send> {
 impl<W: Write + Send> Table<W> {
     /// Starts a file of `columns` on `out`, Snappy-compressed (what pandas, Polars,
     /// DuckDB and Spark all read, and quick to write).
-    pub(crate) fn new(out: W, columns: &'static [Column], limits: Limits) -> Result<Self, TableError> {
+    pub(crate) fn new(
+        out: W,
+        columns: &'static [Column],
+        limits: Limits,
+    ) -> Result<Self, TableError> {
         let schema = Arc::new(schema(columns));
         let props = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use super::{BucketRef, Window, Zone};
+use super::{Bucket, Window, Zone};
 use crate::clock::Micros;
 
 /// The zone whose midnight resets every bucket of the upstream (docs/budget.md, "Buckets").
@@ -74,7 +74,7 @@ pub struct Suggestion {
 /// day: a bucket with another window (a sliding 24 h) may hold methods of several of
 /// the upstream's pools, and its figure says how much of all of them together was
 /// counted, not what any one pool allows.
-pub fn suggest(days: &[SpentDay], bucket: &BucketRef<'_>, now: Micros) -> Option<Suggestion> {
+pub fn suggest(days: &[SpentDay], bucket: &Bucket, now: Micros) -> Option<Suggestion> {
     let zone = bucket.window.zone().filter(|z| z.name() == UPSTREAM_ZONE)?;
     let mut own: Vec<&SpentDay> = days.iter().filter(|d| d.bucket == bucket.name).collect();
     own.sort_by_key(|d| d.day_us);

@@ -15,8 +15,8 @@ use super::model::{self, Fit, PartOutcome};
 use super::recount::{self, Logged};
 use super::skew::{self, LimiterClock};
 use super::{
-    BUDGET_POLICY, Budget, Cause, Charge, Decision, Entry, KEEP, Kind, LimiterError, PolicyRef,
-    PolicyStatus, Reason, Span, SqliteCause, Status, Window, from_micros, micros,
+    BUDGET_POLICY, Budget, Cause, Charge, Counting, Decision, Entry, KEEP, Kind, LimiterError,
+    PolicyRef, PolicyStatus, Reason, Span, SqliteCause, Status, Window, from_micros, micros,
 };
 use crate::clock::{Clock, Micros};
 use crate::sqlite::{Db, Durability, Migration, OpenError};
@@ -38,12 +38,10 @@ pub struct EmbeddedLimiter {
     conn: Option<Db>,
     /// Every decision reads the time here, once, and passes it down.
     clock: Arc<dyn Clock>,
-    /// The budget charged: a window last charged under another is counted again at its
-    /// costs (docs/budget.md, "When the costs file changes"). Without one, the window is
-    /// charged as it stands.
-    budget: Option<Arc<Budget>>,
-    /// The budget's fingerprint, worked out once: every charge compares it.
-    fingerprint: Arc<str>,
+    /// The budget charged, fixed when the limiter is built: a window last charged
+    /// under another is counted again at its costs (docs/budget.md, "When the costs
+    /// file changes"). Without one, the window is charged as it stands.
+    counting: Option<Arc<Counting>>,
 }
 
 impl std::fmt::Debug for EmbeddedLimiter {
@@ -56,13 +54,15 @@ impl std::fmt::Debug for EmbeddedLimiter {
 }
 
 impl EmbeddedLimiter {
-    /// The limiter on the command's connection `db`, laid out by `file`, for charging,
-    /// deciding by `clock`. Runs only the limiter's own steps on a file the store has
-    /// versioned ([`crate::sqlite::migrate_own`]).
+    /// The limiter on the command's connection `db`, laid out by `file`, for charging
+    /// under `budget` (none: the window as it stands), deciding by `clock`. Runs only
+    /// the limiter's own steps on a file the store has versioned
+    /// ([`crate::sqlite::migrate_own`]).
     pub(crate) fn on(
         db: &Db,
         budget_key: &str,
         clock: Arc<dyn Clock>,
+        budget: Option<Arc<Budget>>,
         file: &[Migration],
     ) -> Result<EmbeddedLimiter, LimiterError> {
         let path = db.path();
@@ -78,6 +78,7 @@ impl EmbeddedLimiter {
             budget_key,
             Some(db.clone()),
             clock,
+            budget,
         ))
     }
 
@@ -87,6 +88,7 @@ impl EmbeddedLimiter {
         path: &Path,
         budget_key: &str,
         clock: Arc<dyn Clock>,
+        budget: Option<Arc<Budget>>,
         file: &[Migration],
     ) -> Result<EmbeddedLimiter, LimiterError> {
         // FULL, as SQLite's default that the limiter always ran with: a granted charge
@@ -103,7 +105,7 @@ impl EmbeddedLimiter {
                 source: e.into(),
             },
         })?;
-        EmbeddedLimiter::on(&db, budget_key, clock, file)
+        EmbeddedLimiter::on(&db, budget_key, clock, budget, file)
     }
 
     /// The limiter on the command's connection `db`, only to read the window: writes
@@ -116,6 +118,7 @@ impl EmbeddedLimiter {
         path: &Path,
         budget_key: &str,
         clock: Arc<dyn Clock>,
+        budget: Option<Arc<Budget>>,
         file: &[Migration],
     ) -> Result<EmbeddedLimiter, LimiterError> {
         if let Some(db) = db {
@@ -133,7 +136,13 @@ impl EmbeddedLimiter {
             crate::sqlite::check_readable(path, found, crate::sqlite::version_of(file))
                 .map_err(|e| fail("opening the database to read", e.into()))?;
         }
-        Ok(EmbeddedLimiter::new(path, budget_key, db.cloned(), clock))
+        Ok(EmbeddedLimiter::new(
+            path,
+            budget_key,
+            db.cloned(),
+            clock,
+            budget,
+        ))
     }
 
     /// Opens `path` only to read the window ([`EmbeddedLimiter::reading`]); a missing
@@ -142,6 +151,7 @@ impl EmbeddedLimiter {
         path: &Path,
         budget_key: &str,
         clock: Arc<dyn Clock>,
+        budget: Option<Arc<Budget>>,
         file: &[Migration],
     ) -> Result<EmbeddedLimiter, LimiterError> {
         let db = if path.exists() {
@@ -155,7 +165,7 @@ impl EmbeddedLimiter {
         } else {
             None
         };
-        EmbeddedLimiter::reading(db.as_ref(), path, budget_key, clock, file)
+        EmbeddedLimiter::reading(db.as_ref(), path, budget_key, clock, budget, file)
     }
 
     fn new(
@@ -163,23 +173,15 @@ impl EmbeddedLimiter {
         budget_key: &str,
         conn: Option<Db>,
         clock: Arc<dyn Clock>,
+        budget: Option<Arc<Budget>>,
     ) -> EmbeddedLimiter {
         EmbeddedLimiter {
             path: path.to_path_buf(),
             budget_key: budget_key.to_owned(),
             conn,
             clock,
-            budget: None,
-            fingerprint: Arc::from(""),
+            counting: Counting::of(budget),
         }
-    }
-
-    /// Charges and reads under `budget` from now on (see [`super::Limiter::with_budget`]).
-    #[must_use = "the limiter that knows the budget is the one returned"]
-    pub fn with_budget(mut self, budget: Arc<Budget>) -> EmbeddedLimiter {
-        self.fingerprint = Arc::from(budget.fingerprint());
-        self.budget = Some(budget);
-        self
     }
 
     pub fn endpoint(&self) -> String {
@@ -226,19 +228,18 @@ impl EmbeddedLimiter {
     ) -> Result<(Decision, Micros), LimiterError> {
         // A replay is counted at today's costs, as the window it joins.
         let charge_owned = age
-            .and(self.budget.as_deref())
-            .and_then(|b| recount::today(b, charge))
+            .and(self.counting.as_deref())
+            .and_then(|c| recount::today(&c.budget, charge))
             .unwrap_or_else(|| charge.clone());
         let key = self.budget_key.clone();
         let clock = Arc::clone(&self.clock);
-        let budget = self.budget.clone();
-        let fingerprint = Arc::clone(&self.fingerprint);
+        let counting = self.counting.clone();
         let decided = self
             .with_conn("charging the budget", move |conn| {
                 charge_in(
                     conn,
                     &key,
-                    budget.as_deref().map(|b| (b, &*fingerprint)),
+                    counting.as_deref(),
                     &charge_owned,
                     age,
                     clock.as_ref(),
@@ -260,8 +261,7 @@ impl EmbeddedLimiter {
     ) -> Result<Status, LimiterError> {
         let now = self.clock.now();
         let key = self.budget_key.clone();
-        let budget = self.budget.clone();
-        let fingerprint = Arc::clone(&self.fingerprint);
+        let counting = self.counting.clone();
         let refs = policies.to_vec();
         let wanted: Vec<(PolicyRef, bool)> = policies
             .iter()
@@ -286,8 +286,14 @@ impl EmbeddedLimiter {
         };
         let read = self
             .with_conn("reading the budget", move |conn| {
-                let budget = budget.as_deref().map(|b| (b, &*fingerprint));
-                status_in(conn, &key, budget, &refs, &wanted, now.as_i64())
+                status_in(
+                    conn,
+                    &key,
+                    counting.as_deref(),
+                    &refs,
+                    &wanted,
+                    now.as_i64(),
+                )
             })
             .await?;
         // No database, or one the limiter never wrote to: nothing has been charged.
@@ -539,7 +545,7 @@ fn outcomes(
 fn charge_in(
     conn: &Connection,
     budget_key: &str,
-    counting: Option<(&Budget, &str)>,
+    counting: Option<&Counting>,
     charge: &Charge,
     age: Option<Duration>,
     clock: &dyn Clock,

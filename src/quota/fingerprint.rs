@@ -26,8 +26,8 @@ impl Budget {
     fn canonical(&self) -> String {
         let mut out = String::new();
         for b in self.buckets() {
-            let _ = write!(out, "bucket {} window={}", b.name, window_text(b.window));
-            for (method, cost) in b.costs {
+            let _ = write!(out, "bucket {} window={}", b.name, window_text(&b.window));
+            for (method, cost) in &b.costs {
                 let _ = write!(out, " {method}={cost}");
             }
             out.push('\n');

@@ -164,19 +164,6 @@ impl Limiter {
         }
     }
 
-    /// Charges and reads under `budget` from now on: a window last charged under
-    /// another budget is counted again at this one's costs first, and the difference
-    /// is named in a warning (docs/budget.md, "When the costs file changes").
-    #[must_use = "the limiter that knows the budget is the one returned"]
-    pub fn with_budget(self, budget: &Budget) -> Limiter {
-        let budget = Arc::new(budget.clone());
-        match self {
-            Limiter::Redis(l) => Limiter::Redis(l.with_budget(budget)),
-            Limiter::Embedded(l) => Limiter::Embedded(l.with_budget(budget)),
-            other => other,
-        }
-    }
-
     /// Whether calls counted in this limiter stay in the local ledger: only Redis can
     /// lose a window while this host's database keeps it.
     pub fn keeps_ledger(&self) -> bool {

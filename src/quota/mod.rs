@@ -7,6 +7,7 @@
 //! returns a [`Decision`]. The window arithmetic itself lives in [`model`], apart from
 //! any store and any clock. This module knows nothing of YouTube.
 
+mod counting;
 pub mod drift;
 mod embedded;
 mod fingerprint;
@@ -28,6 +29,7 @@ use std::time::Duration;
 use crate::clock::Micros;
 use crate::region_status::LimiterKind;
 use crate::sqlite::Db;
+use counting::Counting;
 
 pub use embedded::EmbeddedLimiter;
 pub use journal::{Epoch, Journal, JournalError, Journalled, Replayed, pending_calls};
@@ -120,10 +122,12 @@ pub struct Limit {
     pub per: Per,
 }
 
-/// A bucket of its own beside the main one (docs/budget.md, "Buckets"): the upstream bills its
-/// methods from a separate daily quota.
+/// A bucket (docs/budget.md, "Buckets"): a window the upstream bills some methods
+/// from, with its own quota. The main one (`[budget]` with `[costs]`) is named
+/// [`BUDGET_POLICY`]; each `[[bucket]]` is another.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bucket {
+    /// The bucket's policy name: [`BUDGET_POLICY`] for the main one.
     pub name: String,
     pub quota: u64,
     pub ceiling: u64,
@@ -132,36 +136,7 @@ pub struct Bucket {
     pub costs: BTreeMap<String, u64>,
 }
 
-/// One upstream credential's quota: its main bucket (`[budget]` with `[costs]`), any
-/// other buckets, and the narrower limits across them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Budget {
-    /// Names the shared pool (not the API key itself).
-    pub key: String,
-    /// The main bucket's quota, ceiling and window.
-    pub quota: u64,
-    pub ceiling: u64,
-    pub window: Window,
-    /// The main bucket's methods.
-    pub costs: BTreeMap<String, u64>,
-    pub when_limiter_down: BTreeMap<String, DownPolicy>,
-    pub limits: Vec<Limit>,
-    /// The other buckets; every method is in exactly one bucket.
-    pub buckets: Vec<Bucket>,
-}
-
-/// A bucket, the main one included, as charges and reports see it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BucketRef<'a> {
-    /// The bucket's policy name: [`BUDGET_POLICY`] for the main one.
-    pub name: &'a str,
-    pub quota: u64,
-    pub ceiling: u64,
-    pub window: &'a Window,
-    pub costs: &'a BTreeMap<String, u64>,
-}
-
-impl BucketRef<'_> {
+impl Bucket {
     /// The most a caller may fill this bucket to.
     pub fn max_for(&self, allowance: Allowance) -> u64 {
         match allowance {
@@ -177,7 +152,7 @@ impl BucketRef<'_> {
     /// The bucket's policy, enough to read its state.
     pub fn policy(&self) -> PolicyRef {
         PolicyRef {
-            name: self.name.to_owned(),
+            name: self.name.clone(),
             kind: Kind::Bucket,
             window: self.window.clone(),
             methods: self.methods(),
@@ -188,6 +163,19 @@ impl BucketRef<'_> {
     pub fn methods(&self) -> Vec<String> {
         self.costs.keys().cloned().collect()
     }
+}
+
+/// One upstream credential's quota: its buckets, the main one first, and the narrower
+/// limits across them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Budget {
+    /// Names the shared pool (not the API key itself).
+    pub key: String,
+    /// Every bucket, the main one first (so never empty); every method is in exactly
+    /// one. Private, so that no budget lacks its main bucket.
+    buckets: Vec<Bucket>,
+    pub when_limiter_down: BTreeMap<String, DownPolicy>,
+    pub limits: Vec<Limit>,
 }
 
 /// The most units a quota, ceiling, cost, limit maximum or single charge may be.
@@ -221,6 +209,22 @@ pub enum ChargeError {
 }
 
 impl Budget {
+    /// The budget of `key` with its main bucket `main`, named [`BUDGET_POLICY`]
+    /// whatever it was given, and the `others` after it; no limits, and every method
+    /// denied while the limiter is down, until those are set.
+    pub fn new(key: impl Into<String>, main: Bucket, others: Vec<Bucket>) -> Budget {
+        let main = Bucket {
+            name: BUDGET_POLICY.to_owned(),
+            ..main
+        };
+        Budget {
+            key: key.into(),
+            buckets: std::iter::once(main).chain(others).collect(),
+            when_limiter_down: BTreeMap::new(),
+            limits: Vec::new(),
+        }
+    }
+
     pub fn cost(&self, method: &str) -> Result<u64, UnknownMethod> {
         self.bucket_of(method)
             .and_then(|b| b.costs.get(method).copied())
@@ -233,45 +237,34 @@ impl Budget {
     }
 
     /// The main bucket.
-    pub fn main(&self) -> BucketRef<'_> {
-        BucketRef {
-            name: BUDGET_POLICY,
-            quota: self.quota,
-            ceiling: self.ceiling,
-            window: &self.window,
-            costs: &self.costs,
-        }
+    pub fn main(&self) -> &Bucket {
+        &self.buckets[0]
+    }
+
+    /// The main bucket, to change its figures (its name must stay [`BUDGET_POLICY`]).
+    pub fn main_mut(&mut self) -> &mut Bucket {
+        &mut self.buckets[0]
     }
 
     /// Every bucket, the main one first.
-    pub fn buckets(&self) -> Vec<BucketRef<'_>> {
-        self.each_bucket().collect()
-    }
-
-    /// [`Budget::buckets`] without collecting them: every charge looks its bucket up.
-    fn each_bucket(&self) -> impl Iterator<Item = BucketRef<'_>> {
-        std::iter::once(self.main()).chain(self.buckets.iter().map(|b| BucketRef {
-            name: &b.name,
-            quota: b.quota,
-            ceiling: b.ceiling,
-            window: &b.window,
-            costs: &b.costs,
-        }))
+    pub fn buckets(&self) -> &[Bucket] {
+        &self.buckets
     }
 
     /// The bucket `name`, the main one as [`BUDGET_POLICY`].
-    pub fn bucket(&self, name: &str) -> Option<BucketRef<'_>> {
-        self.each_bucket().find(|b| b.name == name)
+    pub fn bucket(&self, name: &str) -> Option<&Bucket> {
+        self.buckets.iter().find(|b| b.name == name)
     }
 
     /// The bucket `method` is charged to.
-    pub fn bucket_of(&self, method: &str) -> Option<BucketRef<'_>> {
-        self.each_bucket().find(|b| b.costs.contains_key(method))
+    pub fn bucket_of(&self, method: &str) -> Option<&Bucket> {
+        self.buckets.iter().find(|b| b.costs.contains_key(method))
     }
 
     /// Every method of every bucket, with its cost.
     pub fn all_costs(&self) -> BTreeMap<&str, u64> {
-        self.each_bucket()
+        self.buckets
+            .iter()
             .flat_map(|b| b.costs.iter().map(|(m, c)| (m.as_str(), *c)))
             .collect()
     }
@@ -289,7 +282,7 @@ impl Budget {
     pub fn policies(&self) -> Vec<PolicyRef> {
         self.buckets()
             .iter()
-            .map(BucketRef::policy)
+            .map(Bucket::policy)
             .chain(self.limits.iter().map(|l| PolicyRef {
                 name: l.name.clone(),
                 kind: Kind::Limit,
@@ -297,18 +290,6 @@ impl Budget {
                 methods: l.methods.clone(),
             }))
             .collect()
-    }
-
-    /// What the limiter keeps beside the budget's state to tell whether it was
-    /// last charged under this budget: the fingerprint, then the names of the
-    /// buckets whose logs hold the entries, each after a space.
-    pub fn stamp(&self) -> String {
-        let mut out = self.fingerprint();
-        for b in self.each_bucket() {
-            out.push(' ');
-            out.push_str(b.name);
-        }
-        out
     }
 
     /// The charge for `count` calls of `method` as one all-or-nothing step: the

@@ -4,8 +4,8 @@ use std::time::Duration;
 use super::*;
 
 fn budget() -> Budget {
-    Budget {
-        key: "key1".into(),
+    let main = Bucket {
+        name: BUDGET_POLICY.into(),
         quota: 10_000,
         ceiling: 9_500,
         window: Duration::from_secs(86_400).into(),
@@ -14,6 +14,10 @@ fn budget() -> Budget {
             ("search.list".into(), 100),
             ("free.list".into(), 0),
         ]),
+    };
+    Budget {
+        key: "key1".into(),
+        buckets: vec![main],
         when_limiter_down: BTreeMap::from([("videos.list".into(), DownPolicy::Allow)]),
         limits: vec![
             Limit {
@@ -31,7 +35,6 @@ fn budget() -> Budget {
                 per: Per::Call,
             },
         ],
-        buckets: vec![],
     }
 }
 
@@ -101,8 +104,8 @@ fn a_limiter_error_keeps_sqlites_error_as_its_source() {
         "not a database, only text longer than SQLite's header",
     )
     .expect("writing");
-    let err =
-        EmbeddedLimiter::open(&path, "key", crate::clock::system()).expect_err("not a database");
+    let err = EmbeddedLimiter::open(&path, "key", crate::clock::system(), None)
+        .expect_err("not a database");
     let source = std::error::Error::source(&err).expect("a source");
     let sqlite = source
         .downcast_ref::<SqliteCause>()

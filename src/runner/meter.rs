@@ -107,7 +107,7 @@ impl Meter {
     pub(super) fn bucket_of(&self, method: &str) -> &str {
         self.budget
             .bucket_of(method)
-            .map_or(crate::quota::BUDGET_POLICY, |b| b.name)
+            .map_or(crate::quota::BUDGET_POLICY, |b| b.name.as_str())
     }
 
     /// The methods of `bucket`, in order: those a block of it stops.

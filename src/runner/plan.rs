@@ -261,7 +261,7 @@ pub fn simulate(
         let units = budget.cost(method).unwrap_or(0);
         let bucket = budget
             .bucket_of(method)
-            .map_or(BUDGET_POLICY, |b| b.name)
+            .map_or(BUDGET_POLICY, |b| b.name.as_str())
             .to_owned();
         let mut fits = false;
         let wanted = match call.step {
@@ -311,7 +311,7 @@ pub fn simulate(
         .buckets()
         .iter()
         .map(|b| {
-            let used = model.used(crate::quota::Kind::Bucket, b.name, b.window, now.as_i64());
+            let used = model.used(crate::quota::Kind::Bucket, &b.name, &b.window, now.as_i64());
             (b.name.to_owned(), b.max_for(allowance).saturating_sub(used))
         })
         .collect();

@@ -254,7 +254,7 @@ impl Scratch {
             }
         } else {
             Limiter::Embedded(
-                EmbeddedLimiter::open(&db, &budget.key, Arc::clone(&self.clock))
+                EmbeddedLimiter::open(&db, &budget.key, Arc::clone(&self.clock), None)
                     .expect("the embedded limiter"),
             )
         };

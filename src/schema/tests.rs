@@ -200,7 +200,7 @@ const OPENERS: [Opener; 3] = [Opener::Store, Opener::Limiter, Opener::Journal];
 fn open(opener: Opener, path: &Path) -> Result<(), String> {
     match opener {
         Opener::Store => Store::open(path).map(drop).map_err(|e| chain(&e)),
-        Opener::Limiter => EmbeddedLimiter::open(path, "key1", crate::clock::system())
+        Opener::Limiter => EmbeddedLimiter::open(path, "key1", crate::clock::system(), None)
             .map(drop)
             .map_err(|e| chain(&e)),
         Opener::Journal => Journal::open(path, crate::clock::system())
@@ -233,7 +233,7 @@ fn assert_carried_forward(path: &Path, before: &BTreeMap<String, i64>, what: &st
 /// journalled while the limiter was down as pending, not as the ledger.
 async fn assert_old_quota_rows_read_back(path: &Path, what: &str) {
     let limiter = Limiter::Embedded(
-        EmbeddedLimiter::open(path, "key1", crate::clock::system()).expect("limiter"),
+        EmbeddedLimiter::open(path, "key1", crate::clock::system(), None).expect("limiter"),
     );
     let status = limiter
         .status(
@@ -296,7 +296,8 @@ async fn a_file_only_the_embedded_limiter_used_is_versioned_without_loss() {
     // none of its tables, the budget reads the old limiter's window.
     assert!(Store::open_read_only(&path).expect("store").is_none());
     let limiter = Limiter::Embedded(
-        EmbeddedLimiter::open_read_only(&path, "key1", crate::clock::system()).expect("limiter"),
+        EmbeddedLimiter::open_read_only(&path, "key1", crate::clock::system(), None)
+            .expect("limiter"),
     );
     let window = [PolicyRef {
         kind: crate::quota::Kind::Bucket,
@@ -462,7 +463,7 @@ fn a_newer_file_is_refused_alike_by_every_opener_and_left_alone() {
         ),
         (
             "limiter, read-only",
-            EmbeddedLimiter::open_read_only(&path, "key1", crate::clock::system())
+            EmbeddedLimiter::open_read_only(&path, "key1", crate::clock::system(), None)
                 .map(drop)
                 .map_err(|e| chain(&e)),
         ),

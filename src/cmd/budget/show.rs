@@ -14,10 +14,10 @@ use crate::cmd::{Access, Ctx, load_budget, open_limiter, read_status};
 use crate::output::human;
 use crate::output::json::{print_json, rfc3339, seconds};
 use crate::quota::drift::{self, SpentDay};
-use crate::quota::{BUDGET_POLICY, BucketRef, Budget, Entry, Status, Window};
+use crate::quota::{BUDGET_POLICY, Bucket, Budget, Entry, Status, Window};
 
-fn bucket_json(bucket: &BucketRef<'_>, status: &Status, spent: &[SpentDay]) -> BucketJson {
-    let state = status.policy(bucket.name);
+fn bucket_json(bucket: &Bucket, status: &Status, spent: &[SpentDay]) -> BucketJson {
+    let state = status.policy(&bucket.name);
     let used = state.map_or(0, |p| p.used);
     let mut by_method = BTreeMap::new();
     for e in state.and_then(|p| p.entries.as_deref()).unwrap_or_default() {
@@ -36,10 +36,10 @@ fn bucket_json(bucket: &BucketRef<'_>, status: &Status, spent: &[SpentDay]) -> B
         empty_in_s: state.and_then(|p| p.empty_in).map(seconds),
         by_method,
         blocked_until: status
-            .blocked_until(bucket.name)
+            .blocked_until(&bucket.name)
             .map(|u| rfc3339(u.as_i64())),
-        blocked_until_us: status.blocked_until(bucket.name).map(Micros::as_i64),
-        upstream_spent_at: drift::spent_today(spent, bucket.name, status.now),
+        blocked_until_us: status.blocked_until(&bucket.name).map(Micros::as_i64),
+        upstream_spent_at: drift::spent_today(spent, &bucket.name, status.now),
         suggested: drift::suggest(spent, bucket, status.now).map(|s| SuggestedJson {
             quota: s.quota,
             ceiling: s.ceiling,
@@ -219,7 +219,7 @@ pub(super) async fn show(ctx: &Ctx<'_>, json: bool) -> Result<()> {
     }
     let read = super::identity::ReadJson::check(ctx, &budget);
     let limiter = open_limiter(ctx, &budget, Access::ReadReplayed).await?;
-    let names: Vec<&str> = budget.buckets().iter().map(|b| b.name).collect();
+    let names: Vec<&str> = budget.buckets().iter().map(|b| b.name.as_str()).collect();
     let status = read_status(&limiter, &budget, &names).await?;
     let spent = limiter.upstream_spent().await.with_context(|| {
         format!(
@@ -269,7 +269,7 @@ pub(super) async fn show(ctx: &Ctx<'_>, json: bool) -> Result<()> {
         chart(
             &mut out,
             entries.unwrap_or_default(),
-            budget.window.at(status.now.as_i64()).cutoff_us + 1,
+            budget.main().window.at(status.now.as_i64()).cutoff_us + 1,
             status.now.as_i64(),
             bar_width(width),
         )?;

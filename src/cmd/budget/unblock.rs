@@ -10,12 +10,12 @@ use crate::clock::Micros;
 use crate::cmd::{Access, Ctx, load_budget, open_limiter};
 use crate::error::UsageError;
 use crate::output::json::{print_json, rfc3339};
-use crate::quota::{BUDGET_POLICY, BucketRef, Budget};
+use crate::quota::{BUDGET_POLICY, Bucket, Budget};
 
 /// The bucket `name`, or a usage error naming the buckets there are.
-fn bucket_named<'a>(budget: &'a Budget, name: &str) -> Result<BucketRef<'a>> {
+fn bucket_named<'a>(budget: &'a Budget, name: &str) -> Result<&'a Bucket> {
     budget.bucket(name).ok_or_else(|| {
-        let known: Vec<&str> = budget.buckets().iter().map(|b| b.name).collect();
+        let known: Vec<&str> = budget.buckets().iter().map(|b| b.name.as_str()).collect();
         UsageError(format!(
             "there is no bucket \"{name}\" in the costs file; its buckets are: {}",
             known.join(", ")
@@ -31,7 +31,7 @@ pub(super) async fn unblock(ctx: &Ctx<'_>, bucket: Option<&str>, json: bool) -> 
     let budget = load_budget(ctx)?;
     let buckets = match bucket {
         Some(name) => vec![bucket_named(&budget, name)?],
-        None => budget.buckets(),
+        None => budget.buckets().iter().collect(),
     };
     let _writing =
         super::maintenance::for_writing(ctx.files(), super::maintenance::WRITER_PATIENCE)?;

@@ -180,15 +180,15 @@ fn print_plan(job: &Job<'_>, budget: &Budget, sim: &Simulation, limiter: &str) -
         "{fitting} of {} calls fit, {units} units; would remain to the {what}:",
         sim.calls.len(),
     )?;
-    for b in &buckets {
+    for b in buckets {
         let planned: u64 = sim
             .calls
             .iter()
             .filter(|c| c.fits && c.bucket == b.name)
             .map(|c| c.units)
             .sum();
-        let left = sim.remaining_by_bucket.get(b.name).copied().unwrap_or(0);
-        let stop = sim.bucket_stops.get(b.name).map_or(String::new(), |s| {
+        let left = sim.remaining_by_bucket.get(&b.name).copied().unwrap_or(0);
+        let stop = sim.bucket_stops.get(&b.name).map_or(String::new(), |s| {
             format!(" (stops: {})", s.describe(sim.now))
         });
         let units = if planned == 1 { "unit" } else { "units" };

@@ -27,13 +27,13 @@ fn search_costs() -> BTreeMap<String, u64> {
     BTreeMap::from([("search.list".to_owned(), 1)])
 }
 
-fn bucket<'a>(window: &'a Window, costs: &'a BTreeMap<String, u64>) -> BucketRef<'a> {
-    BucketRef {
-        name: "search",
+fn bucket(window: &Window, costs: &BTreeMap<String, u64>) -> Bucket {
+    Bucket {
+        name: "search".to_owned(),
         quota: 100,
         ceiling: 95,
-        window,
-        costs,
+        window: window.clone(),
+        costs: costs.clone(),
     }
 }
 
@@ -116,24 +116,22 @@ async fn the_embedded_limiter_records_the_first_early_refusal_of_a_day() {
     use std::sync::Arc;
 
     use crate::clock::{Clock, ManualClock};
-    use crate::quota::{Allowance, Budget, EmbeddedLimiter, Limiter};
+    use crate::quota::{Allowance, BUDGET_POLICY, Budget, EmbeddedLimiter, Limiter};
 
     let dir = tempfile::tempdir().expect("tempdir");
     let clock = Arc::new(ManualClock::starting_at(at("2026-11-25T07:00:00Z")));
     let limiter = Limiter::Embedded(
-        EmbeddedLimiter::open(&dir.path().join("t.db"), "key1", clock.clone())
+        EmbeddedLimiter::open(&dir.path().join("t.db"), "key1", clock.clone(), None)
             .expect("the limiter"),
     );
-    let budget = Budget {
-        key: "key1".into(),
+    let main = Bucket {
+        name: BUDGET_POLICY.to_owned(),
         quota: 10,
         ceiling: 10,
         window: Window::Sliding(Duration::from_secs(86_400)),
         costs: BTreeMap::from([("videos.list".to_owned(), 1)]),
-        when_limiter_down: BTreeMap::new(),
-        limits: Vec::new(),
-        buckets: Vec::new(),
     };
+    let budget = Budget::new("key1", main, Vec::new());
     let charge = |id: &str, n: u64| {
         budget
             .charge(id, "videos.list", n, Allowance::Quota)

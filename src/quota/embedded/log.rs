@@ -77,11 +77,18 @@ pub(super) fn logged(
 pub(super) fn recount_if_changed(
     conn: &Connection,
     budget_key: &str,
-    (budget, fingerprint): (&Budget, &str),
+    counting: &Counting,
     now: i64,
 ) -> rusqlite::Result<()> {
+    let Counting {
+        budget,
+        fingerprint,
+        ..
+    } = counting;
     let stamp = stamp_of(conn, budget_key)?;
-    let same = stamp.as_ref().is_some_and(|s| s.fingerprint == fingerprint);
+    let same = stamp
+        .as_ref()
+        .is_some_and(|s| s.fingerprint == *fingerprint);
     if same && !stamp.as_ref().is_some_and(|s| s.clock_went_back(now)) {
         return Ok(());
     }
@@ -160,7 +167,7 @@ fn leaves_own_day(span: &Span, at_us: i64, window: &Window) -> i64 {
 /// charged them, and moves its blocks from its buckets to their methods.
 fn adopt(conn: &Connection, budget_key: &str, budget: &Budget) -> rusqlite::Result<()> {
     for b in budget.buckets() {
-        let id = policy_id(budget_key, Kind::Bucket, b.name);
+        let id = policy_id(budget_key, Kind::Bucket, &b.name);
         let rows: Vec<(String, String, i64, i64)> = conn
             .prepare_cached(
                 "SELECT member, method, units, at_us FROM quota_entry WHERE policy = ?1",
@@ -173,7 +180,7 @@ fn adopt(conn: &Connection, budget_key: &str, budget: &Budget) -> rusqlite::Resu
             let calls = i64::try_from(calls).unwrap_or(i64::MAX);
             log_call(conn, budget_key, &charge_id, &method, calls, at_us)?;
         }
-        let legacy = legacy_block_id(budget_key, b.name);
+        let legacy = legacy_block_id(budget_key, &b.name);
         let until: Option<i64> = conn
             .query_row(
                 "DELETE FROM quota_block WHERE budget = ?1 RETURNING until_us",

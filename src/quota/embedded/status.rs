@@ -11,7 +11,7 @@ use super::*;
 pub(super) fn status_in(
     conn: &Connection,
     budget_key: &str,
-    counting: Option<(&Budget, &str)>,
+    counting: Option<&Counting>,
     refs: &[PolicyRef],
     wanted: &[(PolicyRef, bool)],
     now: i64,
@@ -34,13 +34,17 @@ pub(super) fn status_in(
     // A window last charged under another budget, or on a clock that has since gone
     // back, is read as this one counts it from the log, without writing (the next
     // charge writes it so).
-    if let Some((budget, fingerprint)) = counting
+    if let Some(Counting {
+        budget,
+        fingerprint,
+        ..
+    }) = counting
         && has_log(&tx)?
         && let Some(stamp) = stamp_of(&tx, budget_key)?
-        && (stamp.fingerprint != fingerprint || stamp.clock_went_back(now))
+        && (stamp.fingerprint != *fingerprint || stamp.clock_went_back(now))
     {
         let logged = logged(&tx, budget_key, now - micros(KEEP))?;
-        if stamp.fingerprint != fingerprint {
+        if stamp.fingerprint != *fingerprint {
             recount::warn_changed(
                 budget_key,
                 budget,

@@ -31,17 +31,17 @@ fn a_cost_or_a_window_changes_the_fingerprint() {
     let default = include_str!("../../../quota-costs.toml");
     let a = budget(default).fingerprint();
     let mut cheaper = budget(default);
-    cheaper.costs.insert("search.list".into(), 99);
+    cheaper.buckets[0].costs.insert("search.list".into(), 99);
     assert_ne!(a, cheaper.fingerprint());
     let mut longer = budget(default);
-    longer.window = Window::Sliding(std::time::Duration::from_secs(25 * 3600));
+    longer.buckets[0].window = Window::Sliding(std::time::Duration::from_secs(25 * 3600));
     assert_ne!(a, longer.fingerprint());
     let mut down = budget(default);
     down.when_limiter_down.clear();
     assert_eq!(a, down.fingerprint(), "when_limiter_down shapes no window");
     let mut raised = budget(default);
-    raised.ceiling -= 500;
-    raised.quota += 1;
+    raised.buckets[0].ceiling -= 500;
+    raised.buckets[0].quota += 1;
     for l in &mut raised.limits {
         l.max += 1;
     }

@@ -184,8 +184,9 @@ fn opening_only_for_pending_calls_creates_nothing() {
 async fn a_replay_counts_each_call_once_at_its_original_age() {
     let (_dir, path) = scratch();
     let clock = clock();
-    let limiter =
-        Limiter::Embedded(EmbeddedLimiter::open(&path, "key1", clock.clone()).expect("limiter"));
+    let limiter = Limiter::Embedded(
+        EmbeddedLimiter::open(&path, "key1", clock.clone(), None).expect("limiter"),
+    );
     let j = Journal::open(&path, clock.clone()).expect("open");
     let now = clock.now().as_i64();
     let ten_min = 600 * 1_000_000;
@@ -290,7 +291,8 @@ async fn a_restore_records_the_ledger_once_at_original_ages_and_keeps_it() {
         .expect("record");
     // The window this host charged into is gone: an empty one.
     let limiter = Limiter::Embedded(
-        EmbeddedLimiter::open(&path.with_extension("other.db"), "key1", clock).expect("limiter"),
+        EmbeddedLimiter::open(&path.with_extension("other.db"), "key1", clock, None)
+            .expect("limiter"),
     );
     for _ in 0..2 {
         let done = j.restore("key1", &limiter).await.expect("restore");

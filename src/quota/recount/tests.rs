@@ -1,7 +1,7 @@
 //! Counting entries again under another costs file, on paper.
 
 use super::*;
-use crate::quota::{Bucket, Limit, Per, Window};
+use crate::quota::{BUDGET_POLICY, Bucket, Limit, Per, Window};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -11,36 +11,36 @@ fn costs(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
 
 /// The default file's shape: one pool, search.list at 100, and a `search` limit.
 fn default_file() -> Budget {
-    Budget {
-        key: "key1".into(),
+    let main = Bucket {
+        name: BUDGET_POLICY.to_owned(),
         quota: 10_000,
         ceiling: 9_500,
         window: Window::Sliding(Duration::from_secs(86_400)),
         costs: costs(&[("videos.list", 1), ("search.list", 100)]),
-        when_limiter_down: BTreeMap::new(),
-        limits: vec![Limit {
-            name: "search".into(),
-            methods: vec!["search.list".into()],
-            max: 2_000,
-            window: Window::Sliding(Duration::from_secs(600)),
-            per: Per::Unit,
-        }],
-        buckets: Vec::new(),
-    }
+    };
+    let mut budget = Budget::new("key1", main, Vec::new());
+    budget.limits = vec![Limit {
+        name: "search".into(),
+        methods: vec!["search.list".into()],
+        max: 2_000,
+        window: Window::Sliding(Duration::from_secs(600)),
+        per: Per::Unit,
+    }];
+    budget
 }
 
 /// The granular file's shape: search.list in a bucket of its own, at 1.
 fn granular_file() -> Budget {
     let mut b = default_file();
-    b.costs = costs(&[("videos.list", 1)]);
+    b.buckets[0].costs = costs(&[("videos.list", 1)]);
     b.limits = Vec::new();
-    b.buckets = vec![Bucket {
+    b.buckets.push(Bucket {
         name: "search".into(),
         quota: 100,
         ceiling: 95,
         window: Window::Sliding(Duration::from_secs(86_400)),
         costs: costs(&[("search.list", 1)]),
-    }];
+    });
     b
 }
 

@@ -30,7 +30,7 @@ use super::ledger::{Ledger, LedgerStore};
 use super::recount::{self, Logged};
 use super::skew::ClocksApart;
 use super::{
-    BUDGET_POLICY, Budget, Charge, Decision, Kind, LimiterError, Part, PolicyRef, Reason,
+    BUDGET_POLICY, Budget, Charge, Counting, Decision, Kind, LimiterError, Part, PolicyRef, Reason,
     RecordPast, Status,
 };
 use crate::clock::{Clock, Micros};
@@ -64,23 +64,16 @@ pub struct RedisLimiter {
     /// This host's clock, read only for the local midnights a calendar-day window
     /// sends along (3.9): Redis's own TIME decides.
     clock: Arc<dyn Clock>,
-    /// The budget charged, whose stamp the scripts compare with the window's, and
-    /// which counts the window again when they differ (3.8). Without one (a tool
-    /// that charges prepared charges), the window is charged as it stands.
-    /// Boxed with its stamp: one per process, it need not make every `Limiter`
-    /// larger.
-    budget: Option<Arc<Counting>>,
+    /// The budget charged, fixed when the limiter is built, whose stamp the scripts
+    /// compare with the window's, and which counts the window again when they differ
+    /// (3.8). Without one (a tool that charges prepared charges), the window is charged
+    /// as it stands. Behind an `Arc`: one per process, it need not make every
+    /// `Limiter` larger.
+    counting: Option<Arc<Counting>>,
     /// When the upstream last confirmed Redis `TIME` (the upstream's own time of
     /// that answer, us): no entry the window would hold by then is dropped, however
     /// far `TIME` has run ahead since (docs/budget.md, "The clock").
     confirmed_us: Option<i64>,
-}
-
-/// The budget a limiter charges under, and its stamp (`Budget::stamp`).
-#[derive(Debug)]
-struct Counting {
-    budget: Arc<Budget>,
-    stamp: String,
 }
 
 /// How many times a recount is tried while other hosts keep changing the window.
@@ -152,13 +145,15 @@ impl std::fmt::Debug for RedisLimiter {
 
 impl RedisLimiter {
     /// Connects to the limiter for the budget named `budget_key`, TLS with the
-    /// system's trust store; `clock` is this host's (see [`RedisLimiter::connect_with_tls`]).
+    /// system's trust store; `clock` is this host's, `budget` the one charged under
+    /// (see [`RedisLimiter::connect_with_tls`]).
     pub async fn connect(
         url: &str,
         budget_key: &str,
         clock: Arc<dyn Clock>,
+        budget: Option<Arc<Budget>>,
     ) -> Result<RedisLimiter, LimiterError> {
-        RedisLimiter::connect_with_tls(url, &TlsFiles::default(), budget_key, clock).await
+        RedisLimiter::connect_with_tls(url, &TlsFiles::default(), budget_key, clock, budget).await
     }
 
     /// Connects to the limiter for the budget named `budget_key` in any form of
@@ -166,12 +161,16 @@ impl RedisLimiter {
     /// [`LimiterError::Config`]; a deployment in the middle of a failover is waited
     /// for, within [`FAILOVER_PATIENCE`]; one that does not answer is unavailable.
     /// Redis's own TIME decides; this host's `clock` is read only for the midnights
-    /// of calendar-day windows.
+    /// of calendar-day windows. The window is charged and read under `budget`: one last
+    /// charged under another is counted again at its costs first (docs/budget.md, "When
+    /// the costs file changes"); without one (a tool that charges prepared charges), it
+    /// is charged as it stands.
     pub async fn connect_with_tls(
         url: &str,
         tls: &TlsFiles,
         budget_key: &str,
         clock: Arc<dyn Clock>,
+        budget: Option<Arc<Budget>>,
     ) -> Result<RedisLimiter, LimiterError> {
         let keys = Keys::new(budget_key);
         let [budget_set, ..] = keys.policy(Kind::Bucket, BUDGET_POLICY);
@@ -207,18 +206,9 @@ impl RedisLimiter {
             scripts: Box::new(Scripts::new()),
             ledger: None,
             clock,
-            budget: None,
+            counting: Counting::of(budget),
             confirmed_us: None,
         })
-    }
-
-    /// Charges and reads under `budget` from now on: a window last charged under
-    /// another is counted again at its costs first (docs/budget.md, "When the costs file changes").
-    #[must_use = "the limiter that knows the budget is the one returned"]
-    pub fn with_budget(mut self, budget: Arc<Budget>) -> RedisLimiter {
-        let stamp = budget.stamp();
-        self.budget = Some(Arc::new(Counting { budget, stamp }));
-        self
     }
 
     /// Drops no entry that a window would still hold at `confirmed_us`, when the
@@ -234,12 +224,12 @@ impl RedisLimiter {
 
     /// The budget charged under, if one was given.
     fn budget(&self) -> Option<&Budget> {
-        self.budget.as_deref().map(|c| c.budget.as_ref())
+        self.counting.as_deref().map(|c| c.budget.as_ref())
     }
 
     /// Its stamp, or '' without one.
     fn stamp_text(&self) -> &str {
-        self.budget.as_deref().map_or("", |c| c.stamp.as_str())
+        self.counting.as_deref().map_or("", |c| c.stamp.as_str())
     }
 
     fn stamp(&self) -> Stamp<'_> {
@@ -440,7 +430,7 @@ impl RedisLimiter {
     async fn adopt_legacy_blocks(&self, budget: &Budget) -> Result<Vec<String>, LimiterError> {
         let mut legacy = Vec::new();
         for b in budget.buckets() {
-            let key = self.keys.legacy_blocked(b.name);
+            let key = self.keys.legacy_blocked(&b.name);
             let mut get = redis::cmd("GET");
             get.arg(&key);
             let get = &get;

@@ -361,7 +361,7 @@ async fn after_a_skew(
     if spent {
         let budget = crate::runner::test_support::budget(THREE_CALLS);
         let limiter = Limiter::Embedded(
-            EmbeddedLimiter::open(&db, &budget.key, Arc::clone(&clock)).expect("limiter"),
+            EmbeddedLimiter::open(&db, &budget.key, Arc::clone(&clock), None).expect("limiter"),
         );
         let charge = budget
             .charge("by-hand", V, 3, Allowance::Ceiling)

@@ -64,7 +64,7 @@ fn meter(dir: &std::path::Path, costs: &str, down: bool) -> Meter {
         }
     } else {
         Limiter::Embedded(
-            crate::quota::EmbeddedLimiter::open(&db, &budget.key, Arc::clone(&clock))
+            crate::quota::EmbeddedLimiter::open(&db, &budget.key, Arc::clone(&clock), None)
                 .expect("the embedded limiter"),
         )
     };

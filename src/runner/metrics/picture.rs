@@ -58,7 +58,7 @@ impl BudgetNumbers {
         };
         let mut buckets = Vec::new();
         for b in budget.buckets() {
-            let used = figure("trendsync_bucket_used_units", Some(b.name)).or_else(|| {
+            let used = figure("trendsync_bucket_used_units", Some(b.name.as_str())).or_else(|| {
                 // A file from before the buckets' series has the main bucket's alone.
                 b.is_main()
                     .then(|| figure("trendsync_budget_used_units", None))
@@ -72,10 +72,13 @@ impl BudgetNumbers {
             };
             let blocked = figure(
                 "trendsync_bucket_blocked_until_timestamp_seconds",
-                Some(b.name),
+                Some(b.name.as_str()),
             )
             .filter(|s| *s > 0.0);
-            let spent = figure("trendsync_bucket_upstream_spent_at_units", Some(b.name));
+            let spent = figure(
+                "trendsync_bucket_upstream_spent_at_units",
+                Some(b.name.as_str()),
+            );
             buckets.push(BucketNumbers {
                 name: b.name.to_owned(),
                 used: used.max(0.0) as u64,

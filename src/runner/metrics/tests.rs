@@ -493,7 +493,7 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
     )));
     assert!(text.contains(&format!(
         "trendsync_budget_remaining_units{{budget=\"{key}\",to=\"quota\"}} {}\n",
-        budget.quota - 1234
+        budget.main().quota - 1234
     )));
     assert!(text.contains(&format!(
         "trendsync_budget_blocked_until_timestamp_seconds{{budget=\"{key}\"}} 1700086400\n"

@@ -28,7 +28,7 @@ fn region(code: &str, pages: u32, searches: &[&str]) -> Region {
 fn budget(ceiling: u64) -> Budget {
     let origin = crate::config::Origin::BuiltIn;
     let mut b = crate::config::load_budget(&origin).expect("built-in costs load");
-    b.ceiling = ceiling;
+    b.main_mut().ceiling = ceiling;
     b
 }
 
@@ -249,7 +249,7 @@ fn the_reserve_lets_the_same_plan_through() {
     let us = region("US", 4, &["fresh"]);
     let calls = plan(&[&us], &BTreeMap::new(), Secs::new(0));
     let mut b = budget(100);
-    b.quota = 300;
+    b.main_mut().quota = 300;
     let sim = simulate(
         &calls,
         &b,
