@@ -31,13 +31,13 @@ mod picture;
 mod text;
 
 pub use file::{MetricsError, WriteError, write_after_run, write_atomically};
-pub use picture::{BucketNumbers, BudgetNumbers, LastRun, LimiterHealth, Picture};
+pub use picture::{BudgetFigures, LastRun, LimiterHealth, Picture};
 pub use text::{Exposition, Family, MetricType, escape_label_value};
 
 // What the tests (`super::*`) reach that the parts keep to the module.
 #[cfg(test)]
 use {
-    super::outcome::{BudgetWindow, CallOutcome, RunReport, Status},
+    super::outcome::{CallOutcome, RunReport, Status},
     crate::quota::skew::Skew,
     crate::region_status::RegionStatus,
     crate::store::{CallCount, HistoryRow, RegionOutcome, RegionState, RunKind, RunRecord, Store},

@@ -32,8 +32,7 @@ pub use backoff::Jitter;
 pub use error::RunError;
 pub use execute::execute;
 pub use outcome::{
-    Attempts, BucketWindow, BudgetWindow, CallOutcome, FollowReport, RegionReport, RunReport,
-    Status, Stop, said_no,
+    Attempts, CallOutcome, FollowReport, RegionReport, RunReport, Status, Stop, said_no,
 };
 pub use plan::{Freshness, Phase, Planned, Simulation, Step, plan, simulate};
 pub use record::read_freshness;
