@@ -4,7 +4,7 @@
 //! `--json` prints is in `json`.
 
 mod charge;
-mod json;
+pub(super) mod json;
 mod show;
 mod unblock;
 

@@ -16,7 +16,7 @@ use crate::config::{Found, Origin};
 use crate::mask::mask_url;
 use crate::output::human;
 use crate::output::json::print_json;
-use crate::quota::Per;
+use crate::quota::{Bucket, Per};
 
 /// A configuration file: its path (`built-in` for the copy in the binary) and why it
 /// was chosen.
@@ -37,14 +37,27 @@ struct CostsJson {
     fingerprint: String,
 }
 
+/// One bucket as the costs file configures it (its figures are `budget`'s).
 #[derive(Debug, Serialize)]
-struct BucketJson {
+struct BucketConfigJson {
     name: String,
     quota: u64,
     ceiling: u64,
     window: String,
     /// Units per call of each of its methods.
     methods: BTreeMap<String, u64>,
+}
+
+impl BucketConfigJson {
+    fn of(bucket: &Bucket) -> BucketConfigJson {
+        BucketConfigJson {
+            name: bucket.name.clone(),
+            quota: bucket.quota,
+            ceiling: bucket.ceiling,
+            window: bucket.window.to_string(),
+            methods: bucket.costs.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -99,7 +112,7 @@ struct ConfigJson {
     /// the key.
     key_source: Option<String>,
     budget_key: String,
-    buckets: Vec<BucketJson>,
+    buckets: Vec<BucketConfigJson>,
     limits: Vec<LimitJson>,
     regions_configured: Vec<RegionJson>,
     follow: Option<FollowJson>,
@@ -184,17 +197,7 @@ pub fn run(ctx: &Ctx<'_>, args: &ConfigArgs) -> Result<()> {
         ),
         key_source: key_source(global),
         budget_key: budget.key.clone(),
-        buckets: budget
-            .buckets()
-            .iter()
-            .map(|b| BucketJson {
-                name: b.name.to_owned(),
-                quota: b.quota,
-                ceiling: b.ceiling,
-                window: b.window.to_string(),
-                methods: b.costs.clone(),
-            })
-            .collect(),
+        buckets: budget.buckets().iter().map(BucketConfigJson::of).collect(),
         limits: budget
             .limits
             .iter()

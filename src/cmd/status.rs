@@ -10,16 +10,16 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
+use super::budget::json::BucketJson;
 use super::shared::{ago, at, charts_text, is_stale, one_line};
 use super::{Access, Ctx, load_config, open_limiter, read_status};
 use crate::cli::StatusArgs;
-use crate::clock::Micros;
 use crate::error::{ExitCode, SilentExit, after_output, chain};
 use crate::output::human;
 use crate::output::json::{print_json, rfc3339};
 use crate::output::table::{self, Column, Table};
 use crate::quota::skew::{self, LimiterClock, MAX_SKEW, Skew, amount};
-use crate::quota::{BUDGET_POLICY, drift};
+
 use crate::region_status::{Recorded, RegionStatus, in_progress};
 use crate::runner::lock;
 use crate::sqlite::Db;
@@ -61,24 +61,6 @@ struct BudgetJson {
     remaining: u64,
     blocked_until: Option<String>,
     buckets: Vec<BucketJson>,
-}
-
-#[derive(Debug, Serialize)]
-struct BucketJson {
-    name: String,
-    used: u64,
-    ceiling: u64,
-    remaining: u64,
-    blocked_until: Option<String>,
-    /// The same moment for the text, which shows it to the second.
-    #[serde(skip)]
-    blocked_until_us: Option<i64>,
-    /// Units charged to the bucket since midnight America/Los_Angeles when the upstream
-    /// first refused it this upstream day, below its quota (docs/budget.md, "When the
-    /// upstream refuses").
-    upstream_spent_at: Option<u64>,
-    #[serde(skip)]
-    quota: u64,
 }
 
 /// The last skew seen between a limiter's clock and the upstream's (docs/schema.md).
@@ -216,21 +198,9 @@ pub async fn run(ctx: &Ctx<'_>, args: &StatusArgs) -> Result<()> {
                 Vec::new()
             });
             let buckets: Vec<BucketJson> = budget
-                .buckets()
+                .figures(&st, &spent)
                 .iter()
-                .map(|b| {
-                    let used = st.policy(&b.name).map_or(0, |p| p.used);
-                    BucketJson {
-                        name: b.name.to_owned(),
-                        used,
-                        ceiling: b.ceiling,
-                        remaining: b.ceiling.saturating_sub(used),
-                        blocked_until: st.blocked_until(&b.name).map(|u| rfc3339(u.as_i64())),
-                        blocked_until_us: st.blocked_until(&b.name).map(Micros::as_i64),
-                        upstream_spent_at: drift::spent_today(&spent, &b.name, st.now),
-                        quota: b.quota,
-                    }
-                })
+                .map(BucketJson::of)
                 .collect();
             let main = &buckets[0];
             Some(BudgetJson {
@@ -400,7 +370,7 @@ fn print_text(
         Some(b) => {
             // The main bucket is the budget's line, as it was before there were others.
             for bucket in &b.buckets {
-                let what = if bucket.name == BUDGET_POLICY {
+                let what = if bucket.figures.is_main() {
                     format!("budget \"{budget_key}\" ({from})")
                 } else {
                     format!("bucket \"{}\" ({from})", bucket.name)
@@ -408,7 +378,7 @@ fn print_text(
                 let early = bucket.upstream_spent_at.map_or(String::new(), |units| {
                     format!(
                         "; the upstream said it was spent today at {units} units counted, below quota {}",
-                        bucket.quota
+                        bucket.figures.quota
                     )
                 });
                 writeln!(
@@ -418,10 +388,11 @@ fn print_text(
                     bucket.ceiling,
                     bucket.remaining,
                     bucket
-                        .blocked_until_us
+                        .figures
+                        .blocked_until
                         .map_or("not blocked".to_owned(), |u| format!(
                             "blocked until {} (the upstream said this quota is spent)",
-                            crate::output::human::timestamp(u)
+                            crate::output::human::timestamp(u.as_i64())
                         ))
                 )?;
             }

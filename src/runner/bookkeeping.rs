@@ -73,7 +73,7 @@ pub(super) async fn run_report(
 ) -> (RunReport, Micros) {
     let read = run.meter.window().await;
     let budget = read.window;
-    let remaining_by_bucket = run.meter.remaining_by_bucket(budget.as_ref());
+    let remaining_by_bucket = run.meter.remaining_by_bucket(budget.as_deref());
     // The main bucket comes first.
     let remaining = remaining_by_bucket
         .as_ref()

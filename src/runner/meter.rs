@@ -10,13 +10,15 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::OnceCell;
 
 use super::error::RunError;
-use super::outcome::{BucketWindow, BudgetWindow, Stop};
+use super::outcome::Stop;
 use super::stops::Scope;
 use crate::clock::{Clock, Micros};
 use crate::error::chain;
 use crate::quota::drift;
 use crate::quota::skew::{self, LimiterClock, Skew};
-use crate::quota::{Allowance, Budget, Charge, DownPolicy, Journal, Limiter, LimiterError};
+use crate::quota::{
+    Allowance, BucketFigures, Budget, Charge, DownPolicy, Journal, Limiter, LimiterError,
+};
 
 /// What charging one call came to.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,7 +67,8 @@ pub(super) struct Meter {
 /// (`trendsync_limiter_up`): it may answer without a window to give.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct WindowRead {
-    pub window: Option<BudgetWindow>,
+    /// Every bucket's figures, the main one first; `None` when the limiter gave none.
+    pub window: Option<Vec<BucketFigures>>,
     pub up: bool,
 }
 
@@ -383,18 +386,7 @@ impl Meter {
         match self.limiter.status(&buckets, &[]).await {
             Ok(st) => {
                 let spent = self.upstream_spent().await;
-                let window = Some(BudgetWindow {
-                    buckets: st
-                        .policies
-                        .iter()
-                        .map(|p| BucketWindow {
-                            name: p.name.clone(),
-                            used: p.used,
-                            blocked_until_us: st.blocked_until(&p.name).map(Micros::as_i64),
-                            upstream_spent_at: drift::spent_today(&spent, &p.name, st.now),
-                        })
-                        .collect(),
-                });
+                let window = Some(self.budget.figures(&st, &spent));
                 WindowRead { window, up: true }
             }
             Err(e) => {
@@ -409,24 +401,11 @@ impl Meter {
     /// one first.
     pub(super) fn remaining_by_bucket(
         &self,
-        window: Option<&BudgetWindow>,
+        window: Option<&[BucketFigures]>,
     ) -> Option<Vec<(String, u64)>> {
-        let window = window?;
-        let left = self
-            .budget
-            .buckets()
+        let left = window?
             .iter()
-            .map(|b| {
-                let used = window
-                    .buckets
-                    .iter()
-                    .find(|w| w.name == b.name)
-                    .map_or(0, |w| w.used);
-                (
-                    b.name.to_owned(),
-                    b.max_for(self.allowance).saturating_sub(used),
-                )
-            })
+            .map(|b| (b.name.clone(), b.remaining(self.allowance)))
             .collect();
         Some(left)
     }

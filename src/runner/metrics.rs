@@ -37,14 +37,14 @@ pub(crate) use file::write_after_run;
 #[cfg(test)]
 use {
     file::{WriteError, write_atomically},
-    picture::{BucketNumbers, BudgetNumbers, LastRun, LimiterHealth, Picture},
+    picture::{BudgetFigures, LastRun, LimiterHealth, Picture},
     text::{Exposition, MetricType, escape_label_value},
 };
 
 // What the tests (`super::*`) reach that the parts keep to the module.
 #[cfg(test)]
 use {
-    super::outcome::{BudgetWindow, CallOutcome, RunReport, Status},
+    super::outcome::{CallOutcome, RunReport, Status},
     crate::quota::skew::Skew,
     crate::region_status::RegionStatus,
     crate::store::{CallCount, HistoryRow, RegionOutcome, RegionState, RunKind, RunRecord, Store},

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::clock::Micros;
 use crate::quota::skew::{ClocksApart, LimiterClock, Skew};
-use crate::quota::{Allowance, BUDGET_POLICY, Decision, UPSTREAM_POLICY, micros};
+use crate::quota::{Allowance, BUDGET_POLICY, BucketFigures, Decision, UPSTREAM_POLICY, micros};
 
 /// Why a run, or the calls of one bucket (docs/budget.md, "Buckets"), stopped before the plan was
 /// done. The first stop is what the run reports.
@@ -307,26 +307,6 @@ pub struct FollowReport {
     pub error: Option<String>,
 }
 
-/// The budget's own window as the limiter reported it at the end of a run: what the
-/// report's `remaining` and the metrics file's budget numbers are computed from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BudgetWindow {
-    /// Every bucket, the main one first (docs/budget.md, "Buckets").
-    pub buckets: Vec<BucketWindow>,
-}
-
-/// One bucket's window at the end of a run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BucketWindow {
-    pub name: String,
-    pub used: u64,
-    pub blocked_until_us: Option<i64>,
-    /// What this budget had charged the bucket today when the upstream first refused it
-    /// early (docs/budget.md, "When the upstream refuses"); `None` when it has not this
-    /// upstream day.
-    pub upstream_spent_at: Option<u64>,
-}
-
 /// The JSON object of `run --json` and `backfill --json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
@@ -362,10 +342,11 @@ pub struct RunReport {
     /// How long the run took, as measured by the process that ran it.
     #[serde(skip)]
     pub took: Duration,
-    /// The budget's own window at the end of the run; `None` when the limiter could
-    /// not say (or was down, and so not asked).
+    /// Every bucket's figures at the end of the run, the main one first: what
+    /// `remaining` and the metrics file's bucket figures come from. `None` when the
+    /// limiter could not say (or was down, and so not asked).
     #[serde(skip)]
-    pub budget: Option<BudgetWindow>,
+    pub budget: Option<Vec<BucketFigures>>,
     /// Whether the limiter answered at the run's end (`trendsync_limiter_up`): it
     /// gave the window `budget` holds.
     #[serde(skip)]

@@ -10,7 +10,8 @@ use std::time::Duration;
 use super::outcome::Stop;
 use crate::clock::{Micros, Secs};
 use crate::config::Region;
-use crate::quota::{Allowance, BUDGET_POLICY, Budget, Status, model::Model};
+use crate::quota::drift::SpentDay;
+use crate::quota::{Allowance, BUDGET_POLICY, BucketFigures, Budget, Kind, Status, model::Model};
 use crate::youtube::{
     MAX_RESULTS, SEARCH_LIST, VIDEO_CATEGORIES_LIST, VIDEOS_BATCH_GET_STATS, VIDEOS_LIST,
 };
@@ -219,8 +220,10 @@ pub struct Simulation {
     pub stop: Option<Stop>,
     /// Per bucket that would stop, its stop; the calls of the other buckets go on.
     pub bucket_stops: BTreeMap<String, Stop>,
-    /// Per bucket, units left to its allowance after the calls that fit.
-    pub remaining_by_bucket: BTreeMap<String, u64>,
+    /// Every bucket's figures after the calls that fit, the main one first.
+    pub buckets: Vec<BucketFigures>,
+    /// How far into the budget the plan may go.
+    pub allowance: Allowance,
     /// The limiter's clock the plan was charged at.
     pub now: Micros,
 }
@@ -228,24 +231,33 @@ pub struct Simulation {
 impl Simulation {
     /// Units left to the allowance of the main bucket after the calls that fit.
     pub fn remaining(&self) -> u64 {
-        self.remaining_by_bucket
-            .get(BUDGET_POLICY)
-            .copied()
-            .unwrap_or(0)
+        self.buckets
+            .first()
+            .map_or(0, |b| b.remaining(self.allowance))
+    }
+
+    /// Per bucket, units left to its allowance after the calls that fit.
+    pub fn remaining_by_bucket(&self) -> BTreeMap<String, u64> {
+        self.buckets
+            .iter()
+            .map(|b| (b.name.clone(), b.remaining(self.allowance)))
+            .collect()
     }
 }
 
 /// Charges the plan, call by call, to the reference [`Model`] seeded with the window
 /// as the limiter reported it: the decisions of the backends, without touching the
 /// limiter. `status` should list the entries of every policy (without them a
-/// policy's waits come out a whole window). A denied call stops the calls of its
-/// bucket as it would in the run, with the same [`Stop`]; the details of a search that
-/// was not made are not fetched either.
+/// policy's waits come out a whole window); `spent` is the limiter's record of the
+/// upstream's early refusals. A denied call stops the calls of its bucket as it would
+/// in the run, with the same [`Stop`]; the details of a search that was not made are
+/// not fetched either.
 pub fn simulate(
     plan: &[Planned],
     budget: &Budget,
     allowance: Allowance,
     status: &Status,
+    spent: &[SpentDay],
 ) -> Simulation {
     let now = status.now;
     let mut model = Model::from_status(status);
@@ -307,19 +319,17 @@ pub fn simulate(
             fits,
         });
     }
-    let remaining_by_bucket: BTreeMap<String, u64> = budget
-        .buckets()
-        .iter()
-        .map(|b| {
-            let used = model.used(crate::quota::Kind::Bucket, &b.name, &b.window, now.as_i64());
-            (b.name.to_owned(), b.max_for(allowance).saturating_sub(used))
-        })
-        .collect();
+    // The window as it stands, with what the calls that fit add to it.
+    let mut buckets = budget.figures(status, spent);
+    for (figures, b) in buckets.iter_mut().zip(budget.buckets()) {
+        figures.used = model.used(Kind::Bucket, &b.name, &b.window, now.as_i64());
+    }
     Simulation {
         calls,
         stop,
         bucket_stops,
-        remaining_by_bucket,
+        buckets,
+        allowance,
         now,
     }
 }

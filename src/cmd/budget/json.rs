@@ -6,6 +6,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::output::json::rfc3339;
+use crate::quota::{Allowance, BucketFigures};
+
 /// The JSON of `budget unblock --json`.
 #[derive(Debug, Serialize)]
 pub(super) struct UnblockJson {
@@ -33,14 +36,45 @@ pub(super) struct LimitJson {
     pub(super) next_free_s: Option<f64>,
 }
 
-/// One bucket in `budget --json` (docs/json.md).
+/// One bucket's figures as `status --json` and `budget --json` print them
+/// (docs/json.md); `budget` adds its window's own fields ([`BudgetBucketJson`]).
 #[derive(Debug, Serialize)]
-pub(super) struct BucketJson {
-    pub(super) name: String,
-    pub(super) used: u64,
-    pub(super) ceiling: u64,
+pub(in crate::cmd) struct BucketJson {
+    pub(in crate::cmd) name: String,
+    pub(in crate::cmd) used: u64,
+    pub(in crate::cmd) ceiling: u64,
+    /// Left to the ceiling.
+    pub(in crate::cmd) remaining: u64,
+    pub(in crate::cmd) blocked_until: Option<String>,
+    /// Units charged to the bucket since midnight America/Los_Angeles when the upstream
+    /// first refused it this upstream day, below its quota (docs/budget.md, "When the
+    /// upstream refuses").
+    pub(in crate::cmd) upstream_spent_at: Option<u64>,
+    /// The figures these are told from, for the text forms.
+    #[serde(skip)]
+    pub(in crate::cmd) figures: BucketFigures,
+}
+
+impl BucketJson {
+    pub(in crate::cmd) fn of(figures: &BucketFigures) -> BucketJson {
+        BucketJson {
+            name: figures.name.clone(),
+            used: figures.used,
+            ceiling: figures.ceiling,
+            remaining: figures.remaining(Allowance::Ceiling),
+            blocked_until: figures.blocked_until.map(|u| rfc3339(u.as_i64())),
+            upstream_spent_at: figures.upstream_spent_at,
+            figures: figures.clone(),
+        }
+    }
+}
+
+/// One bucket in `budget --json` (docs/json.md): its figures, and its window's own.
+#[derive(Debug, Serialize)]
+pub(super) struct BudgetBucketJson {
+    #[serde(flatten)]
+    pub(super) bucket: BucketJson,
     pub(super) quota: u64,
-    pub(super) remaining: u64,
     pub(super) remaining_to_quota: u64,
     /// As configured: `"24h"` or `"day@America/Los_Angeles"`.
     pub(super) window: String,
@@ -49,14 +83,6 @@ pub(super) struct BucketJson {
     pub(super) next_free_s: Option<f64>,
     pub(super) empty_in_s: Option<f64>,
     pub(super) by_method: BTreeMap<String, u64>,
-    pub(super) blocked_until: Option<String>,
-    /// The same moment for the text, which shows it to the second.
-    #[serde(skip)]
-    pub(super) blocked_until_us: Option<i64>,
-    /// Units charged to the bucket since midnight America/Los_Angeles when the upstream
-    /// first refused it this upstream day, below its quota (docs/budget.md, "When the
-    /// upstream refuses").
-    pub(super) upstream_spent_at: Option<u64>,
     /// The quota and ceiling to configure after two upstream days in a row spent
     /// early; only for a bucket over the upstream's own day.
     pub(super) suggested: Option<SuggestedJson>,
@@ -96,7 +122,7 @@ pub(super) struct BudgetJson {
     pub(super) by_method: BTreeMap<String, u64>,
     pub(super) limits: Vec<LimitJson>,
     pub(super) blocked_until: Option<String>,
-    pub(super) buckets: Vec<BucketJson>,
+    pub(super) buckets: Vec<BudgetBucketJson>,
     /// The limiter these figures came from, and the one the latest run charged.
     #[serde(flatten)]
     pub(super) read: Option<super::identity::ReadJson>,

@@ -8,38 +8,42 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use super::json::{BucketJson, BudgetJson, LimitJson, SpentDayJson, SuggestedJson};
-use crate::clock::Micros;
+use super::json::{
+    BucketJson, BudgetBucketJson, BudgetJson, LimitJson, SpentDayJson, SuggestedJson,
+};
 use crate::cmd::{Access, Ctx, load_budget, open_limiter, read_status};
 use crate::output::human;
 use crate::output::json::{print_json, rfc3339, seconds};
 use crate::quota::drift::{self, SpentDay};
-use crate::quota::{BUDGET_POLICY, Bucket, Budget, Entry, Status, Window};
+use crate::quota::{
+    Allowance, BUDGET_POLICY, Bucket, BucketFigures, Budget, Entry, Kind, Status, Window,
+};
 
-fn bucket_json(bucket: &Bucket, status: &Status, spent: &[SpentDay]) -> BucketJson {
-    let state = status.policy(&bucket.name);
-    let used = state.map_or(0, |p| p.used);
+/// One bucket of `budget --json`: its `figures`, and what `status` (read with its
+/// entries) and the upstream's refusals (`spent`) say of its window.
+fn bucket_json(
+    bucket: &Bucket,
+    figures: &BucketFigures,
+    status: &Status,
+    spent: &[SpentDay],
+) -> BudgetBucketJson {
+    let state = status
+        .policies
+        .iter()
+        .find(|p| p.kind == Kind::Bucket && p.name == bucket.name);
     let mut by_method = BTreeMap::new();
     for e in state.and_then(|p| p.entries.as_deref()).unwrap_or_default() {
         *by_method.entry(e.method.clone()).or_insert(0) += e.units;
     }
-    BucketJson {
-        name: bucket.name.to_owned(),
-        used,
-        ceiling: bucket.ceiling,
-        quota: bucket.quota,
-        remaining: bucket.ceiling.saturating_sub(used),
-        remaining_to_quota: bucket.quota.saturating_sub(used),
+    BudgetBucketJson {
+        bucket: BucketJson::of(figures),
+        quota: figures.quota,
+        remaining_to_quota: figures.remaining(Allowance::Quota),
         window: bucket.window.to_string(),
         window_s: seconds(bucket.window.length_at(status.now.as_i64())),
         next_free_s: state.and_then(|p| p.next_free).map(seconds),
         empty_in_s: state.and_then(|p| p.empty_in).map(seconds),
         by_method,
-        blocked_until: status
-            .blocked_until(&bucket.name)
-            .map(|u| rfc3339(u.as_i64())),
-        blocked_until_us: status.blocked_until(&bucket.name).map(Micros::as_i64),
-        upstream_spent_at: drift::spent_today(spent, &bucket.name, status.now),
         suggested: drift::suggest(spent, bucket, status.now).map(|s| SuggestedJson {
             quota: s.quota,
             ceiling: s.ceiling,
@@ -57,17 +61,21 @@ fn bucket_json(bucket: &Bucket, status: &Status, spent: &[SpentDay]) -> BucketJs
 }
 
 fn summarize(budget: &Budget, status: &Status, spent: &[SpentDay]) -> BudgetJson {
-    let buckets: Vec<BucketJson> = budget
+    let buckets: Vec<BudgetBucketJson> = budget
         .buckets()
         .iter()
-        .map(|b| bucket_json(b, status, spent))
+        .zip(budget.figures(status, spent))
+        .map(|(b, figures)| bucket_json(b, &figures, status, spent))
         .collect();
     let main = &buckets[0];
     let limits = budget
         .limits
         .iter()
         .filter_map(|l| {
-            let p = status.policies.iter().find(|p| p.name == l.name)?;
+            let p = status
+                .policies
+                .iter()
+                .find(|p| p.kind == Kind::Limit && p.name == l.name)?;
             Some(LimitJson {
                 name: l.name.clone(),
                 used: p.used,
@@ -78,17 +86,17 @@ fn summarize(budget: &Budget, status: &Status, spent: &[SpentDay]) -> BudgetJson
         })
         .collect();
     BudgetJson {
-        used: main.used,
-        ceiling: main.ceiling,
+        used: main.bucket.used,
+        ceiling: main.bucket.ceiling,
         quota: main.quota,
-        remaining: main.remaining,
+        remaining: main.bucket.remaining,
         remaining_to_quota: main.remaining_to_quota,
         window_s: main.window_s,
         next_free_s: main.next_free_s,
         empty_in_s: main.empty_in_s,
         by_method: main.by_method.clone(),
         limits,
-        blocked_until: main.blocked_until.clone(),
+        blocked_until: main.bucket.blocked_until.clone(),
         buckets,
         read: None,
     }
@@ -110,7 +118,8 @@ fn over(window: &str, window_s: f64) -> String {
 }
 
 /// One bucket's lines of `budget`.
-fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::Result<()> {
+fn print_bucket(out: &mut impl Write, b: &BudgetBucketJson, alone: bool) -> std::io::Result<()> {
+    let f = &b.bucket;
     let opt = |d: Option<f64>, what: &str| match d {
         Some(s) => format!(
             "in {} ({what})",
@@ -119,7 +128,7 @@ fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::R
         None => "now (the window is empty)".to_owned(),
     };
     if !alone {
-        writeln!(out, "  bucket {}", b.name)?;
+        writeln!(out, "  bucket {}", f.name)?;
     }
     // A calendar day's units all leave together, at its end.
     let (oldest, newest) = match b.window.strip_prefix(Window::DAY_PREFIX) {
@@ -134,11 +143,11 @@ fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::R
     };
     // What can be spent now comes first: "next free in 24h" above 9459 units left
     // read as "nothing available".
-    if b.remaining > 0 {
+    if f.remaining > 0 {
         writeln!(
             out,
             "  available   {} now, to the ceiling ({} to the quota)",
-            b.remaining, b.remaining_to_quota
+            f.remaining, b.remaining_to_quota
         )?;
     } else {
         writeln!(
@@ -150,12 +159,12 @@ fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::R
     writeln!(
         out,
         "  used        {} of ceiling {} (quota {}) {}",
-        b.used,
-        b.ceiling,
+        f.used,
+        f.ceiling,
         b.quota,
         over(&b.window, b.window_s)
     )?;
-    let frees = if b.remaining > 0 {
+    let frees = if f.remaining > 0 {
         "  more frees  "
     } else {
         "  next free   "
@@ -170,15 +179,15 @@ fn print_bucket(out: &mut impl Write, b: &BucketJson, alone: bool) -> std::io::R
             .collect();
         writeln!(out, "  by method   {}", methods.join(", "))?;
     }
-    match b.blocked_until_us {
+    match f.figures.blocked_until {
         Some(until) => writeln!(
             out,
             "  blocked     until {}: the upstream said this bucket's quota is spent",
-            crate::output::human::timestamp(until)
+            crate::output::human::timestamp(until.as_i64())
         )?,
         None => writeln!(out, "  blocked     no")?,
     }
-    if let Some(units) = b.upstream_spent_at {
+    if let Some(units) = f.upstream_spent_at {
         writeln!(
             out,
             "  upstream    said the quota is spent today at {units} units counted since midnight {} (quota {}): another consumer of the key, or a quota lower than configured",

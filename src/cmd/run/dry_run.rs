@@ -42,7 +42,12 @@ pub(super) async fn run(ctx: &Ctx<'_>, config: &Config, job: &Job<'_>) -> Result
     let names: Vec<String> = budget.policies().into_iter().map(|p| p.name).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let status = read_status(&limiter, budget, &names).await?;
-    let sim = runner::simulate(&plan, budget, job.allowance, &status);
+    // Read like the window; a limiter that answered that much answers this.
+    let spent = limiter.upstream_spent().await.unwrap_or_else(|e| {
+        tracing::debug!("reading what the upstream's refusals measured: {e}");
+        Vec::new()
+    });
+    let sim = runner::simulate(&plan, budget, job.allowance, &status, &spent);
     let printed = if job.json {
         print_dry_run_json(job, &sim, read)
     } else {
@@ -180,6 +185,7 @@ fn print_plan(job: &Job<'_>, budget: &Budget, sim: &Simulation, limiter: &str) -
         "{fitting} of {} calls fit, {units} units; would remain to the {what}:",
         sim.calls.len(),
     )?;
+    let left = sim.remaining_by_bucket();
     for b in buckets {
         let planned: u64 = sim
             .calls
@@ -187,7 +193,7 @@ fn print_plan(job: &Job<'_>, budget: &Budget, sim: &Simulation, limiter: &str) -
             .filter(|c| c.fits && c.bucket == b.name)
             .map(|c| c.units)
             .sum();
-        let left = sim.remaining_by_bucket.get(&b.name).copied().unwrap_or(0);
+        let left = left.get(&b.name).copied().unwrap_or(0);
         let stop = sim.bucket_stops.get(&b.name).map_or(String::new(), |s| {
             format!(" (stops: {})", s.describe(sim.now))
         });
@@ -317,7 +323,7 @@ fn print_dry_run_json(
             .as_ref()
             .and_then(|s| s.denied_by().map(str::to_owned)),
         units_planned: sim.calls.iter().filter(|c| c.fits).map(|c| c.units).sum(),
-        remaining_by_bucket: sim.remaining_by_bucket.clone(),
+        remaining_by_bucket: sim.remaining_by_bucket(),
         regions,
         read,
         plan: sim

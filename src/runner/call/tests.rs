@@ -268,8 +268,8 @@ async fn what_each_answer_decides() {
         let blocked: Vec<&str> = report
             .budget
             .iter()
-            .flat_map(|b| &b.buckets)
-            .filter(|b| b.blocked_until_us.is_some())
+            .flatten()
+            .filter(|b| b.blocked_until.is_some())
             .map(|b| b.name.as_str())
             .collect();
         assert_eq!(blocked, c.blocked, "{name}: blocked buckets");

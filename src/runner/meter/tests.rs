@@ -230,9 +230,8 @@ async fn a_limiter_found_down_is_not_asked_again() {
         .expect("blocked");
     let window = up.window().await.window.expect("the window");
     let got: Vec<(&str, u64, bool)> = window
-        .buckets
         .iter()
-        .map(|b| (b.name.as_str(), b.used, b.blocked_until_us.is_some()))
+        .map(|b| (b.name.as_str(), b.used, b.blocked_until.is_some()))
         .collect();
     assert_eq!(got, [("budget", 1, false), ("search", 0, true)]);
     let search_max = up.budget.buckets()[1].max_for(up.allowance);

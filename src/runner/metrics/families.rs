@@ -3,8 +3,9 @@
 //! alerts and dashboards read, so they are in one place, apart from the database
 //! reads and the text format.
 
-use super::picture::{BucketNumbers, Picture};
+use super::picture::Picture;
 use super::text::{Exposition, MetricType};
+use crate::quota::{Allowance, BucketFigures};
 use crate::region_status::RegionStatus;
 use crate::runner::outcome::{CallOutcome, Status};
 use crate::store::{CallCount, HistoryRow};
@@ -165,10 +166,10 @@ impl Picture {
                 "trendsync_budget_remaining_units",
                 "Units left: to the ceiling (scheduled runs) and to the quota (backfill).",
             );
-            for (to, max) in [("ceiling", b.ceiling), ("quota", b.quota)] {
+            for to in [Allowance::Ceiling, Allowance::Quota] {
                 remaining.sample(
-                    &[("budget", key), ("to", to)],
-                    max.saturating_sub(b.used) as f64,
+                    &[("budget", key), ("to", to.as_str())],
+                    b.remaining(to) as f64,
                 );
             }
             exp.gauge(
@@ -177,7 +178,7 @@ impl Picture {
             )
             .sample(
                 &[("budget", key)],
-                b.blocked_until_us.map_or(0.0, |us| (us / 1_000_000) as f64),
+                blocked_seconds(b),
             );
             bucket_families(exp, key, &budget.buckets);
         }
@@ -320,7 +321,13 @@ fn count_of(calls: &[CallCount], method: &str, outcome: CallOutcome) -> u64 {
 }
 
 /// A per-bucket gauge: its name, its help, and its value for a bucket.
-type BucketNumber = (&'static str, &'static str, fn(&BucketNumbers) -> f64);
+type BucketNumber = (&'static str, &'static str, fn(&BucketFigures) -> f64);
+
+/// The end of a bucket's upstream block in whole seconds, 0 when none.
+fn blocked_seconds(b: &BucketFigures) -> f64 {
+    b.blocked_until
+        .map_or(0.0, |u| (u.as_i64() / 1_000_000) as f64)
+}
 
 /// The version of trendsync that wrote the file, as a constant 1.
 fn build_info(exp: &mut Exposition) {
@@ -335,7 +342,7 @@ fn build_info(exp: &mut Exposition) {
 /// quota and blocked-until, so that an alert on a nearly spent bucket needs no join.
 /// The `trendsync_budget_*` families above stay as they were, the main bucket's, so
 /// the rules and dashboards built on them keep working.
-fn bucket_families(exp: &mut Exposition, key: &str, buckets: &[BucketNumbers]) {
+fn bucket_families(exp: &mut Exposition, key: &str, buckets: &[BucketFigures]) {
     let numbers: [BucketNumber; 4] = [
         (
             "trendsync_bucket_used_units",
@@ -355,7 +362,7 @@ fn bucket_families(exp: &mut Exposition, key: &str, buckets: &[BucketNumbers]) {
         (
             "trendsync_bucket_blocked_until_timestamp_seconds",
             "Until when the upstream said the bucket's quota is spent (seconds since the Unix epoch); 0 when not blocked.",
-            |b| b.blocked_until_us.map_or(0.0, |us| (us / 1_000_000) as f64),
+            blocked_seconds,
         ),
     ];
     for (name, help, value) in numbers {
@@ -380,10 +387,10 @@ fn bucket_families(exp: &mut Exposition, key: &str, buckets: &[BucketNumbers]) {
         "Units left in each bucket: to the ceiling (scheduled runs) and to the quota (backfill).",
     );
     for b in buckets {
-        for (to, max) in [("ceiling", b.ceiling), ("quota", b.quota)] {
+        for to in [Allowance::Ceiling, Allowance::Quota] {
             remaining.sample(
-                &[("budget", key), ("bucket", &b.name), ("to", to)],
-                max.saturating_sub(b.used) as f64,
+                &[("budget", key), ("bucket", &b.name), ("to", to.as_str())],
+                b.remaining(to) as f64,
             );
         }
     }

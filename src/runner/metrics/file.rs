@@ -5,7 +5,7 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::picture::{BudgetNumbers, LimiterHealth, Picture};
+use super::picture::{BudgetFigures, LimiterHealth, Picture};
 use crate::db_files::DbFiles;
 use crate::quota::Budget;
 use crate::runner::outcome::RunReport;
@@ -46,8 +46,11 @@ pub fn write_after_run(
     // the file last had (`trendsync_limiter_up 0` says they are not current): an
     // alert on a nearly spent bucket must not go quiet when the limiter is down.
     let numbers = match &report.budget {
-        Some(window) => Some(BudgetNumbers::of(budget, window)),
-        None => previous(path).and_then(|text| BudgetNumbers::last_known(budget, &text)),
+        Some(buckets) => Some(BudgetFigures {
+            key: budget.key.clone(),
+            buckets: buckets.clone(),
+        }),
+        None => previous(path).and_then(|text| BudgetFigures::last_known(budget, &text)),
     };
     let read = |source| MetricsError::Read {
         db: db.path().to_path_buf(),

@@ -4,9 +4,10 @@
 //! answer, from the file as it was. What is read, apart from how it is told.
 
 use super::text::parse_samples;
+use crate::clock::Micros;
+use crate::quota::BucketFigures;
 use crate::quota::Budget;
 use crate::quota::skew::Skew;
-use crate::runner::outcome::BudgetWindow;
 use crate::store::{
     CallCount, HistoryRow, RegionOutcome, RegionState, RunKind, RunRecord, Store, StoreError,
 };
@@ -19,33 +20,20 @@ pub struct LastRun {
     pub calls: Vec<CallCount>,
 }
 
-/// The budget's window as the limiter reported it at the end of the run.
+/// The budget's figures for the metrics: its key, the series' label, and every
+/// bucket's figures, the main one first (docs/budget.md, "Buckets").
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BudgetNumbers {
+pub struct BudgetFigures {
     pub key: String,
-    /// Every bucket, the main one first (docs/budget.md, "Buckets").
-    pub buckets: Vec<BucketNumbers>,
+    pub buckets: Vec<BucketFigures>,
 }
 
-/// One bucket's numbers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BucketNumbers {
-    pub name: String,
-    pub used: u64,
-    pub ceiling: u64,
-    pub quota: u64,
-    pub blocked_until_us: Option<i64>,
-    /// What the budget had charged the bucket today when the upstream first refused
-    /// it early (docs/budget.md, "When the upstream refuses").
-    pub upstream_spent_at: Option<u64>,
-}
-
-impl BudgetNumbers {
+impl BudgetFigures {
     /// The figures a metrics file written earlier (`previous`, its text) gave for
     /// `budget`, with today's ceilings and quotas: what is last known of the window
     /// while the limiter does not answer. `None` when that file has no figure for the
     /// main bucket of this budget.
-    pub fn last_known(budget: &Budget, previous: &str) -> Option<BudgetNumbers> {
+    pub fn last_known(budget: &Budget, previous: &str) -> Option<BudgetFigures> {
         let samples = parse_samples(previous);
         let figure = |name: &str, bucket: Option<&str>| {
             samples.iter().find_map(|(n, labels, value)| {
@@ -79,42 +67,19 @@ impl BudgetNumbers {
                 "trendsync_bucket_upstream_spent_at_units",
                 Some(b.name.as_str()),
             );
-            buckets.push(BucketNumbers {
+            buckets.push(BucketFigures {
                 name: b.name.to_owned(),
                 used: used.max(0.0) as u64,
                 ceiling: b.ceiling,
                 quota: b.quota,
-                blocked_until_us: blocked.map(|s| (s as i64).saturating_mul(1_000_000)),
+                blocked_until: blocked.map(|s| Micros::new((s as i64).saturating_mul(1_000_000))),
                 upstream_spent_at: spent.map(|u| u.max(0.0) as u64),
             });
         }
-        Some(BudgetNumbers {
+        Some(BudgetFigures {
             key: budget.key.clone(),
             buckets,
         })
-    }
-
-    /// `budget`'s numbers with its window as a run found it.
-    pub fn of(budget: &Budget, window: &BudgetWindow) -> BudgetNumbers {
-        let buckets = budget
-            .buckets()
-            .iter()
-            .map(|b| {
-                let seen = window.buckets.iter().find(|w| w.name == b.name);
-                BucketNumbers {
-                    name: b.name.to_owned(),
-                    used: seen.map_or(0, |w| w.used),
-                    ceiling: b.ceiling,
-                    quota: b.quota,
-                    blocked_until_us: seen.and_then(|w| w.blocked_until_us),
-                    upstream_spent_at: seen.and_then(|w| w.upstream_spent_at),
-                }
-            })
-            .collect();
-        BudgetNumbers {
-            key: budget.key.clone(),
-            buckets,
-        }
     }
 }
 
@@ -132,7 +97,7 @@ pub struct Picture {
     /// Attempts of every recorded run by method and outcome.
     pub calls: Vec<CallCount>,
     /// `None` when the limiter could not say.
-    pub budget: Option<BudgetNumbers>,
+    pub budget: Option<BudgetFigures>,
     /// The last skew seen on each limiter's clock (docs/schema.md).
     pub skews: Vec<Skew>,
     /// The regions configured in regions.toml, every one of them, not only those
@@ -157,7 +122,7 @@ impl Picture {
     /// Reads the picture from `store`; `budget` is the window a run reported.
     pub fn read(
         store: &Store,
-        budget: Option<BudgetNumbers>,
+        budget: Option<BudgetFigures>,
         configured: Vec<String>,
     ) -> Result<Picture, StoreError> {
         let mut last_runs = Vec::new();

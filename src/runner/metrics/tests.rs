@@ -1,10 +1,11 @@
 use std::fs;
 
 use super::*;
+use crate::clock::Micros;
 use crate::db_files::DbFiles;
+use crate::quota::BucketFigures;
 use crate::quota::skew::LimiterClock;
 use crate::region_status::Recorded;
-use crate::runner::outcome::BucketWindow;
 
 #[test]
 fn label_values_escape_backslash_quote_and_newline() {
@@ -160,14 +161,14 @@ fn picture() -> Picture {
             ("videos.list", "region_failed", 1),
             ("search.list", "ok", 2),
         ]),
-        budget: Some(BudgetNumbers {
+        budget: Some(BudgetFigures {
             key: "key1".into(),
-            buckets: vec![BucketNumbers {
+            buckets: vec![BucketFigures {
                 name: "budget".into(),
                 used: 9_600,
                 ceiling: 9_500,
                 quota: 10_000,
-                blocked_until_us: Some(1_700_086_400_000_000),
+                blocked_until: Some(Micros::new(1_700_086_400_000_000)),
                 upstream_spent_at: None,
             }],
         }),
@@ -344,7 +345,7 @@ fn without_the_budget_or_any_run_those_lines_are_left_out() {
     let text = p.exposition(&[]).render();
     assert!(!text.contains("trendsync_budget_"), "{text}");
     let mut p = picture();
-    p.budget.as_mut().expect("a budget").buckets[0].blocked_until_us = None;
+    p.budget.as_mut().expect("a budget").buckets[0].blocked_until = None;
     assert!(
         p.exposition(&[])
             .render()
@@ -436,7 +437,7 @@ fn a_file_that_cannot_be_written_says_where() {
     assert!(names.is_empty());
 }
 
-fn report_with(budget: Option<BudgetWindow>) -> RunReport {
+fn report_with(budget: Option<Vec<BucketFigures>>) -> RunReport {
     RunReport {
         follow: None,
         run_id: "r1".into(),
@@ -470,14 +471,15 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
         text: crate::config::BUILTIN_COSTS,
     })
     .expect("the built-in costs");
-    let window = BudgetWindow {
-        buckets: vec![BucketWindow {
-            name: "budget".into(),
-            used: 1234,
-            blocked_until_us: Some(1_700_086_400_000_000),
-            upstream_spent_at: Some(1200),
-        }],
-    };
+    let main = budget.main();
+    let window = vec![BucketFigures {
+        name: "budget".into(),
+        used: 1234,
+        ceiling: main.ceiling,
+        quota: main.quota,
+        blocked_until: Some(Micros::new(1_700_086_400_000_000)),
+        upstream_spent_at: Some(1200),
+    }];
     write_after_run(
         &path,
         &writing(&db),
@@ -569,23 +571,23 @@ fn the_last_known_figures_are_read_back_from_the_file_written() {
         text: include_str!("../../../quota-costs.granular.toml"),
     })
     .expect("the granular costs");
-    let numbers = BudgetNumbers {
+    let numbers = BudgetFigures {
         key: "key1".into(),
         buckets: vec![
-            BucketNumbers {
+            BucketFigures {
                 name: "budget".into(),
                 used: 20,
                 ceiling: 9_500,
                 quota: 10_000,
-                blocked_until_us: None,
+                blocked_until: None,
                 upstream_spent_at: None,
             },
-            BucketNumbers {
+            BucketFigures {
                 name: "search".into(),
                 used: 95,
                 ceiling: 95,
                 quota: 100,
-                blocked_until_us: Some(1_700_086_400_000_000),
+                blocked_until: Some(Micros::new(1_700_086_400_000_000)),
                 upstream_spent_at: Some(61),
             },
         ],
@@ -597,16 +599,16 @@ fn the_last_known_figures_are_read_back_from_the_file_written() {
     .exposition(&[])
     .render();
     assert_eq!(
-        BudgetNumbers::last_known(&budget, &written),
+        BudgetFigures::last_known(&budget, &written),
         Some(numbers),
         "{written}"
     );
     let other_key = written.replace("budget=\"key1\"", "budget=\"key2\"");
-    assert_eq!(BudgetNumbers::last_known(&budget, &other_key), None);
-    assert_eq!(BudgetNumbers::last_known(&budget, ""), None);
+    assert_eq!(BudgetFigures::last_known(&budget, &other_key), None);
+    assert_eq!(BudgetFigures::last_known(&budget, ""), None);
     // A file from before the buckets' series: the main bucket's figure alone.
     let old = "trendsync_budget_used_units{budget=\"key1\"} 7\n";
-    let known = BudgetNumbers::last_known(&budget, old).expect("the main bucket");
+    let known = BudgetFigures::last_known(&budget, old).expect("the main bucket");
     assert_eq!(known.buckets.len(), 1);
     assert_eq!(known.buckets[0].used, 7);
 }

@@ -229,6 +229,7 @@ fn the_simulation_stops_where_the_ceiling_is_reached() {
         &budget(100),
         Allowance::Ceiling,
         &status(90, 1_000_000, 2_000_000),
+        &[],
     );
     let fits: Vec<bool> = sim.calls.iter().map(|c| c.fits).collect();
     assert_eq!(fits, vec![true, true, true, true, true, false, false]);
@@ -255,6 +256,7 @@ fn the_reserve_lets_the_same_plan_through() {
         &b,
         Allowance::Quota,
         &status(90, 1_000_000, 2_000_000),
+        &[],
     );
     assert!(sim.stop.is_none());
     assert_eq!(sim.calls.last().map(|c| c.total), Some(106));
@@ -270,7 +272,7 @@ fn a_blocked_budget_stops_the_plan_at_its_first_call_as_the_run() {
     for method in b.main().methods() {
         st.blocked_methods.insert(method, Micros::new(9_000_000));
     }
-    let sim = simulate(&calls, &b, Allowance::Ceiling, &st);
+    let sim = simulate(&calls, &b, Allowance::Ceiling, &st, &[]);
     assert!(sim.calls.iter().all(|c| !c.fits));
     let stop = sim.stop.clone().expect("blocked");
     assert_eq!(stop.status(), super::super::Status::UpstreamQuotaExhausted);
@@ -308,7 +310,7 @@ fn equal_windows_both_over_name_the_policy_the_limiter_names() {
             }]),
         });
     }
-    let sim = simulate(&calls, &b, Allowance::Ceiling, &st);
+    let sim = simulate(&calls, &b, Allowance::Ceiling, &st, &[]);
     let fits: Vec<bool> = sim.calls.iter().map(|c| c.fits).collect();
     assert_eq!(fits, vec![true, false, false, false]);
     // The limiters decide with model::decide; the dry run must name its choice.
