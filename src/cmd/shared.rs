@@ -1,11 +1,14 @@
 //! What several commands show alike: times and ages for people, a region's staleness,
-//! stored text on one line, the charts of a history line. Commands share these through
+//! stored text on one line, the charts of a history line, a bucket's figures in JSON. Commands share these through
 //! this module, never through each other.
 
 use std::time::Duration;
 
+use serde::Serialize;
+
 use crate::output::human;
 use crate::output::json::rfc3339;
+use crate::quota::{Allowance, BucketFigures};
 
 /// Unix seconds as RFC 3339.
 pub(crate) fn at(s: i64) -> String {
@@ -65,4 +68,37 @@ pub(crate) fn charts_text(charts: &[u32]) -> String {
         })
         .collect::<Vec<_>>()
         .join("+")
+}
+
+/// One bucket's figures as `status --json` and `budget --json` print them
+/// (docs/json.md); `budget` adds its window's own fields ([`BudgetBucketJson`]).
+#[derive(Debug, Serialize)]
+pub(super) struct BucketJson {
+    pub(super) name: String,
+    pub(super) used: u64,
+    pub(super) ceiling: u64,
+    /// Left to the ceiling.
+    pub(super) remaining: u64,
+    pub(super) blocked_until: Option<String>,
+    /// Units charged to the bucket since midnight America/Los_Angeles when the upstream
+    /// first refused it this upstream day, below its quota (docs/budget.md, "When the
+    /// upstream refuses").
+    pub(super) upstream_spent_at: Option<u64>,
+    /// The figures these are told from, for the text forms.
+    #[serde(skip)]
+    pub(super) figures: BucketFigures,
+}
+
+impl BucketJson {
+    pub(super) fn of(figures: &BucketFigures) -> BucketJson {
+        BucketJson {
+            name: figures.name.clone(),
+            used: figures.used,
+            ceiling: figures.ceiling,
+            remaining: figures.remaining(Allowance::Ceiling),
+            blocked_until: figures.blocked_until.map(|u| rfc3339(u.as_i64())),
+            upstream_spent_at: figures.upstream_spent_at,
+            figures: figures.clone(),
+        }
+    }
 }

@@ -10,8 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use super::budget::json::BucketJson;
-use super::shared::{ago, at, charts_text, is_stale, one_line};
+use super::shared::{BucketJson, ago, at, charts_text, is_stale, one_line};
 use super::{Access, Ctx, load_config, open_limiter, read_status};
 use crate::cli::StatusArgs;
 use crate::error::{ExitCode, SilentExit, after_output, chain};

@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::output::json::rfc3339;
-use crate::quota::{Allowance, BucketFigures};
+use crate::cmd::shared::BucketJson;
 
 /// The JSON of `budget unblock --json`.
 #[derive(Debug, Serialize)]
@@ -34,39 +33,6 @@ pub(super) struct LimitJson {
     pub(super) max: u64,
     pub(super) window_s: f64,
     pub(super) next_free_s: Option<f64>,
-}
-
-/// One bucket's figures as `status --json` and `budget --json` print them
-/// (docs/json.md); `budget` adds its window's own fields ([`BudgetBucketJson`]).
-#[derive(Debug, Serialize)]
-pub(in crate::cmd) struct BucketJson {
-    pub(in crate::cmd) name: String,
-    pub(in crate::cmd) used: u64,
-    pub(in crate::cmd) ceiling: u64,
-    /// Left to the ceiling.
-    pub(in crate::cmd) remaining: u64,
-    pub(in crate::cmd) blocked_until: Option<String>,
-    /// Units charged to the bucket since midnight America/Los_Angeles when the upstream
-    /// first refused it this upstream day, below its quota (docs/budget.md, "When the
-    /// upstream refuses").
-    pub(in crate::cmd) upstream_spent_at: Option<u64>,
-    /// The figures these are told from, for the text forms.
-    #[serde(skip)]
-    pub(in crate::cmd) figures: BucketFigures,
-}
-
-impl BucketJson {
-    pub(in crate::cmd) fn of(figures: &BucketFigures) -> BucketJson {
-        BucketJson {
-            name: figures.name.clone(),
-            used: figures.used,
-            ceiling: figures.ceiling,
-            remaining: figures.remaining(Allowance::Ceiling),
-            blocked_until: figures.blocked_until.map(|u| rfc3339(u.as_i64())),
-            upstream_spent_at: figures.upstream_spent_at,
-            figures: figures.clone(),
-        }
-    }
 }
 
 /// One bucket in `budget --json` (docs/json.md): its figures, and its window's own.

@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use super::json::{
-    BucketJson, BudgetBucketJson, BudgetJson, LimitJson, SpentDayJson, SuggestedJson,
-};
+use super::json::{BudgetBucketJson, BudgetJson, LimitJson, SpentDayJson, SuggestedJson};
+use crate::cmd::shared::BucketJson;
 use crate::cmd::{Access, Ctx, load_budget, open_limiter, read_status};
 use crate::output::human;
 use crate::output::json::{print_json, rfc3339, seconds};
