@@ -11,7 +11,7 @@ use anyhow::{Context, Result, anyhow};
 use serde::Serialize;
 
 use super::Ctx;
-use super::run::signals::{Signals, StopRequest};
+use super::signals::{Signals, StopRequest};
 use crate::cli::{ExportArgs, ExportFormat, ExportPer};
 use crate::error::{SilentExit, UsageTip};
 use crate::output::parquet::{Cell, Column, Kind, Limits, Table};

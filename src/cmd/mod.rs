@@ -17,6 +17,7 @@ mod run;
 mod runs;
 mod search;
 mod shared;
+mod signals;
 mod status;
 mod video;
 

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::Ctx;
 use super::maintenance;
-use super::run::signals::Signals;
+use super::signals::Signals;
 use crate::cli::PruneArgs;
 use crate::clock::Clock;
 use crate::error::{SilentExit, after_output};

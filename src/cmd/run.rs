@@ -1,6 +1,6 @@
 //! `trendsync run` and `trendsync backfill`: choosing the job (which regions, with
 //! which allowance), then either the real run (set up, execute, summarise, exit) or its
-//! `--dry-run` (in `dry_run`). Signals during a run are in `signals`.
+//! `--dry-run` (in `dry_run`). Signals during a run are in `cmd/signals.rs`, which `export` and `prune` share.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,9 +22,8 @@ use crate::store::{RunKind, Store, StoreError};
 use crate::youtube::Client;
 
 mod dry_run;
-pub(super) mod signals;
 
-use signals::Signals;
+use super::signals::Signals;
 
 /// What a run or backfill was asked to do.
 struct Job<'a> {
