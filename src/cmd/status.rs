@@ -13,11 +13,13 @@ use serde::Serialize;
 use super::shared::{BucketJson, ago, at, charts_text, is_stale, one_line};
 use super::{Access, Ctx, load_config, open_limiter, read_status};
 use crate::cli::StatusArgs;
+use crate::config::Config;
 use crate::error::{ExitCode, SilentExit, after_output, chain};
 use crate::output::human;
 use crate::output::json::{print_json, rfc3339};
 use crate::output::table::{self, Column, Table};
 use crate::quota::skew::{self, LimiterClock, MAX_SKEW, Skew, amount};
+use crate::quota::{Budget, Limiter};
 
 use crate::region_status::{Recorded, RegionStatus, in_progress};
 use crate::runner::lock;
@@ -155,67 +157,14 @@ pub async fn run(ctx: &Ctx<'_>, args: &StatusArgs) -> Result<()> {
     let now = clock.now().to_secs().as_i64();
     let stale_after = args.stale_after.unwrap_or(DEFAULT_STALE_AFTER);
     let stale_s = i64::try_from(stale_after.as_secs()).unwrap_or(i64::MAX);
-    let regions: Vec<RegionJson> = config
-        .regions
-        .regions
-        .iter()
-        .map(|r| {
-            let attempt = stored.attempts.get(&r.code);
-            let complete = stored.states.get(&r.code).and_then(|s| s.last_complete_at);
-            RegionJson {
-                code: r.code.clone(),
-                last_attempt_at: attempt.map(|a| at(a.started_at)),
-                last_status: attempt.map(|a| a.status.clone()),
-                last_reason: attempt.and_then(|a| a.reason.clone()),
-                last_complete_at: complete.map(at),
-                stale: is_stale(now, complete, stale_s),
-                pages: attempt.map(|a| a.pages),
-                videos: attempt.map(|a| a.videos),
-                units: attempt.map(|a| a.units),
-                charts: attempt.map_or_else(Vec::new, |a| {
-                    a.charts
-                        .iter()
-                        .map(|c| (*c != 0).then(|| c.to_string()))
-                        .collect()
-                }),
-            }
-        })
-        .collect();
+    let regions = region_lines(&config, &stored, now, stale_s);
 
     let budget = &config.budget;
     let read = super::identity::ReadJson::check(ctx, budget);
     let limiter = open_limiter(ctx, budget, Access::Read).await?;
-    let mut budget_error = None;
-    let window = match read_status(&limiter, budget, &[]).await {
-        Ok(st) => {
-            // Read like the window; a limiter that answered that much answers this.
-            let spent = limiter.upstream_spent().await.unwrap_or_else(|e| {
-                tracing::warn!(
-                    "reading what the upstream's refusals measured: {}",
-                    chain(&e)
-                );
-                Vec::new()
-            });
-            let buckets: Vec<BucketJson> = budget
-                .figures(&st, &spent)
-                .iter()
-                .map(BucketJson::of)
-                .collect();
-            let main = &buckets[0];
-            Some(BudgetJson {
-                used: main.used,
-                ceiling: main.ceiling,
-                remaining: main.remaining,
-                blocked_until: main.blocked_until.clone(),
-                buckets,
-            })
-        }
-        Err(e) => {
-            let said = crate::error::report(&e);
-            tracing::warn!("{said}");
-            budget_error = Some(said);
-            None
-        }
+    let (window, budget_error) = match budget_window(&limiter, budget).await {
+        Ok(window) => (Some(window), None),
+        Err(said) => (None, Some(said)),
     };
     let skews = skew::recorded(Some(db))?;
     let clock_skew = skews
@@ -257,18 +206,22 @@ pub async fn run(ctx: &Ctx<'_>, args: &StatusArgs) -> Result<()> {
             (&skews, limiter.clock()),
         )
     };
-    // Without --stale-after the dashboard is the whole point, so failing to print it
-    // fails the command; as a health check, the health decides the exit code.
-    if args.stale_after.is_none() {
+    health(args.stale_after, &report, printed)
+}
+
+/// The exit of `status`: without --stale-after the dashboard is the whole point, so
+/// failing to print it fails the command; as a health check, the health decides.
+fn health(stale_after: Option<Duration>, report: &StatusJson, printed: Result<()>) -> Result<()> {
+    let Some(stale_after) = stale_after else {
         return printed;
-    }
+    };
     let stale: Vec<&str> = report
         .regions
         .iter()
         .filter(|r| r.stale)
         .map(|r| r.code.as_str())
         .collect();
-    if args.stale_after.is_some() && !stale.is_empty() {
+    if !stale.is_empty() {
         tracing::error!(
             regions = %stale.join(","),
             "stale: {} not fetched completely within the last {}",
@@ -278,6 +231,70 @@ pub async fn run(ctx: &Ctx<'_>, args: &StatusArgs) -> Result<()> {
         return after_output(printed, Err(SilentExit(ExitCode::Failed).into()));
     }
     after_output(printed, Ok(()))
+}
+
+/// Each configured region's line, from what the store holds, stale after `stale_s`.
+fn region_lines(config: &Config, stored: &Stored, now: i64, stale_s: i64) -> Vec<RegionJson> {
+    config
+        .regions
+        .regions
+        .iter()
+        .map(|r| {
+            let attempt = stored.attempts.get(&r.code);
+            let complete = stored.states.get(&r.code).and_then(|s| s.last_complete_at);
+            RegionJson {
+                code: r.code.clone(),
+                last_attempt_at: attempt.map(|a| at(a.started_at)),
+                last_status: attempt.map(|a| a.status.clone()),
+                last_reason: attempt.and_then(|a| a.reason.clone()),
+                last_complete_at: complete.map(at),
+                stale: is_stale(now, complete, stale_s),
+                pages: attempt.map(|a| a.pages),
+                videos: attempt.map(|a| a.videos),
+                units: attempt.map(|a| a.units),
+                charts: attempt.map_or_else(Vec::new, |a| {
+                    a.charts
+                        .iter()
+                        .map(|c| (*c != 0).then(|| c.to_string()))
+                        .collect()
+                }),
+            }
+        })
+        .collect()
+}
+
+/// The budget's window as `limiter` holds it, every bucket's figures; what went wrong,
+/// in words, when it cannot be read (said as a warning too).
+async fn budget_window(limiter: &Limiter, budget: &Budget) -> Result<BudgetJson, String> {
+    let st = match read_status(limiter, budget, &[]).await {
+        Ok(st) => st,
+        Err(e) => {
+            let said = crate::error::report(&e);
+            tracing::warn!("{said}");
+            return Err(said);
+        }
+    };
+    // Read like the window; a limiter that answered that much answers this.
+    let spent = limiter.upstream_spent().await.unwrap_or_else(|e| {
+        tracing::warn!(
+            "reading what the upstream's refusals measured: {}",
+            chain(&e)
+        );
+        Vec::new()
+    });
+    let buckets: Vec<BucketJson> = budget
+        .figures(&st, &spent)
+        .iter()
+        .map(BucketJson::of)
+        .collect();
+    let main = &buckets[0];
+    Ok(BudgetJson {
+        used: main.used,
+        ceiling: main.ceiling,
+        remaining: main.remaining,
+        blocked_until: main.blocked_until.clone(),
+        buckets,
+    })
 }
 
 fn print_text(
@@ -290,6 +307,41 @@ fn print_text(
 ) -> Result<()> {
     let width = table::width();
     let mut out = table::Wrapped::new(std::io::stdout().lock(), width);
+    write_regions(&mut out, width, report, stored, now, stale_after)?;
+    for r in &stored.running {
+        writeln!(
+            out,
+            "running    {} {} since {} ({})",
+            r.kind.as_str(),
+            r.run_id,
+            at(r.started_at),
+            ago(now, r.started_at)
+        )?;
+    }
+    for r in &stored.abandoned {
+        writeln!(
+            out,
+            "abandoned  {} {} started {} ({}): its process died before it ended",
+            r.kind.as_str(),
+            r.run_id,
+            at(r.started_at),
+            ago(now, r.started_at)
+        )?;
+    }
+    write_budget(&mut out, report, budget_key)?;
+    write_clock(&mut out, skews, in_use)?;
+    Ok(())
+}
+
+/// The regions' table, then how many were fetched completely within `stale_after`.
+fn write_regions(
+    out: &mut impl Write,
+    width: Option<usize>,
+    report: &StatusJson,
+    stored: &Stored,
+    now: i64,
+    stale_after: Duration,
+) -> Result<()> {
     // Dropped from the right of this list first when the terminal is narrow.
     let mut regions = Table::new(vec![
         Column::text("region", 0),
@@ -325,7 +377,7 @@ fn print_text(
             r.last_reason.as_deref().map_or(String::new(), one_line),
         ]);
     }
-    regions.write(&mut out, width)?;
+    regions.write(out, width)?;
     let stale = report.regions.iter().filter(|r| r.stale).count();
     let all = report.regions.len();
     write!(
@@ -338,26 +390,12 @@ fn print_text(
         0 => writeln!(out)?,
         _ => writeln!(out, "; {stale} stale")?,
     }
-    for r in &stored.running {
-        writeln!(
-            out,
-            "running    {} {} since {} ({})",
-            r.kind.as_str(),
-            r.run_id,
-            at(r.started_at),
-            ago(now, r.started_at)
-        )?;
-    }
-    for r in &stored.abandoned {
-        writeln!(
-            out,
-            "abandoned  {} {} started {} ({}): its process died before it ended",
-            r.kind.as_str(),
-            r.run_id,
-            at(r.started_at),
-            ago(now, r.started_at)
-        )?;
-    }
+    Ok(())
+}
+
+/// Each bucket's line, every figure naming the limiter it came from; or why the
+/// limiter cannot be read.
+fn write_budget(out: &mut impl Write, report: &StatusJson, budget_key: &str) -> Result<()> {
     // Every figure of the budget names the limiter it came from (and the file whose
     // buckets it counts), which may not be the one the runs charge.
     let from = format!(
@@ -402,6 +440,11 @@ fn print_text(
             report.budget_error.as_deref().unwrap_or("no reason given")
         )?,
     }
+    Ok(())
+}
+
+/// The skew last measured on the clock in use, and what it means.
+fn write_clock(out: &mut impl Write, skews: &[Skew], in_use: Option<LimiterClock>) -> Result<()> {
     for skew in skews.iter().filter(|s| Some(s.clock) == in_use) {
         let verdict = if skew.too_far() {
             format!(
