@@ -13,11 +13,13 @@ use serde::Serialize;
 use super::budget::json::BucketJson;
 use super::{Access, Ctx, load_config, open_limiter, read_status};
 use crate::cli::StatusArgs;
+use crate::config::Config;
 use crate::error::{ExitCode, SilentExit, after_output};
 use crate::output::human;
 use crate::output::json::{print_json, rfc3339};
 use crate::output::table::{self, Column, Table};
 use crate::quota::skew::{self, LimiterClock, MAX_SKEW, Skew, amount};
+use crate::quota::{Budget, Limiter};
 
 use crate::region_status::{Recorded, RegionStatus, in_progress};
 use crate::runner::lock;
@@ -199,23 +201,10 @@ fn read_stored(db: &Db, now_s: i64) -> Result<Stored> {
     read().with_context(|| format!("reading the run history from {}", db.display()))
 }
 
-pub async fn run(ctx: &Ctx<'_>, args: &StatusArgs) -> Result<()> {
-    let (global, clock) = (ctx.global, &ctx.clock);
-    let config = load_config(global)?;
-    let db = ctx.require_db()?;
-    let mut stored = read_stored(db, clock.now().to_secs().as_i64())?;
-    // Runs the read-only look above found dead are shown as abandoned; the next run
-    // records them so.
-    let dead_ids: Vec<String> = stored.abandoned.iter().map(|r| r.run_id.clone()).collect();
-    for a in stored.attempts.values_mut() {
-        if in_progress(&a.status) && dead_ids.contains(&a.run_id) {
-            a.status = RegionStatus::Abandoned.into();
-        }
-    }
-    let now = clock.now().to_secs().as_i64();
-    let stale_after = args.stale_after.unwrap_or(DEFAULT_STALE_AFTER);
-    let stale_s = i64::try_from(stale_after.as_secs()).unwrap_or(i64::MAX);
-    let regions: Vec<RegionJson> = config
+/// Every configured region's last attempt and last complete fetch, as `status --json`
+/// prints them.
+fn regions_json(config: &Config, stored: &Stored, now: i64, stale_s: i64) -> Vec<RegionJson> {
+    config
         .regions
         .regions
         .iter()
@@ -240,37 +229,58 @@ pub async fn run(ctx: &Ctx<'_>, args: &StatusArgs) -> Result<()> {
                 }),
             }
         })
+        .collect()
+}
+
+/// Every bucket's figures as the limiter gives them, the main one's also at the top.
+async fn read_budget(limiter: &Limiter, budget: &Budget) -> Result<BudgetJson> {
+    let st = read_status(limiter, budget, &[]).await?;
+    // Read like the window; a limiter that answered that much answers this.
+    let spent = limiter.upstream_spent().await.unwrap_or_else(|e| {
+        tracing::warn!("reading what the upstream's refusals measured: {e}");
+        Vec::new()
+    });
+    let buckets: Vec<BucketJson> = budget
+        .figures(&st, &spent)
+        .iter()
+        .map(BucketJson::of)
         .collect();
+    let main = &buckets[0];
+    Ok(BudgetJson {
+        used: main.used,
+        ceiling: main.ceiling,
+        remaining: main.remaining,
+        blocked_until: main.blocked_until.clone(),
+        buckets,
+    })
+}
+
+pub async fn run(ctx: &Ctx<'_>, args: &StatusArgs) -> Result<()> {
+    let (global, clock) = (ctx.global, &ctx.clock);
+    let config = load_config(global)?;
+    let db = ctx.require_db()?;
+    let mut stored = read_stored(db, clock.now().to_secs().as_i64())?;
+    // Runs the read-only look above found dead are shown as abandoned; the next run
+    // records them so.
+    let dead_ids: Vec<String> = stored.abandoned.iter().map(|r| r.run_id.clone()).collect();
+    for a in stored.attempts.values_mut() {
+        if in_progress(&a.status) && dead_ids.contains(&a.run_id) {
+            a.status = RegionStatus::Abandoned.into();
+        }
+    }
+    let now = clock.now().to_secs().as_i64();
+    let stale_after = args.stale_after.unwrap_or(DEFAULT_STALE_AFTER);
+    let stale_s = i64::try_from(stale_after.as_secs()).unwrap_or(i64::MAX);
+    let regions = regions_json(&config, &stored, now, stale_s);
 
     let budget = &config.budget;
     let read = super::identity::ReadJson::check(ctx, budget);
     let limiter = open_limiter(ctx, budget, Access::Read).await?;
-    let mut budget_error = None;
-    let window = match read_status(&limiter, budget, &[]).await {
-        Ok(st) => {
-            // Read like the window; a limiter that answered that much answers this.
-            let spent = limiter.upstream_spent().await.unwrap_or_else(|e| {
-                tracing::warn!("reading what the upstream's refusals measured: {e}");
-                Vec::new()
-            });
-            let buckets: Vec<BucketJson> = budget
-                .figures(&st, &spent)
-                .iter()
-                .map(BucketJson::of)
-                .collect();
-            let main = &buckets[0];
-            Some(BudgetJson {
-                used: main.used,
-                ceiling: main.ceiling,
-                remaining: main.remaining,
-                blocked_until: main.blocked_until.clone(),
-                buckets,
-            })
-        }
+    let (window, budget_error) = match read_budget(&limiter, budget).await {
+        Ok(window) => (Some(window), None),
         Err(e) => {
             tracing::warn!("{e:#}");
-            budget_error = Some(format!("{e:#}"));
-            None
+            (None, Some(format!("{e:#}")))
         }
     };
     let skews = skew::recorded(Some(db))?;
@@ -334,6 +344,56 @@ pub async fn run(ctx: &Ctx<'_>, args: &StatusArgs) -> Result<()> {
         return after_output(printed, Err(SilentExit(ExitCode::Failed).into()));
     }
     after_output(printed, Ok(()))
+}
+
+/// The budget's lines of `status`: one per bucket, the main one first, or why the
+/// limiter could not be read.
+fn print_budget(out: &mut impl Write, report: &StatusJson, budget_key: &str) -> Result<()> {
+    // Every figure of the budget names the limiter it came from (and the file whose
+    // buckets it counts), which may not be the one the runs charge.
+    let from = format!(
+        "on {}, costs from {}",
+        report.read.limiter.describe(),
+        report.read.costs.path
+    );
+    match &report.budget {
+        Some(b) => {
+            // The main bucket is the budget's line, as it was before there were others.
+            for bucket in &b.buckets {
+                let what = if bucket.figures.is_main() {
+                    format!("budget \"{budget_key}\" ({from})")
+                } else {
+                    format!("bucket \"{}\" ({from})", bucket.name)
+                };
+                let early = bucket.upstream_spent_at.map_or(String::new(), |units| {
+                    format!(
+                        "; the upstream said it was spent today at {units} units counted, below quota {}",
+                        bucket.figures.quota
+                    )
+                });
+                writeln!(
+                    out,
+                    "{what}: {} used of ceiling {}, {} remaining; {}{early}",
+                    bucket.used,
+                    bucket.ceiling,
+                    bucket.remaining,
+                    bucket
+                        .figures
+                        .blocked_until
+                        .map_or("not blocked".to_owned(), |u| format!(
+                            "blocked until {} (the upstream said this quota is spent)",
+                            crate::output::human::timestamp(u.as_i64())
+                        ))
+                )?;
+            }
+        }
+        None => writeln!(
+            out,
+            "budget \"{budget_key}\" ({from}): the limiter cannot be read: {}",
+            report.budget_error.as_deref().unwrap_or("no reason given")
+        )?,
+    }
+    Ok(())
 }
 
 fn print_text(
@@ -414,50 +474,7 @@ fn print_text(
             ago(now, r.started_at)
         )?;
     }
-    // Every figure of the budget names the limiter it came from (and the file whose
-    // buckets it counts), which may not be the one the runs charge.
-    let from = format!(
-        "on {}, costs from {}",
-        report.read.limiter.describe(),
-        report.read.costs.path
-    );
-    match &report.budget {
-        Some(b) => {
-            // The main bucket is the budget's line, as it was before there were others.
-            for bucket in &b.buckets {
-                let what = if bucket.figures.is_main() {
-                    format!("budget \"{budget_key}\" ({from})")
-                } else {
-                    format!("bucket \"{}\" ({from})", bucket.name)
-                };
-                let early = bucket.upstream_spent_at.map_or(String::new(), |units| {
-                    format!(
-                        "; the upstream said it was spent today at {units} units counted, below quota {}",
-                        bucket.figures.quota
-                    )
-                });
-                writeln!(
-                    out,
-                    "{what}: {} used of ceiling {}, {} remaining; {}{early}",
-                    bucket.used,
-                    bucket.ceiling,
-                    bucket.remaining,
-                    bucket
-                        .figures
-                        .blocked_until
-                        .map_or("not blocked".to_owned(), |u| format!(
-                            "blocked until {} (the upstream said this quota is spent)",
-                            crate::output::human::timestamp(u.as_i64())
-                        ))
-                )?;
-            }
-        }
-        None => writeln!(
-            out,
-            "budget \"{budget_key}\" ({from}): the limiter cannot be read: {}",
-            report.budget_error.as_deref().unwrap_or("no reason given")
-        )?,
-    }
+    print_budget(&mut out, report, budget_key)?;
     for skew in skews.iter().filter(|s| Some(s.clock) == in_use) {
         let verdict = if skew.too_far() {
             format!(
