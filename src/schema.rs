@@ -33,7 +33,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::clock::Clock;
-use crate::quota::{Budget, EmbeddedLimiter, Journal, JournalError, LimiterError};
+use crate::quota::{
+    BucketFigures, Budget, EmbeddedLimiter, FiguresError, Journal, JournalError, LimiterError,
+};
 use crate::sqlite::{Db, Migration, user_version, version_of};
 use crate::store::{Store, StoreError};
 
@@ -57,6 +59,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     crate::quota::schema::CALL_LOG,
     crate::store::best_matches::STEP,
     crate::store::best_matches::COUNTS,
+    crate::quota::schema::LAST_FIGURES,
 ];
 
 /// The highest schema version this build knows: what the store brings the file to.
@@ -206,6 +209,17 @@ pub fn record_skew_on(
     skew: &crate::quota::skew::Skew,
 ) -> Result<(), crate::quota::skew::SkewError> {
     crate::quota::skew::record(db, MIGRATIONS, skew)
+}
+
+/// Records `figures` as the last known figures of budget `key` on the command's
+/// connection ([`crate::quota::figures::record`]): what a run does with the figures the
+/// limiter reported at its end.
+pub fn record_figures_on(
+    db: &Db,
+    key: &str,
+    figures: &[BucketFigures],
+) -> Result<(), FiguresError> {
+    crate::quota::figures::record(db, MIGRATIONS, key, figures)
 }
 
 impl Journal {

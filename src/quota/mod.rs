@@ -10,7 +10,7 @@
 mod counting;
 pub mod drift;
 mod embedded;
-mod figures;
+pub mod figures;
 mod fingerprint;
 mod journal;
 mod ledger;
@@ -33,7 +33,7 @@ use crate::sqlite::Db;
 use counting::Counting;
 
 pub use embedded::EmbeddedLimiter;
-pub use figures::BucketFigures;
+pub use figures::{BucketFigures, FiguresError};
 pub use journal::{Epoch, Journal, JournalError, Journalled, Replayed, pending_calls};
 pub use ledger::Ledger;
 pub use limiter::{Limiter, RecordPast, charged_on};

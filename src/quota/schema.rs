@@ -17,7 +17,8 @@ use crate::sqlite::{Migration, StepError};
 
 /// The limiter's and the journal's steps, oldest first: all a limiter or a journal
 /// ever runs.
-pub(crate) const STEPS: &[Migration] = &[TABLES, CLOCK_SKEW, UPSTREAM_SPENT, CALL_LOG];
+pub(crate) const STEPS: &[Migration] =
+    &[TABLES, CLOCK_SKEW, UPSTREAM_SPENT, CALL_LOG, LAST_FIGURES];
 
 /// Step 4.
 pub(crate) const TABLES: Migration = Migration {
@@ -135,6 +136,27 @@ CREATE TABLE IF NOT EXISTS quota_fingerprint (
     budget      TEXT PRIMARY KEY,
     fingerprint TEXT NOT NULL,     -- Budget::fingerprint() the windows are counted under
     seen_us     INTEGER            -- the host's clock at the latest charge
+) WITHOUT ROWID;
+";
+
+/// Step 18.
+pub(crate) const LAST_FIGURES: Migration = Migration {
+    description: "every bucket's figures as the limiter last reported them to a run",
+    sql: LAST_FIGURES_SQL,
+    data: None,
+};
+
+/// The last known figures (docs/metrics.md, `quota/figures.rs`): one row per budget and
+/// bucket, as the limiter reported them at the end of the latest run that could read
+/// them; the metrics show them while the limiter does not answer.
+const LAST_FIGURES_SQL: &str = "
+CREATE TABLE IF NOT EXISTS quota_last_figures (
+    budget            TEXT    NOT NULL,   -- budget.key
+    bucket            TEXT    NOT NULL,   -- the bucket's name; `budget` for the main one
+    used              INTEGER NOT NULL,   -- units in its window
+    blocked_until_us  INTEGER,            -- the end of an upstream block; NULL when none
+    upstream_spent_at INTEGER,            -- units at the upstream's early refusal that day; NULL when none
+    PRIMARY KEY (budget, bucket)
 ) WITHOUT ROWID;
 ";
 

@@ -108,6 +108,27 @@ pub(super) async fn run_report(
     (report, now)
 }
 
+/// Records the figures the limiter reported at the run's end, when it gave them, as
+/// the budget's last known ones (docs/metrics.md). A failure is logged: the metrics
+/// then show the figures recorded before, should the limiter not answer next time.
+pub(super) async fn record_figures(run: &Run, report: &RunReport) {
+    let Some(figures) = report.budget.clone() else {
+        return;
+    };
+    let (db, key) = (run.db.clone(), run.settings.budget.key.clone());
+    let recorded =
+        tokio::task::spawn_blocking(move || crate::schema::record_figures_on(&db, &key, &figures))
+            .await;
+    match recorded {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(run_id = %run.settings.run_id, "{e}"),
+        Err(e) => tracing::warn!(
+            run_id = %run.settings.run_id,
+            "recording the buckets' last known figures: {e}"
+        ),
+    }
+}
+
 /// Records the run's end: its outcome, each region's, and its calls by method and
 /// outcome.
 pub(super) async fn record_end(run: &Run, report: &RunReport, stop: Option<&Stop>, now: Micros) {

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::bookkeeping::{record_attempts, record_end, record_start, run_report, run_status};
+use super::bookkeeping::{
+    record_attempts, record_end, record_figures, record_start, run_report, run_status,
+};
 use super::lock::{self, LockError, RegionLock};
 use super::outcome::{RegionReport, RunReport, Status, overall};
 use super::plan::{self, Freshness};
@@ -49,6 +51,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     let stop = run.stops.reported();
     let status = run_status(follow.as_ref(), overall(&regions, stop.as_ref()));
     let (report, now) = run_report(&run, status, regions, follow, stop.as_ref(), began).await;
+    record_figures(&run, &report).await;
     // A run whose start is not in the database has no rows to finish (and made no
     // call): trying would only add a second, unrelated error to the first.
     if start_recorded {

@@ -3,9 +3,10 @@
 //! attempt and last success, the budget, and the calls by method and outcome.
 //!
 //! The buckets' figures come from the limiter at the run's end. When it did not
-//! answer, `trendsync_limiter_up` is 0 and the figures are the ones the file last had,
-//! read back from it, so that the bucket alerts do not go quiet while it is down; the
-//! calls journalled meanwhile are counted in `trendsync_journal_pending_calls`.
+//! answer, `trendsync_limiter_up` is 0 and the figures are the last known ones, which
+//! the database records (`quota::figures`), so that the bucket alerts do not go quiet
+//! while it is down; the calls journalled meanwhile are counted in
+//! `trendsync_journal_pending_calls`.
 //!
 //! The regions are the configured ones, not the ones the database knows: a region that
 //! never completed has its last success at 0, so an alert sees it, and a region taken
@@ -50,7 +51,7 @@ use {
     crate::store::{CallCount, HistoryRow, RegionOutcome, RegionState, RunKind, RunRecord, Store},
     families::run_seconds,
     std::path::Path,
-    text::{format_value, parse_sample, valid_label_name, valid_metric_name},
+    text::{format_value, valid_label_name, valid_metric_name},
 };
 
 #[cfg(test)]

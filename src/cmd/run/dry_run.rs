@@ -164,6 +164,12 @@ fn print_plan(job: &Job<'_>, budget: &Budget, sim: &Simulation, limiter: &str) -
         plan.row(cells);
     }
     plan.write(&mut out, width)?;
+    print_totals(&mut out, sim, what)
+}
+
+/// What the plan's calls that fit add up to, and what they would leave of each bucket
+/// to the allowance `what`.
+fn print_totals(out: &mut impl Write, sim: &Simulation, what: &str) -> Result<()> {
     let fitting = sim.calls.iter().filter(|c| c.fits).count();
     let units = sim
         .calls
@@ -171,7 +177,7 @@ fn print_plan(job: &Job<'_>, budget: &Budget, sim: &Simulation, limiter: &str) -
         .filter(|c| c.fits)
         .map(|c| c.units)
         .sum::<u64>();
-    if !several {
+    if sim.buckets.len() <= 1 {
         writeln!(
             out,
             "{fitting} of {} calls fit, {units} units; {} would remain to the {what}",
@@ -185,15 +191,14 @@ fn print_plan(job: &Job<'_>, budget: &Budget, sim: &Simulation, limiter: &str) -
         "{fitting} of {} calls fit, {units} units; would remain to the {what}:",
         sim.calls.len(),
     )?;
-    let left = sim.remaining_by_bucket();
-    for b in buckets {
+    for b in &sim.buckets {
         let planned: u64 = sim
             .calls
             .iter()
             .filter(|c| c.fits && c.bucket == b.name)
             .map(|c| c.units)
             .sum();
-        let left = left.get(&b.name).copied().unwrap_or(0);
+        let left = b.remaining(sim.allowance);
         let stop = sim.bucket_stops.get(&b.name).map_or(String::new(), |s| {
             format!(" (stops: {})", s.describe(sim.now))
         });

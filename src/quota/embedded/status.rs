@@ -73,47 +73,58 @@ pub(super) fn status_in(
             blocked_methods,
         )));
     }
-    let mut policies = Vec::with_capacity(wanted.len());
-    for (p, list) in wanted {
-        let id = policy_id(budget_key, p.kind, &p.name);
-        let cutoff = p.window.at(now).cutoff_us;
-        let used: i64 = tx.query_row(
-            "SELECT COALESCE(SUM(units), 0) FROM quota_entry WHERE policy = ?1 AND at_us > ?2",
-            params![id, cutoff],
-            |r| r.get(0),
-        )?;
-        let (next_free, empty_in) = edges(&tx, &id, &p.window, now)?;
-        let entries = if *list {
-            let mut q = tx.prepare(
-                "SELECT at_us, units, method FROM quota_entry WHERE policy = ?1 AND at_us > ?2 ORDER BY at_us, member",
-            )?;
-            let rows = q.query_map(params![id, cutoff], |r| {
-                Ok(Entry {
-                    at_us: r.get(0)?,
-                    units: u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
-                    method: r.get(2)?,
-                })
-            })?;
-            Some(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        } else {
-            None
-        };
-        policies.push(PolicyStatus {
-            name: p.name.clone(),
-            kind: p.kind,
-            window: p.window.clone(),
-            used: u64::try_from(used).unwrap_or(0),
-            next_free,
-            empty_in,
-            entries,
-        });
-    }
+    let policies = wanted
+        .iter()
+        .map(|(p, list)| stored_status(&tx, budget_key, p, *list, now))
+        .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(Some(Status::new(
         Micros::new(now),
         refs,
         policies,
         blocked_methods,
     )))
+}
+
+/// The state of `p` as the window holds it, its entries listed when `list` says so.
+fn stored_status(
+    tx: &Connection,
+    budget_key: &str,
+    p: &PolicyRef,
+    list: bool,
+    now: i64,
+) -> rusqlite::Result<PolicyStatus> {
+    let id = policy_id(budget_key, p.kind, &p.name);
+    let cutoff = p.window.at(now).cutoff_us;
+    let used: i64 = tx.query_row(
+        "SELECT COALESCE(SUM(units), 0) FROM quota_entry WHERE policy = ?1 AND at_us > ?2",
+        params![id, cutoff],
+        |r| r.get(0),
+    )?;
+    let (next_free, empty_in) = edges(tx, &id, &p.window, now)?;
+    let entries = if list {
+        let mut q = tx.prepare(
+            "SELECT at_us, units, method FROM quota_entry WHERE policy = ?1 AND at_us > ?2 ORDER BY at_us, member",
+        )?;
+        let rows = q.query_map(params![id, cutoff], |r| {
+            Ok(Entry {
+                at_us: r.get(0)?,
+                units: u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
+                method: r.get(2)?,
+            })
+        })?;
+        Some(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    } else {
+        None
+    };
+    Ok(PolicyStatus {
+        name: p.name.clone(),
+        kind: p.kind,
+        window: p.window.clone(),
+        used: u64::try_from(used).unwrap_or(0),
+        next_free,
+        empty_in,
+        entries,
+    })
 }
 
 /// Whether the file has the log (a file the limiter has not brought up to date, read

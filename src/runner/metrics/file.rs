@@ -27,6 +27,8 @@ pub enum MetricsError {
     Skew(#[source] crate::quota::skew::SkewError),
     #[error("reading the metrics")]
     Journal(#[source] crate::quota::JournalError),
+    #[error("reading the metrics")]
+    Figures(#[source] crate::quota::FiguresError),
 }
 
 /// Writes `--metrics-file` after a run. Every run sharing the file writes the whole
@@ -42,16 +44,19 @@ pub fn write_after_run(
     report: &RunReport,
 ) -> Result<(), MetricsError> {
     let configured: Vec<String> = configured.iter().map(|c| (*c).to_owned()).collect();
-    // While the limiter does not answer, the buckets' series stay, with the figures
-    // the file last had (`trendsync_limiter_up 0` says they are not current): an
-    // alert on a nearly spent bucket must not go quiet when the limiter is down.
-    let numbers = match &report.budget {
-        Some(buckets) => Some(BudgetFigures {
-            key: budget.key.clone(),
-            buckets: buckets.clone(),
-        }),
-        None => previous(path).and_then(|text| BudgetFigures::last_known(budget, &text)),
+    // While the limiter does not answer, the buckets' series stay, with the last known
+    // figures (`trendsync_limiter_up 0` says they are not current): an alert on a
+    // nearly spent bucket must not go quiet when the limiter is down.
+    let buckets = match &report.budget {
+        Some(buckets) => Some(buckets.clone()),
+        None => {
+            crate::quota::figures::last_known(Some(db), budget).map_err(MetricsError::Figures)?
+        }
     };
+    let numbers = buckets.map(|buckets| BudgetFigures {
+        key: budget.key.clone(),
+        buckets,
+    });
     let read = |source| MetricsError::Read {
         db: db.path().to_path_buf(),
         source: Box::new(source),
@@ -74,15 +79,6 @@ pub fn write_after_run(
         .map_err(MetricsError::Write)?;
     tracing::debug!(path = %path.display(), "metrics written");
     Ok(())
-}
-
-/// The metrics file as an earlier run left it; `None` when there is none to read
-/// (a first run, or something that is not a file, which the write refuses anyway).
-fn previous(path: &Path) -> Option<String> {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_file() => std::fs::read_to_string(path).ok(),
-        _ => None,
-    }
 }
 
 /// Writing the metrics file failed.

@@ -1,12 +1,9 @@
 //! The picture the metrics file shows (docs/metrics.md), as read from the database:
 //! the last run of each kind, every region's last attempt and last success, the calls,
 //! and the budget's figures, from the run's report or, while the limiter does not
-//! answer, from the file as it was. What is read, apart from how it is told.
+//! answer, the last known ones the database records. What is read, apart from how it is told.
 
-use super::text::parse_samples;
-use crate::clock::Micros;
 use crate::quota::BucketFigures;
-use crate::quota::Budget;
 use crate::quota::skew::Skew;
 use crate::store::{
     CallCount, HistoryRow, RegionOutcome, RegionState, RunKind, RunRecord, Store, StoreError,
@@ -26,61 +23,6 @@ pub struct LastRun {
 pub struct BudgetFigures {
     pub key: String,
     pub buckets: Vec<BucketFigures>,
-}
-
-impl BudgetFigures {
-    /// The figures a metrics file written earlier (`previous`, its text) gave for
-    /// `budget`, with today's ceilings and quotas: what is last known of the window
-    /// while the limiter does not answer. `None` when that file has no figure for the
-    /// main bucket of this budget.
-    pub fn last_known(budget: &Budget, previous: &str) -> Option<BudgetFigures> {
-        let samples = parse_samples(previous);
-        let figure = |name: &str, bucket: Option<&str>| {
-            samples.iter().find_map(|(n, labels, value)| {
-                let label = |k: &str| labels.iter().find(|(l, _)| l == k).map(|(_, v)| v);
-                (n == name
-                    && label("budget").is_some_and(|k| *k == budget.key)
-                    && label("bucket").map(String::as_str) == bucket)
-                    .then_some(*value)
-            })
-        };
-        let mut buckets = Vec::new();
-        for b in budget.buckets() {
-            let used = figure("trendsync_bucket_used_units", Some(b.name.as_str())).or_else(|| {
-                // A file from before the buckets' series has the main bucket's alone.
-                b.is_main()
-                    .then(|| figure("trendsync_budget_used_units", None))
-                    .flatten()
-            });
-            let Some(used) = used else {
-                if b.is_main() {
-                    return None;
-                }
-                continue;
-            };
-            let blocked = figure(
-                "trendsync_bucket_blocked_until_timestamp_seconds",
-                Some(b.name.as_str()),
-            )
-            .filter(|s| *s > 0.0);
-            let spent = figure(
-                "trendsync_bucket_upstream_spent_at_units",
-                Some(b.name.as_str()),
-            );
-            buckets.push(BucketFigures {
-                name: b.name.to_owned(),
-                used: used.max(0.0) as u64,
-                ceiling: b.ceiling,
-                quota: b.quota,
-                blocked_until: blocked.map(|s| Micros::new((s as i64).saturating_mul(1_000_000))),
-                upstream_spent_at: spent.map(|u| u.max(0.0) as u64),
-            });
-        }
-        Some(BudgetFigures {
-            key: budget.key.clone(),
-            buckets,
-        })
-    }
 }
 
 /// Everything the metrics file says, read from the database (and the budget's window from

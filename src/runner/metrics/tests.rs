@@ -509,9 +509,11 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
         "trendsync_journal_pending_calls{{budget=\"{key}\"}} 0\n"
     )));
 
-    // A limiter that could not say: the figures the file had stay, marked by
-    // trendsync_limiter_up 0, and the rest is still written.
+    // A limiter that could not say: the last known figures, which the run that read
+    // them recorded, stay, marked by trendsync_limiter_up 0, and the rest is still
+    // written.
     let before = text;
+    crate::schema::record_figures_on(&writing(&db), key, &window).expect("recording");
     write_after_run(&path, &writing(&db), &budget, &["US"], &report_with(None)).expect("writing");
     let text = fs::read_to_string(&path).expect("reading");
     let budget_lines = |t: &str| -> Vec<String> {
@@ -525,10 +527,19 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
     assert!(text.contains(&format!("trendsync_limiter_up{{budget=\"{key}\"}} 0\n")));
     assert!(text.contains("trendsync_upstream_calls_total{method=\"search.list\""));
 
-    // With no earlier file, nothing is known: no budget series, the limiter down.
-    let fresh = dir.path().join("fresh.prom");
-    write_after_run(&fresh, &writing(&db), &budget, &["US"], &report_with(None)).expect("writing");
-    let text = fs::read_to_string(&fresh).expect("reading");
+    // With no figures recorded, nothing is known: no budget series, the limiter down;
+    // whatever the file had before.
+    let fresh = dir.path().join("fresh.db");
+    Store::open(&fresh).expect("creating the database");
+    write_after_run(
+        &path,
+        &writing(&fresh),
+        &budget,
+        &["US"],
+        &report_with(None),
+    )
+    .expect("writing");
+    let text = fs::read_to_string(&path).expect("reading");
     assert!(budget_lines(&text).is_empty(), "{text}");
     assert!(text.contains(&format!("trendsync_limiter_up{{budget=\"{key}\"}} 0\n")));
 
@@ -559,79 +570,6 @@ fn run_durations_are_fractional_seconds() {
     assert_eq!(run_seconds(100, 101, Some(1_250_000)), 1.25);
     assert_eq!(run_seconds(100, 102, None), 2.0);
     assert_eq!(run_seconds(100, 90, None), 0.0, "a clock that went back");
-}
-
-/// The last known figures are read back from a file as this module writes it, for
-/// this budget's key only, with today's ceilings and quotas; a bucket the file never
-/// had is left out, and without the main bucket's figure nothing is known.
-#[test]
-fn the_last_known_figures_are_read_back_from_the_file_written() {
-    let budget = crate::config::parse_costs(&crate::config::SourceText {
-        name: "quota-costs.granular.toml".into(),
-        text: include_str!("../../../quota-costs.granular.toml"),
-    })
-    .expect("the granular costs");
-    let numbers = BudgetFigures {
-        key: "key1".into(),
-        buckets: vec![
-            BucketFigures {
-                name: "budget".into(),
-                used: 20,
-                ceiling: 9_500,
-                quota: 10_000,
-                blocked_until: None,
-                upstream_spent_at: None,
-            },
-            BucketFigures {
-                name: "search".into(),
-                used: 95,
-                ceiling: 95,
-                quota: 100,
-                blocked_until: Some(Micros::new(1_700_086_400_000_000)),
-                upstream_spent_at: Some(61),
-            },
-        ],
-    };
-    let written = Picture {
-        budget: Some(numbers.clone()),
-        ..Picture::default()
-    }
-    .exposition(&[])
-    .render();
-    assert_eq!(
-        BudgetFigures::last_known(&budget, &written),
-        Some(numbers),
-        "{written}"
-    );
-    let other_key = written.replace("budget=\"key1\"", "budget=\"key2\"");
-    assert_eq!(BudgetFigures::last_known(&budget, &other_key), None);
-    assert_eq!(BudgetFigures::last_known(&budget, ""), None);
-    // A file from before the buckets' series: the main bucket's figure alone.
-    let old = "trendsync_budget_used_units{budget=\"key1\"} 7\n";
-    let known = BudgetFigures::last_known(&budget, old).expect("the main bucket");
-    assert_eq!(known.buckets.len(), 1);
-    assert_eq!(known.buckets[0].used, 7);
-}
-
-/// Label values come back as they were escaped.
-#[test]
-fn samples_parse_back_with_their_labels() {
-    assert_eq!(
-        parse_sample(r#"a_b{x="1\"2",y="a\nb\\"} 3.5"#),
-        Some((
-            "a_b".to_owned(),
-            vec![
-                ("x".to_owned(), "1\"2".to_owned()),
-                ("y".to_owned(), "a\nb\\".to_owned())
-            ],
-            3.5
-        ))
-    );
-    assert_eq!(
-        parse_sample("plain 4"),
-        Some(("plain".to_owned(), vec![], 4.0))
-    );
-    assert_eq!(parse_sample("broken{x=1} 4"), None);
 }
 
 /// The command's connection to `db`, as a run has it.

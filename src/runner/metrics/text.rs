@@ -1,8 +1,7 @@
 //! The classic Prometheus text exposition (0.0.4) the metrics file is written in
 //! (docs/metrics.md): families with their `# HELP` and `# TYPE` once, their samples
-//! together, labels and help escaped, values spelled as Prometheus spells them; and
-//! the samples of such a file read back, for the figures a run keeps while the limiter
-//! does not answer. Apart from the picture, since the format knows nothing of runs.
+//! together, labels and help escaped, values spelled as Prometheus spells them. Apart
+//! from the picture, since the format knows nothing of runs.
 
 use std::fmt::Write as _;
 
@@ -163,49 +162,4 @@ pub(super) fn valid_label_name(name: &str) -> bool {
             .next()
             .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// One sample line read back: its name, its labels (name, value) and its value.
-pub(super) type ParsedSample = (String, Vec<(String, String)>, f64);
-
-/// The samples of a text exposition: name, labels and value of each line that is not
-/// a comment. A line this cannot read is skipped.
-pub(super) fn parse_samples(text: &str) -> Vec<ParsedSample> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(parse_sample)
-        .collect()
-}
-
-pub(super) fn parse_sample(line: &str) -> Option<ParsedSample> {
-    let (series, value) = line.trim_end().rsplit_once(' ')?;
-    let value: f64 = value.parse().ok()?;
-    let Some((name, rest)) = series.split_once('{') else {
-        return Some((series.to_owned(), Vec::new(), value));
-    };
-    let mut labels = Vec::new();
-    let mut chars = rest.chars();
-    loop {
-        let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
-        let key = key.trim_start_matches(',');
-        if key == "}" || key.is_empty() {
-            break;
-        }
-        if chars.next() != Some('"') {
-            return None;
-        }
-        let mut value = String::new();
-        loop {
-            match chars.next()? {
-                '"' => break,
-                '\\' => match chars.next()? {
-                    'n' => value.push('\n'),
-                    c => value.push(c),
-                },
-                c => value.push(c),
-            }
-        }
-        labels.push((key.to_owned(), value));
-    }
-    Some((name.to_owned(), labels, value))
 }
