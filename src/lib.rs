@@ -16,6 +16,7 @@ pub(crate) mod mask;
 pub mod output;
 pub mod quota;
 pub mod region_status;
+pub(crate) mod reports;
 pub(crate) mod runner;
 pub mod schema;
 pub mod sqlite;

@@ -26,6 +26,7 @@ const LAYERS: &[&[&str]] = &[
     &["quota", "youtube", "store"],
     &["schema", "config"],
     &["runner"],
+    &["reports"],
     &["cli"],
     &["cmd"],
 ];

@@ -16,7 +16,7 @@ use crate::error::{MissingConfig, SilentExit, after_output};
 use crate::output::human;
 use crate::output::json::print_json;
 use crate::quota::Allowance;
-use crate::runner::metrics;
+use crate::reports::metrics;
 use crate::runner::{self, Freshness, Jitter, Run, RunDeps, RunSettings, lock};
 use crate::store::{RunKind, Store, StoreError};
 use crate::youtube::Client;

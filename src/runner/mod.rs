@@ -16,7 +16,6 @@ mod error;
 mod execute;
 pub mod lock;
 mod meter;
-pub mod metrics;
 pub mod outcome;
 pub mod plan;
 mod record;
@@ -26,7 +25,7 @@ mod steps;
 mod stops;
 #[cfg(test)]
 mod test_support;
-mod upstream;
+pub(crate) mod upstream;
 
 pub(crate) use backoff::Jitter;
 pub(crate) use execute::execute;

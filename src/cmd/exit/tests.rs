@@ -338,7 +338,7 @@ fn every_error_says_its_cause_once() {
         .into(),
         StoreError::Schema(schema()).into(),
         crate::runner::RunError::Journal { source: journal() }.into(),
-        crate::runner::metrics::MetricsError::Write(AtomicError::Io {
+        crate::reports::metrics::MetricsError::Write(AtomicError::Io {
             doing: "renaming the new file over",
             path: "trendsync.prom".into(),
             source: io(),

@@ -45,9 +45,9 @@ use {
 // What the tests (`super::*`) reach that the parts keep to the module.
 #[cfg(test)]
 use {
-    super::outcome::{CallOutcome, RunReport, Status},
     crate::quota::skew::Skew,
     crate::region_status::RegionStatus,
+    crate::runner::outcome::{CallOutcome, RunReport, Status},
     crate::store::{CallCount, HistoryRow, RegionOutcome, RegionState, RunKind, RunRecord, Store},
     families::run_seconds,
     std::path::Path,
