@@ -7,12 +7,13 @@ use std::io::Write;
 use anyhow::{Context, Result};
 
 use super::json::{ChargeJson, PartJson};
+use crate::clock::Clock;
 use crate::cmd::{Access, Ctx, load_budget, open_limiter};
 use crate::error::{ExitCode, SilentExit, UsageError, after_output, chain};
 use crate::output::human;
 use crate::output::json::{print_json, seconds};
 use crate::quota::skew::{self, Skew};
-use crate::quota::{Allowance, ChargeError, Decision, LimiterError};
+use crate::quota::{Allowance, Budget, Charge, ChargeError, Decision, Limiter, LimiterError};
 use crate::runner::said_no;
 
 /// `denied_by` when the limiter cannot be reached.
@@ -58,93 +59,17 @@ pub(super) async fn charge(
     } else {
         Allowance::Ceiling
     };
-    let id = format!(
-        "manual-{}",
-        crate::runner::run_id::new_run_id(clock.as_ref())
-    );
-    let charge = budget
-        .charge(&id, method, count, allowance)
-        .map_err(|e| match e {
-            ChargeError::UnknownMethod(_) => {
-                let known: Vec<&str> = budget.all_costs().into_keys().collect();
-                UsageError(format!(
-                    "{e}; the methods with a cost are: {}",
-                    known.join(", ")
-                ))
-            }
-            ChargeError::TooLarge { .. } => UsageError(e.to_string()),
-        })?;
+    let charge = charge_of(&budget, method, count, allowance, clock.as_ref())?;
     let _writing =
         super::maintenance::for_writing(ctx.files(), super::maintenance::WRITER_PATIENCE)?;
     super::identity::refuse_other_kind(ctx, &budget.key, false, "budget charge")?;
     let limiter = open_limiter(ctx, &budget, Access::Charge).await?;
-    // A charge decided by a clock last seen far from the upstream's would count the
-    // window wrongly; only a run can check the clock (its calls' answers say the
-    // upstream's time), so until one has, nothing is charged here.
-    if let Some(limiter_clock) = limiter.clock()
-        && let Some(skew) = skew::recorded_for(ctx.db(), limiter_clock)?.filter(Skew::too_far)
-    {
-        tracing::error!(
-            "{} when last compared, at {}; nothing was charged: {}, then run `trendsync run` once, whose first call checks the clocks; once they agree, charging works again",
-            skew.describe(),
-            crate::output::human::timestamp(skew.measured_at_us),
-            skew.clock.fix()
-        );
-        return refused(json, charge.units, CLOCK_SKEW);
-    }
-    let decision: Decision = match limiter.charge(&charge).await {
-        Ok(d) => d,
-        // Nothing can be granted while the limiter is down: a denial, as for a run.
-        Err(e) if e.is_unavailable() => {
-            let counted = if e.surely_uncounted() {
-                "nothing was charged"
-            } else {
-                // A timeout can come after the script ran; its units then free
-                // with its window, and the charge is still refused (the safe side).
-                "not granted, though the limiter may have counted it before it stopped answering"
-            };
-            tracing::error!(
-                "{}; {counted}: make the calls when the limiter answers again",
-                chain(&e)
-            );
-            return refused(json, charge.units, LIMITER_DOWN);
-        }
-        // A clock to fix, as a recorded skew is (docs/alerts.md): refused alike.
-        Err(LimiterError::ClocksApart { apart, .. }) => {
-            let recorded = skew::recorded(ctx.db()).unwrap_or_default();
-            tracing::error!("{apart}; nothing was charged; {}", apart.advice(&recorded));
-            return refused(json, charge.units, CLOCK_SKEW);
-        }
-        Err(e) => {
-            return Err(e).with_context(|| {
-                format!(
-                    "charging {count} × {method} to budget \"{}\" on {}",
-                    budget.key,
-                    limiter.describe()
-                )
-            });
-        }
+    let what = format!("{count} × {method}");
+    let decision = match decide(ctx, &limiter, &charge, &what, &budget.key).await? {
+        Ok(decision) => decision,
+        Err(denied_by) => return refused(json, charge.units, denied_by),
     };
-    // The numbers are those of the policy that said no, else those of METHOD's
-    // bucket (docs/json.md): the budget an operator charged, not a narrower limit that
-    // happens to have less room. While the upstream block says no, which no policy's
-    // numbers describe, the bucket's own too.
-    let bucket = decision.parts.iter().find(|p| p.policy == charge.bucket);
-    let applied = decision
-        .denied_by
-        .as_ref()
-        .and_then(|name| decision.parts.iter().find(|p| &p.policy == name))
-        .or(bucket);
-    let report = ChargeJson {
-        granted: decision.granted,
-        units: decision.units,
-        used: applied.map(|p| p.used),
-        remaining: applied.map(|p| p.remaining()),
-        retry_after_s: decision.retry_after.map(seconds),
-        denied_by: decision.denied_by.as_deref(),
-        policy: applied.map(|p| p.policy.as_str()),
-        parts: parts_of(&decision, &charge.bucket),
-    };
+    let report = report_of(&decision, &charge);
     let printed = if json {
         print_json(&report)
     } else {
@@ -182,6 +107,111 @@ pub(super) async fn charge(
         Err(SilentExit(ExitCode::TryLater).into())
     };
     after_output(printed, outcome)
+}
+
+/// The charge of `count` calls of `method`, named for this hand charge; a method with
+/// no cost, or more units than the limiter counts, is a usage error (2).
+fn charge_of(
+    budget: &Budget,
+    method: &str,
+    count: u64,
+    allowance: Allowance,
+    clock: &dyn Clock,
+) -> Result<Charge> {
+    let id = format!("manual-{}", crate::runner::run_id::new_run_id(clock));
+    let charge = budget
+        .charge(&id, method, count, allowance)
+        .map_err(|e| match e {
+            ChargeError::UnknownMethod(_) => {
+                let known: Vec<&str> = budget.all_costs().into_keys().collect();
+                UsageError(format!(
+                    "{e}; the methods with a cost are: {}",
+                    known.join(", ")
+                ))
+            }
+            ChargeError::TooLarge { .. } => UsageError(e.to_string()),
+        })?;
+    Ok(charge)
+}
+
+/// The limiter's decision on `charge` (`what` was asked for, in words), or why it was
+/// refused before one (the word of `denied_by`): a clock not to be trusted, or a
+/// limiter that does not answer.
+async fn decide(
+    ctx: &Ctx<'_>,
+    limiter: &Limiter,
+    charge: &Charge,
+    what: &str,
+    budget_key: &str,
+) -> Result<Result<Decision, &'static str>> {
+    // A charge decided by a clock last seen far from the upstream's would count the
+    // window wrongly; only a run can check the clock (its calls' answers say the
+    // upstream's time), so until one has, nothing is charged here.
+    if let Some(limiter_clock) = limiter.clock()
+        && let Some(skew) = skew::recorded_for(ctx.db(), limiter_clock)?.filter(Skew::too_far)
+    {
+        tracing::error!(
+            "{} when last compared, at {}; nothing was charged: {}, then run `trendsync run` once, whose first call checks the clocks; once they agree, charging works again",
+            skew.describe(),
+            crate::output::human::timestamp(skew.measured_at_us),
+            skew.clock.fix()
+        );
+        return Ok(Err(CLOCK_SKEW));
+    }
+    match limiter.charge(charge).await {
+        Ok(d) => Ok(Ok(d)),
+        // Nothing can be granted while the limiter is down: a denial, as for a run.
+        Err(e) if e.is_unavailable() => {
+            let counted = if e.surely_uncounted() {
+                "nothing was charged"
+            } else {
+                // A timeout can come after the script ran; its units then free
+                // with its window, and the charge is still refused (the safe side).
+                "not granted, though the limiter may have counted it before it stopped answering"
+            };
+            tracing::error!(
+                "{}; {counted}: make the calls when the limiter answers again",
+                chain(&e)
+            );
+            Ok(Err(LIMITER_DOWN))
+        }
+        // A clock to fix, as a recorded skew is (docs/alerts.md): refused alike.
+        Err(LimiterError::ClocksApart { apart, .. }) => {
+            let recorded = skew::recorded(ctx.db()).unwrap_or_default();
+            tracing::error!("{apart}; nothing was charged; {}", apart.advice(&recorded));
+            Ok(Err(CLOCK_SKEW))
+        }
+        Err(e) => Err(e).with_context(|| {
+            format!(
+                "charging {what} to budget \"{budget_key}\" on {}",
+                limiter.describe()
+            )
+        }),
+    }
+}
+
+/// What `budget charge --json` prints of `decision`.
+fn report_of<'a>(decision: &'a Decision, charge: &Charge) -> ChargeJson<'a> {
+    // The numbers are those of the policy that said no, else those of METHOD's
+    // bucket (docs/json.md): the budget an operator charged, not a narrower limit that
+    // happens to have less room. While the upstream block says no, which no policy's
+    // numbers describe, the bucket's own too.
+    let bucket = decision.parts.iter().find(|p| p.policy == charge.bucket);
+    let applied = decision
+        .denied_by
+        .as_ref()
+        .and_then(|name| decision.parts.iter().find(|p| &p.policy == name))
+        .or(bucket);
+    ChargeJson {
+        granted: decision.granted,
+        units: decision.units,
+        used: applied.map(|p| p.used),
+        remaining: applied.map(|p| p.remaining()),
+        retry_after_s: decision.retry_after.map(seconds),
+        denied_by: decision.denied_by.as_deref(),
+        policy: applied.map(|p| p.policy.as_str()),
+        parts: parts_of(decision, &charge.bucket),
+    }
 }
 
 /// A charge refused before the limiter decided it (`denied_by` says why): exit 75,
