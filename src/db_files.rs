@@ -162,6 +162,7 @@ pub struct Overwrite {
 
 impl Overwrite {
     /// Which of the database's files the path is.
+    #[cfg(test)]
     pub fn part(&self) -> Part {
         self.part
     }

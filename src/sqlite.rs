@@ -26,12 +26,13 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 mod db;
 
-pub use db::{Db, Held, application_id, open_untouched, raw_header};
+pub use db::{Db, Held};
+pub(crate) use db::{application_id, open_untouched, raw_header};
 
 /// How long a statement waits for another process's write lock before failing with
 /// "database is locked". Every transaction on the file takes milliseconds, so 10 s is
 /// only reached when something is badly stuck.
-pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How much a commit survives. In WAL mode neither setting can corrupt the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,7 +84,10 @@ pub enum OpenError {
 /// Opens (creating if needed) the database at `path` to read and write it: waits up
 /// to [`BUSY_TIMEOUT`] for other processes, journals in WAL mode, commits with
 /// `durability`, and enforces foreign keys.
-pub fn open_for_writing(path: &Path, durability: Durability) -> Result<Connection, OpenError> {
+pub(crate) fn open_for_writing(
+    path: &Path,
+    durability: Durability,
+) -> Result<Connection, OpenError> {
     let conn = Connection::open(path).map_err(|source| OpenError::Sqlite {
         doing: "opening the file",
         source,
@@ -91,25 +95,8 @@ pub fn open_for_writing(path: &Path, durability: Durability) -> Result<Connectio
     prepare_for_writing(conn, durability)
 }
 
-/// [`open_for_writing`], but a file that does not exist is an error rather than a new
-/// empty database.
-pub fn open_existing_for_writing(
-    path: &Path,
-    durability: Durability,
-) -> Result<Connection, OpenError> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|source| OpenError::Sqlite {
-        doing: "opening the file",
-        source,
-    })?;
-    prepare_for_writing(conn, durability)
-}
-
 /// Prepares `conn` to write as every writer of the file is: see [`open_for_writing`].
-pub fn prepare_for_writing(
+pub(crate) fn prepare_for_writing(
     conn: Connection,
     durability: Durability,
 ) -> Result<Connection, OpenError> {
@@ -170,7 +157,7 @@ fn enable_wal(conn: &Connection) -> rusqlite::Result<String> {
 /// `immutable` instead, which skips the locks and the WAL, but only when that cannot
 /// misread it: no `-wal` beside it (every write is in the file itself) and no write
 /// permission on it for anyone (nobody can change it while it is read).
-pub fn open_for_reading(path: &Path) -> rusqlite::Result<Connection> {
+pub(crate) fn open_for_reading(path: &Path) -> rusqlite::Result<Connection> {
     prepare_for_reading(path, open_plain(path, false)?)
 }
 
@@ -179,7 +166,7 @@ pub fn open_for_reading(path: &Path) -> rusqlite::Result<Connection> {
 /// be judged ([`db::raw_header`]) before it is read or written. Read-write when this user
 /// may write it (SQLite opens a file it may not write read-only even when asked for
 /// read-write), else read-only; with `create`, a missing file is created empty.
-pub fn open_plain(path: &Path, create: bool) -> rusqlite::Result<Connection> {
+pub(crate) fn open_plain(path: &Path, create: bool) -> rusqlite::Result<Connection> {
     let create = if create {
         OpenFlags::SQLITE_OPEN_CREATE
     } else {
@@ -198,7 +185,7 @@ pub fn open_plain(path: &Path, create: bool) -> rusqlite::Result<Connection> {
 }
 
 /// Prepares a connection from [`open_plain`] to read: see [`open_for_reading`].
-pub fn prepare_for_reading(path: &Path, conn: Connection) -> rusqlite::Result<Connection> {
+pub(crate) fn prepare_for_reading(path: &Path, conn: Connection) -> rusqlite::Result<Connection> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // A real read of the schema: opening reads nothing, and the header alone
     // (`user_version`) is read without the WAL index, so neither shows what fails.
@@ -223,7 +210,7 @@ fn read_schema(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// The directory the database at `path` is in (`.` for a bare file name).
-pub fn directory_of(path: &Path) -> &Path {
+pub(crate) fn directory_of(path: &Path) -> &Path {
     match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
@@ -231,7 +218,7 @@ pub fn directory_of(path: &Path) -> &Path {
 }
 
 /// The file SQLite keeps beside the database at `path`: `suffix` is `-wal` or `-shm`.
-pub fn beside(path: &Path, suffix: &str) -> PathBuf {
+pub(crate) fn beside(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(suffix);
     PathBuf::from(name)

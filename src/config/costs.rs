@@ -74,9 +74,9 @@ struct RawLimit {
 /// The shortest window a policy may have: the limiters count in microseconds, but a
 /// window much shorter than a call's round trip counts nothing (and "1ns" acted as no
 /// window at all).
-pub const MIN_WINDOW: Duration = Duration::from_secs(1);
+pub(crate) const MIN_WINDOW: Duration = Duration::from_secs(1);
 /// The longest window: the limiter's, which keeps every entry that long.
-pub const MAX_WINDOW: Duration = crate::quota::LONGEST_WINDOW;
+pub(crate) const MAX_WINDOW: Duration = crate::quota::LONGEST_WINDOW;
 
 /// A policy's window: a duration within [`MIN_WINDOW`]..=[`MAX_WINDOW`], or the
 /// calendar day of a time zone, `day@America/Los_Angeles`.

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 /// Parses a positive duration, saying what is accepted when it cannot.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(text.trim()).map_err(|e| {
         format!("\"{text}\" is not a duration ({e}); expected a number and a unit, e.g. \"90s\", \"10m\", \"2h\", \"1d\"")
     })?;

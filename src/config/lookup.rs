@@ -9,11 +9,11 @@ use std::sync::OnceLock;
 use super::Origin;
 
 /// The system-wide configuration directory, the last one searched.
-pub const SYSTEM_DIR: &str = "/etc/trendsync";
+pub(crate) const SYSTEM_DIR: &str = "/etc/trendsync";
 
 /// Why a configuration file was chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// `--costs` or `--regions` on the command line.
     Flag,
     /// `TRENDSYNC_COSTS` or `TRENDSYNC_REGIONS`.
@@ -32,7 +32,7 @@ pub enum Source {
 
 impl Source {
     /// The word `config --json` gives.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Source::Flag => "flag",
             Source::Variable => "variable",
@@ -53,18 +53,18 @@ impl fmt::Display for Source {
 
 /// The configuration directories, in the order they are searched.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigDirs {
-    pub dirs: Vec<(PathBuf, Source)>,
+pub(crate) struct ConfigDirs {
+    pub(crate) dirs: Vec<(PathBuf, Source)>,
 }
 
 /// A file the lookup chose, and the different file it hides, if any.
 #[derive(Debug, Clone)]
-pub struct Found {
-    pub origin: Origin,
-    pub source: Source,
+pub(crate) struct Found {
+    pub(crate) origin: Origin,
+    pub(crate) source: Source,
     /// The first file further down the list whose contents differ from the chosen
     /// one: what a process elsewhere (cron, systemd, another directory) may read.
-    pub shadows: Option<(PathBuf, Source)>,
+    pub(crate) shadows: Option<(PathBuf, Source)>,
 }
 
 impl ConfigDirs {
@@ -72,7 +72,7 @@ impl ConfigDirs {
     /// `$TRENDSYNC_CONFIG_DIR`, the current directory, `$XDG_CONFIG_HOME/trendsync`
     /// (`$HOME/.config/trendsync` when unset or not absolute, as the XDG base
     /// directory specification says), then `/etc/trendsync`.
-    pub fn from_env() -> ConfigDirs {
+    pub(crate) fn from_env() -> ConfigDirs {
         let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
         ConfigDirs::new(
             var("TRENDSYNC_CONFIG_DIR").map(PathBuf::from),
@@ -82,7 +82,7 @@ impl ConfigDirs {
     }
 
     /// The directories for the given variables' values.
-    pub fn new(
+    pub(crate) fn new(
         config_dir: Option<PathBuf>,
         xdg_config_home: Option<PathBuf>,
         home: Option<PathBuf>,
@@ -107,7 +107,7 @@ impl ConfigDirs {
     /// under that name counts, a regular file or not (a directory, a FIFO, a link to
     /// nowhere): reading it then fails and says so, where skipping it would quietly
     /// use another file.
-    pub fn find(&self, name: &str) -> Found {
+    pub(crate) fn find(&self, name: &str) -> Found {
         let mut present = self
             .dirs
             .iter()
@@ -154,15 +154,15 @@ pub(crate) fn same_text(a: &Path, b: &Path) -> Option<bool> {
 mod tests;
 
 /// The costs file's name in the configuration directories.
-pub const COSTS_FILE: &str = "quota-costs.toml";
+pub(crate) const COSTS_FILE: &str = "quota-costs.toml";
 /// The regions file's name in the configuration directories.
-pub const REGIONS_FILE: &str = "regions.toml";
+pub(crate) const REGIONS_FILE: &str = "regions.toml";
 
 /// The configuration files of one command: each looked up once, when first asked for,
 /// and the same answer every time after, so that a command names the file it loaded,
 /// even if one appears meanwhile, and warns once about a file it hides.
 #[derive(Debug)]
-pub struct Lookup {
+pub(crate) struct Lookup {
     costs: Wanted,
     regions: Wanted,
 }
@@ -182,7 +182,7 @@ struct Wanted {
 impl Lookup {
     /// The lookup for `--costs` and `--regions` as given (from the flag or its
     /// variable); the directories are searched only for a file not given.
-    pub fn new(costs: Option<&Path>, regions: Option<&Path>) -> Lookup {
+    pub(crate) fn new(costs: Option<&Path>, regions: Option<&Path>) -> Lookup {
         let wanted = |name, flag, variable, given: Option<&Path>| Wanted {
             name,
             flag,
@@ -197,12 +197,12 @@ impl Lookup {
     }
 
     /// The `quota-costs.toml` this command reads, and why.
-    pub fn costs(&self) -> &Found {
+    pub(crate) fn costs(&self) -> &Found {
         self.costs.found()
     }
 
     /// The `regions.toml` this command reads, and why.
-    pub fn regions(&self) -> &Found {
+    pub(crate) fn regions(&self) -> &Found {
         self.regions.found()
     }
 }
@@ -259,7 +259,7 @@ fn where_found(source: Source) -> &'static str {
 }
 
 /// A path made absolute for a message, so that it names one file wherever it is read.
-pub fn shown(path: &Path) -> String {
+pub(crate) fn shown(path: &Path) -> String {
     std::path::absolute(path)
         .unwrap_or_else(|_| path.to_path_buf())
         .display()

@@ -6,7 +6,7 @@ mod costs;
 mod duration;
 mod lookup;
 mod region_codes;
-pub use region_codes::nearest as nearest_region;
+pub(crate) use region_codes::nearest as nearest_region;
 mod regions;
 mod when;
 
@@ -15,18 +15,23 @@ use std::ops::Range;
 use std::path::PathBuf;
 
 pub use costs::parse_costs;
-pub use duration::parse_duration;
+pub(crate) use duration::parse_duration;
 pub(crate) use lookup::same_text;
-pub use lookup::{COSTS_FILE, ConfigDirs, Found, Lookup, REGIONS_FILE, SYSTEM_DIR, Source, shown};
-pub use regions::{Follow, MAX_FOLLOW_DAYS, Region, Regions, Search, parse_regions};
-pub use when::{When, parse_when};
+pub(crate) use lookup::{
+    COSTS_FILE, ConfigDirs, Found, Lookup, REGIONS_FILE, SYSTEM_DIR, Source, shown,
+};
+#[cfg(test)]
+pub(crate) use regions::Search;
+pub(crate) use regions::{Follow, Region, Regions, parse_regions};
+pub use when::When;
+pub(crate) use when::parse_when;
 
 use crate::quota::Budget;
 
 /// The shipped `quota-costs.toml`, used when none is given or present.
-pub const BUILTIN_COSTS: &str = include_str!("../../quota-costs.toml");
+pub(crate) const BUILTIN_COSTS: &str = include_str!("../../quota-costs.toml");
 /// The shipped `regions.toml`, used when none is given or present.
-pub const BUILTIN_REGIONS: &str = include_str!("../../regions.toml");
+pub(crate) const BUILTIN_REGIONS: &str = include_str!("../../regions.toml");
 
 /// A configuration mistake, located as precisely as the file allows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +62,11 @@ pub struct SourceText<'a> {
 }
 
 impl SourceText<'_> {
-    pub fn error_at(&self, span: Option<Range<usize>>, message: impl Into<String>) -> ConfigError {
+    pub(crate) fn error_at(
+        &self,
+        span: Option<Range<usize>>,
+        message: impl Into<String>,
+    ) -> ConfigError {
         ConfigError {
             file: self.name.clone(),
             position: span.map(|s| line_col(self.text, s.start)),
@@ -66,7 +75,7 @@ impl SourceText<'_> {
     }
 
     /// Deserializes the whole file, turning toml's error into ours.
-    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, ConfigError> {
+    pub(crate) fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, ConfigError> {
         toml::from_str(self.text)
             .map_err(|e| self.error_at(e.span(), in_words(e.message().trim_end())))
     }
@@ -117,14 +126,14 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 /// Where a configuration file comes from: a path (given, or found by the lookup of
 /// [`ConfigDirs`]), or the copy built into the binary.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Origin {
+pub(crate) enum Origin {
     Given(PathBuf),
     BuiltIn,
 }
 
 impl Origin {
     /// The file as messages name it: its path, or `built-in NAME`.
-    pub fn describe(&self, default_name: &str) -> String {
+    pub(crate) fn describe(&self, default_name: &str) -> String {
         match self {
             Origin::Given(path) => path.display().to_string(),
             Origin::BuiltIn => format!("built-in {default_name}"),
@@ -164,23 +173,23 @@ impl Origin {
 }
 
 /// Loads only `quota-costs.toml`, for the commands that need nothing else.
-pub fn load_budget(costs: &Origin) -> Result<Budget, ConfigError> {
+pub(crate) fn load_budget(costs: &Origin) -> Result<Budget, ConfigError> {
     let (name, text) = costs.read(BUILTIN_COSTS, "quota-costs.toml")?;
     parse_costs(&SourceText { name, text: &text })
 }
 
 /// Both files, checked against each other.
 #[derive(Debug, Clone)]
-pub struct Config {
-    pub budget: Budget,
-    pub regions: Regions,
+pub(crate) struct Config {
+    pub(crate) budget: Budget,
+    pub(crate) regions: Regions,
 }
 
 impl Config {
     /// Loads and validates both files. `called` lists the upstream methods the program
     /// itself charges, which must all have a cost; `search_method` must have one only
     /// when some region configures a search.
-    pub fn load(
+    pub(crate) fn load(
         costs: &Origin,
         regions: &Origin,
         called: &[&str],

@@ -20,7 +20,7 @@ const CODES: [&str; 249] = [
     "VN", "VU", "WF", "WS", "YE", "YT", "ZA", "ZM", "ZW",
 ];
 
-pub fn is_region_code(code: &str) -> bool {
+pub(crate) fn is_region_code(code: &str) -> bool {
     CODES.binary_search(&code).is_ok()
 }
 
@@ -30,7 +30,7 @@ const ALIASES: [(&str, &str); 4] = [("UK", "GB"), ("EN", "GB"), ("EL", "GR"), ("
 /// The code among `known` that `code` most likely meant: its own spelling in capitals,
 /// a well-known alias ("UK" for "GB"), its letters swapped, or the only one a single
 /// letter away. `None` when nothing is that close, or more than one is.
-pub fn nearest<'a>(code: &str, known: &[&'a str]) -> Option<&'a str> {
+pub(crate) fn nearest<'a>(code: &str, known: &[&'a str]) -> Option<&'a str> {
     let upper = code.trim().to_ascii_uppercase();
     if let Some(k) = known.iter().find(|k| **k == upper) {
         return Some(k);
@@ -61,7 +61,7 @@ pub fn nearest<'a>(code: &str, known: &[&'a str]) -> Option<&'a str> {
 }
 
 /// [`nearest`] among every assigned code.
-pub fn nearest_code(code: &str) -> Option<&'static str> {
+pub(crate) fn nearest_code(code: &str) -> Option<&'static str> {
     nearest(code, &CODES)
 }
 

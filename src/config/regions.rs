@@ -11,7 +11,7 @@ use super::{ConfigError, SourceText, parse_duration};
 use crate::youtube::SearchOrder;
 
 /// The chart holds at most 200 videos: four pages of 50.
-pub const MAX_PAGES: u32 = 4;
+pub(crate) const MAX_PAGES: u32 = 4;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -77,51 +77,51 @@ struct RawSearch {
 
 /// One configured search of a region.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Search {
-    pub name: String,
-    pub q: String,
-    pub order: SearchOrder,
+pub(crate) struct Search {
+    pub(crate) name: String,
+    pub(crate) q: String,
+    pub(crate) order: SearchOrder,
     /// Only videos published this recently (the upstream's `publishedAfter`).
-    pub published_within: Option<Duration>,
+    pub(crate) published_within: Option<Duration>,
 }
 
 /// One region to fetch.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Region {
+pub(crate) struct Region {
     /// ISO 3166-1 alpha-2.
-    pub code: String,
+    pub(crate) code: String,
     /// The crontab minute.
-    pub offset: u32,
-    pub hl: Option<String>,
+    pub(crate) offset: u32,
+    pub(crate) hl: Option<String>,
     /// Chart pages of 50 to fetch, of the overall chart and of each category's.
-    pub pages: u32,
+    pub(crate) pages: u32,
     /// The categories (`videoCategoryId`) whose charts are fetched beside the overall
     /// chart, in the configured order.
-    pub categories: Vec<u32>,
-    pub searches: Vec<Search>,
+    pub(crate) categories: Vec<u32>,
+    pub(crate) searches: Vec<Search>,
 }
 
 /// The most days `[follow]` may look back: a month.
-pub const MAX_FOLLOW_DAYS: u32 = 31;
+pub(crate) const MAX_FOLLOW_DAYS: u32 = 31;
 
 /// `[follow]`: keep counting videos after they left the charts (docs/upstream.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Follow {
+pub(crate) struct Follow {
     /// Videos seen on any chart in this many last days are followed.
-    pub days: u32,
+    pub(crate) days: u32,
     /// None is refreshed more often than this.
-    pub every: Duration,
+    pub(crate) every: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Regions {
-    pub regions: Vec<Region>,
+pub(crate) struct Regions {
+    pub(crate) regions: Vec<Region>,
     /// Follow-ups, when configured.
-    pub follow: Option<Follow>,
+    pub(crate) follow: Option<Follow>,
 }
 
 impl Regions {
-    pub fn get(&self, code: &str) -> Option<&Region> {
+    pub(crate) fn get(&self, code: &str) -> Option<&Region> {
         self.regions
             .iter()
             .find(|r| r.code.eq_ignore_ascii_case(code))
@@ -179,7 +179,7 @@ fn categories(
 }
 
 /// Parses and validates `regions.toml`.
-pub fn parse_regions(src: &SourceText<'_>) -> Result<Regions, ConfigError> {
+pub(crate) fn parse_regions(src: &SourceText<'_>) -> Result<Regions, ConfigError> {
     let raw: RawFile = src.parse()?;
     let default_pages = pages(src, &raw.defaults.pages, "defaults.pages")?;
     let default_categories = categories(src, &raw.defaults.categories, "defaults.categories")?;

@@ -23,7 +23,7 @@ const DAY_S: i64 = 86_400;
 
 impl When {
     /// The first second `--since WHEN` takes in.
-    pub fn since(self, now: Secs) -> Secs {
+    pub(crate) fn since(self, now: Secs) -> Secs {
         match self {
             When::Ago(d) => ago(now, d),
             When::Day(date) => Secs::new(day_start(date)),
@@ -32,7 +32,7 @@ impl When {
     }
 
     /// The last second `--until WHEN` takes in (inclusive).
-    pub fn until(self, now: Secs) -> Secs {
+    pub(crate) fn until(self, now: Secs) -> Secs {
         match self {
             When::Ago(d) => ago(now, d),
             When::Day(date) => Secs::new(day_start(date).saturating_add(DAY_S - 1)),
@@ -56,7 +56,7 @@ fn day_start(date: jiff::civil::Date) -> i64 {
 }
 
 /// Parses `WHEN`, saying the three forms it takes when it is none of them.
-pub fn parse_when(text: &str) -> Result<When, String> {
+pub(crate) fn parse_when(text: &str) -> Result<When, String> {
     let t = text.trim();
     if let Ok(at) = t.parse::<jiff::Timestamp>() {
         return Ok(When::At(at));

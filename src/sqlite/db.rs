@@ -95,28 +95,28 @@ impl Db {
     }
 
     /// The path the file was opened by.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.inner.path
     }
 
     /// The identity of the file and its companions, known from this open: what no
     /// path a command writes may be.
-    pub fn files(&self) -> &DbFiles {
+    pub(crate) fn files(&self) -> &DbFiles {
         &self.inner.files
     }
 
     /// Whether the connection may write.
-    pub fn is_writable(&self) -> bool {
+    pub(crate) fn is_writable(&self) -> bool {
         self.inner.writable.load(Ordering::Acquire)
     }
 
     /// The connection, held until the guard is dropped.
-    pub fn lock(&self) -> Held {
+    pub(crate) fn lock(&self) -> Held {
         self.inner.conn.lock_arc()
     }
 
     /// The connection, held, committing with `durability` from now on.
-    pub fn lock_durable(&self, durability: Durability) -> rusqlite::Result<Held> {
+    pub(crate) fn lock_durable(&self, durability: Durability) -> rusqlite::Result<Held> {
         let held = self.lock();
         if self.is_writable() && self.inner.synchronous.load(Ordering::Acquire) != durability.code()
         {
@@ -132,7 +132,7 @@ impl Db {
     /// journalled while the limiter was down are replayed by whoever reads the budget
     /// next). A file opened read-only (one this user may not write) stays so: the error
     /// says why.
-    pub fn make_writable(&self) -> Result<(), OpenError> {
+    pub(crate) fn make_writable(&self) -> Result<(), OpenError> {
         if self.is_writable() {
             return Ok(());
         }
@@ -163,7 +163,7 @@ impl Db {
 /// before a single page of it is trusted (whose it is, from its application id) with
 /// the one open of the command. A file shorter than the header reads as zeros past its
 /// end.
-pub fn raw_header(conn: &Connection) -> rusqlite::Result<[u8; 100]> {
+pub(crate) fn raw_header(conn: &Connection) -> rusqlite::Result<[u8; 100]> {
     use std::ffi::c_void;
     let mut header = [0u8; 100];
     let mut file: *mut rusqlite::ffi::sqlite3_file = std::ptr::null_mut();
@@ -205,7 +205,7 @@ pub fn raw_header(conn: &Connection) -> rusqlite::Result<[u8; 100]> {
 }
 
 /// The application id in a header read by [`raw_header`] (bytes 68 to 71, big-endian).
-pub fn application_id(header: &[u8; 100]) -> u32 {
+pub(crate) fn application_id(header: &[u8; 100]) -> u32 {
     u32::from_be_bytes([header[68], header[69], header[70], header[71]])
 }
 
@@ -214,7 +214,7 @@ pub fn application_id(header: &[u8; 100]) -> u32 {
 /// (SQLite then reads the WAL into memory instead of sharing the index); without one,
 /// as an immutable file. For judging a file not yet known to be trendsync's; `None`
 /// when that cannot be done without writing (a `-wal` with no `-shm` beside it).
-pub fn open_untouched(path: &Path) -> rusqlite::Result<Option<Connection>> {
+pub(crate) fn open_untouched(path: &Path) -> rusqlite::Result<Option<Connection>> {
     let wal = matches!(super::beside(path, "-wal").try_exists(), Ok(true));
     let shm = matches!(super::beside(path, "-shm").try_exists(), Ok(true));
     let query = match (wal, shm) {

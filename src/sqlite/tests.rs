@@ -79,11 +79,3 @@ fn writers_opening_a_file_together_each_get_wal_and_their_own_durability() {
         .expect("reading the journal mode");
     assert_eq!(mode, "wal");
 }
-
-#[test]
-fn a_missing_file_is_not_created_by_the_existing_opener() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("absent.db");
-    assert!(open_existing_for_writing(&path, Durability::Full).is_err());
-    assert!(!path.exists());
-}
