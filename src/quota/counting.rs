@@ -21,7 +21,7 @@ pub(crate) struct Counting {
 impl Counting {
     /// What a limiter built with `budget` holds; `None` for a limiter built without one
     /// (a tool that charges prepared charges), whose window is charged as it stands.
-    pub(crate) fn of(budget: Option<Arc<Budget>>) -> Option<Arc<Counting>> {
+    pub fn of(budget: Option<Arc<Budget>>) -> Option<Arc<Counting>> {
         let budget = budget?;
         let fingerprint = budget.fingerprint();
         let mut stamp = fingerprint.clone();

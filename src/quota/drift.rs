@@ -17,7 +17,7 @@ use super::{Bucket, Window, Zone};
 use crate::clock::Micros;
 
 /// The zone whose midnight resets every bucket of the upstream (docs/budget.md, "Buckets").
-pub const UPSTREAM_ZONE: &str = "America/Los_Angeles";
+pub(crate) const UPSTREAM_ZONE: &str = "America/Los_Angeles";
 
 /// How long a day's record is kept after the day starts: the suggestion needs the
 /// last two days; a few more cost nothing and show a pattern to whoever reads them.
@@ -25,7 +25,7 @@ pub const KEEP: Duration = Duration::from_secs(4 * 86_400);
 
 /// The upstream's own day as a window: the calendar day of [`UPSTREAM_ZONE`]. `None`
 /// only without a time-zone database, which the build bundles.
-pub fn upstream_day() -> Option<Window> {
+pub(crate) fn upstream_day() -> Option<Window> {
     Zone::get(UPSTREAM_ZONE).ok().map(Window::Day)
 }
 
@@ -33,12 +33,12 @@ pub fn upstream_day() -> Option<Window> {
 /// upstream first refused that bucket's call that day, while the budget still counted
 /// room below the bucket's quota.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SpentDay {
-    pub bucket: String,
+pub(crate) struct SpentDay {
+    pub(crate) bucket: String,
     /// The upstream day's start: its midnight in [`UPSTREAM_ZONE`], microseconds since
     /// the Unix epoch.
-    pub day_us: i64,
-    pub units: u64,
+    pub(crate) day_us: i64,
+    pub(crate) units: u64,
 }
 
 /// The midnight that starts the upstream day holding `at`.
@@ -50,7 +50,7 @@ fn day_of(at: Micros) -> Option<i64> {
 
 /// `bucket`'s figure for the upstream day holding `now` (the limiter's clock), if the
 /// upstream refused it early that day.
-pub fn spent_today(days: &[SpentDay], bucket: &str, now: Micros) -> Option<u64> {
+pub(crate) fn spent_today(days: &[SpentDay], bucket: &str, now: Micros) -> Option<u64> {
     let today = day_of(now)?;
     days.iter()
         .find(|d| d.bucket == bucket && d.day_us == today)
@@ -60,11 +60,11 @@ pub fn spent_today(days: &[SpentDay], bucket: &str, now: Micros) -> Option<u64> 
 /// What `budget` suggests configuring for a bucket the upstream spent early on two
 /// days in a row.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Suggestion {
-    pub quota: u64,
-    pub ceiling: u64,
+pub(crate) struct Suggestion {
+    pub(crate) quota: u64,
+    pub(crate) ceiling: u64,
     /// The two days, the earlier first, whose lower figure is the quota.
-    pub days: [SpentDay; 2],
+    pub(crate) days: [SpentDay; 2],
 }
 
 /// The quota and ceiling to configure for `bucket`, when the upstream spent it early on
@@ -74,7 +74,7 @@ pub struct Suggestion {
 /// day: a bucket with another window (a sliding 24 h) may hold methods of several of
 /// the upstream's pools, and its figure says how much of all of them together was
 /// counted, not what any one pool allows.
-pub fn suggest(days: &[SpentDay], bucket: &Bucket, now: Micros) -> Option<Suggestion> {
+pub(crate) fn suggest(days: &[SpentDay], bucket: &Bucket, now: Micros) -> Option<Suggestion> {
     let zone = bucket.window.zone().filter(|z| z.name() == UPSTREAM_ZONE)?;
     let mut own: Vec<&SpentDay> = days.iter().filter(|d| d.bucket == bucket.name).collect();
     own.sort_by_key(|d| d.day_us);

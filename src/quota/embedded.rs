@@ -184,7 +184,7 @@ impl EmbeddedLimiter {
         }
     }
 
-    pub fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         format!("embedded limiter in {}", self.path.display())
     }
 

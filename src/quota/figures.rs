@@ -43,7 +43,7 @@ impl BucketFigures {
         max.saturating_sub(self.used)
     }
 
-    pub fn is_main(&self) -> bool {
+    pub(crate) fn is_main(&self) -> bool {
         self.name == BUDGET_POLICY
     }
 }
@@ -53,7 +53,7 @@ impl Budget {
     /// for [`Budget::policies`] or at least every bucket's) and its record of the
     /// upstream's early refusals (`spent`, [`super::Limiter::upstream_spent`]). A
     /// bucket `status` does not cover counts as empty.
-    pub fn figures(&self, status: &Status, spent: &[SpentDay]) -> Vec<BucketFigures> {
+    pub(crate) fn figures(&self, status: &Status, spent: &[SpentDay]) -> Vec<BucketFigures> {
         self.buckets()
             .iter()
             .map(|b| BucketFigures {
@@ -136,7 +136,7 @@ pub(crate) fn record(
 /// of its buckets, measured against today's ceilings and quotas. A bucket with no
 /// record is left out; without one for the main bucket nothing is known (`None`), as
 /// when the database does not exist or predates the record. Read without writing.
-pub fn last_known(
+pub(crate) fn last_known(
     db: Option<&Db>,
     budget: &Budget,
 ) -> Result<Option<Vec<BucketFigures>>, FiguresError> {

@@ -309,12 +309,8 @@ impl Journal {
     }
 
     /// Now, on the clock this journal decides by.
-    pub fn now(&self) -> Micros {
+    pub(crate) fn now(&self) -> Micros {
         self.clock.now()
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     fn with_conn<T>(
@@ -339,11 +335,11 @@ impl Journal {
 
     /// Records that the call of `charge`, for the budget named `budget_key`, is made
     /// now without the limiter. Recording the same charge id again keeps the first.
-    pub fn record(&self, budget_key: &str, charge: &Charge) -> Result<(), JournalError> {
+    pub(crate) fn record(&self, budget_key: &str, charge: &Charge) -> Result<(), JournalError> {
         self.record_at(budget_key, charge, self.now().as_i64())
     }
 
-    pub fn record_at(
+    pub(crate) fn record_at(
         &self,
         budget_key: &str,
         charge: &Charge,
@@ -390,13 +386,13 @@ impl Journal {
 
     /// The calls journalled for `budget_key`, oldest first; rows that cannot be read
     /// back are counted apart.
-    pub fn pending(&self, budget_key: &str) -> Result<(Vec<Journalled>, u64), JournalError> {
+    pub(crate) fn pending(&self, budget_key: &str) -> Result<(Vec<Journalled>, u64), JournalError> {
         self.rows(budget_key, false)
     }
 
     /// Whether the ledger of `budget_key` holds any call: one seek, where
     /// [`Journal::ledger`] reads them all.
-    pub fn has_ledger(&self, budget_key: &str) -> Result<bool, JournalError> {
+    pub(crate) fn has_ledger(&self, budget_key: &str) -> Result<bool, JournalError> {
         self.with_conn("reading journalled calls", |conn| {
             conn.prepare_cached(
                 "SELECT EXISTS (SELECT 1 FROM quota_journal WHERE budget = ?1 AND metered = 1)",
@@ -484,7 +480,7 @@ impl Journal {
     }
 
     /// Deletes the row of a replayed charge.
-    pub fn remove(&self, charge_id: &str) -> Result<(), JournalError> {
+    pub(crate) fn remove(&self, charge_id: &str) -> Result<(), JournalError> {
         self.with_conn("deleting a replayed call", |conn| {
             conn.prepare_cached("DELETE FROM quota_journal WHERE charge_id = ?1")?
                 .execute([charge_id])
@@ -494,7 +490,7 @@ impl Journal {
 
     /// Records that Redis granted `charge` (made at `made_at_us` on this host's clock),
     /// into the ledger. The same charge id again keeps the first row.
-    pub fn record_granted_at(
+    pub(crate) fn record_granted_at(
         &self,
         budget_key: &str,
         charge: &Charge,
@@ -516,7 +512,7 @@ impl Journal {
     }
 
     /// Deletes the ledger rows of `budget_key` that every window has let go by `now_us`.
-    pub fn prune(&self, budget_key: &str, now_us: i64) -> Result<u64, JournalError> {
+    pub(crate) fn prune(&self, budget_key: &str, now_us: i64) -> Result<u64, JournalError> {
         self.with_conn("pruning the ledger", |conn| {
             conn.prepare_cached(
                 "DELETE FROM quota_journal WHERE budget = ?1 AND metered = 1 AND keep_until_us <= ?2",
@@ -527,7 +523,7 @@ impl Journal {
     }
 
     /// The epoch of `budget_key`'s window this host last charged into.
-    pub fn last_epoch(&self, budget_key: &str) -> Result<Option<Epoch>, JournalError> {
+    pub(crate) fn last_epoch(&self, budget_key: &str) -> Result<Option<Epoch>, JournalError> {
         self.with_conn("reading the last epoch seen", |conn| {
             conn.prepare_cached("SELECT epoch FROM quota_epoch WHERE budget = ?1")?
                 .query_row([budget_key], |r| r.get(0))
@@ -537,7 +533,11 @@ impl Journal {
     }
 
     /// Remembers the epoch of `budget_key`'s window; `None` forgets it.
-    pub fn set_epoch(&self, budget_key: &str, epoch: Option<Epoch>) -> Result<(), JournalError> {
+    pub(crate) fn set_epoch(
+        &self,
+        budget_key: &str,
+        epoch: Option<Epoch>,
+    ) -> Result<(), JournalError> {
         self.with_conn("remembering the epoch seen", |conn| {
             match epoch {
                 Some(Epoch(e)) => conn
@@ -562,7 +562,7 @@ impl Journal {
     ///
     /// The SQLite statements run on the caller's thread: a replay runs once, before a
     /// command does anything else, and each statement takes microseconds.
-    pub async fn replay(
+    pub(crate) async fn replay(
         &self,
         budget_key: &str,
         limiter: &Limiter,
@@ -581,7 +581,7 @@ impl Journal {
 
     /// Records the ledger of `budget_key` into `limiter` again, at original ages:
     /// after it lost the window. Rows stay; a charge already there counts once.
-    pub async fn restore(
+    pub(crate) async fn restore(
         &self,
         budget_key: &str,
         limiter: &impl RecordPast,

@@ -72,7 +72,7 @@ fn part_to_probe(newest: &Journalled, now_us: i64) -> Option<&Part> {
 
 /// A host's ledger of Redis grants for one budget, and the epoch it last saw.
 #[derive(Debug)]
-pub struct Ledger {
+pub(crate) struct Ledger {
     journal: Arc<Journal>,
     budget_key: String,
     known: Mutex<Option<Epoch>>,
@@ -91,18 +91,18 @@ impl Ledger {
         })
     }
 
-    pub fn known(&self) -> Option<Epoch> {
+    pub(crate) fn known(&self) -> Option<Epoch> {
         *self.known.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn remember(&self, epoch: Option<Epoch>) -> Result<(), JournalError> {
+    pub(crate) fn remember(&self, epoch: Option<Epoch>) -> Result<(), JournalError> {
         *self.known.lock().unwrap_or_else(|p| p.into_inner()) = epoch;
         self.journal.set_epoch(&self.budget_key, epoch)
     }
 
     /// Writes a granted charge into the ledger, off the async runtime's threads (the
     /// row is fsynced).
-    pub async fn granted(&self, charge: &Charge) -> Result<(), JournalError> {
+    pub(crate) async fn granted(&self, charge: &Charge) -> Result<(), JournalError> {
         let (journal, key, charge) = (
             Arc::clone(&self.journal),
             self.budget_key.clone(),

@@ -46,7 +46,7 @@ impl RecordPast for Limiter {
 impl Limiter {
     /// What to use when opening the limiter failed: a limiter that could not be
     /// reached is [`Limiter::Down`]; any other failure stays an error.
-    pub fn or_down(opened: Result<Limiter, LimiterError>) -> Result<Limiter, LimiterError> {
+    pub(crate) fn or_down(opened: Result<Limiter, LimiterError>) -> Result<Limiter, LimiterError> {
         match opened {
             Err(LimiterError::Unavailable { endpoint, source }) => Ok(Limiter::Down {
                 endpoint,
@@ -73,7 +73,7 @@ impl Limiter {
     }
 
     /// Whose clock this limiter decides by; `None` while it is down.
-    pub fn clock(&self) -> Option<skew::LimiterClock> {
+    pub(crate) fn clock(&self) -> Option<skew::LimiterClock> {
         match self {
             Limiter::Redis(_) => Some(skew::LimiterClock::Redis),
             Limiter::Embedded(_) => Some(skew::LimiterClock::Host),
@@ -128,7 +128,7 @@ impl Limiter {
     /// `None`. `at` is a recent time on the limiter's clock (the refused call's
     /// charge): the upstream's midnights are taken around it, never around this host's
     /// unchecked clock.
-    pub async fn note_upstream_refusal(
+    pub(crate) async fn note_upstream_refusal(
         &self,
         bucket: &str,
         quota: u64,
@@ -143,7 +143,7 @@ impl Limiter {
 
     /// Every bucket's figures of the last few upstream days on which the upstream
     /// refused it early ([`Limiter::note_upstream_refusal`]), oldest first.
-    pub async fn upstream_spent(&self) -> Result<Vec<drift::SpentDay>, LimiterError> {
+    pub(crate) async fn upstream_spent(&self) -> Result<Vec<drift::SpentDay>, LimiterError> {
         let mut days = match self {
             Limiter::Redis(l) => l.upstream_spent().await?,
             Limiter::Embedded(l) => l.upstream_spent().await?,
@@ -166,7 +166,7 @@ impl Limiter {
 
     /// Whether calls counted in this limiter stay in the local ledger: only Redis can
     /// lose a window while this host's database keeps it.
-    pub fn keeps_ledger(&self) -> bool {
+    pub(crate) fn keeps_ledger(&self) -> bool {
         matches!(self, Limiter::Redis(l) if l.keeps_ledger())
     }
 
@@ -183,7 +183,7 @@ impl Limiter {
     }
 
     /// Where the limiter is, for messages (no password).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Limiter::Redis(l) => l.endpoint().to_owned(),
             Limiter::Embedded(l) => l.endpoint(),

@@ -8,9 +8,9 @@
 //! any store and any clock. This module knows nothing of YouTube.
 
 mod counting;
-pub mod drift;
+pub(crate) mod drift;
 mod embedded;
-pub mod figures;
+pub(crate) mod figures;
 mod fingerprint;
 mod journal;
 mod ledger;
@@ -35,10 +35,9 @@ use counting::Counting;
 pub use embedded::EmbeddedLimiter;
 pub use figures::{BucketFigures, FiguresError};
 pub use journal::{Epoch, Journal, JournalError, Journalled, Replayed, pending_calls};
-pub use ledger::Ledger;
 pub use limiter::{Limiter, RecordPast, charged_on};
 pub use model::{Fit, PartOutcome};
-pub use redis::{Decided, RedisCause, RedisConfigError, RedisLimiter, TlsFiles};
+pub use redis::{RedisCause, RedisConfigError, RedisLimiter, TlsFiles};
 pub use window::{Span, Window, Zone};
 
 /// The name of the main policy: the budget's own window, the main bucket. Limits and
@@ -48,7 +47,7 @@ pub const BUDGET_POLICY: &str = "budget";
 /// Names a `[[limit]]` or `[[bucket]]` may not take because the budget's own keys use
 /// them (`upstream_spent`: the record of the upstream's early refusals, 3.5; `limit`
 /// heads the keys of every `[[limit]]`).
-pub const RESERVED_POLICY_NAMES: &[&str] = &[
+pub(crate) const RESERVED_POLICY_NAMES: &[&str] = &[
     BUDGET_POLICY,
     "blocked",
     "journal",
@@ -59,7 +58,7 @@ pub const RESERVED_POLICY_NAMES: &[&str] = &[
 
 /// The longest window a policy may have: 31 days. Longer ones would only grow what is
 /// kept (below), and a window of years overflowed the expiry arithmetic.
-pub const LONGEST_WINDOW: Duration = Duration::from_secs(31 * 86_400);
+pub(crate) const LONGEST_WINDOW: Duration = Duration::from_secs(31 * 86_400);
 
 /// How long every entry is kept, whatever the window of the policy that holds it and
 /// whatever the costs file in force (docs/budget.md): as long as any window that
@@ -78,7 +77,7 @@ pub enum Kind {
 }
 
 /// The policy that denies while the upstream has said a bucket's quota is spent (3.5).
-pub const UPSTREAM_POLICY: &str = "upstream";
+pub(crate) const UPSTREAM_POLICY: &str = "upstream";
 
 /// How a `[[limit]]` counts a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,7 +105,7 @@ pub enum Allowance {
 
 impl Allowance {
     /// The budget's own word for the limit: `ceiling` or `quota`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Allowance::Ceiling => "ceiling",
             Allowance::Quota => "quota",
@@ -140,19 +139,19 @@ pub struct Bucket {
 
 impl Bucket {
     /// The most a caller may fill this bucket to.
-    pub fn max_for(&self, allowance: Allowance) -> u64 {
+    pub(crate) fn max_for(&self, allowance: Allowance) -> u64 {
         match allowance {
             Allowance::Ceiling => self.ceiling,
             Allowance::Quota => self.quota,
         }
     }
 
-    pub fn is_main(&self) -> bool {
+    pub(crate) fn is_main(&self) -> bool {
         self.name == BUDGET_POLICY
     }
 
     /// The bucket's policy, enough to read its state.
-    pub fn policy(&self) -> PolicyRef {
+    pub(crate) fn policy(&self) -> PolicyRef {
         PolicyRef {
             name: self.name.clone(),
             kind: Kind::Bucket,
@@ -162,7 +161,7 @@ impl Bucket {
     }
 
     /// The bucket's methods.
-    pub fn methods(&self) -> Vec<String> {
+    pub(crate) fn methods(&self) -> Vec<String> {
         self.costs.keys().cloned().collect()
     }
 }
@@ -233,23 +232,19 @@ impl Budget {
             .ok_or_else(|| UnknownMethod(method.to_owned()))
     }
 
-    /// The maximum of the main bucket's window for a caller.
-    pub fn max_for(&self, allowance: Allowance) -> u64 {
-        self.main().max_for(allowance)
-    }
-
     /// The main bucket.
     pub fn main(&self) -> &Bucket {
         &self.buckets[0]
     }
 
+    #[cfg(test)]
     /// The main bucket, to change its figures (its name must stay [`BUDGET_POLICY`]).
-    pub fn main_mut(&mut self) -> &mut Bucket {
+    pub(crate) fn main_mut(&mut self) -> &mut Bucket {
         &mut self.buckets[0]
     }
 
     /// Every bucket, the main one first.
-    pub fn buckets(&self) -> &[Bucket] {
+    pub(crate) fn buckets(&self) -> &[Bucket] {
         &self.buckets
     }
 
@@ -259,12 +254,12 @@ impl Budget {
     }
 
     /// The bucket `method` is charged to.
-    pub fn bucket_of(&self, method: &str) -> Option<&Bucket> {
+    pub(crate) fn bucket_of(&self, method: &str) -> Option<&Bucket> {
         self.buckets.iter().find(|b| b.costs.contains_key(method))
     }
 
     /// Every method of every bucket, with its cost.
-    pub fn all_costs(&self) -> BTreeMap<&str, u64> {
+    pub(crate) fn all_costs(&self) -> BTreeMap<&str, u64> {
         self.buckets
             .iter()
             .flat_map(|b| b.costs.iter().map(|(m, c)| (m.as_str(), *c)))
@@ -272,7 +267,7 @@ impl Budget {
     }
 
     /// Unlisted methods are denied while the limiter is down.
-    pub fn when_down(&self, method: &str) -> DownPolicy {
+    pub(crate) fn when_down(&self, method: &str) -> DownPolicy {
         self.when_limiter_down
             .get(method)
             .copied()
@@ -422,7 +417,7 @@ pub struct Decision {
 impl Decision {
     /// The policy the numbers refer to: the one that denied, or else the one with the
     /// least room left (the next to deny).
-    pub fn applied(&self) -> Option<&PartOutcome> {
+    pub(crate) fn applied(&self) -> Option<&PartOutcome> {
         match &self.denied_by {
             Some(name) => self.parts.iter().find(|p| &p.policy == name),
             None => self.parts.iter().min_by_key(|p| p.remaining()),
@@ -485,7 +480,7 @@ pub struct Status {
 
 impl Status {
     /// The state of `refs` (read as `policies`), with the blocks of their methods.
-    pub(crate) fn new(
+    pub fn new(
         now: Micros,
         refs: &[PolicyRef],
         policies: Vec<PolicyStatus>,
@@ -522,7 +517,7 @@ impl Status {
     }
 
     /// The state of the policy `name`, when it was asked for.
-    pub fn policy(&self, name: &str) -> Option<&PolicyStatus> {
+    pub(crate) fn policy(&self, name: &str) -> Option<&PolicyStatus> {
         self.policies.iter().find(|p| p.name == name)
     }
 }
@@ -531,7 +526,7 @@ impl Status {
 /// so that a caller can tell "database is locked" from "disk full", or a timeout from a
 /// refused command, without reading words; or only words (a [`Reason`]). It is the
 /// error's `source`, and the error's own words do not repeat it.
-pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+pub(crate) type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// SQLite's error under a [`LimiterError`]: `.0.sqlite_error_code()` tells "database
 /// is locked" from "disk full". Its words are its own and it has no source, so that a
@@ -539,7 +534,7 @@ pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// with the bare error code).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct SqliteCause(pub rusqlite::Error);
+pub(crate) struct SqliteCause(pub rusqlite::Error);
 
 impl From<rusqlite::Error> for SqliteCause {
     fn from(e: rusqlite::Error) -> SqliteCause {
@@ -551,7 +546,7 @@ impl From<rusqlite::Error> for SqliteCause {
 /// the script does not give, a limiter found down when the command began.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct Reason(pub String);
+pub(crate) struct Reason(pub String);
 
 /// The limiter could not decide. Each variant says what was being done; why travels
 /// as `source`.
@@ -603,7 +598,7 @@ impl LimiterError {
     /// The limiter could not have counted the charge this error answers: it was never
     /// reached (it refused the connection, or was found down before any charge). A
     /// timeout or a dropped connection may come after the store took the charge.
-    pub fn surely_uncounted(&self) -> bool {
+    pub(crate) fn surely_uncounted(&self) -> bool {
         match self {
             LimiterError::Unavailable { source, .. } => match source.downcast_ref::<RedisCause>() {
                 Some(redis) => redis.refused,

@@ -34,7 +34,8 @@ pub enum Fit {
 /// entry: a 100-unit charge behind forty 1-unit entries and a 100-unit entry waits for
 /// the 100-unit entry, however soon the small ones expire. The walk stops at the entry
 /// that frees enough, so it reads only as much of the window as the answer needs.
-pub fn fit(
+#[cfg(test)]
+pub(crate) fn fit(
     entries: impl IntoIterator<Item = (i64, u64)>,
     used: u64,
     units: u64,
@@ -48,7 +49,7 @@ pub fn fit(
 
 /// [`fit`] in any window: an entry leaves at [`Window::leaves`], so in a calendar
 /// day nothing frees before the next local midnight.
-pub fn fit_in(
+pub(crate) fn fit_in(
     entries: impl IntoIterator<Item = (i64, u64)>,
     used: u64,
     units: u64,
@@ -131,7 +132,7 @@ pub fn decide(charge: &Charge, parts: Vec<PartOutcome>, duplicate: bool) -> Deci
 }
 
 /// The decision while the upstream has said the charge's bucket is spent.
-pub fn blocked(charge: &Charge, parts: Vec<PartOutcome>, wait: Duration) -> Decision {
+pub(crate) fn blocked(charge: &Charge, parts: Vec<PartOutcome>, wait: Duration) -> Decision {
     Decision {
         granted: false,
         duplicate: false,
@@ -208,7 +209,7 @@ impl Model {
     /// Seeded entries get ids of their own (`seeded-N`). A policy listed without its entries
     /// counts its `used` as one entry made at `status.now`: a wait computed from it
     /// is a whole window, never shorter than the limiter's.
-    pub fn from_status(status: &Status) -> Model {
+    pub(crate) fn from_status(status: &Status) -> Model {
         let mut model = Model::new();
         for (method, until) in &status.blocked_methods {
             model.block_until(method, until.as_i64());
@@ -246,7 +247,8 @@ impl Model {
 
     /// Whether `policy`'s window holds an entry of the charge `id`. As a store's own
     /// lookup, it reads no clock: an entry past its window counts until evicted.
-    pub fn holds(&self, kind: Kind, policy: &str, id: &str) -> bool {
+    #[cfg(test)]
+    pub(crate) fn holds(&self, kind: Kind, policy: &str, id: &str) -> bool {
         self.windows
             .get(&(kind, policy.to_owned()))
             .is_some_and(|w| w.entries.iter().any(|e| e.2 == id))

@@ -12,25 +12,25 @@ use super::{Allowance, BUDGET_POLICY, Budget, Charge, Kind, Part, PolicyRef};
 /// One entry a limiter keeps, as it was charged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Logged {
-    pub id: String,
-    pub method: String,
-    pub calls: u64,
-    pub at_us: i64,
+    pub(crate) id: String,
+    pub(crate) method: String,
+    pub(crate) calls: u64,
+    pub(crate) at_us: i64,
 }
 
 /// One entry of a policy's window, at today's costs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Counted {
-    pub at_us: i64,
-    pub units: u64,
-    pub method: String,
-    pub id: String,
-    pub calls: u64,
+    pub(crate) at_us: i64,
+    pub(crate) units: u64,
+    pub(crate) method: String,
+    pub(crate) id: String,
+    pub(crate) calls: u64,
 }
 
 impl Counted {
     /// The member of a Redis set that holds it: "<units>|<method>|<id>|<calls>".
-    pub fn member(&self) -> String {
+    pub(crate) fn member(&self) -> String {
         member(self.units, &self.method, &self.id, self.calls)
     }
 }

@@ -18,7 +18,7 @@ use crate::clock::{Micros, Secs};
 use crate::sqlite::{Db, Durability, Migration};
 
 /// The most two clocks may disagree before the limiter's is taken for wrong.
-pub const MAX_SKEW: Duration = Duration::from_secs(300);
+pub(crate) const MAX_SKEW: Duration = Duration::from_secs(300);
 
 const MAX_SKEW_US: i64 = 300_000_000;
 
@@ -33,7 +33,7 @@ pub enum LimiterClock {
 
 impl LimiterClock {
     /// The word stored in the table and used as the metrics' label.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             LimiterClock::Host => "host",
             LimiterClock::Redis => "redis",
@@ -49,7 +49,7 @@ impl LimiterClock {
     }
 
     /// The clock as a sentence names it.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             LimiterClock::Host => "this host's clock",
             LimiterClock::Redis => "the Redis server's clock (TIME)",
@@ -57,7 +57,7 @@ impl LimiterClock {
     }
 
     /// What to do about it.
-    pub fn fix(self) -> &'static str {
+    pub(crate) fn fix(self) -> &'static str {
         match self {
             LimiterClock::Host => {
                 "fix this host's clock (NTP), since the embedded limiter counts its window by it"
@@ -117,7 +117,7 @@ impl Measured {
 
     /// The middle of what the reading allows, kept within [`MAX_SKEW`] when the
     /// reading does not show more (a slow answer widens the interval, not the skew).
-    pub fn estimate_us(&self) -> i64 {
+    pub(crate) fn estimate_us(&self) -> i64 {
         let middle = self.low_us / 2 + self.high_us / 2;
         if self.too_far() {
             middle
@@ -151,12 +151,12 @@ impl Skew {
         self.skew_us.unsigned_abs() > MAX_SKEW_US.unsigned_abs()
     }
 
-    pub fn seconds(&self) -> f64 {
+    pub(crate) fn seconds(&self) -> f64 {
         self.skew_us as f64 / 1e6
     }
 
     /// "this host's clock is 25h ahead of the upstream's", "… 200ms behind …".
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let by = Duration::from_micros(self.skew_us.unsigned_abs());
         let way = if self.skew_us < 0 {
             "behind"
@@ -185,7 +185,7 @@ pub struct ClocksApart {
 
 impl ClocksApart {
     /// The Redis server's clock minus this host's, microseconds.
-    pub fn apart_us(&self) -> i64 {
+    pub(crate) fn apart_us(&self) -> i64 {
         self.limiter_at
             .as_i64()
             .saturating_sub(self.host_at.as_i64())
@@ -196,7 +196,7 @@ impl ClocksApart {
     /// found off the upstream's in the direction of the gap is itself the one. `None`
     /// when no record says, or two say different things. A record is as old as its
     /// time says: a clock may have moved since.
-    pub fn suspect(&self, recorded: &[Skew]) -> Option<(LimiterClock, Skew)> {
+    pub(crate) fn suspect(&self, recorded: &[Skew]) -> Option<(LimiterClock, Skew)> {
         let apart = self.apart_us();
         let mut found: Option<(LimiterClock, Skew)> = None;
         for r in recorded {
@@ -227,7 +227,7 @@ impl ClocksApart {
     }
 
     /// What to do, with the hint of the skews `recorded` when they give one.
-    pub fn advice(&self, recorded: &[Skew]) -> String {
+    pub(crate) fn advice(&self, recorded: &[Skew]) -> String {
         const COMPARE: &str = "compare each with the upstream's time (the Date of its answers) or an NTP server, and fix the one that is off";
         match self.suspect(recorded) {
             None => format!("one of them is wrong: {COMPARE}"),
@@ -265,7 +265,7 @@ impl fmt::Display for ClocksApart {
 }
 
 /// A skew for people, in the one form durations take (`850ms`, `6m 41s`, `25h`).
-pub fn amount(d: Duration) -> String {
+pub(crate) fn amount(d: Duration) -> String {
     crate::output::human::duration(d)
 }
 
@@ -280,7 +280,7 @@ pub struct SkewError {
 
 impl SkewError {
     /// The file could not be opened to record the skew.
-    pub fn opening(path: &Path, e: &crate::sqlite::OpenError) -> SkewError {
+    pub(crate) fn opening(path: &Path, e: &crate::sqlite::OpenError) -> SkewError {
         fail(path, "recording the clock skew")(crate::error::chain(e))
     }
 }
@@ -319,7 +319,7 @@ pub(crate) fn record(db: &Db, file: &[Migration], skew: &Skew) -> Result<(), Ske
 
 /// The last skew seen on each clock, read without writing: none when the database
 /// does not exist or predates the record.
-pub fn recorded(db: Option<&Db>) -> Result<Vec<Skew>, SkewError> {
+pub(crate) fn recorded(db: Option<&Db>) -> Result<Vec<Skew>, SkewError> {
     const DOING: &str = "reading the clock skew";
     let Some(db) = db else {
         return Ok(Vec::new());
@@ -371,7 +371,7 @@ pub fn recorded_for(db: Option<&Db>, clock: LimiterClock) -> Result<Option<Skew>
 /// until it leaves by the clock that made it, and the next run's check of the clock
 /// says which one was wrong.
 /// Said once per process: every charge until that entry leaves would say it again.
-pub fn note_clock_went_back(clock: LimiterClock, policy: &str, newest_us: i64, now_us: i64) {
+pub(crate) fn note_clock_went_back(clock: LimiterClock, policy: &str, newest_us: i64, now_us: i64) {
     static SAID: AtomicBool = AtomicBool::new(false);
     if SAID.swap(true, Ordering::Relaxed) {
         return;

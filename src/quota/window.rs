@@ -38,7 +38,7 @@ impl Zone {
             })
     }
 
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
@@ -101,7 +101,7 @@ pub struct Span {
 
 impl Span {
     /// When an entry made at `at_us` (and still counted) leaves the window.
-    pub fn leaves(&self, at_us: i64, window: &Window) -> i64 {
+    pub(crate) fn leaves(&self, at_us: i64, window: &Window) -> i64 {
         match (self.end_us, window) {
             (Some(end), _) => end,
             (None, Window::Sliding(d)) => at_us.saturating_add(micros(*d)),
@@ -122,7 +122,7 @@ const LONGEST_DAY: Duration = Duration::from_secs(26 * 3600);
 
 impl Window {
     /// `"day@<zone>"` or a duration's text, as the configuration files write them.
-    pub const DAY_PREFIX: &'static str = "day@";
+    pub(crate) const DAY_PREFIX: &'static str = "day@";
 
     /// The window at `now_us`.
     pub fn at(&self, now_us: i64) -> Span {
@@ -139,7 +139,7 @@ impl Window {
     }
 
     /// When an entry made at `at_us` leaves the window, seen at `now_us`.
-    pub fn leaves(&self, at_us: i64, now_us: i64) -> i64 {
+    pub(crate) fn leaves(&self, at_us: i64, now_us: i64) -> i64 {
         self.at(now_us).leaves(at_us, self)
     }
 
@@ -161,7 +161,7 @@ impl Window {
     }
 
     /// The zone of a calendar day.
-    pub fn zone(&self) -> Option<&Zone> {
+    pub(crate) fn zone(&self) -> Option<&Zone> {
         match self {
             Window::Sliding(_) => None,
             Window::Day(zone) => Some(zone),
@@ -172,7 +172,7 @@ impl Window {
     /// window; for a day, `d` and four local midnights around this host's `now_us`
     /// (today's, tomorrow's, yesterday's and the day after's), from which the script
     /// takes the day that its own clock falls in.
-    pub fn script_arg(&self, now_us: i64) -> String {
+    pub(crate) fn script_arg(&self, now_us: i64) -> String {
         match self {
             Window::Sliding(d) => micros(*d).to_string(),
             Window::Day(zone) => {

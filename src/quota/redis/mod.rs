@@ -21,7 +21,7 @@ mod url;
 
 pub use conn::TlsFiles;
 pub use diagnose::RedisCause;
-pub use script::Decided;
+pub(crate) use script::Decided;
 pub use url::RedisConfigError;
 
 use super::drift::{self, SpentDay};
@@ -240,7 +240,7 @@ impl RedisLimiter {
         }
     }
 
-    pub fn endpoint(&self) -> &str {
+    pub(crate) fn endpoint(&self) -> &str {
         &self.endpoint
     }
 

@@ -52,11 +52,11 @@ pub(super) struct Scripts {
 /// was last charged under: `stamp` is '' for a client that charges whatever it is.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Stamp<'a> {
-    pub stamp: &'a str,
+    pub(crate) stamp: &'a str,
     /// How long every entry is kept, whatever its window.
-    pub held: Duration,
+    pub(crate) held: Duration,
     /// When the upstream last confirmed Redis `TIME`, if it did.
-    pub confirmed_us: Option<i64>,
+    pub(crate) confirmed_us: Option<i64>,
 }
 
 impl Stamp<'_> {
