@@ -34,7 +34,7 @@ impl ExitCode {
 /// Ends the process with `code` after the command has already reported why (a summary
 /// line, a JSON object). `main` prints nothing more for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SilentExit(pub ExitCode);
+pub(crate) struct SilentExit(pub ExitCode);
 
 impl fmt::Display for SilentExit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -47,28 +47,28 @@ impl std::error::Error for SilentExit {}
 /// A request the user phrased wrongly (exit 2), with what to do instead.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct UsageError(pub String);
+pub(crate) struct UsageError(pub String);
 
 /// A usage error (exit 2) with a tip on what to type instead: on a terminal the tip
 /// gets its own line, as clap shows its own; in JSON and logs, one line.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}; {tip}")]
-pub struct UsageTip {
-    pub message: String,
-    pub tip: String,
+pub(crate) struct UsageTip {
+    pub(crate) message: String,
+    pub(crate) tip: String,
 }
 
 /// A configuration problem that is not tied to a place in a file (exit 78), such as a
 /// missing API key.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct MissingConfig(pub String);
+pub(crate) struct MissingConfig(pub String);
 
 /// A command that stopped cleanly before doing anything, for a reason the next cron
 /// tick will not have (exit 75), with what it found.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct TryLater(pub String);
+pub(crate) struct TryLater(pub String);
 
 /// Whether the error is, at bottom, a write to a reader that went away (`| head`,
 /// `| true`): not a failure of ours.
@@ -89,7 +89,7 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
 /// also when stdout was a closed pipe or a full disk (a script reading `$?` after
 /// `| true` must still see 75 for a denial, and cron must see a run's 0 when its log
 /// file could not grow). What was lost is said on stderr, as far as it can be.
-pub fn after_output(
+pub(crate) fn after_output(
     printed: anyhow::Result<()>,
     outcome: anyhow::Result<()>,
 ) -> anyhow::Result<()> {
@@ -133,7 +133,7 @@ pub fn is_silent(err: &anyhow::Error) -> bool {
 /// The error and every cause under it on one line, joined with ": ". Each of the
 /// crate's errors says what was being done and leaves its cause to `source`, so each
 /// cause is said once.
-pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut links = links(err);
     let mut text = links.next().map(ToString::to_string).unwrap_or_default();
     for cause in links {
@@ -147,7 +147,7 @@ pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// [`chain`] for the errors that reach the top.
-pub fn report(err: &anyhow::Error) -> String {
+pub(crate) fn report(err: &anyhow::Error) -> String {
     chain(err.as_ref())
 }
 
@@ -157,7 +157,7 @@ pub fn report(err: &anyhow::Error) -> String {
 /// ("database is locked"), and its source is the same failure again as a bare code
 /// ("Error code 5: database is locked"): nothing under it is said, whether the
 /// rusqlite error is a link of its own or wrapped transparently.
-pub fn links<'a>(
+pub(crate) fn links<'a>(
     err: &'a (dyn std::error::Error + 'static),
 ) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
     std::iter::successors(Some(err), |link| {
