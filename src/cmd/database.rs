@@ -224,7 +224,6 @@ fn judge(db: &Path, conn: Connection) -> Result<(Found, Connection), String> {
 /// Refuses (78) what a command that must read an existing database found instead: no
 /// file, an empty one, or an SQLite file with no tables yet, saying what to do.
 pub(crate) fn require(db: &Path, found: &Found) -> Result<()> {
-    super::refuse_missing_directory(db)?;
     let refuse = |what: &str| -> Result<()> {
         Err(MissingConfig(format!("--db {}: {what}", db.display())).into())
     };

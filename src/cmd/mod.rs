@@ -55,13 +55,17 @@ pub(crate) struct Ctx<'a> {
     found: Option<database::Found>,
     /// The identity of `--db` and its companions, taken when it was opened (before,
     /// for a file a writer has yet to create): what no path the command writes may be.
-    files: DbFiles,
+    files: OnceLock<DbFiles>,
 }
 
 impl Ctx<'_> {
     /// The identity of `--db` and its companions.
     pub fn files(&self) -> &DbFiles {
-        self.db().map_or(&self.files, Db::files)
+        match self.db() {
+            Some(db) => db.files(),
+            // Known from the open when there is one; looked up only when there is not.
+            None => self.files.get_or_init(|| DbFiles::of(&self.global.db)),
+        }
     }
 
     /// The command's connection, if there is a file.
@@ -150,21 +154,20 @@ fn open_context(global: &Global, db_use: DbUse) -> Result<Ctx<'_>> {
         clock: crate::clock::system(),
         db: OnceLock::new(),
         found: None,
-        files: DbFiles::of(&global.db),
+        files: OnceLock::new(),
     };
     if db_use == DbUse::None {
         return Ok(ctx);
     }
     refuse_hard_linked(&global.db)?;
+    // A writer would otherwise fail in SQLite's words ("unable to open database file",
+    // exit 1) at the path's missing directory, and a reader answer as if from an empty
+    // database: once here, for every command that uses --db.
+    refuse_missing_directory(&global.db)?;
     let writes = matches!(db_use, DbUse::Write | DbUse::Change);
-    if writes {
-        // A writer would otherwise fail in SQLite's words ("unable to open database
-        // file", exit 1) at the path's missing directory.
-        refuse_missing_directory(&global.db)?;
-        if matches!(global.db.try_exists(), Ok(false)) {
-            // Said before the command's work, though the file is created later.
-            database::refuse_unwritable(&global.db)?;
-        }
+    if writes && matches!(global.db.try_exists(), Ok(false)) {
+        // Said before the command's work, though the file is created later.
+        database::refuse_unwritable(&global.db)?;
     }
     // A writer creates a missing file only once it has something to write
     // ([`Ctx::writable_db`]): a command refused for its input leaves nothing behind.
@@ -428,7 +431,7 @@ async fn replay_journal(db: &Db, budget: &Budget, limiter: &Limiter, clock: &Arc
 /// though, is a typo in `--db`, and an empty answer (a whole budget left, no videos)
 /// would hide it. A `--db` that is a symbolic link names the directory of the file it
 /// points to, where SQLite would create the database.
-pub(crate) fn refuse_missing_directory(db: &Path) -> Result<()> {
+fn refuse_missing_directory(db: &Path) -> Result<()> {
     if db.exists() {
         return Ok(());
     }
@@ -462,9 +465,6 @@ pub(crate) fn refuse_missing_directory(db: &Path) -> Result<()> {
 
 fn embedded(ctx: &Ctx<'_>, budget: Arc<Budget>, access: Access) -> Result<EmbeddedLimiter> {
     let (path, clock) = (ctx.global.db.as_path(), Arc::clone(&ctx.clock));
-    if access != Access::Charge {
-        refuse_missing_directory(path)?;
-    }
     let key = &budget.key;
     let limiter = match (access, ctx.db()) {
         (Access::Read | Access::ReadReplayed, db) => {
