@@ -116,9 +116,12 @@ pub(super) async fn record_figures(run: &Run, report: &RunReport) {
         return;
     };
     let (db, key) = (run.db.clone(), run.settings.budget.key.clone());
-    let recorded =
-        tokio::task::spawn_blocking(move || crate::schema::record_figures_on(&db, &key, &figures))
-            .await;
+    // Read just before the run's end: `status` and `budget` say how old they are.
+    let as_of = Secs::new(report.ended_at).to_micros();
+    let recorded = tokio::task::spawn_blocking(move || {
+        crate::schema::record_figures_on(&db, &key, &figures, as_of)
+    })
+    .await;
     match recorded {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(run_id = %run.settings.run_id, "{e}"),
