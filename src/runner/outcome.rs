@@ -149,6 +149,22 @@ impl Stop {
         }
     }
 
+    /// Why a region the run never reached after this stop was not attempted
+    /// (docs/json.md, `regions[].error`): the stop in its own words, except that the
+    /// error of the region whose call stopped the run (`failed_region`) is named as
+    /// that region's, never given as this one's.
+    pub fn not_attempted(&self, now: Micros, failed_region: Option<&str>) -> String {
+        match (self, failed_region) {
+            (Stop::Fatal { .. }, Some(code)) => {
+                format!("not attempted: the run stopped before it, after {code}'s error")
+            }
+            _ => format!(
+                "not attempted: the run stopped before it: {}",
+                self.describe(now)
+            ),
+        }
+    }
+
     /// When trying again may succeed.
     pub fn retry_after(&self, now: Micros) -> Option<Duration> {
         match self {

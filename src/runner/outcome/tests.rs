@@ -184,3 +184,31 @@ fn an_upstream_block_names_its_methods() {
         "the upstream said earlier that the key's quota is spent; the \"search\" bucket is spent: search.list, videos.list are blocked until 1970-01-01T00:01:01Z, the other buckets' calls go on"
     );
 }
+
+/// A region the run never reached says why, and another region's error is named as
+/// that region's, never given as its own.
+#[test]
+fn a_region_not_attempted_says_why_without_another_regions_error() {
+    let now = Micros::new(1_700_000_000_000_000);
+    let key = Stop::Fatal {
+        message: "videos.list for region GB: API key not valid (HTTP 400, keyInvalid)".into(),
+    };
+    let said = key.not_attempted(now, Some("GB"));
+    assert_eq!(
+        said,
+        "not attempted: the run stopped before it, after GB's error"
+    );
+    let budget = Stop::Budget {
+        method: "videos.list",
+        units: 1,
+        denied_by: "budget".into(),
+        retry_after: Some(Duration::from_secs(60)),
+        remaining: 0,
+        bucket: "budget".into(),
+    };
+    let said = budget.not_attempted(now, None);
+    assert!(
+        said.starts_with("not attempted: the run stopped before it: budget exhausted: "),
+        "{said}"
+    );
+}
