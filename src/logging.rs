@@ -106,10 +106,9 @@ impl<'w> FormatFields<'w> for TextFields {
     }
 }
 
-/// Fields only JSON logs write: the run summary's counts. Its message says them when
-/// there is room; when the regions need it they are left out (the run history has
-/// them), and writing them back as fields would take the heartbeat past its 160
-/// characters (docs/metrics.md).
+/// Fields only JSON logs write: the run summary's counts, which its message says in
+/// its own words (`24 calls, 24 units`): written again as fields they would take the
+/// heartbeat past its 160 characters (docs/commands.md, "Logs under cron").
 const JSON_ONLY: [&str; 2] = ["units", "calls"];
 
 /// Whether `message` already says `value`: all of it, or every item of a

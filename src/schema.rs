@@ -60,6 +60,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     crate::store::best_matches::STEP,
     crate::store::best_matches::COUNTS,
     crate::quota::schema::LAST_FIGURES,
+    crate::quota::schema::LAST_FIGURES_AS_OF,
 ];
 
 /// The highest schema version this build knows: what the store brings the file to.
@@ -213,13 +214,14 @@ pub fn record_skew_on(
 
 /// Records `figures` as the last known figures of budget `key` on the command's
 /// connection ([`crate::quota::figures::record`]): what a run does with the figures the
-/// limiter reported at its end.
+/// limiter reported at its end, read at `as_of`.
 pub fn record_figures_on(
     db: &Db,
     key: &str,
     figures: &[BucketFigures],
+    as_of: crate::clock::Micros,
 ) -> Result<(), FiguresError> {
-    crate::quota::figures::record(db, MIGRATIONS, key, figures)
+    crate::quota::figures::record(db, MIGRATIONS, key, figures, as_of)
 }
 
 impl Journal {

@@ -343,12 +343,19 @@ fn every_place_that_shows_the_budget_shows_every_bucket(redis: Option<&RedisServ
         .map(|b| b["name"].as_str().expect("name"))
         .collect();
     assert_eq!(names, ["budget", "search", "stats"], "{status}");
-    h.bare()
-        .args(["status"])
-        // Each figure names the limiter it came from.
-        .stdout(contains("bucket \"search\" (on "))
-        .stdout(contains("): 2 used of ceiling 95"))
-        .run();
+    let text = h.bare().args(["status"]).run().stdout;
+    // The limiter and the costs file the figures came from are named once, in the
+    // budget's first line, not again on each bucket's.
+    assert_eq!(text.matches("costs from").count(), 1, "{text}");
+    assert!(
+        text.contains("budget \"key1\" (on ") && text.contains(", costs from "),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n  bucket \"search\": 2 used of ceiling 95, 93 remaining; not blocked\n"),
+        "{text}"
+    );
+    assert!(text.contains("\n  bucket \"budget\": "), "{text}");
 
     let exposition = std::fs::read_to_string(&metrics).expect("the metrics file");
     let checked = crate::common::promtool::check_metrics(exposition.as_bytes());

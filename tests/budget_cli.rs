@@ -189,6 +189,9 @@ fn budget_charge_is_all_or_nothing_and_says_when_to_retry() {
     .stdout(contains(
         "denied by bucket \"budget\": 800 units (8 × search.list) do not fit; retry after",
     ))
+    // A denial charged nothing, and says so where a grant says where it charged.
+    .stdout(contains("\nnothing was charged on embedded limiter in "))
+    .stdout(lacks("\ncharged on"))
     .run();
     assert_eq!(c(&["budget", "--json"]).run().json()["used"], 300);
 }

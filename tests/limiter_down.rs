@@ -681,3 +681,159 @@ fn a_run_stopped_by_a_down_limiter_ends_limiter_down_and_its_metrics_say_so() {
         "{after}"
     );
 }
+
+/// The oldest call of the journal not yet replayed, as RFC 3339 (none when empty).
+fn oldest_journalled(h: &Harness<'_>) -> Option<String> {
+    let us: Option<i64> = h
+        .db()
+        .query_row(
+            "SELECT MIN(made_at_us) FROM quota_journal WHERE metered = 0",
+            [],
+            |r| r.get(0),
+        )
+        .expect("reading the journal");
+    us.map(|us| {
+        jiff::Timestamp::from_microsecond(us)
+            .expect("a time")
+            .to_string()
+    })
+}
+
+/// docs/json.md, `journal` and `last_known`: with Redis down, `status` says how many
+/// calls wait in the journal to be counted and since when, and the last known figures
+/// with when they were read; `budget` shows those figures and still exits 75 (try
+/// later), in text and JSON. Once Redis answers and the journal is replayed, nothing
+/// waits and the figures are current again.
+#[test]
+fn with_redis_down_status_and_budget_say_what_is_still_known() {
+    let mut server = RedisServer::start_durable();
+    let mut h = Harness::new(None);
+    h.regions(THREE_REGIONS);
+    let (ran, _) = run_bounded(&h, &server, &["run", "--json"]);
+    assert_eq!(ran.json()["status"], "complete");
+    let (live, _) = budget(&h, &server);
+    let used = units(&live, "used");
+    assert!(used > 0, "{live}");
+    let first_run_ended: i64 = h
+        .db()
+        .query_row("SELECT ended_at FROM runs", [], |r| r.get(0))
+        .expect("the first run's end");
+
+    // Down: the run's calls go ahead unmetered and wait in the journal.
+    server.stop();
+    h.expect_stderr("is unreachable: Connection refused");
+    let (ran, _) = run_bounded(&h, &server, &["run", "--json"]);
+    assert_eq!(ran.json()["status"], "complete");
+    let rows = journalled(&h);
+    let waiting = rows.len() as u64;
+    let waiting_units: i64 = rows.iter().map(|(_, u)| u).sum();
+    assert!(waiting > 0);
+    let oldest = oldest_journalled(&h).expect("a journalled call");
+
+    let status = finish(
+        h.bare()
+            .redis(&server)
+            .args(["status", "--json"])
+            .expect_stderr("is unreachable: Connection refused")
+            .start(),
+    )
+    .json();
+    assert_eq!(status["budget"], Value::Null, "{status}");
+    assert_eq!(
+        status["journal"],
+        json!({ "pending_calls": waiting, "oldest_at": oldest }),
+        "{status}"
+    );
+    let known = &status["last_known"];
+    assert_eq!(
+        known["used"], used,
+        "the figures the first run read: {status}"
+    );
+    assert_eq!(known["buckets"][0]["name"], "budget", "{status}");
+    let as_of: jiff::Timestamp = known["as_of"]
+        .as_str()
+        .expect("as_of is a time")
+        .parse()
+        .expect("RFC 3339");
+    assert_eq!(
+        as_of.as_second(),
+        first_run_ended,
+        "read at the first run's end: {status}"
+    );
+    let text = finish(
+        h.bare()
+            .redis(&server)
+            .arg("status")
+            .expect_stderr("is unreachable: Connection refused")
+            .start(),
+    )
+    .stdout;
+    for said in [
+        "the limiter cannot be read: ".to_owned(),
+        "  last known figures, as the latest run that read the limiter left them at ".to_owned(),
+        format!("    bucket \"budget\": {used} used of ceiling "),
+        format!(
+            "  journal: {waiting} calls made while the limiter was down wait to be counted, the oldest made at "
+        ),
+    ] {
+        assert!(text.contains(&said), "{said:?} in:\n{text}");
+    }
+
+    // `budget`: the error, the same figures, and 75.
+    let down = finish(
+        h.bare()
+            .redis(&server)
+            .args(["budget", "--json"])
+            .expect_stderr("is unreachable: Connection refused")
+            .status(75)
+            .start(),
+    )
+    .json();
+    assert_eq!(
+        (&down["status"], &down["exit_code"]),
+        (&json!("failed"), &json!(75)),
+        "{down}"
+    );
+    assert!(
+        down["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("is unreachable")),
+        "{down}"
+    );
+    assert_eq!(down["last_known"], status["last_known"], "{down}");
+    assert_eq!(down["journal"], status["journal"], "{down}");
+    assert_eq!(down["limiter"]["kind"], "redis", "{down}");
+    let ran = finish(
+        h.bare()
+            .redis(&server)
+            .arg("budget")
+            .expect_stderr("is unreachable: Connection refused")
+            .status(75)
+            .start(),
+    );
+    assert!(
+        ran.stdout
+            .contains("the limiter cannot be read, so nothing below is current")
+            && ran
+                .stdout
+                .contains(&format!("bucket \"budget\": {used} used of ceiling "))
+            && ran.stdout.contains(&format!("journal: {waiting} calls")),
+        "{}",
+        ran.stdout
+    );
+
+    // Back: `budget` replays the journal; nothing waits, nothing is stale.
+    server.restart();
+    let (after, log) = budget(&h, &server);
+    assert_eq!(lines_with(&log, REPLAYED).len(), 1, "{log}");
+    let now_used = used + u64::try_from(waiting_units).expect("units");
+    assert_eq!(units(&after, "used"), now_used, "{after}");
+    let status = finish(h.bare().redis(&server).args(["status", "--json"]).start()).json();
+    assert_eq!(
+        status["journal"],
+        json!({ "pending_calls": 0, "oldest_at": null }),
+        "{status}"
+    );
+    assert_eq!(status["last_known"], Value::Null, "{status}");
+    assert_eq!(status["budget"]["used"], now_used, "{status}");
+}

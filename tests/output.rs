@@ -231,9 +231,18 @@ fn regions_waiting_for_a_slot_are_queued_and_after_sigint_not_fetched() {
     assert_eq!(going, 0);
 }
 
-/// The summary line of a run's stderr, the one that names its regions.
+/// The summary line of a run's stderr: the one whose message is the run's kind, id,
+/// status and duration, then its numbers.
 fn summary_of(stderr: &str) -> String {
-    let lines = lines_with(stderr, "; regions ");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| {
+            let m = message_of(l);
+            (m.starts_with("run ") || m.starts_with("backfill "))
+                && m.contains(" in ")
+                && (m.contains(" calls, ") || m.contains(" call, "))
+        })
+        .collect();
     assert_eq!(lines.len(), 1, "one summary line:\n{stderr}");
     lines[0].to_owned()
 }
@@ -246,8 +255,9 @@ fn message_of(line: &str) -> &str {
         .unwrap_or(line)
 }
 
-/// A run, one region at a time, that stops early (75): its summary line, of at most
-/// 160 characters of message, and the one line that says why it stopped.
+/// A run, one region at a time, that stops early (75): its summary line, which says
+/// its calls, units and videos however many statuses its regions ended in, and the
+/// one line that says why it stopped.
 fn stopped_run(h: &Harness<'_>, status: &str) -> (String, String) {
     h.expect_stderr(" stopped: ").expect_ended(status);
     // The upstream's refusal also says what this budget had counted (docs/budget.md, "When
@@ -255,8 +265,9 @@ fn stopped_run(h: &Harness<'_>, status: &str) -> (String, String) {
     h.allow_stderr("quota is lower than configured");
     let (ran, _) = h.status(75).run(&["run", "--concurrency", "1"]);
     let line = summary_of(&ran.stderr);
-    let n = message_of(&line).chars().count();
-    assert!(n <= 160, "{n} characters: {line}");
+    for number in [" calls, ", " units, ", " videos; "] {
+        assert!(message_of(&line).contains(number), "{number}: {line}");
+    }
     let why = lines_with(&ran.stderr, " stopped: ");
     assert_eq!(why.len(), 1, "{}", ran.stderr);
     (line, why[0].to_owned())
@@ -302,9 +313,10 @@ fn the_heartbeat_of_a_full_run_is_one_short_line_with_its_duration() {
 }
 
 /// A run the upstream's quotaExceeded stops says why on a line of its own, once, and
-/// its summary stays short; so does one the budget stops.
+/// its summary keeps its numbers; so does one the budget stops. Their regions ended
+/// three ways: the word "regions" goes to keep the line short, no number does.
 #[test]
-fn a_stopped_run_says_why_once_and_its_summary_stays_short() {
+fn a_stopped_run_says_why_once_and_its_summary_keeps_its_numbers() {
     let h = Harness::new(None);
     h.fake.answer_instead(
         page1("DE"),
@@ -313,7 +325,7 @@ fn a_stopped_run_says_why_once_and_its_summary_stays_short() {
     let (line, why) = stopped_run(&h, "upstream_quota_exhausted");
     assert!(
         line.ends_with(
-            "; regions US GB complete, DE upstream_quota_exhausted, FR IN BR AU CA not_attempted"
+            " videos; US GB complete, DE upstream_quota_exhausted, FR IN BR AU CA not_attempted"
         ),
         "{line}"
     );
@@ -327,16 +339,61 @@ fn a_stopped_run_says_why_once_and_its_summary_stays_short() {
     let (line, why) = stopped_run(&h, "budget_exhausted");
     assert!(why.contains(" stopped: budget exhausted"), "{why}");
     assert!(
-        // The videos are the first thing left out when the regions need the room,
-        // which a few characters of duration decide.
-        line.contains(" budget_exhausted in ") && line.contains(": 4 calls, 4 units, 0 left"),
+        line.contains(" budget_exhausted in ")
+            && line.contains(": 4 calls, 4 units, 0 left, ")
+            && line.contains(" videos; "),
         "{line}"
     );
     assert!(
-        line.ends_with(
-            "; regions US complete, GB budget_exhausted, DE FR IN BR AU CA not_attempted"
-        ),
+        line.ends_with("US complete, GB budget_exhausted, DE FR IN BR AU CA not_attempted"),
         "{line}"
+    );
+}
+
+/// The issue's cron log: eight regions, each with two category charts, and
+/// follow-ups. The summary keeps the calls, the units and the videos (the run's
+/// JSON says how many), in at most 160 characters of message.
+#[test]
+fn with_categories_and_follow_ups_the_heartbeat_keeps_its_numbers() {
+    let mut h = Harness::with(
+        crate::common::upstream::FakeUpstream::billing(crate::common::upstream::Billing::single(
+            10_000,
+        )),
+        None,
+    );
+    let mut regions = String::from("[defaults]\npages = 2\ncategories = [\"10\", \"17\"]\n");
+    for (i, code) in REGIONS.iter().enumerate() {
+        regions.push_str(&format!(
+            "\n[[region]]\ncode = \"{code}\"\noffset = {}\n",
+            i * 7
+        ));
+    }
+    regions.push_str("\n[follow]\ndays = 7\nevery = \"6h\"\n");
+    h.regions(&regions);
+    let (report, _, ran) = h.run_to(&["run", "--json"], 0, "complete");
+    assert!(report["follow"].is_object(), "{report}");
+    let line = summary_of(&ran.stderr);
+    let message = message_of(&line);
+    assert!(
+        message.chars().count() <= 160,
+        "{} characters: {message}",
+        message.chars().count()
+    );
+    let videos: u64 = report["regions"]
+        .as_array()
+        .expect("regions")
+        .iter()
+        .map(|r| r["videos"].as_u64().expect("videos"))
+        .sum();
+    assert!(videos > 0, "{report}");
+    let numbers = format!(
+        ": {} calls, {} units, {} left, {videos} videos",
+        report["calls"], report["units_charged"], report["remaining"]
+    );
+    assert!(message.contains(&numbers), "{numbers} in {message}");
+    assert!(
+        message.ends_with("US GB DE FR IN BR AU CA complete"),
+        "{message}"
     );
 }
 

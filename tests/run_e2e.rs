@@ -1096,14 +1096,46 @@ fn regions_a_stopped_run_never_reached_are_not_attempted() {
     let regions = regions_of(&report);
     assert_eq!(regions["US"]["status"], "failed", "{report}");
     assert!(regions["US"]["error"].is_string(), "{report}");
+    let us_error = regions["US"]["error"].as_str().expect("US's error");
     for code in &REGIONS[1..] {
         assert_eq!(
             regions[*code]["status"], "not_attempted",
             "{code}: {report}"
         );
         assert_eq!(regions[*code]["units"], 0, "{code}");
+        // Why it was not attempted, never US's error as its own.
+        assert_eq!(
+            regions[*code]["error"], "not attempted: the run stopped before it, after US's error",
+            "{code}: {report}"
+        );
     }
     assert_report_matches_calls(&h, &report, &calls);
+
+    // The history says the same: `runs` and `status`, in JSON and in text.
+    let runs = h.bare().args(["runs", "--json"]).run().json();
+    for run in runs["runs"].as_array().expect("runs") {
+        let reason = run["reason"].as_str().unwrap_or_default();
+        if run["region"] == "US" {
+            assert_eq!(reason, us_error, "{run}");
+        } else {
+            assert!(
+                reason.starts_with("not attempted: ") && !reason.contains("API_KEY_INVALID"),
+                "{run}"
+            );
+        }
+    }
+    let text = h.bare().arg("runs").env("COLUMNS", "400").run().stdout;
+    let said = text.matches("API_KEY_INVALID").count();
+    assert_eq!(said, 1, "US's error once, on US's line:\n{text}");
+    let status = h.bare().args(["status", "--json"]).run().json();
+    for region in status["regions"].as_array().expect("regions") {
+        let reason = region["last_reason"].as_str().unwrap_or_default();
+        assert_eq!(
+            reason.contains("API_KEY_INVALID"),
+            region["code"] == "US",
+            "{region}"
+        );
+    }
 }
 
 #[test]

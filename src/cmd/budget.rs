@@ -37,7 +37,11 @@ pub async fn run(ctx: &Ctx<'_>, args: &BudgetArgs) -> Result<()> {
 
 // What the tests (`super::*`) reach in the parts.
 #[cfg(test)]
-use {crate::quota::Entry, show::chart};
+use {
+    crate::quota::Entry,
+    json::BudgetBucketJson,
+    show::{chart, print_bucket},
+};
 
 #[cfg(test)]
 mod tests;

@@ -8,6 +8,7 @@ mod crontab;
 mod database;
 mod exit;
 mod export;
+mod figures;
 mod identity;
 mod key;
 mod maintenance;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
+use super::figures::{JournalJson, LastKnownJson, bucket_text};
 use super::shared::{BucketJson, ago, at, charts_text, is_stale, one_line};
 use super::{Access, Ctx, load_config, open_limiter, read_status};
 use crate::cli::StatusArgs;
@@ -89,6 +90,11 @@ struct StatusJson {
     budget: Option<BudgetJson>,
     /// Why the limiter could not be read; null when it was.
     budget_error: Option<String>,
+    /// While the limiter cannot be read, the figures the latest run that read it
+    /// recorded, and when; null when it was read, or no run ever read it.
+    last_known: Option<LastKnownJson>,
+    /// The calls made while the limiter was down that wait to be counted.
+    journal: JournalJson,
     /// Every clock ever compared, the one in use among them.
     clock_skew: Vec<SkewJson>,
     /// The limiter the budget was read from, the one the latest run charged, and the
@@ -166,6 +172,13 @@ pub async fn run(ctx: &Ctx<'_>, args: &StatusArgs) -> Result<()> {
         Ok(window) => (Some(window), None),
         Err(said) => (None, Some(said)),
     };
+    // While the limiter cannot be read, what is still known: what the latest run that
+    // read it saw, and the calls waiting to be counted since.
+    let last_known = match &window {
+        Some(_) => None,
+        None => LastKnownJson::read(Some(db), budget)?,
+    };
+    let journal = JournalJson::read(Some(db), &budget.key)?;
     let skews = skew::recorded(Some(db))?;
     let clock_skew = skews
         .iter()
@@ -191,6 +204,8 @@ pub async fn run(ctx: &Ctx<'_>, args: &StatusArgs) -> Result<()> {
         regions,
         budget: window,
         budget_error,
+        last_known,
+        journal,
         clock_skew,
         read,
     };
@@ -328,7 +343,7 @@ fn print_text(
             ago(now, r.started_at)
         )?;
     }
-    write_budget(&mut out, report, budget_key)?;
+    write_budget(&mut out, report, budget_key, now)?;
     write_clock(&mut out, skews, in_use)?;
     Ok(())
 }
@@ -393,52 +408,55 @@ fn write_regions(
     Ok(())
 }
 
-/// Each bucket's line, every figure naming the limiter it came from; or why the
-/// limiter cannot be read.
-fn write_budget(out: &mut impl Write, report: &StatusJson, budget_key: &str) -> Result<()> {
-    // Every figure of the budget names the limiter it came from (and the file whose
-    // buckets it counts), which may not be the one the runs charge.
+/// The budget's lines: the limiter and the costs file named once, in the first line
+/// (every figure below came from them, which may not be the ones the runs charge),
+/// then each bucket's figures; or why the limiter cannot be read, with what is still
+/// known. Calls waiting in the journal are said whenever there are any.
+fn write_budget(
+    out: &mut impl Write,
+    report: &StatusJson,
+    budget_key: &str,
+    now: i64,
+) -> Result<()> {
     let from = format!(
         "on {}, costs from {}",
         report.read.limiter.describe(),
         report.read.costs.path
     );
     match &report.budget {
+        // One bucket: one line, as before there were others.
+        Some(b) if b.buckets.len() == 1 => {
+            writeln!(
+                out,
+                "budget \"{budget_key}\" ({from}): {}",
+                bucket_text(&b.buckets[0])
+            )?;
+        }
         Some(b) => {
-            // The main bucket is the budget's line, as it was before there were others.
+            writeln!(out, "budget \"{budget_key}\" ({from}):")?;
             for bucket in &b.buckets {
-                let what = if bucket.figures.is_main() {
-                    format!("budget \"{budget_key}\" ({from})")
-                } else {
-                    format!("bucket \"{}\" ({from})", bucket.name)
-                };
-                let early = bucket.upstream_spent_at.map_or(String::new(), |units| {
-                    format!(
-                        "; the upstream said it was spent today at {units} units counted, below quota {}",
-                        bucket.figures.quota
-                    )
-                });
-                writeln!(
-                    out,
-                    "{what}: {} used of ceiling {}, {} remaining; {}{early}",
-                    bucket.used,
-                    bucket.ceiling,
-                    bucket.remaining,
-                    bucket
-                        .figures
-                        .blocked_until
-                        .map_or("not blocked".to_owned(), |u| format!(
-                            "blocked until {} (the upstream said this quota is spent)",
-                            crate::output::human::timestamp(u.as_i64())
-                        ))
-                )?;
+                writeln!(out, "  bucket \"{}\": {}", bucket.name, bucket_text(bucket))?;
             }
         }
-        None => writeln!(
-            out,
-            "budget \"{budget_key}\" ({from}): the limiter cannot be read: {}",
-            report.budget_error.as_deref().unwrap_or("no reason given")
-        )?,
+        None => {
+            writeln!(
+                out,
+                "budget \"{budget_key}\" ({from}): the limiter cannot be read: {}",
+                report.budget_error.as_deref().unwrap_or("no reason given")
+            )?;
+            match &report.last_known {
+                Some(known) => known.write(out, now)?,
+                None => writeln!(
+                    out,
+                    "  no figures are known: no run has read the limiter yet"
+                )?,
+            }
+            writeln!(out, "  {}", report.journal.text(now))?;
+            return Ok(());
+        }
+    }
+    if report.journal.pending_calls > 0 {
+        writeln!(out, "  {}", report.journal.text(now))?;
     }
     Ok(())
 }

@@ -12,14 +12,14 @@ use std::path::{Path, PathBuf};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use super::drift::{self, SpentDay};
-use super::{Allowance, BUDGET_POLICY, Budget, Kind, Status};
+use super::{Allowance, Budget, Kind, Status};
 use crate::clock::Micros;
 use crate::sqlite::{Db, Durability, Migration};
 
 /// One bucket's figures at one moment on the limiter's clock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BucketFigures {
-    /// The bucket's policy name: [`BUDGET_POLICY`] for the main one.
+    /// The bucket's policy name: [`super::BUDGET_POLICY`] for the main one.
     pub name: String,
     /// Units in its window.
     pub used: u64,
@@ -41,10 +41,6 @@ impl BucketFigures {
             Allowance::Quota => self.quota,
         };
         max.saturating_sub(self.used)
-    }
-
-    pub(crate) fn is_main(&self) -> bool {
-        self.name == BUDGET_POLICY
     }
 }
 
@@ -90,15 +86,17 @@ fn fail(path: &Path, doing: &'static str) -> impl FnOnce(String) -> FiguresError
     }
 }
 
-/// Records `figures`, every bucket's as the limiter reported them at a run's end, as
-/// the last known figures of budget `key` (docs/metrics.md): they replace the ones
-/// recorded before, whichever buckets those had. In the database at `db`, laid out by
-/// `file` (the quota's own steps brought forward first, as the limiter does).
+/// Records `figures`, every bucket's as the limiter reported them at a run's end (read
+/// at `as_of`), as the last known figures of budget `key` (docs/metrics.md): they
+/// replace the ones recorded before, whichever buckets those had. In the database at
+/// `db`, laid out by `file` (the quota's own steps brought forward first, as the
+/// limiter does).
 pub(crate) fn record(
     db: &Db,
     file: &[Migration],
     key: &str,
     figures: &[BucketFigures],
+    as_of: Micros,
 ) -> Result<(), FiguresError> {
     const DOING: &str = "recording the buckets' last known figures";
     let path = db.path();
@@ -116,20 +114,31 @@ pub(crate) fn record(
         for f in figures {
             tx.execute(
                 "INSERT INTO quota_last_figures
-                 (budget, bucket, used, blocked_until_us, upstream_spent_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                 (budget, bucket, used, blocked_until_us, upstream_spent_at, as_of_us)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![
                     key,
                     f.name,
                     units(f.used),
                     f.blocked_until.map(Micros::as_i64),
                     f.upstream_spent_at.map(units),
+                    as_of.as_i64(),
                 ],
             )?;
         }
         tx.commit()
     };
     write().map_err(|e| fail(path, DOING)(e.to_string()))
+}
+
+/// The last known figures of a budget, and when they were read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastKnown {
+    /// Every bucket recorded, the main one first.
+    pub buckets: Vec<BucketFigures>,
+    /// When the run that recorded them read them, on its host's clock; `None` for a
+    /// record written before the time was kept.
+    pub as_of: Option<Micros>,
 }
 
 /// The last known figures of `budget` (docs/metrics.md): what [`record`] kept of each
@@ -140,10 +149,18 @@ pub(crate) fn last_known(
     db: Option<&Db>,
     budget: &Budget,
 ) -> Result<Option<Vec<BucketFigures>>, FiguresError> {
+    last_known_at(db, budget).map(|known| known.map(|k| k.buckets))
+}
+
+/// [`last_known`], with when the figures were read.
+pub(crate) fn last_known_at(
+    db: Option<&Db>,
+    budget: &Budget,
+) -> Result<Option<LastKnown>, FiguresError> {
     let Some(db) = db else {
         return Ok(None);
     };
-    let read = || -> rusqlite::Result<Option<Vec<BucketFigures>>> {
+    let read = || -> rusqlite::Result<Option<LastKnown>> {
         let conn = db.lock();
         let present = conn
             .prepare(
@@ -153,12 +170,23 @@ pub(crate) fn last_known(
         if !present {
             return Ok(None);
         }
-        let mut row = conn.prepare(
-            "SELECT used, blocked_until_us, upstream_spent_at FROM quota_last_figures
-             WHERE budget = ?1 AND bucket = ?2",
-        )?;
+        // A file no writer of this build has brought forward has no time yet; it is
+        // read as it is, not changed.
+        let timed = conn
+            .prepare(
+                "SELECT 1 FROM pragma_table_info('quota_last_figures') WHERE name = 'as_of_us'",
+            )?
+            .exists([])?;
+        let mut row = conn.prepare(if timed {
+            "SELECT used, blocked_until_us, upstream_spent_at, as_of_us FROM quota_last_figures
+             WHERE budget = ?1 AND bucket = ?2"
+        } else {
+            "SELECT used, blocked_until_us, upstream_spent_at, NULL FROM quota_last_figures
+             WHERE budget = ?1 AND bucket = ?2"
+        })?;
         let units = |u: i64| u64::try_from(u).unwrap_or(0);
         let mut known = Vec::new();
+        let mut as_of = None;
         for b in budget.buckets() {
             let recorded = row
                 .query_row(params![budget.key, b.name], |r| {
@@ -166,23 +194,34 @@ pub(crate) fn last_known(
                         r.get::<_, i64>(0)?,
                         r.get::<_, Option<i64>>(1)?,
                         r.get::<_, Option<i64>>(2)?,
+                        r.get::<_, Option<i64>>(3)?,
                     ))
                 })
                 .optional()?;
             match recorded {
-                Some((used, blocked, spent)) => known.push(BucketFigures {
-                    name: b.name.clone(),
-                    used: units(used),
-                    ceiling: b.ceiling,
-                    quota: b.quota,
-                    blocked_until: blocked.map(Micros::new),
-                    upstream_spent_at: spent.map(units),
-                }),
+                Some((used, blocked, spent, at)) => {
+                    // One run records every bucket at once; the main bucket's time is
+                    // the record's.
+                    if b.is_main() {
+                        as_of = at.map(Micros::new);
+                    }
+                    known.push(BucketFigures {
+                        name: b.name.clone(),
+                        used: units(used),
+                        ceiling: b.ceiling,
+                        quota: b.quota,
+                        blocked_until: blocked.map(Micros::new),
+                        upstream_spent_at: spent.map(units),
+                    });
+                }
                 None if b.is_main() => return Ok(None),
                 None => {}
             }
         }
-        Ok(Some(known))
+        Ok(Some(LastKnown {
+            buckets: known,
+            as_of,
+        }))
     };
     read().map_err(|e| fail(db.path(), "reading the buckets' last known figures")(e.to_string()))
 }

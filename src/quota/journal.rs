@@ -622,36 +622,54 @@ impl Journal {
     }
 }
 
+/// The calls of a budget made while the limiter was down that wait in the journal to
+/// be replayed into the window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unreplayed {
+    pub calls: u64,
+    /// When the oldest of them was made, on this host's clock; `None` when there are
+    /// none.
+    pub oldest_at_us: Option<i64>,
+}
+
 /// How many calls of `budget_key` made while the limiter was down wait in the
 /// journal of the database at `db` to be replayed into the window: read only, and 0
 /// for a database or a journal that does not exist.
 pub fn pending_calls(db: Option<&Db>, budget_key: &str) -> Result<u64, JournalError> {
+    unreplayed(db, budget_key).map(|u| u.calls)
+}
+
+/// [`pending_calls`], and since when they wait.
+pub fn unreplayed(db: Option<&Db>, budget_key: &str) -> Result<Unreplayed, JournalError> {
     const DOING: &str = "counting the calls not yet replayed";
     let Some(db) = db else {
-        return Ok(0);
+        return Ok(Unreplayed::default());
     };
-    let read = || -> rusqlite::Result<i64> {
+    let read = || -> rusqlite::Result<(i64, Option<i64>)> {
         let conn = db.lock();
         let has = |sql: &str, name: &str| conn.prepare(sql)?.exists([name]);
         if !has(
             "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
             "quota_journal",
         )? {
-            return Ok(0);
+            return Ok((0, None));
         }
         // A journal from before the ledger holds only calls not yet replayed.
         let rows = if has(
             "SELECT 1 FROM pragma_table_info('quota_journal') WHERE name = ?1",
             "metered",
         )? {
-            "SELECT COUNT(*) FROM quota_journal WHERE budget = ?1 AND metered = 0"
+            "SELECT COUNT(*), MIN(made_at_us) FROM quota_journal WHERE budget = ?1 AND metered = 0"
         } else {
-            "SELECT COUNT(*) FROM quota_journal WHERE budget = ?1"
+            "SELECT COUNT(*), MIN(made_at_us) FROM quota_journal WHERE budget = ?1"
         };
-        conn.query_row(rows, [budget_key], |r| r.get(0))
+        conn.query_row(rows, [budget_key], |r| Ok((r.get(0)?, r.get(1)?)))
     };
     read()
-        .map(|n| u64::try_from(n).unwrap_or(0))
+        .map(|(n, oldest)| Unreplayed {
+            calls: u64::try_from(n).unwrap_or(0),
+            oldest_at_us: oldest,
+        })
         .map_err(|source| JournalError::Sqlite {
             path: db.path().to_path_buf(),
             doing: DOING,

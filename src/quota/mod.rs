@@ -33,8 +33,10 @@ use crate::sqlite::Db;
 use counting::Counting;
 
 pub use embedded::EmbeddedLimiter;
-pub use figures::{BucketFigures, FiguresError};
-pub use journal::{Epoch, Journal, JournalError, Journalled, Replayed, pending_calls};
+pub use figures::{BucketFigures, FiguresError, LastKnown};
+pub use journal::{
+    Epoch, Journal, JournalError, Journalled, Replayed, Unreplayed, pending_calls, unreplayed,
+};
 pub use limiter::{Limiter, RecordPast, charged_on};
 pub use model::{Fit, PartOutcome};
 pub use redis::{RedisCause, RedisConfigError, RedisLimiter, TlsFiles};

@@ -17,8 +17,14 @@ use crate::sqlite::{Migration, StepError};
 
 /// The limiter's and the journal's steps, oldest first: all a limiter or a journal
 /// ever runs.
-pub(crate) const STEPS: &[Migration] =
-    &[TABLES, CLOCK_SKEW, UPSTREAM_SPENT, CALL_LOG, LAST_FIGURES];
+pub(crate) const STEPS: &[Migration] = &[
+    TABLES,
+    CLOCK_SKEW,
+    UPSTREAM_SPENT,
+    CALL_LOG,
+    LAST_FIGURES,
+    LAST_FIGURES_AS_OF,
+];
 
 /// Step 4.
 pub(crate) const TABLES: Migration = Migration {
@@ -159,6 +165,27 @@ CREATE TABLE IF NOT EXISTS quota_last_figures (
     PRIMARY KEY (budget, bucket)
 ) WITHOUT ROWID;
 ";
+
+/// Step 19.
+pub(crate) const LAST_FIGURES_AS_OF: Migration = Migration {
+    description: "when the last known figures were read",
+    sql: "",
+    data: Some(last_figures_as_of),
+};
+
+/// The last known figures' `as_of_us`: when the run that recorded them read them, on
+/// that host's clock, so that `status` and `budget` can say how old they are while the
+/// limiter does not answer (docs/json.md, `last_known`). NULL in a row recorded before
+/// it. Added only where missing: the step may run twice.
+fn last_figures_as_of(conn: &Connection) -> Result<(), StepError> {
+    let present = conn
+        .prepare("SELECT 1 FROM pragma_table_info('quota_last_figures') WHERE name = 'as_of_us'")?
+        .exists([])?;
+    if !present {
+        conn.execute_batch("ALTER TABLE quota_last_figures ADD COLUMN as_of_us INTEGER")?;
+    }
+    Ok(())
+}
 
 /// The journal's `calls` column (NULL in a row journalled before it: its parts are
 /// replayed as written). Added only where missing: the step may run twice.

@@ -71,6 +71,7 @@ pub(super) async fn run_report(
     stop: Option<&Stop>,
     began: Instant,
 ) -> (RunReport, Micros) {
+    let regions = say_why_not_attempted(regions, stop, run.clock.now());
     let read = run.meter.window().await;
     let budget = read.window;
     let remaining_by_bucket = run.meter.remaining_by_bucket(budget.as_deref());
@@ -108,6 +109,32 @@ pub(super) async fn run_report(
     (report, now)
 }
 
+/// `regions` with the reason of each the run never reached: what stopped the run,
+/// and never another region's error as its own (docs/json.md, `regions[].error`).
+fn say_why_not_attempted(
+    mut regions: Vec<RegionReport>,
+    stop: Option<&Stop>,
+    now: Micros,
+) -> Vec<RegionReport> {
+    // The region whose call stopped the run says its error as its own.
+    let failed_region = match stop {
+        Some(Stop::Fatal { message }) => regions
+            .iter()
+            .find(|r| r.error.as_ref() == Some(message))
+            .map(|r| r.code.clone()),
+        _ => None,
+    };
+    for r in &mut regions {
+        if r.status == Status::NotAttempted && r.error.is_none() {
+            r.error = Some(match stop {
+                Some(stop) => stop.not_attempted(now, failed_region.as_deref()),
+                None => "not attempted: the run stopped before it reached this region".to_owned(),
+            });
+        }
+    }
+    regions
+}
+
 /// Records the figures the limiter reported at the run's end, when it gave them, as
 /// the budget's last known ones (docs/metrics.md). A failure is logged: the metrics
 /// then show the figures recorded before, should the limiter not answer next time.
@@ -116,9 +143,12 @@ pub(super) async fn record_figures(run: &Run, report: &RunReport) {
         return;
     };
     let (db, key) = (run.db.clone(), run.settings.budget.key.clone());
-    let recorded =
-        tokio::task::spawn_blocking(move || crate::schema::record_figures_on(&db, &key, &figures))
-            .await;
+    // Read just before the run's end: `status` and `budget` say how old they are.
+    let as_of = Secs::new(report.ended_at).to_micros();
+    let recorded = tokio::task::spawn_blocking(move || {
+        crate::schema::record_figures_on(&db, &key, &figures, as_of)
+    })
+    .await;
     match recorded {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(run_id = %run.settings.run_id, "{e}"),
@@ -136,6 +166,7 @@ pub(super) async fn record_end(run: &Run, report: &RunReport, stop: Option<&Stop
     let failed: Vec<String> = report
         .regions
         .iter()
+        .filter(|r| r.status != Status::NotAttempted)
         .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.code)))
         .collect();
     let outcome = RunOutcome {

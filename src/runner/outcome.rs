@@ -149,6 +149,22 @@ impl Stop {
         }
     }
 
+    /// Why a region the run never reached after this stop was not attempted
+    /// (docs/json.md, `regions[].error`): the stop in its own words, except that the
+    /// error of the region whose call stopped the run (`failed_region`) is named as
+    /// that region's, never given as this one's.
+    pub fn not_attempted(&self, now: Micros, failed_region: Option<&str>) -> String {
+        match (self, failed_region) {
+            (Stop::Fatal { .. }, Some(code)) => {
+                format!("not attempted: the run stopped before it, after {code}'s error")
+            }
+            _ => format!(
+                "not attempted: the run stopped before it: {}",
+                self.describe(now)
+            ),
+        }
+    }
+
     /// When trying again may succeed.
     pub fn retry_after(&self, now: Micros) -> Option<Duration> {
         match self {
@@ -399,9 +415,13 @@ impl RunReport {
 
     /// The final one-line summary, at most [`SUMMARY_MAX`] characters where it can
     /// be: it names every region, grouping those that ended alike ("US GB complete,
-    /// DE budget_exhausted, FR IN not_attempted"), and leaves out the numbers the
-    /// history also has (videos, then calls, then units) when the regions need the
-    /// room; what is left is the budget, the one number cron's reader acts on.
+    /// DE budget_exhausted, FR IN not_attempted"), and always says the calls, the units,
+    /// what is left and the videos (docs/commands.md, "Logs under cron"). When the line
+    /// is long (several buckets, follow-ups, a slow run), the words around the numbers
+    /// go first, one form at a time: the follow-ups' details, the unmetered units'
+    /// explanation, the word "regions", the status of regions that all ended as the run
+    /// did, and last the follow-ups' count. Eight regions in one status fit; a line
+    /// of several statuses may be longer rather than lose a number.
     fn summary(&self, kind: &str, allowance: Allowance) -> String {
         let plural =
             |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
@@ -412,24 +432,6 @@ impl RunReport {
             crate::output::human::duration(self.took),
         );
         let videos: u64 = self.regions.iter().map(|r| r.videos).sum();
-        let mut calls = Some(plural(self.calls, "call", "calls"));
-        let mut units = Some(plural(self.units_charged, "unit", "units"));
-        let left = self.left(allowance);
-        let mut videos = Some(plural(videos, "video", "videos"));
-        let unmetered = (self.units_unmetered > 0).then(|| {
-            format!(
-                "{} unmetered (limiter down, journalled)",
-                self.units_unmetered
-            )
-        });
-        let follow = self.follow.as_ref().map_or(String::new(), |f| {
-            format!(
-                "; follow-ups {}: {} in {}",
-                f.status.as_str(),
-                plural(f.videos, "video", "videos"),
-                plural(f.calls, "call", "calls")
-            )
-        });
         let mut groups: Vec<(Status, Vec<&str>)> = Vec::new();
         for r in &self.regions {
             match groups.iter_mut().find(|(s, _)| *s == r.status) {
@@ -437,39 +439,71 @@ impl RunReport {
                 None => groups.push((r.status, vec![&r.code])),
             }
         }
-        let named: Vec<String> = groups
-            .iter()
-            .map(|(s, codes)| format!("{} {}", codes.join(" "), s.as_str()))
-            .collect();
-        let regions = |label: &str| {
-            if groups.is_empty() {
-                "; no region to fetch".to_owned()
-            } else {
-                format!("; {label}{}", named.join(", "))
-            }
-        };
-        let mut label = "regions ";
-        loop {
-            let numbers: Vec<&str> = [&calls, &units, &left, &videos, &unmetered]
-                .into_iter()
-                .flatten()
-                .map(String::as_str)
-                .collect();
-            let line = format!("{head}{}{follow}{}", numbers.join(", "), regions(label));
-            if line.chars().count() <= SUMMARY_MAX {
-                return line;
-            }
-            if videos.take().is_none() && calls.take().is_none() && units.take().is_none() {
-                // Last, the word before the regions: their codes say what they are.
-                if label.is_empty() {
-                    return line;
+        let line = |shorter: usize| {
+            let mut numbers = vec![
+                plural(self.calls, "call", "calls"),
+                plural(self.units_charged, "unit", "units"),
+            ];
+            numbers.extend(self.left(allowance));
+            numbers.push(plural(videos, "video", "videos"));
+            let mut follow = String::new();
+            if let Some(f) = &self.follow {
+                let unusual = (f.status != Status::Complete)
+                    .then(|| format!("follow-ups {}", f.status.as_str()));
+                match shorter {
+                    0 => {
+                        follow = format!(
+                            "; follow-ups {}: {} in {}",
+                            f.status.as_str(),
+                            plural(f.videos, "video", "videos"),
+                            plural(f.calls, "call", "calls")
+                        );
+                    }
+                    1..=4 => numbers.push(match unusual {
+                        Some(said) => format!("{} followed up ({said})", f.videos),
+                        None => format!("{} followed up", f.videos),
+                    }),
+                    _ => numbers.extend(unusual),
                 }
-                label = "";
             }
+            if self.units_unmetered > 0 {
+                numbers.push(if shorter < 2 {
+                    format!(
+                        "{} unmetered (limiter down, journalled)",
+                        self.units_unmetered
+                    )
+                } else {
+                    format!("{} unmetered", self.units_unmetered)
+                });
+            }
+            let label = if shorter < 3 { "regions " } else { "" };
+            let regions = match groups.as_slice() {
+                [] => "; no region to fetch".to_owned(),
+                // Every region ended as the run did, which the line has said.
+                [(status, codes)] if shorter >= 4 && *status == self.status => {
+                    format!("; {label}{}", codes.join(" "))
+                }
+                groups => {
+                    let named: Vec<String> = groups
+                        .iter()
+                        .map(|(s, codes)| format!("{} {}", codes.join(" "), s.as_str()))
+                        .collect();
+                    format!("; {label}{}", named.join(", "))
+                }
+            };
+            format!("{head}{}{follow}{regions}", numbers.join(", "))
+        };
+        let mut shorter = 0;
+        loop {
+            let said = line(shorter);
+            if said.chars().count() <= SUMMARY_MAX || shorter == 5 {
+                return said;
+            }
+            shorter += 1;
         }
     }
 
-    /// What is left, bucket by bucket when there are several (docs/metrics.md: `9480
+    /// What is left, bucket by bucket when there are several (docs/commands.md: `9480
     /// left, search 91, stats 9497`): the main bucket's first, unnamed as it always
     /// was, then each other bucket's by name. No figure adds two buckets together.
     fn left(&self, allowance: Allowance) -> Option<String> {
@@ -506,7 +540,7 @@ fn by_name<S: serde::Serializer>(
     }
 }
 
-/// The longest summary line (docs/metrics.md, logs under cron), counted without the log's
+/// The longest summary line (docs/commands.md, "Logs under cron"), counted without the log's
 /// time and level.
 pub const SUMMARY_MAX: usize = 160;
 

@@ -82,6 +82,12 @@ pub(super) async fn charge(
             clock.now().as_i64(),
         )
         .and_then(|()| {
+            let mut out = std::io::stdout().lock();
+            // A denial charged nothing: saying where it "charged" would read as a
+            // charge made.
+            if !decision.granted {
+                return writeln!(out, "nothing was charged on {}", limiter.describe());
+            }
             // Which window was charged, and which file keeps this host's record of it:
             // a shell without cron's TRENDSYNC_DB would otherwise charge, and keep the
             // ledger in, a new ./trendsync.db unawares.
@@ -93,11 +99,7 @@ pub(super) async fn charge(
             } else {
                 String::new()
             };
-            writeln!(
-                std::io::stdout().lock(),
-                "charged on {}{kept}",
-                limiter.describe()
-            )
+            writeln!(out, "charged on {}{kept}", limiter.describe())
         })
         .map_err(Into::into)
     };

@@ -120,3 +120,21 @@ pub(super) struct PartJson<'a> {
     pub(super) used: u64,
     pub(super) remaining: u64,
 }
+
+/// The JSON of `budget --json` while the limiter cannot be read (docs/json.md): the
+/// object of a failed command, with what is still known.
+#[derive(Debug, Serialize)]
+pub(super) struct UnreadJson {
+    /// `failed`, as for every command that could not do what it was asked.
+    pub(super) status: &'static str,
+    /// 75: the next try may read the limiter.
+    pub(super) exit_code: u8,
+    pub(super) error: String,
+    /// The figures the latest run that read the limiter recorded, and when; null when
+    /// none did.
+    pub(super) last_known: Option<crate::cmd::figures::LastKnownJson>,
+    pub(super) journal: crate::cmd::figures::JournalJson,
+    /// The limiter this command tried, and the one the latest run charged.
+    #[serde(flatten)]
+    pub(super) read: super::identity::ReadJson,
+}

@@ -8,9 +8,14 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use super::json::{BudgetBucketJson, BudgetJson, LimitJson, SpentDayJson, SuggestedJson};
+use super::json::{
+    BudgetBucketJson, BudgetJson, LimitJson, SpentDayJson, SuggestedJson, UnreadJson,
+};
+use crate::cmd::figures::{JournalJson, LastKnownJson};
+use crate::cmd::identity::ReadJson;
 use crate::cmd::shared::BucketJson;
-use crate::cmd::{Access, Ctx, load_budget, open_limiter, read_status};
+use crate::cmd::{Access, Ctx, exit_code_for, load_budget, open_limiter, read_status};
+use crate::error::{ExitCode, SilentExit, after_output};
 use crate::output::human;
 use crate::output::json::{print_json, rfc3339, seconds};
 use crate::quota::drift::{self, SpentDay};
@@ -117,7 +122,11 @@ fn over(window: &str, window_s: f64) -> String {
 }
 
 /// One bucket's lines of `budget`.
-fn print_bucket(out: &mut impl Write, b: &BudgetBucketJson, alone: bool) -> std::io::Result<()> {
+pub(super) fn print_bucket(
+    out: &mut impl Write,
+    b: &BudgetBucketJson,
+    alone: bool,
+) -> std::io::Result<()> {
     let f = &b.bucket;
     let opt = |d: Option<f64>, what: &str| match d {
         Some(s) => format!(
@@ -141,8 +150,20 @@ fn print_bucket(out: &mut impl Write, b: &BudgetBucketJson, alone: bool) -> std:
         ),
     };
     // What can be spent now comes first: "next free in 24h" above 9459 units left
-    // read as "nothing available".
-    if f.remaining > 0 {
+    // read as "nothing available". While the upstream's block lasts that is nothing,
+    // whatever this budget counted, so the block leads.
+    if let Some(until) = f.figures.blocked_until {
+        writeln!(
+            out,
+            "  blocked     until {}: the upstream said this bucket's quota is spent",
+            crate::output::human::timestamp(until.as_i64())
+        )?;
+        writeln!(
+            out,
+            "  available   none until then; by this budget's count {} to the ceiling ({} to the quota)",
+            f.remaining, b.remaining_to_quota
+        )?;
+    } else if f.remaining > 0 {
         writeln!(
             out,
             "  available   {} now, to the ceiling ({} to the quota)",
@@ -178,13 +199,8 @@ fn print_bucket(out: &mut impl Write, b: &BudgetBucketJson, alone: bool) -> std:
             .collect();
         writeln!(out, "  by method   {}", methods.join(", "))?;
     }
-    match f.figures.blocked_until {
-        Some(until) => writeln!(
-            out,
-            "  blocked     until {}: the upstream said this bucket's quota is spent",
-            crate::output::human::timestamp(until.as_i64())
-        )?,
-        None => writeln!(out, "  blocked     no")?,
+    if f.figures.blocked_until.is_none() {
+        writeln!(out, "  blocked     no")?;
     }
     if let Some(units) = f.upstream_spent_at {
         writeln!(
@@ -228,7 +244,15 @@ pub(super) async fn show(ctx: &Ctx<'_>, json: bool) -> Result<()> {
     let read = super::identity::ReadJson::check(ctx, &budget);
     let limiter = open_limiter(ctx, &budget, Access::ReadReplayed).await?;
     let names: Vec<&str> = budget.buckets().iter().map(|b| b.name.as_str()).collect();
-    let status = read_status(&limiter, &budget, &names).await?;
+    let status = match read_status(&limiter, &budget, &names).await {
+        Ok(status) => status,
+        // Down, or its clock too far from this host's to count a day: try later (75),
+        // with what is still known meanwhile.
+        Err(e) if exit_code_for(&e) == ExitCode::TryLater => {
+            return unreadable(ctx, &budget, read, &e, json);
+        }
+        Err(e) => return Err(e),
+    };
     let spent = limiter.upstream_spent().await.with_context(|| {
         format!(
             "reading what the upstream's refusals of budget \"{}\" measured from {}",
@@ -285,6 +309,56 @@ pub(super) async fn show(ctx: &Ctx<'_>, json: bool) -> Result<()> {
     Ok(())
 }
 
+/// `budget` when the limiter cannot be read: the error, said as every failure is (on
+/// stderr), then on stdout the last known figures with when they were read, and the
+/// calls that wait in the journal to be counted (docs/json.md, "While the limiter
+/// cannot be read"); exit 75, since the next try may read it.
+fn unreadable(
+    ctx: &Ctx<'_>,
+    budget: &Budget,
+    read: ReadJson,
+    err: &anyhow::Error,
+    json: bool,
+) -> Result<()> {
+    let error = crate::error::report(err);
+    tracing::error!("{error}");
+    let db = ctx.db();
+    let last_known = LastKnownJson::read(db, budget)?;
+    let journal = JournalJson::read(db, &budget.key)?;
+    let printed = if json {
+        print_json(&UnreadJson {
+            status: "failed",
+            exit_code: ExitCode::TryLater.code(),
+            error,
+            last_known,
+            journal,
+            read,
+        })
+    } else {
+        let now = ctx.clock.now().to_secs().as_i64();
+        let mut out = std::io::stdout().lock();
+        (|| -> std::io::Result<()> {
+            writeln!(
+                out,
+                "budget \"{}\" on {}, costs from {}: the limiter cannot be read, so nothing below is current",
+                budget.key,
+                read.limiter.describe(),
+                read.costs.path
+            )?;
+            match &last_known {
+                Some(known) => known.write(&mut out, now)?,
+                None => writeln!(
+                    out,
+                    "  no figures are known: no run has read the limiter yet"
+                )?,
+            }
+            writeln!(out, "  {}", journal.text(now))
+        })()
+        .map_err(Into::into)
+    };
+    after_output(printed, Err(SilentExit(ExitCode::TryLater).into()))
+}
+
 /// Units spent per clock hour across the window, oldest first, as horizontal bars
 /// labelled with each hour's start (UTC), scaled so that the busiest hour fills `width`
 /// columns of bar, the scale said in the heading. The window starts at `start_us`: a
@@ -313,18 +387,33 @@ pub(super) fn chart(
         "\n  units per hour (UTC); # = {per_mark} unit{}",
         if per_mark == 1 { "" } else { "s" }
     )?;
+    // A 24-hour window touches 25 clock hours, the first and the last with the same
+    // clock time (and a calendar day's window one more on a long day): when the chart
+    // crosses midnight, the first bar and each day's first carry the date, so that no
+    // two bars read alike.
+    let dated = first.div_euclid(24) != last.div_euclid(24);
     for (i, units) in sums.iter().enumerate() {
         let hour = first + i as i64;
-        let label = jiff::Timestamp::from_microsecond(hour * HOUR)
-            .map_or_else(|_| "??:??".to_owned(), |t| t.strftime("%H:%M").to_string());
+        let label = match (dated, i == 0 || hour.rem_euclid(24) == 0) {
+            (false, _) => hour_label(hour, "%H:%M"),
+            (true, true) => hour_label(hour, "%m-%d %H:%M"),
+            (true, false) => format!("{:>11}", hour_label(hour, "%H:%M")),
+        };
         let bar = "#".repeat(usize::try_from(units.div_ceil(per_mark)).unwrap_or(0));
         writeln!(out, "  {label} {bar} {units}")?;
     }
     Ok(())
 }
 
+/// The start of clock hour `hour` (hours since the Unix epoch, UTC) in `format`.
+fn hour_label(hour: i64, format: &str) -> String {
+    const HOUR_US: i64 = 3_600_000_000;
+    jiff::Timestamp::from_microsecond(hour.saturating_mul(HOUR_US))
+        .map_or_else(|_| "??:??".to_owned(), |t| t.strftime(format).to_string())
+}
+
 /// The columns a bar may take in `width` (80 when unlimited): what is left after the
-/// label and the count, at most 40.
+/// label (a date and a time) and the count, at most 40.
 fn bar_width(width: Option<usize>) -> usize {
-    width.unwrap_or(80).saturating_sub(16).clamp(8, 40)
+    width.unwrap_or(80).saturating_sub(22).clamp(8, 40)
 }

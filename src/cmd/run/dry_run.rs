@@ -279,14 +279,14 @@ fn print_dry_run_json(
             let mine = sim.calls.iter().filter(|c| c.call.region == r.code);
             let cut = mine.clone().any(|c| !c.fits);
             let reached = mine.clone().any(|c| c.fits) || stops_in == Some(&r.code);
+            let region_status = match (cut, reached) {
+                (false, _) => Status::Complete,
+                (true, true) => status,
+                (true, false) => Status::NotAttempted,
+            };
             RegionJson {
                 code: r.code.clone(),
-                status: match (cut, reached) {
-                    (false, _) => Status::Complete,
-                    (true, true) => status,
-                    (true, false) => Status::NotAttempted,
-                }
-                .as_str(),
+                status: region_status.as_str(),
                 // The pages the plan would fetch (a chart that ends early has fewer).
                 pages: mine
                     .clone()
@@ -301,7 +301,10 @@ fn print_dry_run_json(
                 videos: 0,
                 units: mine.filter(|c| c.fits).map(|c| c.units).sum(),
                 units_unmetered: 0,
-                error: None,
+                // Why the real run would not reach it, as its report would say.
+                error: (region_status == Status::NotAttempted)
+                    .then(|| sim.stop.as_ref().map(|s| s.not_attempted(sim.now, None)))
+                    .flatten(),
             }
         })
         .collect();

@@ -27,6 +27,9 @@ fn figures(budget: &Budget, used: &[(&str, u64)]) -> Vec<BucketFigures> {
         .collect()
 }
 
+/// When the figures of these tests were read.
+const AT: Micros = Micros::new(1_700_000_000_250_000);
+
 fn writing(dir: &tempfile::TempDir) -> Db {
     Db::open_for_writing(&dir.path().join("t.db")).expect("the database")
 }
@@ -44,14 +47,14 @@ fn the_last_known_figures_are_the_last_recorded_for_the_key() {
     let mut first = figures(&budget, &[("budget", 20), ("search", 95)]);
     first[1].blocked_until = Some(Micros::new(1_700_086_400_123_456));
     first[1].upstream_spent_at = Some(61);
-    record(&db, crate::schema::MIGRATIONS, &budget.key, &first).expect("recording");
+    record(&db, crate::schema::MIGRATIONS, &budget.key, &first, AT).expect("recording");
     assert_eq!(
         last_known(Some(&db), &budget).expect("read"),
         Some(first.clone())
     );
 
     let second = figures(&budget, &[("budget", 21)]);
-    record(&db, crate::schema::MIGRATIONS, &budget.key, &second).expect("recording");
+    record(&db, crate::schema::MIGRATIONS, &budget.key, &second, AT).expect("recording");
     assert_eq!(
         last_known(Some(&db), &budget).expect("read"),
         Some(second),
@@ -77,6 +80,43 @@ fn without_the_main_bucket_nothing_is_known() {
     let db = writing(&dir);
     let budget = granular();
     let only_search = figures(&budget, &[("search", 3)]);
-    record(&db, crate::schema::MIGRATIONS, &budget.key, &only_search).expect("recording");
+    record(
+        &db,
+        crate::schema::MIGRATIONS,
+        &budget.key,
+        &only_search,
+        AT,
+    )
+    .expect("recording");
     assert_eq!(last_known(Some(&db), &budget).expect("read"), None);
+}
+
+/// The figures come back with when they were read (docs/json.md, `last_known.as_of`);
+/// a record from before that time was kept has none, and is read without changing
+/// the file.
+#[test]
+fn the_last_known_figures_say_when_they_were_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = writing(&dir);
+    let budget = granular();
+    let first = figures(&budget, &[("budget", 20), ("search", 95)]);
+    record(&db, crate::schema::MIGRATIONS, &budget.key, &first, AT).expect("recording");
+    let known = last_known_at(Some(&db), &budget)
+        .expect("read")
+        .expect("known");
+    assert_eq!(known.as_of, Some(AT));
+    assert_eq!(known.buckets, first);
+
+    // As a file at the step before: the column is not there.
+    db.lock()
+        .execute_batch(
+            "DELETE FROM quota_last_figures;
+             ALTER TABLE quota_last_figures DROP COLUMN as_of_us;
+             INSERT INTO quota_last_figures (budget, bucket, used) VALUES ('key1', 'budget', 7);",
+        )
+        .expect("an older file");
+    let known = last_known_at(Some(&db), &budget)
+        .expect("read")
+        .expect("known");
+    assert_eq!((known.as_of, known.buckets[0].used), (None, 7));
 }

@@ -334,3 +334,36 @@ async fn a_replay_that_fails_leaves_the_rest_for_next_time() {
     );
     assert_eq!(j.pending("key1").expect("pending").0.len(), 2);
 }
+
+/// What `status` says while the limiter is down (docs/json.md, `journal`): the calls of
+/// the budget not yet replayed and when the oldest was made; the ledger's calls,
+/// already counted, and another budget's are not among them.
+#[test]
+fn the_unreplayed_calls_are_counted_with_the_oldest_time() {
+    let (_dir, path) = scratch();
+    assert_eq!(
+        unreplayed(None, "key1").expect("no database"),
+        Unreplayed::default()
+    );
+    let j = Journal::open(&path, crate::clock::system()).expect("open");
+    let db = Db::open_for_reading(&path).expect("reading");
+    assert_eq!(
+        unreplayed(Some(&db), "key1").expect("empty"),
+        Unreplayed::default()
+    );
+    j.record_at("key1", &charge("r-2", 1), 2_000)
+        .expect("record");
+    j.record_at("key1", &charge("r-1", 1), 1_000)
+        .expect("record");
+    j.record_granted_at("key1", &charge("g-1", 1), 500)
+        .expect("record");
+    j.record_at("key2", &charge("o-1", 1), 100).expect("record");
+    assert_eq!(
+        unreplayed(Some(&db), "key1").expect("read"),
+        Unreplayed {
+            calls: 2,
+            oldest_at_us: Some(1_000)
+        }
+    );
+    assert_eq!(pending_calls(Some(&db), "key1").expect("read"), 2);
+}

@@ -513,7 +513,8 @@ fn after_a_run_the_budget_is_the_window_its_report_carries() {
     // them recorded, stay, marked by trendsync_limiter_up 0, and the rest is still
     // written.
     let before = text;
-    crate::schema::record_figures_on(&writing(&db), key, &window).expect("recording");
+    crate::schema::record_figures_on(&writing(&db), key, &window, crate::clock::Micros::new(0))
+        .expect("recording");
     write_after_run(&path, &writing(&db), &budget, &["US"], &report_with(None)).expect("writing");
     let text = fs::read_to_string(&path).expect("reading");
     let budget_lines = |t: &str| -> Vec<String> {

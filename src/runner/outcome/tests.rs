@@ -28,10 +28,11 @@ fn a_failed_region_outranks_a_clean_stop() {
     assert_eq!(overall(&regions, Some(&stop)), Status::BudgetExhausted);
 }
 
-/// A slow stopped run of eight regions ended three ways: the summary drops the
-/// numbers the history keeps, units last, and still names every region.
+/// A slow stopped run of eight regions ended three ways: the summary names every
+/// region and keeps its calls, units, what is left and videos, dropping the words
+/// around them first; being of several statuses, it may then be longer than a line.
 #[test]
-fn a_slow_stopped_run_fits_its_summary_by_dropping_numbers() {
+fn a_slow_stopped_run_keeps_its_numbers() {
     let mut regions = vec![
         region("US", Status::Complete),
         region("GB", Status::Complete),
@@ -61,12 +62,14 @@ fn a_slow_stopped_run_fits_its_summary_by_dropping_numbers() {
         attempts: Attempts::default(),
     };
     let fast = report.summary("run", Allowance::Ceiling);
-    assert!(fast.contains(": 7 units, 9493 left; "), "{fast}");
+    assert!(
+        fast.contains(": 7 calls, 7 units, 9493 left, 0 videos; "),
+        "{fast}"
+    );
     report.took = Duration::from_millis(59 * 60_000 + 59_000);
     let slow = report.summary("run", Allowance::Ceiling);
-    assert!(slow.chars().count() <= SUMMARY_MAX, "{slow}");
     assert!(
-        slow.contains(" in 59m 59s: 9493 left; regions US GB complete, "),
+        slow.contains(" in 59m 59s: 7 calls, 7 units, 9493 left, 0 videos; US GB complete, "),
         "{slow}"
     );
     assert!(slow.ends_with("FR IN BR AU CA not_attempted"), "{slow}");
@@ -182,5 +185,158 @@ fn an_upstream_block_names_its_methods() {
     assert_eq!(
         whole.describe(now),
         "the upstream said earlier that the key's quota is spent; the \"search\" bucket is spent: search.list, videos.list are blocked until 1970-01-01T00:01:01Z, the other buckets' calls go on"
+    );
+}
+
+/// The cron log: eight regions with category charts and follow-ups, a slow
+/// run with large counts, under the default costs file and the granular one (three
+/// buckets). The summary keeps calls, units, what is left of each bucket and videos,
+/// and stays within 160 characters whatever single status the run and its regions
+/// end in: for `run` under both files, and for `backfill` (whose figures are to the
+/// quota) under the default one.
+#[test]
+fn with_categories_and_follow_ups_the_summary_keeps_its_numbers_in_a_line() {
+    let regions: Vec<RegionReport> = ["US", "GB", "DE", "FR", "IN", "JP", "BR", "MX"]
+        .into_iter()
+        .map(|code| RegionReport {
+            videos: 1_249,
+            pages: 10,
+            units: 10,
+            ..region(code, Status::Complete)
+        })
+        .collect();
+    let follow = FollowReport {
+        status: Status::Complete,
+        calls: 10,
+        videos: 500,
+        removed: 0,
+        missing: 0,
+        missing_found: 0,
+        units: 10,
+        units_unmetered: 0,
+        error: None,
+    };
+    let mut report = RunReport {
+        run_id: "1a20af2636c-d2839a10".into(),
+        status: Status::Complete,
+        bucket: None,
+        units_charged: 999,
+        units_unmetered: 0,
+        calls: 999,
+        remaining: Some(8_266),
+        remaining_by_bucket: None,
+        retry_after_s: None,
+        denied_by: None,
+        regions,
+        follow: Some(follow),
+        stop_reason: None,
+        ended_at: 0,
+        took: Duration::from_millis(59 * 60_000 + 59_000),
+        budget: None,
+        limiter_up: true,
+        attempts: Attempts::default(),
+    };
+    let granular = Some(vec![
+        ("budget".into(), 8_266),
+        ("search".into(), 91),
+        ("stats".into(), 9_497),
+    ]);
+    let statuses = [
+        Status::Complete,
+        Status::BudgetExhausted,
+        Status::UpstreamQuotaExhausted,
+        Status::LimiterDown,
+        Status::ClockSkew,
+        Status::Interrupted,
+        Status::Failed,
+    ];
+    let cases = [
+        ("run", Allowance::Ceiling, None, "8266 left"),
+        (
+            "run",
+            Allowance::Ceiling,
+            granular.clone(),
+            "8266 left, search 91, stats 9497",
+        ),
+        ("backfill", Allowance::Quota, None, "8266 left to the quota"),
+    ];
+    for (kind, allowance, buckets, left) in cases {
+        report.remaining_by_bucket = buckets;
+        for status in statuses {
+            report.status = status;
+            for r in &mut report.regions {
+                r.status = status;
+            }
+            let line = report.summary(kind, allowance);
+            assert!(
+                line.chars().count() <= SUMMARY_MAX,
+                "{} characters: {line}",
+                line.chars().count()
+            );
+            assert!(
+                line.contains(&format!(": 999 calls, 999 units, {left}, 9992 videos")),
+                "{line}"
+            );
+            assert!(line.contains("US GB DE FR IN JP BR MX"), "{line}");
+        }
+    }
+
+    // A quick one with fewer figures says more: the follow-ups' own numbers, the word
+    // "regions" and their status.
+    report.status = Status::Complete;
+    for r in &mut report.regions {
+        r.status = Status::Complete;
+        r.videos = 100;
+    }
+    report.took = Duration::from_secs(12);
+    report.remaining_by_bucket = None;
+    report.units_charged = 42;
+    report.calls = 42;
+    let quick = report.summary("run", Allowance::Ceiling);
+    assert!(quick.chars().count() <= SUMMARY_MAX, "{quick}");
+    assert!(
+        quick.contains(": 42 calls, 42 units, 8266 left, 800 videos, 500 followed up; regions US GB DE FR IN JP BR MX complete"),
+        "{quick}"
+    );
+    // Follow-ups that failed say so, however short the line must be.
+    if let Some(f) = &mut report.follow {
+        f.status = Status::Failed;
+    }
+    report.status = Status::Failed;
+    report.took = Duration::from_millis(59 * 60_000 + 59_000);
+    report.remaining_by_bucket = granular;
+    let failed = report.summary("run", Allowance::Ceiling);
+    assert!(failed.contains("follow-ups failed"), "{failed}");
+    assert!(
+        failed.contains(": 42 calls, 42 units, 8266 left, search 91, stats 9497, 800 videos"),
+        "{failed}"
+    );
+}
+
+/// A region the run never reached says why, and another region's error is named as
+/// that region's, never given as its own.
+#[test]
+fn a_region_not_attempted_says_why_without_another_regions_error() {
+    let now = Micros::new(1_700_000_000_000_000);
+    let key = Stop::Fatal {
+        message: "videos.list for region GB: API key not valid (HTTP 400, keyInvalid)".into(),
+    };
+    let said = key.not_attempted(now, Some("GB"));
+    assert_eq!(
+        said,
+        "not attempted: the run stopped before it, after GB's error"
+    );
+    let budget = Stop::Budget {
+        method: "videos.list",
+        units: 1,
+        denied_by: "budget".into(),
+        retry_after: Some(Duration::from_secs(60)),
+        remaining: 0,
+        bucket: "budget".into(),
+    };
+    let said = budget.not_attempted(now, None);
+    assert!(
+        said.starts_with("not attempted: the run stopped before it: budget exhausted: "),
+        "{said}"
     );
 }
