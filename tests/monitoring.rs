@@ -128,6 +128,22 @@ fn written_families() -> Written {
         text.contains("# TYPE trendsync_bucket_upstream_spent_at_units gauge"),
         "{text}"
     );
+    // A run refused by its configuration (an offset out of range), after those.
+    let mut h = h;
+    h.regions("[[region]]\ncode = \"US\"\noffset = 99\n");
+    h.cmd()
+        .arg("--metrics-file")
+        .arg(&file)
+        .arg("run")
+        .expect_stderr("offset")
+        .status(78)
+        .run();
+    let refused = std::fs::read_to_string(&file).expect("the metrics file");
+    assert!(
+        refused.contains("trendsync_last_run_status{kind=\"run\",status=\"config_error\"} 1"),
+        "{refused}"
+    );
+    text.push_str(&refused);
     samples_of(&text)
 }
 
