@@ -224,6 +224,116 @@ fn crontab_prints_nothing_unless_every_line_can_be_printed() {
         .run();
 }
 
+/// docs/commands.md: after the run lines, the backfill and prune lines, commented out,
+/// each at a minute no run line takes, with the run lines' program, files and
+/// options. Uncommented, each runs as cron runs it: the backfill fetches the regions
+/// never fetched and writes the shared metrics file, the prune says nothing.
+#[test]
+fn crontab_prints_the_backfill_and_prune_lines_commented_and_they_run_as_cron_runs_them() {
+    let h = Harness::new(None);
+    let key = h.scratch.write("api-key", API_KEY);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    std::fs::create_dir(h.scratch.file("metrics")).expect("a metrics directory");
+    let regions = h.scratch.write(
+        "my-regions.toml",
+        "[[region]]\ncode = \"US\"\noffset = 55\n\n[[region]]\ncode = \"GB\"\noffset = 54\n",
+    );
+    let ran = h
+        .scratch
+        .cmd()
+        .args(["--db", "trendsync.db", "--api-key-file", "api-key"])
+        .args(["--metrics-file", "metrics/trendsync.prom"])
+        .arg("--regions")
+        .arg(&regions)
+        .args(["--api-base", &h.fake.uri()])
+        .args(["crontab", "--every", "1h", "--binary"])
+        .arg(binary())
+        .run();
+    let runs: Vec<&str> = ran
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains(" run "))
+        .collect();
+    let commented = |what: &str| -> &str {
+        let found: Vec<&str> = ran
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with('#') && l.contains(" && ") && l.contains(what))
+            .collect();
+        assert_eq!(found.len(), 1, "one {what} line: {}", ran.stdout);
+        &found[0][1..]
+    };
+    let (backfill, prune) = (commented(" backfill "), commented(" prune "));
+    // Last, after every run line.
+    let last: Vec<&str> = ran.stdout.lines().rev().take(2).collect();
+    assert_eq!(last, [format!("#{prune}"), format!("#{backfill}")]);
+    let minute = |line: &str| {
+        line.split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let taken: Vec<String> = runs.iter().map(|l| minute(l)).collect();
+    assert_eq!(taken, ["55", "54"]);
+    for line in [backfill, prune] {
+        assert!(!taken.contains(&minute(line)), "{line}");
+        // The run lines' program and options, word for word.
+        let command = command_of(runs[0]);
+        let common = &command[..command.find(" run ").expect("the run word")];
+        assert!(command_of(line).starts_with(common), "{line}\n{common}");
+        for flag in [
+            "--db",
+            "--regions",
+            "--metrics-file",
+            "--api-key-file",
+            "--api-base",
+        ] {
+            assert!(line.contains(flag), "{flag}: {line}");
+        }
+    }
+    assert_ne!(minute(backfill), minute(prune));
+    assert!(backfill.contains(" */6 * * * "), "{backfill}");
+    assert!(
+        backfill.contains(" backfill --stale-after 2h >> "),
+        "{backfill}"
+    );
+    assert!(prune.contains(" -q prune --older-than 365d >> "), "{prune}");
+
+    let log = h.scratch.file("trendsync.log");
+    for (line, want) in [(backfill, "backfill"), (prune, "")] {
+        let before = std::fs::read_to_string(&log).unwrap_or_default();
+        let out = Command::new("env")
+            .arg("-i")
+            .arg(format!("HOME={}", h.scratch.path().display()))
+            .args(["LOGNAME=trendsync", "PATH=/usr/bin:/bin", "SHELL=/bin/sh"])
+            .args(["/bin/sh", "-c", command_of(line)])
+            .current_dir("/")
+            .output()
+            .expect("running a crontab line");
+        let wrote = std::fs::read_to_string(&log).unwrap_or_default();
+        let new = &wrote[before.len()..];
+        assert_eq!(out.status.code(), Some(0), "{line}\n{new}");
+        assert!(
+            out.stdout.is_empty() && out.stderr.is_empty(),
+            "all goes to the log"
+        );
+        if want.is_empty() {
+            assert_eq!(new, "", "a quiet prune");
+        } else {
+            assert!(new.contains(&format!("{want} ")), "{new}");
+        }
+    }
+    assert_eq!(h.fake.calls().len(), 6, "the backfill fetched both regions");
+    let m = metrics(&h.scratch.file("metrics/trendsync.prom"));
+    assert_eq!(
+        m["trendsync_last_run_status{kind=\"backfill\",status=\"complete\"}"],
+        1.0
+    );
+}
+
 /// Four regions of two pages, every call costing 1 unit.
 pub(crate) fn four_regions(h: &mut Harness<'_>) {
     let mut text = String::from("[defaults]\npages = 2\n");
