@@ -89,8 +89,6 @@ fn every_crontab_line_runs_as_cron_runs_it_and_the_shared_metrics_file_shows_eve
         .args(["--api-base", &h.fake.uri()])
         .args(["crontab", "--every", "1h", "--binary"])
         .arg(binary())
-        // The summary is kept.
-        .stdout(lacks(" -q "))
         .stdout(lacks(API_KEY))
         .run();
     let jobs: Vec<&str> = ran
@@ -103,6 +101,8 @@ fn every_crontab_line_runs_as_cron_runs_it_and_the_shared_metrics_file_shows_eve
             .is_some_and(|(name, _)| name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
     });
     assert_eq!(lines.len(), 8, "{}", ran.stdout);
+    // The runs keep their summary line (only the prune, commented, is quiet).
+    assert!(lines.iter().all(|l| !l.contains(" -q ")), "{}", ran.stdout);
     for flag in ["--metrics-file", "--api-key-file", "--api-base", "--db"] {
         assert!(
             lines.iter().all(|l| l.contains(flag)),
@@ -866,6 +866,83 @@ fn the_shipped_systemd_units_verify_and_the_readme_shows_them() {
             assert!(service.contains(want), "{name}: {want}");
         }
     }
+    for (name, service) in &services {
+        let key = |k: &str| -> Vec<&str> {
+            service
+                .lines()
+                .filter_map(|l| l.strip_prefix(k))
+                .flat_map(str::split_whitespace)
+                .collect()
+        };
+        assert_eq!(
+            (key("User="), key("Group=")),
+            (vec!["trendsync"], vec!["trendsync"]),
+            "{name}"
+        );
+        let exec = key("ExecStart=");
+        let Some(at) = exec.iter().position(|w| *w == "--metrics-file") else {
+            assert_eq!(name, "trendsync-prune.service", "{name} writes no metrics");
+            continue;
+        };
+        // A fixed directory, which the unit may write and systemd creates; the
+        // environment file may change the file's name only (systemd expands no
+        // variable in ReadWritePaths=).
+        let file = Path::new(exec[at + 1]);
+        let dir = file.parent().expect("a directory").to_string_lossy();
+        assert!(!dir.contains('$'), "{name}: {file:?}");
+        assert_eq!(dir, "/var/lib/trendsync/metrics", "{name}");
+        assert!(
+            key("ReadWritePaths=").iter().any(|p| dir.starts_with(p)),
+            "{name}"
+        );
+        assert!(
+            key("StateDirectory=").contains(&"trendsync/metrics"),
+            "{name}"
+        );
+        assert!(
+            key("ReadWritePaths=").iter().all(|p| !p.contains('$')),
+            "{name}"
+        );
+    }
+    // The user and group the units run as, from the shipped sysusers.d file, created in
+    // a scratch root as systemd-sysusers creates them at boot.
+    let sysusers = root.join("contrib/sysusers.d/trendsync.conf");
+    let fake_root = s.path().join("root");
+    std::fs::create_dir_all(fake_root.join("etc")).expect("a scratch root");
+    let out = Command::new(
+        ["/usr/bin/systemd-sysusers", "/bin/systemd-sysusers"]
+            .iter()
+            .find(|p| Path::new(p).is_file())
+            .expect("systemd-sysusers (Debian's systemd package)"),
+    )
+    .arg(format!("--root={}", fake_root.display()))
+    .arg(&sysusers)
+    .output()
+    .expect("running systemd-sysusers");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let passwd = std::fs::read_to_string(fake_root.join("etc/passwd")).expect("passwd");
+    let user: Vec<&str> = passwd
+        .lines()
+        .find(|l| l.starts_with("trendsync:"))
+        .unwrap_or_else(|| panic!("{passwd}"))
+        .split(':')
+        .collect();
+    assert_eq!(
+        (user[5], user[6]),
+        ("/var/lib/trendsync", "/usr/sbin/nologin"),
+        "{passwd}"
+    );
+    let group = std::fs::read_to_string(fake_root.join("etc/group")).expect("group");
+    assert!(
+        group
+            .lines()
+            .any(|l| l.starts_with("trendsync:") && l.split(':').nth(2) == Some(user[3])),
+        "the user's own group: {group}"
+    );
     let service = services
         .iter()
         .find(|(name, _)| name == "trendsync.service")
@@ -1077,15 +1154,29 @@ fn every_shipped_services_command_line_is_one_the_binary_takes() {
             .unwrap_or_else(|| panic!("{name}: an ExecStart"));
         let s = Scratch::new();
         let state = format!("{}/", s.path().display());
+        // The state directories systemd creates before it starts the unit.
+        let made: Vec<String> = unit
+            .lines()
+            .filter_map(|l| l.strip_prefix("StateDirectory="))
+            .flat_map(str::split_whitespace)
+            .filter_map(|d| d.strip_prefix("trendsync/"))
+            .map(str::to_owned)
+            .collect();
+        for dir in &made {
+            std::fs::create_dir_all(s.file(dir)).expect("a state directory");
+        }
         let mut words = exec.split_whitespace().map(|word| {
-            let word = word.replace("/var/lib/trendsync/", &state);
-            match word.strip_prefix("${").and_then(|w| w.strip_suffix('}')) {
-                Some(var) => defaults
+            let mut word = word.replace("/var/lib/trendsync/", &state);
+            // systemd puts a variable's value in place within a word too.
+            while let Some(at) = word.find("${") {
+                let end = at + word[at..].find('}').expect("a closing brace");
+                let var = &word[at + 2..end];
+                let value = defaults
                     .get(var)
-                    .unwrap_or_else(|| panic!("{name}: no Environment= default for {var}"))
-                    .to_string(),
-                None => word,
+                    .unwrap_or_else(|| panic!("{name}: no Environment= default for {var}"));
+                word.replace_range(at..=end, value);
             }
+            word
         });
         assert_eq!(
             words.next().as_deref(),
@@ -1094,10 +1185,13 @@ fn every_shipped_services_command_line_is_one_the_binary_takes() {
         );
         let args: Vec<String> = words.collect();
         s.cmd().args(&args).arg("--dry-run").run();
-        assert_eq!(
-            s.listing(),
-            Vec::<String>::new(),
-            "{name}: a dry run writes nothing"
-        );
+        assert_eq!(s.listing(), made, "{name}: a dry run writes nothing");
+        for dir in &made {
+            assert_eq!(
+                std::fs::read_dir(s.file(dir)).expect("listing").count(),
+                0,
+                "{name}: a dry run writes nothing"
+            );
+        }
     }
 }
