@@ -83,6 +83,10 @@ impl Root {
             &self.path("etc/trendsync").display().to_string(),
         )
         .replace(
+            "/etc/sysusers.d",
+            &self.path("etc/sysusers.d").display().to_string(),
+        )
+        .replace(
             "/usr/local/bin",
             &self.path("usr/local/bin").display().to_string(),
         )
@@ -123,18 +127,88 @@ fn ok(cmd: &mut Command) -> (String, String) {
     (stdout, stderr)
 }
 
+/// The user and group the README's deployment creates, as the scratch root's
+/// `/etc/passwd` has them: (uid, gid).
+fn trendsync_ids(root: &Root) -> (u32, u32) {
+    let passwd = std::fs::read_to_string(root.path("etc/passwd")).expect("etc/passwd");
+    let fields: Vec<&str> = passwd
+        .lines()
+        .find(|l| l.starts_with("trendsync:"))
+        .unwrap_or_else(|| panic!("no trendsync user in {passwd}"))
+        .split(':')
+        .collect();
+    let id = |i: usize| fields[i].parse().expect("a numeric id");
+    (id(2), id(3))
+}
+
+/// The README's deployment block as root runs it, in the scratch `root`: the user is
+/// created in the scratch root's `/etc/passwd` and `/etc/group` (a copy of this
+/// machine's, as on a real host), which from then on stand in for the machine's in a
+/// mount namespace of the script's own, so that `install -o trendsync` finds the user.
+fn deployment_script(root: &Root) -> String {
+    let r = root.path("").display().to_string();
+    let r = r.trim_end_matches('/');
+    for file in ["passwd", "group"] {
+        std::fs::copy(Path::new("/etc").join(file), root.path("etc").join(file))
+            .expect("a copy of the machine's user database");
+    }
+    let script = root.moved(&readme_deployment());
+    let mut created = false;
+    let lines: Vec<String> = script
+        .lines()
+        .map(|line| match line.strip_prefix("systemd-sysusers ") {
+            Some(rest) => {
+                created = true;
+                format!(
+                    "systemd-sysusers --root={r} {rest} && mount --bind {r}/etc/passwd /etc/passwd && mount --bind {r}/etc/group /etc/group"
+                )
+            }
+            None => line.to_owned(),
+        })
+        .collect();
+    assert!(
+        created,
+        "the README creates the user with systemd-sysusers: {script}"
+    );
+    lines.join("\n")
+}
+
+/// Whether this process runs as root: the deployment creates a user and hands files to
+/// it, which only root can do.
+fn as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
 /// The README's deployment, run as written (its paths moved into a scratch root): the
 /// shell, an `env -i` cron line that `trendsync crontab` printed, and the systemd
 /// unit's ExecStart all read the granular file from `/etc/trendsync` with no flag, and
-/// `config --json` says so.
+/// `config --json` says so. The user it creates owns the state directory, the
+/// environment file is readable by its group and by nobody else, and the unit writes
+/// its metrics file into the directory it names.
+///
+/// The block creates a user and changes owners, as root: run as another user, the test
+/// says so and checks nothing.
 #[test]
 fn the_readmes_deployment_reads_one_file_in_the_shell_under_cron_and_under_systemd() {
+    if !as_root() {
+        eprintln!(
+            "skipped: the README's deployment creates a user and runs as root; run the suite as root to check it"
+        );
+        return;
+    }
     let h = Harness::new(None);
     let root = Root {
         dir: tempfile::tempdir().expect("a scratch root"),
     };
-    for dir in ["usr/local/bin", "var/lib/trendsync", "home"] {
+    for dir in ["usr/local/bin", "var/lib", "etc", "home"] {
         std::fs::create_dir_all(root.path(dir)).expect("a directory");
+    }
+    {
+        // Other users look into it, as into /.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(root.path(""), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
     }
     let granular = fingerprint_of(&repo().join("quota-costs.granular.toml"));
     let default = fingerprint_of(&repo().join("quota-costs.toml"));
@@ -143,10 +217,10 @@ fn the_readmes_deployment_reads_one_file_in_the_shell_under_cron_and_under_syste
     let etc_costs = root.path("etc/trendsync/quota-costs.toml");
 
     // The shell: the README's block, from the checkout.
-    let script = root.moved(&readme_deployment());
+    let script = deployment_script(&root);
     let (stdout, stderr) = ok(root
-        .bare("/bin/sh", &[("PATH", path.clone())])
-        .args(["-e", "-c", &script])
+        .bare("/usr/bin/unshare", &[("PATH", path.clone())])
+        .args(["--mount", "/bin/sh", "-e", "-c", &script])
         .current_dir(repo()));
     assert!(
         stdout.contains(&format!(
@@ -158,6 +232,58 @@ fn the_readmes_deployment_reads_one_file_in_the_shell_under_cron_and_under_syste
     assert!(!stderr.contains("WARN"), "{stderr}");
     let installed = root.path("usr/local/bin/trendsync");
     let db = root.path("var/lib/trendsync/trendsync.db");
+
+    // The user owns its state directory and the metrics directory in it; the
+    // environment file is root's, readable by the user's group and no one else.
+    {
+        use std::os::unix::fs::MetadataExt;
+        let (uid, gid) = trendsync_ids(&root);
+        for dir in ["var/lib/trendsync", "var/lib/trendsync/metrics"] {
+            let meta = std::fs::metadata(root.path(dir)).expect(dir);
+            assert_eq!(
+                (meta.uid(), meta.gid(), meta.mode() & 0o777),
+                (uid, gid, 0o755),
+                "{dir}"
+            );
+        }
+        let env = root.path("etc/trendsync/env");
+        let meta = std::fs::metadata(&env).expect("the environment file");
+        assert_eq!(
+            (meta.uid(), meta.gid(), meta.mode() & 0o777),
+            (0, gid, 0o640)
+        );
+        // The README's line, for a member of the group and for someone who is not.
+        let line = format!(
+            "set -a && . {} && set +a && echo \"$TRENDSYNC_DB\"",
+            env.display()
+        );
+        let as_nobody = |groups: &str| {
+            Command::new("setpriv")
+                .args(["--reuid=65534", "--regid=65534"])
+                .arg(groups)
+                .args(["/bin/sh", "-e", "-c", &line])
+                .current_dir("/")
+                .output()
+                .expect("running setpriv")
+        };
+        let member = as_nobody(&format!("--groups={gid}"));
+        assert_eq!(
+            (
+                member.status.code(),
+                String::from_utf8_lossy(&member.stdout).trim()
+            ),
+            (Some(0), db.display().to_string().as_str()),
+            "{}",
+            String::from_utf8_lossy(&member.stderr)
+        );
+        let stranger = as_nobody("--clear-groups");
+        assert_ne!(stranger.status.code(), Some(0));
+        assert!(
+            String::from_utf8_lossy(&stranger.stderr).contains("Permission denied"),
+            "{}",
+            String::from_utf8_lossy(&stranger.stderr)
+        );
+    }
     // The shell read the runs' database from /etc/trendsync/env.
     assert!(stdout.contains(&db.display().to_string()), "{stdout}");
     let upstream = [
@@ -284,13 +410,27 @@ fn the_readmes_deployment_reads_one_file_in_the_shell_under_cron_and_under_syste
         !exec.contains("--costs") && !exec.contains("--regions"),
         "{exec}"
     );
-    let exec = root.moved(exec);
+    let mut exec = root.moved(exec);
+    // systemd puts in the unit's Environment= defaults (the environment file sets none
+    // of them here).
+    for (var, value) in unit
+        .lines()
+        .filter_map(|l| l.strip_prefix("Environment="))
+        .filter_map(|kv| kv.split_once('='))
+    {
+        exec = exec.replace(&format!("${{{var}}}"), value);
+    }
+    assert!(!exec.contains('$'), "{exec}");
     let mut words = exec.split_whitespace();
     let mut systemd = root.bare(words.next().expect("a program"), &[]);
     systemd.envs(upstream.iter().map(|(k, v)| (*k, v.as_str())));
     ok(systemd
         .args(words)
         .current_dir(root.path("var/lib/trendsync")));
+    // Its metrics, where the unit says and the collector is told to read.
+    let prom = std::fs::read_to_string(root.path("var/lib/trendsync/metrics/trendsync.prom"))
+        .expect("the unit's metrics file");
+    assert!(prom.contains("trendsync_build_info"), "{prom}");
     let (kind, url, fingerprint) = last_run(&db);
     assert_eq!(
         (kind.as_str(), url, fingerprint),

@@ -50,6 +50,8 @@ fn alert_fires(scratch: &Path, series: &str, units: u64) {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/prometheus/trendsync.rules.yml");
     let (name_and_labels, value) = series.rsplit_once(' ').expect("a sample line");
     assert_eq!(value, units.to_string(), "{series}");
+    // As Prometheus stores it: the scrape adds the host's `instance`.
+    let name_and_labels = name_and_labels.replacen('{', "{instance=\"host1\",", 1);
     let test = format!(
         r#"rule_files:
   - {rules}
@@ -64,11 +66,13 @@ tests:
         alertname: TrendsyncUpstreamSpentEarly
         exp_alerts:
           - exp_labels:
+              instance: host1
               severity: warning
               budget: key1
               bucket: budget
             exp_annotations:
-              summary: "trendsync: the upstream said bucket budget of budget key1 was spent when trendsync had counted {units} units today"
+              runbook_url: "docs/alerts.md#trendsyncupstreamspentearly"
+              summary: "trendsync on host1: the upstream said bucket budget of budget key1 was spent when trendsync had counted {units} units today"
               description: "The upstream refused the bucket's calls before trendsync had counted its configured quota since midnight Pacific: another consumer of the API key spends from the same quota, or the key's quota is lower than configured (an upstream audit can lower it). Compare with the key's quota page in the Cloud console; `trendsync budget` shows the figure and, after two such days in a row, the quota and ceiling to configure."
 "#,
         rules = rules.display(),

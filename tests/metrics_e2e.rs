@@ -478,11 +478,11 @@ fn a_metrics_file_that_cannot_be_written_is_an_error_but_not_the_runs_outcome() 
 }
 
 #[test]
-fn no_metrics_without_a_run() {
+fn no_metrics_after_a_dry_run() {
     let h = Harness::new(None);
     let dir = metrics_dir(&h);
     let file = dir.join("trendsync.prom");
-    // A dry run writes nothing, and a run that never started (no key) has nothing to say.
+    // A dry run writes nothing, whatever its outcome.
     for kind in ["run", "backfill"] {
         h.cmd()
             .arg("--metrics-file")
@@ -491,13 +491,212 @@ fn no_metrics_without_a_run() {
             .run();
     }
     h.bare()
-        .args(["--api-base", &h.fake.uri()])
+        .args(["--regions", "no-such-regions.toml"])
         .arg("--metrics-file")
         .arg(&file)
-        .arg("run")
-        .expect_stderr("no API key")
+        .args(["run", "--dry-run"])
+        .expect_stderr("no-such-regions.toml")
         .status(78)
         .run();
     assert!(!file.exists());
     assert!(h.fake.calls().is_empty());
+}
+
+/// The status of `kind` set to 1.
+fn status_of(m: &BTreeMap<String, f64>, kind: &str) -> Vec<String> {
+    family(m, "trendsync_last_run_status")
+        .into_iter()
+        .filter(|(k, v)| k.contains(&format!("kind=\"{kind}\"")) && *v == 1.0)
+        .filter_map(|(k, _)| Some(k.split("status=\"").nth(1)?.split('"').next()?.to_owned()))
+        .collect()
+}
+
+/// docs/metrics.md: a run refused by its configuration (78) still writes the whole
+/// picture from the database, with itself as the last run, status `config_error`, so
+/// that a bad edit of regions.toml alerts within one run. The regions are then those
+/// the database knows, and nothing is called, charged or recorded.
+#[test]
+fn a_run_refused_by_its_configuration_writes_config_error() {
+    let mut h = Harness::new(None);
+    h.regions(THREE_REGIONS);
+    let dir = metrics_dir(&h);
+    run_with_metrics(&h, &["run"]);
+    let before = read_metrics(&dir);
+    assert_eq!(status_of(&before, "run"), ["complete"]);
+    let runs = |h: &Harness<'_>| -> i64 {
+        h.db()
+            .query_row("SELECT COUNT(*) FROM runs", [], |r| r.get(0))
+            .expect("counting the runs")
+    };
+    let recorded = runs(&h);
+
+    // Someone breaks regions.toml (an offset out of range) before the next tick.
+    h.regions("[[region]]\ncode = \"US\"\noffset = 99\n");
+    h.expect_stderr("offset").status(78);
+    let (_, calls) = run_with_metrics(&h, &["run"]);
+    assert!(calls.is_empty(), "{calls:?}");
+    assert_eq!(runs(&h), recorded, "nothing recorded");
+    let m = read_metrics(&dir);
+    assert_eq!(status_of(&m, "run"), ["config_error"]);
+    assert_eq!(get(&m, "trendsync_last_run_calls{kind=\"run\"}"), 0.0);
+    assert_eq!(
+        get(&m, "trendsync_last_run_charged_units{kind=\"run\"}"),
+        0.0
+    );
+    let ended = get(&m, "trendsync_last_run_end_timestamp_seconds{kind=\"run\"}");
+    assert!((ended - now_s()).abs() < 600.0, "{ended}");
+    // The rest of the picture is the database's, as after the run before.
+    assert_eq!(regions_in(&m), ["DE", "GB", "US"]);
+    for series in [
+        "trendsync_region_last_success_timestamp_seconds{region=\"US\"}",
+        "trendsync_upstream_calls_total{method=\"videos.list\",outcome=\"ok\"}",
+        "trendsync_budget_used_units{budget=\"key1\"}",
+        "trendsync_bucket_ceiling_units{budget=\"key1\",bucket=\"budget\"}",
+    ] {
+        assert_eq!(get(&m, series), get(&before, series), "{series}");
+    }
+    // No limiter was asked.
+    assert!(family(&m, "trendsync_limiter_up").is_empty(), "{m:#?}");
+
+    // A refused backfill is the last backfill; the run's status stays.
+    h.expect_stderr("offset").status(78);
+    run_with_metrics(&h, &["backfill"]);
+    let m = read_metrics(&dir);
+    assert_eq!(status_of(&m, "backfill"), ["config_error"]);
+
+    // Fixed: the next run's own status clears it.
+    h.regions(THREE_REGIONS);
+    run_with_metrics(&h, &["run", "--region", "US"]);
+    let m = read_metrics(&dir);
+    assert_eq!(status_of(&m, "run"), ["complete"]);
+    assert!(
+        status_of(&m, "backfill").is_empty(),
+        "no backfill ever ran: {m:#?}"
+    );
+}
+
+/// A first run with no API key (78): no database yet, so none is created; the file
+/// says so, with every configured region never fetched.
+#[test]
+fn a_first_run_without_a_key_writes_config_error_and_creates_no_database() {
+    let mut h = Harness::new(None);
+    h.regions(THREE_REGIONS);
+    let dir = metrics_dir(&h);
+    h.bare()
+        .args(["--api-base", &h.fake.uri()])
+        .args(["--metrics-file", "metrics/trendsync.prom", "run"])
+        .expect_stderr("no API key")
+        .status(78)
+        .run();
+    assert!(h.fake.calls().is_empty());
+    assert!(!h.db_path().exists(), "{:?}", h.scratch.listing());
+    let m = read_metrics(&dir);
+    assert_eq!(status_of(&m, "run"), ["config_error"]);
+    assert_eq!(
+        family(&m, LAST_SUCCESS)
+            .values()
+            .copied()
+            .collect::<Vec<_>>(),
+        [0.0, 0.0, 0.0]
+    );
+    assert_eq!(
+        get(
+            &m,
+            "trendsync_upstream_calls_total{method=\"videos.list\",outcome=\"ok\"}"
+        ),
+        0.0
+    );
+}
+
+/// A `--db` that is another program's SQLite file (78) is not read: the file says
+/// only what is known without it (the version, the refusal), and the foreign file is
+/// left byte for byte, with nothing created beside it.
+#[test]
+fn a_run_refused_for_a_foreign_database_writes_what_is_known_without_it() {
+    let h = Harness::new(None);
+    let dir = metrics_dir(&h);
+    let other = h.scratch.file("other.db");
+    let conn = rusqlite::Connection::open(&other).expect("creating");
+    conn.execute_batch("CREATE TABLE contacts (name TEXT); INSERT INTO contacts VALUES ('x');")
+        .expect("filling");
+    drop(conn);
+    let bytes = std::fs::read(&other).expect("its bytes");
+    let listing = h.scratch.listing();
+    h.cmd()
+        .args([
+            "--db",
+            "other.db",
+            "--metrics-file",
+            "metrics/trendsync.prom",
+            "run",
+        ])
+        .expect_stderr("is an SQLite database, but not trendsync's")
+        .status(78)
+        .run();
+    assert_eq!(std::fs::read(&other).expect("its bytes"), bytes);
+    assert_eq!(h.scratch.listing(), listing);
+    let m = read_metrics(&dir);
+    assert_eq!(status_of(&m, "run"), ["config_error"]);
+    assert_eq!(
+        get(
+            &m,
+            &format!(
+                "trendsync_build_info{{version=\"{}\"}}",
+                env!("CARGO_PKG_VERSION")
+            )
+        ),
+        1.0
+    );
+    // Nothing the database alone could tell: no region, no calls counter (0 would
+    // read as a reset).
+    assert!(regions_in(&m).is_empty(), "{m:#?}");
+    assert!(
+        family(&m, "trendsync_upstream_calls_total").is_empty(),
+        "{m:#?}"
+    );
+}
+
+/// A refusal about the metrics path itself writes nothing there: a directory that is
+/// not there is not made, a directory at the path stays one, and the database named
+/// as the metrics file is left as it was, also when the configuration is broken too.
+#[test]
+fn a_refusal_about_the_metrics_path_writes_nothing_there() {
+    let mut h = Harness::new(None);
+    metrics_dir(&h);
+    run_with_metrics(&h, &["run", "--region", "US"]);
+    let db = std::fs::read(h.db_path()).expect("the database");
+    let listing = h.scratch.listing();
+
+    h.expect_stderr("does not exist").status(78);
+    run_with_metrics_at(&h, "no-such-dir/trendsync.prom", &["run"]);
+    std::fs::create_dir(h.scratch.file("a-directory")).expect("a directory");
+    h.expect_stderr("a-directory").status(78);
+    run_with_metrics_at(&h, "a-directory", &["run"]);
+    h.expect_stderr("trendsync.db").status(78);
+    run_with_metrics_at(&h, "trendsync.db", &["run"]);
+    // And with regions.toml broken as well: still nowhere to write.
+    h.regions("[[region]]\ncode = \"US\"\noffset = 99\n");
+    h.expect_stderr("offset").status(78);
+    run_with_metrics_at(&h, "trendsync.db", &["backfill"]);
+    h.expect_stderr("offset").status(78);
+    run_with_metrics_at(&h, "no-such-dir/trendsync.prom", &["run"]);
+
+    assert!(!h.scratch.file("no-such-dir").exists());
+    assert!(h.scratch.file("a-directory").is_dir());
+    assert_eq!(
+        std::fs::read_dir(h.scratch.file("a-directory"))
+            .expect("listing")
+            .count(),
+        0
+    );
+    assert_eq!(std::fs::read(h.db_path()).expect("the database"), db);
+    let mut now = h.scratch.listing();
+    now.retain(|n| n != "a-directory" && n != "my-regions.toml");
+    assert_eq!(now, listing);
+    assert_eq!(h.fake.calls().len(), 3, "only the first run called");
+}
+
+/// Runs `args` with `--metrics-file PATH`.
+fn run_with_metrics_at(h: &Harness<'_>, path: &str, args: &[&str]) {
+    h.cmd().args(["--metrics-file", path]).args(args).run();
 }

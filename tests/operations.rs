@@ -89,8 +89,6 @@ fn every_crontab_line_runs_as_cron_runs_it_and_the_shared_metrics_file_shows_eve
         .args(["--api-base", &h.fake.uri()])
         .args(["crontab", "--every", "1h", "--binary"])
         .arg(binary())
-        // The summary is kept.
-        .stdout(lacks(" -q "))
         .stdout(lacks(API_KEY))
         .run();
     let jobs: Vec<&str> = ran
@@ -103,6 +101,8 @@ fn every_crontab_line_runs_as_cron_runs_it_and_the_shared_metrics_file_shows_eve
             .is_some_and(|(name, _)| name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
     });
     assert_eq!(lines.len(), 8, "{}", ran.stdout);
+    // The runs keep their summary line (only the prune, commented, is quiet).
+    assert!(lines.iter().all(|l| !l.contains(" -q ")), "{}", ran.stdout);
     for flag in ["--metrics-file", "--api-key-file", "--api-base", "--db"] {
         assert!(
             lines.iter().all(|l| l.contains(flag)),
@@ -222,6 +222,116 @@ fn crontab_prints_nothing_unless_every_line_can_be_printed() {
         .stdout(lacks("redis://"))
         .stdout(contains("TRENDSYNC_REDIS_URL"))
         .run();
+}
+
+/// docs/commands.md: after the run lines, the backfill and prune lines, commented out,
+/// each at a minute no run line takes, with the run lines' program, files and
+/// options. Uncommented, each runs as cron runs it: the backfill fetches the regions
+/// never fetched and writes the shared metrics file, the prune says nothing.
+#[test]
+fn crontab_prints_the_backfill_and_prune_lines_commented_and_they_run_as_cron_runs_them() {
+    let h = Harness::new(None);
+    let key = h.scratch.write("api-key", API_KEY);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    std::fs::create_dir(h.scratch.file("metrics")).expect("a metrics directory");
+    let regions = h.scratch.write(
+        "my-regions.toml",
+        "[[region]]\ncode = \"US\"\noffset = 55\n\n[[region]]\ncode = \"GB\"\noffset = 54\n",
+    );
+    let ran = h
+        .scratch
+        .cmd()
+        .args(["--db", "trendsync.db", "--api-key-file", "api-key"])
+        .args(["--metrics-file", "metrics/trendsync.prom"])
+        .arg("--regions")
+        .arg(&regions)
+        .args(["--api-base", &h.fake.uri()])
+        .args(["crontab", "--every", "1h", "--binary"])
+        .arg(binary())
+        .run();
+    let runs: Vec<&str> = ran
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains(" run "))
+        .collect();
+    let commented = |what: &str| -> &str {
+        let found: Vec<&str> = ran
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with('#') && l.contains(" && ") && l.contains(what))
+            .collect();
+        assert_eq!(found.len(), 1, "one {what} line: {}", ran.stdout);
+        &found[0][1..]
+    };
+    let (backfill, prune) = (commented(" backfill "), commented(" prune "));
+    // Last, after every run line.
+    let last: Vec<&str> = ran.stdout.lines().rev().take(2).collect();
+    assert_eq!(last, [format!("#{prune}"), format!("#{backfill}")]);
+    let minute = |line: &str| {
+        line.split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let taken: Vec<String> = runs.iter().map(|l| minute(l)).collect();
+    assert_eq!(taken, ["55", "54"]);
+    for line in [backfill, prune] {
+        assert!(!taken.contains(&minute(line)), "{line}");
+        // The run lines' program and options, word for word.
+        let command = command_of(runs[0]);
+        let common = &command[..command.find(" run ").expect("the run word")];
+        assert!(command_of(line).starts_with(common), "{line}\n{common}");
+        for flag in [
+            "--db",
+            "--regions",
+            "--metrics-file",
+            "--api-key-file",
+            "--api-base",
+        ] {
+            assert!(line.contains(flag), "{flag}: {line}");
+        }
+    }
+    assert_ne!(minute(backfill), minute(prune));
+    assert!(backfill.contains(" */6 * * * "), "{backfill}");
+    assert!(
+        backfill.contains(" backfill --stale-after 2h >> "),
+        "{backfill}"
+    );
+    assert!(prune.contains(" -q prune --older-than 365d >> "), "{prune}");
+
+    let log = h.scratch.file("trendsync.log");
+    for (line, want) in [(backfill, "backfill"), (prune, "")] {
+        let before = std::fs::read_to_string(&log).unwrap_or_default();
+        let out = Command::new("env")
+            .arg("-i")
+            .arg(format!("HOME={}", h.scratch.path().display()))
+            .args(["LOGNAME=trendsync", "PATH=/usr/bin:/bin", "SHELL=/bin/sh"])
+            .args(["/bin/sh", "-c", command_of(line)])
+            .current_dir("/")
+            .output()
+            .expect("running a crontab line");
+        let wrote = std::fs::read_to_string(&log).unwrap_or_default();
+        let new = &wrote[before.len()..];
+        assert_eq!(out.status.code(), Some(0), "{line}\n{new}");
+        assert!(
+            out.stdout.is_empty() && out.stderr.is_empty(),
+            "all goes to the log"
+        );
+        if want.is_empty() {
+            assert_eq!(new, "", "a quiet prune");
+        } else {
+            assert!(new.contains(&format!("{want} ")), "{new}");
+        }
+    }
+    assert_eq!(h.fake.calls().len(), 6, "the backfill fetched both regions");
+    let m = metrics(&h.scratch.file("metrics/trendsync.prom"));
+    assert_eq!(
+        m["trendsync_last_run_status{kind=\"backfill\",status=\"complete\"}"],
+        1.0
+    );
 }
 
 /// Four regions of two pages, every call costing 1 unit.
@@ -756,6 +866,83 @@ fn the_shipped_systemd_units_verify_and_the_readme_shows_them() {
             assert!(service.contains(want), "{name}: {want}");
         }
     }
+    for (name, service) in &services {
+        let key = |k: &str| -> Vec<&str> {
+            service
+                .lines()
+                .filter_map(|l| l.strip_prefix(k))
+                .flat_map(str::split_whitespace)
+                .collect()
+        };
+        assert_eq!(
+            (key("User="), key("Group=")),
+            (vec!["trendsync"], vec!["trendsync"]),
+            "{name}"
+        );
+        let exec = key("ExecStart=");
+        let Some(at) = exec.iter().position(|w| *w == "--metrics-file") else {
+            assert_eq!(name, "trendsync-prune.service", "{name} writes no metrics");
+            continue;
+        };
+        // A fixed directory, which the unit may write and systemd creates; the
+        // environment file may change the file's name only (systemd expands no
+        // variable in ReadWritePaths=).
+        let file = Path::new(exec[at + 1]);
+        let dir = file.parent().expect("a directory").to_string_lossy();
+        assert!(!dir.contains('$'), "{name}: {file:?}");
+        assert_eq!(dir, "/var/lib/trendsync/metrics", "{name}");
+        assert!(
+            key("ReadWritePaths=").iter().any(|p| dir.starts_with(p)),
+            "{name}"
+        );
+        assert!(
+            key("StateDirectory=").contains(&"trendsync/metrics"),
+            "{name}"
+        );
+        assert!(
+            key("ReadWritePaths=").iter().all(|p| !p.contains('$')),
+            "{name}"
+        );
+    }
+    // The user and group the units run as, from the shipped sysusers.d file, created in
+    // a scratch root as systemd-sysusers creates them at boot.
+    let sysusers = root.join("contrib/sysusers.d/trendsync.conf");
+    let fake_root = s.path().join("root");
+    std::fs::create_dir_all(fake_root.join("etc")).expect("a scratch root");
+    let out = Command::new(
+        ["/usr/bin/systemd-sysusers", "/bin/systemd-sysusers"]
+            .iter()
+            .find(|p| Path::new(p).is_file())
+            .expect("systemd-sysusers (Debian's systemd package)"),
+    )
+    .arg(format!("--root={}", fake_root.display()))
+    .arg(&sysusers)
+    .output()
+    .expect("running systemd-sysusers");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let passwd = std::fs::read_to_string(fake_root.join("etc/passwd")).expect("passwd");
+    let user: Vec<&str> = passwd
+        .lines()
+        .find(|l| l.starts_with("trendsync:"))
+        .unwrap_or_else(|| panic!("{passwd}"))
+        .split(':')
+        .collect();
+    assert_eq!(
+        (user[5], user[6]),
+        ("/var/lib/trendsync", "/usr/sbin/nologin"),
+        "{passwd}"
+    );
+    let group = std::fs::read_to_string(fake_root.join("etc/group")).expect("group");
+    assert!(
+        group
+            .lines()
+            .any(|l| l.starts_with("trendsync:") && l.split(':').nth(2) == Some(user[3])),
+        "the user's own group: {group}"
+    );
     let service = services
         .iter()
         .find(|(name, _)| name == "trendsync.service")
@@ -967,15 +1154,29 @@ fn every_shipped_services_command_line_is_one_the_binary_takes() {
             .unwrap_or_else(|| panic!("{name}: an ExecStart"));
         let s = Scratch::new();
         let state = format!("{}/", s.path().display());
+        // The state directories systemd creates before it starts the unit.
+        let made: Vec<String> = unit
+            .lines()
+            .filter_map(|l| l.strip_prefix("StateDirectory="))
+            .flat_map(str::split_whitespace)
+            .filter_map(|d| d.strip_prefix("trendsync/"))
+            .map(str::to_owned)
+            .collect();
+        for dir in &made {
+            std::fs::create_dir_all(s.file(dir)).expect("a state directory");
+        }
         let mut words = exec.split_whitespace().map(|word| {
-            let word = word.replace("/var/lib/trendsync/", &state);
-            match word.strip_prefix("${").and_then(|w| w.strip_suffix('}')) {
-                Some(var) => defaults
+            let mut word = word.replace("/var/lib/trendsync/", &state);
+            // systemd puts a variable's value in place within a word too.
+            while let Some(at) = word.find("${") {
+                let end = at + word[at..].find('}').expect("a closing brace");
+                let var = &word[at + 2..end];
+                let value = defaults
                     .get(var)
-                    .unwrap_or_else(|| panic!("{name}: no Environment= default for {var}"))
-                    .to_string(),
-                None => word,
+                    .unwrap_or_else(|| panic!("{name}: no Environment= default for {var}"));
+                word.replace_range(at..=end, value);
             }
+            word
         });
         assert_eq!(
             words.next().as_deref(),
@@ -984,10 +1185,13 @@ fn every_shipped_services_command_line_is_one_the_binary_takes() {
         );
         let args: Vec<String> = words.collect();
         s.cmd().args(&args).arg("--dry-run").run();
-        assert_eq!(
-            s.listing(),
-            Vec::<String>::new(),
-            "{name}: a dry run writes nothing"
-        );
+        assert_eq!(s.listing(), made, "{name}: a dry run writes nothing");
+        for dir in &made {
+            assert_eq!(
+                std::fs::read_dir(s.file(dir)).expect("listing").count(),
+                0,
+                "{name}: a dry run writes nothing"
+            );
+        }
     }
 }

@@ -158,6 +158,7 @@ pub fn run(ctx: &Ctx<'_>, args: &CrontabArgs) -> Result<()> {
         ));
     }
     text.push_str(&region_lines(&schedules, &dir, &fixed));
+    text.push_str(&maintenance_lines(&schedules, args.every, &dir, &fixed));
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(())
 }
@@ -348,6 +349,61 @@ fn region_lines(schedules: &[(String, &str)], dir: &Path, fixed: &str) -> String
         text.push_str(&format!("{when} * * * {}\n", cron_escape(&command)));
     }
     text
+}
+
+/// The minutes past the hour at which `schedules` start a job.
+fn minutes_used(schedules: &[(String, &str)]) -> Vec<u32> {
+    schedules
+        .iter()
+        .filter_map(|(when, _)| when.split_whitespace().next())
+        .flat_map(|minutes| minutes.split(','))
+        .filter_map(|m| m.parse().ok())
+        .collect()
+}
+
+/// `count` minutes past the hour that no line of `used` starts at, from :55 down
+/// (the end of the hour, away from the offsets regions.toml usually starts with),
+/// wrapping round; when every minute is taken, the least used ones.
+fn free_minutes(used: &[u32], count: usize) -> Vec<u32> {
+    let mut minutes: Vec<u32> = (0..60).map(|k| (55 + 60 - k) % 60).collect();
+    // Stable: among minutes used as often, the order above stays.
+    minutes.sort_by_key(|m| used.iter().filter(|u| *u == m).count());
+    minutes.truncate(count);
+    minutes
+}
+
+/// The backfill and prune lines, commented out, with their schedule (docs/commands.md):
+/// a backfill four times a day of the regions not fetched completely for two of the
+/// lines' periods, which may spend the reserve above the ceiling, and a prune every
+/// night of what is older than a year, each at a minute no run line starts at, with the
+/// same program, files and options as the run lines.
+fn maintenance_lines(
+    schedules: &[(String, &str)],
+    every: Duration,
+    dir: &Path,
+    fixed: &str,
+) -> String {
+    let log = sh(&dir.join("trendsync.log"));
+    let free = free_minutes(&minutes_used(schedules), 2);
+    let (backfill_at, prune_at) = (free[0], free[1]);
+    let stale_after = crate::output::human::duration(every.saturating_mul(2));
+    let backfill = format!(
+        "cd {} && {fixed} backfill --stale-after {stale_after} >> {log} 2>&1",
+        sh(dir)
+    );
+    let prune = format!(
+        "cd {} && {fixed} -q prune --older-than 365d >> {log} 2>&1",
+        sh(dir)
+    );
+    format!(
+        "# Backfill: the regions not fetched completely for {stale_after}, which may use the reserve\n\
+         # above the ceiling, four times a day. Prune: what is older than a year, every night\n\
+         # (-q: nothing in the log when all is well). Remove the leading # to use them.\n\
+         #{backfill_at} */6 * * * {}\n\
+         #{prune_at} 4 * * * {}\n",
+        cron_escape(&backfill),
+        cron_escape(&prune)
+    )
 }
 
 #[cfg(test)]

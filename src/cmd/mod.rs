@@ -132,8 +132,20 @@ pub async fn run(cli: Cli) -> Result<()> {
     crate::logging::init(cli.global.log_format, cli.global.verbose, cli.global.quiet);
     let global = &cli.global;
     let result = match open_context(global, cli.command.db_use()) {
-        Err(e) => Err(e),
-        Ok(ctx) => dispatch(&ctx, &cli.command).await,
+        Err(e) => {
+            // Refused before `--db` was opened: said without it.
+            if let Ok(ctx) = open_context(global, DbUse::None) {
+                run::after_refusal(&ctx, &cli.command, &e);
+            }
+            Err(e)
+        }
+        Ok(ctx) => {
+            let result = dispatch(&ctx, &cli.command).await;
+            if let Err(e) = &result {
+                run::after_refusal(&ctx, &cli.command, e);
+            }
+            result
+        }
     };
     if let Err(err) = &result
         && cli.command.wants_json()

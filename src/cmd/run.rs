@@ -10,9 +10,9 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use super::{Access, Ctx, key, load_config, open_limiter, select_regions};
-use crate::cli::{BackfillArgs, RunArgs};
+use crate::cli::{BackfillArgs, Command, RunArgs};
 use crate::config::{Config, Follow, Region};
-use crate::error::{MissingConfig, SilentExit, after_output};
+use crate::error::{ExitCode, MissingConfig, SilentExit, after_output, report};
 use crate::output::human;
 use crate::output::json::print_json;
 use crate::quota::Allowance;
@@ -127,19 +127,71 @@ fn due_for_follow_up(ctx: &Ctx<'_>, follow: Follow, now_s: i64) -> Result<usize>
 }
 
 async fn execute(ctx: &Ctx<'_>, config: &Config, job: Job<'_>) -> Result<()> {
-    let global = ctx.global;
     // Something other than a file at --metrics-file is a mistake in the crontab (78),
     // refused before any call; once the run is under way, a file that cannot be
     // written is only logged.
-    if let Some(path) = &global.metrics_file {
-        refuse_missing_directory(path)?;
-        ctx.files().refuse_write(path, "--metrics-file")?;
-        crate::atomic::check(path).context("--metrics-file")?;
+    if let Some(path) = &ctx.global.metrics_file {
+        check_metrics_path(ctx, path)?;
     }
     if job.dry_run {
         dry_run::run(ctx, config, &job).await
     } else {
         fetch(ctx, config, job).await
+    }
+}
+
+/// Refuses (78) a `--metrics-file` no run could write: its directory missing, the
+/// database or one of its companions, anything but a regular file.
+fn check_metrics_path(ctx: &Ctx<'_>, path: &Path) -> Result<()> {
+    refuse_missing_directory(path)?;
+    ctx.files().refuse_write(path, "--metrics-file")?;
+    crate::atomic::check(path).context("--metrics-file")?;
+    Ok(())
+}
+
+/// After a `run` or `backfill` that failed: one refused by its configuration (78)
+/// still writes `--metrics-file`, with the status `config_error`, so that a bad edit
+/// alerts within one run rather than hours later as stale (docs/metrics.md). Not when
+/// the refusal is about the metrics path itself (there is nowhere to write), nor
+/// after `--dry-run`, which writes no metrics. The database is only read, and only
+/// when the command opened it as trendsync's: a file that is not is left alone.
+pub(super) fn after_refusal(ctx: &Ctx<'_>, command: &Command, err: &anyhow::Error) {
+    let kind = match command {
+        Command::Run(args) if !args.fetch.dry_run => RunKind::Run,
+        Command::Backfill(args) if !args.fetch.dry_run => RunKind::Backfill,
+        _ => return,
+    };
+    let Some(path) = &ctx.global.metrics_file else {
+        return;
+    };
+    if super::exit_code_for(err) != ExitCode::Config {
+        return;
+    }
+    if let Err(e) = check_metrics_path(ctx, path) {
+        tracing::debug!("the metrics file is not written: {}", report(&e));
+        return;
+    }
+    let budget = super::load_budget(ctx).ok();
+    let configured = crate::config::load_regions(&ctx.config.regions().origin)
+        .ok()
+        .map(|regions| regions.regions.into_iter().map(|r| r.code).collect());
+    let db = match (ctx.db(), &ctx.found) {
+        (Some(db), _) => metrics::Database::Read(db),
+        (None, Some(super::database::Found::Nothing)) => metrics::Database::NoFile,
+        (None, _) => metrics::Database::Unknown,
+    };
+    let refusal = metrics::Refusal {
+        refused: metrics::Refused {
+            kind,
+            at: ctx.clock.now().to_secs().as_i64(),
+        },
+        db,
+        budget: budget.as_ref(),
+        configured,
+        protected: ctx.files(),
+    };
+    if let Err(e) = metrics::write_after_refusal(path, refusal) {
+        tracing::error!("{}", crate::error::chain(&e));
     }
 }
 

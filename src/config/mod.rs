@@ -178,6 +178,13 @@ pub(crate) fn load_budget(costs: &Origin) -> Result<Budget, ConfigError> {
     parse_costs(&SourceText { name, text: &text })
 }
 
+/// Loads only `regions.toml`, for what needs nothing else: the regions a refused
+/// run's metrics name (docs/metrics.md).
+pub(crate) fn load_regions(regions: &Origin) -> Result<Regions, ConfigError> {
+    let (name, text) = regions.read(BUILTIN_REGIONS, "regions.toml")?;
+    parse_regions(&SourceText { name, text: &text })
+}
+
 /// Both files, checked against each other.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {

@@ -33,7 +33,8 @@ mod text;
 
 #[cfg(test)]
 pub(crate) use file::MetricsError;
-pub(crate) use file::write_after_run;
+pub(crate) use file::{Database, Refusal, write_after_refusal, write_after_run};
+pub(crate) use picture::Refused;
 // What the tests (`super::*`) reach in the parts.
 #[cfg(test)]
 use {

@@ -70,3 +70,36 @@ fn line_breaks_are_refused_naming_what_holds_them() {
         "{err}"
     );
 }
+
+#[test]
+fn maintenance_lines_start_at_minutes_no_run_line_takes() {
+    assert_eq!(free_minutes(&[0, 7, 14, 21, 28, 35, 42, 49], 2), [55, 54]);
+    assert_eq!(free_minutes(&[55, 54, 10], 2), [53, 52]);
+    // Every minute taken: the least used.
+    let twice_but_30: Vec<u32> = (0..60).chain((0..60).filter(|m| *m != 30)).collect();
+    assert_eq!(free_minutes(&twice_but_30, 1), [30]);
+    let every = schedule(m(15), 10).ok().unwrap_or_default();
+    let used = minutes_used(&[(every, "US")]);
+    assert_eq!(used, [10, 25, 40, 55]);
+    assert_eq!(free_minutes(&used, 2), [54, 53]);
+}
+
+#[test]
+fn maintenance_lines_are_commented_and_carry_the_run_lines_command() {
+    let schedules = [("0 *".to_owned(), "US"), ("55 *".to_owned(), "GB")];
+    let text = maintenance_lines(
+        &schedules,
+        m(60),
+        Path::new("/srv/50%"),
+        "/usr/local/bin/trendsync --db '/srv/50%/t.db'",
+    );
+    let jobs: Vec<&str> = text.lines().filter(|l| l.contains(" && ")).collect();
+    assert_eq!(
+        jobs,
+        [
+            r"#54 */6 * * * cd '/srv/50\%' && /usr/local/bin/trendsync --db '/srv/50\%/t.db' backfill --stale-after 2h >> '/srv/50\%/trendsync.log' 2>&1",
+            r"#53 4 * * * cd '/srv/50\%' && /usr/local/bin/trendsync --db '/srv/50\%/t.db' -q prune --older-than 365d >> '/srv/50\%/trendsync.log' 2>&1",
+        ]
+    );
+    assert!(text.lines().all(|l| l.starts_with('#')), "{text}");
+}

@@ -3,12 +3,12 @@
 //! alerts and dashboards read, so they are in one place, apart from the database
 //! reads and the text format.
 
-use super::picture::Picture;
+use super::picture::{LastRun, Picture, Refused};
 use super::text::{Exposition, MetricType};
 use crate::quota::{Allowance, BucketFigures};
 use crate::region_status::RegionStatus;
 use crate::runner::outcome::{CallOutcome, Status};
-use crate::store::{CallCount, HistoryRow};
+use crate::store::{CallCount, HistoryRow, RunKind};
 
 /// How long a run took, in seconds: as its process measured it, or for a run recorded
 /// before durations were (schema 7), from its whole-second start and end.
@@ -40,11 +40,13 @@ impl Picture {
     fn limiter_families(&self, exp: &mut Exposition) {
         if let Some(health) = &self.limiter {
             let key = health.key.as_str();
-            exp.gauge(
-                "trendsync_limiter_up",
-                "1 when the limiter answered at the end of the run that wrote this file, 0 when it did not: the bucket figures are then the last known ones.",
-            )
-            .sample(&[("budget", key)], if health.up { 1.0 } else { 0.0 });
+            if let Some(up) = health.up {
+                exp.gauge(
+                    "trendsync_limiter_up",
+                    "1 when the limiter answered at the end of the run that wrote this file, 0 when it did not: the bucket figures are then the last known ones.",
+                )
+                .sample(&[("budget", key)], if up { 1.0 } else { 0.0 });
+            }
             exp.gauge(
                 "trendsync_journal_pending_calls",
                 "Calls made while the limiter was down, journalled in the database and not yet counted in the window; the next command that reaches the limiter replays them.",
@@ -53,55 +55,79 @@ impl Picture {
         }
     }
 
+    /// The last run of each kind the file speaks of, `run` first: the one the
+    /// database records, unless this process was refused by its configuration.
+    fn lasts(&self) -> Vec<Last<'_>> {
+        [RunKind::Run, RunKind::Backfill]
+            .into_iter()
+            .filter_map(|kind| match self.refused {
+                Some(refused) if refused.kind == kind => Some(Last::Refused(refused)),
+                _ => self
+                    .last_runs
+                    .iter()
+                    .find(|l| l.run.kind == kind)
+                    .map(Last::Recorded),
+            })
+            .collect()
+    }
+
     /// Per kind of run: when the last one ended, how long it took, its status, units and calls.
     fn last_run_families(&self, exp: &mut Exposition) {
-        for last in &self.last_runs {
-            let run = &last.run;
-            let kind = run.kind.as_str();
-            let ended_at = run.ended_at.unwrap_or(run.started_at);
+        for last in self.lasts() {
+            let kind = last.kind().as_str();
             exp.gauge(
                 "trendsync_last_run_end_timestamp_seconds",
                 "When the last run of this kind ended, in seconds since the Unix epoch.",
             )
-            .sample(&[("kind", kind)], ended_at as f64);
+            .sample(&[("kind", kind)], last.ended_at() as f64);
             exp.gauge(
                 "trendsync_last_run_duration_seconds",
                 "How long the last run of this kind took, in seconds.",
             )
-            .sample(
-                &[("kind", kind)],
-                run_seconds(run.started_at, ended_at, run.duration_us),
-            );
+            .sample(&[("kind", kind)], last.seconds());
             let status = exp.gauge(
                 "trendsync_last_run_status",
-                "1 for the status the last run of this kind ended with, 0 for the others.",
+                "1 for the status the last run of this kind ended with, 0 for the others; config_error: refused by its configuration (exit 78) before any call.",
             );
             for s in Status::ALL {
-                let value = if run.status == s { 1.0 } else { 0.0 };
-                status.sample(&[("kind", kind), ("status", s.as_str())], value);
+                let set = matches!(last, Last::Recorded(l) if l.run.status == s);
+                status.sample(
+                    &[("kind", kind), ("status", s.as_str())],
+                    if set { 1.0 } else { 0.0 },
+                );
             }
+            let refused = matches!(last, Last::Refused(_));
+            status.sample(
+                &[("kind", kind), ("status", CONFIG_ERROR)],
+                if refused { 1.0 } else { 0.0 },
+            );
+            let (units, calls) = match last {
+                Last::Recorded(l) => (l.run.units.unwrap_or(0), l.run.calls.unwrap_or(0)),
+                Last::Refused(_) => (0, 0),
+            };
             exp.gauge(
                 "trendsync_last_run_charged_units",
                 "Quota units the last run of this kind charged to the budget.",
             )
-            .sample(&[("kind", kind)], run.units.unwrap_or(0) as f64);
+            .sample(&[("kind", kind)], units as f64);
             exp.gauge(
                 "trendsync_last_run_calls",
                 "Upstream calls the last run of this kind made, every attempt counted.",
             )
-            .sample(&[("kind", kind)], run.calls.unwrap_or(0) as f64);
+            .sample(&[("kind", kind)], calls as f64);
         }
     }
 
     /// Per kind of run: the last one's call attempts by method and outcome.
     fn last_run_call_families(&self, exp: &mut Exposition, methods: &[&str]) {
-        for last in &self.last_runs {
-            let kind = last.run.kind.as_str();
+        for last in self.lasts() {
+            let kind = last.kind().as_str();
+            let made = last.calls();
             let family = exp.gauge(
                 "trendsync_last_run_method_calls",
                 "Upstream call attempts of the last run of this kind, by method and outcome.",
             );
-            for method in with_named(methods, &last.calls) {
+            for method in with_named(methods, made) {
                 for outcome in CallOutcome::ALL {
                     family.sample(
                         &[
@@ -109,7 +135,7 @@ impl Picture {
                             ("method", &method),
                             ("outcome", outcome.as_str()),
                         ],
-                        count_of(&last.calls, &method, outcome) as f64,
+                        count_of(made, &method, outcome) as f64,
                     );
                 }
             }
@@ -118,7 +144,11 @@ impl Picture {
 
     /// Per kind of run: the videos the last one stored for each region.
     fn last_run_region_families(&self, exp: &mut Exposition) {
-        for last in &self.last_runs {
+        for last in self.lasts() {
+            // A refused run stored nothing.
+            let Last::Recorded(last) = last else {
+                continue;
+            };
             let kind = last.run.kind.as_str();
             let videos = exp.gauge(
                 "trendsync_last_run_region_videos",
@@ -136,6 +166,9 @@ impl Picture {
 
     /// Call attempts of every recorded run, by method and outcome.
     fn call_families(&self, exp: &mut Exposition, methods: &[&str]) {
+        if self.unread {
+            return;
+        }
         let calls = exp.family(
             "trendsync_upstream_calls_total",
             MetricType::Counter,
@@ -296,6 +329,50 @@ impl Picture {
                 "When the region was last fetched completely, in seconds since the Unix epoch; 0 when it never was.",
             )
             .sample(&[("region", code)], at as f64);
+        }
+    }
+}
+
+/// The status of a run refused by its configuration (exit 78), beside those a run
+/// records (docs/metrics.md).
+pub(super) const CONFIG_ERROR: &str = "config_error";
+
+/// The last run of one kind, as the metrics file tells it.
+#[derive(Clone, Copy)]
+enum Last<'a> {
+    /// As the database records it.
+    Recorded(&'a LastRun),
+    /// Refused by its configuration in this process; the database has no trace of it.
+    Refused(Refused),
+}
+
+impl<'a> Last<'a> {
+    fn kind(self) -> RunKind {
+        match self {
+            Last::Recorded(l) => l.run.kind,
+            Last::Refused(r) => r.kind,
+        }
+    }
+
+    fn ended_at(self) -> i64 {
+        match self {
+            Last::Recorded(l) => l.run.ended_at.unwrap_or(l.run.started_at),
+            Last::Refused(r) => r.at,
+        }
+    }
+
+    fn seconds(self) -> f64 {
+        match self {
+            Last::Recorded(l) => run_seconds(l.run.started_at, self.ended_at(), l.run.duration_us),
+            // It stopped before it began.
+            Last::Refused(_) => 0.0,
+        }
+    }
+
+    fn calls(self) -> &'a [CallCount] {
+        match self {
+            Last::Recorded(l) => &l.calls,
+            Last::Refused(_) => &[],
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::picture::{BudgetFigures, LimiterHealth, Picture};
+use super::picture::{BudgetFigures, LimiterHealth, Picture, Refused};
 use crate::db_files::DbFiles;
 use crate::quota::Budget;
 use crate::runner::outcome::RunReport;
@@ -57,25 +57,119 @@ pub fn write_after_run(
         key: budget.key.clone(),
         buckets,
     });
+    let mut picture = read_picture(db, numbers, Some(configured))?;
+    picture.limiter = Some(LimiterHealth {
+        key: budget.key.clone(),
+        up: Some(report.limiter_up),
+        pending_calls: crate::quota::pending_calls(Some(db), &budget.key)
+            .map_err(MetricsError::Journal)?,
+    });
+    write(path, &picture, db.files())
+}
+
+/// What `--db` is to a run refused by its configuration.
+pub enum Database<'a> {
+    /// trendsync's database, opened: the whole picture is read from it.
+    Read(&'a Db),
+    /// No file there yet: no run has recorded anything.
+    NoFile,
+    /// A file that could not be opened as trendsync's (refused, foreign, damaged):
+    /// nothing is read from it, nor said of the regions.
+    Unknown,
+}
+
+/// What a run or backfill refused by its configuration (exit 78) can say: the
+/// refusal, and what could still be read.
+pub struct Refusal<'a> {
+    pub refused: Refused,
+    pub db: Database<'a>,
+    /// From quota-costs.toml, when it could be read.
+    pub budget: Option<&'a Budget>,
+    /// The codes of regions.toml, when it could be read; else those the database knows.
+    pub configured: Option<Vec<String>>,
+    /// The database's files, which the metrics file must not be.
+    pub protected: &'a DbFiles,
+}
+
+/// Writes `--metrics-file` for a run or backfill its configuration refused before it
+/// began (docs/metrics.md): the whole picture from the database as after any run when
+/// it can be read, with that run, status `config_error`, as the last of its kind; of
+/// a database that cannot be read, only that. Nothing is created or changed but the
+/// metrics file, and `trendsync_limiter_up` is left out: no limiter was asked.
+pub fn write_after_refusal(path: &Path, refusal: Refusal<'_>) -> Result<(), MetricsError> {
+    let mut picture = match refusal.db {
+        Database::Read(db) => {
+            let numbers = match refusal.budget {
+                Some(budget) => crate::quota::figures::last_known(Some(db), budget)
+                    .map_err(MetricsError::Figures)?
+                    .map(|buckets| BudgetFigures {
+                        key: budget.key.clone(),
+                        buckets,
+                    }),
+                None => None,
+            };
+            let mut picture = read_picture(db, numbers, refusal.configured)?;
+            if let Some(budget) = refusal.budget {
+                picture.limiter = Some(LimiterHealth {
+                    key: budget.key.clone(),
+                    up: None,
+                    pending_calls: crate::quota::pending_calls(Some(db), &budget.key)
+                        .map_err(MetricsError::Journal)?,
+                });
+            }
+            picture
+        }
+        Database::NoFile => Picture {
+            configured: refusal.configured.unwrap_or_default(),
+            ..Picture::default()
+        },
+        Database::Unknown => Picture {
+            unread: true,
+            ..Picture::default()
+        },
+    };
+    picture.refused = Some(refusal.refused);
+    write(path, &picture, refusal.protected)
+}
+
+/// The picture the database `db` holds, with `numbers` for the budget. `configured`
+/// are regions.toml's codes; without them, every region the database knows has its
+/// series.
+fn read_picture(
+    db: &Db,
+    numbers: Option<BudgetFigures>,
+    configured: Option<Vec<String>>,
+) -> Result<Picture, MetricsError> {
     let read = |source| MetricsError::Read {
         db: db.path().to_path_buf(),
         source: Box::new(source),
     };
-    let mut picture = match Store::read_on(db).map_err(read)? {
+    let store = Store::read_on(db).map_err(read)?;
+    let configured = match (configured, &store) {
+        (Some(configured), _) => configured,
+        (None, Some(store)) => store
+            .region_states()
+            .map_err(read)?
+            .into_iter()
+            .map(|r| r.region)
+            .collect(),
+        (None, None) => Vec::new(),
+    };
+    let mut picture = match store {
         Some(store) => Picture::read(&store, numbers, configured).map_err(read)?,
         None => Picture {
             configured,
+            budget: numbers,
             ..Picture::default()
         },
     };
     picture.skews = crate::quota::skew::recorded(Some(db)).map_err(MetricsError::Skew)?;
-    picture.limiter = Some(LimiterHealth {
-        key: budget.key.clone(),
-        up: report.limiter_up,
-        pending_calls: crate::quota::pending_calls(Some(db), &budget.key)
-            .map_err(MetricsError::Journal)?,
-    });
-    write_atomically(path, &picture.exposition(&METHODS).render(), db.files())
+    Ok(picture)
+}
+
+/// Renders `picture` and puts it at `path` atomically, never over `protected`'s files.
+fn write(path: &Path, picture: &Picture, protected: &DbFiles) -> Result<(), MetricsError> {
+    write_atomically(path, &picture.exposition(&METHODS).render(), protected)
         .map_err(MetricsError::Write)?;
     tracing::debug!(path = %path.display(), "metrics written");
     Ok(())

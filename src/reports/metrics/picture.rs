@@ -47,6 +47,24 @@ pub struct Picture {
     pub configured: Vec<String>,
     /// The limiter's health at the run's end; `None` leaves its series out.
     pub limiter: Option<LimiterHealth>,
+    /// A run or backfill this process was asked for and its configuration refused
+    /// (exit 78): the last run of its kind, in place of the one the database holds.
+    pub refused: Option<Refused>,
+    /// The database could not be read (a run refused before it could open it): what
+    /// only it can tell is left out, the calls counter above all, which would
+    /// otherwise read as reset to 0.
+    pub unread: bool,
+}
+
+/// A run or backfill refused by its configuration before it began (exit 78): it made
+/// no call and the database does not record it, but the metrics file says it was the
+/// last run of its kind, with the status `config_error`, so a bad edit alerts within
+/// one run (docs/metrics.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refused {
+    pub kind: RunKind,
+    /// When it was refused, in seconds since the Unix epoch.
+    pub at: i64,
 }
 
 /// Whether the limiter answered at the end of a run, and what waits to be counted.
@@ -54,8 +72,9 @@ pub struct Picture {
 pub struct LimiterHealth {
     /// The budget's key, the series' label.
     pub key: String,
-    /// The limiter gave the window at the run's end.
-    pub up: bool,
+    /// The limiter gave the window at the run's end; `None` when no run asked it
+    /// (one refused by its configuration), which leaves `trendsync_limiter_up` out.
+    pub up: Option<bool>,
     /// Calls made while it was down, in the journal, not yet replayed into the window.
     pub pending_calls: u64,
 }
@@ -88,6 +107,8 @@ impl Picture {
             skews: Vec::new(),
             configured,
             limiter: None,
+            refused: None,
+            unread: false,
         })
     }
 

@@ -180,9 +180,11 @@ fn picture() -> Picture {
         configured: vec!["US".into(), "GB".into(), "DE".into()],
         limiter: Some(LimiterHealth {
             key: "key1".into(),
-            up: true,
+            up: Some(true),
             pending_calls: 0,
         }),
+        refused: None,
+        unread: false,
     }
 }
 
@@ -336,6 +338,104 @@ fn every_region_and_both_kinds_are_in_the_file() {
     for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
         assert_eq!(text.matches(&format!("{line}\n")).count(), 1, "{line}");
     }
+}
+
+/// A run refused by its configuration (exit 78) is the last run of its kind, status
+/// `config_error`, with nothing charged or called; the other kind's last run and the
+/// rest of the picture stay as the database has them (docs/metrics.md).
+#[test]
+fn a_refused_run_is_the_last_of_its_kind_with_status_config_error() {
+    let mut p = picture();
+    p.refused = Some(Refused {
+        kind: RunKind::Run,
+        at: 1_700_003_600,
+    });
+    p.limiter = Some(LimiterHealth {
+        key: "key1".into(),
+        up: None,
+        pending_calls: 3,
+    });
+    let text = p.exposition(&["videos.list"]).render();
+    assert_eq!(
+        lines_of(&text, "trendsync_last_run_status")
+            .into_iter()
+            .filter(|l| l.ends_with(" 1"))
+            .collect::<Vec<_>>(),
+        [
+            "trendsync_last_run_status{kind=\"run\",status=\"config_error\"} 1",
+            "trendsync_last_run_status{kind=\"backfill\",status=\"complete\"} 1"
+        ]
+    );
+    // Every status of each kind, config_error among them, so that `== 1` finds one.
+    assert_eq!(
+        lines_of(&text, "trendsync_last_run_status").len(),
+        2 * (RegionStatus::ALL.len() + 1)
+    );
+    for (family, want) in [
+        ("trendsync_last_run_end_timestamp_seconds", "1700003600"),
+        ("trendsync_last_run_duration_seconds", "0"),
+        ("trendsync_last_run_charged_units", "0"),
+        ("trendsync_last_run_calls", "0"),
+    ] {
+        assert_eq!(
+            lines_of(&text, family)[0],
+            format!("{family}{{kind=\"run\"}} {want}"),
+            "{text}"
+        );
+    }
+    assert!(
+        lines_of(&text, "trendsync_last_run_method_calls")
+            .iter()
+            .filter(|l| l.contains("kind=\"run\""))
+            .all(|l| l.ends_with(" 0")),
+        "{text}"
+    );
+    assert!(
+        lines_of(&text, "trendsync_last_run_region_videos")
+            .iter()
+            .all(|l| !l.contains("kind=\"run\""))
+    );
+    // The database's picture otherwise: regions, calls, budget; no limiter was asked.
+    assert_eq!(
+        lines_of(&text, "trendsync_region_last_success_timestamp_seconds").len(),
+        3
+    );
+    assert!(
+        text.contains(
+            "trendsync_upstream_calls_total{method=\"videos.list\",outcome=\"ok\"} 500\n"
+        )
+    );
+    assert!(text.contains("trendsync_budget_used_units{budget=\"key1\"} 9600\n"));
+    assert!(lines_of(&text, "trendsync_limiter_up").is_empty(), "{text}");
+    assert_eq!(
+        lines_of(&text, "trendsync_journal_pending_calls"),
+        ["trendsync_journal_pending_calls{budget=\"key1\"} 3"]
+    );
+
+    // A recorded run says config_error 0.
+    let text = picture().exposition(&[]).render();
+    assert!(text.contains("trendsync_last_run_status{kind=\"run\",status=\"config_error\"} 0\n"));
+
+    // Of a database that could not be read, the calls are not said (a counter at 0
+    // would read as reset).
+    let unread = Picture {
+        refused: Some(Refused {
+            kind: RunKind::Backfill,
+            at: 1_700_003_600,
+        }),
+        unread: true,
+        ..Picture::default()
+    };
+    let text = unread.exposition(&["videos.list"]).render();
+    assert!(
+        lines_of(&text, "trendsync_upstream_calls_total").is_empty(),
+        "{text}"
+    );
+    assert!(
+        text.contains("trendsync_last_run_status{kind=\"backfill\",status=\"config_error\"} 1\n")
+    );
+    assert!(text.contains("trendsync_build_info{"), "{text}");
+    assert!(!text.contains("kind=\"run\""), "{text}");
 }
 
 #[test]
