@@ -162,8 +162,8 @@ pub fn run(ctx: &Ctx<'_>, args: &ConfigArgs) -> Result<()> {
     let config = load_config(ctx)?;
     // What a run would refuse (78) is not the configuration in force.
     crate::youtube::parse_api_base(&global.api_base)?;
-    let costs = ctx.config.costs();
-    let regions = ctx.config.regions();
+    let costs = ctx.config.costs()?;
+    let regions = ctx.config.regions()?;
     let budget = &config.budget;
     let report = ConfigJson {
         costs: CostsJson {

@@ -218,7 +218,10 @@ fn cron_finds_the_same(found: &Found, name: &str, dir: &Path, config_dir: Option
     }
     dirs.push((dir.to_path_buf(), Source::CurrentDir));
     dirs.push((PathBuf::from(SYSTEM_DIR), Source::System));
-    let cron = ConfigDirs { dirs }.find(name);
+    // Where cron could not tell, the line names the file.
+    let Ok(cron) = ConfigDirs { dirs }.find(name) else {
+        return false;
+    };
     match (&found.origin, &cron.origin) {
         (Origin::BuiltIn, Origin::BuiltIn) => true,
         (Origin::Given(here), Origin::Given(there)) => {
@@ -246,13 +249,13 @@ fn fixed_command(
         (
             "--costs",
             &global.costs,
-            ctx.config.costs(),
+            ctx.config.costs()?,
             super::COSTS_FILE,
         ),
         (
             "--regions",
             &global.regions,
-            ctx.config.regions(),
+            ctx.config.regions()?,
             super::REGIONS_FILE,
         ),
     ] {
