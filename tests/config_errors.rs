@@ -552,7 +552,12 @@ fn only_a_regular_file_is_read_as_configuration() {
         .env("TRENDSYNC_CONFIG_DIR", &dir)
         .arg("config")
         .status(78)
-        .expect_stderr("quota-costs.toml: cannot read the file: No such file or directory")
+        .expect_stderr(format!(
+            "{}: found in $TRENDSYNC_CONFIG_DIR: a symbolic link to {}, which does not exist; point the link at an existing file, or remove it",
+            dir.join("quota-costs.toml").display(),
+            s.file("nowhere.toml").display()
+        ))
+        .stderr(lacks("leave the option out"))
         .run();
     std::fs::remove_file(dir.join("quota-costs.toml")).expect("removing the link");
     let regions = dir.join("regions.toml");
@@ -579,6 +584,92 @@ fn only_a_regular_file_is_read_as_configuration() {
     )
     .json();
     assert_eq!(shown["costs"]["source"], "TRENDSYNC_CONFIG_DIR", "{shown}");
+}
+
+/// The lookup never falls back in silence (docs/commands.md, "Configuration files"): a
+/// `$TRENDSYNC_CONFIG_DIR` that does not exist, and a configuration directory that
+/// exists but cannot be searched, are 78 naming the directory, for `config` as for a
+/// run and a reader, where they used to be skipped for the next file or the built-in
+/// one. "Cannot be searched" is shown two ways: a directory this user has no search
+/// (x) permission on, run as an unprivileged user (under `setpriv` when the suite runs
+/// as root, who may search anything; skipped, saying so, when neither works), and a
+/// file where the directory should be, which no user can search.
+#[test]
+fn a_configuration_directory_that_cannot_be_searched_is_named() {
+    let s = Scratch::new();
+    let missing = s.file("no-such-dir");
+    for args in [&["config"][..], &["run", "--dry-run"][..], &["status"][..]] {
+        s.cmd()
+            .env("TRENDSYNC_CONFIG_DIR", &missing)
+            .args(args)
+            .status(78)
+            .expect_stderr(format!(
+                "{}: TRENDSYNC_CONFIG_DIR names this directory, which does not exist",
+                missing.display()
+            ))
+            .run();
+    }
+
+    // A file where $XDG_CONFIG_HOME/trendsync should be: nobody can search it.
+    let xdg = s.file("xdg");
+    std::fs::create_dir_all(&xdg).expect("a directory");
+    std::fs::write(xdg.join("trendsync"), "not a directory").expect("write");
+    s.cmd()
+        .env("XDG_CONFIG_HOME", &xdg)
+        .args(["config", "--json"])
+        .status(78)
+        .expect_stderr(format!(
+            "{}: the configuration directory ($XDG_CONFIG_HOME/trendsync) cannot be searched for quota-costs.toml: Not a directory",
+            xdg.join("trendsync").display()
+        ))
+        .run();
+
+    // A directory this user may not search, as a locked-down /etc/trendsync is to a
+    // service user: 78 naming it, not the built-in file.
+    std::fs::remove_file(xdg.join("trendsync")).expect("removing the file");
+    let locked = xdg.join("trendsync");
+    std::fs::create_dir(&locked).expect("a directory");
+    std::fs::write(locked.join("quota-costs.toml"), "[budget]\n").expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let root = runs_as_root();
+    let mut cmd = s.cmd().env("XDG_CONFIG_HOME", &xdg).args(["config"]);
+    if root {
+        let Some(setpriv) = which("setpriv") else {
+            eprintln!("skipped the permission case: running as root, and no setpriv to drop it");
+            return;
+        };
+        // The unprivileged user must reach the scratch directory to run there.
+        std::fs::set_permissions(s.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::set_permissions(&xdg, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        cmd = cmd.within(
+            &setpriv,
+            &["--reuid=65534", "--regid=65534", "--clear-groups", "--"],
+        );
+    }
+    cmd.status(78)
+        .expect_stderr(format!(
+            "{}: the configuration directory ($XDG_CONFIG_HOME/trendsync) cannot be searched for quota-costs.toml: Permission denied",
+            locked.display()
+        ))
+        .run();
+}
+
+/// Whether this process runs as root (who may search any directory).
+fn runs_as_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// `program` on the PATH.
+fn which(program: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(program))
+            .find(|p| p.is_file())
+    })
 }
 
 /// An `--api-base` a run refuses (78) is refused by `crontab`, which would otherwise
