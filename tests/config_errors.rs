@@ -697,3 +697,48 @@ fn an_api_base_a_run_refuses_is_refused_by_crontab_and_config_too() {
         }
     }
 }
+
+/// A key in `--api-base`'s path (a proxy that takes it there), or the key in use
+/// anywhere in it, is masked by `config` in text and JSON, and `crontab` leaves the
+/// base out of its lines for the crontab's environment, as it does a Redis URL.
+#[test]
+fn config_and_crontab_mask_a_key_wherever_it_is_in_the_api_base() {
+    let s = Scratch::new();
+    let google = "AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUv";
+    let in_use = "plainsecretvalue";
+    for (base, secret) in [
+        (format!("http://127.0.0.1:9/{google}/youtube/v3"), google),
+        (format!("http://127.0.0.1:9/{in_use}/youtube/v3"), in_use),
+    ] {
+        for args in [&["config"][..], &["config", "--json"][..]] {
+            let shown = s
+                .cmd()
+                .env("YOUTUBE_API_KEY", in_use)
+                .args(["--api-base", &base])
+                .args(args)
+                .stdout(lacks(secret))
+                .run();
+            assert!(shown.stdout.contains("/youtube/v3"), "{}", shown.stdout);
+        }
+        let lines = s
+            .cmd()
+            .env("YOUTUBE_API_KEY", in_use)
+            .args(["--api-base", &base, "crontab"])
+            .stdout(lacks(secret))
+            .stdout(contains("TRENDSYNC_API_BASE=..."))
+            .run()
+            .stdout;
+        assert!(
+            lines
+                .lines()
+                .filter(|l| !l.starts_with('#'))
+                .all(|l| !l.contains("--api-base")),
+            "{lines}"
+        );
+    }
+    // A base with nothing to hide is printed in the lines as given.
+    s.cmd()
+        .args(["--api-base", "http://127.0.0.1:9/youtube/v3", "crontab"])
+        .stdout(contains("--api-base http://127.0.0.1:9/youtube/v3"))
+        .run();
+}

@@ -13,7 +13,6 @@ use super::identity::LimiterJson;
 use super::{Ctx, load_config, shown};
 use crate::cli::{ConfigArgs, Global};
 use crate::config::{Found, Origin};
-use crate::mask::mask_url;
 use crate::output::human;
 use crate::output::json::print_json;
 use crate::quota::{Bucket, Per};
@@ -188,7 +187,7 @@ pub fn run(ctx: &Ctx<'_>, args: &ConfigArgs) -> Result<()> {
             ),
             None => "default",
         },
-        api_base: mask_url(&global.api_base),
+        api_base: super::key::shown_url(global, &global.api_base),
         api_base_source: setting_source(
             OsStr::new(&global.api_base),
             OsStr::new(crate::cli::DEFAULT_API_BASE),
