@@ -223,6 +223,26 @@ impl Command {
         }
     }
 
+    /// Whether the command warns that a configuration file it found hides a different
+    /// one further down the lookup (docs/commands.md, "Configuration files"): `config`,
+    /// the dry run and the commands that charge or change the budget do, once; the
+    /// readers, run from shells and dashboards all day, do not.
+    pub fn warns_shadow(&self) -> bool {
+        match self {
+            Command::Run(_) | Command::Backfill(_) | Command::Config(_) => true,
+            Command::Budget(args) => args.action.is_some(),
+            Command::Search(_)
+            | Command::Video(_)
+            | Command::Status(_)
+            | Command::Runs(_)
+            | Command::Prune(_)
+            | Command::Export(_)
+            | Command::Crontab(_)
+            | Command::Completions { .. }
+            | Command::Man { .. } => false,
+        }
+    }
+
     fn writes_unless(dry_run: bool) -> DbUse {
         if dry_run { DbUse::Read } else { DbUse::Write }
     }

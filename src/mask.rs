@@ -13,8 +13,8 @@ const MASK: &str = "***";
 const SHOWN_PARAMETERS: [&str; 4] = ["db", "protocol", "user", "username"];
 
 /// `raw` fit to print: the scheme, the hosts (several, as Sentinel and Cluster URLs
-/// have) and the path stay; every password, every query value but the harmless ones
-/// and the fragment become `***`.
+/// have) and the path stay; every password, every query value but the harmless ones,
+/// every path segment that looks like a key and the fragment become `***`.
 ///
 /// User names stay, since they tell which account a refusal was about (`WRONGPASS`,
 /// `NOPERM`), but a lone `secret@host` is masked: people paste passwords and tokens
@@ -44,7 +44,14 @@ pub fn mask_url(raw: &str) -> String {
         out.push_str(&mask_userinfo(userinfo));
         out.push('@');
     }
-    out.push_str(hosts_and_path);
+    match hosts_and_path.split_once('/') {
+        Some((hosts, path)) => {
+            out.push_str(hosts);
+            out.push('/');
+            out.push_str(&mask_path(path));
+        }
+        None => out.push_str(hosts_and_path),
+    }
     if let Some(query) = query {
         out.push('?');
         out.push_str(&mask_query(query));
@@ -54,6 +61,35 @@ pub fn mask_url(raw: &str) -> String {
         out.push_str(MASK);
     }
     out
+}
+
+/// Each segment of a path that looks like a key becomes `***`, and the value of a
+/// `name=value` segment does, as a query's would: a proxy in front of the upstream
+/// may take its key in the path (`/AIzaSy…/youtube/v3`, `/key=…/v3`).
+fn mask_path(path: &str) -> String {
+    path.split('/')
+        .map(|segment| match segment.split_once('=') {
+            Some((name, _)) => format!("{name}={MASK}"),
+            None if looks_like_a_key(segment) => MASK.to_owned(),
+            None => segment.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// A Google API key (`AIza…`), or a long opaque token: 20 or more letters, digits,
+/// `-` and `_`, with both letters and digits. Words (`youtube`), versions (`v3`) and
+/// Redis database numbers stay.
+fn looks_like_a_key(segment: &str) -> bool {
+    if segment.starts_with("AIza") {
+        return true;
+    }
+    segment.len() >= 20
+        && segment
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        && segment.bytes().any(|b| b.is_ascii_digit())
+        && segment.bytes().any(|b| b.is_ascii_alphabetic())
 }
 
 /// `user:pass` becomes `user:***`, a lone `pass` becomes `***`.

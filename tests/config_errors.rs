@@ -552,7 +552,12 @@ fn only_a_regular_file_is_read_as_configuration() {
         .env("TRENDSYNC_CONFIG_DIR", &dir)
         .arg("config")
         .status(78)
-        .expect_stderr("quota-costs.toml: cannot read the file: No such file or directory")
+        .expect_stderr(format!(
+            "{}: found in $TRENDSYNC_CONFIG_DIR: a symbolic link to {}, which does not exist; point the link at an existing file, or remove it",
+            dir.join("quota-costs.toml").display(),
+            s.file("nowhere.toml").display()
+        ))
+        .stderr(lacks("leave the option out"))
         .run();
     std::fs::remove_file(dir.join("quota-costs.toml")).expect("removing the link");
     let regions = dir.join("regions.toml");
@@ -581,6 +586,92 @@ fn only_a_regular_file_is_read_as_configuration() {
     assert_eq!(shown["costs"]["source"], "TRENDSYNC_CONFIG_DIR", "{shown}");
 }
 
+/// The lookup never falls back in silence (docs/commands.md, "Configuration files"): a
+/// `$TRENDSYNC_CONFIG_DIR` that does not exist, and a configuration directory that
+/// exists but cannot be searched, are 78 naming the directory, for `config` as for a
+/// run and a reader, where they used to be skipped for the next file or the built-in
+/// one. "Cannot be searched" is shown two ways: a directory this user has no search
+/// (x) permission on, run as an unprivileged user (under `setpriv` when the suite runs
+/// as root, who may search anything; skipped, saying so, when neither works), and a
+/// file where the directory should be, which no user can search.
+#[test]
+fn a_configuration_directory_that_cannot_be_searched_is_named() {
+    let s = Scratch::new();
+    let missing = s.file("no-such-dir");
+    for args in [&["config"][..], &["run", "--dry-run"][..], &["status"][..]] {
+        s.cmd()
+            .env("TRENDSYNC_CONFIG_DIR", &missing)
+            .args(args)
+            .status(78)
+            .expect_stderr(format!(
+                "{}: TRENDSYNC_CONFIG_DIR names this directory, which does not exist",
+                missing.display()
+            ))
+            .run();
+    }
+
+    // A file where $XDG_CONFIG_HOME/trendsync should be: nobody can search it.
+    let xdg = s.file("xdg");
+    std::fs::create_dir_all(&xdg).expect("a directory");
+    std::fs::write(xdg.join("trendsync"), "not a directory").expect("write");
+    s.cmd()
+        .env("XDG_CONFIG_HOME", &xdg)
+        .args(["config", "--json"])
+        .status(78)
+        .expect_stderr(format!(
+            "{}: the configuration directory ($XDG_CONFIG_HOME/trendsync) cannot be searched for quota-costs.toml: Not a directory",
+            xdg.join("trendsync").display()
+        ))
+        .run();
+
+    // A directory this user may not search, as a locked-down /etc/trendsync is to a
+    // service user: 78 naming it, not the built-in file.
+    std::fs::remove_file(xdg.join("trendsync")).expect("removing the file");
+    let locked = xdg.join("trendsync");
+    std::fs::create_dir(&locked).expect("a directory");
+    std::fs::write(locked.join("quota-costs.toml"), "[budget]\n").expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let root = runs_as_root();
+    let mut cmd = s.cmd().env("XDG_CONFIG_HOME", &xdg).args(["config"]);
+    if root {
+        let Some(setpriv) = which("setpriv") else {
+            eprintln!("skipped the permission case: running as root, and no setpriv to drop it");
+            return;
+        };
+        // The unprivileged user must reach the scratch directory to run there.
+        std::fs::set_permissions(s.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::set_permissions(&xdg, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        cmd = cmd.within(
+            &setpriv,
+            &["--reuid=65534", "--regid=65534", "--clear-groups", "--"],
+        );
+    }
+    cmd.status(78)
+        .expect_stderr(format!(
+            "{}: the configuration directory ($XDG_CONFIG_HOME/trendsync) cannot be searched for quota-costs.toml: Permission denied",
+            locked.display()
+        ))
+        .run();
+}
+
+/// Whether this process runs as root (who may search any directory).
+fn runs_as_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// `program` on the PATH.
+fn which(program: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(program))
+            .find(|p| p.is_file())
+    })
+}
+
 /// An `--api-base` a run refuses (78) is refused by `crontab`, which would otherwise
 /// print it into every line, and by `config`, which shows what runs use; masked, as a
 /// run's error is.
@@ -605,4 +696,49 @@ fn an_api_base_a_run_refuses_is_refused_by_crontab_and_config_too() {
                 .run();
         }
     }
+}
+
+/// A key in `--api-base`'s path (a proxy that takes it there), or the key in use
+/// anywhere in it, is masked by `config` in text and JSON, and `crontab` leaves the
+/// base out of its lines for the crontab's environment, as it does a Redis URL.
+#[test]
+fn config_and_crontab_mask_a_key_wherever_it_is_in_the_api_base() {
+    let s = Scratch::new();
+    let google = "AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUv";
+    let in_use = "plainsecretvalue";
+    for (base, secret) in [
+        (format!("http://127.0.0.1:9/{google}/youtube/v3"), google),
+        (format!("http://127.0.0.1:9/{in_use}/youtube/v3"), in_use),
+    ] {
+        for args in [&["config"][..], &["config", "--json"][..]] {
+            let shown = s
+                .cmd()
+                .env("YOUTUBE_API_KEY", in_use)
+                .args(["--api-base", &base])
+                .args(args)
+                .stdout(lacks(secret))
+                .run();
+            assert!(shown.stdout.contains("/youtube/v3"), "{}", shown.stdout);
+        }
+        let lines = s
+            .cmd()
+            .env("YOUTUBE_API_KEY", in_use)
+            .args(["--api-base", &base, "crontab"])
+            .stdout(lacks(secret))
+            .stdout(contains("TRENDSYNC_API_BASE=..."))
+            .run()
+            .stdout;
+        assert!(
+            lines
+                .lines()
+                .filter(|l| !l.starts_with('#'))
+                .all(|l| !l.contains("--api-base")),
+            "{lines}"
+        );
+    }
+    // A base with nothing to hide is printed in the lines as given.
+    s.cmd()
+        .args(["--api-base", "http://127.0.0.1:9/youtube/v3", "crontab"])
+        .stdout(contains("--api-base http://127.0.0.1:9/youtube/v3"))
+        .run();
 }

@@ -1004,3 +1004,89 @@ fn a_charge_on_a_clock_days_ahead_does_not_pin_the_limiter_kind() {
         .stdout(contains("granted"))
         .run();
 }
+
+/// A cron log of a day: 24 hourly runs from a directory whose `regions.toml` hides
+/// the one in `$XDG_CONFIG_HOME/trendsync`, a hand charge, a dry run, and the readers
+/// a dashboard and a shell call between them. The warning is on the lines of the
+/// commands that charge (and the dry run, and `config`), once each; never a reader's.
+#[test]
+fn a_day_of_cron_warns_of_a_shadowing_file_only_where_it_charges() {
+    let h = Harness::new(None);
+    let xdg = h.scratch.file("xdg");
+    std::fs::create_dir_all(xdg.join("trendsync")).expect("a directory");
+    std::fs::write(
+        xdg.join("trendsync/regions.toml"),
+        "[[region]]\ncode = \"GB\"\noffset = 5\npages = 1\n",
+    )
+    .expect("write");
+    let granular = std::fs::read_to_string(repo().join("quota-costs.granular.toml"))
+        .expect("the granular file");
+    std::fs::write(xdg.join("trendsync/quota-costs.toml"), granular).expect("write");
+    // The local files, in the directory the commands run in.
+    h.scratch.write(
+        "regions.toml",
+        "[[region]]\ncode = \"US\"\noffset = 0\npages = 1\n",
+    );
+    let default =
+        std::fs::read_to_string(repo().join("quota-costs.toml")).expect("the default file");
+    h.scratch.write("quota-costs.toml", &default);
+    let warning = "which hides a different";
+    let command = |args: &[&str]| {
+        h.cmd()
+            .env("XDG_CONFIG_HOME", &xdg)
+            .allow_stderr(warning)
+            .args(args)
+            .run()
+    };
+    let mut log = Vec::new();
+    let mut say = |what: &str, charges: bool, stderr: &str| {
+        for line in stderr.lines() {
+            log.push((what.to_owned(), charges, line.to_owned()));
+        }
+        // Each file it reads named once (`budget charge` reads only the costs).
+        let named = |file: &str| stderr.matches(&format!("{file}: reading")).count();
+        assert!(
+            !charges
+                || (named("quota-costs.toml") == 1
+                    && named("regions.toml") <= 1
+                    && stderr.matches(warning).count()
+                        == named("quota-costs.toml") + named("regions.toml")),
+            "{what} names each hidden file once:\n{stderr}"
+        );
+    };
+    for hour in 0..24 {
+        let ran = command(&["run"]);
+        say(&format!("{hour:02}:00 run"), true, &ran.stderr);
+        for reader in [&["status"][..], &["export"][..], &["runs"][..]] {
+            let ran = command(reader);
+            say(&format!("{hour:02}:30 {}", reader[0]), false, &ran.stderr);
+        }
+    }
+    let ran = command(&["budget", "charge", "videos.list"]);
+    say("budget charge", true, &ran.stderr);
+    let ran = command(&["run", "--dry-run"]);
+    say("run --dry-run", true, &ran.stderr);
+    let ran = command(&["config"]);
+    say("config", true, &ran.stderr);
+    let video: String = h
+        .db()
+        .query_row("SELECT id FROM videos LIMIT 1", [], |r| r.get(0))
+        .expect("a video stored");
+    for reader in [
+        &["budget"][..],
+        &["search", "video"][..],
+        &["video", &video][..],
+    ] {
+        let ran = command(reader);
+        say(reader[0], false, &ran.stderr);
+    }
+    let warned: Vec<&(String, bool, String)> = log
+        .iter()
+        .filter(|(_, _, line)| line.contains(warning))
+        .collect();
+    // Both files for each run, the dry run and `config`; the costs for the charge.
+    assert_eq!(warned.len(), 2 * 24 + 2 + 2 + 1, "{warned:#?}");
+    for (what, charges, line) in warned {
+        assert!(charges, "a reader warned: {what}: {line}");
+    }
+}

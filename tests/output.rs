@@ -478,3 +478,51 @@ fn search_and_video_fit_40_80_and_120_columns() {
         );
     }
 }
+
+/// `config` fits `COLUMNS` as the tables do: at 80 and 40 columns no line is wider,
+/// each keeps its label, and a long value is cut with `…` (a path in its middle, so
+/// that the file's name and why it was chosen stay); piped with no width and in
+/// `--json` everything is whole.
+#[test]
+fn config_fits_80_and_40_columns_and_json_keeps_every_value_whole() {
+    let mut h = Harness::new(None);
+    h.costs(
+        std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/quota-costs.granular.toml"
+        ))
+        .expect("the granular file"),
+    );
+    let deep = h
+        .scratch
+        .file("a-rather-long-directory-name/holding/another-long-one/for-the-database");
+    std::fs::create_dir_all(&deep).expect("a directory");
+    let db = deep.join("trendsync.db");
+    let args = ["--db", db.to_str().expect("UTF-8"), "config"];
+    let whole = h.bare().args(args).run().stdout;
+    assert!(
+        whole.lines().any(|l| columns(l) > 80) && !whole.contains('…'),
+        "the scenario has lines longer than 80 columns, whole when piped:\n{whole}"
+    );
+    for width in [80, 40] {
+        let fitted = at_width(&h, &args, width);
+        assert!(fitted.contains('…'), "{fitted}");
+        assert_eq!(fitted.lines().count(), whole.lines().count(), "{fitted}");
+        for (cut, full) in fitted.lines().zip(whole.lines()) {
+            let label: String = full.chars().take(10).collect();
+            assert!(cut.starts_with(&label), "{cut:?} keeps {label:?}");
+        }
+        let database = fitted
+            .lines()
+            .find(|l| l.starts_with("database"))
+            .expect("a database line");
+        assert!(database.ends_with("trendsync.db (--db)"), "{database}");
+        let json = h
+            .bare()
+            .env("COLUMNS", width.to_string())
+            .args(["--db", db.to_str().expect("UTF-8"), "config", "--json"])
+            .run()
+            .json();
+        assert_eq!(json["db"], db.display().to_string(), "{json}");
+    }
+}

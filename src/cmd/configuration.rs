@@ -13,9 +13,9 @@ use super::identity::LimiterJson;
 use super::{Ctx, load_config, shown};
 use crate::cli::{ConfigArgs, Global};
 use crate::config::{Found, Origin};
-use crate::mask::mask_url;
 use crate::output::human;
 use crate::output::json::print_json;
+use crate::output::table;
 use crate::quota::{Bucket, Per};
 
 /// A configuration file: its path (`built-in` for the copy in the binary) and why it
@@ -162,8 +162,8 @@ pub fn run(ctx: &Ctx<'_>, args: &ConfigArgs) -> Result<()> {
     let config = load_config(ctx)?;
     // What a run would refuse (78) is not the configuration in force.
     crate::youtube::parse_api_base(&global.api_base)?;
-    let costs = ctx.config.costs();
-    let regions = ctx.config.regions();
+    let costs = ctx.config.costs()?;
+    let regions = ctx.config.regions()?;
     let budget = &config.budget;
     let report = ConfigJson {
         costs: CostsJson {
@@ -188,7 +188,7 @@ pub fn run(ctx: &Ctx<'_>, args: &ConfigArgs) -> Result<()> {
             ),
             None => "default",
         },
-        api_base: mask_url(&global.api_base),
+        api_base: super::key::shown_url(global, &global.api_base),
         api_base_source: setting_source(
             OsStr::new(&global.api_base),
             OsStr::new(crate::cli::DEFAULT_API_BASE),
@@ -246,88 +246,153 @@ pub fn run(ctx: &Ctx<'_>, args: &ConfigArgs) -> Result<()> {
 }
 
 fn print_text(c: &ConfigJson) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    let file = |f: &FileJson| {
-        let mut text = format!("{} ({})", f.path, f.source);
-        if let Some(other) = &f.shadows {
-            text.push_str(&format!("; hides a different {other}"));
-        }
-        text
+    let mut out = Fitted {
+        out: std::io::stdout().lock(),
+        width: table::width(),
     };
-    writeln!(
-        out,
-        "costs     {}; fingerprint {}",
-        file(&c.costs.file),
-        c.costs.fingerprint
+    // What a file hides on a line of its own, so that cutting either path to fit
+    // keeps the other.
+    for (label, f) in [("costs", &c.costs.file), ("regions", &c.regions)] {
+        out.line(
+            Cut::Middle,
+            &format!("{label:<9} {} ({})", f.path, f.source),
+        )?;
+        if let Some(other) = &f.shadows {
+            out.line(Cut::Middle, &format!("          hides a different {other}"))?;
+        }
+    }
+    out.line(
+        Cut::Middle,
+        &format!("database  {} ({})", c.db, c.db_source),
     )?;
-    writeln!(out, "regions   {}", file(&c.regions))?;
-    writeln!(out, "database  {} ({})", c.db, c.db_source)?;
-    writeln!(
-        out,
-        "limiter   {} ({})",
-        c.limiter.describe(),
-        c.limiter_source
+    out.line(
+        Cut::Middle,
+        &format!("limiter   {} ({})", c.limiter.describe(), c.limiter_source),
     )?;
-    writeln!(out, "api base  {} ({})", c.api_base, c.api_base_source)?;
-    writeln!(
-        out,
-        "key       {}",
-        c.key_source
-            .as_deref()
-            .unwrap_or("none (set YOUTUBE_API_KEY or pass --api-key-file)")
+    out.line(
+        Cut::Middle,
+        &format!("api base  {} ({})", c.api_base, c.api_base_source),
     )?;
-    writeln!(out, "budget    \"{}\"", c.budget_key)?;
+    out.line(
+        Cut::Middle,
+        &format!(
+            "key       {}",
+            c.key_source
+                .as_deref()
+                .unwrap_or("none (set YOUTUBE_API_KEY or pass --api-key-file)")
+        ),
+    )?;
+    out.line(
+        Cut::End,
+        &format!(
+            "budget    \"{}\", fingerprint {}",
+            c.budget_key, c.costs.fingerprint
+        ),
+    )?;
     for b in &c.buckets {
         let methods: Vec<String> = b.methods.iter().map(|(m, u)| format!("{m} {u}")).collect();
-        writeln!(
-            out,
-            "  bucket {}: quota {}, ceiling {}, window {}; {}",
-            b.name,
-            b.quota,
-            b.ceiling,
-            b.window,
-            methods.join(", ")
+        out.line(
+            Cut::End,
+            &format!(
+                "  bucket {}: quota {}, ceiling {}, window {}; {}",
+                b.name,
+                b.quota,
+                b.ceiling,
+                b.window,
+                methods.join(", ")
+            ),
         )?;
     }
     for l in &c.limits {
-        writeln!(
-            out,
-            "  limit {}: {} {}{} per {}; {}",
-            l.name,
-            l.max,
-            l.per,
-            if l.max == 1 { "" } else { "s" },
-            l.window,
-            l.methods.join(", ")
+        out.line(
+            Cut::End,
+            &format!(
+                "  limit {}: {} {}{} per {}; {}",
+                l.name,
+                l.max,
+                l.per,
+                if l.max == 1 { "" } else { "s" },
+                l.window,
+                l.methods.join(", ")
+            ),
         )?;
     }
     for r in &c.regions_configured {
         let mut charts = vec!["overall".to_owned()];
         charts.extend(r.categories.iter().cloned());
         let searches: Vec<&str> = r.searches.iter().map(|s| s.name.as_str()).collect();
-        writeln!(
-            out,
-            "region    {} at minute {}: {} page{} of {}{}",
-            r.code,
-            r.offset,
-            r.pages,
-            if r.pages == 1 { "" } else { "s" },
-            charts.join("+"),
-            if searches.is_empty() {
-                String::new()
-            } else {
-                format!("; searches {}", searches.join(", "))
-            }
+        out.line(
+            Cut::End,
+            &format!(
+                "region    {} at minute {}: {} page{} of {}{}",
+                r.code,
+                r.offset,
+                r.pages,
+                if r.pages == 1 { "" } else { "s" },
+                charts.join("+"),
+                if searches.is_empty() {
+                    String::new()
+                } else {
+                    format!("; searches {}", searches.join(", "))
+                }
+            ),
         )?;
     }
     match &c.follow {
-        Some(f) => writeln!(
-            out,
-            "follow    videos charted in the last {} days, every {}",
-            f.days,
-            human::duration(std::time::Duration::from_secs(f.every_s))
+        Some(f) => out.line(
+            Cut::End,
+            &format!(
+                "follow    videos charted in the last {} days, every {}",
+                f.days,
+                human::duration(std::time::Duration::from_secs(f.every_s))
+            ),
         )?,
-        None => writeln!(out, "follow    none")?,
+        None => out.line(Cut::End, "follow    none")?,
     }
     Ok(())
+}
+
+/// How a line too wide for the terminal is cut: its label always stays.
+#[derive(Clone, Copy)]
+enum Cut {
+    /// In the middle, keeping the end: a path's file name and why it was chosen.
+    Middle,
+    /// At the end: a list.
+    End,
+}
+
+/// stdout, each line cut with `…` to the width the tables use (docs/commands.md,
+/// "Text output"); `--json` has all of it.
+struct Fitted<W: Write> {
+    out: W,
+    width: Option<usize>,
+}
+
+impl<W: Write> Fitted<W> {
+    fn line(&mut self, cut: Cut, text: &str) -> std::io::Result<()> {
+        let Some(width) = self.width.filter(|w| table::columns(text) > *w) else {
+            return writeln!(self.out, "{text}");
+        };
+        // The label: up to the value's start (two blanks, or ": " in a bucket line).
+        let label_end = text
+            .find(": ")
+            .map(|i| i + 2)
+            .filter(|_| text.starts_with("  "))
+            .or_else(|| {
+                let word = text.find(' ')?;
+                let value = text[word..].find(|c| c != ' ')?;
+                Some(word + value)
+            })
+            .unwrap_or(0);
+        let (label, value) = text.split_at(label_end);
+        let room = width.saturating_sub(table::columns(label));
+        if room < 8 {
+            return writeln!(self.out, "{}", table::cut(text, width));
+        }
+        let value = match cut {
+            Cut::Middle => table::cut_middle(value, room),
+            Cut::End => table::cut(value, room),
+        };
+        writeln!(self.out, "{label}{value}")
+    }
 }

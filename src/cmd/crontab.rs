@@ -218,7 +218,10 @@ fn cron_finds_the_same(found: &Found, name: &str, dir: &Path, config_dir: Option
     }
     dirs.push((dir.to_path_buf(), Source::CurrentDir));
     dirs.push((PathBuf::from(SYSTEM_DIR), Source::System));
-    let cron = ConfigDirs { dirs }.find(name);
+    // Where cron could not tell, the line names the file.
+    let Ok(cron) = ConfigDirs { dirs }.find(name) else {
+        return false;
+    };
     match (&found.origin, &cron.origin) {
         (Origin::BuiltIn, Origin::BuiltIn) => true,
         (Origin::Given(here), Origin::Given(there)) => {
@@ -246,13 +249,13 @@ fn fixed_command(
         (
             "--costs",
             &global.costs,
-            ctx.config.costs(),
+            ctx.config.costs()?,
             super::COSTS_FILE,
         ),
         (
             "--regions",
             &global.regions,
-            ctx.config.regions(),
+            ctx.config.regions()?,
             super::REGIONS_FILE,
         ),
     ] {
@@ -302,7 +305,11 @@ fn fixed_command(
             &global.api_base,
             "give --api-base without one",
         )?;
-        fixed.push_str(&format!(" --api-base {}", sh_text(&global.api_base)));
+        // A base holding a key is left to the crontab's environment, as a Redis URL
+        // is (see `header`): a crontab is often shared.
+        if !super::key::api_base_holds_a_secret(global) {
+            fixed.push_str(&format!(" --api-base {}", sh_text(&global.api_base)));
+        }
     }
     Ok(fixed)
 }
@@ -317,6 +324,15 @@ fn header(global: &Global, every: Duration) -> String {
         text.push_str(
             "# Each run needs YOUTUBE_API_KEY in its environment (or add --api-key-file PATH).\n",
         );
+    }
+    if global.api_base != crate::cli::DEFAULT_API_BASE
+        && super::key::api_base_holds_a_secret(global)
+    {
+        text.push_str(&format!(
+            "# The runs need TRENDSYNC_API_BASE=... at the top of this crontab: --api-base {} is\n\
+             # not printed here, as it holds what looks like a key.\n",
+            super::key::shown_url(global, &global.api_base)
+        ));
     }
     if global.redis_url.is_some() {
         // Never printed: the URL may hold a password, and a crontab is often shared.

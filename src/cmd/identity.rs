@@ -314,7 +314,11 @@ impl ReadJson {
     /// Warns first when this command reads another limiter or costs file than the
     /// latest run (see [`check_reading`]).
     pub(crate) fn check(ctx: &Ctx<'_>, budget: &Budget) -> ReadJson {
-        let path = ctx.config.costs().origin.describe(super::COSTS_FILE);
+        // The budget was loaded from this lookup's answer, so it has one.
+        let path = ctx.config.costs().map_or_else(
+            |e| e.file.clone(),
+            |found| found.origin.describe(super::COSTS_FILE),
+        );
         let reading = check_reading(ctx, budget, &path);
         ReadJson {
             limiter: reading.limiter,

@@ -43,6 +43,23 @@ pub(crate) fn api_key(global: &Global) -> Result<ApiKey> {
     }
 }
 
+/// `url` fit to print (`config`, `crontab`): masked as every URL is (a password, a
+/// query's values, a key-like path segment; see `mask.rs`), and the key this process
+/// would call with removed wherever it still appears (in a host name, say).
+pub(crate) fn shown_url(global: &Global, url: &str) -> String {
+    let masked = crate::mask::mask_url(url);
+    match api_key(global) {
+        Ok(key) => key.scrub(&masked),
+        Err(_) => masked,
+    }
+}
+
+/// Whether `--api-base` holds something [`shown_url`] would not print: a line that
+/// carries it must not be printed either.
+pub(crate) fn api_base_holds_a_secret(global: &Global) -> bool {
+    shown_url(global, &global.api_base) != global.api_base
+}
+
 /// A key is one line of printable ASCII. A second line or a stray character is most
 /// likely a file that holds something else too; the message says what, never the key.
 fn checked_key(text: String, source: &str) -> Result<ApiKey> {

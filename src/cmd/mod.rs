@@ -131,10 +131,15 @@ impl Ctx<'_> {
 pub async fn run(cli: Cli) -> Result<()> {
     crate::logging::init(cli.global.log_format, cli.global.verbose, cli.global.quiet);
     let global = &cli.global;
-    let result = match open_context(global, cli.command.db_use()) {
+    let shadowing = if cli.command.warns_shadow() {
+        config::Shadowing::Warn
+    } else {
+        config::Shadowing::Quiet
+    };
+    let result = match open_context(global, cli.command.db_use(), shadowing) {
         Err(e) => {
             // Refused before `--db` was opened: said without it.
-            if let Ok(ctx) = open_context(global, DbUse::None) {
+            if let Ok(ctx) = open_context(global, DbUse::None, shadowing) {
                 run::after_refusal(&ctx, &cli.command, &e);
             }
             Err(e)
@@ -160,10 +165,14 @@ pub async fn run(cli: Cli) -> Result<()> {
 /// Builds the command's context: its clock, and `--db` opened once as it needs it. A
 /// file the command must not touch is refused before anything opens it for good, so
 /// that it is left byte for byte as it was.
-fn open_context(global: &Global, db_use: DbUse) -> Result<Ctx<'_>> {
+fn open_context(global: &Global, db_use: DbUse, shadowing: config::Shadowing) -> Result<Ctx<'_>> {
     let mut ctx = Ctx {
         global,
-        config: config::Lookup::new(global.costs.as_deref(), global.regions.as_deref()),
+        config: config::Lookup::new(
+            global.costs.as_deref(),
+            global.regions.as_deref(),
+            shadowing,
+        ),
         clock: crate::clock::system(),
         db: OnceLock::new(),
         found: None,
@@ -255,15 +264,15 @@ const CALLED: &[&str] = &[youtube::VIDEOS_LIST, youtube::VIDEO_CATEGORIES_LIST];
 pub(crate) use crate::config::{COSTS_FILE, REGIONS_FILE, shown};
 
 pub(crate) fn load_config(ctx: &Ctx<'_>) -> Result<Config> {
-    let costs = &ctx.config.costs().origin;
-    let regions = &ctx.config.regions().origin;
+    let costs = &ctx.config.costs()?.origin;
+    let regions = &ctx.config.regions()?.origin;
     let config = Config::load(costs, regions, CALLED, youtube::SEARCH_LIST)?;
     refuse_api_key_as_budget_key(ctx.global, &config.budget, costs)?;
     Ok(config)
 }
 
 pub(crate) fn load_budget(ctx: &Ctx<'_>) -> Result<Budget> {
-    let costs = &ctx.config.costs().origin;
+    let costs = &ctx.config.costs()?.origin;
     let budget = config::load_budget(costs)?;
     refuse_api_key_as_budget_key(ctx.global, &budget, costs)?;
     Ok(budget)

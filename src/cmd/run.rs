@@ -172,8 +172,11 @@ pub(super) fn after_refusal(ctx: &Ctx<'_>, command: &Command, err: &anyhow::Erro
         return;
     }
     let budget = super::load_budget(ctx).ok();
-    let configured = crate::config::load_regions(&ctx.config.regions().origin)
+    let configured = ctx
+        .config
+        .regions()
         .ok()
+        .and_then(|found| crate::config::load_regions(&found.origin).ok())
         .map(|regions| regions.regions.into_iter().map(|r| r.code).collect());
     let db = match (ctx.db(), &ctx.found) {
         (Some(db), _) => metrics::Database::Read(db),

@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use super::Origin;
+use super::{ConfigError, Origin};
 
 /// The system-wide configuration directory, the last one searched.
 pub(crate) const SYSTEM_DIR: &str = "/etc/trendsync";
@@ -104,28 +104,112 @@ impl ConfigDirs {
     }
 
     /// The first `name` found in the directories, else the built-in copy. Anything
-    /// under that name counts, a regular file or not (a directory, a FIFO, a link to
-    /// nowhere): reading it then fails and says so, where skipping it would quietly
-    /// use another file.
-    pub(crate) fn find(&self, name: &str) -> Found {
-        let mut present = self
-            .dirs
-            .iter()
-            .map(|(dir, source)| (dir.join(name), *source))
-            .filter(|(path, _)| path.symlink_metadata().is_ok());
-        let Some((path, source)) = present.next() else {
-            return Found {
+    /// under that name counts, a regular file or not (a directory, a FIFO): reading it
+    /// then fails and says so, where skipping it would quietly use another file.
+    ///
+    /// The lookup never falls back in silence (docs/commands.md, "Configuration
+    /// files"): a directory searched before the file is found that exists but cannot
+    /// be searched, a `$TRENDSYNC_CONFIG_DIR` that does not exist, and a symbolic link
+    /// to nowhere are each an error naming it, where skipping them would quietly read
+    /// the next file, or the built-in one.
+    pub(crate) fn find(&self, name: &str) -> Result<Found, ConfigError> {
+        let mut rest = self.dirs.iter();
+        let mut chosen = None;
+        for (dir, source) in rest.by_ref() {
+            if let Some(path) = probe(dir, *source, name)? {
+                chosen = Some((path, *source));
+                break;
+            }
+        }
+        let Some((path, source)) = chosen else {
+            return Ok(Found {
                 origin: Origin::BuiltIn,
                 source: Source::BuiltIn,
                 shadows: None,
-            };
+            });
         };
-        let shadows = present.find(|(other, _)| differ(&path, other));
-        Found {
+        // Below the file found, nothing falls back: a directory that cannot be
+        // searched there only leaves nothing to compare with.
+        let shadows = rest
+            .map(|(dir, source)| (dir.join(name), *source))
+            .filter(|(other, _)| other.symlink_metadata().is_ok())
+            .find(|(other, _)| differ(&path, other));
+        Ok(Found {
             origin: Origin::Given(path),
             source,
             shadows,
+        })
+    }
+}
+
+/// `name` in `dir` when something is there; `None` when the directory does not have
+/// it (or, but for `$TRENDSYNC_CONFIG_DIR`, does not exist); an error when there is no
+/// telling, or what is there points nowhere.
+fn probe(dir: &Path, source: Source, name: &str) -> Result<Option<PathBuf>, ConfigError> {
+    let path = dir.join(name);
+    // The current directory is the empty path, which `metadata` does not take.
+    let dir_shown = shown(if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    });
+    let flag = if name == COSTS_FILE {
+        "--costs"
+    } else {
+        "--regions"
+    };
+    let unsearchable = |e: &std::io::Error| ConfigError {
+        file: dir_shown.clone(),
+        position: None,
+        message: format!(
+            "the configuration directory ({}) cannot be searched for {name}: {e}; a {name} there would be skipped and another file used in its place. Give this user search (x) permission on the directory and its parents, or name the file with {flag}",
+            where_found(source)
+        ),
+    };
+    match path.symlink_metadata() {
+        Ok(meta) => {
+            if meta.file_type().is_symlink()
+                && let Err(e) = std::fs::metadata(&path)
+                && e.kind() == std::io::ErrorKind::NotFound
+            {
+                let target = std::fs::read_link(&path)
+                    .map(|t| t.display().to_string())
+                    .unwrap_or_else(|_| "a path that cannot be read".to_owned());
+                return Err(ConfigError {
+                    file: shown(&path),
+                    position: None,
+                    message: format!(
+                        "found in {}: a symbolic link to {target}, which does not exist; point the link at an existing file, or remove it so that the next {name} found, or the built-in one, is used",
+                        where_found(source)
+                    ),
+                });
+            }
+            Ok(Some(path))
         }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            match std::fs::metadata(if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            }) {
+                Ok(_) => Ok(None),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    if source == Source::ConfigDir {
+                        Err(ConfigError {
+                            file: dir_shown,
+                            position: None,
+                            message: "TRENDSYNC_CONFIG_DIR names this directory, which does not exist; create it, correct the variable, or unset it".to_owned(),
+                        })
+                    } else {
+                        Ok(None)
+                    }
+                }
+                Err(e) => Err(unsearchable(&e)),
+            }
+        }
+        // No permission to search it, a file where a directory should be, a loop of
+        // links: a file there cannot be ruled out.
+        Err(e) => Err(unsearchable(&e)),
     }
 }
 
@@ -167,6 +251,15 @@ pub(crate) struct Lookup {
     regions: Wanted,
 }
 
+/// Whether a command names a file that hides a different one (docs/commands.md,
+/// "Configuration files"): `config`, the dry run and the commands that charge do;
+/// the readers, run from a shell or a dashboard many times a day, do not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shadowing {
+    Warn,
+    Quiet,
+}
+
 /// One file of the lookup: what was given for it, and the answer once found.
 #[derive(Debug)]
 struct Wanted {
@@ -176,18 +269,24 @@ struct Wanted {
     /// The variable that names the file.
     variable: &'static str,
     given: Option<PathBuf>,
-    found: OnceLock<Found>,
+    shadowing: Shadowing,
+    found: OnceLock<Result<Found, ConfigError>>,
 }
 
 impl Lookup {
     /// The lookup for `--costs` and `--regions` as given (from the flag or its
     /// variable); the directories are searched only for a file not given.
-    pub(crate) fn new(costs: Option<&Path>, regions: Option<&Path>) -> Lookup {
+    pub(crate) fn new(
+        costs: Option<&Path>,
+        regions: Option<&Path>,
+        shadowing: Shadowing,
+    ) -> Lookup {
         let wanted = |name, flag, variable, given: Option<&Path>| Wanted {
             name,
             flag,
             variable,
             given: given.map(Path::to_path_buf),
+            shadowing,
             found: OnceLock::new(),
         };
         Lookup {
@@ -196,31 +295,36 @@ impl Lookup {
         }
     }
 
-    /// The `quota-costs.toml` this command reads, and why.
-    pub(crate) fn costs(&self) -> &Found {
+    /// The `quota-costs.toml` this command reads, and why; an error (78) when the
+    /// lookup cannot tell.
+    pub(crate) fn costs(&self) -> Result<&Found, ConfigError> {
         self.costs.found()
     }
 
-    /// The `regions.toml` this command reads, and why.
-    pub(crate) fn regions(&self) -> &Found {
+    /// The `regions.toml` this command reads, and why; an error (78) when the lookup
+    /// cannot tell.
+    pub(crate) fn regions(&self) -> Result<&Found, ConfigError> {
         self.regions.found()
     }
 }
 
 impl Wanted {
-    fn found(&self) -> &Found {
-        self.found.get_or_init(|| self.resolve())
+    fn found(&self) -> Result<&Found, ConfigError> {
+        self.found
+            .get_or_init(|| self.resolve())
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     /// The file a flag or variable names, else the first one the configuration
     /// directories hold, else the built-in copy. A file found that hides a different
     /// one further down the directories is named in a warning: a process started
     /// elsewhere (cron, systemd, another directory) would read the other one.
-    fn resolve(&self) -> Found {
+    fn resolve(&self) -> Result<Found, ConfigError> {
         if let Some(path) = &self.given {
             let from_variable =
                 std::env::var_os(self.variable).is_some_and(|v| Path::new(&v) == path);
-            return Found {
+            return Ok(Found {
                 origin: Origin::Given(path.clone()),
                 source: if from_variable {
                     Source::Variable
@@ -228,10 +332,12 @@ impl Wanted {
                     Source::Flag
                 },
                 shadows: None,
-            };
+            });
         }
-        let found = ConfigDirs::from_env().find(self.name);
+        let found = ConfigDirs::from_env().find(self.name)?;
         if let (Origin::Given(path), Some((other, other_source))) = (&found.origin, &found.shadows)
+            && self.shadowing == Shadowing::Warn
+            && first_time(self.name)
         {
             tracing::warn!(
                 "{}: reading {} (found in {}), which hides a different {} (in {}); a process started in another directory or with other variables, as cron and systemd are, may read that one instead. Keep one of them, or name the file with {}",
@@ -243,8 +349,23 @@ impl Wanted {
                 self.flag
             );
         }
-        found
+        Ok(found)
     }
+}
+
+/// Whether this process has not yet warned about the file called `name`: once per
+/// process, however many lookups a command builds.
+fn first_time(name: &'static str) -> bool {
+    static SAID: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    // A poisoned lock only means another thread panicked mid-push; the list is whole.
+    let mut said = SAID
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if said.contains(&name) {
+        return false;
+    }
+    said.push(name);
+    true
 }
 
 /// Where a configuration directory is, in words.

@@ -18,7 +18,7 @@ pub use costs::parse_costs;
 pub(crate) use duration::parse_duration;
 pub(crate) use lookup::same_text;
 pub(crate) use lookup::{
-    COSTS_FILE, ConfigDirs, Found, Lookup, REGIONS_FILE, SYSTEM_DIR, Source, shown,
+    COSTS_FILE, ConfigDirs, Found, Lookup, REGIONS_FILE, SYSTEM_DIR, Shadowing, Source, shown,
 };
 #[cfg(test)]
 pub(crate) use regions::Search;

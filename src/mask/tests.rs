@@ -89,3 +89,34 @@ fn secrets_never_print_from_text_that_is_no_url() {
     assert!(!mask_url("127.0.0.1").contains("127"));
     assert!(!mask_url("ht!tp://a:s3cret@[bad/?k=s3cret").contains("s3cret"));
 }
+
+/// A key in the path of an `--api-base` (a proxy that takes it there) is masked, as a
+/// key in its query is; the path's words, versions and database numbers stay.
+#[test]
+fn a_key_in_the_path_is_masked() {
+    for (raw, shown) in [
+        (
+            "https://proxy.test/AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUv/youtube/v3",
+            "https://proxy.test/***/youtube/v3",
+        ),
+        (
+            "https://proxy.test/key=s3cret/youtube/v3",
+            "https://proxy.test/key=***/youtube/v3",
+        ),
+        (
+            "http://127.0.0.1:9/t/0123456789abcdefABCDEF/v3",
+            "http://127.0.0.1:9/t/***/v3",
+        ),
+        (
+            "https://www.googleapis.com/youtube/v3",
+            "https://www.googleapis.com/youtube/v3",
+        ),
+        (
+            "https://proxy.test/youtube-data-api-mirror/v3",
+            "https://proxy.test/youtube-data-api-mirror/v3",
+        ),
+        ("redis://h:6379/15", "redis://h:6379/15"),
+    ] {
+        assert_eq!(mask_url(raw), shown, "{raw}");
+    }
+}

@@ -60,23 +60,23 @@ fn the_first_file_found_wins_and_names_a_different_one_below() {
             ("c", Source::System),
         ],
     );
-    let found = lookup.find("quota-costs.toml");
+    let found = lookup.find("quota-costs.toml").expect("a lookup");
     assert_eq!(found.origin, Origin::BuiltIn);
     assert_eq!(found.source, Source::BuiltIn);
 
     std::fs::write(root.path().join("c/quota-costs.toml"), "x").expect("write");
-    let found = lookup.find("quota-costs.toml");
+    let found = lookup.find("quota-costs.toml").expect("a lookup");
     assert_eq!(found.source, Source::System);
     assert!(found.shadows.is_none());
 
     // A copy hides nothing.
     std::fs::write(root.path().join("b/quota-costs.toml"), "x").expect("write");
-    let found = lookup.find("quota-costs.toml");
+    let found = lookup.find("quota-costs.toml").expect("a lookup");
     assert_eq!(found.source, Source::CurrentDir);
     assert!(found.shadows.is_none(), "{found:?}");
 
     std::fs::write(root.path().join("a/quota-costs.toml"), "y").expect("write");
-    let found = lookup.find("quota-costs.toml");
+    let found = lookup.find("quota-costs.toml").expect("a lookup");
     assert_eq!(
         found.origin,
         Origin::Given(root.path().join("a/quota-costs.toml"))
