@@ -75,7 +75,7 @@ fn expected_type(column: &str) -> DataType {
 
 /// US with the chart of category 17 and follow-ups: two runs of both charts, then a
 /// follow-up that counts the videos that left them (and finds one gone).
-fn filled() -> Harness<'static> {
+pub(crate) fn filled() -> Harness<'static> {
     let regions = |pages: u32| {
         format!(
             "[defaults]\npages = {pages}\n\n[[region]]\ncode = \"US\"\noffset = 0\n\
