@@ -217,6 +217,19 @@ fn a_range_that_cannot_hold_a_fetch_is_an_error_and_every_date_means_what_it_say
         .status(2)
         .run();
     assert!(ran.stderr.contains("swap them"), "{}", ran.stderr);
+    // Said as written, at the calendar's end too.
+    h.bare()
+        .args([
+            "export",
+            "--since",
+            "9999-12-31T23:59:59Z",
+            "--until",
+            "2026-01-01",
+        ])
+        .expect_stderr("--since 9999-12-31T23:59:59Z is after --until 2026-01-01T23:59:59Z")
+        .stdout("")
+        .status(2)
+        .run();
 
     // The ends of the calendar, jiff's last day included.
     for (args, rows) in [
