@@ -165,7 +165,8 @@ pub enum Command {
     /// Delete chart and search snapshots and follow-up counts older than a cutoff, then
     /// videos nothing refers to
     Prune(PruneArgs),
-    /// Write the trending snapshots out as CSV or JSON lines, one row per (fetch, region, rank)
+    /// Write the trending snapshots out as CSV, JSON lines or Parquet, one row per (fetch,
+    /// region, chart, rank)
     Export(ExportArgs),
     /// Print one crontab line per region at its offset minute
     Crontab(CrontabArgs),
@@ -471,17 +472,18 @@ pub struct ExportArgs {
     #[arg(long, value_parser = crate::config::parse_when, value_name = "WHEN")]
     pub until: Option<When>,
 
-    /// Only this chart (repeatable): a category id, or "overall" [default: every chart]
+    /// Only this chart (repeatable): a category id, "overall", or "all" for every chart
+    /// [default: overall]
     #[arg(long = "chart", id = "chart", value_parser = parse_chart_arg, value_name = "ID")]
-    pub charts: Vec<u32>,
+    pub charts: Vec<ChartChoice>,
 
     /// One row per fetch; per (video, region, chart, UTC day), that day's last fetch; or
     /// per (video, region, chart), the chart history: days on chart, entries, best rank
     #[arg(long, value_enum, default_value_t = ExportPer::Fetch)]
     pub per: ExportPer,
 
-    /// The counts time series instead, one row per sample: video_id, at, views, likes,
-    /// comment_count, source, methodology
+    /// The counts time series instead, one row per (video, time, source): video_id,
+    /// counted_at, views, likes, comment_count, source, methodology
     #[arg(long, conflicts_with_all = ["chart", "per"])]
     pub counts: bool,
 
@@ -523,17 +525,30 @@ fn parse_duration_arg(s: &str) -> Result<Duration, String> {
     crate::config::parse_duration(s)
 }
 
-/// A chart as `--chart` takes it: "overall" (0) or a category id from 1.
-fn parse_chart_arg(s: &str) -> Result<u32, String> {
+/// A chart as `--chart` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChartChoice {
+    /// Every chart of the regions exported.
+    All,
+    /// One chart: 0 for the overall chart, else its category id.
+    Id(u32),
+}
+
+/// A chart as `--chart` takes it: "overall" (0), a category id from 1, or "all".
+fn parse_chart_arg(s: &str) -> Result<ChartChoice, String> {
     let s = s.trim();
     if s.eq_ignore_ascii_case("overall") {
-        return Ok(0);
+        return Ok(ChartChoice::Id(0));
+    }
+    if s.eq_ignore_ascii_case("all") {
+        return Ok(ChartChoice::All);
     }
     s.parse::<u32>()
         .ok()
         .filter(|n| *n >= 1 && s.bytes().all(|b| b.is_ascii_digit()))
+        .map(ChartChoice::Id)
         .ok_or_else(|| {
-            format!("\"{s}\" is not a chart; expected a category id such as 17, or overall")
+            format!("\"{s}\" is not a chart; expected a category id such as 17, overall, or all")
         })
 }
 

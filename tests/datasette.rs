@@ -339,6 +339,13 @@ fn datasette_searches_videos_hides_internals_and_runs_the_canned_queries() {
     assert!(want.len() >= 8, "on the chart of every region: {want:?}");
     let times = strings(&history, "at");
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    // Each sample says which upstream change of meaning was in force.
+    for row in &history {
+        assert!(
+            row.get("methodology").is_some_and(|m| m.is_string()),
+            "no methodology: {row:?}"
+        );
+    }
     for at in &times {
         assert!(
             at.len() == 20 && at.ends_with('Z') && at.as_bytes()[10] == b'T',

@@ -24,14 +24,14 @@ use crate::common::upstream::{Billing, FakeUpstream};
 
 /// Every export kind: its name and its flags.
 const KINDS: [(&str, &[&str]); 4] = [
-    ("fetch", &["--per", "fetch"]),
-    ("day", &["--per", "day"]),
-    ("video", &["--per", "video"]),
+    ("fetch", &["--per", "fetch", "--chart", "all"]),
+    ("day", &["--per", "day", "--chart", "all"]),
+    ("video", &["--per", "video", "--chart", "all"]),
     ("counts", &["--counts"]),
 ];
 
 /// Columns that always have a value; every other may be null.
-const REQUIRED: [&str; 20] = [
+const REQUIRED: [&str; 21] = [
     "video_id",
     "trending_date",
     "title",
@@ -50,16 +50,16 @@ const REQUIRED: [&str; 20] = [
     "best_rank",
     "best_rank_at",
     "entries",
-    "at",
+    "counted_at",
     "source",
+    "channel_id",
 ];
 
 /// The type a column must have in the file.
 fn expected_type(column: &str) -> DataType {
     match column {
-        "fetched_at" | "publish_time" | "first_seen" | "last_seen" | "best_rank_at" | "at" => {
-            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
-        }
+        "fetched_at" | "publish_time" | "first_seen" | "last_seen" | "best_rank_at"
+        | "counted_at" => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
         "trending_date" => DataType::Date32,
         "views" | "likes" | "dislikes" | "comment_count" | "rank" | "duration_s"
         | "days_on_chart" | "fetches" | "best_rank" | "entries" => DataType::Int64,
@@ -75,7 +75,7 @@ fn expected_type(column: &str) -> DataType {
 
 /// US with the chart of category 17 and follow-ups: two runs of both charts, then a
 /// follow-up that counts the videos that left them (and finds one gone).
-fn filled() -> Harness<'static> {
+pub(crate) fn filled() -> Harness<'static> {
     let regions = |pages: u32| {
         format!(
             "[defaults]\npages = {pages}\n\n[[region]]\ncode = \"US\"\noffset = 0\n\
@@ -415,7 +415,7 @@ fn pyarrow_and_pandas_read_every_parquet_export_with_its_types() {
         let times: &[&str] = match *kind {
             "fetch" | "day" => &["fetched_at", "publish_time"],
             "video" => &["first_seen", "last_seen", "best_rank_at"],
-            _ => &["at"],
+            _ => &["counted_at"],
         };
         for time in times {
             assert_eq!(types[time], "timestamp[us, tz=UTC]", "{kind}: {time}");

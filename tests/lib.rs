@@ -44,6 +44,7 @@ mod error_style;
 mod export_charts_e2e;
 // A pty from `script` for the terminal: Unix only.
 #[cfg(unix)]
+mod analysts_readme;
 mod export_parquet;
 #[cfg(unix)]
 mod failover;

@@ -59,6 +59,8 @@ fn search_finds_an_ingested_video_with_every_field() {
         .stdout(contains(
             "Fossil Hunting on the Jurassic Coast: Ammonite Jackpot",
         ))
+        // Counts for people have their thousands grouped.
+        .stdout(contains("(288,410 views;"))
         .run(&["search", "Ammonite"]);
     assert!(calls.is_empty());
     assert_budget_matches_requests(&h);

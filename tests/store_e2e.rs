@@ -136,6 +136,7 @@ fn export_csv_reads_back_as_the_store_row_for_row() {
             "category_title",
             "duration_s",
             "chart",
+            "channel_id",
             "methodology"
         ]
     );

@@ -104,8 +104,18 @@ fn a_video_shows_its_places_and_its_counts_with_their_sources() {
             "{v}"
         );
     }
-    assert_eq!(sources(&v), ["chart", "chart", "follow"], "{v}");
-    let follow = &v["counts"][2];
+    // One sample per time and source: the two charts of one run, when their pages
+    // were stored in the same second, saw it once.
+    let counts = v["counts"].as_array().expect("counts");
+    let mut samples: Vec<(String, String)> = counts
+        .iter()
+        .map(|c| (c["at"].to_string(), c["source"].to_string()))
+        .collect();
+    samples.dedup();
+    assert_eq!(samples.len(), counts.len(), "a sample shown twice: {v}");
+    assert_eq!(sources(&v).last(), Some(&"follow"), "{v}");
+    assert!(sources(&v).len() <= 3, "{v}");
+    let follow = counts.last().expect("the follow-up's sample");
     assert_eq!(follow["views"], 311_784, "the counts went on: {v}");
     assert!(follow.get("comments").is_some() && follow.get("likes").is_some());
 
@@ -115,14 +125,35 @@ fn a_video_shows_its_places_and_its_counts_with_their_sources() {
         Value::Array(vec![]),
         "a search is not a chart: {v}"
     );
-    assert_eq!(sources(&v), ["search", "search"], "{v}");
+    // Its searches, one sample per second they were stored in.
+    assert!(
+        sources(&v).iter().all(|s| *s == "search") && !sources(&v).is_empty(),
+        "{v}"
+    );
 
-    // Text for people names the charts and the sources.
-    h.bare()
+    // Text for people names the charts and the sources, each sample once.
+    let ran = h
+        .bare()
         .args(["video", LEFT_THE_CHART])
         .stdout(contains("category 17"))
         .stdout(contains("follow"))
         .run();
+    let samples: Vec<&str> = ran
+        .stdout
+        .lines()
+        .filter(|l| l.trim_end().ends_with(" chart") || l.trim_end().ends_with(" follow"))
+        .collect();
+    assert_eq!(samples.len(), counts.len(), "{}", ran.stdout);
+
+    // An id that cannot be a YouTube id is a usage error saying what one looks like,
+    // not "never seen".
+    for wrong in ["", "   ", "dQw4w9WgXc", "dQw4w9WgXcQQ", "dQw4w9WgX!Q"] {
+        h.bare()
+            .args(["video", wrong])
+            .expect_stderr("11 letters, digits, '-' or '_'")
+            .status(2)
+            .run();
+    }
 
     // The video the follow-up found gone says so.
     h.bare()

@@ -12,45 +12,64 @@ use serde::Serialize;
 
 use super::Ctx;
 use super::signals::{Signals, StopRequest};
-use crate::cli::{ExportArgs, ExportFormat, ExportPer};
-use crate::error::{SilentExit, UsageTip};
+use crate::cli::{ChartChoice, ExportArgs, ExportFormat, ExportPer};
+use crate::error::{SilentExit, UsageError, UsageTip};
 use crate::output::parquet::{Cell, Column, Kind, Limits, Table};
 use crate::output::text::visible;
 use crate::store::{
     ChartHistoryRow, CountRow, ExportGrain, ExportRow, ExportSpan, Store, methodology_at,
 };
 
+/// What `methodology` means, in every table.
+const METHODOLOGY: &str = "The id of the latest upstream change of what the numbers or charts \
+     mean in force at this row's time (see `trendsync video` and the upstream_changes table); \
+     an id, not a date, though it is spelled like the day the change took effect. Null before \
+     the first. Compare rows of one methodology only";
+
+/// What `chart` means, in every table.
+const CHART: &str = "The chart: null for the overall chart, else its category id (text)";
+
+/// What `channel_id` means, in every table.
+const CHANNEL_ID: &str = "The channel's id (UC...): unique, unlike its title";
+
 /// The columns of `--counts`: their names are the CSV header, and with their types the
 /// Parquet schema.
 pub const COUNTS_TABLE: [Column; 7] = [
-    Column::required("video_id", Kind::Text),
-    Column::required("at", Kind::Time),
-    Column::optional("views", Kind::Int),
-    Column::optional("likes", Kind::Int),
-    Column::optional("comment_count", Kind::Int),
-    Column::required("source", Kind::Text),
-    Column::optional("methodology", Kind::Text),
+    Column::required("video_id", Kind::Text).about("The video's id (11 characters)"),
+    Column::required("counted_at", Kind::Time)
+        .about("When the upstream reported these counts (UTC)"),
+    Column::optional("views", Kind::Int).about("View count; null when hidden"),
+    Column::optional("likes", Kind::Int).about("Like count; null when hidden"),
+    Column::optional("comment_count", Kind::Int)
+        .about("Comment count; null when hidden or comments are off"),
+    Column::required("source", Kind::Text)
+        .about("Where the sample came from: chart, search or follow (a follow-up)"),
+    Column::optional("methodology", Kind::Text).about(METHODOLOGY),
 ];
 
 /// The columns of `--per video`, in CSV and Parquet alike.
-pub const HISTORY_TABLE: [Column; 17] = [
-    Column::required("video_id", Kind::Text),
-    Column::required("title", Kind::Text),
-    Column::required("channel_title", Kind::Text),
-    Column::optional("category_id", Kind::Text),
-    Column::required("region", Kind::Text),
-    Column::optional("chart", Kind::Text),
-    Column::required("first_seen", Kind::Time),
-    Column::required("last_seen", Kind::Time),
-    Column::required("days_on_chart", Kind::Int),
-    Column::required("fetches", Kind::Int),
-    Column::required("best_rank", Kind::Int),
-    Column::required("best_rank_at", Kind::Time),
-    Column::required("entries", Kind::Int),
-    Column::optional("views", Kind::Int),
-    Column::optional("likes", Kind::Int),
-    Column::optional("comment_count", Kind::Int),
-    Column::optional("methodology", Kind::Text),
+pub const HISTORY_TABLE: [Column; 18] = [
+    Column::required("video_id", Kind::Text).about("The video's id (11 characters)"),
+    Column::required("title", Kind::Text).about("The video's latest title"),
+    Column::required("channel_title", Kind::Text).about("The channel's latest title"),
+    Column::optional("category_id", Kind::Text).about("The video's category id (text)"),
+    Column::required("region", Kind::Text).about("The region's code (ISO 3166-1 alpha-2)"),
+    Column::optional("chart", Kind::Text).about(CHART),
+    Column::required("channel_id", Kind::Text).about(CHANNEL_ID),
+    Column::required("first_seen", Kind::Time).about("Its first place on the chart (UTC)"),
+    Column::required("last_seen", Kind::Time).about("Its last place on the chart (UTC)"),
+    Column::required("days_on_chart", Kind::Int)
+        .about("UTC days with at least one fetch of the chart placing it"),
+    Column::required("fetches", Kind::Int).about("Fetches of the chart placing it"),
+    Column::required("best_rank", Kind::Int).about("Its best rank (1 is the top)"),
+    Column::required("best_rank_at", Kind::Time).about("When it first stood at best_rank (UTC)"),
+    Column::required("entries", Kind::Int)
+        .about("Runs of consecutive fetches placing it: on, off, on again is 2"),
+    Column::optional("views", Kind::Int).about("View count at its last place; null when hidden"),
+    Column::optional("likes", Kind::Int).about("Like count at its last place; null when hidden"),
+    Column::optional("comment_count", Kind::Int)
+        .about("Comment count at its last place; null when hidden"),
+    Column::optional("methodology", Kind::Text).about(METHODOLOGY),
 ];
 
 /// The CSV header of a kind of export: its columns' names.
@@ -74,30 +93,35 @@ struct Selection<'a> {
 /// The columns of the chart places, in CSV and Parquet alike: the datasets' columns,
 /// then ours.
 /// `publish_time` is null where the upstream's text is not a time.
-pub const PLACES_TABLE: [Column; 23] = [
-    Column::required("video_id", Kind::Text),
-    Column::required("trending_date", Kind::Day),
-    Column::required("title", Kind::Text),
-    Column::required("channel_title", Kind::Text),
-    Column::optional("category_id", Kind::Text),
-    Column::optional("publish_time", Kind::Time),
-    Column::optional("tags", Kind::TextList),
-    Column::optional("views", Kind::Int),
-    Column::optional("likes", Kind::Int),
-    Column::optional("dislikes", Kind::Int),
-    Column::optional("comment_count", Kind::Int),
-    Column::optional("thumbnail_link", Kind::Text),
-    Column::required("comments_disabled", Kind::Bool),
-    Column::required("ratings_disabled", Kind::Bool),
-    Column::required("video_error_or_removed", Kind::Bool),
-    Column::required("description", Kind::Text),
-    Column::required("region", Kind::Text),
-    Column::required("rank", Kind::Int),
-    Column::required("fetched_at", Kind::Time),
-    Column::optional("category_title", Kind::Text),
-    Column::optional("duration_s", Kind::Int),
-    Column::optional("chart", Kind::Text),
-    Column::optional("methodology", Kind::Text),
+pub const PLACES_TABLE: [Column; 24] = [
+    Column::required("video_id", Kind::Text).about("The video's id (11 characters)"),
+    Column::required("trending_date", Kind::Day).about("The UTC date the fetch began"),
+    Column::required("title", Kind::Text).about("The video's latest title"),
+    Column::required("channel_title", Kind::Text).about("The channel's latest title"),
+    Column::optional("category_id", Kind::Text).about("The video's category id (text)"),
+    Column::optional("publish_time", Kind::Time)
+        .about("When the video was published (UTC); null where the upstream's text is no time"),
+    Column::optional("tags", Kind::TextList).about("The video's tags; null when it has none"),
+    Column::optional("views", Kind::Int).about("View count this fetch saw; null when hidden"),
+    Column::optional("likes", Kind::Int).about("Like count this fetch saw; null when hidden"),
+    Column::optional("dislikes", Kind::Int)
+        .about("Always null: the upstream no longer returns dislikes"),
+    Column::optional("comment_count", Kind::Int)
+        .about("Comment count this fetch saw; null when hidden or comments are off"),
+    Column::optional("thumbnail_link", Kind::Text).about("The thumbnail's URL"),
+    Column::required("comments_disabled", Kind::Bool).about("No comment count was returned"),
+    Column::required("ratings_disabled", Kind::Bool).about("No like count was returned"),
+    Column::required("video_error_or_removed", Kind::Bool)
+        .about("A follow-up found the video gone or private"),
+    Column::required("description", Kind::Text).about("The video's latest description"),
+    Column::required("region", Kind::Text).about("The region's code (ISO 3166-1 alpha-2)"),
+    Column::required("rank", Kind::Int).about("Its place on the chart (1 is the top)"),
+    Column::required("fetched_at", Kind::Time).about("When this place's page was stored (UTC)"),
+    Column::optional("category_title", Kind::Text).about("The category's title in the region"),
+    Column::optional("duration_s", Kind::Int).about("The video's length in seconds"),
+    Column::optional("chart", Kind::Text).about(CHART),
+    Column::required("channel_id", Kind::Text).about(CHANNEL_ID),
+    Column::optional("methodology", Kind::Text).about(METHODOLOGY),
 ];
 
 /// One JSON line: the CSV's columns with JSON types (null for hidden counts).
@@ -126,6 +150,7 @@ struct RowJson<'a> {
     duration_s: Option<i64>,
     /// The category id of the chart; null for the overall chart.
     chart: Option<String>,
+    channel_id: &'a str,
     /// The latest upstream change of meaning in force at `fetched_at`.
     methodology: Option<&'static str>,
 }
@@ -134,7 +159,7 @@ struct RowJson<'a> {
 #[derive(Serialize)]
 struct CountJson<'a> {
     video_id: &'a str,
-    at: String,
+    counted_at: String,
     views: Option<i64>,
     likes: Option<i64>,
     comment_count: Option<i64>,
@@ -181,14 +206,16 @@ pub fn run(ctx: &Ctx<'_>, args: &ExportArgs) -> Result<()> {
             .map(|r| r.trim().to_ascii_uppercase())
             .collect()
     };
-    let now = clock.now().to_secs();
-    let span = ExportSpan {
-        since: args.since.map_or(i64::MIN, |w| w.since(now).as_i64()),
-        until: args.until.map_or(i64::MAX, |w| w.until(now).as_i64()),
-    };
+    let span = export_span(args, clock.now().to_secs())?;
+    let charts = chosen_charts(&args.charts);
+    if let Some(charts) = &charts
+        && !args.charts.is_empty()
+    {
+        check_charts(&store, &regions, charts)?;
+    }
     let span = Selection {
         span,
-        charts: (!args.charts.is_empty()).then_some(args.charts.as_slice()),
+        charts: charts.as_deref(),
         grain: match args.per {
             ExportPer::Fetch => Some(ExportGrain::Fetch),
             ExportPer::Day => Some(ExportGrain::Day),
@@ -230,6 +257,99 @@ pub fn run(ctx: &Ctx<'_>, args: &ExportArgs) -> Result<()> {
         }
         (result, _) => result,
     }
+}
+
+/// The fetches `--since` and `--until` take in; a range that ends before it begins is
+/// a usage error (2), not an empty file.
+fn export_span(args: &ExportArgs, now: crate::clock::Secs) -> Result<ExportSpan> {
+    let since = args
+        .since
+        .map(|w| w.since(now))
+        .transpose()
+        .map_err(|e| UsageError(format!("--since: {e}")))?;
+    let until = args
+        .until
+        .map(|w| w.until(now))
+        .transpose()
+        .map_err(|e| UsageError(format!("--until: {e}")))?;
+    if let (Some(since), Some(until)) = (since, until)
+        && since > until
+    {
+        return Err(UsageTip {
+            message: format!(
+                "--since {} is after --until {}: no fetch can be in between",
+                crate::config::secs_text(since.as_i64()),
+                crate::config::secs_text(until.as_i64()),
+            ),
+            tip: "swap them, or give a --since before the --until".into(),
+        }
+        .into());
+    }
+    Ok(ExportSpan {
+        since: since.map_or(i64::MIN, |s| s.as_i64()),
+        until: until.map_or(i64::MAX, |u| u.as_i64()),
+    })
+}
+
+/// The charts `--chart` asks for (0 for the overall chart), or `None` for every chart:
+/// the overall chart alone when none is named, so that a rank means one chart's rank.
+fn chosen_charts(asked: &[ChartChoice]) -> Option<Vec<u32>> {
+    if asked.contains(&ChartChoice::All) {
+        return None;
+    }
+    if asked.is_empty() {
+        return Some(vec![0]);
+    }
+    let mut ids: Vec<u32> = asked
+        .iter()
+        .filter_map(|c| match c {
+            ChartChoice::Id(id) => Some(*id),
+            ChartChoice::All => None,
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    Some(ids)
+}
+
+/// Refuses (2) a chart that no fetch of `regions` has, naming the charts they have:
+/// a typo would otherwise be an empty file.
+fn check_charts(store: &Store, regions: &[String], asked: &[u32]) -> Result<()> {
+    let known = store
+        .charts_of(regions)
+        .context("listing the charts the database holds")?;
+    let name = |c: u32| {
+        if c == 0 {
+            "overall".to_owned()
+        } else {
+            c.to_string()
+        }
+    };
+    if let Some(missing) = asked.iter().find(|c| !known.contains(c)) {
+        let known = if known.is_empty() {
+            "none: no chart has been fetched".to_owned()
+        } else {
+            known
+                .iter()
+                .map(|c| name(*c))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return Err(UsageTip {
+            message: format!(
+                "--chart {}: no fetch of {} has this chart",
+                name(*missing),
+                if regions.is_empty() {
+                    "any region".to_owned()
+                } else {
+                    regions.join(", ")
+                }
+            ),
+            tip: format!("known charts: {known} (or all)"),
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// The export stopped between two rows because a signal asked it to.
@@ -372,7 +492,7 @@ fn write_count_csv<W: Write>(csv: &mut csv::Writer<W>, row: &CountRow) -> csv::R
 fn count_json(row: &CountRow) -> CountJson<'_> {
     CountJson {
         video_id: &row.video_id,
-        at: utc_time(row.at),
+        counted_at: utc_time(row.at),
         views: row.views,
         likes: row.likes,
         comment_count: row.comments,
@@ -391,6 +511,7 @@ struct HistoryJson<'a> {
     region: &'a str,
     /// The category id of the chart; null for the overall chart.
     chart: Option<String>,
+    channel_id: &'a str,
     first_seen: String,
     last_seen: String,
     days_on_chart: u64,
@@ -413,6 +534,7 @@ fn history_json(row: &ChartHistoryRow) -> HistoryJson<'_> {
         category_id: row.category_id.as_deref(),
         region: &row.region,
         chart: row.chart.map(|c| c.to_string()),
+        channel_id: &row.channel_id,
         first_seen: utc_time(row.first_seen),
         last_seen: utc_time(row.last_seen),
         days_on_chart: row.days_on_chart,
@@ -439,6 +561,7 @@ fn write_history_csv<W: Write>(
     csv.write_field(shown.text_or_empty(row.category_id.as_deref()).as_bytes())?;
     csv.write_field(&row.region)?;
     csv.write_field(row.chart.map(|c| c.to_string()).unwrap_or_default())?;
+    csv.write_field(shown.id(&row.channel_id).as_bytes())?;
     csv.write_field(utc_time(row.first_seen))?;
     csv.write_field(utc_time(row.last_seen))?;
     csv.write_field(row.days_on_chart.to_string())?;
@@ -533,6 +656,7 @@ fn write_csv<W: Write>(csv: &mut csv::Writer<W>, row: &ExportRow, shown: Shown) 
     )?;
     csv.write_field(int(row.duration_s))?;
     csv.write_field(row.chart.map(|c| c.to_string()).unwrap_or_default())?;
+    csv.write_field(shown.id(&row.channel_id).as_bytes())?;
     csv.write_field(methodology_at(row.fetched_at).unwrap_or_default())?;
     csv.write_record(None::<&[u8]>)
 }
@@ -561,6 +685,7 @@ fn json_row(row: &ExportRow) -> RowJson<'_> {
         category_title: row.category_title.as_deref(),
         duration_s: row.duration_s,
         chart: row.chart.map(|c| c.to_string()),
+        channel_id: &row.channel_id,
         methodology: methodology_at(row.fetched_at),
     }
 }
@@ -593,6 +718,7 @@ fn write_parquet<W: Write + Send>(table: &mut Table<W>, row: &ExportRow) -> Resu
         Cell::from(row.category_title.as_deref()),
         Cell::int(row.duration_s),
         Cell::from(chart.as_deref()),
+        Cell::Text(&row.channel_id),
         Cell::from(methodology_at(row.fetched_at)),
     ])?;
     Ok(())
@@ -610,6 +736,7 @@ fn write_history_parquet<W: Write + Send>(
         Cell::from(row.category_id.as_deref()),
         Cell::Text(&row.region),
         Cell::from(chart.as_deref()),
+        Cell::Text(&row.channel_id),
         Cell::Time(instant(row.first_seen)?),
         Cell::Time(instant(row.last_seen)?),
         Cell::Int(count(row.days_on_chart)?),

@@ -44,7 +44,12 @@ pub fn run(ctx: &Ctx<'_>, args: &RunsArgs) -> Result<()> {
     super::check_read_regions(ctx, &args.regions, || super::stored_regions(Some(db)))?;
     let now = clock.now().to_secs();
     let filter = HistoryFilter {
-        since: args.since.map(|w| w.since(now).as_i64()),
+        since: args
+            .since
+            .map(|w| w.since(now))
+            .transpose()
+            .map_err(|e| crate::error::UsageError(format!("--since: {e}")))?
+            .map(|s| s.as_i64()),
         regions: args
             .regions
             .iter()

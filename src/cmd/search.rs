@@ -87,9 +87,9 @@ pub fn run(ctx: &Ctx<'_>, args: &SearchArgs) -> Result<()> {
     // Titles and channel names are the upstream's text: a screen clear or a
     // right-to-left override in one is shown escaped, never acted on (docs/commands.md).
     for (i, h) in hits.iter().enumerate() {
-        let views = h
-            .view_count
-            .map_or("views hidden".to_owned(), |v| format!("{v} views"));
+        let views = h.view_count.map_or("views hidden".to_owned(), |v| {
+            format!("{} views", crate::output::human::count(v))
+        });
         writeln!(
             out,
             "{:>3}. {} — {} ({views}; {})",

@@ -116,7 +116,7 @@ fn video_id(arg: &str) -> Result<String, UsageError> {
     let looks_like_url =
         trimmed.contains('/') || trimmed.contains("youtube.") || trimmed.contains("youtu.be");
     if !looks_like_url {
-        return Ok(trimmed.to_owned());
+        return well_formed(arg, trimmed);
     }
     let with_scheme = if trimmed.contains("://") {
         trimmed.to_owned()
@@ -151,7 +151,25 @@ fn video_id(arg: &str) -> Result<String, UsageError> {
         },
         _ => None,
     };
-    id.filter(|id| !id.is_empty()).ok_or_else(not_a_video)
+    let id = id.filter(|id| !id.is_empty()).ok_or_else(not_a_video)?;
+    well_formed(arg, &id)
+}
+
+/// `id` if it can be a YouTube video id (11 letters, digits, `-` or `_`); else a usage
+/// error (2) saying what one looks like, rather than "never seen" of a typo.
+fn well_formed(arg: &str, id: &str) -> Result<String, UsageError> {
+    if id.len() == 11
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Ok(id.to_owned());
+    }
+    Err(UsageError(format!(
+        "\"{}\" is not a video id: an id is 11 letters, digits, '-' or '_' (dQw4w9WgXcQ); \
+         a watch, share or Shorts URL names one too",
+        visible(arg)
+    )))
 }
 
 fn place_json(p: &ChartSpan) -> PlaceJson<'_> {

@@ -15,56 +15,140 @@ pub enum When {
     Ago(Duration),
     /// A whole UTC day.
     Day(jiff::civil::Date),
-    /// An instant.
-    At(jiff::Timestamp),
+    /// An instant, as Unix seconds: kept as seconds rather than a `jiff::Timestamp`,
+    /// whose range ends a day before the last civil date (9999-12-31T23:59:59Z is a
+    /// valid RFC 3339 time that it cannot hold).
+    At(i64),
 }
 
 const DAY_S: i64 = 86_400;
 
+/// A `WHEN` that names a time before the first one trendsync can write down (a
+/// duration back from now that reaches past year -9999).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{0} back from now is before the earliest time there is (-9999-01-01); give a shorter \
+     duration, or leave the option out for no bound"
+)]
+pub struct OutOfRange(pub String);
+
 impl When {
     /// The first second `--since WHEN` takes in.
-    pub(crate) fn since(self, now: Secs) -> Secs {
-        match self {
-            When::Ago(d) => ago(now, d),
+    pub(crate) fn since(self, now: Secs) -> Result<Secs, OutOfRange> {
+        Ok(match self {
+            When::Ago(d) => ago(now, d)?,
             When::Day(date) => Secs::new(day_start(date)),
-            When::At(t) => Secs::new(t.as_second()),
-        }
+            When::At(t) => Secs::new(t),
+        })
     }
 
     /// The last second `--until WHEN` takes in (inclusive).
-    pub(crate) fn until(self, now: Secs) -> Secs {
-        match self {
-            When::Ago(d) => ago(now, d),
-            When::Day(date) => Secs::new(day_start(date).saturating_add(DAY_S - 1)),
-            When::At(t) => Secs::new(t.as_second()),
-        }
+    pub(crate) fn until(self, now: Secs) -> Result<Secs, OutOfRange> {
+        Ok(match self {
+            When::Ago(d) => ago(now, d)?,
+            When::Day(date) => Secs::new(day_start(date) + DAY_S - 1),
+            When::At(t) => Secs::new(t),
+        })
     }
 }
 
-fn ago(now: Secs, d: Duration) -> Secs {
-    Secs::new(
-        now.as_i64()
-            .saturating_sub(i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+fn ago(now: Secs, d: Duration) -> Result<Secs, OutOfRange> {
+    let back = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+    let earliest = day_start(jiff::civil::Date::MIN);
+    match now.as_i64().checked_sub(back) {
+        Some(t) if t >= earliest => Ok(Secs::new(t)),
+        _ => Err(OutOfRange(format!("{}s", d.as_secs()))),
+    }
+}
+
+/// Seconds since the Unix epoch at the start of `date` in UTC: plain arithmetic on
+/// the civil calendar, so every date jiff accepts (years -9999 to 9999) has one, the
+/// last ones included, which a `jiff::Timestamp` cannot hold.
+fn day_start(date: jiff::civil::Date) -> i64 {
+    days_from_civil(
+        i64::from(date.year()),
+        i64::from(date.month()),
+        i64::from(date.day()),
+    ) * DAY_S
+}
+
+/// Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Unix seconds as RFC 3339 UTC (`9999-12-31T23:59:59Z`) over the whole range a
+/// `WHEN` resolves to, the seconds beyond `jiff::Timestamp` included, so that a message
+/// about one says it as the user would write it.
+pub(crate) fn secs_text(secs: i64) -> String {
+    let (days, clock) = (secs.div_euclid(DAY_S), secs.rem_euclid(DAY_S));
+    let (year, month, day) = civil_from_days(days);
+    let year = if (0..=9999).contains(&year) {
+        format!("{year:04}")
+    } else {
+        format!("{year:+07}")
+    };
+    format!(
+        "{year}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        clock / 3600,
+        clock % 3600 / 60,
+        clock % 60
     )
 }
 
-/// Seconds since the Unix epoch at the start of `date` in UTC.
-fn day_start(date: jiff::civil::Date) -> i64 {
-    // Every civil date jiff accepts (years -9999 to 9999) has a UTC midnight.
-    date.to_zoned(jiff::tz::TimeZone::UTC)
-        .map_or(i64::MIN, |z| z.timestamp().as_second())
+/// The proleptic Gregorian date `days` after 1970-01-01 (H. Hinnant's algorithm, the
+/// inverse of [`days_from_civil`]).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// An RFC 3339 time as Unix seconds, over the whole civil range: what
+/// `jiff::Timestamp` parses, and the times of the last day of 9999 (or the first of
+/// -9999) that it cannot hold. `None` for anything else, a time without an offset
+/// included (it would name no instant).
+fn rfc3339_secs(text: &str) -> Option<i64> {
+    use jiff::fmt::temporal::Pieces;
+    if let Ok(at) = text.parse::<jiff::Timestamp>() {
+        return Some(at.as_second());
+    }
+    let pieces = Pieces::parse(text).ok()?;
+    let time = pieces.time()?;
+    let offset = i64::from(pieces.offset()?.to_numeric_offset().seconds());
+    if pieces.time_zone_annotation().is_some() {
+        return None;
+    }
+    let clock =
+        i64::from(time.hour()) * 3600 + i64::from(time.minute()) * 60 + i64::from(time.second());
+    Some(day_start(pieces.date()) + clock - offset)
 }
 
 /// Parses `WHEN`, saying the three forms it takes when it is none of them.
 pub(crate) fn parse_when(text: &str) -> Result<When, String> {
     let t = text.trim();
-    if let Ok(at) = t.parse::<jiff::Timestamp>() {
-        return Ok(When::At(at));
-    }
     if t.len() == 10
         && let Ok(date) = t.parse::<jiff::civil::Date>()
     {
         return Ok(When::Day(date));
+    }
+    if t.contains(['T', 't', ' '])
+        && let Some(at) = rfc3339_secs(t)
+    {
+        return Ok(When::At(at));
     }
     if t.starts_with(|c: char| c.is_ascii_digit())
         && let Ok(d) = super::parse_duration(t)

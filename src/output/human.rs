@@ -54,6 +54,22 @@ pub(crate) fn timestamp_s(s: i64) -> String {
     jiff::Timestamp::from_second(s).map_or_else(|_| format!("@{s}s"), |t| t.to_string())
 }
 
+/// A count with its thousands grouped, as people read it: `311,784`, `-1,200`, `42`.
+pub(crate) fn count(n: i64) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
+    if n < 0 {
+        out.push('-');
+    }
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
+}
+
 /// A size in bytes, in binary units as `ls -lh` and `du -h` count them: `0 B`,
 /// `512 B`, `536 KiB`, `1.5 MiB`, `3.4 GiB`. One decimal below 10 of a unit, none
 /// from 10 on; rounded to the nearest.

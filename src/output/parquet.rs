@@ -93,13 +93,20 @@ fn list_item() -> Arc<Field> {
     Arc::new(Field::new("item", DataType::Utf8, false))
 }
 
-/// One column of a table: its name, what it holds, and whether a cell may be null.
+/// One column of a table: its name, what it holds, whether a cell may be null, and
+/// what it means (the file carries it in the field's metadata, under
+/// [`DESCRIPTION_KEY`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Column {
     pub(crate) name: &'static str,
     pub(crate) kind: Kind,
     pub(crate) nullable: bool,
+    pub(crate) description: &'static str,
 }
+
+/// The key of a field's description in its Arrow metadata, as pyarrow's
+/// `field.metadata[b"description"]` reads it.
+pub(crate) const DESCRIPTION_KEY: &str = "description";
 
 impl Column {
     /// A column whose every cell has a value.
@@ -108,6 +115,7 @@ impl Column {
             name,
             kind,
             nullable: false,
+            description: "",
         }
     }
 
@@ -117,6 +125,15 @@ impl Column {
             name,
             kind,
             nullable: true,
+            description: "",
+        }
+    }
+
+    /// The column, saying what it means.
+    pub(crate) const fn about(self, description: &'static str) -> Column {
+        Column {
+            description,
+            ..self
         }
     }
 
@@ -139,7 +156,17 @@ pub(crate) fn schema(columns: &[Column]) -> Schema {
     Schema::new(
         columns
             .iter()
-            .map(|c| Field::new(c.name, c.kind.data_type(), c.nullable))
+            .map(|c| {
+                let field = Field::new(c.name, c.kind.data_type(), c.nullable);
+                if c.description.is_empty() {
+                    field
+                } else {
+                    field.with_metadata(std::collections::HashMap::from([(
+                        DESCRIPTION_KEY.to_owned(),
+                        c.description.to_owned(),
+                    )]))
+                }
+            })
             .collect::<Vec<_>>(),
     )
 }

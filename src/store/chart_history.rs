@@ -25,6 +25,8 @@ pub(crate) struct ChartHistoryRow {
     pub(crate) video_id: String,
     pub(crate) title: String,
     pub(crate) channel_title: String,
+    /// The channel's id (`UC…`): titles are not unique, ids are.
+    pub(crate) channel_id: String,
     pub(crate) category_id: Option<String>,
     pub(crate) region: String,
     /// The category id of the chart; `None` for the overall chart.
@@ -60,7 +62,7 @@ ORDER BY f.chart, f.fetched_at, f.num";
 /// Every place of every video seen in the region, video by video, in fetch order.
 const REGION_VIDEO_PLACES: &str = "
 SELECT v.num, v.id, v.title, v.channel_title, v.category_id,
-       p.fetch, p.rank, p.offset_s, p.views, p.likes, p.comments
+       p.fetch, p.rank, p.offset_s, p.views, p.likes, p.comments, v.channel_id
 FROM video_regions AS r
 JOIN videos AS v ON v.num = r.video
 JOIN places AS p ON p.video = r.video
@@ -81,7 +83,7 @@ WITH span_fetches AS (
     SELECT DISTINCT p.video FROM span_fetches AS s JOIN places AS p ON p.fetch = s.num
 )
 SELECT v.num, v.id, v.title, v.channel_title, v.category_id,
-       p.fetch, p.rank, p.offset_s, p.views, p.likes, p.comments
+       p.fetch, p.rank, p.offset_s, p.views, p.likes, p.comments, v.channel_id
 FROM span_videos AS s
 JOIN videos AS v ON v.num = s.video
 JOIN places AS p ON p.video = s.video AND p.fetch >= ?4 AND p.fetch <= ?5
@@ -167,6 +169,7 @@ impl Gathered {
             video_id: video.id.clone(),
             title: video.title.clone(),
             channel_title: video.channel_title.clone(),
+            channel_id: video.channel_id.clone(),
             category_id: video.category_id.clone(),
             region: region.to_owned(),
             chart: (chart != 0).then_some(chart),
@@ -189,6 +192,7 @@ struct VideoText {
     id: String,
     title: String,
     channel_title: String,
+    channel_id: String,
     category_id: Option<String>,
 }
 
@@ -427,6 +431,7 @@ fn video_text(row: &rusqlite::Row<'_>) -> rusqlite::Result<VideoText> {
         id: row.get(1)?,
         title: row.get(2)?,
         channel_title: row.get(3)?,
+        channel_id: row.get(11)?,
         category_id: row.get(4)?,
     })
 }

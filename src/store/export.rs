@@ -25,6 +25,8 @@ pub(crate) struct ExportRow {
     pub(crate) fetch_started_at: i64,
     pub(crate) title: String,
     pub(crate) channel_title: String,
+    /// The channel's id (`UC…`): titles are not unique, ids are.
+    pub(crate) channel_id: String,
     pub(crate) category_id: Option<String>,
     /// As the upstream sent it (RFC 3339).
     pub(crate) published_at: String,
@@ -112,6 +114,21 @@ impl Store {
         .map_err(self.err(format!("listing the charts of {region}")))
     }
 
+    /// The charts (0 for the overall chart, else a category id) that `regions` have
+    /// fetches of, in order.
+    pub(crate) fn charts_of(&self, regions: &[String]) -> Result<Vec<u32>, StoreError> {
+        let mut charts = Vec::new();
+        for region in regions {
+            for (search, chart) in self.region_lists(region)? {
+                if search == 0 && !charts.contains(&chart) {
+                    charts.push(chart);
+                }
+            }
+        }
+        charts.sort_unstable();
+        Ok(charts)
+    }
+
     /// [`Store::export`] of the charts `charts` only (0 for the overall chart, else a
     /// category id; all when `None`), at `grain`.
     pub(crate) fn export_charts<E: From<StoreError>>(
@@ -174,6 +191,7 @@ impl Store {
                     fetch_started_at: row.get(1)?,
                     title: row.get(2)?,
                     channel_title: row.get(3)?,
+                    channel_id: row.get(17)?,
                     category_id: row.get(4)?,
                     published_at: row.get(5)?,
                     tags,
@@ -212,8 +230,8 @@ impl Store {
         Ok(count)
     }
 
-    /// Hands every counts sample within `span` to `each`: the places of `regions`'
-    /// charts and searches (region by region, list by list, oldest first), then the
+    /// Hands every counts sample within `span` to `each`, one per (video, time,
+    /// source): the places of `regions`' charts and searches, oldest first, then the
     /// follow-ups of the videos seen in those regions. Returns how many.
     pub(crate) fn export_counts<E: From<StoreError>>(
         &self,
@@ -232,26 +250,37 @@ impl Store {
                 source,
             })
         };
-        for region in regions {
-            let context = format!("exporting the counts of {region}");
-            for (search, chart) in self.region_lists(region)? {
-                let source = if search == 0 { "chart" } else { "search" };
-                let mut stmt = self
-                    .conn
-                    .prepare_cached(sql::EXPORT_LIST_COUNTS)
-                    .map_err(self.err(context.clone()))?;
-                let mut rows = stmt
-                    .query(params![region, span.since, span.until, search, chart])
-                    .map_err(self.err(context.clone()))?;
-                while let Some(row) = rows.next().map_err(self.err(context.clone()))? {
-                    let row = sample(row, source).map_err(self.err(context.clone()))?;
-                    each(&row)?;
-                    count += 1;
-                }
+        let codes = serde_json::Value::from(regions.to_vec()).to_string();
+        let context = "exporting the counts of the charts and searches";
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql::EXPORT_PLACE_COUNTS)
+            .map_err(self.err(context))?;
+        let mut rows = stmt
+            .query(params![span.since, span.until, codes])
+            .map_err(self.err(context))?;
+        let mut last: Option<CountRow> = None;
+        while let Some(row) = rows.next().map_err(self.err(context))? {
+            let row = (|| {
+                let source = match row.get::<_, String>(5)?.as_str() {
+                    "search" => "search",
+                    _ => "chart",
+                };
+                sample(row, source)
+            })()
+            .map_err(self.err(context))?;
+            // The copies of one sample are adjacent: the first (its earliest fetch,
+            // best rank) stands for them.
+            if last.as_ref().is_some_and(|l| {
+                l.at == row.at && l.source == row.source && l.video_id == row.video_id
+            }) {
+                continue;
             }
+            each(&row)?;
+            count += 1;
+            last = Some(row);
         }
         let context = "exporting the follow-ups' counts";
-        let codes = serde_json::Value::from(regions.to_vec()).to_string();
         let mut stmt = self
             .conn
             .prepare_cached(sql::EXPORT_FOLLOW_COUNTS)

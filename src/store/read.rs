@@ -513,7 +513,22 @@ impl Store {
                     },
                 })
             })?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
+            let mut points = rows.collect::<rusqlite::Result<Vec<CountPoint>>>()?;
+            // One sample per (time, source): a fetch that placed the video on several
+            // charts, or regions fetched in the same second, saw it once. The rows come
+            // by time, so the copies of a sample share a run of equal times.
+            let mut kept: Vec<CountPoint> = Vec::with_capacity(points.len());
+            for point in points.drain(..) {
+                let copy = kept
+                    .iter()
+                    .rev()
+                    .take_while(|k| k.at == point.at)
+                    .any(|k| k.source == point.source);
+                if !copy {
+                    kept.push(point);
+                }
+            }
+            Ok(kept)
         })()
         .map_err(self.err(format!("reading the counts of video {video_id}")))
     }

@@ -163,7 +163,7 @@ ORDER BY f.search, f.chart";
 pub(crate) const EXPORT_REGION: &str = "
 SELECT v.id, f.fetched_at, v.title, v.channel_title, v.category_id, v.published_at,
        v.tags, p.views, p.likes, p.comments, v.thumbnail_url, v.description,
-       p.rank, f.fetched_at + p.offset_s, c.title, v.duration_s, v.removed_at
+       p.rank, f.fetched_at + p.offset_s, c.title, v.duration_s, v.removed_at, v.channel_id
 FROM fetches AS f
 JOIN places AS p ON p.fetch = f.num
 JOIN videos AS v ON v.num = p.video
@@ -172,16 +172,20 @@ WHERE f.region = (SELECT num FROM regions WHERE code = ?1)
   AND f.search = 0 AND f.chart = ?4 AND f.fetched_at >= ?2 AND f.fetched_at <= ?3
 ORDER BY f.fetched_at, f.num, p.rank";
 
-/// The counts samples of one list of a region (?4 search, ?5 chart) between two
-/// times, for `export --counts`.
-pub(crate) const EXPORT_LIST_COUNTS: &str = "
-SELECT v.id, f.fetched_at + p.offset_s, p.views, p.likes, p.comments
+/// The counts samples of the charts and searches of the regions of the JSON array ?3
+/// between two times, ordered so that the samples of one (video, time, source) are
+/// adjacent: a video on the overall chart and on two category charts of one fetch, or
+/// in two regions fetched in the same second, is one sample, not three
+/// (`export --counts`). The order costs a sort, so this one is not in [`ALL`] either.
+pub(crate) const EXPORT_PLACE_COUNTS: &str = "
+SELECT v.id, f.fetched_at + p.offset_s AS at, p.views, p.likes, p.comments,
+       CASE WHEN f.search = 0 THEN 'chart' ELSE 'search' END AS source
 FROM fetches AS f
 JOIN places AS p ON p.fetch = f.num
 JOIN videos AS v ON v.num = p.video
-WHERE f.region = (SELECT num FROM regions WHERE code = ?1)
-  AND f.search = ?4 AND f.chart = ?5 AND f.fetched_at >= ?2 AND f.fetched_at <= ?3
-ORDER BY f.fetched_at, f.num, p.rank";
+WHERE f.region IN (SELECT g.num FROM regions AS g JOIN json_each(?3) AS j ON g.code = j.value)
+  AND f.fetched_at >= ?1 AND f.fetched_at <= ?2
+ORDER BY at, v.id, source, f.num, p.rank";
 
 /// The follow-ups' samples between two times, video by video, of the videos seen in
 /// any of the regions of the JSON array ?3. Exporting every sample reads the whole
@@ -253,7 +257,6 @@ pub(crate) const ALL: &[(&str, &str)] = &[
     ("video in region", VIDEO_IN_REGION),
     ("region lists", REGION_LISTS),
     ("export region", EXPORT_REGION),
-    ("export list counts", EXPORT_LIST_COUNTS),
     ("video chart places", VIDEO_CHART_PLACES),
     ("video counts", VIDEO_COUNTS),
 ];

@@ -6,7 +6,7 @@ use super::{COUNTS_TABLE, Column, HISTORY_TABLE, PLACES_TABLE, inert_cell};
 // write the headers, must list these, in this order.
 
 /// The CSV header: the datasets' columns, then ours.
-const CSV_COLUMNS: [&str; 23] = [
+const CSV_COLUMNS: [&str; 24] = [
     "video_id",
     "trending_date",
     "title",
@@ -29,17 +29,19 @@ const CSV_COLUMNS: [&str; 23] = [
     "category_title",
     "duration_s",
     "chart",
+    "channel_id",
     "methodology",
 ];
 
 /// The CSV header of `--per video`.
-const HISTORY_COLUMNS: [&str; 17] = [
+const HISTORY_COLUMNS: [&str; 18] = [
     "video_id",
     "title",
     "channel_title",
     "category_id",
     "region",
     "chart",
+    "channel_id",
     "first_seen",
     "last_seen",
     "days_on_chart",
@@ -56,7 +58,7 @@ const HISTORY_COLUMNS: [&str; 17] = [
 /// The CSV header of `--counts`.
 const COUNTS_COLUMNS: [&str; 7] = [
     "video_id",
-    "at",
+    "counted_at",
     "views",
     "likes",
     "comment_count",
@@ -87,4 +89,27 @@ fn parquet_has_the_csv_columns_in_their_order() {
     assert_eq!(names(&PLACES_TABLE), CSV_COLUMNS);
     assert_eq!(names(&HISTORY_TABLE), HISTORY_COLUMNS);
     assert_eq!(names(&COUNTS_TABLE), COUNTS_COLUMNS);
+}
+
+#[test]
+fn every_column_says_what_it_means() {
+    for column in PLACES_TABLE
+        .iter()
+        .chain(&HISTORY_TABLE)
+        .chain(&COUNTS_TABLE)
+    {
+        assert!(
+            !column.description.is_empty(),
+            "{} has no description",
+            column.name
+        );
+    }
+    let methodology = COUNTS_TABLE.iter().find(|c| c.name == "methodology");
+    assert!(
+        methodology.is_some_and(
+            |c| c.description.contains("id of the latest upstream change")
+                && c.description.contains("not a date")
+        ),
+        "{methodology:?}"
+    );
 }

@@ -79,3 +79,19 @@ fn sizes_in_binary_units_at_the_boundaries_of_each_form() {
         assert_eq!(size(bytes), want, "{bytes}");
     }
 }
+
+#[test]
+fn counts_group_their_thousands() {
+    for (n, shown) in [
+        (0, "0"),
+        (42, "42"),
+        (999, "999"),
+        (1_000, "1,000"),
+        (311_784, "311,784"),
+        (1_234_567, "1,234,567"),
+        (-1_200, "-1,200"),
+        (i64::MIN, "-9,223,372,036,854,775,808"),
+    ] {
+        assert_eq!(count(n), shown, "{n}");
+    }
+}

@@ -355,9 +355,11 @@ fn the_canned_queries_are_answered_from_indexes() {
             .filter_map(|d| d.strip_prefix("CO-ROUTINE "))
             .collect();
         for detail in &details {
-            let scan = detail
-                .strip_prefix("SCAN ")
-                .is_some_and(|what| what != "CONSTANT ROW" && !coroutines.contains(&what));
+            let scan = detail.strip_prefix("SCAN ").is_some_and(|what| {
+                // The upstream's changes of meaning are a fixed handful of rows,
+                // not a table that grows with the history.
+                what != "CONSTANT ROW" && what != "upstream_changes" && !coroutines.contains(&what)
+            });
             assert!(!scan, "{name} scans: {detail}\n{}", details.join("\n"));
         }
         assert!(!details.is_empty(), "{name}");
