@@ -424,7 +424,7 @@ pub struct VideoArgs {
 pub struct PruneArgs {
     /// Delete snapshots whose fetch began, and follow-up counts taken, longer ago than
     /// this: 90d, 52w, ...
-    #[arg(long, value_parser = parse_duration_arg, value_name = "DURATION")]
+    #[arg(long, value_parser = parse_older_than_arg, value_name = "DURATION")]
     pub older_than: Duration,
 
     /// Say what would be deleted; delete nothing
@@ -523,6 +523,24 @@ fn region_status_arg() -> impl clap::builder::TypedValueParser<Value = RegionSta
 
 fn parse_duration_arg(s: &str) -> Result<Duration, String> {
     crate::config::parse_duration(s)
+}
+
+/// The longest `--older-than`: a hundred years. A cutoff further back deletes nothing
+/// any longer one would keep, and one far enough back is before any time that can be
+/// written (docs/commands.md, `prune`).
+pub const OLDER_THAN_MAX: Duration = Duration::from_secs(36_500 * 86_400);
+
+/// `--older-than`: a duration up to [`OLDER_THAN_MAX`].
+fn parse_older_than_arg(s: &str) -> Result<Duration, String> {
+    let d = crate::config::parse_duration(s)?;
+    if d > OLDER_THAN_MAX {
+        return Err(format!(
+            "\"{}\" is longer than the longest accepted, 36500d (a hundred years); to keep \
+             every snapshot, do not prune",
+            s.trim()
+        ));
+    }
+    Ok(d)
 }
 
 /// A chart as `--chart` names it.

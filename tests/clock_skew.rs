@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::common::harness::{Harness, blocked_until_a_pacific_midnight};
 use crate::common::redis_server::real_now_us;
 use crate::common::upstream::{DateForm, answer_fixture, page1};
-use crate::common::{RedisServer, contains};
+use crate::common::{RedisServer, contains, lacks};
 use crate::on_both_limiters;
 
 on_both_limiters!(
@@ -177,6 +177,39 @@ fn a_host_clock_behind_the_upstream_stops_the_run_too() {
         .run();
     let skew = skew_in_status(&h, "host");
     assert_eq!(skew["too_far"], false, "{skew}");
+}
+
+/// An upstream whose `Date` is the last second of the year 9999 (past where jiff's
+/// timestamps end) stops the run like any other skew, and every text that tells of it
+/// writes that time as RFC 3339 or says "far future": before, `status` and the run's
+/// own lines printed it as `@253402300799s`.
+#[test]
+fn a_date_in_the_year_9999_is_written_as_a_time() {
+    let h = Harness::new(None);
+    h.fake.date_form(DateForm::LastOf9999);
+    let ran = h
+        .cmd()
+        .args(["run", "--region", "US"])
+        .expect_stderr("this host's clock is")
+        .expect_ended("clock_skew")
+        .status(75)
+        .stderr(lacks("@"))
+        .run();
+    assert!(
+        ran.stderr.contains("behind the upstream's"),
+        "{}",
+        ran.stderr
+    );
+    for args in [&["status"][..], &["budget"], &["runs"]] {
+        h.bare()
+            .args(args)
+            .stdout(lacks("@"))
+            .stderr(lacks("@"))
+            .run();
+    }
+    let skew = skew_in_status(&h, "host");
+    assert_eq!(skew["too_far"], true, "{skew}");
+    assert!(!skew.to_string().contains('@'), "{skew}");
 }
 
 /// With Redis, Redis `TIME` is the limiter's clock: a Redis server a day ahead stops

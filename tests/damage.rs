@@ -135,8 +135,9 @@ fn a_run_refuses_a_metrics_file_that_is_the_database_before_any_call() {
     assert_eq!(h.budget()["used"], used, "nothing charged");
 }
 
-/// A lock file trendsync keeps beside the database (a region's, the maintenance
-/// lock) that someone made a link to the database is refused, not opened for writing.
+/// The lock file trendsync keeps beside the database (every region's lock, the
+/// maintenance lock and the runs' are bytes of it) that someone made a link to the
+/// database is refused, not opened for writing.
 #[test]
 fn a_lock_file_that_is_a_link_to_the_database_is_refused() {
     let (h, db) = with_a_database();
@@ -144,19 +145,24 @@ fn a_lock_file_that_is_a_link_to_the_database_is_refused() {
     let calls = h.fake.calls().len();
     for (lock, target, args) in [
         (
-            "trendsync.db.US.lock",
+            ".trendsync.db.lock",
             "trendsync.db",
             &["run", "--region", "US"][..],
         ),
         (
-            "trendsync.db.US.lock",
+            ".trendsync.db.lock",
             "trendsync.db-wal",
             &["run", "--region", "US"],
         ),
         (
-            "trendsync.db.maintenance.lock",
+            ".trendsync.db.lock",
             "trendsync.db",
             &["budget", "charge", "videos.list"],
+        ),
+        (
+            ".trendsync.db.lock",
+            "trendsync.db-shm",
+            &["prune", "--older-than", "30d", "--vacuum"],
         ),
     ] {
         let lock = db.with_file_name(lock);

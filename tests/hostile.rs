@@ -9,7 +9,7 @@ use trendsync::clock::{Clock, SystemClock};
 
 use crate::common::harness::Harness;
 use crate::common::upstream::{API_KEY, answer, page1};
-use crate::common::{Costs, Trendsync, contains, lacks};
+use crate::common::{Costs, Trendsync, contains, hold_lock, lacks};
 
 /// How stdout and stderr are broken for one invocation.
 #[derive(Debug, Clone, Copy)]
@@ -924,13 +924,8 @@ fn writers_wait_for_a_vacuum_and_never_fail_for_it() {
     h.costs(Costs::one_unit_each().quota(100_000).ceiling(90_000));
     h.cmd().args(["run", "--region", "US"]).run();
 
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(h.scratch.file("trendsync.db.maintenance.lock"))
-        .expect("the vacuum's lock file");
-    lock.lock().expect("holding it as a vacuum does");
+    // Holding the maintenance byte as a vacuum does.
+    let lock = hold_lock(&h.db_path(), 0, true);
     let held = std::time::Duration::from_millis(1500);
     let release = std::thread::spawn(move || {
         std::thread::sleep(held);

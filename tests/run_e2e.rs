@@ -3,7 +3,6 @@
 //! the upstream was actually sent after every scenario.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::Path;
 use std::time::Duration;
 
@@ -21,7 +20,7 @@ use crate::common::upstream::{
     API_KEY, FakeUpstream, OVERRIDE, PAGE2_TOKEN, answer, answer_fixture, categories,
     complete_calls, fixture_json, page1, page2,
 };
-use crate::common::{Costs, RedisServer, contains, lacks};
+use crate::common::{Costs, RedisServer, contains, hold_lock, lacks, region_byte};
 use crate::on_both_limiters;
 
 on_both_limiters!(
@@ -712,12 +711,29 @@ fn a_dry_run_calls_nothing_charges_nothing_and_writes_nothing() {
     assert_budget_matches_requests(&h);
 }
 
+/// Every lock a run takes (each region's, the maintenance lock, the run's own) is a
+/// byte of one hidden file beside the database: nothing for `ls` to show or for shell
+/// completion to offer as a `--region`, and nothing left by a run that was killed.
+#[test]
+fn a_run_leaves_one_hidden_lock_file_beside_the_database() {
+    let h = Harness::new(None);
+    h.run(&["run", "--json"]);
+    let locks: Vec<String> = h
+        .scratch
+        .listing()
+        .into_iter()
+        .filter(|n| n.contains("lock"))
+        .collect();
+    assert_eq!(locks, [".trendsync.db.lock"]);
+    let lock = h.scratch.file(".trendsync.db.lock");
+    assert_eq!(std::fs::metadata(lock).expect("the lock file").len(), 0);
+}
+
 // 10. Another process holds a region.
 #[test]
 fn a_region_locked_by_another_process_is_skipped() {
     let h = Harness::new(None);
-    let lock = File::create(h.scratch.file("trendsync.db.GB.lock")).expect("lock file");
-    lock.lock().expect("taking the region lock");
+    let lock = hold_lock(&h.db_path(), region_byte("GB"), true);
 
     let (ran, calls) = h.run(&["run", "--json"]);
     let report = ran.json();

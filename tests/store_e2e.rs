@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use serde_json::Value;
 
 use crate::common::harness::Harness;
-use crate::common::{RedisServer, Scratch, contains};
+use crate::common::{RedisServer, Scratch, contains, lacks};
 
 /// A harness whose database holds one complete run of every region.
 fn ingested() -> Harness<'static> {
@@ -208,6 +208,26 @@ fn export_refuses_a_bad_until_and_a_missing_database() {
         .stderr(contains("trendsync.db: no such file"))
         .run();
     assert_eq!(scratch.listing(), Vec::<String>::new(), "nothing created");
+}
+
+/// An `--older-than` longer than any cutoff worth writing was taken, and the dry run
+/// said "before @-9223372035058954626s". Now the longest accepted is named (usage,
+/// exit 2), and the longest itself prints its cutoff as a time.
+#[test]
+fn prune_names_the_longest_older_than_it_takes() {
+    let h = ingested();
+    for huge in ["18446744073709551615s", "36501d"] {
+        h.bare()
+            .args(["prune", "--dry-run", "--older-than", huge])
+            .expect_stderr("is longer than the longest accepted, 36500d")
+            .status(2)
+            .run();
+    }
+    h.bare()
+        .args(["prune", "--dry-run", "--older-than", "36500d"])
+        .stdout(contains("would delete snapshots fetched before 192"))
+        .stdout(lacks("@"))
+        .run();
 }
 
 #[test]

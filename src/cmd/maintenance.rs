@@ -1,19 +1,17 @@
 //! `prune --vacuum` rewrites the whole file and holds SQLite's write lock while it
 //! does: a minute or more on a year's file, far past the busy timeout of a writer's
-//! statements. So the vacuum announces itself: it holds an advisory lock beside the
-//! database exclusively, and every command that writes holds it shared for its whole
+//! statements. So the vacuum announces itself: it holds the maintenance byte of the
+//! database's lock file (docs/architecture.md, "Locks") exclusively, and every command that writes holds it shared for its whole
 //! life. A writer that finds a vacuum under way waits for it before it starts (no
 //! half-recorded run), and one that waits past [`WRITER_PATIENCE`] stops cleanly with
 //! 75, "database busy", for the next cron tick to resume.
 
-use std::fs::{File, OpenOptions, TryLockError};
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::db_files::DbFiles;
 use crate::error::TryLater;
 use crate::output::human;
-use crate::runner::lock::canonical;
+use crate::runner::lock::{self, Mode, Range};
 
 /// How long a writer waits for a vacuum: longer than a year's file takes.
 pub(crate) const WRITER_PATIENCE: Duration = Duration::from_secs(15 * 60);
@@ -21,33 +19,15 @@ pub(crate) const WRITER_PATIENCE: Duration = Duration::from_secs(15 * 60);
 /// Between two looks at the lock while waiting.
 const POLL: Duration = Duration::from_millis(100);
 
-/// The lock, held until dropped.
+/// The lock (the maintenance byte of the database's lock file, docs/architecture.md,
+/// "Locks"), held until dropped.
 #[derive(Debug)]
-pub(crate) struct Held(#[allow(dead_code)] File);
-
-/// The lock file of the database at `db`.
-fn path(db: &Path) -> PathBuf {
-    let db = canonical(db);
-    let mut name = db
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_else(|| "trendsync.db".into());
-    name.push(".maintenance.lock");
-    db.with_file_name(name)
-}
-
-fn open(db: &Path) -> std::io::Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path(db))
-}
+pub(crate) struct Held(#[allow(dead_code)] lock::Held);
 
 /// Refuses a lock file that is the database or one of its companions, through a link
 /// someone made: opening it to lock would write there (78).
 fn refuse_linked(db: &DbFiles) -> anyhow::Result<()> {
-    db.refuse_write(&path(db.path()), "the maintenance lock file")?;
+    lock::refuse_linked(db)?;
     Ok(())
 }
 
@@ -57,13 +37,13 @@ fn refuse_linked(db: &DbFiles) -> anyhow::Result<()> {
 pub(crate) fn for_writing(db: &DbFiles, patience: Duration) -> anyhow::Result<Option<Held>> {
     refuse_linked(db)?;
     let db = db.path();
-    let file = match open(db) {
+    let mut file = match lock::open(db) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {
             tracing::warn!(
                 "cannot open {} ({e}); going on without waiting for a vacuum",
-                path(db).display()
+                lock::lock_path(db).display()
             );
             return Ok(None);
         }
@@ -71,13 +51,13 @@ pub(crate) fn for_writing(db: &DbFiles, patience: Duration) -> anyhow::Result<Op
     let started = Instant::now();
     let mut said = false;
     loop {
-        match file.try_lock_shared() {
-            Ok(()) => return Ok(Some(Held(file))),
-            Err(TryLockError::WouldBlock) => {}
-            Err(TryLockError::Error(e)) => {
+        match lock::try_take(file, Range::Maintenance, Mode::Shared) {
+            Ok(Ok(held)) => return Ok(Some(Held(held))),
+            Ok(Err(back)) => file = back,
+            Err(e) => {
                 tracing::warn!(
                     "cannot lock {} ({e}); going on without waiting for a vacuum",
-                    path(db).display()
+                    lock::lock_path(db).display()
                 );
                 return Ok(None);
             }
@@ -108,15 +88,17 @@ pub(crate) fn for_writing(db: &DbFiles, patience: Duration) -> anyhow::Result<Op
 pub(crate) fn for_vacuum(db: &DbFiles) -> anyhow::Result<Held> {
     refuse_linked(db)?;
     let db = db.path();
-    let file = open(db)?;
-    if let Err(TryLockError::WouldBlock) = file.try_lock() {
-        tracing::info!(
-            "waiting for the commands writing {} to finish before the vacuum",
-            db.display()
-        );
-        file.lock()?;
+    let file = lock::open(db)?;
+    match lock::try_take(file, Range::Maintenance, Mode::Exclusive)? {
+        Ok(held) => Ok(Held(held)),
+        Err(file) => {
+            tracing::info!(
+                "waiting for the commands writing {} to finish before the vacuum",
+                db.display()
+            );
+            Ok(Held(lock::take(file, Range::Maintenance, Mode::Exclusive)?))
+        }
     }
-    Ok(Held(file))
 }
 
 #[cfg(test)]

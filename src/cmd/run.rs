@@ -235,10 +235,9 @@ async fn fetch(ctx: &Ctx<'_>, config: &Config, job: Job<'_>) -> Result<()> {
         &format!("this {}", job.kind.as_str()),
     )?;
     // The region locks are taken once the run is under way, after the journal's
-    // replay; one that is a link to the database is refused now, before any charge.
-    for region in &job.regions {
-        lock::refuse_region_lock(ctx.files(), &region.code)?;
-    }
+    // replay; a lock file that is a link to the database is refused now, before any
+    // charge.
+    lock::refuse_linked(ctx.files())?;
     // Held for the whole run: a `prune --vacuum` under way is waited for here, before
     // anything is recorded or charged.
     let _writing =
@@ -259,12 +258,8 @@ async fn fetch(ctx: &Ctx<'_>, config: &Config, job: Job<'_>) -> Result<()> {
     let run_id = crate::runner::run_id::new_run_id(clock.as_ref());
     // Held until the run's outcome is recorded: while it is, nobody takes the run
     // for one a killed process left behind.
-    let run_lock = lock::lock_run(ctx.files(), &run_id).with_context(|| {
-        format!(
-            "locking {}",
-            lock::run_lock_path(&global.db, &run_id).display()
-        )
-    })?;
+    let run_lock = lock::lock_run(ctx.files(), &run_id)
+        .with_context(|| format!("locking {}", lock::lock_path(&global.db).display()))?;
     let settings = RunSettings {
         run_id,
         kind: job.kind,

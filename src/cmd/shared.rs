@@ -10,9 +10,10 @@ use crate::output::human;
 use crate::output::json::rfc3339;
 use crate::quota::{Allowance, BucketFigures};
 
-/// Unix seconds as RFC 3339.
+/// Unix seconds as RFC 3339; "far past" or "far future" outside its years, 0000 to
+/// 9999 (docs/json.md).
 pub(crate) fn at(s: i64) -> String {
-    rfc3339(s.saturating_mul(1_000_000))
+    human::utc(jiff::SignedDuration::from_secs(s))
 }
 
 /// How far ahead of this host's clock a time may be before it is taken for a wrong
@@ -30,15 +31,18 @@ pub(crate) fn is_stale(now: i64, last_complete: Option<i64>, stale_s: i64) -> bo
 
 /// How long ago, for people: "3h 2m ago"; a time ahead of this host's clock says so
 /// ("in the future, 2h 5m ahead").
+/// Any two `i64` times, however far apart (a hostile or corrupt value too).
 pub(crate) fn ago(now: i64, then: i64) -> String {
+    let apart = |a: i64, b: i64| {
+        Duration::from_secs(u64::try_from(i128::from(a) - i128::from(b)).unwrap_or(u64::MAX))
+    };
     if then > now {
         return format!(
             "in the future, {} ahead of this host's clock",
-            human::duration(Duration::from_secs(u64::try_from(then - now).unwrap_or(0)))
+            human::duration(apart(then, now))
         );
     }
-    let secs = u64::try_from(now - then).unwrap_or(0);
-    format!("{} ago", human::duration(Duration::from_secs(secs)))
+    format!("{} ago", human::duration(apart(now, then)))
 }
 
 /// Text from the store (which holds scrubbed upstream messages) on one terminal
@@ -102,3 +106,6 @@ impl BucketJson {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -12,16 +12,24 @@ const MINUTE: u64 = 60;
 const HOUR: u64 = 60 * MINUTE;
 const DAY: u64 = 24 * HOUR;
 
+/// The longest duration [`duration`] writes in figures: a hundred years of days.
+pub(crate) const LONGEST: Duration = Duration::from_secs(36_500 * DAY);
+
 /// A duration: below a second in milliseconds (`850ms`), then the two largest units
 /// (`45s`, `4m 10s`, `3h 12m`, `23h 59m`, `47h 59m`), from two days on in days and
 /// hours (`2d 1h`); a second unit that is 0 is left out (`10m`, `24h`, `3d`).
 ///
 /// Rounded up, to the millisecond below a second and to the second above, so that a
 /// wait is never shown as shorter than it is, nor as `0s` when it is not over; what is
-/// finer than the two units shown is dropped (`3h 12m 5s` is `3h 12m`).
+/// finer than the two units shown is dropped (`3h 12m 5s` is `3h 12m`). Beyond a
+/// hundred years (`36500d`), which no wait or age of the tool's reaches but a wrong
+/// clock or a hostile value can, `more than 36500d`.
 pub(crate) fn duration(d: Duration) -> String {
     if d.is_zero() {
         return "0s".to_owned();
+    }
+    if d > LONGEST {
+        return format!("more than {}", duration(LONGEST));
     }
     let ms = d.as_nanos().div_ceil(1_000_000);
     if ms < 1000 {
@@ -44,14 +52,37 @@ pub(crate) fn duration(d: Duration) -> String {
 }
 
 /// A moment, in microseconds since the Unix epoch, as RFC 3339 UTC to the second:
-/// `2026-11-23T17:41:47Z` (the fraction is dropped, as `date` does).
+/// `2026-11-23T17:41:47Z` (the fraction is dropped, as `date` does). Total: see
+/// [`utc`].
 pub(crate) fn timestamp(us: i64) -> String {
     timestamp_s(us.div_euclid(1_000_000))
 }
 
 /// [`timestamp`] of a moment in whole seconds since the Unix epoch.
 pub(crate) fn timestamp_s(s: i64) -> String {
-    jiff::Timestamp::from_second(s).map_or_else(|_| format!("@{s}s"), |t| t.to_string())
+    utc(jiff::SignedDuration::from_secs(s))
+}
+
+/// What a moment before `0000-01-01T00:00:00Z` is written as: RFC 3339 has no year
+/// for it.
+pub(crate) const FAR_PAST: &str = "far past";
+/// What a moment after `9999-12-31T23:59:59.999999999Z` is written as.
+pub(crate) const FAR_FUTURE: &str = "far future";
+
+/// The moment `since_epoch` after the Unix epoch as RFC 3339 UTC, its fraction of a
+/// second written only when there is one (`2026-11-23T17:41:47Z`,
+/// `2026-11-23T17:41:47.25Z`). Total over every `i64` of seconds or microseconds: the
+/// years RFC 3339 has, 0000 to 9999, are written in full, up to the year's last
+/// second (beyond where `jiff::Timestamp` ends, a day earlier); what is outside them is
+/// [`FAR_PAST`] or [`FAR_FUTURE`], never a bare count of seconds.
+pub(crate) fn utc(since_epoch: jiff::SignedDuration) -> String {
+    let epoch = jiff::civil::date(1970, 1, 1).at(0, 0, 0, 0);
+    match epoch.checked_add(since_epoch) {
+        Ok(t) if t.year() >= 0 => format!("{t}Z"),
+        Ok(_) => FAR_PAST.to_owned(),
+        Err(_) if since_epoch.is_negative() => FAR_PAST.to_owned(),
+        Err(_) => FAR_FUTURE.to_owned(),
+    }
 }
 
 /// A count with its thousands grouped, as people read it: `311,784`, `-1,200`, `42`.

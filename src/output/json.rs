@@ -12,7 +12,7 @@ pub(crate) fn seconds(d: Duration) -> f64 {
 /// Microseconds since the Unix epoch as RFC 3339 at full precision, for JSON; text for
 /// people uses [`super::human::timestamp`].
 pub(crate) fn rfc3339(us: i64) -> String {
-    jiff::Timestamp::from_microsecond(us).map_or_else(|_| format!("@{us}us"), |t| t.to_string())
+    crate::output::human::utc(jiff::SignedDuration::from_micros(us))
 }
 
 /// Prints `value` as one JSON object on its own line on stdout (`--json`).

@@ -692,10 +692,7 @@ pub struct Epoch(pub i64);
 
 impl std::fmt::Display for Epoch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match jiff::Timestamp::from_microsecond(self.0) {
-            Ok(t) => write!(f, "{t}"),
-            Err(_) => write!(f, "{}", self.0),
-        }
+        f.write_str(&crate::output::json::rfc3339(self.0))
     }
 }
 

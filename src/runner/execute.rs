@@ -96,8 +96,9 @@ fn lock_regions(run: &Run, ordered: Vec<Region>) -> (Vec<RegionLock>, Vec<(Regio
             Err(LockError::Io(e)) => {
                 report.status = Status::Failed;
                 report.error = Some(format!(
-                    "locking {}: {e}",
-                    lock::lock_path(run.db.path(), &region.code).display()
+                    "locking region {} in {}: {e}",
+                    region.code,
+                    lock::lock_path(run.db.path()).display()
                 ));
             }
         }

@@ -435,3 +435,53 @@ pub fn upgrade_killed_at_six_moments<R: PartialEq + std::fmt::Debug>(
     assert_eq!(rows, original);
     outcomes
 }
+
+/// A byte of the database's one lock file (`.NAME.lock` beside it), held as another
+/// process would: an open-file-description lock, by the layout docs/architecture.md
+/// gives ("Locks"): byte 0 for maintenance, `1 + 26·a + b` for the region whose letters
+/// are `a` and `b` counted from A. Released when dropped.
+pub struct HeldLock(#[allow(dead_code)] std::fs::File);
+
+/// The byte of a region's lock.
+pub fn region_byte(code: &str) -> i64 {
+    let [a, b] = code.as_bytes() else {
+        panic!("{code} is not two letters")
+    };
+    1 + i64::from(a - b'A') * 26 + i64::from(b - b'A')
+}
+
+/// Takes the byte at `offset` of the lock file beside `db`, exclusive or shared;
+/// panics if someone holds it against that.
+pub fn hold_lock(db: &std::path::Path, offset: i64, exclusive: bool) -> HeldLock {
+    use std::os::fd::AsRawFd;
+    let mut name = std::ffi::OsString::from(".");
+    name.push(db.file_name().expect("a database file name"));
+    name.push(".lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(db.with_file_name(name))
+        .expect("opening the lock file");
+    // SAFETY: all zeroes is a valid `flock` (plain integers), `l_pid` 0 as OFD locks
+    // require.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = (if exclusive {
+        libc::F_WRLCK
+    } else {
+        libc::F_RDLCK
+    }) as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = offset;
+    fl.l_len = 1;
+    // SAFETY: the descriptor is `file`'s, open here; `fl` is a valid `flock`.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &raw mut fl) };
+    assert_eq!(
+        rc,
+        0,
+        "taking byte {offset}: {}",
+        std::io::Error::last_os_error()
+    );
+    HeldLock(file)
+}

@@ -469,6 +469,9 @@ pub enum DateForm {
     Empty = 3,
     /// A `Date` that names no time.
     Unreadable = 4,
+    /// The last second HTTP dates can name, `Fri, 31 Dec 9999 23:59:59 GMT`, whatever
+    /// the shift: past where jiff's timestamps end.
+    LastOf9999 = 5,
 }
 
 impl DateShift {
@@ -477,6 +480,9 @@ impl DateShift {
         let form = self.1.load(Ordering::SeqCst);
         if shift == 0 && form == DateForm::ImfFixdate as u8 {
             return None;
+        }
+        if form == DateForm::LastOf9999 as u8 {
+            return Some("Fri, 31 Dec 9999 23:59:59 GMT".to_owned());
         }
         let now = jiff::Timestamp::from_microsecond(SystemClock.now().as_i64())
             .expect("now in range")

@@ -95,3 +95,67 @@ fn counts_group_their_thousands() {
         assert_eq!(count(n), shown, "{n}");
     }
 }
+
+/// Every `i64` of seconds or microseconds is written as RFC 3339 or as far past/far
+/// future: never jiff's `@…s` for what it cannot hold, never a panic.
+#[test]
+fn times_at_the_edges_of_what_can_be_written() {
+    let s = |n: i64| utc(jiff::SignedDuration::from_secs(n));
+    let us = |n: i64| utc(jiff::SignedDuration::from_micros(n));
+    for (got, want) in [
+        (s(0), "1970-01-01T00:00:00Z"),
+        (s(1_795_455_707), "2026-11-23T17:41:47Z"),
+        (us(1_795_455_707_250_000), "2026-11-23T17:41:47.25Z"),
+        // The last second of 9999, past where jiff's `Timestamp` ends.
+        (s(253_402_300_799), "9999-12-31T23:59:59Z"),
+        (timestamp_s(253_402_300_799), "9999-12-31T23:59:59Z"),
+        (timestamp(253_402_300_799_999_999), "9999-12-31T23:59:59Z"),
+        (s(253_402_300_800), FAR_FUTURE),
+        (s(-62_167_219_200), "0000-01-01T00:00:00Z"),
+        (s(-62_167_219_201), FAR_PAST),
+        (s(i64::MAX), FAR_FUTURE),
+        (s(i64::MIN), FAR_PAST),
+        (us(i64::MAX), FAR_FUTURE),
+        (us(i64::MIN), FAR_PAST),
+        (timestamp(i64::MIN), FAR_PAST),
+        // What `prune --older-than 18446744073709551615s` once made its cutoff.
+        (s(-9_223_372_035_058_954_626), FAR_PAST),
+    ] {
+        assert_eq!(got, want);
+    }
+}
+
+#[test]
+fn a_duration_beyond_a_hundred_years_says_so() {
+    assert_eq!(duration(LONGEST), "36500d");
+    assert_eq!(duration(LONGEST + s(1)), "more than 36500d");
+    assert_eq!(duration(Duration::MAX), "more than 36500d");
+}
+
+proptest::proptest! {
+    #[test]
+    fn no_time_is_written_as_a_count(n in proptest::num::i64::ANY) {
+        for text in [
+            utc(jiff::SignedDuration::from_secs(n)),
+            utc(jiff::SignedDuration::from_micros(n)),
+            timestamp(n),
+            timestamp_s(n),
+        ] {
+            proptest::prop_assert!(!text.contains('@'), "{n}: {text}");
+            proptest::prop_assert!(
+                text == FAR_PAST
+                    || text == FAR_FUTURE
+                    || text
+                        .strip_suffix('Z')
+                        .is_some_and(|t| t.len() >= 19 && t.parse::<jiff::civil::DateTime>().is_ok()),
+                "{n}: {text}"
+            );
+        }
+    }
+
+    #[test]
+    fn no_duration_is_absurd(secs in proptest::num::u64::ANY, nanos in 0u32..1_000_000_000) {
+        let text = duration(Duration::new(secs, nanos));
+        proptest::prop_assert!(text.len() <= "more than 36500d".len(), "{text}");
+    }
+}
