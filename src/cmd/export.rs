@@ -278,8 +278,8 @@ fn export_span(args: &ExportArgs, now: crate::clock::Secs) -> Result<ExportSpan>
         return Err(UsageTip {
             message: format!(
                 "--since {} is after --until {}: no fetch can be in between",
-                crate::config::secs_text(since.as_i64()),
-                crate::config::secs_text(until.as_i64()),
+                crate::output::human::timestamp_s(since.as_i64()),
+                crate::output::human::timestamp_s(until.as_i64()),
             ),
             tip: "swap them, or give a --since before the --until".into(),
         }

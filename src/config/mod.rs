@@ -24,7 +24,7 @@ pub(crate) use lookup::{
 pub(crate) use regions::Search;
 pub(crate) use regions::{Follow, Region, Regions, parse_regions};
 pub use when::When;
-pub(crate) use when::{parse_when, secs_text};
+pub(crate) use when::parse_when;
 
 use crate::quota::Budget;
 

@@ -83,40 +83,6 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// Unix seconds as RFC 3339 UTC (`9999-12-31T23:59:59Z`) over the whole range a
-/// `WHEN` resolves to, the seconds beyond `jiff::Timestamp` included, so that a message
-/// about one says it as the user would write it.
-pub(crate) fn secs_text(secs: i64) -> String {
-    let (days, clock) = (secs.div_euclid(DAY_S), secs.rem_euclid(DAY_S));
-    let (year, month, day) = civil_from_days(days);
-    let year = if (0..=9999).contains(&year) {
-        format!("{year:04}")
-    } else {
-        format!("{year:+07}")
-    };
-    format!(
-        "{year}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        clock / 3600,
-        clock % 3600 / 60,
-        clock % 60
-    )
-}
-
-/// The proleptic Gregorian date `days` after 1970-01-01 (H. Hinnant's algorithm, the
-/// inverse of [`days_from_civil`]).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 /// An RFC 3339 time as Unix seconds, over the whole civil range: what
 /// `jiff::Timestamp` parses, and the times of the last day of 9999 (or the first of
 /// -9999) that it cannot hold. `None` for anything else, a time without an offset
