@@ -20,7 +20,7 @@ use crate::common::redis_server::unix_us;
 const LEASE: Duration = Duration::from_secs(60);
 const HOUR: u32 = 3600;
 
-fn runtime() -> tokio::runtime::Runtime {
+pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -114,7 +114,7 @@ impl Fleet {
     }
 }
 
-fn run_of(host: &str) -> String {
+pub fn run_of(host: &str) -> String {
     format!("run-of-{host}")
 }
 
@@ -127,7 +127,7 @@ fn holder(host: &str, token: i64) -> Holder {
 }
 
 #[track_caller]
-fn claimed(c: Claim) -> (i64, Option<Holder>) {
+pub fn claimed(c: Claim) -> (i64, Option<Holder>) {
     match c {
         Claim::Claimed { token, took_over } => (token, took_over),
         other => panic!("expected the slot claimed, got {other:?}"),
@@ -732,4 +732,163 @@ proptest! {
         }
         SERVER.with(|server| model_case(server, &steps))?;
     }
+}
+
+// `status --coverage`: the binary reading the records a fleet left.
+
+/// Marks `region`'s slot starting at `start_s` (`secs` long) fetched by `host`, on
+/// `server`'s limiter of budget `key`, with its clock moved into the slot to do it;
+/// `outcome` other than `complete` marks it missed instead.
+pub fn record_slot(server: &RedisServer, key: &str, slot: &SlotRef, host: &str, outcome: &str) {
+    let rt = runtime();
+    server
+        .clock()
+        .set_now_us(slot.start_s * 1_000_000 + 1_000_000);
+    let limiter = rt
+        .block_on(RedisLimiter::connect(
+            &server.url(),
+            key,
+            trendsync::clock::system(),
+            None,
+        ))
+        .expect("connecting");
+    let run = run_of(host);
+    let (token, _) = claimed(
+        rt.block_on(limiter.claim_slot(slot, host, &run, LEASE, 0))
+            .expect("claiming"),
+    );
+    assert_eq!(
+        rt.block_on(limiter.finish_slot(slot, token, host, &run, outcome))
+            .expect("finishing"),
+        Finish::Recorded
+    );
+}
+
+/// US hourly at offset 0 and GB at minute 7, the shipped budget's key: 10:00 to 13:00
+/// of US fetched by a, b, a and missed for the budget, and GB's 10:07 by b; then the
+/// server's clock at 14:00:05, with a's lease on US's 14:00 slot live.
+pub fn a_fleets_morning(server: &RedisServer) -> i64 {
+    let t = unix_us("2026-11-28T14:00:00Z") / 1_000_000;
+    let us = |h: i64| SlotRef {
+        region: "US".into(),
+        start_s: t - h * 3600,
+        secs: HOUR,
+    };
+    record_slot(server, "key1", &us(4), "a", "complete");
+    record_slot(server, "key1", &us(3), "b", "complete");
+    record_slot(server, "key1", &us(2), "a", "complete");
+    record_slot(server, "key1", &us(1), "a", "budget_exhausted");
+    let gb = SlotRef {
+        region: "GB".into(),
+        start_s: t - 4 * 3600 + 7 * 60,
+        secs: HOUR,
+    };
+    record_slot(server, "key1", &gb, "b", "complete");
+    server.clock().set_now_us(t * 1_000_000 + 5_000_000);
+    let rt = runtime();
+    let limiter = rt
+        .block_on(RedisLimiter::connect(
+            &server.url(),
+            "key1",
+            trendsync::clock::system(),
+            None,
+        ))
+        .expect("connecting");
+    claimed(
+        rt.block_on(limiter.claim_slot(&us(0), "a", "now", LEASE, 0))
+            .expect("claiming"),
+    );
+    t
+}
+
+pub const FLEET_REGIONS: &str =
+    "[[region]]\ncode = \"US\"\noffset = 0\n\n[[region]]\ncode = \"GB\"\noffset = 7\n";
+
+#[test]
+fn coverage_counts_each_regions_ended_slots_fetched_by_host_and_missed_with_reasons() {
+    let server = RedisServer::start_at(unix_us("2026-11-28T09:00:00Z"));
+    a_fleets_morning(&server);
+    let mut h = crate::common::harness::Harness::new(Some(&server));
+    h.regions(FLEET_REGIONS);
+    let json = h
+        .bare()
+        .args([
+            "status",
+            "--coverage",
+            "--since",
+            "2026-11-28T10:00:00Z",
+            "--json",
+        ])
+        .run()
+        .json();
+    assert_eq!(json["since"], "2026-11-28T10:00:00Z");
+    assert!(
+        json["until"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("2026-11-28T14:00:0")),
+        "{json}"
+    );
+    let us = &json["regions"][0];
+    assert_eq!(us["region"], "US");
+    assert_eq!(us["slot_secs"], 3600);
+    assert_eq!(
+        (&us["expected"], &us["fetched"], &us["missed"]),
+        (&4.into(), &3.into(), &1.into())
+    );
+    assert_eq!(us["in_progress"], true);
+    assert_eq!(us["hosts"], serde_json::json!({"a": 2, "b": 1}));
+    assert_eq!(
+        us["missed_slots"],
+        serde_json::json!([{"slot": "2026-11-28T13:00:00Z", "reason": "budget", "host": "a",
+            "detail": "the region ended budget_exhausted"}])
+    );
+    // GB at minute 7: 10:07, 11:07, 12:07 ended (13:07 runs to 14:07); one fetched.
+    let gb = &json["regions"][1];
+    assert_eq!(
+        (&gb["expected"], &gb["fetched"], &gb["missed"]),
+        (&3.into(), &1.into(), &2.into())
+    );
+    assert_eq!(gb["in_progress"], false);
+    assert_eq!(gb["missed_slots"][0]["slot"], "2026-11-28T11:07:00Z");
+    assert_eq!(gb["missed_slots"][0]["reason"], "no_host_ran");
+    assert_eq!(gb["missed_slots"][0]["host"], serde_json::Value::Null);
+    assert_eq!(json["missed"], 3);
+
+    // The text says the same, a line per missed slot; 4 h back from 14:00:05 leaves
+    // out US's 10:00.
+    let text = h
+        .bare()
+        .args(["status", "--coverage", "--since", "4h"])
+        .run()
+        .stdout;
+    for line in [
+        "missed  US 2026-11-28T13:00:00Z: budget (host a): the region ended budget_exhausted",
+        "missed  GB 2026-11-28T11:07:00Z: no_host_ran",
+        "missed  GB 2026-11-28T12:07:00Z: no_host_ran",
+        "3 of 6 slots missed across 2 regions",
+    ] {
+        assert!(text.contains(line), "{line:?} in:\n{text}");
+    }
+    assert!(text.contains("fetching a 1, b 1"), "{text}");
+}
+
+#[test]
+fn coverage_without_redis_is_a_configuration_error_and_with_redis_down_a_try_later() {
+    let h = crate::common::harness::Harness::new(None);
+    h.bare()
+        .args(["status", "--coverage"])
+        .status(78)
+        .expect_stderr("give --redis-url")
+        .run();
+    h.bare()
+        .args(["status", "--coverage", "--redis-url", "redis://127.0.0.1:1"])
+        .status(75)
+        .expect_stderr("the slot records are kept there")
+        .run();
+    // --since belongs to --coverage.
+    h.bare()
+        .args(["status", "--since", "1h"])
+        .status(2)
+        .expect_stderr("the following required arguments were not provided")
+        .run();
 }
