@@ -892,3 +892,95 @@ fn coverage_without_redis_is_a_configuration_error_and_with_redis_down_a_try_lat
         .expect_stderr("the following required arguments were not provided")
         .run();
 }
+
+/// The `trendsync_slots_missed_total{region="US"}` sample of the file at `path`.
+fn missed_total(path: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(path).expect("reading the metrics file");
+    text.lines()
+        .find(|l| l.starts_with("trendsync_slots_missed_total{region=\"US\"}"))
+        .unwrap_or_else(|| panic!("no missed-slots series in:\n{text}"))
+        .to_owned()
+}
+
+#[test]
+fn a_run_on_redis_counts_the_fleets_misses_once_each_and_keeps_them() {
+    // Redis on the real clock (the run checks it against the upstream's), moved into
+    // earlier hours to leave records there, then back.
+    let server = RedisServer::start_at(crate::common::redis_server::real_now_us());
+    let hour = crate::common::redis_server::real_now_us() / 1_000_000 / 3600 * 3600;
+    let us = |h: i64| SlotRef {
+        region: "US".into(),
+        start_s: hour - h * 3600,
+        secs: HOUR,
+    };
+    // 7 h back: fetched; 6 h: no record; 5 h: the upstream failed; 4 h: fetched; 3 h
+    // to 1 h: no record. Before the 7 h, nothing: the fleet did not run yet.
+    record_slot(&server, "key1", &us(7), "a", "complete");
+    record_slot(&server, "key1", &us(5), "b", "failed");
+    record_slot(&server, "key1", &us(4), "a", "complete");
+    server.clock().set_shift_us(0);
+
+    let mut h = crate::common::harness::Harness::new(Some(&server));
+    h.regions("[[region]]\ncode = \"US\"\noffset = 0\npages = 1\n");
+    let metrics = h.scratch.file("trendsync.prom");
+    let run = || {
+        h.cmd()
+            .args(["run", "--metrics-file"])
+            .arg(&metrics)
+            .allow_stderr("missed slots of the fleet")
+            // After the FLUSHALL below, the ledger is replayed.
+            .allow_stderr("the window is not the one this host charged into")
+            .run();
+    };
+    run();
+    // 6 h, 5 h, 3 h, 2 h and 1 h back.
+    assert_eq!(
+        missed_total(&metrics),
+        "trendsync_slots_missed_total{region=\"US\"} 5"
+    );
+    let reasons: Vec<(i64, String)> = {
+        let conn = h.db();
+        let mut stmt = conn
+            .prepare("SELECT slot_start, reason FROM slot_misses ORDER BY slot_start")
+            .expect("the table");
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("reading")
+            .collect::<rusqlite::Result<_>>()
+            .expect("rows")
+    };
+    assert_eq!(
+        reasons,
+        [
+            (us(6).start_s, "no_host_ran".to_owned()),
+            (us(5).start_s, "upstream".to_owned()),
+            (us(3).start_s, "no_host_ran".to_owned()),
+            (us(2).start_s, "no_host_ran".to_owned()),
+            (us(1).start_s, "no_host_ran".to_owned()),
+        ]
+    );
+    // The next run reads the same slots: nothing is counted twice.
+    run();
+    assert_eq!(
+        missed_total(&metrics),
+        "trendsync_slots_missed_total{region=\"US\"} 5"
+    );
+    // Redis loses its keys: the counter does not go back.
+    server.query::<()>(&redis::cmd("FLUSHALL"));
+    run();
+    assert_eq!(
+        missed_total(&metrics),
+        "trendsync_slots_missed_total{region=\"US\"} 5"
+    );
+}
+
+#[test]
+fn a_run_on_the_embedded_limiter_reads_no_slots_and_counts_none() {
+    let mut h = crate::common::harness::Harness::new(None);
+    h.regions("[[region]]\ncode = \"US\"\noffset = 0\npages = 1\n");
+    let metrics = h.scratch.file("trendsync.prom");
+    h.cmd().args(["run", "--metrics-file"]).arg(&metrics).run();
+    assert_eq!(
+        missed_total(&metrics),
+        "trendsync_slots_missed_total{region=\"US\"} 0"
+    );
+}

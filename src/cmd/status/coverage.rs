@@ -24,21 +24,18 @@ use crate::quota::slots::{MissedReason, SlotRecord, SlotRef, SlotState};
 /// Without `--since`, the last week.
 const DEFAULT_SPAN: Duration = Duration::from_secs(7 * 86_400);
 
-/// The slot length of a region until regions.toml says it.
-// TODO(fleet): regions.toml's `slot` (`[defaults]` and per region) replaces this
-// default when the runner's half of the fleet brings it; this is the one place that
-// assumes it.
-const DEFAULT_SLOT_SECS: u32 = 3600;
-
-/// The period and offset of each configured region's slots: (code, secs, offset_s).
+/// The period and offset of each configured region's slots.
 fn schedules(regions: &Regions) -> Vec<Schedule> {
     regions
         .regions
         .iter()
-        .map(|r| Schedule {
-            region: r.code.clone(),
-            secs: DEFAULT_SLOT_SECS,
-            offset_s: r.offset * 60,
+        .map(|r| {
+            let (secs, offset_s) = crate::config::slot_schedule(r);
+            Schedule {
+                region: r.code.clone(),
+                secs,
+                offset_s,
+            }
         })
         .collect()
 }
