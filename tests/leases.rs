@@ -984,3 +984,52 @@ fn a_run_on_the_embedded_limiter_reads_no_slots_and_counts_none() {
         "trendsync_slots_missed_total{region=\"US\"} 0"
     );
 }
+
+#[test]
+fn the_readme_acl_is_enough_for_the_slots() {
+    let server = RedisServer::start();
+    crate::redis_acl::create_user(&server, "acl");
+    let rt = runtime();
+    let limiter = rt
+        .block_on(RedisLimiter::connect(
+            &crate::redis_acl::as_user(&server.url()),
+            "acl",
+            trendsync::clock::system(),
+            None,
+        ))
+        .expect("connecting as the README's user");
+    let now_s = rt.block_on(limiter.redis_now_us()).expect("reading TIME") / 1_000_000;
+    // A slot that began 10 s ago: the test cannot cross its end.
+    let slot = SlotRef {
+        region: "US".into(),
+        start_s: now_s - 10,
+        secs: HOUR,
+    };
+    let (token, _) = claimed(
+        rt.block_on(limiter.claim_slot(&slot, "a", "r", LEASE, 0))
+            .expect("claiming"),
+    );
+    assert!(
+        rt.block_on(limiter.renew_slot(&slot, token, LEASE))
+            .expect("renewing")
+    );
+    // A script cache flushed meanwhile is loaded again.
+    server.query::<()>(redis::cmd("SCRIPT").arg("FLUSH"));
+    assert_eq!(
+        rt.block_on(limiter.finish_slot(&slot, token, "a", "r", "complete"))
+            .expect("finishing"),
+        Finish::Recorded
+    );
+    rt.block_on(limiter.miss_slot(&slot.next(), "no_host_ran", "a", None))
+        .expect("recording a miss");
+    let records = rt
+        .block_on(limiter.slot_records(
+            "US",
+            HOUR,
+            u32::try_from(slot.start_s.rem_euclid(3600)).expect("within an hour"),
+            slot.start_s - 3600,
+            slot.end_s() + 3600,
+        ))
+        .expect("reading");
+    assert_eq!(records.len(), 2);
+}
