@@ -870,6 +870,18 @@ fn coverage_counts_each_regions_ended_slots_fetched_by_host_and_missed_with_reas
         assert!(text.contains(line), "{line:?} in:\n{text}");
     }
     assert!(text.contains("fetching a 1, b 1"), "{text}");
+    // Further back than the records are kept, the span starts where they end.
+    let json = h
+        .bare()
+        .args(["status", "--coverage", "--since", "2026-01-01", "--json"])
+        .run()
+        .json();
+    assert!(
+        json["since"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("2026-10-23T14:00:0")),
+        "36 days before 14:00:0x: {json}"
+    );
 }
 
 #[test]

@@ -19,7 +19,7 @@ use crate::output::human;
 use crate::output::json::{print_json, rfc3339};
 use crate::output::table::{self, Column, Table};
 use crate::quota::Limiter;
-use crate::quota::slots::{MissedReason, SlotRecord, SlotRef, SlotState};
+use crate::quota::slots::{MissedReason, RECORD_KEPT, SlotRecord, SlotRef, SlotState};
 
 /// Without `--since`, the last week.
 const DEFAULT_SPAN: Duration = Duration::from_secs(7 * 86_400);
@@ -115,8 +115,11 @@ pub(super) async fn run(ctx: &Ctx<'_>, args: &StatusArgs) -> Result<()> {
             .since(crate::clock::Secs::new(now_s))
             .map_err(|e| UsageError(format!("--since: {e}")))?
             .as_i64(),
-        None => now_s - i64::try_from(DEFAULT_SPAN.as_secs()).unwrap_or(i64::MAX),
+        None => now_s - secs_of(DEFAULT_SPAN),
     };
+    // Records are kept 36 days after their slot: further back, every slot would read
+    // as missed by no host.
+    let since_s = since_s.max(now_s - secs_of(RECORD_KEPT));
     let mut read = Vec::new();
     for s in schedules(&config.regions) {
         // Through the current slot, whose lease says whether a fetch is going on.
@@ -132,6 +135,10 @@ pub(super) async fn run(ctx: &Ctx<'_>, args: &StatusArgs) -> Result<()> {
     } else {
         print_text(&report, redis.endpoint())
     }
+}
+
+fn secs_of(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
 /// What `records` (each region's, from `since_s` through its current slot) say at
