@@ -1045,3 +1045,67 @@ fn the_readme_acl_is_enough_for_the_slots() {
         .expect("reading");
     assert_eq!(records.len(), 2);
 }
+
+/// Claims, sees held, finishes and reads back on `url` with `tls`, as hosts `a` and `b`
+/// of budget `key`.
+async fn basic_flow(url: &str, tls: &trendsync::quota::TlsFiles, key: &str) {
+    let connect = || async {
+        RedisLimiter::connect_with_tls(url, tls, key, trendsync::clock::system(), None)
+            .await
+            .unwrap_or_else(|e| panic!("connecting to {url}: {e}"))
+    };
+    let (a, b) = (connect().await, connect().await);
+    let now_s = a.redis_now_us().await.expect("reading TIME") / 1_000_000;
+    // A slot that began 10 s ago: the test cannot cross its end.
+    let offset = u32::try_from((now_s - 10).rem_euclid(3600)).expect("within an hour");
+    let slot = SlotRef::at("US", now_s - 10, HOUR, offset);
+    let (token, _) = claimed(
+        a.claim_slot(&slot, "a", "ra", LEASE, 0)
+            .await
+            .expect("claiming"),
+    );
+    assert!(
+        matches!(
+            b.claim_slot(&slot, "b", "rb", LEASE, 0).await.expect("claiming"),
+            Claim::Held { holder, .. } if holder.token == token
+        ),
+        "{url}"
+    );
+    assert!(a.renew_slot(&slot, token, LEASE).await.expect("renewing"));
+    assert_eq!(
+        a.finish_slot(&slot, token, "a", "ra", "complete")
+            .await
+            .expect("finishing"),
+        Finish::Recorded,
+        "{url}"
+    );
+    assert!(
+        matches!(
+            b.claim_slot(&slot, "b", "rb", LEASE, 0).await.expect("claiming"),
+            Claim::Done { by, .. } if by.token == token
+        ),
+        "{url}"
+    );
+    let records = b
+        .slot_records("US", HOUR, offset, slot.start_s, slot.end_s())
+        .await
+        .expect("reading");
+    assert_eq!(records.len(), 1, "{url}");
+}
+
+/// The leases in the README's other deployment forms: mutual TLS, Sentinel over TLS
+/// and a Cluster over TLS, each reached as the runs would reach it.
+#[test]
+fn the_basic_flow_over_tls_sentinel_and_a_tls_cluster() {
+    use crate::conformance::Deployment;
+    let rt = runtime();
+    for (form, deployment) in [
+        ("tls", Deployment::tls()),
+        ("sentinel", Deployment::tls_sentinel()),
+        ("cluster", Deployment::cluster()),
+    ] {
+        for (i, (url, tls)) in deployment.urls().iter().enumerate().take(2) {
+            rt.block_on(basic_flow(url, tls, &format!("{form}{i}")));
+        }
+    }
+}
