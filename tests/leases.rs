@@ -156,6 +156,10 @@ fn of_two_claimants_one_holds_the_slot_and_the_other_sees_its_lease() {
     }
     // The same run claiming again (a claim sent twice) gets its own lease back.
     assert_eq!(claimed(f.claim("a", 0)).0, token);
+    // A miss never overwrites a live lease.
+    f.rt.block_on(f.limiter.miss_slot(&f.slot(), "limiter_down", "b", None))
+        .expect("recording a miss");
+    assert!(matches!(f.claim("b", 0), Claim::Held { holder: h, .. } if h == holder("a", token)));
     assert_eq!(f.finish("a", token, "complete"), Finish::Recorded);
     match f.claim("b", 0) {
         Claim::Done { by, .. } => assert_eq!(by, holder("a", token)),
