@@ -362,6 +362,17 @@ pub struct StatusArgs {
     #[arg(long, value_parser = parse_duration_arg, value_name = "DURATION")]
     pub stale_after: Option<Duration>,
 
+    /// Instead of the dashboard, per region the slots of its schedule that ended: how many
+    /// were fetched, by which hosts, and which were missed and why (a fleet's slot records,
+    /// read from Redis: needs --redis-url)
+    #[arg(long, conflicts_with = "stale_after")]
+    pub coverage: bool,
+
+    /// With --coverage, the slots that start at or after WHEN: a duration back from now
+    /// (12h), a UTC date (2026-11-01, from its start) or an RFC 3339 time [default: 7d]
+    #[arg(long, requires = "coverage", value_parser = crate::config::parse_when, value_name = "WHEN")]
+    pub since: Option<When>,
+
     /// Print one JSON object on stdout
     #[arg(long)]
     pub json: bool,

@@ -217,6 +217,7 @@ fn datasette_searches_videos_hides_internals_and_runs_the_canned_queries() {
         "quota_epoch",
         "quota_upstream_spent",
         "quota_last_figures",
+        "slot_misses",
         "videos_fts",
     ] {
         assert_eq!(table(internal)["hidden"], true, "{internal} is shown");

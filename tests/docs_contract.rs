@@ -763,3 +763,33 @@ fn every_document_named_anywhere_is_in_the_repository() {
     problems.dedup();
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// `status --coverage --json` reads a fleet's slot records in Redis, which the scenario
+/// above does not run: its section is checked here against records a fleet left.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_coverage_json_is_in_docs_json_and_no_other() {
+    use crate::common::RedisServer;
+    use crate::common::redis_server::unix_us;
+    let server = RedisServer::start_at(unix_us("2026-11-28T09:00:00Z"));
+    crate::leases::a_fleets_morning(&server);
+    let mut h = Harness::new(Some(&server));
+    h.regions(crate::leases::FLEET_REGIONS);
+    let json = h
+        .bare()
+        .args(["status", "--coverage", "--since", "10h", "--json"])
+        .run()
+        .json();
+    let doc = repo_file("docs/json.md");
+    let heading = "`status --coverage --json`";
+    let text = section(&doc, heading).expect("a section of docs/json.md for the coverage");
+    let problems = section_problems(heading, text, &[json]);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let examples = examples(text);
+    assert!(!examples.is_empty(), "the section {heading} has no example");
+    let missing = undocumented(&examples, text);
+    assert!(
+        missing.is_empty(),
+        "the example has fields its table does not name: {missing:?}"
+    );
+}

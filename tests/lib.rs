@@ -54,6 +54,9 @@ mod hardening;
 #[cfg(unix)]
 mod hostile;
 mod layering;
+// The LD_PRELOAD shim moves a Redis's clock: Linux only.
+#[cfg(target_os = "linux")]
+mod leases;
 mod limiter_down;
 mod metrics_e2e;
 mod monitoring;

@@ -1,7 +1,8 @@
 //! `trendsync status`: the operator's dashboard, from the database alone (and the
 //! budget in one line): per region the last attempt and why it ended so, the age of
 //! the last complete fetch, runs in progress and runs a killed process abandoned.
-//! `--stale-after` makes it a health check (exit 1 when a region is stale).
+//! `--stale-after` makes it a health check (exit 1 when a region is stale);
+//! `--coverage` shows a fleet's slots instead (`coverage.rs`).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -148,6 +149,9 @@ fn read_stored(db: &Db, now_s: i64) -> Result<Stored> {
 }
 
 pub async fn run(ctx: &Ctx<'_>, args: &StatusArgs) -> Result<()> {
+    if args.coverage {
+        return coverage::run(ctx, args).await;
+    }
     let clock = &ctx.clock;
     let config = load_config(ctx)?;
     let db = ctx.require_db()?;
@@ -482,6 +486,8 @@ fn write_clock(out: &mut impl Write, skews: &[Skew], in_use: Option<LimiterClock
     }
     Ok(())
 }
+
+mod coverage;
 
 #[cfg(test)]
 mod tests;

@@ -8,6 +8,7 @@ mod lookup;
 mod region_codes;
 pub(crate) use region_codes::nearest as nearest_region;
 mod regions;
+mod slots;
 mod when;
 
 use std::fmt;
@@ -23,6 +24,7 @@ pub(crate) use lookup::{
 #[cfg(test)]
 pub(crate) use regions::Search;
 pub(crate) use regions::{Follow, Region, Regions, parse_regions};
+pub(crate) use slots::slot_schedule;
 pub use when::When;
 pub(crate) use when::parse_when;
 

@@ -42,13 +42,24 @@ pub use model::{Fit, PartOutcome};
 pub use redis::{RedisCause, RedisConfigError, RedisLimiter, TlsFiles};
 pub use window::{Span, Window, Zone};
 
+/// The fleet's slot leases and records, kept by the Redis limiter beside the budget
+/// (docs/budget.md, "A fleet: slot leases"); [`RedisLimiter`] claims, renews,
+/// finishes and reads them.
+pub mod slots {
+    pub use super::redis::slots::{
+        COMPLETE, Claim, Finish, Holder, MissedReason, RECORD_KEPT, SlotRecord, SlotRef, SlotState,
+        slot_starts,
+    };
+}
+
 /// The name of the main policy: the budget's own window, the main bucket. Limits and
 /// other buckets may not use it.
 pub const BUDGET_POLICY: &str = "budget";
 
 /// Names a `[[limit]]` or `[[bucket]]` may not take because the budget's own keys use
 /// them (`upstream_spent`: the record of the upstream's early refusals, 3.5; `limit`
-/// heads the keys of every `[[limit]]`).
+/// heads the keys of every `[[limit]]`; `slot` heads the fleet's slot records and
+/// `fence` is their token counter).
 pub(crate) const RESERVED_POLICY_NAMES: &[&str] = &[
     BUDGET_POLICY,
     "blocked",
@@ -56,6 +67,8 @@ pub(crate) const RESERVED_POLICY_NAMES: &[&str] = &[
     "epoch",
     "upstream_spent",
     "limit",
+    "slot",
+    "fence",
 ];
 
 /// The longest window a policy may have: 31 days. Longer ones would only grow what is

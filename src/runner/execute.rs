@@ -14,6 +14,7 @@ use super::bookkeeping::{
     record_attempts, record_end, record_figures, record_start, run_report, run_status,
 };
 use super::lock::{self, LockError, RegionLock};
+use super::missed_slots::note_missed_slots;
 use super::outcome::{RegionReport, RunReport, Status, overall};
 use super::plan::{self, Freshness};
 use super::run::Run;
@@ -30,6 +31,8 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         .distrust_if_skewed(run.meter.limiter_clock())
         .await;
     let fresh = freshness_or_none(&run).await;
+    // The regions whose slot records the run reads back at its end.
+    let configured = regions.clone();
     let region_refs: Vec<&Region> = regions.iter().collect();
     let ordered: Vec<Region> = plan::order(&region_refs, &fresh)
         .into_iter()
@@ -52,6 +55,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     let status = run_status(follow.as_ref(), overall(&regions, stop.as_ref()));
     let (report, now) = run_report(&run, status, regions, follow, stop.as_ref(), began).await;
     record_figures(&run, &report).await;
+    note_missed_slots(&run, &configured).await;
     // A run whose start is not in the database has no rows to finish (and made no
     // call): trying would only add a second, unrelated error to the first.
     if start_recorded {

@@ -357,6 +357,15 @@ impl Meter {
         }
     }
 
+    /// The Redis limiter, unless the run found it down: where a fleet's slot records
+    /// are kept.
+    pub(super) fn redis(&self) -> Option<&crate::quota::RedisLimiter> {
+        match &self.limiter {
+            Limiter::Redis(redis) if self.limiter_down.get().is_none() => Some(redis),
+            _ => None,
+        }
+    }
+
     /// Whose clock the limiter decides by; `None` while it is down.
     pub(super) fn limiter_clock(&self) -> Option<LimiterClock> {
         self.limiter.clock()

@@ -16,6 +16,7 @@ mod error;
 mod execute;
 pub mod lock;
 mod meter;
+mod missed_slots;
 pub mod outcome;
 pub mod plan;
 mod record;

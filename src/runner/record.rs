@@ -11,8 +11,8 @@ use super::plan::Freshness;
 use crate::clock::{Clock, Secs};
 use crate::sqlite::Db;
 use crate::store::{
-    CallCount, FollowCounts, FollowStored, RegionOutcome, RunKind, RunLimiter, RunOutcome, Store,
-    StoreError, VideoRecord,
+    CallCount, FollowCounts, FollowStored, RegionOutcome, RunKind, RunLimiter, RunOutcome,
+    SlotMiss, Store, StoreError, VideoRecord,
 };
 
 /// A run's store, shared by its region tasks, on the command's one connection, which
@@ -246,6 +246,14 @@ impl Recorder {
         })
         .await
         .map_err(|f| f.doing(format!("recording the end of run {}", self.run_id)))
+    }
+
+    /// Notes the fleet's missed slots seen; how many were new.
+    pub(super) async fn slot_misses(&self, misses: Vec<SlotMiss>) -> Result<usize, RunError> {
+        let at = self.clock.now().to_secs();
+        self.on_store(move |s| s.note_slot_misses(&misses, at))
+            .await
+            .map_err(|f| f.doing("noting the fleet's missed slots".to_owned()))
     }
 
     /// What the store knows of each region.

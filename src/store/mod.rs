@@ -29,6 +29,7 @@ mod prune;
 mod read;
 mod run_limiter;
 pub(crate) mod schema;
+pub(crate) mod slot_misses;
 mod sql;
 pub(crate) mod text_ids;
 mod write;
@@ -51,6 +52,7 @@ pub(crate) use history::{HistoryFilter, HistoryRow, RunStart};
 pub(crate) use prune::PruneReport;
 pub use read::{ChartSpan, CountPoint, CountSource};
 pub(crate) use run_limiter::{LastRunLimiter, RunLimiter};
+pub use slot_misses::SlotMiss;
 
 use crate::clock::Secs;
 use crate::sqlite::{Db, Held, Migration, OpenError};

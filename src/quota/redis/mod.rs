@@ -17,6 +17,7 @@ use redis::RedisResult;
 mod conn;
 mod diagnose;
 mod script;
+pub(crate) mod slots;
 mod url;
 
 pub use conn::TlsFiles;

@@ -320,6 +320,16 @@ impl Keys {
     pub(super) fn epoch(&self) -> String {
         format!("{}:epoch", self.prefix)
     }
+
+    /// The record of `region`'s slot starting at `start_s` (`slots.lua`).
+    pub(super) fn slot(&self, region: &str, start_s: i64) -> String {
+        format!("{}:slot:{region}:{start_s}", self.prefix)
+    }
+
+    /// The counter the slots' fencing tokens are taken from (`slots.lua`).
+    pub(super) fn fence(&self) -> String {
+        format!("{}:fence", self.prefix)
+    }
 }
 
 /// `part`'s entry for `charge` in its policy's set, as the charge script writes it.

@@ -30,6 +30,7 @@ impl Picture {
         self.last_run_region_families(&mut exp);
         self.region_families(&mut exp);
         self.call_families(&mut exp, methods);
+        self.slot_families(&mut exp);
         self.budget_families(&mut exp);
         self.limiter_families(&mut exp);
         self.skew_families(&mut exp);
@@ -181,6 +182,30 @@ impl Picture {
                     count_of(&self.calls, &method, outcome) as f64,
                 );
             }
+        }
+    }
+
+    /// The fleet's missed slots per configured region: 0 where none was seen (and
+    /// always with the embedded limiter), so that the first miss is an increase.
+    fn slot_families(&self, exp: &mut Exposition) {
+        if self.unread {
+            return;
+        }
+        let mut regions: Vec<&str> = self.configured.iter().map(String::as_str).collect();
+        regions.sort_unstable();
+        regions.dedup();
+        let missed = exp.family(
+            "trendsync_slots_missed_total",
+            MetricType::Counter,
+            "Slots of the region's schedule that the fleet missed (no host fetched them), as this host has seen them in the slot records in Redis at the end of its runs.",
+        );
+        for region in regions {
+            let n = self
+                .slot_misses
+                .iter()
+                .find(|(r, _)| r.eq_ignore_ascii_case(region))
+                .map_or(0, |(_, n)| *n);
+            missed.sample(&[("region", region)], n as f64);
         }
     }
 

@@ -50,6 +50,8 @@ pub struct Picture {
     /// A run or backfill this process was asked for and its configuration refused
     /// (exit 78): the last run of its kind, in place of the one the database holds.
     pub refused: Option<Refused>,
+    /// The fleet's missed slots this host has seen, per region (docs/metrics.md).
+    pub slot_misses: std::collections::BTreeMap<String, u64>,
     /// The database could not be read (a run refused before it could open it): what
     /// only it can tell is left out, the calls counter above all, which would
     /// otherwise read as reset to 0.
@@ -103,6 +105,7 @@ impl Picture {
             attempts: store.last_attempts()?,
             regions: store.region_states()?,
             calls: store.call_counts(None)?,
+            slot_misses: store.slot_misses_by_region()?,
             budget,
             skews: Vec::new(),
             configured,

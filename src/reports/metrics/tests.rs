@@ -183,6 +183,7 @@ fn picture() -> Picture {
             up: Some(true),
             pending_calls: 0,
         }),
+        slot_misses: std::collections::BTreeMap::from([("US".into(), 3), ("DE".into(), 1)]),
         refused: None,
         unread: false,
     }
@@ -224,6 +225,30 @@ fn the_configured_regions_and_only_they_have_series() {
         2 * RegionStatus::ALL.len(),
         "US and GB were attempted, FR not yet: {text}"
     );
+}
+
+/// The fleet's missed slots: a counter per configured region, 0 for one with none, so
+/// that the first miss is an increase; left out when the database could not be read.
+#[test]
+fn the_missed_slots_are_counted_per_configured_region_from_zero() {
+    let mut picture = picture();
+    picture.configured = vec!["US".into(), "GB".into(), "FR".into()];
+    let text = picture.exposition(&["videos.list"]).render();
+    assert!(
+        text.contains("# TYPE trendsync_slots_missed_total counter"),
+        "{text}"
+    );
+    assert_eq!(
+        lines_of(&text, "trendsync_slots_missed_total"),
+        [
+            "trendsync_slots_missed_total{region=\"FR\"} 0",
+            "trendsync_slots_missed_total{region=\"GB\"} 0",
+            "trendsync_slots_missed_total{region=\"US\"} 3"
+        ]
+    );
+    picture.unread = true;
+    let text = picture.exposition(&["videos.list"]).render();
+    assert!(lines_of(&text, "trendsync_slots_missed_total").is_empty());
 }
 
 #[test]
