@@ -205,6 +205,7 @@ pub(crate) fn region(code: &str, searches: &[&str]) -> Region {
         hl: None,
         pages: 1,
         categories: Vec::new(),
+        slot_secs: 3600,
         searches: searches
             .iter()
             .map(|name| Search {
