@@ -20,6 +20,7 @@ pub(crate) mod recount;
 mod redis;
 pub(crate) mod schema;
 pub mod skew;
+mod slots;
 mod window;
 
 use std::collections::BTreeMap;
@@ -40,6 +41,7 @@ pub use journal::{
 pub use limiter::{Limiter, RecordPast, charged_on};
 pub use model::{Fit, PartOutcome};
 pub use redis::{RedisCause, RedisConfigError, RedisLimiter, TlsFiles};
+pub use slots::{Claim, Finish, Holder, SlotRef};
 pub use window::{Span, Window, Zone};
 
 /// The name of the main policy: the budget's own window, the main bucket. Limits and

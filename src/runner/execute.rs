@@ -17,6 +17,7 @@ use super::lock::{self, LockError, RegionLock};
 use super::outcome::{RegionReport, RunReport, Status, overall};
 use super::plan::{self, Freshness};
 use super::run::Run;
+use super::slots;
 use crate::clock::Secs;
 use crate::config::Region;
 use crate::error::chain;
@@ -36,9 +37,16 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         .cloned()
         .collect();
     let (locks, reports) = lock_regions(&run, ordered);
+    // On the fleet's slots (Redis): after the local lock, as docs/commands.md says.
+    let reports = run.claim_slots(reports).await;
+    let renewal = slots::renew_leases(&run);
     // Every phase walks the steps the dry run plans, taken at one moment.
     let now = run.clock.now().to_secs();
     let reports = fetch_regions(&run, reports, &fresh, now).await;
+    if let Some(renewal) = renewal {
+        renewal.abort();
+    }
+    let reports = run.finish_slots(reports).await;
     drop(locks);
     let follow = match run.settings.follow {
         Some(follow) => Some(Arc::clone(&run).follow_ups(follow, now).await),

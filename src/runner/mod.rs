@@ -21,6 +21,7 @@ pub mod plan;
 mod record;
 mod run;
 pub mod run_id;
+mod slots;
 mod steps;
 mod stops;
 #[cfg(test)]
@@ -33,6 +34,7 @@ pub(crate) use outcome::{Status, said_no};
 pub(crate) use plan::{Freshness, Simulation, Step, plan, simulate};
 pub(crate) use record::read_freshness;
 pub(crate) use run::{Run, RunDeps, RunSettings};
+pub(crate) use slots::slot_poll;
 // What the front end's tests reach through the room.
 #[cfg(test)]
 pub(crate) use error::RunError;
