@@ -38,8 +38,10 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         .collect();
     let (locks, reports) = lock_regions(&run, ordered);
     // On the fleet's slots (Redis): after the local lock, as docs/commands.md says.
-    let reports = run.claim_slots(reports).await;
+    // The renewals start first: a region's lease is renewed while another region's
+    // claim still waits for its holder.
     let renewal = slots::renew_leases(&run);
+    let reports = run.claim_slots(reports).await;
     // Every phase walks the steps the dry run plans, taken at one moment.
     let now = run.clock.now().to_secs();
     let reports = fetch_regions(&run, reports, &fresh, now).await;

@@ -407,14 +407,11 @@ impl Run {
     }
 }
 
-/// Renews every lease the run holds every third of a lease, until the handle is
-/// aborted; a lease another run took is marked lost, and its region makes no further
-/// calls. None with no gate or no lease.
+/// Renews every lease the run holds, as it holds them, every third of a lease until
+/// the handle is aborted; a lease another run took is marked lost, and its region
+/// makes no further calls. None with no gate.
 pub(super) fn renew_leases(run: &Arc<Run>) -> Option<JoinHandle<()>> {
     run.gate()?;
-    if run.leases.lock().map(|l| l.is_empty()).unwrap_or(true) {
-        return None;
-    }
     let run = Arc::clone(run);
     let every = (run.settings.lease / 3).max(Duration::from_millis(10));
     Some(tokio::spawn(async move {

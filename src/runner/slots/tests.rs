@@ -116,6 +116,17 @@ async fn a_slot_done_elsewhere_is_not_fetched_and_the_run_is_complete() {
         .expect("US's state");
     assert_eq!(us_state.last_complete_at, Some(done_at_us / 1_000_000));
     assert_eq!(us_state.last_status, Some(Status::DoneElsewhere.into()));
+    // The run's history says who fetched it (`runs`' reason).
+    let db = rusqlite::Connection::open(dir.path().join("t.db")).expect("db");
+    let (status, reason): (String, Option<String>) = db
+        .query_row(
+            "SELECT status, reason FROM run_regions WHERE region = 'US'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("US's line");
+    assert_eq!(status, "done_elsewhere");
+    assert!(reason.unwrap_or_default().contains("host host-b"));
 }
 
 #[tokio::test]
