@@ -757,7 +757,8 @@ fn a_slot_that_is_not_whole_seconds_minutes_or_hours() {
 
 #[test]
 fn a_lease_longer_than_a_slot() {
-    let regions = "[defaults]\nslot = \"1m\"\nlease = \"2m\"\n\n[[region]]\ncode = \"US\"\noffset = 0\n";
+    let regions =
+        "[defaults]\nslot = \"1m\"\nlease = \"2m\"\n\n[[region]]\ncode = \"US\"\noffset = 0\n";
     expect_config_error(
         &Costs::youtube().to_toml(),
         regions,

@@ -5,8 +5,9 @@
 //! `steps` what each region's phases call; `execute` the run from start to end, with
 //! its `bookkeeping`. The upstream sits behind a seam (`upstream`), so the decisions
 //! are tested against a fake in the process (`test_support`). Around them: `plan`
-//! (what to call), `lock` (which regions are this process's), `outcome` (how it
-//! ended), what a run leaves for others to read (`metrics`), and its id (`run_id`).
+//! (what to call), `lock` (which regions are this process's), `slots` (which of the
+//! fleet's slots are this run's), `outcome` (how it ended), what a run leaves for
+//! others to read (`metrics`), and its id (`run_id`).
 
 mod backoff;
 mod bookkeeping;
