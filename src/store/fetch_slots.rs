@@ -1,6 +1,7 @@
 //! The fleet's slots as the store keeps them (docs/schema.md, `fetch_slots`): each
 //! fetch made under a lease notes the slot, the lease's fencing token and whether it
-//! is the slot's current data. A leased fetch is `fetching` from its first page until
+//! is the slot's current data (and makes the analysts' views show current fetches
+//! only). A leased fetch is `fetching` from its first page until
 //! its run finishes the slot: `current` when the slot's record took this run's finish,
 //! `fenced` when another run held the slot by then. Only `current` ones are data:
 //! `export` and the reads built on it skip the others, and a fetch whose process was
@@ -35,6 +36,114 @@ CREATE TABLE slot_tokens (
     id      INTEGER PRIMARY KEY CHECK (id = 1),
     largest INTEGER NOT NULL
 ) STRICT;
+
+-- The analysts' views show current fetches only, as export does; their `_utc` twins
+-- and `video_history_marked` read them by name and follow.
+DROP VIEW trending;
+CREATE VIEW trending (run_id, region, rank, video_id, fetched_at) AS
+SELECT r.run_id, g.code, p.rank, v.id, f.fetched_at + p.offset_s
+FROM fetches AS f
+JOIN run_nums AS r ON r.num = f.run
+JOIN regions AS g ON g.num = f.region
+JOIN places AS p ON p.fetch = f.num
+JOIN videos AS v ON v.num = p.video
+WHERE f.search = 0 AND f.chart = 0
+  AND NOT EXISTS (SELECT 1 FROM fetch_slots AS fs WHERE fs.fetch = f.num AND fs.state <> 'current');
+
+DROP VIEW chart_places;
+CREATE VIEW chart_places (run_id, region, chart, rank, video_id, fetched_at) AS
+SELECT r.run_id, g.code, CAST(nullif(f.chart, 0) AS TEXT), p.rank, v.id,
+       f.fetched_at + p.offset_s
+FROM fetches AS f
+JOIN run_nums AS r ON r.num = f.run
+JOIN regions AS g ON g.num = f.region
+JOIN places AS p ON p.fetch = f.num
+JOIN videos AS v ON v.num = p.video
+WHERE f.search = 0
+  AND NOT EXISTS (SELECT 1 FROM fetch_slots AS fs WHERE fs.fetch = f.num AND fs.state <> 'current');
+
+DROP VIEW search_results;
+CREATE VIEW search_results (run_id, region, search_name, rank, video_id, fetched_at) AS
+SELECT r.run_id, g.code, s.name, p.rank, v.id, f.fetched_at + p.offset_s
+FROM fetches AS f
+JOIN searches AS s ON s.num = f.search
+JOIN run_nums AS r ON r.num = f.run
+JOIN regions AS g ON g.num = f.region
+JOIN places AS p ON p.fetch = f.num
+JOIN videos AS v ON v.num = p.video
+WHERE NOT EXISTS (SELECT 1 FROM fetch_slots AS fs WHERE fs.fetch = f.num AND fs.state <> 'current');
+
+DROP VIEW video_stats;
+CREATE VIEW video_stats (video_id, fetched_at, run_id, view_count, like_count, comment_count) AS
+SELECT v.id, f.fetched_at + p.offset_s, r.run_id, p.views, p.likes, p.comments
+FROM places AS p
+JOIN fetches AS f ON f.num = p.fetch
+JOIN run_nums AS r ON r.num = f.run
+JOIN videos AS v ON v.num = p.video
+WHERE NOT EXISTS (SELECT 1 FROM fetch_slots AS fs WHERE fs.fetch = f.num AND fs.state <> 'current')
+UNION ALL
+SELECT v.id, e.fetched_at, r.run_id, e.views, e.likes, e.comments
+FROM extra_counts AS e
+JOIN run_nums AS r ON r.num = e.run
+JOIN videos AS v ON v.num = e.video;
+
+DROP VIEW video_history;
+CREATE VIEW video_history (video_id, at, source, region, chart, search_name, rank,
+                           view_count, like_count, comment_count, run_id) AS
+SELECT v.id, f.fetched_at + p.offset_s,
+       CASE WHEN f.search = 0 THEN 'chart' ELSE 'search' END,
+       g.code, CAST(nullif(f.chart, 0) AS TEXT),
+       (SELECT s.name FROM searches AS s WHERE s.num = f.search),
+       p.rank, p.views, p.likes, p.comments, r.run_id
+FROM places AS p
+JOIN fetches AS f ON f.num = p.fetch
+JOIN videos AS v ON v.num = p.video
+JOIN regions AS g ON g.num = f.region
+JOIN run_nums AS r ON r.num = f.run
+WHERE NOT EXISTS (SELECT 1 FROM fetch_slots AS fs WHERE fs.fetch = f.num AND fs.state <> 'current')
+UNION ALL
+SELECT v.id, e.fetched_at, 'chart', NULL, NULL, NULL, NULL, e.views, e.likes, e.comments,
+       r.run_id
+FROM extra_counts AS e
+JOIN videos AS v ON v.num = e.video
+JOIN run_nums AS r ON r.num = e.run
+UNION ALL
+SELECT v.id, c.at, 'follow', NULL, NULL, NULL, NULL, c.views, c.likes, c.comments, NULL
+FROM follow_counts AS c
+JOIN videos AS v ON v.num = c.video;
+
+DROP VIEW chart_history;
+CREATE VIEW chart_history (video_id, region, chart, first_seen, last_seen, days_on_chart,
+                           fetches, best_rank, best_rank_at, entries, view_count,
+                           like_count, comment_count) AS
+WITH chart_fetches AS (
+    SELECT f.num, f.region, f.chart, f.fetched_at,
+           row_number() OVER (PARTITION BY f.region, f.chart ORDER BY f.fetched_at, f.num) AS ord
+    FROM fetches AS f
+    WHERE f.search = 0
+      AND NOT EXISTS (SELECT 1 FROM fetch_slots AS fs WHERE fs.fetch = f.num AND fs.state <> 'current')
+), seen AS (
+    SELECT p.video, c.region, c.chart, c.fetched_at AS started,
+           c.fetched_at + p.offset_s AS at, p.rank, p.views, p.likes, p.comments,
+           CASE WHEN lag(c.ord) OVER w = c.ord - 1 THEN 0 ELSE 1 END AS starts,
+           row_number() OVER (PARTITION BY p.video, c.region, c.chart
+                              ORDER BY p.rank, c.fetched_at + p.offset_s) AS by_rank,
+           row_number() OVER (PARTITION BY p.video, c.region, c.chart
+                              ORDER BY c.ord DESC) AS by_recency
+    FROM places AS p
+    JOIN chart_fetches AS c ON c.num = p.fetch
+    WINDOW w AS (PARTITION BY p.video, c.region, c.chart ORDER BY c.ord)
+)
+SELECT v.id, g.code, CAST(nullif(s.chart, 0) AS TEXT), min(s.at), max(s.at),
+       count(DISTINCT s.started / 86400), count(*), min(s.rank),
+       max(CASE WHEN s.by_rank = 1 THEN s.at END), sum(s.starts),
+       max(CASE WHEN s.by_recency = 1 THEN s.views END),
+       max(CASE WHEN s.by_recency = 1 THEN s.likes END),
+       max(CASE WHEN s.by_recency = 1 THEN s.comments END)
+FROM seen AS s
+JOIN videos AS v ON v.num = s.video
+JOIN regions AS g ON g.num = s.region
+GROUP BY s.video, s.region, s.chart;
 ";
 
 /// The slot a fetch is made under, and the lease's fencing token.
