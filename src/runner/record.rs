@@ -171,6 +171,13 @@ impl Recorder {
             .map_err(|f| f.doing("reading the largest fencing token noted".to_owned()))
     }
 
+    /// That a claim of this run's was given `token`.
+    pub(super) async fn note_slot_token(&self, token: i64) -> Result<(), RunError> {
+        self.on_store(move |s| s.note_slot_token(token))
+            .await
+            .map_err(|f| f.doing(format!("noting fencing token {token}")))
+    }
+
     /// That another host fetched region `code`'s slot, done at `at_s`.
     pub(super) async fn done_elsewhere(&self, code: &str, at_s: i64) -> Result<(), RunError> {
         let region = code.to_owned();

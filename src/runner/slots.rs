@@ -184,6 +184,10 @@ impl Run {
             };
             match claimed {
                 Claimed::Leased(lease) => {
+                    // The floor of later claims, even should no page be stored under it.
+                    if let Err(e) = self.record.note_slot_token(lease.token).await {
+                        tracing::warn!(region = %report.code, "{}", chain(&e));
+                    }
                     if let Ok(mut leases) = self.leases.lock() {
                         leases.insert(report.code.clone(), lease);
                     }

@@ -232,6 +232,22 @@ impl Store {
         )))
     }
 
+    /// Notes `token`, given to a claim of this host's, as the largest when it is:
+    /// before any page is stored under it, so that a claim that stored nothing still
+    /// raises the next claim's floor.
+    pub(crate) fn note_slot_token(&self, token: i64) -> Result<(), StoreError> {
+        (|| {
+            let tx = self.write_tx()?;
+            tx.execute(
+                "INSERT INTO slot_tokens (id, largest) VALUES (1, ?1)
+                 ON CONFLICT (id) DO UPDATE SET largest = max(largest, excluded.largest)",
+                [token],
+            )?;
+            tx.commit()
+        })()
+        .map_err(self.err(format!("noting fencing token {token}")))
+    }
+
     /// The largest fencing token this file has noted, 0 when none.
     pub(crate) fn largest_slot_token(&self) -> Result<i64, StoreError> {
         self.conn

@@ -337,6 +337,7 @@ async fn a_claim_is_given_the_largest_token_the_file_noted_as_its_floor() {
     let (run, _) = run_with(dir.path(), &gate);
     drop(execute(run, vec![region("US", &[])]).await);
     // A second run, an hour on, on a keeper that lost its keys (tokens from 100 again).
+    // The first run's claim raised the floor even had it stored nothing.
     let gate = Arc::new(FakeGate::new(AT_2026_US + 3_600_000_000, 1_000));
     let dir2 = dir.path();
     let (run, _) = run_with(dir2, &gate);
@@ -363,4 +364,17 @@ fn the_wait_between_looks_is_a_sixth_of_the_lease_within_bounds() {
         slot_poll(Duration::from_millis(100)),
         Duration::from_millis(100)
     );
+}
+
+#[tokio::test]
+async fn a_claim_that_stored_nothing_still_raises_the_floor() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let gate = Arc::new(FakeGate::new(AT_2026_US, 1_000));
+    let (run, _) = run_with(dir.path(), &gate);
+    let claimed = run
+        .claim_slots(vec![(region("US", &[]), RegionReport::new("US"))])
+        .await;
+    assert_eq!(claimed[0].1.status, Status::Complete);
+    let store = Store::open(dir.path().join("t.db")).expect("the store");
+    assert_eq!(store.largest_slot_token().expect("the floor"), 101);
 }
