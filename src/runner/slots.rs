@@ -102,6 +102,9 @@ enum Claimed {
     Unleased(String),
 }
 
+/// No bucket or method: the run's stops of every call, which end a wait for a slot.
+const EVERY_CALL: &str = "";
+
 /// A slot's time, as the logs say it.
 fn slot_time(slot: &SlotRef) -> String {
     human::timestamp(slot.start_s.saturating_mul(1_000_000))
@@ -243,6 +246,10 @@ impl Run {
         // The live holder last seen, while this run waits for it.
         let mut waited_for: Option<Holder> = None;
         loop {
+            // A signal (or a fatal stop) ends the wait: the run makes no further call.
+            if self.stops.stopped(EVERY_CALL) {
+                return Claimed::Unleased("the run is stopping".to_owned());
+            }
             let answer = match gate.claim(slot, host, run_id, lease, floor).await {
                 Ok(a) => a,
                 Err(e) => return Claimed::Unleased(chain(&e)),
@@ -324,7 +331,10 @@ impl Run {
                             done_at_us: None,
                         };
                     }
-                    tokio::time::sleep(self.settings.slot_poll).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(self.settings.slot_poll) => {}
+                        () = self.stops.woken(EVERY_CALL, EVERY_CALL) => {}
+                    }
                 }
             }
         }

@@ -378,3 +378,28 @@ async fn a_claim_that_stored_nothing_still_raises_the_floor() {
     let store = Store::open(dir.path().join("t.db")).expect("the store");
     assert_eq!(store.largest_slot_token().expect("the floor"), 101);
 }
+
+#[tokio::test]
+async fn a_signal_ends_the_wait_for_a_held_slot() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let gate = Arc::new(FakeGate::new(AT_2026_US, 1_000_000));
+    gate.set(
+        "US",
+        SLOT_S,
+        FakeRecord::Held {
+            holder: other("host-b", 7),
+            until_us: AT_2026_US + 3_000_000_000,
+        },
+    );
+    let (run, upstream) = run_with(dir.path(), &gate);
+    run.interrupt("SIGTERM");
+    let report = execute(run, vec![region("US", &[])]).await;
+    assert_eq!(report.status, Status::Interrupted);
+    assert!(upstream.calls().is_empty());
+    let claims = gate
+        .made()
+        .iter()
+        .filter(|m| m.starts_with("claim"))
+        .count();
+    assert_eq!(claims, 0, "{:?}", gate.made());
+}
