@@ -358,7 +358,12 @@ impl Run {
             let Some(lease) = leases.get(&report.code) else {
                 continue;
             };
-            let outcome = report.status.as_str();
+            // A region the run never reached is missed for the reason the run
+            // stopped, which the slot's record names (docs/commands.md).
+            let outcome = match report.status {
+                Status::NotAttempted => self.stops.status().as_str(),
+                status => status.as_str(),
+            };
             let finished = gate
                 .finish(
                     &lease.slot,

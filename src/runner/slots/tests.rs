@@ -403,3 +403,24 @@ async fn a_signal_ends_the_wait_for_a_held_slot() {
         .count();
     assert_eq!(claims, 0, "{:?}", gate.made());
 }
+
+#[tokio::test]
+async fn a_claimed_region_the_run_never_reached_is_finished_with_the_runs_stop() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let gate = Arc::new(FakeGate::new(AT_2026_US, 1_000));
+    let (run, _) = run_with(dir.path(), &gate);
+    let reports = run
+        .claim_slots(vec![(region("US", &[]), RegionReport::new("US"))])
+        .await;
+    let token = run.lease_of("US").expect("claimed").token;
+    run.interrupt("SIGTERM");
+    let mut reports = reports;
+    reports[0].1.status = Status::NotAttempted;
+    drop(run.finish_slots(reports).await);
+    assert!(
+        gate.made()
+            .contains(&format!("finish US {token} interrupted")),
+        "{:?}",
+        gate.made()
+    );
+}
