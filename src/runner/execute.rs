@@ -50,7 +50,20 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     }
     let reports = run.finish_slots(reports).await;
     drop(locks);
+    // A run all of whose regions another host fetched leaves the follow-ups to that
+    // host, whose database holds the charts: both counting would bill them twice.
+    let all_elsewhere = !reports.is_empty()
+        && reports
+            .iter()
+            .all(|(_, r)| r.status == Status::DoneElsewhere);
     let follow = match run.settings.follow {
+        Some(_) if all_elsewhere => {
+            tracing::info!(
+                run_id = %run.settings.run_id,
+                "every region's slot was fetched by another host; the follow-ups are left to it"
+            );
+            None
+        }
         Some(follow) => Some(Arc::clone(&run).follow_ups(follow, now).await),
         None => None,
     };

@@ -235,6 +235,8 @@ pub(crate) struct Scratch {
     pub gate: Option<Arc<dyn SlotGate>>,
     /// The host the run claims as.
     pub host: String,
+    /// The run's id: a second run on one database needs its own.
+    pub run_id: String,
     pub lease: Duration,
 }
 
@@ -250,6 +252,7 @@ impl Default for Scratch {
             follow: None,
             gate: None,
             host: "host-a".into(),
+            run_id: "r1".into(),
             lease: Duration::from_secs(120),
         }
     }
@@ -272,7 +275,7 @@ impl Scratch {
             )
         };
         let settings = RunSettings {
-            run_id: "r1".into(),
+            run_id: self.run_id,
             kind: RunKind::Run,
             budget,
             allowance: Allowance::Ceiling,

@@ -424,3 +424,50 @@ async fn a_claimed_region_the_run_never_reached_is_finished_with_the_runs_stop()
         gate.made()
     );
 }
+
+/// Follow-ups are billed per call: a run that fetched nothing, every region's slot
+/// done by another host, leaves them to that host.
+#[tokio::test]
+async fn a_run_whose_every_region_was_done_elsewhere_leaves_the_follow_ups() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let follow = Some(crate::config::Follow {
+        days: 1,
+        every: Duration::ZERO,
+    });
+    // A first run charts videos here, so that there is something to follow up.
+    let first = Arc::new(FakeUpstream::new());
+    let run = Scratch {
+        follow,
+        ..Scratch::default()
+    }
+    .run(dir.path(), Arc::clone(&first) as _);
+    drop(execute(run, vec![region("US", &[])]).await);
+    assert!(
+        first
+            .calls()
+            .contains(&crate::youtube::VIDEOS_BATCH_GET_STATS)
+    );
+    // The next slot: another host fetched it.
+    let gate = Arc::new(FakeGate::new(AT_2026_US + 3_600_000_000, 1_000));
+    gate.set(
+        "US",
+        SLOT_S + 3600,
+        FakeRecord::Done {
+            by: other("host-b", 7),
+            at_us: AT_2026_US + 3_601_000_000,
+        },
+    );
+    let second = Arc::new(FakeUpstream::new());
+    let run = Scratch {
+        follow,
+        gate: Some(Arc::clone(&gate) as Arc<dyn SlotGate>),
+        run_id: "r2".into(),
+        ..Scratch::default()
+    }
+    .run(dir.path(), Arc::clone(&second) as _);
+    let report = execute(run, vec![region("US", &[])]).await;
+    assert_eq!(report.status, Status::Complete, "{:?}", report.regions);
+    assert_eq!(report.regions[0].status, Status::DoneElsewhere);
+    assert!(report.follow.is_none());
+    assert!(second.calls().is_empty(), "{:?}", second.calls());
+}
