@@ -296,6 +296,35 @@ pub struct FetchArgs {
     /// (embedded or Redis): the one step that moves a database between them on purpose
     #[arg(long)]
     pub switch_limiter: bool,
+
+    /// The name this host's runs carry in the fleet's slot records (on Redis): who
+    /// fetched a slot [default: the system's host name]
+    #[arg(long, env = "TRENDSYNC_HOST_NAME", value_parser = parse_host_name, value_name = "NAME")]
+    pub host_name: Option<String>,
+}
+
+/// The longest host name, in bytes: it is written into every slot record.
+pub const HOST_NAME_MAX: usize = 64;
+
+/// A host name for the slot records: 1 to [`HOST_NAME_MAX`] bytes of printable
+/// characters, no spaces (a log line or a JSON field shows it as it is).
+pub fn parse_host_name(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err("the host name is empty; expected a name such as \"host-a\"".to_owned());
+    }
+    if s.len() > HOST_NAME_MAX {
+        return Err(format!(
+            "the host name is {} bytes long; expected at most {HOST_NAME_MAX}",
+            s.len()
+        ));
+    }
+    if let Some(c) = s.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "the host name {:?} holds {c:?}; expected printable characters and no spaces, such as \"host-a\"",
+            s
+        ));
+    }
+    Ok(s.to_owned())
 }
 
 #[derive(Debug, Args)]

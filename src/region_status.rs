@@ -34,6 +34,10 @@ pub enum RegionStatus {
     /// while it is down (docs/budget.md, "When the limiter is down"): the budget may be far
     /// from spent.
     LimiterDown,
+    /// Another host's run fetched the region's slot, or holds it past the bound this
+    /// run waited (docs/commands.md, "Several hosts"): nothing to fetch here. A run of
+    /// `complete` and `done_elsewhere` regions is `complete`.
+    DoneElsewhere,
     /// A region the run never reached: it stopped before this region's first call.
     /// Never a run's status.
     NotAttempted,
@@ -47,7 +51,7 @@ pub enum RegionStatus {
 
 impl RegionStatus {
     /// Every status: the eight a run can end with, then a region's only ones.
-    pub const ALL: [RegionStatus; 12] = [
+    pub const ALL: [RegionStatus; 13] = [
         RegionStatus::Complete,
         RegionStatus::BudgetExhausted,
         RegionStatus::UpstreamQuotaExhausted,
@@ -56,6 +60,7 @@ impl RegionStatus {
         RegionStatus::Interrupted,
         RegionStatus::ClockSkew,
         RegionStatus::LimiterDown,
+        RegionStatus::DoneElsewhere,
         RegionStatus::NotAttempted,
         RegionStatus::Queued,
         RegionStatus::Running,
@@ -77,6 +82,7 @@ impl RegionStatus {
             RegionStatus::Interrupted => "interrupted",
             RegionStatus::ClockSkew => "clock_skew",
             RegionStatus::LimiterDown => "limiter_down",
+            RegionStatus::DoneElsewhere => "done_elsewhere",
             RegionStatus::NotAttempted => "not_attempted",
             RegionStatus::Queued => "queued",
             RegionStatus::Running => "running",
@@ -98,6 +104,7 @@ impl RegionStatus {
             RegionStatus::BudgetExhausted => 1,
             RegionStatus::Complete
             | RegionStatus::Skipped
+            | RegionStatus::DoneElsewhere
             | RegionStatus::NotAttempted
             | RegionStatus::Queued
             | RegionStatus::Running

@@ -742,3 +742,47 @@ fn config_and_crontab_mask_a_key_wherever_it_is_in_the_api_base() {
         .stdout(contains("--api-base http://127.0.0.1:9/youtube/v3"))
         .run();
 }
+
+#[test]
+fn a_slot_that_is_not_whole_seconds_minutes_or_hours() {
+    let regions = "[[region]]\ncode = \"US\"\noffset = 0\nslot = \"90\"\n";
+    expect_config_error(
+        &Costs::youtube().to_toml(),
+        regions,
+        "regions.toml",
+        4,
+        "region US slot \"90\" is not a slot",
+    );
+}
+
+#[test]
+fn a_lease_longer_than_a_slot() {
+    let regions =
+        "[defaults]\nslot = \"1m\"\nlease = \"2m\"\n\n[[region]]\ncode = \"US\"\noffset = 0\n";
+    expect_config_error(
+        &Costs::youtube().to_toml(),
+        regions,
+        "regions.toml",
+        3,
+        "defaults.lease \"2m\" is longer than region US's slot of 60 s",
+    );
+}
+
+/// A host name the slot records cannot carry is a usage error (2), from the flag and
+/// from the environment alike, before anything is read or written.
+#[test]
+fn a_host_name_with_a_space_is_a_usage_error() {
+    let s = Scratch::new();
+    s.cmd()
+        .args(["run", "--host-name", "host a"])
+        .expect_stderr("expected printable characters and no spaces")
+        .status(2)
+        .run();
+    s.cmd()
+        .env("TRENDSYNC_HOST_NAME", "x".repeat(65))
+        .args(["backfill"])
+        .expect_stderr("expected at most 64")
+        .status(2)
+        .run();
+    assert!(!s.file("trendsync.db").exists(), "nothing written");
+}

@@ -74,7 +74,9 @@ fn code_of(e: &(dyn Error + 'static)) -> Option<ExitCode> {
 /// simply come back.
 pub(crate) fn exit_code_for_status(status: RegionStatus) -> Option<ExitCode> {
     match status {
-        RegionStatus::Complete => None,
+        // Another host fetched the slot (docs/commands.md, "Several hosts"): nothing
+        // is left to do, so cron has nothing to retry.
+        RegionStatus::Complete | RegionStatus::DoneElsewhere => None,
         // A line whose process died: a person should look at why.
         RegionStatus::Failed | RegionStatus::Abandoned => Some(ExitCode::Failed),
         // Not finished (the runner never ends a run with queued or running).

@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use super::{Access, Ctx, key, load_config, open_limiter, select_regions};
 use crate::cli::{BackfillArgs, Command, RunArgs};
 use crate::config::{Config, Follow, Region};
-use crate::error::{ExitCode, MissingConfig, SilentExit, after_output, report};
+use crate::error::{ExitCode, MissingConfig, SilentExit, UsageError, after_output, report};
 use crate::output::human;
 use crate::output::json::print_json;
 use crate::quota::Allowance;
@@ -36,6 +36,8 @@ struct Job<'a> {
     /// `--switch-limiter`: charge this limiter although the latest run charged the
     /// other kind.
     switch_limiter: bool,
+    /// `--host-name`, when given; else the system's.
+    host_name: Option<&'a str>,
 }
 
 /// A call that takes longer than this is treated as a timeout (and retried).
@@ -52,6 +54,7 @@ pub async fn run(ctx: &Ctx<'_>, args: &RunArgs) -> Result<()> {
         json: args.fetch.json,
         concurrency: args.fetch.concurrency,
         switch_limiter: args.fetch.switch_limiter,
+        host_name: args.fetch.host_name.as_deref(),
     };
     execute(ctx, &config, job).await
 }
@@ -85,8 +88,47 @@ pub async fn backfill(ctx: &Ctx<'_>, args: &BackfillArgs) -> Result<()> {
         json: args.fetch.json,
         concurrency: args.fetch.concurrency,
         switch_limiter: args.fetch.switch_limiter,
+        host_name: args.fetch.host_name.as_deref(),
     };
     execute(ctx, &config, job).await
+}
+
+/// The name this host's runs carry in the fleet's slot records: `--host-name`, else
+/// the system's host name, which must pass the same check (a usage error otherwise,
+/// saying to name the host).
+fn host_name(given: Option<&str>) -> Result<String> {
+    if let Some(name) = given {
+        return Ok(name.to_owned());
+    }
+    let system = system_host_name().map_err(|e| {
+        UsageError(format!(
+            "reading this system's host name: {e}; name the host with --host-name or TRENDSYNC_HOST_NAME"
+        ))
+    })?;
+    crate::cli::parse_host_name(&system).map_err(|e| {
+        UsageError(format!(
+            "this system's host name cannot name it in the slot records: {e}; name the host with --host-name or TRENDSYNC_HOST_NAME"
+        ))
+        .into()
+    })
+}
+
+/// The system's host name, from `gethostname(2)`.
+fn system_host_name() -> std::io::Result<String> {
+    // 256 bytes: more than any host name Linux allows (64) or POSIX promises (255).
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its whole length, which is what is passed.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let len = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8(buf[..len].to_vec()).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "the host name is not UTF-8",
+        )
+    })
 }
 
 /// What the store knows of each region, read without writing; nothing yet when the
@@ -226,6 +268,7 @@ async fn fetch(ctx: &Ctx<'_>, config: &Config, job: Job<'_>) -> Result<()> {
     // Before anything else, so that a signal during the setup stops the run cleanly
     // too instead of killing the process.
     let signals = Signals::listen()?;
+    let host = host_name(job.host_name)?;
     let key = key::for_calls(global)?;
     // Before anything is charged, the journal's replay included.
     super::identity::refuse_other_kind(
@@ -268,6 +311,9 @@ async fn fetch(ctx: &Ctx<'_>, config: &Config, job: Job<'_>) -> Result<()> {
         concurrency: usize::from(job.concurrency),
         follow: config.regions.follow,
         limiter: Some(super::identity::run_record(global, &config.budget)),
+        host,
+        lease: config.regions.lease,
+        slot_poll: runner::slot_poll(config.regions.lease),
     };
     let deps = RunDeps {
         limiter,
@@ -276,6 +322,8 @@ async fn fetch(ctx: &Ctx<'_>, config: &Config, job: Job<'_>) -> Result<()> {
         db: db.clone(),
         clock: Arc::clone(clock),
         jitter: Jitter::Random,
+        // The limiter's own, when it keeps the fleet's slots.
+        gate: None,
     };
     let run = Arc::new(Run::new(settings, deps));
     let watch = signals.watch(Arc::clone(&run));

@@ -37,6 +37,8 @@ struct RawDefaults {
     pages: Spanned<u32>,
     #[serde(default)]
     categories: Vec<Spanned<String>>,
+    slot: Option<Spanned<String>>,
+    lease: Option<Spanned<String>>,
 }
 
 impl Default for RawDefaults {
@@ -44,6 +46,8 @@ impl Default for RawDefaults {
         RawDefaults {
             pages: default_pages(),
             categories: Vec::new(),
+            slot: None,
+            lease: None,
         }
     }
 }
@@ -60,6 +64,7 @@ struct RawRegion {
     hl: Option<Spanned<String>>,
     pages: Option<Spanned<u32>>,
     categories: Option<Vec<Spanned<String>>>,
+    slot: Option<Spanned<String>>,
     #[serde(default, rename = "search")]
     searches: Vec<RawSearch>,
 }
@@ -99,7 +104,17 @@ pub(crate) struct Region {
     /// chart, in the configured order.
     pub(crate) categories: Vec<u32>,
     pub(crate) searches: Vec<Search>,
+    /// The period of the region's schedule, in seconds: one slot (docs/commands.md,
+    /// "Several hosts"), 1 to [`MAX_SLOT_SECS`].
+    pub(crate) slot_secs: u32,
 }
+
+/// The default slot: hourly, as the shipped crontab runs.
+pub(crate) const DEFAULT_SLOT_SECS: u32 = 3600;
+/// The longest slot: a day.
+pub(crate) const MAX_SLOT_SECS: u32 = 86_400;
+/// The default lease a run holds on a slot while it fetches it.
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(120);
 
 /// The most days `[follow]` may look back: a month.
 pub(crate) const MAX_FOLLOW_DAYS: u32 = 31;
@@ -118,6 +133,9 @@ pub(crate) struct Regions {
     pub(crate) regions: Vec<Region>,
     /// Follow-ups, when configured.
     pub(crate) follow: Option<Follow>,
+    /// How long a claim on a slot lasts unless renewed (`[defaults] lease`): at most
+    /// every region's slot.
+    pub(crate) lease: Duration,
 }
 
 impl Regions {
@@ -183,16 +201,105 @@ pub(crate) fn parse_regions(src: &SourceText<'_>) -> Result<Regions, ConfigError
     let raw: RawFile = src.parse()?;
     let default_pages = pages(src, &raw.defaults.pages, "defaults.pages")?;
     let default_categories = categories(src, &raw.defaults.categories, "defaults.categories")?;
+    let default_slot = match &raw.defaults.slot {
+        Some(s) => slot(src, s, "defaults.slot")?,
+        None => DEFAULT_SLOT_SECS,
+    };
     if raw.regions.is_empty() {
         return Err(src.error_at(None, "no [[region]] is configured; add at least one, e.g. [[region]] code = \"US\" offset = 0"));
     }
     let mut regions: Vec<Region> = Vec::with_capacity(raw.regions.len());
     for r in &raw.regions {
-        let region = region(src, r, &regions, default_pages, &default_categories)?;
+        let region = region(
+            src,
+            r,
+            &regions,
+            default_pages,
+            &default_categories,
+            default_slot,
+        )?;
         regions.push(region);
     }
     let follow = follow(src, raw.follow.as_ref())?;
-    Ok(Regions { regions, follow })
+    let lease = lease(src, raw.defaults.lease.as_ref(), &regions)?;
+    Ok(Regions {
+        regions,
+        follow,
+        lease,
+    })
+}
+
+/// A `slot`: whole seconds, minutes or hours (`"90s"`, `"15m"`, `"1h"`), from 1 s to
+/// a day.
+fn slot(src: &SourceText<'_>, text: &Spanned<String>, what: &str) -> Result<u32, ConfigError> {
+    let t = text.get_ref().trim();
+    let (digits, unit) = t.split_at(t.len().saturating_sub(1));
+    let scale = match unit {
+        "s" => Some(1u64),
+        "m" => Some(60),
+        "h" => Some(3600),
+        _ => None,
+    };
+    let secs = scale.and_then(|scale| {
+        (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| digits.parse::<u64>().ok())
+            .flatten()
+            .and_then(|n| n.checked_mul(scale))
+    });
+    match secs.and_then(|s| u32::try_from(s).ok()) {
+        Some(s) if (1..=MAX_SLOT_SECS).contains(&s) => Ok(s),
+        _ => Err(src.error_at(
+            Some(text.span()),
+            format!(
+                "{what} \"{}\" is not a slot; expected a whole number of seconds, minutes or hours from 1 s to 24 h, such as \"1h\", \"15m\" or \"30s\"",
+                text.get_ref()
+            ),
+        )),
+    }
+}
+
+/// `[defaults] lease`: from 1 s to the shortest region's slot (a lease longer than its
+/// slot would outlive the slot it claims).
+fn lease(
+    src: &SourceText<'_>,
+    raw: Option<&Spanned<String>>,
+    regions: &[Region],
+) -> Result<Duration, ConfigError> {
+    let Some(text) = raw else {
+        let shortest = regions.iter().map(|r| r.slot_secs).min();
+        // The default is cut to a short slot rather than refusing a file that never
+        // named a lease.
+        return Ok(match shortest {
+            Some(s) => DEFAULT_LEASE.min(Duration::from_secs(u64::from(s))),
+            None => DEFAULT_LEASE,
+        });
+    };
+    let d = parse_duration(text.get_ref())
+        .map_err(|e| src.error_at(Some(text.span()), format!("defaults.lease: {e}")))?;
+    if d < Duration::from_secs(1) {
+        return Err(src.error_at(
+            Some(text.span()),
+            format!(
+                "defaults.lease \"{}\" is shorter than a second; expected 1 s up to the slot",
+                text.get_ref()
+            ),
+        ));
+    }
+    if let Some(r) = regions
+        .iter()
+        .find(|r| d > Duration::from_secs(u64::from(r.slot_secs)))
+    {
+        return Err(src.error_at(
+            Some(text.span()),
+            format!(
+                "defaults.lease \"{}\" is longer than region {}'s slot of {} s; expected 1 s up to the shortest slot",
+                text.get_ref(),
+                r.code,
+                r.slot_secs
+            ),
+        ));
+    }
+    Ok(d)
 }
 
 /// One `[[region]]`, its unset pages and categories taken from the defaults.
@@ -202,6 +309,7 @@ fn region(
     earlier: &[Region],
     default_pages: u32,
     default_categories: &[u32],
+    default_slot: u32,
 ) -> Result<Region, ConfigError> {
     let code = region_code(src, &r.code, earlier)?;
     let offset = minute(src, &r.offset)?;
@@ -215,7 +323,12 @@ fn region(
         None => default_categories.to_vec(),
     };
     let searches = searches(src, &code, &r.searches)?;
+    let slot_secs = match &r.slot {
+        Some(s) => slot(src, s, &format!("region {code} slot"))?,
+        None => default_slot,
+    };
     Ok(Region {
+        slot_secs,
         code,
         offset,
         hl,

@@ -205,6 +205,7 @@ fn region_outcomes(report: &RunReport, stop: Option<&Stop>, now: Micros) -> Vec<
             let reason = match (&r.error, r.status) {
                 (Some(e), _) => Some(e.clone()),
                 (None, Status::Complete) => None,
+                (None, Status::DoneElsewhere) => r.note.clone(),
                 (None, Status::Skipped) => {
                     Some("being fetched by another process on this host".to_owned())
                 }

@@ -18,6 +18,7 @@ use super::missed_slots::note_missed_slots;
 use super::outcome::{RegionReport, RunReport, Status, overall};
 use super::plan::{self, Freshness};
 use super::run::Run;
+use super::slots;
 use crate::clock::Secs;
 use crate::config::Region;
 use crate::error::chain;
@@ -39,11 +40,33 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         .cloned()
         .collect();
     let (locks, reports) = lock_regions(&run, ordered);
+    // On the fleet's slots (Redis): after the local lock, as docs/commands.md says.
+    // The renewals start first: a region's lease is renewed while another region's
+    // claim still waits for its holder.
+    let renewal = slots::renew_leases(&run);
+    let reports = run.claim_slots(reports).await;
     // Every phase walks the steps the dry run plans, taken at one moment.
     let now = run.clock.now().to_secs();
     let reports = fetch_regions(&run, reports, &fresh, now).await;
+    if let Some(renewal) = renewal {
+        renewal.abort();
+    }
+    let reports = run.finish_slots(reports).await;
     drop(locks);
+    // A run all of whose regions another host fetched leaves the follow-ups to that
+    // host, whose database holds the charts: both counting would bill them twice.
+    let all_elsewhere = !reports.is_empty()
+        && reports
+            .iter()
+            .all(|(_, r)| r.status == Status::DoneElsewhere);
     let follow = match run.settings.follow {
+        Some(_) if all_elsewhere => {
+            tracing::info!(
+                run_id = %run.settings.run_id,
+                "every region's slot was fetched by another host; the follow-ups are left to it"
+            );
+            None
+        }
         Some(follow) => Some(Arc::clone(&run).follow_ups(follow, now).await),
         None => None,
     };

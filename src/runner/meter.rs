@@ -105,6 +105,11 @@ impl Meter {
         }
     }
 
+    /// The limiter the run charges.
+    pub(super) fn limiter(&self) -> &Limiter {
+        &self.limiter
+    }
+
     /// The bucket `method` is charged to (the main one for a method without a cost,
     /// which the charge refuses anyway).
     pub(super) fn bucket_of(&self, method: &str) -> &str {

@@ -5,8 +5,9 @@
 //! `steps` what each region's phases call; `execute` the run from start to end, with
 //! its `bookkeeping`. The upstream sits behind a seam (`upstream`), so the decisions
 //! are tested against a fake in the process (`test_support`). Around them: `plan`
-//! (what to call), `lock` (which regions are this process's), `outcome` (how it
-//! ended), what a run leaves for others to read (`metrics`), and its id (`run_id`).
+//! (what to call), `lock` (which regions are this process's), `slots` (which of the
+//! fleet's slots are this run's), `outcome` (how it ended), what a run leaves for
+//! others to read (`metrics`), and its id (`run_id`).
 
 mod backoff;
 mod bookkeeping;
@@ -22,6 +23,7 @@ pub mod plan;
 mod record;
 mod run;
 pub mod run_id;
+mod slots;
 mod steps;
 mod stops;
 #[cfg(test)]
@@ -34,6 +36,7 @@ pub(crate) use outcome::{Status, said_no};
 pub(crate) use plan::{Freshness, Simulation, Step, plan, simulate};
 pub(crate) use record::read_freshness;
 pub(crate) use run::{Run, RunDeps, RunSettings};
+pub(crate) use slots::slot_poll;
 // What the front end's tests reach through the room.
 #[cfg(test)]
 pub(crate) use error::RunError;

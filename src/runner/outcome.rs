@@ -280,6 +280,10 @@ pub struct RegionReport {
     /// Units of calls made while the limiter was down (journalled, not charged).
     pub units_unmetered: u64,
     pub error: Option<String>,
+    /// Why the region is `done_elsewhere`, for the run's history: who fetched its
+    /// slot, or holds it.
+    #[serde(skip)]
+    pub note: Option<String>,
 }
 
 impl RegionReport {
@@ -292,6 +296,7 @@ impl RegionReport {
             units: 0,
             units_unmetered: 0,
             error: None,
+            note: None,
         }
     }
 

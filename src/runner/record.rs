@@ -11,8 +11,8 @@ use super::plan::Freshness;
 use crate::clock::{Clock, Secs};
 use crate::sqlite::Db;
 use crate::store::{
-    CallCount, FollowCounts, FollowStored, RegionOutcome, RunKind, RunLimiter, RunOutcome,
-    SlotMiss, Store, StoreError, VideoRecord,
+    CallCount, FollowCounts, FollowStored, LeasedSlot, RegionOutcome, RunKind, RunLimiter,
+    RunOutcome, SlotMiss, SlotState, Store, StoreError, VideoRecord,
 };
 
 /// A run's store, shared by its region tasks, on the command's one connection, which
@@ -143,6 +143,7 @@ impl Recorder {
         page: usize,
         first_rank: u32,
         items: Vec<VideoRecord>,
+        lease: Option<LeasedSlot>,
     ) -> Result<usize, RunError> {
         let (run_id, region, now) = (
             self.run_id.clone(),
@@ -150,7 +151,7 @@ impl Recorder {
             self.clock.now().to_secs(),
         );
         self.on_store(move |s| {
-            s.store_chart_page(&run_id, &region, category, first_rank, &items, now)
+            s.store_chart_page_leased(&run_id, &region, category, first_rank, &items, now, lease)
         })
         .await
         .map_err(|f| {
@@ -161,6 +162,41 @@ impl Recorder {
                 None => format!("storing trending page {page} of region {code}"),
             })
         })
+    }
+
+    /// The largest fencing token the file has noted: a claim's floor.
+    pub(super) async fn largest_slot_token(&self) -> Result<i64, RunError> {
+        self.on_store(|s| s.largest_slot_token())
+            .await
+            .map_err(|f| f.doing("reading the largest fencing token noted".to_owned()))
+    }
+
+    /// That a claim of this run's was given `token`.
+    pub(super) async fn note_slot_token(&self, token: i64) -> Result<(), RunError> {
+        self.on_store(move |s| s.note_slot_token(token))
+            .await
+            .map_err(|f| f.doing(format!("noting fencing token {token}")))
+    }
+
+    /// That another host fetched region `code`'s slot, done at `at_s`.
+    pub(super) async fn done_elsewhere(&self, code: &str, at_s: i64) -> Result<(), RunError> {
+        let region = code.to_owned();
+        self.on_store(move |s| s.mark_done_elsewhere(&region, at_s))
+            .await
+            .map_err(|f| f.doing(format!("noting that another host fetched region {code}")))
+    }
+
+    /// Where this run's leased fetches of region `code` stand now.
+    pub(super) async fn slot_state(&self, code: &str, state: SlotState) -> Result<(), RunError> {
+        let (run_id, region) = (self.run_id.clone(), code.to_owned());
+        self.on_store(move |s| s.mark_slot(&run_id, &region, state))
+            .await
+            .map_err(|f| {
+                f.doing(format!(
+                    "marking this run's fetches of region {code} {}",
+                    state.as_str()
+                ))
+            })
     }
 
     /// That the region has no chart of `category`.
@@ -206,6 +242,7 @@ impl Recorder {
         code: &str,
         name: &str,
         ranked: Vec<VideoRecord>,
+        lease: Option<LeasedSlot>,
     ) -> Result<usize, RunError> {
         let (run_id, region, search, now) = (
             self.run_id.clone(),
@@ -213,9 +250,11 @@ impl Recorder {
             name.to_owned(),
             self.clock.now().to_secs(),
         );
-        self.on_store(move |s| s.store_search_page(&run_id, &region, &search, 1, &ranked, now))
-            .await
-            .map_err(|f| f.doing(format!("storing search \"{name}\" of region {code}")))
+        self.on_store(move |s| {
+            s.store_search_page_leased(&run_id, &region, &search, 1, &ranked, now, lease)
+        })
+        .await
+        .map_err(|f| f.doing(format!("storing search \"{name}\" of region {code}")))
     }
 
     /// When region `code` was last attempted (`at`) and how it went.

@@ -3,13 +3,16 @@
 //! region tasks share it (stops, meter, recorder, clock check).
 
 use crate::sqlite::Db;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use super::backoff::Jitter;
 use super::clock_check::ClockCheck;
 use super::meter::Meter;
 use super::outcome::Attempts;
 use super::record::Recorder;
+use super::slots::{Lease, SlotGate};
 use super::stops::Stops;
 use super::upstream::Upstream;
 use crate::clock::Clock;
@@ -30,6 +33,12 @@ pub struct RunSettings {
     /// The limiter and parsed budget recorded with the run's row, so that a command
     /// reading or charging another one can tell; none records nothing.
     pub limiter: Option<RunLimiter>,
+    /// The name this host's claims carry in the slot records (`--host-name`).
+    pub host: String,
+    /// How long a claim on a slot lasts unless renewed (`[defaults] lease`).
+    pub lease: Duration,
+    /// How long to wait between two looks at a slot another run holds.
+    pub slot_poll: Duration,
 }
 
 /// What a run works through: the budget's limiter, the upstream, and the database
@@ -48,6 +57,9 @@ pub struct RunDeps {
     /// Where each retry's backoff falls: [`Jitter::Random`] but where a test needs the
     /// wait known.
     pub jitter: Jitter,
+    /// The fleet's slots, when a test stands in for the limiter's; none takes the
+    /// limiter's own (Redis), if it keeps slots.
+    pub gate: Option<Arc<dyn SlotGate>>,
 }
 
 /// Everything a run needs, shared by its region tasks.
@@ -65,6 +77,11 @@ pub struct Run {
     /// Every attempt made, by method and how it ended. A poisoned map only loses a
     /// metric; the run itself goes on.
     pub(super) attempts: Mutex<Attempts>,
+    /// The gate to the fleet's slots a test gave; else the limiter's, if any
+    /// ([`Run::gate`]).
+    pub(super) gate: Option<Arc<dyn SlotGate>>,
+    /// The slots this run holds, by region.
+    pub(super) leases: Mutex<BTreeMap<String, Lease>>,
 }
 
 impl Run {
@@ -76,6 +93,7 @@ impl Run {
             db,
             clock,
             jitter,
+            gate,
         } = deps;
         let run_id = &settings.run_id;
         Run {
@@ -91,6 +109,8 @@ impl Run {
             record: Recorder::new(store, run_id.clone(), Arc::clone(&clock)),
             clock_check: ClockCheck::new(run_id.clone(), db.clone()),
             attempts: Mutex::new(Attempts::new()),
+            gate,
+            leases: Mutex::new(BTreeMap::new()),
             settings: RunSettings {
                 concurrency: settings.concurrency.max(1),
                 ..settings

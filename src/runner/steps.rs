@@ -88,6 +88,18 @@ impl Run {
         }
     }
 
+    /// Whether the region's calls may go on: not once the run lost its lease on the
+    /// region's slot (the finish then says to whom).
+    fn still_held(&self, region: &Region) -> Result<(), Failed> {
+        if self.lease_lost(&region.code) {
+            return Err(Failed::Region(format!(
+                "the lease on region {}'s slot was lost to another run; no further calls for it",
+                region.code
+            )));
+        }
+        Ok(())
+    }
+
     /// After a phase of a region: `queued` again when a later phase has steps for it,
     /// else how it ended.
     async fn mark_after(&self, report: &RegionReport, steps: &[Step], phase: plan::Phase) {
@@ -124,6 +136,7 @@ impl Run {
         // looping, and following it would store the same videos as new ranks.
         let mut tokens_seen: HashSet<String> = HashSet::new();
         for page in 1..=pages {
+            self.still_held(region)?;
             let got = self
                 .call(VIDEOS_LIST, report, || {
                     self.upstream.chart_page(
@@ -146,7 +159,14 @@ impl Run {
             next_rank = next_rank.saturating_add(u32::try_from(items.len()).unwrap_or(u32::MAX));
             let stored = self
                 .record
-                .chart_page(&region.code, category, page, first_rank, items)
+                .chart_page(
+                    &region.code,
+                    category,
+                    page,
+                    first_rank,
+                    items,
+                    self.lease_of(&region.code).map(|l| l.leased()),
+                )
                 .await?;
             report.pages += 1;
             report.videos += stored as u64;
@@ -369,6 +389,7 @@ impl Run {
         self.mark_region(&region.code, Status::Running).await;
         let result = async {
             for search in planned {
+                self.still_held(&region)?;
                 let published_after = search.published_within.and_then(|w| {
                     jiff::Timestamp::from_microsecond(self.clock.now().as_i64() - micros(w)).ok()
                 });
@@ -393,7 +414,12 @@ impl Run {
                 let ranked = in_rank_order(&ids, details.items);
                 let stored = self
                     .record
-                    .search_page(&region.code, &search.name, ranked)
+                    .search_page(
+                        &region.code,
+                        &search.name,
+                        ranked,
+                        self.lease_of(&region.code).map(|l| l.leased()),
+                    )
                     .await?;
                 report.videos += stored as u64;
             }

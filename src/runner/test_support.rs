@@ -5,13 +5,17 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use super::backoff::Jitter;
 use super::run::{Run, RunDeps, RunSettings};
+use super::slots::{GateCall, SlotGate};
 use super::upstream::{Call, Upstream};
 use crate::clock::{Clock, ManualClock, Secs};
 use crate::config::{Follow, Region, Search, SourceText};
-use crate::quota::{Allowance, Budget, EmbeddedLimiter, Limiter};
+use crate::quota::{
+    Allowance, Budget, Claim, EmbeddedLimiter, Finish, Holder, Limiter, LimiterError, SlotRef,
+};
 use crate::store::{RunKind, Store};
 use crate::youtube::{
     CallContext, CallError, Category, SEARCH_LIST, SearchOrder, SearchPage, SearchRequest,
@@ -205,6 +209,7 @@ pub(crate) fn region(code: &str, searches: &[&str]) -> Region {
         hl: None,
         pages: 1,
         categories: Vec::new(),
+        slot_secs: 3600,
         searches: searches
             .iter()
             .map(|name| Search {
@@ -226,6 +231,13 @@ pub(crate) struct Scratch {
     pub clock: Arc<dyn Clock>,
     pub concurrency: usize,
     pub follow: Option<Follow>,
+    /// The fleet's slots, when the run is to claim them.
+    pub gate: Option<Arc<dyn SlotGate>>,
+    /// The host the run claims as.
+    pub host: String,
+    /// The run's id: a second run on one database needs its own.
+    pub run_id: String,
+    pub lease: Duration,
 }
 
 impl Default for Scratch {
@@ -238,6 +250,10 @@ impl Default for Scratch {
             ))),
             concurrency: 1,
             follow: None,
+            gate: None,
+            host: "host-a".into(),
+            run_id: "r1".into(),
+            lease: Duration::from_secs(120),
         }
     }
 }
@@ -259,13 +275,16 @@ impl Scratch {
             )
         };
         let settings = RunSettings {
-            run_id: "r1".into(),
+            run_id: self.run_id,
             kind: RunKind::Run,
             budget,
             allowance: Allowance::Ceiling,
             concurrency: self.concurrency,
             follow: self.follow,
             limiter: None,
+            host: self.host,
+            lease: self.lease,
+            slot_poll: Duration::ZERO,
         };
         let deps = RunDeps {
             limiter,
@@ -274,7 +293,217 @@ impl Scratch {
             db: crate::sqlite::Db::open_for_writing(&db).expect("the database"),
             clock: self.clock,
             jitter: Jitter::Fixed(0.0),
+            gate: self.gate,
         };
         Arc::new(Run::new(settings, deps))
+    }
+}
+
+/// One slot's record in the [`FakeGate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FakeRecord {
+    Held { holder: Holder, until_us: i64 },
+    Done { by: Holder, at_us: i64 },
+    Missed { outcome: String, token: i64 },
+}
+
+/// The fleet's slots in the process, keeping the records as the Redis limiter does
+/// (docs/commands.md, "Several hosts"), on a clock that moves `step_us` at every
+/// request, so that a wait ends without the test sleeping.
+pub(crate) struct FakeGate {
+    now_us: Mutex<i64>,
+    step_us: i64,
+    next_token: Mutex<i64>,
+    pub(crate) records: Mutex<BTreeMap<(String, i64), FakeRecord>>,
+    /// Every request, in order: `claim US`, `renew US 7`, `finish US 7 complete`.
+    pub(crate) made: Mutex<Vec<String>>,
+    /// Answers every request with an unreachable limiter.
+    pub(crate) down: std::sync::atomic::AtomicBool,
+    /// Gives a region's slot to host `thief` at the first renewal of it.
+    pub(crate) steal_at_renewal: Mutex<Option<String>>,
+}
+
+impl FakeGate {
+    /// A gate whose clock stands at `now_us` and moves `step_us` at every request.
+    pub(crate) fn new(now_us: i64, step_us: i64) -> FakeGate {
+        FakeGate {
+            now_us: Mutex::new(now_us),
+            step_us,
+            next_token: Mutex::new(100),
+            records: Mutex::new(BTreeMap::new()),
+            made: Mutex::new(Vec::new()),
+            down: std::sync::atomic::AtomicBool::new(false),
+            steal_at_renewal: Mutex::new(None),
+        }
+    }
+
+    /// Sets `region`'s slot starting at `start_s` to `record`.
+    pub(crate) fn set(&self, region: &str, start_s: i64, record: FakeRecord) {
+        if let Ok(mut r) = self.records.lock() {
+            r.insert((region.to_owned(), start_s), record);
+        }
+    }
+
+    pub(crate) fn record(&self, region: &str, start_s: i64) -> Option<FakeRecord> {
+        self.records
+            .lock()
+            .ok()?
+            .get(&(region.to_owned(), start_s))
+            .cloned()
+    }
+
+    pub(crate) fn made(&self) -> Vec<String> {
+        self.made.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+
+    /// The clock's reading, moved one step on.
+    fn tick(&self, what: String) -> Result<i64, LimiterError> {
+        if let Ok(mut m) = self.made.lock() {
+            m.push(what);
+        }
+        if self.down.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(LimiterError::Unavailable {
+                endpoint: "redis://127.0.0.1:9".into(),
+                source: crate::quota::Reason("connection refused".into()).into(),
+            });
+        }
+        let mut now = self.now_us.lock().map_err(|_| LimiterError::Unavailable {
+            endpoint: "fake".into(),
+            source: crate::quota::Reason("poisoned".into()).into(),
+        })?;
+        *now += self.step_us;
+        Ok(*now)
+    }
+
+    fn token(&self) -> i64 {
+        let mut t = self.next_token.lock().expect("the fake's token");
+        *t += 1;
+        *t
+    }
+}
+
+fn lease_us(lease: Duration) -> i64 {
+    i64::try_from(lease.as_micros()).unwrap_or(i64::MAX)
+}
+
+impl SlotGate for FakeGate {
+    fn now_us(&self) -> GateCall<'_, i64> {
+        let now = self.tick("time".into());
+        Box::pin(async move { now })
+    }
+
+    fn claim<'a>(
+        &'a self,
+        slot: &'a SlotRef,
+        host: &'a str,
+        run_id: &'a str,
+        lease: Duration,
+        floor_token: i64,
+    ) -> GateCall<'a, Claim> {
+        Box::pin(async move {
+            let now = self.tick(format!("claim {} floor {floor_token}", slot.region))?;
+            if now >= slot.end_s() * 1_000_000 {
+                return Ok(Claim::Ended);
+            }
+            let key = (slot.region.clone(), slot.start_s);
+            let found = self.records.lock().expect("records").get(&key).cloned();
+            let took_over = match found {
+                Some(FakeRecord::Done { by, at_us }) => return Ok(Claim::Done { by, at_us }),
+                Some(FakeRecord::Held { holder, until_us }) if until_us >= now => {
+                    return Ok(Claim::Held { holder, until_us });
+                }
+                Some(FakeRecord::Held { holder, .. }) => Some(holder),
+                Some(FakeRecord::Missed { .. }) | None => None,
+            };
+            let token = self.token().max(floor_token + 1);
+            let holder = Holder {
+                host: host.to_owned(),
+                run_id: run_id.to_owned(),
+                token,
+            };
+            self.set(
+                &slot.region,
+                slot.start_s,
+                FakeRecord::Held {
+                    holder,
+                    until_us: now + lease_us(lease),
+                },
+            );
+            Ok(Claim::Claimed { token, took_over })
+        })
+    }
+
+    fn renew<'a>(&'a self, slot: &'a SlotRef, token: i64, lease: Duration) -> GateCall<'a, bool> {
+        Box::pin(async move {
+            let now = self.tick(format!("renew {} {token}", slot.region))?;
+            if let Some(thief) = self.steal_at_renewal.lock().expect("thief").take() {
+                let holder = Holder {
+                    host: thief,
+                    run_id: "r-thief".into(),
+                    token: self.token(),
+                };
+                self.set(
+                    &slot.region,
+                    slot.start_s,
+                    FakeRecord::Held {
+                        holder,
+                        until_us: now + lease_us(lease),
+                    },
+                );
+                return Ok(false);
+            }
+            match self.record(&slot.region, slot.start_s) {
+                Some(FakeRecord::Held { holder, .. }) if holder.token == token => {
+                    self.set(
+                        &slot.region,
+                        slot.start_s,
+                        FakeRecord::Held {
+                            holder,
+                            until_us: now + lease_us(lease),
+                        },
+                    );
+                    Ok(true)
+                }
+                _ => Ok(false),
+            }
+        })
+    }
+
+    fn finish<'a>(
+        &'a self,
+        slot: &'a SlotRef,
+        token: i64,
+        host: &'a str,
+        run_id: &'a str,
+        outcome: &'a str,
+    ) -> GateCall<'a, Finish> {
+        Box::pin(async move {
+            let now = self.tick(format!("finish {} {token} {outcome}", slot.region))?;
+            let ours = match self.record(&slot.region, slot.start_s) {
+                None => true,
+                Some(FakeRecord::Held { holder, .. }) if holder.token == token => true,
+                Some(FakeRecord::Held { holder, .. })
+                | Some(FakeRecord::Done { by: holder, .. }) => {
+                    return Ok(Finish::Fenced { by: Some(holder) });
+                }
+                Some(FakeRecord::Missed { .. }) => return Ok(Finish::Fenced { by: None }),
+            };
+            debug_assert!(ours);
+            let by = Holder {
+                host: host.to_owned(),
+                run_id: run_id.to_owned(),
+                token,
+            };
+            let record = if outcome == "complete" {
+                FakeRecord::Done { by, at_us: now }
+            } else {
+                FakeRecord::Missed {
+                    outcome: outcome.to_owned(),
+                    token,
+                }
+            };
+            self.set(&slot.region, slot.start_s, record);
+            Ok(Finish::Recorded)
+        })
     }
 }

@@ -50,13 +50,14 @@ pub(crate) struct ChartHistoryRow {
     pub(crate) comment_count: Option<i64>,
 }
 
-/// The region's chart fetches within a span: (chart, its place in the chart's order,
-/// when it began).
+/// The region's current chart fetches within a span (`fetch_slots`, docs/schema.md):
+/// (chart, its place in the chart's order, when it began).
 const CHART_FETCHES: &str = "
 SELECT f.num, f.chart, f.fetched_at
 FROM fetches AS f
 WHERE f.region = (SELECT num FROM regions WHERE code = ?1)
   AND f.search = 0 AND f.fetched_at >= ?2 AND f.fetched_at <= ?3
+  AND NOT EXISTS (SELECT 1 FROM fetch_slots AS fs WHERE fs.fetch = f.num AND fs.state <> 'current')
 ORDER BY f.chart, f.fetched_at, f.num";
 
 /// Every place of every video seen in the region, video by video, in fetch order.

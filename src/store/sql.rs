@@ -159,7 +159,7 @@ ORDER BY f.search, f.chart";
 
 /// One chart of a region (?4: 0 for the overall chart, else the category id): its
 /// places between two times (inclusive), fetch by fetch and rank by rank, for
-/// `export`.
+/// `export`: current fetches only (`fetch_slots`, docs/schema.md).
 pub(crate) const EXPORT_REGION: &str = "
 SELECT v.id, f.fetched_at, v.title, v.channel_title, v.category_id, v.published_at,
        v.tags, p.views, p.likes, p.comments, v.thumbnail_url, v.description,
@@ -170,6 +170,7 @@ JOIN videos AS v ON v.num = p.video
 LEFT JOIN categories AS c ON c.region = ?1 AND c.id = v.category_id
 WHERE f.region = (SELECT num FROM regions WHERE code = ?1)
   AND f.search = 0 AND f.chart = ?4 AND f.fetched_at >= ?2 AND f.fetched_at <= ?3
+  AND NOT EXISTS (SELECT 1 FROM fetch_slots AS fs WHERE fs.fetch = f.num AND fs.state <> 'current')
 ORDER BY f.fetched_at, f.num, p.rank";
 
 /// The counts samples of the charts and searches of the regions of the JSON array ?3
@@ -185,6 +186,7 @@ JOIN places AS p ON p.fetch = f.num
 JOIN videos AS v ON v.num = p.video
 WHERE f.region IN (SELECT g.num FROM regions AS g JOIN json_each(?3) AS j ON g.code = j.value)
   AND f.fetched_at >= ?1 AND f.fetched_at <= ?2
+  AND NOT EXISTS (SELECT 1 FROM fetch_slots AS fs WHERE fs.fetch = f.num AND fs.state <> 'current')
 ORDER BY at, v.id, source, f.num, p.rank";
 
 /// The follow-ups' samples between two times, video by video, of the videos seen in

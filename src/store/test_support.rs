@@ -37,6 +37,7 @@ pub(crate) const FILE: &[Migration] = &[
     super::best_matches::STEP,
     super::best_matches::COUNTS,
     super::slot_misses::STEP,
+    super::fetch_slots::STEP,
 ];
 
 /// The version [`open`] brings a file to: as many as [`FILE`] has steps.

@@ -8,7 +8,7 @@
 
 use rusqlite::{Transaction, TransactionBehavior, params};
 
-use super::{RunKind, RunOutcome, Store, StoreError, VideoRecord, compact, follow};
+use super::{LeasedSlot, RunKind, RunOutcome, Store, StoreError, VideoRecord, compact, follow};
 use crate::clock::Secs;
 use crate::region_status::RegionStatus;
 
@@ -120,6 +120,25 @@ impl Store {
         videos: &[VideoRecord],
         fetched_at: Secs,
     ) -> Result<usize, StoreError> {
+        self.store_chart_page_leased(
+            run_id, region, category, first_rank, videos, fetched_at, None,
+        )
+    }
+
+    /// [`Store::store_chart_page`] for a fetch made under `lease`, when given: its
+    /// first page notes the slot (docs/schema.md, `fetch_slots`), in the same
+    /// transaction, so that no page of it is ever current before its run finishes it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn store_chart_page_leased(
+        &self,
+        run_id: &str,
+        region: &str,
+        category: Option<u32>,
+        first_rank: u32,
+        videos: &[VideoRecord],
+        fetched_at: Secs,
+        lease: Option<LeasedSlot>,
+    ) -> Result<usize, StoreError> {
         let chart = match category {
             Some(c) => format!("category {c} chart"),
             None => "trending".to_owned(),
@@ -131,12 +150,14 @@ impl Store {
             first_rank,
             videos,
             fetched_at.as_i64(),
+            lease,
         )
         .map_err(self.err(format!(
             "storing {chart} page from rank {first_rank} of {region} for run {run_id}"
         )))
     }
 
+    #[cfg(test)]
     /// Stores one page of a configured search's results, like
     /// [`Store::store_trending_page`] but into `search_results` under `search_name`.
     pub(crate) fn store_search_page(
@@ -148,6 +169,30 @@ impl Store {
         videos: &[VideoRecord],
         fetched_at: Secs,
     ) -> Result<usize, StoreError> {
+        self.store_search_page_leased(
+            run_id,
+            region,
+            search_name,
+            first_rank,
+            videos,
+            fetched_at,
+            None,
+        )
+    }
+
+    /// [`Store::store_search_page`] for a fetch made under `lease`, when given, as
+    /// [`Store::store_chart_page_leased`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn store_search_page_leased(
+        &self,
+        run_id: &str,
+        region: &str,
+        search_name: &str,
+        first_rank: u32,
+        videos: &[VideoRecord],
+        fetched_at: Secs,
+        lease: Option<LeasedSlot>,
+    ) -> Result<usize, StoreError> {
         let listing = Listing::Search { name: search_name };
         self.store_page(
             run_id,
@@ -156,6 +201,7 @@ impl Store {
             first_rank,
             videos,
             fetched_at.as_i64(),
+            lease,
         )
             .map_err(self.err(format!(
                 "storing search {search_name:?} page from rank {first_rank} of {region} for run {run_id}"
@@ -163,7 +209,9 @@ impl Store {
     }
 
     /// Stores one page of `videos` from `first_rank` on, in one transaction: the
-    /// fetch it belongs to, then each video and its place.
+    /// fetch it belongs to (noting its slot when made under `lease`), then each video
+    /// and its place.
+    #[allow(clippy::too_many_arguments)]
     fn store_page(
         &self,
         run_id: &str,
@@ -172,9 +220,13 @@ impl Store {
         first_rank: u32,
         videos: &[VideoRecord],
         fetched_at: i64,
+        lease: Option<LeasedSlot>,
     ) -> rusqlite::Result<usize> {
         let tx = self.write_tx()?;
         let fetch = open_fetch(&tx, run_id, region, listing, fetched_at)?;
+        if let Some(lease) = &lease {
+            super::fetch_slots::note_lease(&tx, fetch.num, lease)?;
+        }
         for (index, video) in videos.iter().enumerate() {
             let num = upsert_video(&tx, video, fetched_at)?;
             let rank = i64::from(first_rank) + index as i64;

@@ -64,6 +64,7 @@ impl Scratch {
             "TRENDSYNC_API_BASE",
             "TRENDSYNC_LOG_FORMAT",
             "TRENDSYNC_METRICS_FILE",
+            "TRENDSYNC_HOST_NAME",
             "YOUTUBE_API_KEY",
             "RUST_LOG",
             "NO_COLOR",

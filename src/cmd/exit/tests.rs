@@ -200,6 +200,7 @@ fn every_status_gives_its_code() {
         (RegionStatus::Interrupted, Some(ExitCode::Interrupted)),
         (RegionStatus::ClockSkew, Some(ExitCode::TryLater)),
         (RegionStatus::LimiterDown, Some(ExitCode::TryLater)),
+        (RegionStatus::DoneElsewhere, None),
         (RegionStatus::NotAttempted, Some(ExitCode::TryLater)),
         (RegionStatus::Queued, Some(ExitCode::TryLater)),
         (RegionStatus::Running, Some(ExitCode::TryLater)),

@@ -156,6 +156,22 @@ fn skipped_only_when_every_region_was_skipped() {
     assert_eq!(overall(&[], None), Status::Complete);
 }
 
+/// A region another host fetched is done: a run of such regions, alone or beside
+/// complete ones, is complete (docs/json.md).
+#[test]
+fn regions_done_elsewhere_make_a_complete_run() {
+    let done = || region("US", Status::DoneElsewhere);
+    assert_eq!(overall(&[done()], None), Status::Complete);
+    assert_eq!(
+        overall(&[done(), region("GB", Status::Complete)], None),
+        Status::Complete
+    );
+    assert_eq!(
+        overall(&[done(), region("GB", Status::Failed)], None),
+        Status::Failed
+    );
+}
+
 /// An upstream block names the methods it blocks, which after a costs-file switch may
 /// be only some of the bucket's: never "the budget" as a whole.
 #[test]

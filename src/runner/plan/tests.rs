@@ -13,6 +13,7 @@ fn region(code: &str, pages: u32, searches: &[&str]) -> Region {
         hl: None,
         pages,
         categories: Vec::new(),
+        slot_secs: 3600,
         searches: searches
             .iter()
             .map(|n| Search {

@@ -36,13 +36,15 @@ async fn a_failed_write_says_what_it_was_doing() {
             "marking region US complete: ",
         ),
         (
-            rec.chart_page("US", Some(10), 2, 51, Vec::new())
+            rec.chart_page("US", Some(10), 2, 51, Vec::new(), None)
                 .await
                 .map(drop),
             "storing page 2 of the chart of category 10 of region US: ",
         ),
         (
-            rec.chart_page("US", None, 1, 1, Vec::new()).await.map(drop),
+            rec.chart_page("US", None, 1, 1, Vec::new(), None)
+                .await
+                .map(drop),
             "storing trending page 1 of region US: ",
         ),
     ];
