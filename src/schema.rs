@@ -61,6 +61,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     crate::store::best_matches::COUNTS,
     crate::quota::schema::LAST_FIGURES,
     crate::quota::schema::LAST_FIGURES_AS_OF,
+    crate::store::outbox::STEP,
 ];
 
 /// The highest schema version this build knows: what the store brings the file to.

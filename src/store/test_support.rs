@@ -36,6 +36,7 @@ pub(crate) const FILE: &[Migration] = &[
     RUN_LIMITERS,
     super::best_matches::STEP,
     super::best_matches::COUNTS,
+    super::outbox::STEP,
 ];
 
 /// The version [`open`] brings a file to: as many as [`FILE`] has steps.
