@@ -296,6 +296,17 @@ pub struct FetchArgs {
     /// (embedded or Redis): the one step that moves a database between them on purpose
     #[arg(long)]
     pub switch_limiter: bool,
+
+    /// Ship each finished slot's charts as Parquet to this object store, after the run:
+    /// s3://BUCKET/PREFIX (credentials from the AWS environment variables) or
+    /// file:///ABSOLUTE/PATH
+    #[arg(
+        long,
+        env = "TRENDSYNC_SINK",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub sink: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -35,6 +35,39 @@ pub(super) async fn record_start(run: &Run, regions: &[Region]) -> bool {
     true
 }
 
+/// The start (Unix seconds) of the slot of `secs` seconds at offset `offset_s` that
+/// holds the instant `now_s`: `floor((now - offset) / secs) * secs + offset`, the offset
+/// taken modulo the period (docs/commands.md, `--sink`).
+pub(super) fn slot_start(now_s: i64, secs: u32, offset_s: u32) -> i64 {
+    let period = i64::from(secs.max(1));
+    let offset = i64::from(offset_s) % period;
+    (now_s - offset).div_euclid(period) * period + offset
+}
+
+/// With a sink, queues the slot of each region that ended complete, as the run's
+/// clock placed it when the phases began (`now`), for the sink to ship after the
+/// report. A slot that cannot be queued is logged; its rows are stored all the same.
+// The Redis limiter's slot leases queue the leased slot with its token instead, once
+// they mark it done; until then every limiter queues here, with no token.
+pub(super) async fn queue_for_sink(run: &Run, regions: &[(Region, RegionReport)], now: Secs) {
+    let Some(secs) = run.settings.sink_slot_secs else {
+        return;
+    };
+    for (region, report) in regions {
+        if report.status != Status::Complete {
+            continue;
+        }
+        let start = slot_start(now.as_i64(), secs, region.offset * 60);
+        if let Err(e) = run
+            .record
+            .queue_for_sink(&region.code, start, secs, None)
+            .await
+        {
+            tracing::error!(region = %region.code, "{}", chain(&e));
+        }
+    }
+}
+
 /// Records when each region was last attempted and how it went.
 pub(super) async fn record_attempts(run: &Run, regions: &[RegionReport]) {
     let now = run.clock.now().to_secs();

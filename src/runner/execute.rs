@@ -11,7 +11,8 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::bookkeeping::{
-    record_attempts, record_end, record_figures, record_start, run_report, run_status,
+    queue_for_sink, record_attempts, record_end, record_figures, record_start, run_report,
+    run_status,
 };
 use super::lock::{self, LockError, RegionLock};
 use super::outcome::{RegionReport, RunReport, Status, overall};
@@ -39,6 +40,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
     // Every phase walks the steps the dry run plans, taken at one moment.
     let now = run.clock.now().to_secs();
     let reports = fetch_regions(&run, reports, &fresh, now).await;
+    queue_for_sink(&run, &reports, now).await;
     drop(locks);
     let follow = match run.settings.follow {
         Some(follow) => Some(Arc::clone(&run).follow_ups(follow, now).await),

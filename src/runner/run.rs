@@ -30,6 +30,10 @@ pub struct RunSettings {
     /// The limiter and parsed budget recorded with the run's row, so that a command
     /// reading or charging another one can tell; none records nothing.
     pub limiter: Option<RunLimiter>,
+    /// With a sink: each region that ends complete queues its slot for it, a slot
+    /// being this many seconds at the region's offset, on the run's clock
+    /// (docs/commands.md, `--sink`).
+    pub sink_slot_secs: Option<u32>,
 }
 
 /// What a run works through: the budget's limiter, the upstream, and the database

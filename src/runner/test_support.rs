@@ -266,6 +266,7 @@ impl Scratch {
             concurrency: self.concurrency,
             follow: self.follow,
             limiter: None,
+            sink_slot_secs: None,
         };
         let deps = RunDeps {
             limiter,
