@@ -1,0 +1,185 @@
+//! `--sink` end to end: real runs against the fake upstream ship their finished slots
+//! to a `file://` directory or to moto's S3 server (tests/common/moto.rs), read back
+//! as one table with DuckDB, pandas, pyarrow and Polars and compared row by row with
+//! `export`; one object per slot whoever ships it and however often; a sink that is
+//! down delays shipping and loses nothing, and `prune` keeps what it has not shipped;
+//! no credential is ever printed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::common::Trendsync;
+use crate::common::harness::Harness;
+use crate::common::moto::{ACCESS_KEY_ID, MotoServer, python};
+use crate::common::redis_server::{real_now_us, unix_us};
+use crate::common::upstream::{API_KEY, Billing, FakeUpstream};
+
+/// US and GB (at minute 7), each with the overall chart and category 17's, one page.
+const TWO_REGIONS: &str = "[defaults]\npages = 1\n\n\
+    [[region]]\ncode = \"US\"\noffset = 0\ncategories = [\"17\"]\n\n\
+    [[region]]\ncode = \"GB\"\noffset = 7\ncategories = [\"17\"]\n";
+
+/// The hours the scenarios run at, each its own slot of both regions.
+const HOURS: [&str; 5] = [
+    "2027-01-04T10:10:00Z",
+    "2027-01-04T11:10:00Z",
+    "2027-01-04T12:10:00Z",
+    "2027-01-04T13:10:00Z",
+    "2027-01-04T14:10:00Z",
+];
+
+/// The secret key the S3 scenarios give the binary: never printed.
+const SENTINEL_SECRET: &str = "SENTINEL-secret-never-printed-7f3a";
+
+fn world() -> Harness<'static> {
+    let mut h = Harness::with(FakeUpstream::billing(Billing::single(10_000)), None);
+    h.regions(TWO_REGIONS);
+    h
+}
+
+/// `trendsync ARGS` against the fake upstream, its clock (and the upstream's `Date`)
+/// standing at `at`.
+fn at(h: &Harness<'_>, at: &str) -> Trendsync {
+    h.fake
+        .shift_dates((unix_us(at) - real_now_us()) / 1_000_000);
+    let stamp = at.trim_end_matches('Z').replace('T', " ");
+    h.bare()
+        .args(["--api-base", &h.fake.uri()])
+        .env("YOUTUBE_API_KEY", API_KEY)
+        .env("TZ", "UTC")
+        .faketime(&["--exclude-monotonic", "-f", &stamp])
+}
+
+/// `run --json --sink SINK` at `when`; its report.
+#[track_caller]
+fn run_at(h: &Harness<'_>, when: &str, sink: &str, env: &[(&str, &str)]) -> Value {
+    let mut cmd = at(h, when).args(["run", "--json", "--sink", sink]);
+    for (k, v) in env {
+        cmd = cmd.env(k, v);
+    }
+    let report = cmd.run().json();
+    assert_eq!(report["status"], "complete", "{report}");
+    report
+}
+
+/// Every file under `root`, relative, sorted.
+fn files_under(root: &Path) -> Vec<String> {
+    fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).expect("reading the sink") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                walk(&path, root, out);
+            } else {
+                out.push(
+                    path.strip_prefix(root)
+                        .expect("under root")
+                        .display()
+                        .to_string(),
+                );
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if root.exists() {
+        walk(root, root, &mut out);
+    }
+    out.sort();
+    out
+}
+
+/// The sink's object names the runs at `hours` give: both regions' two charts.
+fn expected_objects(hours: &[&str]) -> Vec<String> {
+    let mut names = Vec::new();
+    for hour in hours {
+        let hour = &hour[..13]; // 2027-01-04T10
+        let (date, h) = (&hour[..10], &hour[11..13]);
+        let compact = date.replace('-', "");
+        for chart in [0, 17] {
+            names.push(format!(
+                "date={date}/region=US/{compact}T{h}0000Z-chart-{chart}.parquet"
+            ));
+            names.push(format!(
+                "date={date}/region=GB/{compact}T{h}0700Z-chart-{chart}.parquet"
+            ));
+        }
+    }
+    names.sort();
+    names
+}
+
+/// `export --per fetch --chart all` as Parquet, at `path`.
+fn export_all(h: &Harness<'_>, path: &Path) {
+    h.bare()
+        .args([
+            "export", "--per", "fetch", "--chart", "all", "--format", "parquet", "--output",
+        ])
+        .arg(path)
+        .stdout("")
+        .run();
+}
+
+/// The sink read by `how` (tests/fixtures/read_sink.py) and the export, row by row.
+#[track_caller]
+fn assert_sink_is_export(how: &str, sink: &str, export: &Path, env: &[(&str, &str)]) -> usize {
+    let mut cmd = Command::new(python());
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/read_sink.py"
+    ))
+    .args([how, sink])
+    .arg(export)
+    .stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("running read_sink.py");
+    assert!(
+        out.status.success(),
+        "read_sink.py {how}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read: Value = serde_json::from_slice(&out.stdout).expect("JSON from read_sink.py");
+    let (sink_rows, export_rows) = (
+        read["sink"].as_array().expect("rows"),
+        read["export"].as_array().expect("rows"),
+    );
+    assert!(!export_rows.is_empty());
+    assert_eq!(sink_rows.len(), export_rows.len(), "{how}: rows");
+    for (i, (s, e)) in sink_rows.iter().zip(export_rows).enumerate() {
+        assert_eq!(s, e, "{how}: row {i}");
+    }
+    export_rows.len()
+}
+
+fn outbox(h: &Harness<'_>) -> Vec<(String, String, Option<i64>)> {
+    let db = h.db();
+    let mut stmt = db
+        .prepare("SELECT run_id, region, shipped_at FROM sink_outbox ORDER BY run_id, region")
+        .expect("the outbox");
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .expect("the outbox")
+        .collect::<Result<_, _>>()
+        .expect("the outbox")
+}
+
+#[test]
+fn a_file_sink_read_by_duckdb_and_pandas_is_the_export_row_by_row() {
+    let h = world();
+    let root = h.scratch.file("sink");
+    let sink = format!("file://{}", root.display());
+    for hour in &HOURS[..3] {
+        run_at(&h, hour, &sink, &[]);
+    }
+    assert_eq!(files_under(&root), expected_objects(&HOURS[..3]));
+    assert!(outbox(&h).iter().all(|(_, _, shipped)| shipped.is_some()));
+    let export = h.scratch.file("export.parquet");
+    export_all(&h, &export);
+    let rows = assert_sink_is_export("duckdb", &root.display().to_string(), &export, &[]);
+    assert!(
+        rows > 12,
+        "three hours of two regions' two charts: {rows} rows"
+    );
+    assert_sink_is_export("pandas", &root.display().to_string(), &export, &[]);
+}
