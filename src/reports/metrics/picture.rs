@@ -6,7 +6,8 @@
 use crate::quota::BucketFigures;
 use crate::quota::skew::Skew;
 use crate::store::{
-    CallCount, HistoryRow, RegionOutcome, RegionState, RunKind, RunRecord, Store, StoreError,
+    CallCount, HistoryRow, RegionOutcome, RegionState, RunKind, RunRecord, SinkBacklog, Store,
+    StoreError,
 };
 
 /// The last finished run of one kind, with its regions and its attempts.
@@ -50,6 +51,9 @@ pub struct Picture {
     /// A run or backfill this process was asked for and its configuration refused
     /// (exit 78): the last run of its kind, in place of the one the database holds.
     pub refused: Option<Refused>,
+    /// The sink's backlog, as the outbox holds it; `None` when the database was not
+    /// read.
+    pub sink: Option<SinkBacklog>,
     /// The database could not be read (a run refused before it could open it): what
     /// only it can tell is left out, the calls counter above all, which would
     /// otherwise read as reset to 0.
@@ -108,6 +112,7 @@ impl Picture {
             configured,
             limiter: None,
             refused: None,
+            sink: Some(store.sink_backlog()?),
             unread: false,
         })
     }
