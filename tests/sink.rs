@@ -123,6 +123,18 @@ fn export_all(h: &Harness<'_>, path: &Path) {
 /// The sink read by `how` (tests/fixtures/read_sink.py) and the export, row by row.
 #[track_caller]
 fn assert_sink_is_export(how: &str, sink: &str, export: &Path, env: &[(&str, &str)]) -> usize {
+    assert_sink_since_is_export(how, sink, export, env, None)
+}
+
+/// [`assert_sink_is_export`] of the sink's rows fetched at or after `since` alone.
+#[track_caller]
+fn assert_sink_since_is_export(
+    how: &str,
+    sink: &str,
+    export: &Path,
+    env: &[(&str, &str)],
+    since: Option<&str>,
+) -> usize {
     let mut cmd = Command::new(python());
     cmd.arg(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -130,6 +142,7 @@ fn assert_sink_is_export(how: &str, sink: &str, export: &Path, env: &[(&str, &st
     ))
     .args([how, sink])
     .arg(export)
+    .args(since)
     .stdin(Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
@@ -182,4 +195,183 @@ fn a_file_sink_read_by_duckdb_and_pandas_is_the_export_row_by_row() {
         "three hours of two regions' two charts: {rows} rows"
     );
     assert_sink_is_export("pandas", &root.display().to_string(), &export, &[]);
+}
+
+/// The environment an S3 sink on `moto` is reached with: the secret a sentinel that
+/// must never be printed.
+fn s3_env(moto: &MotoServer) -> Vec<(&'static str, String)> {
+    vec![
+        ("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID.to_owned()),
+        ("AWS_SECRET_ACCESS_KEY", SENTINEL_SECRET.to_owned()),
+        ("AWS_ENDPOINT_URL", moto.endpoint()),
+        ("AWS_REGION", "us-east-1".to_owned()),
+    ]
+}
+
+fn pairs<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    env.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+/// `run --json --sink SINK --metrics-file` at `when` on S3; the report, and everything
+/// it printed and wrote, checked for the secret.
+#[track_caller]
+fn run_s3(h: &Harness<'_>, when: &str, sink: &str, env: &[(&str, &str)]) -> (Value, String) {
+    let metrics = h.scratch.file("trendsync.prom");
+    let mut cmd = at(h, when)
+        .args(["run", "--json", "--sink", sink, "--metrics-file"])
+        .arg(&metrics);
+    for (k, v) in env {
+        cmd = cmd.env(k, v);
+    }
+    let ran = cmd.run();
+    let written = std::fs::read_to_string(&metrics).expect("the metrics file");
+    for (what, text) in [
+        ("stdout", &ran.stdout),
+        ("stderr", &ran.stderr),
+        ("the metrics file", &written),
+    ] {
+        assert!(
+            !text.contains(SENTINEL_SECRET),
+            "the secret key is in {what}:\n{text}"
+        );
+    }
+    let report = ran.json();
+    assert_eq!(report["status"], "complete", "{report}");
+    (report, written)
+}
+
+fn prefixed(prefix: &str, names: Vec<String>) -> Vec<String> {
+    names.into_iter().map(|n| format!("{prefix}/{n}")).collect()
+}
+
+/// The sink on a real S3 server (moto): read by pyarrow and by Polars, it is the
+/// export; a second database fetching the same slots, and a retry of slots already
+/// shipped, add no object and change none; the secret key is printed nowhere.
+#[test]
+fn an_s3_sink_read_by_pyarrow_and_polars_is_the_export_and_each_slot_is_one_object() {
+    let moto = MotoServer::start();
+    moto.create_bucket("charts");
+    let env = s3_env(&moto);
+    let env = pairs(&env);
+    let sink = "s3://charts/trendsync";
+    let a = world();
+    for hour in &HOURS[..2] {
+        let (_, metrics) = run_s3(&a, hour, sink, &env);
+        assert!(
+            metrics.contains("\ntrendsync_sink_backlog 0\n"),
+            "{metrics}"
+        );
+        assert!(!metrics.contains("trendsync_sink_oldest_queued_timestamp_seconds "));
+    }
+    let objects = prefixed("trendsync", expected_objects(&HOURS[..2]));
+    assert_eq!(moto.keys("charts"), objects);
+    let export_a = a.scratch.file("a.parquet");
+    export_all(&a, &export_a);
+    assert_sink_is_export("pyarrow", sink, &export_a, &env);
+    assert_sink_is_export("polars", sink, &export_a, &env);
+
+    // Another host's database, fetching the same slots five minutes later: its
+    // objects are already there, and stay the first host's.
+    let b = world();
+    let b_first = "2027-01-04T10:15:00Z";
+    let (report, _) = run_s3(&b, b_first, sink, &env);
+    assert_eq!(report["status"], "complete");
+    assert!(outbox(&b).iter().all(|(_, _, shipped)| shipped.is_some()));
+    assert_eq!(moto.keys("charts"), objects);
+    assert_sink_is_export("pyarrow", sink, &export_a, &env);
+
+    // A retry of slots the sink has (the outbox lost its marks): nothing new.
+    rusqlite::Connection::open(a.db_path())
+        .expect("opening the database")
+        .execute("UPDATE sink_outbox SET shipped_at = NULL", [])
+        .expect("forgetting the shipments");
+    run_s3(&a, HOURS[2], sink, &env);
+    assert!(outbox(&a).iter().all(|(_, _, shipped)| shipped.is_some()));
+    assert_eq!(
+        moto.keys("charts"),
+        prefixed("trendsync", expected_objects(&HOURS[..3]))
+    );
+    export_all(&a, &export_a);
+    assert_sink_is_export("pyarrow", sink, &export_a, &env);
+}
+
+/// The metrics file's value of the unlabelled gauge `name`, if it has a sample.
+fn gauge(metrics: &str, name: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// moto stopped for three runs: each run ends complete and exits 0, logging the sink's
+/// failure in one line; the backlog grows in `status` and the metrics; a prune then
+/// keeps every unshipped fetch. Back up, the next run ships the backlog: every slot is
+/// on the sink once, and the backlog is 0.
+#[test]
+fn a_sink_down_for_three_runs_loses_nothing_and_doubles_nothing() {
+    let mut moto = MotoServer::start();
+    moto.create_bucket("charts");
+    let env = s3_env(&moto);
+    let env = pairs(&env);
+    let sink = "s3://charts/trendsync";
+    let h = world();
+    run_s3(&h, HOURS[0], sink, &env);
+    let kept = h.scratch.file("bucket-before-the-outage");
+    moto.save("charts", &kept);
+    moto.stop();
+
+    for (i, hour) in HOURS[1..4].iter().enumerate() {
+        h.allow_stderr("the sink s3://charts/trendsync failed");
+        let (_, metrics) = run_s3(&h, hour, sink, &env);
+        let waiting = 2 * (i + 1);
+        assert_eq!(
+            gauge(&metrics, "trendsync_sink_backlog"),
+            Some(waiting as f64),
+            "{metrics}"
+        );
+        assert_eq!(
+            gauge(&metrics, "trendsync_sink_oldest_queued_timestamp_seconds"),
+            Some((unix_us(HOURS[1]) / 1_000_000) as f64),
+            "{metrics}"
+        );
+    }
+    let status = h.bare().args(["status", "--json"]).run().json();
+    assert_eq!(status["sink"]["queued_slots"], 6, "{status}");
+    assert_eq!(
+        status["sink"]["oldest_queued_at"], "2027-01-04T11:10:00Z",
+        "{status}"
+    );
+
+    // A prune of everything fetched before the outage's end keeps the unshipped slots'
+    // fetches: 3 runs of 2 regions' 2 charts. The shipped hour goes.
+    at(&h, "2027-01-04T13:40:00Z")
+        .args(["prune", "--older-than", "1m"])
+        .run();
+    let fetches: i64 = h
+        .db()
+        .query_row("SELECT count(*) FROM fetches", [], |r| r.get(0))
+        .expect("counting");
+    assert_eq!(fetches, 3 * 2 * 2);
+
+    moto.restart();
+    moto.restore("charts", &kept);
+    let (_, metrics) = run_s3(&h, HOURS[4], sink, &env);
+    assert_eq!(
+        gauge(&metrics, "trendsync_sink_backlog"),
+        Some(0.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        gauge(&metrics, "trendsync_sink_oldest_queued_timestamp_seconds"),
+        None
+    );
+    assert_eq!(
+        moto.keys("charts"),
+        prefixed("trendsync", expected_objects(&HOURS))
+    );
+    let status = h.bare().args(["status", "--json"]).run().json();
+    assert_eq!(status["sink"]["queued_slots"], 0, "{status}");
+    // Every row the database still holds is on the sink, once.
+    let export = h.scratch.file("export.parquet");
+    export_all(&h, &export);
+    assert_sink_since_is_export("pyarrow", sink, &export, &env, Some(HOURS[1]));
 }
