@@ -375,3 +375,65 @@ fn a_sink_down_for_three_runs_loses_nothing_and_doubles_nothing() {
     export_all(&h, &export);
     assert_sink_since_is_export("pyarrow", sink, &export, &env, Some(HOURS[1]));
 }
+
+/// The README's lines that read the whole sink, run as written on a `file://` sink:
+/// each gives the export's rows.
+#[test]
+fn the_readmes_lines_read_the_whole_sink_as_one_table() {
+    const README: &str = include_str!("../README.md");
+    let section = README
+        .split("### One dataset from every host: the sink")
+        .nth(1)
+        .and_then(|s| s.split("\n### ").next())
+        .expect("README.md has the sink's section");
+    let block = section
+        .split("```python\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a python block in the sink's section");
+    let h = world();
+    let root = h.scratch.file("sink");
+    let sink = format!("file://{}", root.display());
+    for hour in &HOURS[..2] {
+        run_at(&h, hour, &sink, &[]);
+    }
+    let export = h.scratch.file("export.parquet");
+    export_all(&h, &export);
+    let exported: i64 = rusqlite::Connection::open(h.db_path())
+        .expect("the database")
+        .query_row(
+            "SELECT count(*) FROM places AS p JOIN fetches AS f ON f.num = p.fetch WHERE f.search = 0",
+            [],
+            |r| r.get(0),
+        )
+        .expect("counting the places");
+    // Each line assigns `charts`: its row count and columns are printed after it.
+    let mut script = String::new();
+    for line in block.lines() {
+        let line = line.replace(
+            "\"/srv/trendsync-sink\"",
+            &format!("{:?}", root.display().to_string()),
+        );
+        script.push_str(&line);
+        script.push('\n');
+        if line.starts_with("charts = ") {
+            script.push_str("print(len(charts), 'region' in list(charts.columns))\n");
+        }
+    }
+    let out = Command::new(python())
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .expect("running the README's lines");
+    assert!(
+        out.status.success(),
+        "the README's lines failed: {}\n{script}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = printed.lines().collect();
+    assert_eq!(lines.len(), 3, "{printed}");
+    for line in lines {
+        assert_eq!(line, format!("{exported} True"), "{printed}");
+    }
+}
