@@ -5,7 +5,7 @@
 //! down delays shipping and loses nothing, and `prune` keeps what it has not shipped;
 //! no credential is ever printed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
