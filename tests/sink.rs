@@ -336,6 +336,11 @@ fn a_sink_down_for_three_runs_loses_nothing_and_doubles_nothing() {
     }
     let status = h.bare().args(["status", "--json"]).run().json();
     assert_eq!(status["sink"]["queued_slots"], 6, "{status}");
+    let text = at(&h, "2027-01-04T13:40:00Z").arg("status").run().stdout;
+    assert!(
+        text.contains("sink: 6 slots wait to be shipped, the oldest queued at"),
+        "{text}"
+    );
     assert_eq!(
         status["sink"]["oldest_queued_at"], "2027-01-04T11:10:00Z",
         "{status}"
@@ -436,4 +441,42 @@ fn the_readmes_lines_read_the_whole_sink_as_one_table() {
     for line in lines {
         assert_eq!(line, format!("{exported} True"), "{printed}");
     }
+}
+
+/// A `--sink` of no known form is a usage error (2) that names the forms, before any
+/// call; one with a credential in it is refused without showing the credential.
+#[test]
+fn a_sink_of_another_form_is_a_usage_error_naming_the_forms() {
+    let h = world();
+    for (url, shown) in [
+        (
+            "https://charts.example.com/x",
+            "https://charts.example.com/x",
+        ),
+        (
+            "s3://AKIAEXAMPLE:SENTINEL-pw@charts/x",
+            "s3://AKIAEXAMPLE:***@charts/x",
+        ),
+    ] {
+        let ran = h
+            .cmd()
+            .args(["run", "--sink", url])
+            .status(2)
+            .expect_stderr(format!("--sink {shown}"))
+            .run();
+        assert!(!ran.stderr.contains("SENTINEL-pw"), "{}", ran.stderr);
+        assert!(
+            ran.stderr.contains("s3://BUCKET/PREFIX") || ran.stderr.contains("AWS environment"),
+            "{}",
+            ran.stderr
+        );
+    }
+    let ran = h
+        .cmd()
+        .env("TRENDSYNC_SINK", "ftp://charts/x")
+        .arg("run")
+        .status(2)
+        .expect_stderr("--sink ftp://charts/x: not a sink URL; expected s3://BUCKET/PREFIX or file:///ABSOLUTE/PATH")
+        .run();
+    assert!(h.fake.calls().is_empty(), "{}", ran.stderr);
 }
