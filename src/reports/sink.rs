@@ -45,19 +45,19 @@ impl SinkUrl {
     /// hold a credential): the caller names it masked.
     pub(crate) fn parse(raw: &str) -> Result<SinkUrl, String> {
         if let Some(rest) = raw.strip_prefix("s3://") {
-            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-            if bucket.contains('@') {
+            // No bucket name and no sensible prefix has an `@`; a password may hold a
+            // `/`, so the whole URL is looked at.
+            if rest.contains('@') {
                 return Err("credentials do not go in the URL: the sink reads them from the AWS environment variables (docs/commands.md)".into());
             }
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
             if bucket.is_empty() || bucket.contains(['?', '#', ':']) {
                 return Err(format!("no bucket name; expected {FORMS}"));
             }
             let prefix = prefix.trim_matches('/');
+            let plain_segment = |p: &str| !(p.is_empty() || p == "." || p == "..");
             if prefix.contains(['?', '#'])
-                || prefix
-                    .split('/')
-                    .any(|p| p.is_empty() || p == "." || p == "..")
-                    && !prefix.is_empty()
+                || (!prefix.is_empty() && !prefix.split('/').all(plain_segment))
             {
                 return Err(format!("the prefix is no plain path; expected {FORMS}"));
             }

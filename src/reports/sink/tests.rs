@@ -33,9 +33,10 @@ fn sink_urls_of_both_forms_and_refusals_that_do_not_repeat_them() {
         "/srv/sink",
         "AKIASECRETKEY:verysecret@bucket",
         "s3://AKIA:verysecret@bucket/p",
+        "s3://AKIA:very/secret@bucket/p",
     ] {
         let err = SinkUrl::parse(bad).expect_err(bad);
-        assert!(!err.contains("verysecret"), "{bad}: {err}");
+        assert!(!err.contains("secret"), "{bad}: {err}");
         assert!(
             err.contains("s3://BUCKET/PREFIX") || err.contains("credentials"),
             "{bad}: {err}"
