@@ -254,3 +254,6 @@ fn region_outcomes(report: &RunReport, stop: Option<&Stop>, now: Micros) -> Vec<
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests;
