@@ -185,7 +185,20 @@ fn a_file_sink_read_by_duckdb_and_pandas_is_the_export_row_by_row() {
     for hour in &HOURS[..3] {
         run_at(&h, hour, &sink, &[]);
     }
-    assert_eq!(files_under(&root), expected_objects(&HOURS[..3]));
+    // A backfill ships its slots as a run does.
+    let report = at(&h, HOURS[3])
+        .args([
+            "backfill",
+            "--json",
+            "--stale-after",
+            "30m",
+            "--sink",
+            &sink,
+        ])
+        .run()
+        .json();
+    assert_eq!(report["status"], "complete", "{report}");
+    assert_eq!(files_under(&root), expected_objects(&HOURS[..4]));
     assert!(outbox(&h).iter().all(|(_, _, shipped)| shipped.is_some()));
     let export = h.scratch.file("export.parquet");
     export_all(&h, &export);
