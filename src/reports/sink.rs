@@ -155,8 +155,10 @@ impl Sink {
                         retry_timeout: RETRY_TIMEOUT,
                         ..RetryConfig::default()
                     });
+                // AWS_ENDPOINT_URL_S3 wins over AWS_ENDPOINT_URL when both are set.
                 let endpoint = builder
-                    .get_config_value(&AmazonS3ConfigKey::Endpoint)
+                    .get_config_value(&AmazonS3ConfigKey::S3Endpoint)
+                    .or_else(|| builder.get_config_value(&AmazonS3ConfigKey::Endpoint))
                     .unwrap_or_default();
                 if is_loopback_http(&endpoint) {
                     builder = builder.with_allow_http(true);

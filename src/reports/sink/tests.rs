@@ -60,3 +60,15 @@ fn an_object_is_named_by_its_slot_alone() {
         "date=2026-11-28/region=GB/20261128T140700Z-chart-10.parquet"
     );
 }
+
+#[test]
+fn plain_http_is_allowed_to_this_host_alone() {
+    use super::is_loopback_http;
+    assert!(is_loopback_http("http://127.0.0.1:9000"));
+    assert!(is_loopback_http("http://localhost:9000/"));
+    assert!(is_loopback_http("http://[::1]:9000"));
+    assert!(!is_loopback_http("https://127.0.0.1:9000"));
+    assert!(!is_loopback_http("http://minio.internal:9000"));
+    assert!(!is_loopback_http("http://10.0.0.5"));
+    assert!(!is_loopback_http(""));
+}
