@@ -297,6 +297,16 @@ pub struct FetchArgs {
     #[arg(long)]
     pub switch_limiter: bool,
 
+    /// Ship each finished slot's charts as Parquet to this object store, after the run:
+    /// s3://BUCKET/PREFIX (credentials from the AWS environment variables) or
+    /// file:///ABSOLUTE/PATH
+    #[arg(
+        long,
+        env = "TRENDSYNC_SINK",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub sink: Option<String>,
     /// The name this host's runs carry in the fleet's slot records (on Redis): who
     /// fetched a slot [default: the system's host name]
     #[arg(long, env = "TRENDSYNC_HOST_NAME", value_parser = parse_host_name, value_name = "NAME")]

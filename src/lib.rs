@@ -9,6 +9,7 @@ pub mod cli;
 pub mod clock;
 pub mod cmd;
 pub mod config;
+pub(crate) mod dataset;
 pub(crate) mod db_files;
 pub mod error;
 pub(crate) mod logging;

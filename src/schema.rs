@@ -63,6 +63,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     crate::quota::schema::LAST_FIGURES_AS_OF,
     crate::store::slot_misses::STEP,
     crate::store::fetch_slots::STEP,
+    crate::store::outbox::STEP,
 ];
 
 /// The highest schema version this build knows: what the store brings the file to.

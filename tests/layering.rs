@@ -24,7 +24,7 @@ const LAYERS: &[&[&str]] = &[
     &["atomic", "sqlite", "region_status", "video", "output"],
     &["logging"],
     &["quota", "youtube", "store"],
-    &["schema", "config"],
+    &["schema", "config", "dataset"],
     &["runner"],
     &["reports"],
     &["cli"],

@@ -75,6 +75,7 @@ mod region_names;
 mod run_e2e;
 mod search_e2e;
 mod secrets_e2e;
+mod sink;
 mod store_e2e;
 mod text_forms;
 mod upstream_billing;

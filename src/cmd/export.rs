@@ -12,64 +12,15 @@ use serde::Serialize;
 use super::Ctx;
 use super::signals::{Signals, StopRequest};
 use crate::cli::{ChartChoice, ExportArgs, ExportFormat, ExportPer};
+use crate::dataset::{
+    COUNTS_TABLE, HISTORY_TABLE, PLACES_TABLE, write_count, write_history, write_place,
+};
 use crate::error::{SilentExit, UsageError, UsageTip};
-use crate::output::parquet::{Column, Kind, Limits, Table};
+use crate::output::parquet::{Column, Limits, Table};
 mod rows;
 
 use crate::store::{ChartHistoryRow, CountRow, ExportGrain, ExportRow, ExportSpan, Store};
 use rows::*;
-
-/// What `methodology` means, in every table.
-const METHODOLOGY: &str = "The id of the latest upstream change of what the numbers or charts \
-     mean in force at this row's time (see `trendsync video` and the upstream_changes table); \
-     an id, not a date, though it is spelled like the day the change took effect. Null before \
-     the first. Compare rows of one methodology only";
-
-/// What `chart` means, in every table.
-const CHART: &str = "The chart: null for the overall chart, else its category id (text)";
-
-/// What `channel_id` means, in every table.
-const CHANNEL_ID: &str = "The channel's id (UC...): unique, unlike its title";
-
-/// The columns of `--counts`: their names are the CSV header, and with their types the
-/// Parquet schema.
-pub const COUNTS_TABLE: [Column; 7] = [
-    Column::required("video_id", Kind::Text).about("The video's id (11 characters)"),
-    Column::required("counted_at", Kind::Time)
-        .about("When the upstream reported these counts (UTC)"),
-    Column::optional("views", Kind::Int).about("View count; null when hidden"),
-    Column::optional("likes", Kind::Int).about("Like count; null when hidden"),
-    Column::optional("comment_count", Kind::Int)
-        .about("Comment count; null when hidden or comments are off"),
-    Column::required("source", Kind::Text)
-        .about("Where the sample came from: chart, search or follow (a follow-up)"),
-    Column::optional("methodology", Kind::Text).about(METHODOLOGY),
-];
-
-/// The columns of `--per video`, in CSV and Parquet alike.
-pub const HISTORY_TABLE: [Column; 18] = [
-    Column::required("video_id", Kind::Text).about("The video's id (11 characters)"),
-    Column::required("title", Kind::Text).about("The video's latest title"),
-    Column::required("channel_title", Kind::Text).about("The channel's latest title"),
-    Column::optional("category_id", Kind::Text).about("The video's category id (text)"),
-    Column::required("region", Kind::Text).about("The region's code (ISO 3166-1 alpha-2)"),
-    Column::optional("chart", Kind::Text).about(CHART),
-    Column::required("channel_id", Kind::Text).about(CHANNEL_ID),
-    Column::required("first_seen", Kind::Time).about("Its first place on the chart (UTC)"),
-    Column::required("last_seen", Kind::Time).about("Its last place on the chart (UTC)"),
-    Column::required("days_on_chart", Kind::Int)
-        .about("UTC days with at least one fetch of the chart placing it"),
-    Column::required("fetches", Kind::Int).about("Fetches of the chart placing it"),
-    Column::required("best_rank", Kind::Int).about("Its best rank (1 is the top)"),
-    Column::required("best_rank_at", Kind::Time).about("When it first stood at best_rank (UTC)"),
-    Column::required("entries", Kind::Int)
-        .about("Runs of consecutive fetches placing it: on, off, on again is 2"),
-    Column::optional("views", Kind::Int).about("View count at its last place; null when hidden"),
-    Column::optional("likes", Kind::Int).about("Like count at its last place; null when hidden"),
-    Column::optional("comment_count", Kind::Int)
-        .about("Comment count at its last place; null when hidden"),
-    Column::optional("methodology", Kind::Text).about(METHODOLOGY),
-];
 
 /// The CSV header of a kind of export: its columns' names.
 fn header(columns: &[Column]) -> impl Iterator<Item = &'static str> + '_ {
@@ -88,40 +39,6 @@ struct Selection<'a> {
     /// The counts series instead of the chart places.
     counts: bool,
 }
-
-/// The columns of the chart places, in CSV and Parquet alike: the datasets' columns,
-/// then ours.
-/// `publish_time` is null where the upstream's text is not a time.
-pub const PLACES_TABLE: [Column; 24] = [
-    Column::required("video_id", Kind::Text).about("The video's id (11 characters)"),
-    Column::required("trending_date", Kind::Day).about("The UTC date the fetch began"),
-    Column::required("title", Kind::Text).about("The video's latest title"),
-    Column::required("channel_title", Kind::Text).about("The channel's latest title"),
-    Column::optional("category_id", Kind::Text).about("The video's category id (text)"),
-    Column::optional("publish_time", Kind::Time)
-        .about("When the video was published (UTC); null where the upstream's text is no time"),
-    Column::optional("tags", Kind::TextList).about("The video's tags; null when it has none"),
-    Column::optional("views", Kind::Int).about("View count this fetch saw; null when hidden"),
-    Column::optional("likes", Kind::Int).about("Like count this fetch saw; null when hidden"),
-    Column::optional("dislikes", Kind::Int)
-        .about("Always null: the upstream no longer returns dislikes"),
-    Column::optional("comment_count", Kind::Int)
-        .about("Comment count this fetch saw; null when hidden or comments are off"),
-    Column::optional("thumbnail_link", Kind::Text).about("The thumbnail's URL"),
-    Column::required("comments_disabled", Kind::Bool).about("No comment count was returned"),
-    Column::required("ratings_disabled", Kind::Bool).about("No like count was returned"),
-    Column::required("video_error_or_removed", Kind::Bool)
-        .about("A follow-up found the video gone or private"),
-    Column::required("description", Kind::Text).about("The video's latest description"),
-    Column::required("region", Kind::Text).about("The region's code (ISO 3166-1 alpha-2)"),
-    Column::required("rank", Kind::Int).about("Its place on the chart (1 is the top)"),
-    Column::required("fetched_at", Kind::Time).about("When this place's page was stored (UTC)"),
-    Column::optional("category_title", Kind::Text).about("The category's title in the region"),
-    Column::optional("duration_s", Kind::Int).about("The video's length in seconds"),
-    Column::optional("chart", Kind::Text).about(CHART),
-    Column::required("channel_id", Kind::Text).about(CHANNEL_ID),
-    Column::optional("methodology", Kind::Text).about(METHODOLOGY),
-];
 
 /// One JSON line: the CSV's columns with JSON types (null for hidden counts).
 #[derive(Serialize)]
@@ -434,12 +351,12 @@ fn write_rows<W: Write + Send>(
         }
         ExportFormat::Parquet => {
             if span.counts {
-                parquet(out, &COUNTS_TABLE, &go_on, counts, write_count_parquet)?
+                parquet(out, &COUNTS_TABLE, &go_on, counts, write_count)?
             } else if let Some(grain) = span.grain {
                 let places = |each: &mut dyn FnMut(&ExportRow) -> Result<()>| places(grain, each);
-                parquet(out, &PLACES_TABLE, &go_on, places, write_parquet)?
+                parquet(out, &PLACES_TABLE, &go_on, places, write_place)?
             } else {
-                parquet(out, &HISTORY_TABLE, &go_on, history, write_history_parquet)?
+                parquet(out, &HISTORY_TABLE, &go_on, history, write_history)?
             }
         }
     };

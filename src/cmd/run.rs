@@ -17,6 +17,7 @@ use crate::output::human;
 use crate::output::json::print_json;
 use crate::quota::Allowance;
 use crate::reports::metrics;
+use crate::reports::sink::{self, Sink, SinkUrl};
 use crate::runner::{self, Freshness, Jitter, Run, RunDeps, RunSettings, lock};
 use crate::store::{RunKind, Store, StoreError};
 use crate::youtube::Client;
@@ -38,6 +39,21 @@ struct Job<'a> {
     switch_limiter: bool,
     /// `--host-name`, when given; else the system's.
     host_name: Option<&'a str>,
+    /// `--sink`: where the run ships its finished slots.
+    sink: Option<SinkUrl>,
+}
+
+/// `--sink` read, or a usage error (2) that names the forms and shows the URL masked.
+fn sink_url(raw: Option<&str>) -> Result<Option<SinkUrl>> {
+    raw.map(|raw| {
+        SinkUrl::parse(raw).map_err(|e| {
+            anyhow::Error::new(UsageError(format!(
+                "--sink {}: {e}",
+                crate::mask::mask_url(raw)
+            )))
+        })
+    })
+    .transpose()
 }
 
 /// A call that takes longer than this is treated as a timeout (and retried).
@@ -55,6 +71,7 @@ pub async fn run(ctx: &Ctx<'_>, args: &RunArgs) -> Result<()> {
         concurrency: args.fetch.concurrency,
         switch_limiter: args.fetch.switch_limiter,
         host_name: args.fetch.host_name.as_deref(),
+        sink: sink_url(args.fetch.sink.as_deref())?,
     };
     execute(ctx, &config, job).await
 }
@@ -89,6 +106,7 @@ pub async fn backfill(ctx: &Ctx<'_>, args: &BackfillArgs) -> Result<()> {
         concurrency: args.fetch.concurrency,
         switch_limiter: args.fetch.switch_limiter,
         host_name: args.fetch.host_name.as_deref(),
+        sink: sink_url(args.fetch.sink.as_deref())?,
     };
     execute(ctx, &config, job).await
 }
@@ -314,6 +332,7 @@ async fn fetch(ctx: &Ctx<'_>, config: &Config, job: Job<'_>) -> Result<()> {
         host,
         lease: config.regions.lease,
         slot_poll: runner::slot_poll(config.regions.lease),
+        sink: job.sink.is_some(),
     };
     let deps = RunDeps {
         limiter,
@@ -331,6 +350,9 @@ async fn fetch(ctx: &Ctx<'_>, config: &Config, job: Job<'_>) -> Result<()> {
     let report = runner::execute(Arc::clone(&run), regions).await;
     drop(run_lock);
     report.log_summary(job.kind.as_str(), job.allowance);
+    if let Some(url) = &job.sink {
+        ship_to_sink(db, url, clock.as_ref(), &report.run_id).await;
+    }
     // The run's outcome decides the exit code, not its metrics: a file that cannot be
     // written is logged, and the last-run timestamp going stale is what alerts.
     let configured: Vec<&str> = config
@@ -354,4 +376,39 @@ async fn fetch(ctx: &Ctx<'_>, config: &Config, job: Job<'_>) -> Result<()> {
         Some(code) => Err(SilentExit(code).into()),
     };
     after_output(printed, outcome)
+}
+
+/// Ships what the outbox holds to the sink at `url`, after the run's report and before
+/// its metrics (which count what is left). A sink that fails is one log line naming it
+/// and the error: the rows are safe in the database, the slots stay queued for the next
+/// run, and the exit code is the run's.
+async fn ship_to_sink(
+    db: &crate::sqlite::Db,
+    url: &SinkUrl,
+    clock: &dyn crate::clock::Clock,
+    run_id: &str,
+) {
+    let shipped = match Sink::open(url) {
+        Ok(to) => sink::ship(db, &to, clock).await,
+        Err(e) => Err(e),
+    };
+    match shipped {
+        Ok(done) if done.slots > 0 => tracing::info!(
+            run_id,
+            "shipped {} slot{} to the sink {} ({} object{} written, {} already there)",
+            done.slots,
+            if done.slots == 1 { "" } else { "s" },
+            url.shown(),
+            done.written,
+            if done.written == 1 { "" } else { "s" },
+            done.already,
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::error!(
+            run_id,
+            "the sink {} failed; its slots stay queued in the database for the next run: {}",
+            url.shown(),
+            crate::error::chain(&e)
+        ),
+    }
 }

@@ -26,7 +26,7 @@ use crate::quota::{Budget, Limiter};
 use crate::region_status::{Recorded, RegionStatus, in_progress};
 use crate::runner::lock;
 use crate::sqlite::Db;
-use crate::store::{HistoryRow, RegionState, RunStart, Store};
+use crate::store::{HistoryRow, RegionState, RunStart, SinkBacklog, Store};
 
 /// Without `--stale-after`, a region is called stale as `backfill` would see it.
 const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(2 * 3600);
@@ -96,12 +96,46 @@ struct StatusJson {
     last_known: Option<LastKnownJson>,
     /// The calls made while the limiter was down that wait to be counted.
     journal: JournalJson,
+    /// The slots queued for the sink and not yet shipped (docs/commands.md, `--sink`).
+    sink: SinkJson,
     /// Every clock ever compared, the one in use among them.
     clock_skew: Vec<SkewJson>,
     /// The limiter the budget was read from, the one the latest run charged, and the
     /// costs file read.
     #[serde(flatten)]
     read: super::identity::ReadJson,
+}
+
+/// The sink's backlog: what the outbox holds that no run has shipped yet.
+#[derive(Debug, Serialize)]
+struct SinkJson {
+    /// Slots waiting; 0 when none does (or no run was given `--sink`).
+    queued_slots: u64,
+    /// When the oldest of them was queued (its run's start); null when none waits.
+    oldest_queued_at: Option<String>,
+}
+
+impl SinkJson {
+    fn new(backlog: SinkBacklog) -> SinkJson {
+        SinkJson {
+            queued_slots: backlog.slots,
+            oldest_queued_at: backlog.oldest_queued_at.map(at),
+        }
+    }
+
+    /// Its line for people, at `now_s`, when slots wait.
+    fn text(&self, backlog: SinkBacklog, now_s: i64) -> Option<String> {
+        let oldest = backlog.oldest_queued_at?;
+        let n = self.queued_slots;
+        Some(format!(
+            "sink: {n} slot{} wait{} to be shipped, the oldest queued at {} ({}); the next run or backfill with --sink ships {}",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "s" } else { "" },
+            at(oldest),
+            ago(now_s, oldest),
+            if n == 1 { "it" } else { "them" },
+        ))
+    }
 }
 
 /// What the database says, read without writing anything.
@@ -111,6 +145,7 @@ struct Stored {
     states: BTreeMap<String, RegionState>,
     running: Vec<RunStart>,
     abandoned: Vec<RunStart>,
+    sink: SinkBacklog,
 }
 
 fn read_stored(db: &Db, now_s: i64) -> Result<Stored> {
@@ -143,6 +178,7 @@ fn read_stored(db: &Db, now_s: i64) -> Result<Stored> {
                 .collect(),
             running,
             abandoned,
+            sink: store.sink_backlog()?,
         })
     };
     read().with_context(|| format!("reading the run history from {}", db.display()))
@@ -210,6 +246,7 @@ pub async fn run(ctx: &Ctx<'_>, args: &StatusArgs) -> Result<()> {
         budget_error,
         last_known,
         journal,
+        sink: SinkJson::new(stored.sink),
         clock_skew,
         read,
     };
@@ -348,6 +385,9 @@ fn print_text(
         )?;
     }
     write_budget(&mut out, report, budget_key, now)?;
+    if let Some(line) = report.sink.text(stored.sink, now) {
+        writeln!(out, "{line}")?;
+    }
     write_clock(&mut out, skews, in_use)?;
     Ok(())
 }

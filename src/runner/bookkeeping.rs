@@ -6,8 +6,9 @@ use std::time::Instant;
 use super::outcome::{FollowReport, RegionReport, RunReport, Status, Stop};
 use super::run::Run;
 use crate::clock::{Micros, Secs};
-use crate::config::Region;
+use crate::config::{Region, slot_schedule};
 use crate::error::chain;
+use crate::quota::SlotRef;
 use crate::store::{CallCount, RegionOutcome, RunOutcome};
 
 /// Records the run's start and its regions; false when the start could not be
@@ -33,6 +34,32 @@ pub(super) async fn record_start(run: &Run, regions: &[Region]) -> bool {
         tracing::error!(run_id = %run.settings.run_id, "{}", chain(&e));
     }
     true
+}
+
+/// With a sink, queues the slot of each region that ended complete without a lease
+/// (the embedded limiter, or a region fetched while the slots' keeper did not answer),
+/// as the run's clock placed it when the phases began (`now`), with no token, for the
+/// sink to ship after the report; a leased slot was queued with its token when it was
+/// marked done (docs/fleet.md, "The sink"). A slot that cannot be queued is logged; its
+/// rows are stored all the same.
+pub(super) async fn queue_for_sink(run: &Run, regions: &[(Region, RegionReport)], now: Secs) {
+    if !run.settings.sink {
+        return;
+    }
+    for (region, report) in regions {
+        if report.status != Status::Complete || run.lease_of(&region.code).is_some() {
+            continue;
+        }
+        let (secs, offset_s) = slot_schedule(region);
+        let slot = SlotRef::at(&region.code, now.as_i64(), secs, offset_s);
+        if let Err(e) = run
+            .record
+            .queue_for_sink(&region.code, slot.start_s, slot.secs, None)
+            .await
+        {
+            tracing::error!(region = %region.code, "{}", chain(&e));
+        }
+    }
 }
 
 /// Records when each region was last attempted and how it went.
@@ -222,3 +249,4 @@ fn region_outcomes(report: &RunReport, stop: Option<&Stop>, now: Micros) -> Vec<
         })
         .collect()
 }
+

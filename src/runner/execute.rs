@@ -11,7 +11,8 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::bookkeeping::{
-    record_attempts, record_end, record_figures, record_start, run_report, run_status,
+    queue_for_sink, record_attempts, record_end, record_figures, record_start, run_report,
+    run_status,
 };
 use super::lock::{self, LockError, RegionLock};
 use super::missed_slots::note_missed_slots;
@@ -52,6 +53,7 @@ pub async fn execute(run: Arc<Run>, regions: Vec<Region>) -> RunReport {
         renewal.abort();
     }
     let reports = run.finish_slots(reports).await;
+    queue_for_sink(&run, &reports, now).await;
     drop(locks);
     // A run all of whose regions another host fetched leaves the follow-ups to that
     // host, whose database holds the charts: both counting would bill them twice.

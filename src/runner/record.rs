@@ -94,6 +94,21 @@ impl Recorder {
             .map_err(|f| f.doing(format!("recording the regions of run {}", self.run_id)))
     }
 
+    /// Queues the slot `slot_start` (`slot_secs` long) of region `code`, which this run
+    /// fetched completely, for the sink; `token` is its lease's, when it had one.
+    pub(super) async fn queue_for_sink(
+        &self,
+        code: &str,
+        slot_start: i64,
+        slot_secs: u32,
+        token: Option<i64>,
+    ) -> Result<(), RunError> {
+        let (run_id, region) = (self.run_id.clone(), code.to_owned());
+        self.on_store(move |s| s.queue_for_sink(&run_id, &region, slot_start, slot_secs, token))
+            .await
+            .map_err(|f| f.doing(format!("queuing region {code} for the sink")))
+    }
+
     /// What region `code` of this run is doing (see [`Store::mark_region`]).
     pub(super) async fn region_is(&self, code: &str, status: Status) -> Result<(), RunError> {
         let (run_id, region) = (self.run_id.clone(), code.to_owned());

@@ -39,6 +39,9 @@ pub struct RunSettings {
     pub lease: Duration,
     /// How long to wait between two looks at a slot another run holds.
     pub slot_poll: Duration,
+    /// With a sink (`--sink`): each region that ends complete queues its slot for it
+    /// (docs/fleet.md, "The sink").
+    pub sink: bool,
 }
 
 /// What a run works through: the budget's limiter, the upstream, and the database

@@ -285,6 +285,7 @@ impl Scratch {
             host: self.host,
             lease: self.lease,
             slot_poll: Duration::ZERO,
+            sink: false,
         };
         let deps = RunDeps {
             limiter,

@@ -72,6 +72,34 @@ pub(crate) struct CountRow {
     pub(crate) source: &'static str,
 }
 
+/// One place of a row of [`sql::EXPORT_REGION`] or [`sql::EXPORT_FETCH`], of `region`'s
+/// chart `chart` (0: the overall chart).
+fn place(row: &rusqlite::Row<'_>, region: &str, chart: u32) -> rusqlite::Result<ExportRow> {
+    let tags = super::read::tags_at(row, 6)?;
+    Ok(ExportRow {
+        video_id: row.get(0)?,
+        fetch_started_at: row.get(1)?,
+        title: row.get(2)?,
+        channel_title: row.get(3)?,
+        channel_id: row.get(17)?,
+        category_id: row.get(4)?,
+        published_at: row.get(5)?,
+        tags,
+        view_count: row.get(7)?,
+        like_count: row.get(8)?,
+        comment_count: row.get(9)?,
+        thumbnail_url: row.get(10)?,
+        description: row.get(11)?,
+        region: region.to_owned(),
+        rank: row.get(12)?,
+        fetched_at: row.get(13)?,
+        category_title: row.get(14)?,
+        duration_s: row.get(15)?,
+        chart: (chart != 0).then_some(chart),
+        removed: row.get::<_, Option<i64>>(16)?.is_some(),
+    })
+}
+
 /// The UTC day of unix seconds, as a day number.
 fn day_of(secs: i64) -> i64 {
     secs.div_euclid(86_400)
@@ -184,32 +212,7 @@ impl Store {
             Ok(rows.len() as u64)
         };
         while let Some(row) = rows.next().map_err(self.err(context.clone()))? {
-            let export = (|| {
-                let tags = super::read::tags_at(row, 6)?;
-                Ok(ExportRow {
-                    video_id: row.get(0)?,
-                    fetch_started_at: row.get(1)?,
-                    title: row.get(2)?,
-                    channel_title: row.get(3)?,
-                    channel_id: row.get(17)?,
-                    category_id: row.get(4)?,
-                    published_at: row.get(5)?,
-                    tags,
-                    view_count: row.get(7)?,
-                    like_count: row.get(8)?,
-                    comment_count: row.get(9)?,
-                    thumbnail_url: row.get(10)?,
-                    description: row.get(11)?,
-                    region: region.to_owned(),
-                    rank: row.get(12)?,
-                    fetched_at: row.get(13)?,
-                    category_title: row.get(14)?,
-                    duration_s: row.get(15)?,
-                    chart: (chart != 0).then_some(chart),
-                    removed: row.get::<_, Option<i64>>(16)?.is_some(),
-                })
-            })()
-            .map_err(self.err(context.clone()))?;
+            let export = place(row, region, chart).map_err(self.err(context.clone()))?;
             match grain {
                 ExportGrain::Fetch => {
                     each(&export)?;
@@ -227,6 +230,31 @@ impl Store {
             }
         }
         count += flush(&mut kept, each)?;
+        Ok(count)
+    }
+
+    /// Hands each place of the chart fetch `fetch` (a number of `fetches`) to `each`,
+    /// rank by rank, as [`Store::export_charts`] writes it; returns how many.
+    pub(crate) fn export_fetch<E: From<StoreError>>(
+        &self,
+        fetch: i64,
+        region: &str,
+        chart: u32,
+        mut each: impl FnMut(&ExportRow) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        let context = format!("exporting the chart places of fetch {fetch} of {region}");
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql::EXPORT_FETCH)
+            .map_err(self.err(context.clone()))?;
+        let mut rows = stmt
+            .query(params![fetch, region])
+            .map_err(self.err(context.clone()))?;
+        let mut count = 0u64;
+        while let Some(row) = rows.next().map_err(self.err(context.clone()))? {
+            each(&place(row, region, chart).map_err(self.err(context.clone()))?)?;
+            count += 1;
+        }
         Ok(count)
     }
 

@@ -75,6 +75,15 @@ const DROP_VIDEO_UNREFERENCED: &str = "DELETE FROM videos WHERE num = ?1
      AND NOT EXISTS (SELECT 1 FROM extra_counts WHERE video = ?1)
      AND NOT EXISTS (SELECT 1 FROM follow_counts WHERE video = ?1)";
 
+/// A fetch older than the cutoff ?1 that prune may delete (`f` in `fetches`): not one
+/// of a slot the sink's outbox still waits to ship (docs/commands.md, `--sink`), whose
+/// rows are the only copy until the sink holds them.
+const OLD_FETCH: &str = "f.fetched_at < ?1
+     AND NOT EXISTS (SELECT 1 FROM sink_outbox AS o
+                     JOIN run_nums AS r ON r.run_id = o.run_id
+                     JOIN regions AS g ON g.code = o.region
+                     WHERE o.shipped_at IS NULL AND r.num = f.run AND g.num = f.region)";
+
 /// What pruning old snapshots was doing, for its errors.
 const PRUNING: &str = "pruning old snapshots";
 
@@ -214,9 +223,9 @@ impl Store {
     /// The fetches that began before `cutoff`, oldest first.
     fn fetches_before(&self, cutoff: i64) -> Result<Vec<i64>, StoreError> {
         (|| {
-            let mut stmt = self
-                .conn
-                .prepare("SELECT num FROM fetches WHERE fetched_at < ?1 ORDER BY num")?;
+            let mut stmt = self.conn.prepare(&format!(
+                "SELECT num FROM fetches AS f WHERE {OLD_FETCH} ORDER BY num"
+            ))?;
             let rows = stmt.query_map([cutoff], |r| r.get(0))?;
             rows.collect::<rusqlite::Result<Vec<i64>>>()
         })()
@@ -345,11 +354,19 @@ impl Store {
                 .map(|n| n.max(0) as u64)
                 .map_err(self.err("counting what prune would delete"))
         };
-        let fetches = count("SELECT count(*) FROM fetches WHERE fetched_at < ?1 AND ?2 = ?2")?;
-        let places = count(
+        // A dry run reads a file as it is: one older than the outbox has none to keep.
+        let old_fetch = if self.has_outbox().map_err(self.err(PRUNING))? {
+            OLD_FETCH
+        } else {
+            "f.fetched_at < ?1"
+        };
+        let fetches = count(&format!(
+            "SELECT count(*) FROM fetches AS f WHERE {old_fetch} AND ?2 = ?2"
+        ))?;
+        let places = count(&format!(
             "SELECT count(*) FROM places
-             WHERE fetch IN (SELECT num FROM fetches WHERE fetched_at < ?1 AND ?2 = ?2)",
-        )?;
+             WHERE fetch IN (SELECT num FROM fetches AS f WHERE {old_fetch} AND ?2 = ?2)"
+        ))?;
         let extra = count("SELECT count(*) FROM extra_counts WHERE fetched_at < ?1 AND ?2 = ?2")?;
         let follow = count("SELECT count(*) FROM follow_counts WHERE at < ?1 AND ?2 = ?2")?;
         let videos = count(

@@ -173,6 +173,19 @@ WHERE f.region = (SELECT num FROM regions WHERE code = ?1)
   AND NOT EXISTS (SELECT 1 FROM fetch_slots AS fs WHERE fs.fetch = f.num AND fs.state <> 'current')
 ORDER BY f.fetched_at, f.num, p.rank";
 
+/// One chart fetch (?1, a number of `fetches`, of the region whose code is ?2): its
+/// places rank by rank, with the columns of [`EXPORT_REGION`], for the sink.
+pub(crate) const EXPORT_FETCH: &str = "
+SELECT v.id, f.fetched_at, v.title, v.channel_title, v.category_id, v.published_at,
+       v.tags, p.views, p.likes, p.comments, v.thumbnail_url, v.description,
+       p.rank, f.fetched_at + p.offset_s, c.title, v.duration_s, v.removed_at, v.channel_id
+FROM fetches AS f
+JOIN places AS p ON p.fetch = f.num
+JOIN videos AS v ON v.num = p.video
+LEFT JOIN categories AS c ON c.region = ?2 AND c.id = v.category_id
+WHERE f.num = ?1
+ORDER BY p.rank";
+
 /// The counts samples of the charts and searches of the regions of the JSON array ?3
 /// between two times, ordered so that the samples of one (video, time, source) are
 /// adjacent: a video on the overall chart and on two category charts of one fetch, or
@@ -259,6 +272,7 @@ pub(crate) const ALL: &[(&str, &str)] = &[
     ("video in region", VIDEO_IN_REGION),
     ("region lists", REGION_LISTS),
     ("export region", EXPORT_REGION),
+    ("export fetch", EXPORT_FETCH),
     ("video chart places", VIDEO_CHART_PLACES),
     ("video counts", VIDEO_COUNTS),
 ];

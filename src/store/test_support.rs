@@ -38,6 +38,7 @@ pub(crate) const FILE: &[Migration] = &[
     super::best_matches::COUNTS,
     super::slot_misses::STEP,
     super::fetch_slots::STEP,
+    super::outbox::STEP,
 ];
 
 /// The version [`open`] brings a file to: as many as [`FILE`] has steps.

@@ -5,6 +5,7 @@
 pub mod check;
 pub mod costs;
 pub mod harness;
+pub mod moto;
 pub mod promtool;
 pub mod redis_deployments;
 pub mod redis_server;

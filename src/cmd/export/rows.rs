@@ -5,10 +5,8 @@
 use std::borrow::Cow;
 use std::io::Write;
 
-use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::output::parquet::{Cell, Table};
 use crate::output::text::visible;
 use crate::store::{ChartHistoryRow, CountRow, ExportRow, methodology_at};
 
@@ -232,95 +230,6 @@ pub(super) fn json_row(row: &ExportRow) -> RowJson<'_> {
         channel_id: &row.channel_id,
         methodology: methodology_at(row.fetched_at),
     }
-}
-
-pub(super) fn write_parquet<W: Write + Send>(table: &mut Table<W>, row: &ExportRow) -> Result<()> {
-    let chart = row.chart.map(|c| c.to_string());
-    table.row(&[
-        Cell::Text(&row.video_id),
-        Cell::Day(instant(row.fetch_started_at)?),
-        Cell::Text(&row.title),
-        Cell::Text(&row.channel_title),
-        Cell::from(row.category_id.as_deref()),
-        row.published_at
-            .parse::<jiff::Timestamp>()
-            .map_or(Cell::Null, Cell::Time),
-        row.tags.as_deref().map_or(Cell::Null, Cell::TextList),
-        Cell::int(row.view_count),
-        Cell::int(row.like_count),
-        // The API no longer returns dislikes.
-        Cell::Null,
-        Cell::int(row.comment_count),
-        Cell::from(row.thumbnail_url.as_deref()),
-        Cell::Bool(row.comment_count.is_none()),
-        Cell::Bool(row.like_count.is_none()),
-        Cell::Bool(row.removed),
-        Cell::Text(&row.description),
-        Cell::Text(&row.region),
-        Cell::Int(row.rank.into()),
-        Cell::Time(instant(row.fetched_at)?),
-        Cell::from(row.category_title.as_deref()),
-        Cell::int(row.duration_s),
-        Cell::from(chart.as_deref()),
-        Cell::Text(&row.channel_id),
-        Cell::from(methodology_at(row.fetched_at)),
-    ])?;
-    Ok(())
-}
-
-pub(super) fn write_history_parquet<W: Write + Send>(
-    table: &mut Table<W>,
-    row: &ChartHistoryRow,
-) -> Result<()> {
-    let chart = row.chart.map(|c| c.to_string());
-    table.row(&[
-        Cell::Text(&row.video_id),
-        Cell::Text(&row.title),
-        Cell::Text(&row.channel_title),
-        Cell::from(row.category_id.as_deref()),
-        Cell::Text(&row.region),
-        Cell::from(chart.as_deref()),
-        Cell::Text(&row.channel_id),
-        Cell::Time(instant(row.first_seen)?),
-        Cell::Time(instant(row.last_seen)?),
-        Cell::Int(count(row.days_on_chart)?),
-        Cell::Int(count(row.fetches)?),
-        Cell::Int(row.best_rank.into()),
-        Cell::Time(instant(row.best_rank_at)?),
-        Cell::Int(count(row.entries)?),
-        Cell::int(row.view_count),
-        Cell::int(row.like_count),
-        Cell::int(row.comment_count),
-        Cell::from(methodology_at(row.last_seen)),
-    ])?;
-    Ok(())
-}
-
-pub(super) fn write_count_parquet<W: Write + Send>(
-    table: &mut Table<W>,
-    row: &CountRow,
-) -> Result<()> {
-    table.row(&[
-        Cell::Text(&row.video_id),
-        Cell::Time(instant(row.at)?),
-        Cell::int(row.views),
-        Cell::int(row.likes),
-        Cell::int(row.comments),
-        Cell::Text(row.source),
-        Cell::from(methodology_at(row.at)),
-    ])?;
-    Ok(())
-}
-
-/// Unix seconds from the database as an instant.
-pub(super) fn instant(secs: i64) -> Result<jiff::Timestamp> {
-    jiff::Timestamp::from_second(secs)
-        .with_context(|| format!("the database holds a time out of range ({secs} s)"))
-}
-
-/// A count as a Parquet `int64`.
-pub(super) fn count(n: u64) -> Result<i64> {
-    i64::try_from(n).with_context(|| format!("a count too large for int64 ({n})"))
 }
 
 /// Unix seconds as RFC 3339 UTC, e.g. `2025-01-31T09:00:00Z`.

@@ -34,7 +34,29 @@ impl Picture {
         self.budget_families(&mut exp);
         self.limiter_families(&mut exp);
         self.skew_families(&mut exp);
+        self.sink_families(&mut exp);
         exp
+    }
+
+    /// What waits for the sink (docs/commands.md, `--sink`): the slots queued and not
+    /// shipped, and when the oldest was queued (no sample while none waits, so that
+    /// an alert on its age does not read a 0 as 1970).
+    fn sink_families(&self, exp: &mut Exposition) {
+        let Some(backlog) = self.sink else {
+            return;
+        };
+        exp.gauge(
+            "trendsync_sink_backlog",
+            "Slots queued in the database's outbox for the sink and not yet shipped; the next run or backfill with --sink ships them.",
+        )
+        .sample(&[], backlog.slots as f64);
+        if let Some(oldest) = backlog.oldest_queued_at {
+            exp.gauge(
+                "trendsync_sink_oldest_queued_timestamp_seconds",
+                "When the oldest slot still waiting for the sink was queued (its run's start), in seconds since the Unix epoch.",
+            )
+            .sample(&[], oldest as f64);
+        }
     }
 
     /// Whether the limiter answered, and the calls its journal holds for it.

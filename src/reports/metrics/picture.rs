@@ -6,7 +6,8 @@
 use crate::quota::BucketFigures;
 use crate::quota::skew::Skew;
 use crate::store::{
-    CallCount, HistoryRow, RegionOutcome, RegionState, RunKind, RunRecord, Store, StoreError,
+    CallCount, HistoryRow, RegionOutcome, RegionState, RunKind, RunRecord, SinkBacklog, Store,
+    StoreError,
 };
 
 /// The last finished run of one kind, with its regions and its attempts.
@@ -52,6 +53,9 @@ pub struct Picture {
     pub refused: Option<Refused>,
     /// The fleet's missed slots this host has seen, per region (docs/metrics.md).
     pub slot_misses: std::collections::BTreeMap<String, u64>,
+    /// The sink's backlog, as the outbox holds it; `None` when the database was not
+    /// read.
+    pub sink: Option<SinkBacklog>,
     /// The database could not be read (a run refused before it could open it): what
     /// only it can tell is left out, the calls counter above all, which would
     /// otherwise read as reset to 0.
@@ -111,6 +115,7 @@ impl Picture {
             configured,
             limiter: None,
             refused: None,
+            sink: Some(store.sink_backlog()?),
             unread: false,
         })
     }

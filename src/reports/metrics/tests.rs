@@ -185,8 +185,35 @@ fn picture() -> Picture {
         }),
         slot_misses: std::collections::BTreeMap::from([("US".into(), 3), ("DE".into(), 1)]),
         refused: None,
+        sink: Some(crate::store::SinkBacklog {
+            slots: 2,
+            oldest_queued_at: Some(1_699_990_000),
+        }),
         unread: false,
     }
+}
+
+/// The sink's backlog: its slots, and the oldest's time only while one waits.
+#[test]
+fn the_sink_backlog_and_its_oldest_slot_while_one_waits() {
+    let mut picture = picture();
+    let text = picture.exposition(&["videos.list"]).render();
+    assert_eq!(
+        lines_of(&text, "trendsync_sink_backlog"),
+        ["trendsync_sink_backlog 2"]
+    );
+    assert_eq!(
+        lines_of(&text, "trendsync_sink_oldest_queued_timestamp_seconds"),
+        ["trendsync_sink_oldest_queued_timestamp_seconds 1699990000"]
+    );
+    picture.sink = Some(crate::store::SinkBacklog::default());
+    let text = picture.exposition(&["videos.list"]).render();
+    assert_eq!(
+        lines_of(&text, "trendsync_sink_backlog"),
+        ["trendsync_sink_backlog 0"]
+    );
+    assert!(lines_of(&text, "trendsync_sink_oldest_queued_timestamp_seconds").is_empty());
+    assert!(!text.contains("trendsync_sink_oldest_queued_timestamp_seconds 0"));
 }
 
 fn lines_of<'a>(text: &'a str, family: &str) -> Vec<&'a str> {
