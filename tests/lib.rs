@@ -48,6 +48,7 @@ mod analysts_readme;
 mod export_parquet;
 #[cfg(unix)]
 mod failover;
+mod fleet_readme;
 mod follow_e2e;
 mod hardening;
 // Closed and full streams, signals, FIFOs and symlinks: Unix only.

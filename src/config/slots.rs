@@ -1,4 +1,4 @@
-//! Each region's slots (docs/fleet.md): the period of its schedule and the offset
+//! Each region's slots (docs/budget.md, "A fleet: slot leases"): the period of its schedule and the offset
 //! into each period its slots start at.
 
 use super::Region;

@@ -100,6 +100,10 @@ enum Claimed {
     },
     /// The keeper could not say: fetch without a lease, as while the limiter is down.
     Unleased(String),
+    /// This host fetched it already, in an earlier run (a run started again by hand
+    /// within the slot): fetch it again, as a single host always did, without a lease;
+    /// the slot's record keeps the first fetch, and the sink the first object.
+    Again(String),
 }
 
 /// No bucket or method: the run's stops of every call, which end a wait for a slot.
@@ -203,6 +207,7 @@ impl Run {
                         self.fetched_elsewhere(&report.code, at_us).await;
                     }
                 }
+                Claimed::Again(why) => tracing::info!(region = %report.code, "{why}"),
                 Claimed::Unleased(reason) => {
                     tracing::warn!(
                         region = %report.code,
@@ -270,6 +275,15 @@ impl Run {
                         token,
                         lost: false,
                     });
+                }
+                Claim::Done { by, at_us } if by.host == *host && by.run_id != *run_id => {
+                    return Claimed::Again(format!(
+                        "region {}: slot {} was fetched by this host, {}, at {}; fetching it again without a lease",
+                        slot.region,
+                        slot_time(slot),
+                        who(&by),
+                        human::timestamp(at_us)
+                    ));
                 }
                 Claim::Done { by, at_us } => {
                     return Claimed::Elsewhere {

@@ -73,6 +73,46 @@ async fn a_free_slot_is_claimed_fetched_and_finished_done() {
     );
 }
 
+/// A run started again by hand within a slot this host already fetched fetches it
+/// again, as a single host always did: the slot's record keeps the first fetch, and
+/// the new pages are stored unleased (current, with no slot row).
+#[tokio::test]
+async fn a_slot_this_host_fetched_in_an_earlier_run_is_fetched_again_unleased() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let gate = Arc::new(FakeGate::new(AT_2026_US, 1_000));
+    let first = Holder {
+        host: "host-a".into(),
+        run_id: "r0".into(),
+        token: 7,
+    };
+    gate.set(
+        "US",
+        SLOT_S,
+        FakeRecord::Done {
+            by: first.clone(),
+            at_us: AT_2026_US - 30_000_000,
+        },
+    );
+    let (run, upstream) = run_with(dir.path(), &gate);
+    let report = execute(run, vec![region("US", &[])]).await;
+    assert_eq!(report.status, Status::Complete, "{:?}", report.regions);
+    assert_eq!(report.regions[0].status, Status::Complete);
+    assert!(
+        upstream
+            .calls()
+            .iter()
+            .any(|c| c.starts_with(crate::youtube::VIDEOS_LIST)),
+        "fetched again: {:?}",
+        upstream.calls()
+    );
+    assert_eq!(gate.made(), ["time", "claim US floor 0"], "no finish");
+    assert!(
+        matches!(gate.record("US", SLOT_S), Some(FakeRecord::Done { by, .. }) if by == first),
+        "the record keeps the first fetch"
+    );
+    assert_eq!(leased(dir.path()), [], "stored unleased");
+}
+
 #[tokio::test]
 async fn a_slot_done_elsewhere_is_not_fetched_and_the_run_is_complete() {
     let dir = tempfile::tempdir().expect("temp dir");
