@@ -52,13 +52,11 @@ const ALLOWED: [&str; 2] = [
     "whose lease lapsed with no done mark",
 ];
 
-/// The eight regions, hourly slots at minute `offset`, leases of [`LEASE`].
-fn regions_toml(offset: i64) -> String {
-    let mut text = format!("[defaults]\npages = {PAGES}\nslot = \"1h\"\nlease = \"{LEASE}\"\n");
+/// The eight regions, all at minute 0, slots of `slot` and leases of `lease`.
+fn regions_toml(slot: &str, lease: &str) -> String {
+    let mut text = format!("[defaults]\npages = {PAGES}\nslot = \"{slot}\"\nlease = \"{lease}\"\n");
     for code in CODES {
-        text.push_str(&format!(
-            "\n[[region]]\ncode = \"{code}\"\noffset = {offset}\n"
-        ));
+        text.push_str(&format!("\n[[region]]\ncode = \"{code}\"\noffset = 0\n"));
     }
     text
 }
@@ -77,7 +75,7 @@ struct Host<'r> {
 
 impl<'r> Host<'r> {
     fn new(name: &'static str, redis: &'r RedisServer, sink: Option<&str>) -> Host<'r> {
-        Host::build(name, Some(redis), None, sink, 0)
+        Host::build(name, Some(redis), None, sink, &regions_toml("1h", LEASE))
     }
 
     fn build(
@@ -85,10 +83,10 @@ impl<'r> Host<'r> {
         redis: Option<&'r RedisServer>,
         redis_url: Option<String>,
         sink: Option<&str>,
-        offset: i64,
+        regions: &str,
     ) -> Host<'r> {
         let mut h = Harness::with(FakeUpstream::youtube(), redis);
-        h.costs(Costs::one_unit_each()).regions(&regions_toml(offset));
+        h.costs(Costs::one_unit_each()).regions(regions);
         for allowed in ALLOWED {
             h.allow_stderr(allowed);
         }
@@ -155,7 +153,9 @@ impl<'r> Host<'r> {
     fn export_rows(&self) -> Vec<Value> {
         let ran = self
             .bare()
-            .args(["export", "--per", "fetch", "--chart", "all", "--format", "jsonl"])
+            .args([
+                "export", "--per", "fetch", "--chart", "all", "--format", "jsonl",
+            ])
             .run();
         ran.stdout
             .lines()
@@ -215,16 +215,15 @@ fn day_start_us() -> i64 {
     back - back.rem_euclid(HOUR_US)
 }
 
-/// Starts `cmd`, waits until `fake` has received `requests` more requests, then
-/// sends `signal` to the process.
-fn signal_after(cmd: Trendsync, fake: &FakeUpstream, requests: usize, signal: i32) -> Running {
-    let before = fake.received();
+/// Starts `cmd`, waits until `done` says the process did what the test waits for,
+/// then sends `signal` to it.
+fn signal_when(cmd: Trendsync, signal: i32, what: &str, mut done: impl FnMut() -> bool) -> Running {
     let run = cmd.start();
     let started = Instant::now();
-    while fake.received() < before + requests {
+    while !done() {
         assert!(
             started.elapsed() < Duration::from_secs(30),
-            "the host never made {requests} requests"
+            "the host never {what}"
         );
         std::thread::sleep(Duration::from_millis(2));
     }
@@ -239,16 +238,42 @@ fn signal_process(run: &Running, signal: i32) {
     assert_eq!(rc, 0, "signalling the host");
 }
 
-/// Runs `cmd`, SIGKILLed once its slow upstream received a few calls: some regions
-/// claimed and half fetched. The chart calls it made.
+/// How many leased fetches of the host's database are still `fetching` (its pages
+/// stored, the slot not finished); 0 while there is no database yet.
+fn fetching(host: &Host<'_>) -> usize {
+    let Ok(db) =
+        Connection::open_with_flags(host.h.db_path(), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+    else {
+        return 0;
+    };
+    db.query_row(
+        "SELECT count(*) FROM fetch_slots WHERE state = 'fetching'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )
+    .map_or(0, |n| usize::try_from(n).unwrap_or(0))
+}
+
+/// Runs the host against its slow upstream, SIGKILLed mid-fetch: once it stored a
+/// page of a slot it claimed (every region's slot is claimed before any call). The
+/// chart calls it made.
 fn killed_mid_fetch(host: &Host<'_>, what: &str) -> usize {
-    let before = chart_calls(&host.slow);
-    let run = signal_after(host.run_cmd(&host.slow), &host.slow, 3, libc::SIGKILL);
+    let before = (chart_calls(&host.slow), fetching(host));
+    let run = signal_when(
+        host.run_cmd(&host.slow),
+        libc::SIGKILL,
+        "stored a page",
+        || fetching(host) > before.1,
+    );
     let out = run.killed();
-    assert_eq!(out.status.code(), None, "{what}: the host ended before the kill");
+    assert_eq!(
+        out.status.code(),
+        None,
+        "{what}: the host ended before the kill"
+    );
     // A request written just before the kill may reach the fake a little later.
     host.slow.settled();
-    chart_calls(&host.slow) - before
+    chart_calls(&host.slow) - before.0
 }
 
 /// A leased fetch as a database keeps it: (region, slot start) and token.
@@ -310,7 +335,10 @@ fn each_once(found: &[(String, i64)], expected: &BTreeSet<(String, i64)>, what: 
         *seen.entry(slot.clone()).or_insert(0) += 1;
     }
     let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(twice.is_empty(), "{what}: current more than once: {twice:?}");
+    assert!(
+        twice.is_empty(),
+        "{what}: current more than once: {twice:?}"
+    );
     let keys: BTreeSet<(String, i64)> = seen.into_keys().collect();
     assert_eq!(&keys, expected, "{what}: the slots current");
 }
@@ -370,7 +398,11 @@ fn coverage_by(cov: &Value, hosts: &[(&str, u64)], what: &str) {
     for region in regions {
         assert_eq!(region["expected"], expected, "{what}: {region}");
         assert_eq!(region["fetched"], expected, "{what}: {region}");
-        assert_eq!(region["hosts"], Value::Object(by.clone()), "{what}: {region}");
+        assert_eq!(
+            region["hosts"],
+            Value::Object(by.clone()),
+            "{what}: {region}"
+        );
     }
 }
 
@@ -476,7 +508,11 @@ fn assert_sink_is_exports(root: &Path, hosts: &[&Host<'_>], what: &str) -> usize
         read["export"].as_array().expect("rows"),
     );
     assert!(!export.is_empty(), "{what}: nothing exported");
-    assert_eq!(sink.len(), export.len(), "{what}: rows in the sink and the exports");
+    assert_eq!(
+        sink.len(),
+        export.len(),
+        "{what}: rows in the sink and the exports"
+    );
     for (i, (s, e)) in sink.iter().zip(export).enumerate() {
         assert_eq!(s, e, "{what}: row {i} ({})", read["columns"]);
     }
@@ -551,14 +587,30 @@ fn a_day_on_two_hosts_fetches_every_slot_once_at_one_hosts_cost() {
 
     // Every (region, slot) current exactly once across both databases.
     let current: Vec<(String, i64)> = [current_slots(&a.db()), current_slots(&b.db())].concat();
-    let expected: BTreeSet<(String, i64)> = (0..24)
-        .flat_map(|s| slot_of(start + s * HOUR_US))
-        .collect();
+    let expected: BTreeSet<(String, i64)> =
+        (0..24).flat_map(|s| slot_of(start + s * HOUR_US)).collect();
     each_once(&current, &expected, &format!("seed {seed}"));
+    // A's pages of the slots it was killed in are there, and never current.
+    let killed: BTreeSet<i64> = plan
+        .iter()
+        .filter(|(_, w)| **w == A::KilledMidFetch)
+        .map(|(s, _)| (start + i64::try_from(*s).expect("a slot") * HOUR_US) / 1_000_000)
+        .collect();
+    let left: BTreeSet<i64> = slots_in_state(&a.db(), "fetching")
+        .into_iter()
+        .map(|((_, s), _)| s)
+        .collect();
+    assert_eq!(
+        left, killed,
+        "seed {seed}: the slots of A's pages left fetching"
+    );
 
     // The upstream billed one host's worth of charts, plus the calls of the killed
     // fetches that B fetched again, and no more.
-    assert!(killed_calls > 0, "seed {seed}: the kills came before any call");
+    assert!(
+        killed_calls > 0,
+        "seed {seed}: the kills came before any call"
+    );
     assert_eq!(
         a.chart_calls() + b.chart_calls(),
         24 * CODES.len() * PAGES + killed_calls,
@@ -595,5 +647,238 @@ fn a_day_on_two_hosts_fetches_every_slot_once_at_one_hosts_cost() {
         let missed = &region["missed_slots"][0];
         assert_eq!(missed["slot"], rfc3339(start + 24 * HOUR_US), "{region}");
         assert_eq!(missed["reason"], "no_host_ran", "{region}");
+    }
+}
+
+#[test]
+fn three_hosts_fetch_each_slot_once_whichever_of_them_dies() {
+    let redis = movable_redis();
+    let a = Host::new("host-a", &redis, None);
+    let b = Host::new("host-b", &redis, None);
+    let c = Host::new("host-c", &redis, None);
+    let clock = DayClock::of(&redis, &[&a, &b, &c]);
+    let start = day_start_us();
+    let slot = |k: i64| start + k * HOUR_US;
+
+    // Slot 0: A fetches; B and C find it done.
+    clock.set(slot(0) + A_AT);
+    all_regions(&a.run("slot 0, A"), "complete", "slot 0, A");
+    clock.set(slot(0) + B_AT);
+    all_regions(&b.run("slot 0, B"), "done_elsewhere", "slot 0, B");
+    clock.set(slot(0) + C_AT);
+    all_regions(&c.run("slot 0, C"), "done_elsewhere", "slot 0, C");
+
+    // Slot 1: A is down, B is killed mid-fetch, C takes over B's lapsed leases.
+    clock.set(slot(1) + A_AT);
+    coverage_by(&c.coverage(slot(0)), &[("host-a", 1)], "slot 0");
+    clock.set(slot(1) + B_AT);
+    killed_mid_fetch(&b, "slot 1, B");
+    clock.set(slot(1) + C_AT);
+    all_regions(&c.run("slot 1, C"), "complete", "slot 1, C");
+
+    // Slot 2: A is killed mid-fetch, B takes over, C finds it done.
+    clock.set(slot(2) + A_AT);
+    coverage_by(&a.coverage(slot(1)), &[("host-c", 1)], "slot 1");
+    killed_mid_fetch(&a, "slot 2, A");
+    clock.set(slot(2) + B_AT);
+    all_regions(&b.run("slot 2, B"), "complete", "slot 2, B");
+    clock.set(slot(2) + C_AT);
+    all_regions(&c.run("slot 2, C"), "done_elsewhere", "slot 2, C");
+
+    clock.set(slot(3) + A_AT);
+    coverage_by(&b.coverage(slot(2)), &[("host-b", 1)], "slot 2");
+    coverage_by(
+        &b.coverage(slot(0)),
+        &[("host-a", 1), ("host-b", 1), ("host-c", 1)],
+        "the three slots",
+    );
+    // Each slot current once, in the database of the host that fetched it.
+    each_once(&current_slots(&a.db()), &slot_of(slot(0)), "A's database");
+    each_once(&current_slots(&b.db()), &slot_of(slot(2)), "B's database");
+    each_once(&current_slots(&c.db()), &slot_of(slot(1)), "C's database");
+    // The killed hosts' pages of the slots they lost are there, and never current.
+    for (host, k) in [(&a, 2), (&b, 1)] {
+        let fetching = slots_in_state(&host.db(), "fetching");
+        assert!(
+            !fetching.is_empty(),
+            "{}: no page stored before the kill",
+            host.name
+        );
+        assert!(
+            fetching.iter().all(|((_, s), _)| *s == slot(k) / 1_000_000),
+            "{}: {fetching:?}",
+            host.name
+        );
+    }
+}
+
+#[test]
+fn a_holder_paused_past_its_lease_adds_nothing_current() {
+    let redis = movable_redis();
+    let sink_dir = tempfile::tempdir().expect("a sink directory");
+    let sink = format!("file://{}", sink_dir.path().display());
+    let a = Host::new("host-a", &redis, Some(&sink));
+    let b = Host::new("host-b", &redis, Some(&sink));
+    let clock = DayClock::of(&redis, &[&a, &b]);
+    let start = day_start_us();
+
+    // A claims every region's slot and is stopped once it stored a page.
+    clock.set(start + A_AT);
+    let paused = signal_when(
+        a.run_cmd(&a.slow)
+            .allow_stderr("is no longer this run's")
+            .allow_stderr("was lost to host host-b"),
+        libc::SIGSTOP,
+        "stored a page",
+        || fetching(&a) > 0,
+    );
+    // Past A's lease on Redis's clock (and within the upstream's tolerance of the
+    // clock A charged its calls by), B takes every region over and ships it.
+    clock.set(start + 3 * MINUTE_US);
+    all_regions(&b.run("B"), "complete", "B");
+    // A wakes up, fetches on and writes its pages late: the finish finds B's token.
+    signal_process(&paused, libc::SIGCONT);
+    let report = paused.finish().json();
+    assert_eq!(report["status"], "complete", "{report}");
+    all_regions(&report, "done_elsewhere", "A, woken");
+    for region in report["regions"].as_array().expect("regions") {
+        let error = region["error"].as_str().unwrap_or_default();
+        assert!(error.contains("lost to host host-b"), "{region}");
+    }
+
+    // Nothing of A's is current: its pages of the slot are fenced.
+    let fenced = slots_in_state(&a.db(), "fenced");
+    assert!(!fenced.is_empty(), "A stored no page: {report}");
+    assert!(current_slots(&a.db()).is_empty());
+    assert!(slots_in_state(&a.db(), "fetching").is_empty());
+    assert_eq!(a.export_rows(), Vec::<Value>::new(), "A's export");
+    each_once(&current_slots(&b.db()), &slot_of(start), "B's database");
+    // The coverage shows B's, in every region.
+    clock.set(start + HOUR_US + A_AT);
+    coverage_by(&a.coverage(start), &[("host-b", 1)], "the slot");
+    // The sink holds the slot once, B's rows only.
+    assert_eq!(files_under(sink_dir.path()), objects_of([start]));
+    assert_sink_is_exports(sink_dir.path(), &[&b, &a], "the sink");
+}
+
+#[test]
+fn tokens_only_grow_across_a_redis_that_lost_its_keys() {
+    let redis = movable_redis();
+    let sink_dir = tempfile::tempdir().expect("a sink directory");
+    let sink = format!("file://{}", sink_dir.path().display());
+    let a = Host::new("host-a", &redis, Some(&sink));
+    let b = Host::new("host-b", &redis, Some(&sink));
+    let clock = DayClock::of(&redis, &[&a, &b]);
+    let start = day_start_us();
+
+    clock.set(start + A_AT);
+    all_regions(&a.run("slot 0, A"), "complete", "slot 0, A");
+    redis.query::<()>(&redis::cmd("FLUSHALL"));
+    // The hosts see their budget's window lost too, and put their charges back.
+    for host in [&a, &b] {
+        host.h
+            .allow_stderr("the window is not the one this host charged into");
+    }
+    // The slot's record is gone: B claims it anew, under tokens above A's.
+    clock.set(start + B_AT);
+    all_regions(&b.run("slot 0, B"), "complete", "slot 0, B");
+    clock.set(start + HOUR_US + A_AT);
+    all_regions(&a.run("slot 1, A"), "complete", "slot 1, A");
+    clock.set(start + HOUR_US + B_AT);
+    all_regions(&b.run("slot 1, B"), "done_elsewhere", "slot 1, B");
+
+    let (a_runs, a_largest) = tokens_by_run(&a.db());
+    let (b_runs, b_largest) = tokens_by_run(&b.db());
+    assert_eq!(
+        (a_runs.len(), b_runs.len()),
+        (2, 1),
+        "{a_runs:?} {b_runs:?}"
+    );
+    // In claim order: A's of slot 0, B's after the flush, A's of slot 1.
+    let in_order: Vec<i64> = [&a_runs[0], &b_runs[0], &a_runs[1]]
+        .into_iter()
+        .flatten()
+        .copied()
+        .collect();
+    assert_eq!(in_order.len(), 3 * CODES.len(), "{in_order:?}");
+    assert!(
+        in_order.windows(2).all(|w| w[0] < w[1]),
+        "the tokens in claim order: {in_order:?}"
+    );
+    assert_eq!(Some(&a_largest), a_runs[1].last());
+    assert_eq!(Some(&b_largest), b_runs[0].last());
+    // The sink has one object per (slot, region, chart): B's of slot 0 came second and
+    // found A's there (and counted it shipped), so the sink is A's rows alone.
+    assert_eq!(
+        files_under(sink_dir.path()),
+        objects_of([start, start + HOUR_US])
+    );
+    let unshipped: i64 = b
+        .db()
+        .query_row(
+            "SELECT count(*) FROM sink_outbox WHERE shipped_at IS NULL",
+            [],
+            |r| r.get(0),
+        )
+        .expect("B's outbox");
+    assert_eq!(unshipped, 0);
+    assert_sink_is_exports(sink_dir.path(), &[&a], "the sink");
+}
+
+#[test]
+fn on_a_redis_cluster_one_host_fetches_and_the_other_finds_it_done() {
+    const SLOT_US: i64 = 3_000_000;
+    let cluster = Cluster::start();
+    let url = cluster.seed_url(0);
+    // Short slots on the real clock (a Cluster's clocks are not moved): each attempt
+    // starts just past a slot's start, so that both runs fall in it; should the
+    // machine be so slow that they do not, the attempt is made again in a later slot.
+    let regions = regions_toml("3s", "1s");
+    let a = Host::build("host-a", None, Some(url.clone()), None, &regions);
+    let b = Host::build("host-b", None, Some(url), None, &regions);
+    let mut slot = None;
+    for _ in 0..3 {
+        let now = real_now_us();
+        let next = now - now.rem_euclid(SLOT_US) + SLOT_US;
+        std::thread::sleep(Duration::from_micros(
+            u64::try_from(next - now).expect("ahead") + 20_000,
+        ));
+        all_regions(&a.run("A"), "complete", "A");
+        let a_slot = current_slots(&a.db())
+            .last()
+            .expect("A's fetches are current")
+            .1;
+        let report = b.run("B");
+        if statuses(&report).values().all(|s| s == "done_elsewhere") {
+            slot = Some(a_slot);
+            break;
+        }
+        // B fetched: only because its run began in a later slot than A's.
+        assert!(
+            current_slots(&b.db()).iter().all(|(_, s)| *s > a_slot),
+            "B fetched A's slot {a_slot}: {report}"
+        );
+    }
+    let slot = slot.expect("A and B ran in one slot in one of 3 attempts");
+    // Once the slot is over, its coverage names A in every region.
+    let end = (slot + 3) * 1_000_000;
+    std::thread::sleep(Duration::from_micros(
+        u64::try_from(end - real_now_us()).unwrap_or(0) + 20_000,
+    ));
+    let cov = b.coverage(slot * 1_000_000);
+    for region in cov["regions"].as_array().expect("regions") {
+        assert_eq!(
+            region["hosts"],
+            serde_json::json!({"host-a": 1}),
+            "{region}"
+        );
+        assert!(
+            region["missed_slots"]
+                .as_array()
+                .expect("missed slots")
+                .iter()
+                .all(|m| m["slot"] != rfc3339(slot * 1_000_000)),
+            "{region}"
+        );
     }
 }
