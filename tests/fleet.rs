@@ -218,9 +218,12 @@ fn day_start_us() -> i64 {
 /// Starts `cmd`, waits until `done` says the process did what the test waits for,
 /// then sends `signal` to it.
 fn signal_when(cmd: Trendsync, signal: i32, what: &str, mut done: impl FnMut() -> bool) -> Running {
-    let run = cmd.start();
+    let mut run = cmd.start();
     let started = Instant::now();
     while !done() {
+        if let Ok(Some(status)) = run.child.try_wait() {
+            panic!("the host ended ({status}) before it {what}");
+        }
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "the host never {what}"
