@@ -1,5 +1,5 @@
-//! Each region's slots (docs/fleet.md): the period of its schedule and the offset
-//! into each period its slots start at.
+//! Each region's slots (docs/commands.md, "Several hosts"): the period of its schedule
+//! and the offset into each period its slots start at.
 
 use super::Region;
 

@@ -40,7 +40,7 @@ pub(super) async fn record_start(run: &Run, regions: &[Region]) -> bool {
 /// (the embedded limiter, or a region fetched while the slots' keeper did not answer),
 /// as the run's clock placed it when the phases began (`now`), with no token, for the
 /// sink to ship after the report; a leased slot was queued with its token when it was
-/// marked done (docs/fleet.md, "The sink"). A slot that cannot be queued is logged; its
+/// marked done (docs/commands.md, "The sink"). A slot that cannot be queued is logged; its
 /// rows are stored all the same.
 pub(super) async fn queue_for_sink(run: &Run, regions: &[(Region, RegionReport)], now: Secs) {
     if !run.settings.sink {

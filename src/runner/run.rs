@@ -40,7 +40,7 @@ pub struct RunSettings {
     /// How long to wait between two looks at a slot another run holds.
     pub slot_poll: Duration,
     /// With a sink (`--sink`): each region that ends complete queues its slot for it
-    /// (docs/fleet.md, "The sink").
+    /// (docs/commands.md, "The sink").
     pub sink: bool,
 }
 

@@ -1,5 +1,5 @@
 //! Where a slot the run finished complete goes next: the sink's outbox, with the
-//! lease's token, when the run has a sink (docs/fleet.md, "The sink").
+//! lease's token, when the run has a sink (docs/commands.md, "The sink").
 
 use super::super::run::Run;
 use crate::error::chain;
