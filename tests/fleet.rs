@@ -620,6 +620,10 @@ fn a_day_on_two_hosts_fetches_every_slot_once_at_one_hosts_cost() {
         "seed {seed}: chart calls, {killed_calls} of them killed"
     );
 
+    println!(
+        "seed {seed}: {} chart calls, {killed_calls} of them killed with A",
+        a.chart_calls() + b.chart_calls()
+    );
     // The sink holds each slot once, and its rows are both databases' current fetches.
     assert_eq!(
         files_under(sink_dir.path()),
