@@ -48,6 +48,9 @@ mod analysts_readme;
 mod export_parquet;
 #[cfg(unix)]
 mod failover;
+// The LD_PRELOAD shim moves a Redis's clock; SIGKILL, SIGSTOP: Linux only.
+#[cfg(target_os = "linux")]
+mod fleet;
 mod fleet_readme;
 mod follow_e2e;
 mod hardening;

@@ -1,5 +1,5 @@
-//! Each region's slots (docs/budget.md, "A fleet: slot leases"): the period of its schedule and the offset
-//! into each period its slots start at.
+//! Each region's slots (docs/commands.md, "Several hosts"): the period of its schedule
+//! and the offset into each period its slots start at.
 
 use super::Region;
 

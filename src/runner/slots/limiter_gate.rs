@@ -1,7 +1,7 @@
 //! Which limiter keeps the fleet's slots: the Redis one, through its `redis_now_us`,
-//! `claim_slot`, `renew_slot` and `finish_slot` (docs/budget.md, "A fleet: slot leases"); the embedded one
-//! keeps none, so a run on it claims nothing, and neither does a run whose limiter is
-//! down from its start.
+//! `claim_slot`, `renew_slot` and `finish_slot` (docs/commands.md, "Several hosts");
+//! the embedded one keeps none, so a run on it claims nothing, and neither does a run
+//! whose limiter is down from its start.
 
 use std::time::Duration;
 
