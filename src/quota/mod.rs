@@ -39,8 +39,8 @@ pub use journal::{
 };
 pub use limiter::{Limiter, RecordPast, charged_on};
 pub use model::{Fit, PartOutcome};
-pub use redis::{RedisCause, RedisConfigError, RedisLimiter, TlsFiles};
 pub use redis::slots::{Claim, Finish, Holder, SlotRef};
+pub use redis::{RedisCause, RedisConfigError, RedisLimiter, TlsFiles};
 pub use window::{Span, Window, Zone};
 
 /// The fleet's slot leases and records, kept by the Redis limiter beside the budget

@@ -249,4 +249,3 @@ fn region_outcomes(report: &RunReport, stop: Option<&Stop>, now: Micros) -> Vec<
         })
         .collect()
 }
-
