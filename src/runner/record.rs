@@ -201,17 +201,23 @@ impl Recorder {
             .map_err(|f| f.doing(format!("noting that another host fetched region {code}")))
     }
 
-    /// Where this run's leased fetches of region `code` stand now.
-    pub(super) async fn slot_state(&self, code: &str, state: SlotState) -> Result<(), RunError> {
-        let (run_id, region) = (self.run_id.clone(), code.to_owned());
-        self.on_store(move |s| s.mark_slot(&run_id, &region, state))
+    /// Where this run's leased fetches of each region stand now, in one transaction.
+    pub(super) async fn slot_states(
+        &self,
+        marks: Vec<(String, SlotState)>,
+    ) -> Result<(), RunError> {
+        if marks.is_empty() {
+            return Ok(());
+        }
+        let run_id = self.run_id.clone();
+        let regions = marks
+            .iter()
+            .map(|(code, state)| format!("{code} {}", state.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.on_store(move |s| s.mark_slots(&run_id, &marks))
             .await
-            .map_err(|f| {
-                f.doing(format!(
-                    "marking this run's fetches of region {code} {}",
-                    state.as_str()
-                ))
-            })
+            .map_err(|f| f.doing(format!("marking this run's fetches of {regions}")))
     }
 
     /// That the region has no chart of `category`.

@@ -181,6 +181,8 @@ impl Run {
             });
         }
         let mut reports = reports;
+        // The largest token given, noted once for all the claims (one commit).
+        let mut largest: Option<i64> = None;
         while let Some(joined) = tasks.join_next().await {
             let Ok((i, slot, claimed)) = joined else {
                 // A panic in a claim: the region is fetched as if the keeper were down.
@@ -191,10 +193,7 @@ impl Run {
             };
             match claimed {
                 Claimed::Leased(lease) => {
-                    // The floor of later claims, even should no page be stored under it.
-                    if let Err(e) = self.record.note_slot_token(lease.token).await {
-                        tracing::warn!(region = %report.code, "{}", chain(&e));
-                    }
+                    largest = largest.max(Some(lease.token));
                     if let Ok(mut leases) = self.leases.lock() {
                         leases.insert(report.code.clone(), lease);
                     }
@@ -217,6 +216,12 @@ impl Run {
                     );
                 }
             }
+        }
+        // The floor of later claims, even should no page be stored under it.
+        if let Some(token) = largest
+            && let Err(e) = self.record.note_slot_token(token).await
+        {
+            tracing::warn!(run_id = %self.settings.run_id, "{}", chain(&e));
         }
         reports
     }
@@ -356,20 +361,24 @@ impl Run {
 
     /// Finishes every slot the run holds with its region's status, once the regions'
     /// phases are over. A slot whose lease was lost makes its region
-    /// `done_elsewhere`, saying to whom; its fetches are not current.
+    /// `done_elsewhere`, saying to whom; its fetches are not current. The finishes go
+    /// all at once, as the claims do, and the fetches' states are written in one
+    /// transaction: a run of 8 regions waits for about one round trip and one commit
+    /// here, not 8 of each (BENCHMARKS.md, "The cost of the slot leases").
     pub(super) async fn finish_slots(
-        &self,
+        self: &Arc<Self>,
         mut reports: Vec<(Region, RegionReport)>,
     ) -> Vec<(Region, RegionReport)> {
-        let Some(gate) = self.gate() else {
+        if self.gate().is_none() {
             return reports;
-        };
+        }
         let leases: BTreeMap<String, Lease> = match self.leases.lock() {
             Ok(leases) => leases.clone(),
             Err(_) => return reports,
         };
-        for (_, report) in &mut reports {
-            let Some(lease) = leases.get(&report.code) else {
+        let mut tasks = JoinSet::new();
+        for (i, (_, report)) in reports.iter().enumerate() {
+            let Some(lease) = leases.get(&report.code).cloned() else {
                 continue;
             };
             // A region the run never reached is missed for the reason the run
@@ -378,15 +387,36 @@ impl Run {
                 Status::NotAttempted => self.stops.status().as_str(),
                 status => status.as_str(),
             };
-            let finished = gate
-                .finish(
-                    &lease.slot,
-                    lease.token,
-                    &self.settings.host,
-                    &self.settings.run_id,
-                    outcome,
-                )
-                .await;
+            let run = Arc::clone(self);
+            tasks.spawn(async move {
+                let finished = run
+                    .gate()?
+                    .finish(
+                        &lease.slot,
+                        lease.token,
+                        &run.settings.host,
+                        &run.settings.run_id,
+                        outcome,
+                    )
+                    .await;
+                Some((i, lease, outcome, finished))
+            });
+        }
+        let mut finished = Vec::new();
+        while let Some(joined) = tasks.join_next().await {
+            // A panic in a finish: the region's lease is left to lapse, and its pages,
+            // still `fetching`, are not current.
+            if let Ok(Some(one)) = joined {
+                finished.push(one);
+            }
+        }
+        // In the regions' order, as the run reports them.
+        finished.sort_by_key(|(i, ..)| *i);
+        let mut marks = Vec::new();
+        for (i, lease, outcome, finished) in finished {
+            let Some((_, report)) = reports.get_mut(i) else {
+                continue;
+            };
             let state = match finished {
                 Ok(Finish::Recorded) => {
                     if report.status == Status::Complete {
@@ -426,9 +456,10 @@ impl Run {
                     SlotState::Current
                 }
             };
-            if let Err(e) = self.record.slot_state(&report.code, state).await {
-                tracing::error!(region = %report.code, "{}", chain(&e));
-            }
+            marks.push((report.code.clone(), state));
+        }
+        if let Err(e) = self.record.slot_states(marks).await {
+            tracing::error!(run_id = %self.settings.run_id, "{}", chain(&e));
         }
         reports
     }

@@ -322,6 +322,9 @@ pub(crate) struct FakeGate {
     pub(crate) down: std::sync::atomic::AtomicBool,
     /// Gives a region's slot to host `thief` at the first renewal of it.
     pub(crate) steal_at_renewal: Mutex<Option<String>>,
+    /// Holds every finish until as many as the barrier counts have arrived: finishes
+    /// sent one after another never get past it.
+    pub(crate) finish_barrier: Mutex<Option<Arc<tokio::sync::Barrier>>>,
 }
 
 impl FakeGate {
@@ -335,6 +338,7 @@ impl FakeGate {
             made: Mutex::new(Vec::new()),
             down: std::sync::atomic::AtomicBool::new(false),
             steal_at_renewal: Mutex::new(None),
+            finish_barrier: Mutex::new(None),
         }
     }
 
@@ -479,6 +483,10 @@ impl SlotGate for FakeGate {
         outcome: &'a str,
     ) -> GateCall<'a, Finish> {
         Box::pin(async move {
+            let barrier = self.finish_barrier.lock().ok().and_then(|b| b.clone());
+            if let Some(barrier) = barrier {
+                barrier.wait().await;
+            }
             let now = self.tick(format!("finish {} {token} {outcome}", slot.region))?;
             let ours = match self.record(&slot.region, slot.start_s) {
                 None => true,

@@ -208,27 +208,47 @@ pub(super) fn note_lease(
 
 impl Store {
     /// Marks every leased fetch of `run_id`'s `region` `state`.
+    #[cfg(test)]
     pub(crate) fn mark_slot(
         &self,
         run_id: &str,
         region: &str,
         state: SlotState,
     ) -> Result<(), StoreError> {
+        self.mark_slots(run_id, &[(region.to_owned(), state)])
+    }
+
+    /// Marks every leased fetch of `run_id`'s regions with the state given for each,
+    /// in one transaction: a run finishes all its slots with one commit, not one a
+    /// region (BENCHMARKS.md, "The cost of the slot leases").
+    pub(crate) fn mark_slots(
+        &self,
+        run_id: &str,
+        marks: &[(String, SlotState)],
+    ) -> Result<(), StoreError> {
         (|| {
             let tx = self.write_tx()?;
-            tx.execute(
-                "UPDATE fetch_slots SET state = ?3
-                 WHERE fetch IN (SELECT f.num FROM fetches AS f
-                                 JOIN run_nums AS r ON r.num = f.run
-                                 JOIN regions AS g ON g.num = f.region
-                                 WHERE r.run_id = ?1 AND g.code = ?2)",
-                params![run_id, region, state.as_str()],
-            )?;
+            {
+                let mut update = tx.prepare_cached(
+                    "UPDATE fetch_slots SET state = ?3
+                     WHERE fetch IN (SELECT f.num FROM fetches AS f
+                                     JOIN run_nums AS r ON r.num = f.run
+                                     JOIN regions AS g ON g.num = f.region
+                                     WHERE r.run_id = ?1 AND g.code = ?2)",
+                )?;
+                for (region, state) in marks {
+                    update.execute(params![run_id, region, state.as_str()])?;
+                }
+            }
             tx.commit()
         })()
         .map_err(self.err(format!(
-            "marking the fetches of {region} in run {run_id} {}",
-            state.as_str()
+            "marking the leased fetches of {} in run {run_id}",
+            marks
+                .iter()
+                .map(|(region, state)| format!("{region} {}", state.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ")
         )))
     }
 

@@ -342,6 +342,46 @@ async fn a_renewal_that_finds_the_lease_taken_stops_the_regions_calls() {
 }
 
 #[tokio::test]
+async fn the_slots_are_finished_at_once_and_their_fetches_marked_current_together() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let gate = Arc::new(FakeGate::new(AT_2026_US, 1_000));
+    let (run, _) = run_with(dir.path(), &gate);
+    run.record
+        .begin_run(
+            crate::store::RunKind::Run,
+            crate::clock::Secs::new(SLOT_S),
+            None,
+        )
+        .await
+        .expect("the run's row");
+    let codes = ["US", "GB", "DE"];
+    let reports: Vec<_> = codes
+        .iter()
+        .map(|c| (region(c, &[]), RegionReport::new(c)))
+        .collect();
+    let mut reports = run.claim_slots(reports).await;
+    for (_, report) in &mut reports {
+        let lease = run.lease_of(&report.code).expect("claimed");
+        run.record
+            .chart_page(&report.code, None, 1, 1, Vec::new(), Some(lease.leased()))
+            .await
+            .expect("a page stored");
+        report.status = Status::Complete;
+    }
+    // Each finish waits for the other two: one after another, the first never returns.
+    *gate.finish_barrier.lock().expect("barrier") =
+        Some(Arc::new(tokio::sync::Barrier::new(codes.len())));
+    let reports = tokio::time::timeout(Duration::from_secs(60), run.finish_slots(reports))
+        .await
+        .expect("the finishes were sent at once, not one after another");
+    let order: Vec<&str> = reports.iter().map(|(_, r)| r.code.as_str()).collect();
+    assert_eq!(order, codes, "the reports keep their order");
+    assert!(reports.iter().all(|(_, r)| r.status == Status::Complete));
+    let states: Vec<String> = leased(dir.path()).into_iter().map(|r| r.4).collect();
+    assert_eq!(states, ["current", "current", "current"]);
+}
+
+#[tokio::test]
 async fn a_gate_that_does_not_answer_leaves_the_run_as_without_leases() {
     let dir = tempfile::tempdir().expect("temp dir");
     let gate = Arc::new(FakeGate::new(AT_2026_US, 1_000));
