@@ -493,3 +493,38 @@ fn a_sink_of_another_form_is_a_usage_error_naming_the_forms() {
         .run();
     assert!(h.fake.calls().is_empty(), "{}", ran.stderr);
 }
+
+/// A run with nothing to ship does not set the sink up: a host whose every region
+/// another host fetched says nothing of a sink that could not be reached, and one that
+/// queued slots says what stands in the sink directory's place.
+#[test]
+fn a_sink_is_set_up_only_when_a_slot_waits_for_it() {
+    let redis = crate::common::RedisServer::start();
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let dangling = scratch.path().join("sink");
+    std::os::unix::fs::symlink(scratch.path().join("nowhere"), &dangling)
+        .expect("a link to nothing");
+    let sink = format!("file://{}", dangling.display());
+    let hosts: Vec<Harness<'_>> = (0..2)
+        .map(|_| {
+            let mut h = Harness::new(Some(&redis));
+            h.regions(TWO_REGIONS);
+            h
+        })
+        .collect();
+    // Host A fetches and queues both regions' slots; its sink is a link to nothing.
+    let a = hosts[0]
+        .cmd()
+        .args(["run", "--json", "--host-name", "a", "--sink", &sink])
+        .expect_stderr("a link to nothing, stands there")
+        .run();
+    assert_eq!(a.json()["status"], "complete", "{}", a.stdout);
+    // Host B finds both done: nothing queued, nothing to set up, no error line (the
+    // harness fails on any it was not told of).
+    let b = hosts[1]
+        .cmd()
+        .args(["run", "--json", "--host-name", "b", "--sink", &sink])
+        .run();
+    assert_eq!(b.json()["status"], "complete", "{}", b.stdout);
+    assert!(!b.stderr.contains("sink"), "{}", b.stderr);
+}

@@ -388,6 +388,11 @@ async fn ship_to_sink(
     clock: &dyn crate::clock::Clock,
     run_id: &str,
 ) {
+    // Nothing queued, nothing to set up: a sink that is down says so only when a
+    // slot waits for it.
+    if matches!(crate::store::Store::resume(db).sink_backlog(), Ok(b) if b.slots == 0) {
+        return;
+    }
     let shipped = match Sink::open(url) {
         Ok(to) => sink::ship(db, &to, clock).await,
         Err(e) => Err(e),

@@ -167,7 +167,17 @@ impl Sink {
                 (Arc::new(s3), prefix)
             }
             SinkUrl::File { root } => {
-                std::fs::create_dir_all(root).map_err(|e| setup(Box::new(e)))?;
+                std::fs::create_dir_all(root).map_err(|e| {
+                    setup(
+                        format!(
+                            "creating its directory {}: {e}; point --sink at a directory this \
+                             user can write (a file, or a link to nothing, stands there in \
+                             its place when the error says it exists)",
+                            root.display()
+                        )
+                        .into(),
+                    )
+                })?;
                 let local =
                     LocalFileSystem::new_with_prefix(root).map_err(|e| setup(Box::new(e)))?;
                 (Arc::new(local), "")
