@@ -24,7 +24,7 @@ use crate::common::moto::python;
 use crate::common::redis_deployments::Cluster;
 use crate::common::redis_server::real_now_us;
 use crate::common::upstream::{API_KEY, FakeUpstream};
-use crate::common::{Costs, RedisServer, Running, Trendsync};
+use crate::common::{Costs, RedisServer, Running, Trendsync, files_under};
 
 /// The shipped regions: eight, one chart each (2 pages), no categories, no searches.
 const CODES: [&str; 8] = ["US", "GB", "DE", "FR", "IN", "BR", "AU", "CA"];
@@ -407,31 +407,6 @@ fn coverage_by(cov: &Value, hosts: &[(&str, u64)], what: &str) {
             "{what}: {region}"
         );
     }
-}
-
-/// Every file under `root`, relative, sorted.
-fn files_under(root: &Path) -> Vec<String> {
-    fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
-        for entry in std::fs::read_dir(dir).expect("reading the sink") {
-            let path = entry.expect("an entry").path();
-            if path.is_dir() {
-                walk(&path, root, out);
-            } else {
-                out.push(
-                    path.strip_prefix(root)
-                        .expect("under root")
-                        .display()
-                        .to_string(),
-                );
-            }
-        }
-    }
-    let mut out = Vec::new();
-    if root.exists() {
-        walk(root, root, &mut out);
-    }
-    out.sort();
-    out
 }
 
 /// The sink's object names for the overall charts of every region in `slots` (starts

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use crate::common::harness::Harness;
-use crate::common::{Costs, RedisServer};
+use crate::common::{Costs, RedisServer, files_under};
 
 const README: &str = include_str!("../README.md");
 
@@ -72,28 +72,6 @@ fn env_file(lines: &str, redis_url: &str, sink: &str, host: &str) -> String {
     text.join("\n") + "\n"
 }
 
-fn objects(dir: &Path) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("listing the sink") {
-            let path = e.expect("a sink entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                found.push(
-                    path.strip_prefix(dir)
-                        .expect("under the sink")
-                        .display()
-                        .to_string(),
-                );
-            }
-        }
-    }
-    found.sort();
-    found
-}
-
 #[test]
 fn the_readme_two_hosts_deployment_fetches_each_slot_once_into_one_sink() {
     let blocks = blocks();
@@ -152,7 +130,7 @@ fn the_readme_two_hosts_deployment_fetches_each_slot_once_into_one_sink() {
     let regions = statuses(&reports[0]).len();
 
     // The sink: one object per region's slot (the overall chart), shipped by host A.
-    let shipped = objects(sink_dir.path());
+    let shipped = files_under(sink_dir.path());
     assert_eq!(shipped.len(), regions, "{shipped:?}");
     assert!(
         shipped.iter().all(|o| o.starts_with("date=")

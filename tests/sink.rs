@@ -10,11 +10,11 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-use crate::common::Trendsync;
 use crate::common::harness::Harness;
 use crate::common::moto::{ACCESS_KEY_ID, MotoServer, python};
 use crate::common::redis_server::{real_now_us, unix_us};
 use crate::common::upstream::{API_KEY, Billing, FakeUpstream};
+use crate::common::{Trendsync, files_under};
 
 /// US and GB (at minute 7), each with the overall chart and category 17's, one page.
 const TWO_REGIONS: &str = "[defaults]\npages = 1\n\n\
@@ -62,31 +62,6 @@ fn run_at(h: &Harness<'_>, when: &str, sink: &str, env: &[(&str, &str)]) -> Valu
     let report = cmd.run().json();
     assert_eq!(report["status"], "complete", "{report}");
     report
-}
-
-/// Every file under `root`, relative, sorted.
-fn files_under(root: &Path) -> Vec<String> {
-    fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
-        for entry in std::fs::read_dir(dir).expect("reading the sink") {
-            let path = entry.expect("an entry").path();
-            if path.is_dir() {
-                walk(&path, root, out);
-            } else {
-                out.push(
-                    path.strip_prefix(root)
-                        .expect("under root")
-                        .display()
-                        .to_string(),
-                );
-            }
-        }
-    }
-    let mut out = Vec::new();
-    if root.exists() {
-        walk(root, root, &mut out);
-    }
-    out.sort();
-    out
 }
 
 /// The sink's object names the runs at `hours` give: both regions' two charts.

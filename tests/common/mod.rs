@@ -487,3 +487,29 @@ pub fn hold_lock(db: &std::path::Path, offset: i64, exclusive: bool) -> HeldLock
     );
     HeldLock(file)
 }
+
+/// Every file under `root`, relative to it, sorted; none when `root` does not exist
+/// (a sink directory nothing was shipped to yet).
+pub fn files_under(root: &Path) -> Vec<String> {
+    fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).expect("reading a directory under the root") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                walk(&path, root, out);
+            } else {
+                out.push(
+                    path.strip_prefix(root)
+                        .expect("under the root")
+                        .display()
+                        .to_string(),
+                );
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if root.exists() {
+        walk(root, root, &mut out);
+    }
+    out.sort();
+    out
+}
