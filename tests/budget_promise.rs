@@ -57,6 +57,12 @@ const DAY: i64 = 24 * HOUR;
 const START: i64 = 1_792_877_400 * S;
 /// The most two clocks may disagree before the limiter's is taken for wrong.
 const TOLERANCE: i64 = 300 * S;
+/// How far past [`TOLERANCE`] a clock may be and still not be told wrong by an answer:
+/// `Date` has whole seconds, and the answer's latency widens the interval it was made
+/// in, so the limiter only calls a clock wrong when no moment of that interval can
+/// explain the difference (docs/budget.md, "The clock"). A run on a clock within this
+/// band past the tolerance may go on as if its clock were right.
+const UNTELLABLE: i64 = 2 * S;
 
 /// The methods the costs files know, by index.
 const METHODS: [&str; 4] = [
@@ -249,6 +255,9 @@ struct Grant {
     calls: u64,
     /// Whether the host's clock was right (within the tolerance) then.
     right: bool,
+    /// Made on a clock beyond the tolerance by more than an answer can leave in doubt
+    /// ([`UNTELLABLE`]): one that an answer with the right `Date` tells wrong.
+    told_wrong: bool,
 }
 
 impl Grant {
@@ -434,6 +443,7 @@ impl<'a> World<'a> {
                 method,
                 calls: count,
                 right: self.offset.abs() <= TOLERANCE,
+                told_wrong: self.offset.abs() > TOLERANCE + UNTELLABLE,
             });
             self.safe(&charge.parts.iter().map(|p| p.key()).collect::<Vec<_>>())?;
         }
@@ -614,7 +624,10 @@ impl<'a> World<'a> {
                 Err(e) => panic!("the limiter failed: {e}"),
             }
         }
-        let wrong = self.grants[before..].iter().filter(|g| !g.right).count();
+        let wrong = self.grants[before..]
+            .iter()
+            .filter(|g| g.told_wrong)
+            .count();
         // A stale `Date` that happens to agree with a clock as far behind confirms it:
         // no check can tell, so only answers with the right `Date` bound this.
         if matches!(date, Date::Right) {
