@@ -49,7 +49,7 @@ pub use window::{Span, Window, Zone};
 pub mod slots {
     pub use super::redis::slots::{
         COMPLETE, Claim, Finish, Holder, MissedReason, RECORD_KEPT, SlotRecord, SlotRef, SlotState,
-        slot_starts,
+        Verdict, slot_starts,
     };
 }
 

@@ -10,7 +10,7 @@ use tokio::task::JoinSet;
 
 use crate::config::{Region, slot_schedule};
 use crate::error::chain;
-use crate::quota::slots::{MissedReason, SlotRecord, SlotRef, SlotState, slot_starts};
+use crate::quota::slots::{MissedReason, SlotRecord, SlotRef, Verdict, slot_starts};
 use crate::store::SlotMiss;
 
 use super::run::Run;
@@ -113,15 +113,10 @@ pub(super) fn missed_among(
     )
     .into_iter()
     .filter_map(|start| match records.iter().find(|r| r.start_s == start) {
-        Some(SlotRecord {
-            state: SlotState::Missed { reason, .. },
-            ..
-        }) => Some(miss(start, reason)),
-        Some(SlotRecord {
-            state: SlotState::Held { until_us, .. },
-            ..
-        }) if *until_us < now_us => Some(miss(start, MissedReason::TakenOverLate.as_str())),
-        Some(_) => None,
+        Some(r) => match r.state.verdict(now_us) {
+            Verdict::Missed { reason, .. } => Some(miss(start, reason)),
+            Verdict::Fetched(_) | Verdict::Live => None,
+        },
         None if start > first => Some(miss(start, MissedReason::NoHostRan.as_str())),
         None => None,
     })

@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use rusqlite::params;
 
+use super::sql::current_fetch;
 use super::{ExportSpan, Store, StoreError};
 
 /// One video's time on one chart of one region.
@@ -52,13 +53,17 @@ pub(crate) struct ChartHistoryRow {
 
 /// The region's current chart fetches within a span (`fetch_slots`, docs/schema.md):
 /// (chart, its place in the chart's order, when it began).
-const CHART_FETCHES: &str = "
+const CHART_FETCHES: &str = concat!(
+    "
 SELECT f.num, f.chart, f.fetched_at
 FROM fetches AS f
 WHERE f.region = (SELECT num FROM regions WHERE code = ?1)
   AND f.search = 0 AND f.fetched_at >= ?2 AND f.fetched_at <= ?3
-  AND NOT EXISTS (SELECT 1 FROM fetch_slots AS fs WHERE fs.fetch = f.num AND fs.state <> 'current')
-ORDER BY f.chart, f.fetched_at, f.num";
+  AND ",
+    current_fetch!(),
+    "
+ORDER BY f.chart, f.fetched_at, f.num"
+);
 
 /// Every place of every video seen in the region, video by video, in fetch order.
 const REGION_VIDEO_PLACES: &str = "

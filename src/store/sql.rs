@@ -2,6 +2,29 @@
 //! SQLite how it answers each (`EXPLAIN QUERY PLAN`) and hold that none of them scans
 //! the snapshots.
 
+/// The columns of one place of a chart's export row, in the order the store reads
+/// them ([`EXPORT_REGION`], [`EXPORT_FETCH`]): `export` and the sink write the same
+/// columns, so they are written once.
+macro_rules! export_place_columns {
+    () => {
+        "
+SELECT v.id, f.fetched_at, v.title, v.channel_title, v.category_id, v.published_at,
+       v.tags, p.views, p.likes, p.comments, v.thumbnail_url, v.description,
+       p.rank, f.fetched_at + p.offset_s, c.title, v.duration_s, v.removed_at, v.channel_id
+"
+    };
+}
+
+/// The condition that fetch `f` is data: no leased fetch but a `current` one
+/// (`fetch_slots`, docs/schema.md). Every read of the snapshots for `export` and the
+/// analysts' histories asks it in these words.
+macro_rules! current_fetch {
+    () => {
+        "NOT EXISTS (SELECT 1 FROM fetch_slots AS fs WHERE fs.fetch = f.num AND fs.state <> 'current')"
+    };
+}
+pub(crate) use current_fetch;
+
 #[cfg(test)]
 /// A video's counts over time (`Store::video_stats`), oldest first.
 pub(crate) const VIDEO_HISTORY: &str = "
@@ -160,38 +183,39 @@ ORDER BY f.search, f.chart";
 /// One chart of a region (?4: 0 for the overall chart, else the category id): its
 /// places between two times (inclusive), fetch by fetch and rank by rank, for
 /// `export`: current fetches only (`fetch_slots`, docs/schema.md).
-pub(crate) const EXPORT_REGION: &str = "
-SELECT v.id, f.fetched_at, v.title, v.channel_title, v.category_id, v.published_at,
-       v.tags, p.views, p.likes, p.comments, v.thumbnail_url, v.description,
-       p.rank, f.fetched_at + p.offset_s, c.title, v.duration_s, v.removed_at, v.channel_id
-FROM fetches AS f
+pub(crate) const EXPORT_REGION: &str = concat!(
+    export_place_columns!(),
+    "FROM fetches AS f
 JOIN places AS p ON p.fetch = f.num
 JOIN videos AS v ON v.num = p.video
 LEFT JOIN categories AS c ON c.region = ?1 AND c.id = v.category_id
 WHERE f.region = (SELECT num FROM regions WHERE code = ?1)
   AND f.search = 0 AND f.chart = ?4 AND f.fetched_at >= ?2 AND f.fetched_at <= ?3
-  AND NOT EXISTS (SELECT 1 FROM fetch_slots AS fs WHERE fs.fetch = f.num AND fs.state <> 'current')
-ORDER BY f.fetched_at, f.num, p.rank";
+  AND ",
+    current_fetch!(),
+    "
+ORDER BY f.fetched_at, f.num, p.rank"
+);
 
 /// One chart fetch (?1, a number of `fetches`, of the region whose code is ?2): its
 /// places rank by rank, with the columns of [`EXPORT_REGION`], for the sink.
-pub(crate) const EXPORT_FETCH: &str = "
-SELECT v.id, f.fetched_at, v.title, v.channel_title, v.category_id, v.published_at,
-       v.tags, p.views, p.likes, p.comments, v.thumbnail_url, v.description,
-       p.rank, f.fetched_at + p.offset_s, c.title, v.duration_s, v.removed_at, v.channel_id
-FROM fetches AS f
+pub(crate) const EXPORT_FETCH: &str = concat!(
+    export_place_columns!(),
+    "FROM fetches AS f
 JOIN places AS p ON p.fetch = f.num
 JOIN videos AS v ON v.num = p.video
 LEFT JOIN categories AS c ON c.region = ?2 AND c.id = v.category_id
 WHERE f.num = ?1
-ORDER BY p.rank";
+ORDER BY p.rank"
+);
 
 /// The counts samples of the charts and searches of the regions of the JSON array ?3
 /// between two times, ordered so that the samples of one (video, time, source) are
 /// adjacent: a video on the overall chart and on two category charts of one fetch, or
 /// in two regions fetched in the same second, is one sample, not three
 /// (`export --counts`). The order costs a sort, so this one is not in [`ALL`] either.
-pub(crate) const EXPORT_PLACE_COUNTS: &str = "
+pub(crate) const EXPORT_PLACE_COUNTS: &str = concat!(
+    "
 SELECT v.id, f.fetched_at + p.offset_s AS at, p.views, p.likes, p.comments,
        CASE WHEN f.search = 0 THEN 'chart' ELSE 'search' END AS source
 FROM fetches AS f
@@ -199,8 +223,11 @@ JOIN places AS p ON p.fetch = f.num
 JOIN videos AS v ON v.num = p.video
 WHERE f.region IN (SELECT g.num FROM regions AS g JOIN json_each(?3) AS j ON g.code = j.value)
   AND f.fetched_at >= ?1 AND f.fetched_at <= ?2
-  AND NOT EXISTS (SELECT 1 FROM fetch_slots AS fs WHERE fs.fetch = f.num AND fs.state <> 'current')
-ORDER BY at, v.id, source, f.num, p.rank";
+  AND ",
+    current_fetch!(),
+    "
+ORDER BY at, v.id, source, f.num, p.rank"
+);
 
 /// The follow-ups' samples between two times, video by video, of the videos seen in
 /// any of the regions of the JSON array ?3. Exporting every sample reads the whole

@@ -19,7 +19,7 @@ use crate::output::human;
 use crate::output::json::{print_json, rfc3339};
 use crate::output::table::{self, Column, Table};
 use crate::quota::Limiter;
-use crate::quota::slots::{MissedReason, RECORD_KEPT, SlotRecord, SlotRef, SlotState};
+use crate::quota::slots::{MissedReason, RECORD_KEPT, SlotRecord, SlotRef, SlotState, Verdict};
 
 /// Without `--since`, the last week.
 const DEFAULT_SPAN: Duration = Duration::from_secs(7 * 86_400);
@@ -167,46 +167,37 @@ pub(super) fn coverage(
                 hosts: BTreeMap::new(),
                 missed_slots: Vec::new(),
             };
-            let live = |state: Option<&&SlotState>| {
-                matches!(state, Some(SlotState::Held { until_us, .. }) if *until_us >= now_us)
-            };
-            c.in_progress = live(by_start.get(&current.start_s));
-            for start in
-                crate::quota::slots::slot_starts(&s.region, s.secs, s.offset_s, since_s, current.start_s)
-            {
+            let verdict = |start: i64| by_start.get(&start).map(|state| state.verdict(now_us));
+            c.in_progress = verdict(current.start_s) == Some(Verdict::Live);
+            for start in crate::quota::slots::slot_starts(
+                &s.region,
+                s.secs,
+                s.offset_s,
+                since_s,
+                current.start_s,
+            ) {
                 c.expected += 1;
-                let state = by_start.get(&start);
-                let missed = |reason: &str, host: Option<&String>, detail: Option<&String>| {
-                    MissedSlot {
-                        slot: rfc3339(start.saturating_mul(1_000_000)),
-                        reason: reason.to_owned(),
-                        host: host.cloned(),
-                        detail: detail.cloned(),
-                    }
+                let missed = |reason: &str, host: Option<&str>, detail: Option<&str>| MissedSlot {
+                    slot: rfc3339(start.saturating_mul(1_000_000)),
+                    reason: reason.to_owned(),
+                    host: host.map(str::to_owned),
+                    detail: detail.map(str::to_owned),
                 };
-                match state {
-                    Some(SlotState::Fetched { by, .. }) => {
+                match verdict(start) {
+                    Some(Verdict::Fetched(by)) => {
                         c.fetched += 1;
                         *c.hosts.entry(by.host.clone()).or_default() += 1;
                     }
-                    Some(SlotState::Missed {
+                    Some(Verdict::Missed {
                         reason,
                         host,
                         detail,
-                    }) => c
-                        .missed_slots
-                        .push(missed(reason, host.as_ref(), detail.as_ref())),
-                    Some(SlotState::Held { .. }) if live(state) => c.in_progress = true,
-                    // A lease that lapsed after the slot's end reads as missed already;
-                    // one that lapsed in it with nobody to take over is the same.
-                    Some(SlotState::Held { holder, .. }) => c.missed_slots.push(missed(
-                        MissedReason::TakenOverLate.as_str(),
-                        Some(&holder.host),
-                        None,
-                    )),
-                    None => c
-                        .missed_slots
-                        .push(missed(MissedReason::NoHostRan.as_str(), None, None)),
+                    }) => c.missed_slots.push(missed(reason, host, detail)),
+                    Some(Verdict::Live) => c.in_progress = true,
+                    None => {
+                        c.missed_slots
+                            .push(missed(MissedReason::NoHostRan.as_str(), None, None))
+                    }
                 }
             }
             c.missed = c.missed_slots.len() as u64;

@@ -131,6 +131,45 @@ pub enum SlotState {
     Held { holder: Holder, until_us: i64 },
 }
 
+/// What a slot's record says of it at `now_us` (Redis's clock), once the slot has
+/// ended: the one reading that `status --coverage` and the missed-slot count share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict<'a> {
+    Fetched(&'a Holder),
+    /// Missed, for `reason`; a lease that lapsed with no done mark is
+    /// [`MissedReason::TakenOverLate`], its holder the host.
+    Missed {
+        reason: &'a str,
+        host: Option<&'a str>,
+        detail: Option<&'a str>,
+    },
+    /// A lease still live: the fetch goes on, not (yet) a miss.
+    Live,
+}
+
+impl SlotState {
+    pub fn verdict(&self, now_us: i64) -> Verdict<'_> {
+        match self {
+            SlotState::Fetched { by, .. } => Verdict::Fetched(by),
+            SlotState::Missed {
+                reason,
+                host,
+                detail,
+            } => Verdict::Missed {
+                reason,
+                host: host.as_deref(),
+                detail: detail.as_deref(),
+            },
+            SlotState::Held { until_us, .. } if *until_us >= now_us => Verdict::Live,
+            SlotState::Held { holder, .. } => Verdict::Missed {
+                reason: MissedReason::TakenOverLate.as_str(),
+                host: Some(&holder.host),
+                detail: None,
+            },
+        }
+    }
+}
+
 /// Why a slot was missed, as the records, the JSON and the metrics' labels say it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum MissedReason {

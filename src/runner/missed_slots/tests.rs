@@ -1,7 +1,7 @@
 //! Which records count as misses for the metrics, as a table.
 
 use super::*;
-use crate::quota::slots::Holder;
+use crate::quota::slots::{Holder, SlotState};
 
 /// 2026-11-28T14:00:00Z.
 const T: i64 = 1_795_874_400;
