@@ -864,3 +864,43 @@ fn on_a_redis_cluster_one_host_fetches_and_the_other_finds_it_done() {
         );
     }
 }
+
+/// `backfill` claims slots as `run` does, and a region another host fetched counts as
+/// fresh for `--stale-after` (docs/commands.md, "Several hosts"): host B's backfill
+/// after host A's run fetches nothing, and B's next backfill finds nothing stale.
+#[test]
+fn a_backfill_claims_slots_and_a_slot_done_elsewhere_is_fresh() {
+    let redis = RedisServer::start();
+    let a = Harness::new(Some(&redis));
+    let b = Harness::new(Some(&redis));
+    let ran = a.cmd().args(["run", "--json", "--host-name", "a"]).run();
+    all_regions(&ran.json(), "complete", "A's run");
+    let backfill = || {
+        b.cmd()
+            .args([
+                "backfill",
+                "--json",
+                "--host-name",
+                "b",
+                "--stale-after",
+                "2h",
+            ])
+            .run()
+            .json()
+    };
+    let first = backfill();
+    assert_eq!(first["status"], "complete", "{first}");
+    all_regions(&first, "done_elsewhere", "B's backfill");
+    let second = backfill();
+    assert_eq!(
+        second["regions"],
+        serde_json::json!([]),
+        "nothing stale: {second}"
+    );
+    assert_eq!(
+        b.fake.calls().len(),
+        0,
+        "B called the upstream: {:?}",
+        b.fake.calls()
+    );
+}
